@@ -1,0 +1,231 @@
+// Package ledger appends to and reads a run's gapless event log.
+//
+// Every run has a counter on its head item. An append reads (or remembers)
+// the head, builds its batch from it, and writes the events at the next
+// seqs in one transaction conditioned on the counter being unchanged; if
+// another writer got there first, DynamoDB hands back the current head and
+// the append rebuilds from it and tries again, a bounded number of times.
+// So seqs are 1, 2, 3... with no gap and no duplicate, and a batch's
+// decision is always made on the head it commits against.
+//
+// Within one process, appends to the same run wait their turn behind a
+// striped lock: they would only conflict in DynamoDB anyway, and every
+// conflict costs a transaction. Across processes (Lambda instances) the
+// counter's condition alone decides.
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/fluidbox/fluidbox/shared/store"
+)
+
+// ErrContention: an append lost the race for the counter too many times.
+var ErrContention = errors.New("ledger: too much contention")
+
+// An append retries counter conflicts at most maxAttempts times and for at
+// most maxRetryTime. Every retry is informed (the conflict returned the
+// current head), but a process that loses to another one draining a burst
+// of appends can lose many rounds in a row, so the bound is generous.
+const (
+	maxAttempts  = 1000
+	maxRetryTime = 10 * time.Second
+)
+
+// stripes is the number of in-process append locks.
+const stripes = 256
+
+// Build computes what to write from the run's current head. It is called
+// again after every conflict, with the newer head; an error aborts.
+type Build func(head store.Head) (store.Batch, error)
+
+// Ledger appends and reads run events.
+type Ledger struct {
+	st    *store.Store
+	now   func() time.Time
+	hub   hub
+	locks [stripes]chan struct{}
+	mu    sync.Mutex
+	heads map[string]store.Head
+}
+
+// New returns a ledger over st; now stamps events.
+func New(st *store.Store, now func() time.Time) *Ledger {
+	l := &Ledger{st: st, now: now, heads: map[string]store.Head{}}
+	for i := range l.locks {
+		l.locks[i] = make(chan struct{}, 1)
+	}
+	return l
+}
+
+// lock takes runID's in-process append lock, or gives up with ctx.
+func (l *Ledger) lock(ctx context.Context, runID string) (unlock func(), err error) {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(runID))
+	ch := l.locks[h.Sum32()%stripes]
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("ledger: wait to append to %s: %w: %w", runID, store.ErrUnavailable, ctx.Err())
+	}
+}
+
+// Store returns the store under the ledger.
+func (l *Ledger) Store() *store.Store { return l.st }
+
+// Append builds and writes a batch to runID's ledger. It starts from the
+// head this process saw last (steady state: no read at all) and corrects
+// itself from the head DynamoDB returns on a conflict.
+func (l *Ledger) Append(ctx context.Context, runID string, build Build) (store.Head, error) {
+	unlock, err := l.lock(ctx, runID)
+	if err != nil {
+		return store.Head{}, err
+	}
+	defer unlock()
+	head, ok := l.cached(runID)
+	if !ok {
+		var err error
+		if head, err = l.Head(ctx, runID); err != nil {
+			return store.Head{}, err
+		}
+	}
+	giveUp := time.Now().Add(maxRetryTime)
+	for attempt := 0; attempt < maxAttempts && time.Now().Before(giveUp); attempt++ {
+		b, err := build(head)
+		if err != nil {
+			return store.Head{}, err
+		}
+		next, err := l.st.Append(ctx, head, l.now().UTC().Format(time.RFC3339Nano), b)
+		if err == nil {
+			l.remember(next)
+			l.hub.notify(runID)
+			return next, nil
+		}
+		var conflict *store.SeqConflictError
+		if !errors.As(err, &conflict) {
+			return store.Head{}, err
+		}
+		head = conflict.Current
+		l.remember(head)
+		if err := backoff(ctx, attempt); err != nil {
+			return store.Head{}, fmt.Errorf("ledger: append to %s: %w: %w", runID, store.ErrUnavailable, err)
+		}
+	}
+	return store.Head{}, fmt.Errorf("ledger: append to %s: %w", runID, ErrContention)
+}
+
+// backoff sleeps a short random time after a lost race. It stays short:
+// the conflict already handed back the current head, and a loser that waits
+// long only hands the next round to the writer that just won.
+func backoff(ctx context.Context, attempt int) error {
+	if attempt == 0 {
+		return nil
+	}
+	t := time.NewTimer(rand.N(time.Duration(min(attempt, 8)) * 250 * time.Microsecond))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Head reads a run's head from the table and remembers it.
+func (l *Ledger) Head(ctx context.Context, runID string) (store.Head, error) {
+	h, err := l.st.GetHead(ctx, runID)
+	if err != nil {
+		return store.Head{}, err
+	}
+	l.remember(h)
+	return h, nil
+}
+
+func (l *Ledger) cached(runID string) (store.Head, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h, ok := l.heads[runID]
+	return h, ok
+}
+
+// remember keeps the newest head seen for a run.
+func (l *Ledger) remember(h store.Head) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if old, ok := l.heads[h.RunID]; !ok || old.LastSeq <= h.LastSeq {
+		l.heads[h.RunID] = h
+	}
+}
+
+// MaxWait is the longest a read may wait for new events.
+const MaxWait = 25 * time.Second
+
+// pollEvery is how often a waiting read looks at the table when no append
+// in this process wakes it (another Lambda instance may be the writer).
+const pollEvery = 250 * time.Millisecond
+
+// Read returns up to limit events with seq > after, in order, and the run's
+// last seq. With wait > 0 and nothing to return yet, it waits up to wait for
+// the first new event.
+func (l *Ledger) Read(ctx context.Context, runID string, after int64, limit int, wait time.Duration) ([]store.Event, int64, error) {
+	deadline := time.Now().Add(min(wait, MaxWait))
+	for {
+		woken := l.hub.wait(runID)
+		events, err := l.st.Events(ctx, runID, after, limit)
+		if err != nil {
+			return nil, 0, err
+		}
+		if len(events) > 0 || !time.Now().Before(deadline) {
+			head, err := l.Head(ctx, runID)
+			if err != nil {
+				return nil, 0, err
+			}
+			return events, head.LastSeq, nil
+		}
+		t := time.NewTimer(min(pollEvery, time.Until(deadline)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, 0, ctx.Err()
+		case <-woken:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// hub wakes readers waiting on a run when this process appends to it.
+type hub struct {
+	mu      sync.Mutex
+	waiters map[string]chan struct{}
+}
+
+func (h *hub) wait(runID string) <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.waiters == nil {
+		h.waiters = map[string]chan struct{}{}
+	}
+	ch, ok := h.waiters[runID]
+	if !ok {
+		ch = make(chan struct{})
+		h.waiters[runID] = ch
+	}
+	return ch
+}
+
+func (h *hub) notify(runID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ch, ok := h.waiters[runID]; ok {
+		close(ch)
+		delete(h.waiters, runID)
+	}
+}

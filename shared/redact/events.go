@@ -1,0 +1,113 @@
+package redact
+
+// SessionCreated opens a run's ledger as event 1.
+type SessionCreated struct {
+	SessionID     string `json:"session_id"`
+	PolicyID      string `json:"policy_id"`
+	PolicyVersion int    `json:"policy_version"`
+	PolicyDigest  string `json:"policy_digest"`
+	ToolSetDigest string `json:"tool_set_digest"`
+	Tools         int    `json:"tools"`
+	TrustTier     string `json:"trust_tier"`
+	Autonomous    bool   `json:"autonomous"`
+	BudgetMicros  int64  `json:"budget_limit_micros"`
+	Trigger       string `json:"trigger"`
+	Invoker       string `json:"invoker"`
+}
+
+func (SessionCreated) eventType() Type { return TypeSessionCreated }
+
+// SessionEnded closes a run.
+type SessionEnded struct {
+	EndedBy string `json:"ended_by"`
+}
+
+func (SessionEnded) eventType() Type { return TypeSessionEnded }
+
+// ToolRequested records that a tool call was asked about. The input is kept
+// only as its digest.
+type ToolRequested struct {
+	ToolCallID  string `json:"tool_call_id"`
+	ToolName    string `json:"tool_name"`
+	InputDigest Digest `json:"input_digest"`
+}
+
+func (ToolRequested) eventType() Type { return TypeToolRequested }
+
+// ToolDecision records the gate's answer. Reasons are not kept: a reason may
+// quote the input (a schema error names properties), so the ledger keeps the
+// source and rule that decided, which is what an audit needs.
+type ToolDecision struct {
+	ToolCallID       string `json:"tool_call_id"`
+	ToolName         string `json:"tool_name"`
+	Decision         string `json:"decision"`
+	Source           string `json:"source,omitempty"`
+	RuleID           string `json:"rule_id,omitempty"`
+	Verdict          string `json:"verdict,omitempty"`
+	RewrittenVerdict string `json:"rewritten_verdict,omitempty"`
+	ApprovalID       string `json:"approval_id,omitempty"`
+	Grant            string `json:"grant,omitempty"`
+}
+
+func (ToolDecision) eventType() Type { return TypeToolDecision }
+
+// ApprovalRequested records that a call now waits for a human.
+type ApprovalRequested struct {
+	ApprovalID   string `json:"approval_id"`
+	ToolCallID   string `json:"tool_call_id"`
+	ToolName     string `json:"tool_name"`
+	RuleID       string `json:"rule_id,omitempty"`
+	ScopeKey     string `json:"scope_key"`
+	DefaultScope string `json:"default_scope"`
+	ExpiresAt    string `json:"expires_at"`
+	InputDigest  Digest `json:"input_digest"`
+}
+
+func (ApprovalRequested) eventType() Type { return TypeApprovalRequested }
+
+// ApprovalDecided records how a pending approval was settled.
+type ApprovalDecided struct {
+	ApprovalID string `json:"approval_id"`
+	ToolCallID string `json:"tool_call_id"`
+	Status     string `json:"status"`
+	DecidedBy  string `json:"decided_by"`
+}
+
+func (ApprovalDecided) eventType() Type { return TypeApprovalDecided }
+
+// ToolBrokered records a call the control plane made upstream: latency and
+// the digest of the result, never the result.
+type ToolBrokered struct {
+	ToolCallID   string `json:"tool_call_id"`
+	ToolName     string `json:"tool_name"`
+	ConnectionID string `json:"connection_id"`
+	LatencyMS    int64  `json:"latency_ms"`
+	ResultDigest Digest `json:"result_digest"`
+	IsError      bool   `json:"is_error"`
+}
+
+func (ToolBrokered) eventType() Type { return TypeToolBrokered }
+
+// BudgetReserved records an admission.
+type BudgetReserved struct {
+	ReservationID  string `json:"reservation_id"`
+	RequestID      string `json:"request_id"`
+	Model          string `json:"model"`
+	ReservedMicros int64  `json:"reserved_micros"`
+}
+
+func (BudgetReserved) eventType() Type { return TypeBudgetReserved }
+
+// BudgetReconciled records real usage and cost for a reservation.
+type BudgetReconciled struct {
+	ReservationID            string `json:"reservation_id"`
+	RequestID                string `json:"request_id"`
+	InputTokens              int64  `json:"input_tokens"`
+	OutputTokens             int64  `json:"output_tokens"`
+	CacheReadInputTokens     int64  `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int64  `json:"cache_creation_input_tokens"`
+	CostMicros               int64  `json:"cost_micros"`
+	Settlement               string `json:"settlement"`
+}
+
+func (BudgetReconciled) eventType() Type { return TypeBudgetReconciled }

@@ -1,0 +1,99 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Capability is a stored capability bundle. Tools is the bundle's tools as
+// JSON, kept opaque here.
+type Capability struct {
+	ID        string `dynamodbav:"id"`
+	Name      string `dynamodbav:"name"`
+	Digest    string `dynamodbav:"digest"`
+	Tools     string `dynamodbav:"tools"`
+	CreatedAt string `dynamodbav:"created_at"`
+}
+
+// ErrNameTaken: a capability with that name exists.
+var ErrNameTaken = fmt.Errorf("store: name taken: %w", ErrExists)
+
+type capabilityItem struct {
+	Capability
+	GSI1PK string `dynamodbav:"gsi1pk"`
+	GSI1SK string `dynamodbav:"gsi1sk"`
+}
+
+type nameItem struct {
+	ID string `dynamodbav:"id"`
+}
+
+// PutCapability stores a new bundle and claims its name.
+func (s *Store) PutCapability(ctx context.Context, c Capability) error {
+	head, err := item("CAP#"+c.ID, "HEAD", capabilityItem{Capability: c, GSI1PK: "CAP", GSI1SK: c.CreatedAt + "#" + c.ID})
+	if err != nil {
+		return err
+	}
+	name, err := item("CAPNAME#"+c.Name, "HEAD", nameItem{ID: c.ID})
+	if err != nil {
+		return err
+	}
+	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+		putNew(s.table, head), putNew(s.table, name),
+	}})
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		return fmt.Errorf("store: capability %q: %w", c.Name, ErrNameTaken)
+	}
+	return translate("put capability "+c.ID, err)
+}
+
+// GetCapability reads a bundle by id.
+func (s *Store) GetCapability(ctx context.Context, id string) (Capability, error) {
+	var c Capability
+	err := s.get(ctx, "CAP#"+id, "HEAD", &c)
+	return c, err
+}
+
+// CapabilityIDByName resolves a bundle's name.
+func (s *Store) CapabilityIDByName(ctx context.Context, name string) (string, error) {
+	var n nameItem
+	err := s.get(ctx, "CAPNAME#"+name, "HEAD", &n)
+	return n.ID, err
+}
+
+// ListCapabilities lists stored bundles, oldest first.
+func (s *Store) ListCapabilities(ctx context.Context) ([]Capability, error) {
+	in := &dynamodb.QueryInput{
+		TableName:              aws.String(s.table),
+		IndexName:              aws.String(gsi1),
+		KeyConditionExpression: aws.String("gsi1pk = :p"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":p": &types.AttributeValueMemberS{Value: "CAP"},
+		},
+	}
+	var caps []Capability
+	for {
+		out, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, translate("list capabilities", err)
+		}
+		for _, av := range out.Items {
+			var c Capability
+			if err := attributevalue.UnmarshalMap(av, &c); err != nil {
+				return nil, fmt.Errorf("store: decode capability: %w", err)
+			}
+			caps = append(caps, c)
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return caps, nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}

@@ -1,0 +1,297 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/fluidbox/fluidbox/shared/redact"
+)
+
+// Head is a run's mutable record: status, ledger counter and budget, plus
+// the digests and settings frozen at creation.
+type Head struct {
+	RunID         string   `dynamodbav:"run_id"`
+	Status        string   `dynamodbav:"status"`
+	LastSeq       int64    `dynamodbav:"last_seq"`
+	TokenHash     string   `dynamodbav:"token_hash"`
+	Invoker       string   `dynamodbav:"invoker"`
+	TrustTier     string   `dynamodbav:"trust_tier"`
+	Autonomous    bool     `dynamodbav:"autonomous"`
+	PolicyID      string   `dynamodbav:"policy_id"`
+	PolicyVersion int      `dynamodbav:"policy_version"`
+	PolicyDigest  string   `dynamodbav:"policy_digest"`
+	ToolSetDigest string   `dynamodbav:"tool_set_digest"`
+	Tools         []string `dynamodbav:"tools"`
+	Capabilities  []string `dynamodbav:"capabilities"`
+	Trigger       string   `dynamodbav:"trigger"`
+	CreatedAt     string   `dynamodbav:"created_at"`
+	// Budget, in integer micro-USD. Available = Limit - Reserved - Spent is
+	// kept as its own attribute so a write can be conditioned on it.
+	BudgetLimit     int64 `dynamodbav:"budget_limit"`
+	BudgetReserved  int64 `dynamodbav:"budget_reserved"`
+	BudgetSpent     int64 `dynamodbav:"budget_spent"`
+	BudgetAvailable int64 `dynamodbav:"budget_available"`
+}
+
+// Tool is a tool frozen into a run.
+type Tool struct {
+	Name         string `dynamodbav:"name"`
+	Class        string `dynamodbav:"class"`
+	Description  string `dynamodbav:"description"`
+	Schema       string `dynamodbav:"schema"`
+	SchemaDigest string `dynamodbav:"schema_digest"`
+	Origin       string `dynamodbav:"origin"`
+	Callable     bool   `dynamodbav:"callable"`
+	Reason       string `dynamodbav:"reason"`
+}
+
+// PolicySnapshot is the full policy document frozen into a run.
+type PolicySnapshot struct {
+	PolicyID string `dynamodbav:"policy_id"`
+	Version  int    `dynamodbav:"version"`
+	Digest   string `dynamodbav:"digest"`
+	Document string `dynamodbav:"document"`
+}
+
+// Frozen is everything a run froze at creation. It never changes, so callers
+// may cache it for the life of the process.
+type Frozen struct {
+	Tools  []Tool
+	Policy PolicySnapshot
+}
+
+// NewRun is what CreateRun writes.
+type NewRun struct {
+	Head   Head
+	Tools  []Tool
+	Policy PolicySnapshot
+	// Created is the session.created event; it becomes seq 1.
+	Created redact.Envelope
+}
+
+func runPK(id string) string { return "RUN#" + id }
+
+type key struct {
+	PK string `dynamodbav:"pk"`
+	SK string `dynamodbav:"sk"`
+}
+
+func keyOf(pk, sk string) map[string]types.AttributeValue {
+	return map[string]types.AttributeValue{
+		attrPK: &types.AttributeValueMemberS{Value: pk},
+		attrSK: &types.AttributeValueMemberS{Value: sk},
+	}
+}
+
+// item marshals v and adds the keys.
+func item(pk, sk string, v any) (map[string]types.AttributeValue, error) {
+	av, err := attributevalue.MarshalMap(v)
+	if err != nil {
+		return nil, fmt.Errorf("store: marshal %s/%s: %w", pk, sk, err)
+	}
+	av[attrPK] = &types.AttributeValueMemberS{Value: pk}
+	av[attrSK] = &types.AttributeValueMemberS{Value: sk}
+	return av, nil
+}
+
+// Limits of one TransactWriteItems call, with room to spare.
+const (
+	maxTxItems = 100
+	maxTxBytes = 3 << 20
+)
+
+// CreateRun writes a run's frozen items, then its head and first event. A
+// run exists once its head does: when everything fits one transaction it is
+// written atomically; a larger run writes its frozen items first in their
+// own transactions and its head last, and deletes what it wrote if a later
+// step fails, so a failed creation leaves nothing behind.
+func (s *Store) CreateRun(ctx context.Context, r NewRun) error {
+	if !r.Created.Valid() {
+		return fmt.Errorf("store: create run %s: invalid envelope", r.Head.RunID)
+	}
+	pk := runPK(r.Head.RunID)
+	var frozen []types.TransactWriteItem
+	for _, t := range r.Tools {
+		av, err := item(pk, "TOOL#"+t.Name, t)
+		if err != nil {
+			return err
+		}
+		frozen = append(frozen, putNew(s.table, av))
+	}
+	pol, err := item(pk, "POLICY", r.Policy)
+	if err != nil {
+		return err
+	}
+	frozen = append(frozen, putNew(s.table, pol))
+
+	r.Head.LastSeq = 1
+	head, err := item(pk, "HEAD", r.Head)
+	if err != nil {
+		return err
+	}
+	ev, err := eventItem(r.Head.RunID, 1, r.Created, r.Head.CreatedAt)
+	if err != nil {
+		return err
+	}
+	final := []types.TransactWriteItem{putNew(s.table, head), putNew(s.table, ev)}
+
+	chunks := chunk(frozen, maxTxItems-len(final))
+	last := chunks[len(chunks)-1]
+	if size(last)+size(final) <= maxTxBytes && len(last)+len(final) <= maxTxItems {
+		chunks[len(chunks)-1] = append(last, final...)
+		final = nil
+	}
+	var written []types.TransactWriteItem
+	for _, c := range chunks {
+		if err := s.transact(ctx, c); err != nil {
+			s.undo(written)
+			return fmt.Errorf("store: create run %s: %w", r.Head.RunID, err)
+		}
+		written = append(written, c...)
+	}
+	if final != nil {
+		if err := s.transact(ctx, final); err != nil {
+			s.undo(written)
+			return fmt.Errorf("store: create run %s: %w", r.Head.RunID, err)
+		}
+	}
+	return nil
+}
+
+// undo deletes items written by a creation that failed later. It runs on a
+// fresh context: the caller's may be what failed.
+func (s *Store) undo(items []types.TransactWriteItem) {
+	for _, it := range items {
+		k := map[string]types.AttributeValue{attrPK: it.Put.Item[attrPK], attrSK: it.Put.Item[attrSK]}
+		_, _ = s.db.DeleteItem(context.Background(), &dynamodb.DeleteItemInput{TableName: aws.String(s.table), Key: k})
+	}
+}
+
+func putNew(table string, av map[string]types.AttributeValue) types.TransactWriteItem {
+	return types.TransactWriteItem{Put: &types.Put{
+		TableName:           aws.String(table),
+		Item:                av,
+		ConditionExpression: aws.String("attribute_not_exists(pk)"),
+	}}
+}
+
+// chunk splits items into groups of at most n items and maxTxBytes bytes.
+func chunk(items []types.TransactWriteItem, n int) [][]types.TransactWriteItem {
+	var out [][]types.TransactWriteItem
+	var cur []types.TransactWriteItem
+	for _, it := range items {
+		if len(cur) == n || (len(cur) > 0 && size(cur)+size([]types.TransactWriteItem{it}) > maxTxBytes) {
+			out = append(out, cur)
+			cur = nil
+		}
+		cur = append(cur, it)
+	}
+	return append(out, cur)
+}
+
+// size estimates the bytes of the items' string attributes, which dominate.
+func size(items []types.TransactWriteItem) int {
+	n := 0
+	for _, it := range items {
+		for k, v := range it.Put.Item {
+			n += len(k) + 16
+			if s, ok := v.(*types.AttributeValueMemberS); ok {
+				n += len(s.Value)
+			}
+		}
+	}
+	return n
+}
+
+func (s *Store) transact(ctx context.Context, items []types.TransactWriteItem) error {
+	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	if err == nil {
+		return nil
+	}
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		for _, r := range tce.CancellationReasons {
+			if aws.ToString(r.Code) == "ConditionalCheckFailed" {
+				return ErrExists
+			}
+		}
+	}
+	return translate("transact", err)
+}
+
+// GetHead reads a run's head with a consistent read.
+func (s *Store) GetHead(ctx context.Context, runID string) (Head, error) {
+	var h Head
+	err := s.get(ctx, runPK(runID), "HEAD", &h)
+	return h, err
+}
+
+// GetFrozen reads what a run froze at creation.
+func (s *Store) GetFrozen(ctx context.Context, runID string) (Frozen, error) {
+	var f Frozen
+	if err := s.get(ctx, runPK(runID), "POLICY", &f.Policy); err != nil {
+		return Frozen{}, err
+	}
+	err := s.queryPrefix(ctx, runPK(runID), "TOOL#", func(av map[string]types.AttributeValue) error {
+		var t Tool
+		if err := attributevalue.UnmarshalMap(av, &t); err != nil {
+			return err
+		}
+		f.Tools = append(f.Tools, t)
+		return nil
+	})
+	return f, err
+}
+
+func (s *Store) get(ctx context.Context, pk, sk string, v any) error {
+	out, err := s.db.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName:      aws.String(s.table),
+		Key:            keyOf(pk, sk),
+		ConsistentRead: aws.Bool(true),
+	})
+	if err != nil {
+		return translate("get "+pk+"/"+sk, err)
+	}
+	if out.Item == nil {
+		return fmt.Errorf("store: get %s/%s: %w", pk, sk, ErrNotFound)
+	}
+	if err := attributevalue.UnmarshalMap(out.Item, v); err != nil {
+		return fmt.Errorf("store: decode %s/%s: %w", pk, sk, err)
+	}
+	return nil
+}
+
+// queryPrefix visits every item of a partition whose sort key starts with
+// prefix, in order, with consistent reads.
+func (s *Store) queryPrefix(ctx context.Context, pk, prefix string, visit func(map[string]types.AttributeValue) error) error {
+	in := &dynamodb.QueryInput{
+		TableName:              aws.String(s.table),
+		KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :p)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk": &types.AttributeValueMemberS{Value: pk},
+			":p":  &types.AttributeValueMemberS{Value: prefix},
+		},
+		ConsistentRead: aws.Bool(true),
+	}
+	for {
+		out, err := s.db.Query(ctx, in)
+		if err != nil {
+			return translate("query "+pk+"/"+prefix, err)
+		}
+		for _, av := range out.Items {
+			if err := visit(av); err != nil {
+				return fmt.Errorf("store: decode %s/%s: %w", pk, prefix, err)
+			}
+		}
+		if len(out.LastEvaluatedKey) == 0 {
+			return nil
+		}
+		in.ExclusiveStartKey = out.LastEvaluatedKey
+	}
+}

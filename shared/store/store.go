@@ -1,0 +1,115 @@
+// Package store is fluidbox's only door to DynamoDB.
+//
+// Everything lives in one table keyed by pk/sk strings; a run's items share
+// its partition, so everything one decision touches is one partition and
+// one transaction. DynamoDB's errors never leave this package: conditional
+// failures become the sentinels below, and anything else (throttling, a
+// 5xx, a closed connection) becomes ErrUnavailable, which callers answer
+// with deny / 503 — never allow.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Sentinels. Callers test them with errors.Is.
+var (
+	// ErrNotFound: the item does not exist.
+	ErrNotFound = errors.New("store: not found")
+	// ErrExists: an item that must be new already exists.
+	ErrExists = errors.New("store: already exists")
+	// ErrConditionFailed: a domain condition of a write did not hold.
+	ErrConditionFailed = errors.New("store: condition failed")
+	// ErrUnavailable: DynamoDB could not be reached or refused to work.
+	ErrUnavailable = errors.New("store: unavailable")
+)
+
+// Store reads and writes fluidbox's table.
+type Store struct {
+	db    *dynamodb.Client
+	table string
+}
+
+// New returns a Store over db and the named table.
+func New(db *dynamodb.Client, table string) *Store {
+	return &Store{db: db, table: table}
+}
+
+// Table returns the table's name.
+func (s *Store) Table() string { return s.table }
+
+// The secondary index of pending approvals and listings.
+const (
+	gsi1       = "gsi1"
+	attrPK     = "pk"
+	attrSK     = "sk"
+	attrGSI1PK = "gsi1pk"
+	attrGSI1SK = "gsi1sk"
+)
+
+// CreateTable creates the table with the schema template.yaml declares. It
+// is for the dev server and tests; in AWS the stack owns the table. An
+// existing table is not an error.
+func (s *Store) CreateTable(ctx context.Context) error {
+	str := types.ScalarAttributeTypeS
+	_, err := s.db.CreateTable(ctx, &dynamodb.CreateTableInput{
+		TableName:   aws.String(s.table),
+		BillingMode: types.BillingModePayPerRequest,
+		AttributeDefinitions: []types.AttributeDefinition{
+			{AttributeName: aws.String(attrPK), AttributeType: str},
+			{AttributeName: aws.String(attrSK), AttributeType: str},
+			{AttributeName: aws.String(attrGSI1PK), AttributeType: str},
+			{AttributeName: aws.String(attrGSI1SK), AttributeType: str},
+		},
+		KeySchema: []types.KeySchemaElement{
+			{AttributeName: aws.String(attrPK), KeyType: types.KeyTypeHash},
+			{AttributeName: aws.String(attrSK), KeyType: types.KeyTypeRange},
+		},
+		GlobalSecondaryIndexes: []types.GlobalSecondaryIndex{{
+			IndexName: aws.String(gsi1),
+			KeySchema: []types.KeySchemaElement{
+				{AttributeName: aws.String(attrGSI1PK), KeyType: types.KeyTypeHash},
+				{AttributeName: aws.String(attrGSI1SK), KeyType: types.KeyTypeRange},
+			},
+			Projection: &types.Projection{ProjectionType: types.ProjectionTypeAll},
+		}},
+	})
+	var inUse *types.ResourceInUseException
+	if errors.As(err, &inUse) {
+		return nil
+	}
+	return translate("create table", err)
+}
+
+// translate maps a DynamoDB error to the package's sentinels.
+func translate(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ccf *types.ConditionalCheckFailedException
+	if errors.As(err, &ccf) {
+		return fmt.Errorf("store: %s: %w", op, ErrConditionFailed)
+	}
+	var rnf *types.ResourceNotFoundException
+	if errors.As(err, &rnf) {
+		return fmt.Errorf("store: %s: table missing: %w", op, ErrUnavailable)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("store: %s: %w: %w", op, ErrUnavailable, err)
+	}
+	return fmt.Errorf("store: %s: %w: %v", op, ErrUnavailable, err)
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+func parseTime(s string) time.Time {
+	t, _ := time.Parse(time.RFC3339Nano, s)
+	return t
+}
