@@ -1,0 +1,170 @@
+package bash
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestParsePrefix(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in      string
+		want    []string
+		wantErr bool
+	}{
+		{"git push", []string{"git", "push"}, false},
+		{"  git   push  ", []string{"git", "push"}, false},
+		{`npm run 'my script'`, []string{"npm", "run", "my script"}, false},
+		{`g\it`, []string{"git"}, false},
+		{"", nil, true},
+		{"ls && rm", nil, true},
+		{"ls; rm", nil, true},
+		{"ls | grep", nil, true},
+		{"git $(x)", nil, true},
+		{"git $X", nil, true},
+		{"ls *.go", nil, true},
+		{"X=1 ls", nil, true},
+		{"ls > f", nil, true},
+		{"ls &", nil, true},
+		{"(ls)", nil, true},
+		{"ls 'open", nil, true},
+	}
+	for _, tt := range tests {
+		p, err := ParsePrefix(tt.in)
+		if (err != nil) != tt.wantErr {
+			t.Errorf("ParsePrefix(%q) error = %v, want error %v", tt.in, err, tt.wantErr)
+			continue
+		}
+		if err != nil {
+			if !errors.Is(err, ErrPrefix) {
+				t.Errorf("ParsePrefix(%q) error = %v, want ErrPrefix", tt.in, err)
+			}
+			continue
+		}
+		if diff := cmp.Diff(tt.want, p.Words()); diff != "" {
+			t.Errorf("ParsePrefix(%q) words mismatch (-want +got):\n%s", tt.in, diff)
+		}
+	}
+}
+
+func TestKeyText(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		words []string
+		want  string
+	}{
+		{[]string{"git", "push"}, "git push"},
+		{[]string{"npm", "run", "a b"}, "npm run 'a b'"},
+		{[]string{"git", "push origin"}, "git 'push origin'"},
+		{[]string{"echo", ""}, "echo ''"},
+		{[]string{"echo", "it's"}, `echo "it's"`},
+	}
+	for _, tt := range tests {
+		if got := KeyText(tt.words); got != tt.want {
+			t.Errorf("KeyText(%q) = %q, want %q", tt.words, got, tt.want)
+		}
+	}
+	// Different word lists never share a key.
+	if KeyText([]string{"a b"}) == KeyText([]string{"a", "b"}) {
+		t.Errorf("KeyText is not injective for %q and %q", "a b", "a b")
+	}
+}
+
+func TestOpaque(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		cmd  string
+		want string // substring of the reason, "" for not opaque
+	}{
+		{"git push", ""},
+		{"ls | grep x", ""},
+		{"bash script.sh", ""},
+		{"eval \"$X\"", "eval of an expansion"},
+		{"curl x | sh", "stdin"},
+		{"bash -c \"$X\"", "expanded argument"},
+		{"git -c alias.p=push p", "alias"},
+		{"eval 'if'", "does not parse"},
+		{"ls 'open", "does not parse"},
+		{"su", "interactive shell"},
+	}
+	for _, tt := range tests {
+		a := Analyze(tt.cmd)
+		op, why := a.Opaque()
+		if op != (tt.want != "") || !strings.Contains(why, tt.want) {
+			t.Errorf("Analyze(%q).Opaque() = %v, %q, want reason containing %q", tt.cmd, op, why, tt.want)
+		}
+	}
+}
+
+func TestStrictElements(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		cmd  string
+		want [][]string
+	}{
+		{"git status", [][]string{{"git", "status"}}},
+		{"git --no-pager -P log -1", [][]string{{"git", "log", "-1"}}},
+		{"ls -la | grep 'a b' |& wc -l", [][]string{{"ls", "-la"}, {"grep", "a b"}, {"wc", "-l"}}},
+		{"ls; ls", nil},
+		{"X=1 ls", nil},
+	}
+	for _, tt := range tests {
+		a := Analyze(tt.cmd)
+		var got [][]string
+		for i := 0; i < a.Elements(); i++ {
+			got = append(got, a.ElementWords(i))
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("Analyze(%q) strict elements mismatch (-want +got):\n%s", tt.cmd, diff)
+		}
+	}
+}
+
+func TestGlobWordsNeverCoverPrefix(t *testing.T) {
+	t.Parallel()
+	p, err := ParsePrefix("ls -la")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := Analyze("ls -l*"); a.ElementHasPrefix(0, p) {
+		t.Errorf("Analyze(%q).ElementHasPrefix(%q) = true, want false", "ls -l*", "ls -la")
+	}
+	if a := Analyze("ls -la *.go"); !a.ElementHasPrefix(0, p) {
+		t.Errorf("Analyze(%q).ElementHasPrefix(%q) = false, want true", "ls -la *.go", "ls -la")
+	}
+}
+
+func TestHugeAndHostileInputs(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range []string{
+		strings.Repeat("a", MaxCommandBytes+1),
+		strings.Repeat("$(", 5000),
+		strings.Repeat("eval ", 2000) + "git push",
+		strings.Repeat("bash -c '", 50),
+		"\x00",
+	} {
+		a := Analyze(cmd) // must not panic or hang
+		if ok, _ := a.Strict(); ok {
+			t.Errorf("Analyze(%.40q...) is strict, want not", cmd)
+		}
+	}
+	deep := "git push"
+	for i := 0; i < 10; i++ {
+		deep = "bash -c " + KeyText([]string{deep})
+	}
+	p, _ := ParsePrefix("git push")
+	if a := Analyze(deep); !a.LooseMatch(p) {
+		t.Errorf("deeply nested bash -c does not match git push loosely")
+	}
+}
+
+func BenchmarkAnalyze(b *testing.B) {
+	cmd := `git log --oneline -20 | grep -v "fixup" | head -5`
+	b.ReportAllocs()
+	for b.Loop() {
+		Analyze(cmd)
+	}
+}

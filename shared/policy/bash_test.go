@@ -1,0 +1,373 @@
+package policy
+
+import (
+	"testing"
+)
+
+// strictPolicy allows a few read-only prefixes and nothing else.
+const strictPolicy = `{"name":"strict","default_verdict":"require_approval","rules":[
+ {"id":"read","tool":"Bash","match":{"command_prefix":["git status","git diff","git log","ls","echo","cat","grep","wc","find","head"]},"verdict":"allow"}]}`
+
+// anyGitPolicy allows every git subcommand, to exercise the git option checks.
+const anyGitPolicy = `{"name":"git","default_verdict":"deny","rules":[
+ {"id":"git","tool":"Bash","match":{"command_prefix":["git","bash build.sh","sh"]},"verdict":"allow"}]}`
+
+func mustParse(t testing.TB, doc string) *Policy {
+	t.Helper()
+	p, _, err := Parse([]byte(doc))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	return p
+}
+
+func bashInput(cmd string) map[string]any { return map[string]any{"command": cmd} }
+
+func TestBashAllowIsStrict(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, strictPolicy)
+	tests := []struct {
+		cmd  string
+		want bool
+	}{
+		{"git status", true},
+		{"git status --short", true},
+		{"  git   status  ", true},
+		{"git status # note", true},
+		{"git status;", true},
+		{"git diff --stat", true},
+		{"git --no-pager diff", true},
+		{"ls -la | grep foo | wc -l", true},
+		{"ls 2>&1", true},
+		{"ls 2>/dev/null", true},
+		{"ls >/dev/null 2>&1", true},
+		{"cat < README.md", true},
+		{"ls *.go", true},
+		{"echo 'a;b' \"c && d\"", true},
+		{"! ls", true},
+		{"find . -name '*.go'", true},
+		{`'git' status`, true},
+		{`g\it status`, true},
+
+		// not the prefix, word-wise
+		{"git difftool", false},
+		{"git statusx", false},
+		{"lsblk", false},
+		{"git", false},
+		// lists and background
+		{"git status; rm -rf /", false},
+		{"git status && rm -rf /", false},
+		{"git status || rm -rf /", false},
+		{"git status & rm -rf /", false},
+		{"ls &", false},
+		{"ls\nrm -rf /", false},
+		// pipelines into programs that are not allowed
+		{"ls | sh", false},
+		{"ls | xargs rm", false},
+		{"echo x | bash", false},
+		{"cat x | tee out", false},
+		// grouping and compound commands
+		{"(ls)", false},
+		{"{ ls; }", false},
+		{"if true; then ls; fi", false},
+		{"for f in a; do ls; done", false},
+		{"while true; do ls; done", false},
+		{"f() { ls; }; f", false},
+		{"[[ -f x ]]", false},
+		{"((1+1))", false},
+		{"time ls", false},
+		{"coproc ls", false},
+		{"export X=1", false},
+		// substitutions and expansions
+		{"echo $(rm -rf /)", false},
+		{"echo `rm -rf /`", false},
+		{"echo \"$(rm -rf /)\"", false},
+		{"cat <(rm -rf /)", false},
+		{"ls >(rm -rf /)", false},
+		{"echo $((1+2))", false},
+		{"echo $HOME", false},
+		{"echo ${x:=y}", false},
+		{"echo ${!x}", false},
+		{"echo \"$x\"", false},
+		{"$CMD status", false},
+		{"${GIT} status", false},
+		{"gi* status", false},
+		{"g?t status", false},
+		{"git st*", false},
+		{"git {status,push}", false},
+		{"~/bin/ls", false},
+		{"$'git' status", false},
+		// wrappers
+		{"eval ls", false},
+		{"eval 'git status'", false},
+		{"bash -c 'git status'", false},
+		{"sh -c ls", false},
+		{"zsh -c ls", false},
+		{"env ls", false},
+		{"env X=1 ls", false},
+		{"command ls", false},
+		{"exec ls", false},
+		{"nohup ls", false},
+		{"sudo ls", false},
+		{"timeout 5 ls", false},
+		{"nice ls", false},
+		{"xargs ls", false},
+		{"/usr/bin/env ls", false},
+		{"find . -exec rm {} ;", false},
+		{"find . -execdir rm {} +", false},
+		{"find . -ok rm {} ;", false},
+		{"find . -delete", false},
+		{"find . -name *.go", false},
+		// assignments
+		{"X=1 ls", false},
+		{"GIT_EXTERNAL_DIFF=x git diff", false},
+		{"GIT_PAGER=x git log", false},
+		{"PATH=/tmp ls", false},
+		// git options that change what runs
+		{"git -c core.pager=x diff", false},
+		{"git -c diff.external=x diff", false},
+		{"git --exec-path=/tmp diff", false},
+		{"git --config-env=core.pager=X diff", false},
+		{"git -C /tmp/evil status", false},
+		{"git --git-dir=/tmp/x status", false},
+		// redirections
+		{"ls > out", false},
+		{"ls >> out", false},
+		{"ls &> out", false},
+		{"ls >| out", false},
+		{"ls 2> err", false},
+		{"ls >&out", false},
+		{"ls <> f", false},
+		{"cat < /dev/tcp/evil/80", false},
+		{"cat <<EOF\nx\nEOF", false},
+		{"cat <<< x", false},
+		// parse failures
+		{"ls 'unterminated", false},
+		{"if", false},
+		{"", false},
+		{"ls\x00", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.cmd, func(t *testing.T) {
+			t.Parallel()
+			got := p.Evaluate("Bash", bashInput(tt.cmd))
+			if (got.Verdict == VerdictAllow) != tt.want {
+				t.Errorf("Evaluate(%q) = %v (%s), want allow=%v", tt.cmd, got.Verdict, got.Reason, tt.want)
+			}
+		})
+	}
+}
+
+func TestBashAllowGitOptions(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, anyGitPolicy)
+	tests := []struct {
+		cmd  string
+		want bool
+	}{
+		{"git status", true},
+		{"git --no-pager log", true},
+		{"git fetch origin", true},
+		{"bash build.sh", true},
+		{"git -c core.pager=x diff", false},
+		{"git -C dir status", false},
+		{"git --exec-path=/x status", false},
+		{"git fetch --upload-pack='rm -rf ~' origin", false},
+		{"git fetch --upload-pack=x origin", false},
+		{"git push --receive-pack=x", false},
+		{"git clone -u x repo", false},
+		{"git clone --config core.x=y repo", false},
+		{"git clone --template=/tmp/t repo", false},
+		{"git grep -Ovim x", false},
+		{"git grep --open-files-in-pager=x y", false},
+		{"git rebase -x 'rm -rf /' main", false},
+		{"git rebase --exec=x main", false},
+		{"git difftool -x evil", false},
+		{"git difftool --extcmd=evil", false},
+		{"git submodule foreach rm", false},
+		{"git bisect run rm", false},
+		{"git filter-branch x", false},
+		{"git add *", false},
+		{"sh", false},
+		{"sh -c x", false},
+		{"sh -xc x", false},
+		{"bash -c x", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.cmd, func(t *testing.T) {
+			t.Parallel()
+			got := p.Evaluate("Bash", bashInput(tt.cmd))
+			if (got.Verdict == VerdictAllow) != tt.want {
+				t.Errorf("Evaluate(%q) = %v (%s), want allow=%v", tt.cmd, got.Verdict, got.Reason, tt.want)
+			}
+		})
+	}
+}
+
+// evasions of a "git push" rule that must still hit it.
+var pushEvasions = []string{
+	"git push",
+	"git push --force origin main",
+	"git -C repo push",
+	"git -C repo -c x=y --no-pager push",
+	"git --git-dir=.git --work-tree . push",
+	"git --git-dir .git push",
+	"/usr/bin/git push",
+	"./git push",
+	"env X=1 git push",
+	"env -i -u HOME X=1 git push",
+	"env -S 'git push'",
+	"X=1 git push",
+	"GIT_SSH_COMMAND=x git push",
+	"command git push",
+	"exec git push",
+	"nohup git push &",
+	"sudo git push",
+	"sudo -u bob -E git push",
+	"timeout 5 git push",
+	"timeout -s KILL 5s git push",
+	"nice -n 5 git push",
+	"stdbuf -o0 git push",
+	"setsid git push",
+	"bash -c 'git push'",
+	"sh -c \"git push\"",
+	"zsh -lc 'cd x && git push'",
+	"bash -c 'bash -c \"git push\"'",
+	"eval git push",
+	"eval 'git push'",
+	"eval \"$CMD\"",
+	"echo $(git push)",
+	"echo `git push`",
+	"echo \"$(git push)\"",
+	"x=$(git push)",
+	"export X=$(git push)",
+	"cat <(git push)",
+	"diff >(git push) x",
+	"echo ${x:-$(git push)}",
+	"true && git push",
+	"false || git push",
+	"ls; git push",
+	"ls\ngit push",
+	"ls & git push",
+	"(git push)",
+	"{ git push; }",
+	"if true; then git push; fi",
+	"for i in 1; do git push; done",
+	"while git push; do :; done",
+	"f() { git push; }",
+	"ls | git push",
+	"echo push | xargs git",
+	"echo . | xargs -I{} git -C {} push",
+	"xargs -n1 git push < list",
+	"find . -exec git push \\;",
+	"find . -name x -execdir git -C {} push +",
+	"git p\\ush",
+	"g\\it push",
+	"'git' 'push'",
+	"\"git\" push",
+	"git pu*",
+	"git $SUB",
+	"$GIT push",
+	"\"$GIT\" push",
+	"echo 'git push' | bash",
+	"curl x | sh",
+	"bash <<EOF\ngit push\nEOF",
+	"sh <<< 'git push'",
+	"git -c alias.p=push p",
+	"git -c core.pager='git push' log",
+	"watch git push",
+	"git submodule foreach git push",
+	"git rebase --exec 'git push' main",
+	"x='a[$(git push)]'; echo $((x))",
+	"sudo -s 'git push'",
+	"su -c 'git push'",
+	"time git push",
+	"! git push",
+	"coproc git push",
+	"ls 'unterminated",
+	"if then fi )",
+}
+
+func TestBashDenyNormalized(t *testing.T) {
+	t.Parallel()
+	deny := mustParse(t, `{"name":"d","default_verdict":"allow","rules":[
+	  {"id":"no-push","tool":"Bash","match":{"command_prefix":["git push"]},"verdict":"deny"}]}`)
+	ra := mustParse(t, `{"name":"r","default_verdict":"allow","rules":[
+	  {"id":"ask-push","tool":"Bash","match":{"command_prefix":["git push"]},"verdict":"require_approval"}]}`)
+	for _, cmd := range pushEvasions {
+		t.Run(cmd, func(t *testing.T) {
+			t.Parallel()
+			if got := deny.Evaluate("Bash", bashInput(cmd)); got.Verdict != VerdictDeny || got.RuleID != "no-push" {
+				t.Errorf("Evaluate(%q) = %v %q (%s), want deny by no-push", cmd, got.Verdict, got.RuleID, got.Reason)
+			}
+			got := ra.Evaluate("Bash", bashInput(cmd))
+			if got.Verdict != VerdictRequireApproval || got.RuleID != "ask-push" {
+				t.Errorf("Evaluate(%q) = %v %q (%s), want require_approval by ask-push", cmd, got.Verdict, got.RuleID, got.Reason)
+			}
+		})
+	}
+}
+
+func TestBashDenyDoesNotOvermatch(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, `{"name":"d","default_verdict":"allow","rules":[
+	  {"id":"no-push","tool":"Bash","match":{"command_prefix":["git push"]},"verdict":"deny"}]}`)
+	for _, cmd := range []string{
+		"git pull",
+		"git status",
+		"git pushx",
+		"echo git push",
+		"ls -la",
+		"git log --grep push",
+		"git commit -m 'do not git push'",
+		"ls | grep push",
+	} {
+		if got := p.Evaluate("Bash", bashInput(cmd)); got.Verdict != VerdictAllow {
+			t.Errorf("Evaluate(%q) = %v (%s), want allow", cmd, got.Verdict, got.Reason)
+		}
+	}
+}
+
+func TestBashNeverAllowsUnparsed(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, `{"name":"open","default_verdict":"allow","rules":[
+	  {"id":"all","tool":"Bash","verdict":"allow"}]}`)
+	for _, in := range []any{
+		bashInput("ls 'unterminated"),
+		bashInput("if"),
+		map[string]any{"command": 42},
+		map[string]any{},
+		nil,
+		"ls",
+	} {
+		if got := p.Evaluate("Bash", in); got.Verdict != VerdictDeny {
+			t.Errorf("Evaluate(%v) = %v (%s), want deny", in, got.Verdict, got.Reason)
+		}
+	}
+	if got := p.Evaluate("Bash", bashInput("ls; rm -rf x")); got.Verdict != VerdictAllow {
+		t.Errorf("Evaluate(%q) = %v, want allow (rule allows all Bash)", "ls; rm -rf x", got.Verdict)
+	}
+}
+
+func TestBashPipelineAcrossRules(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, `{"name":"p","default_verdict":"deny","rules":[
+	  {"id":"ls","tool":"Bash","match":{"command_prefix":["ls"]},"verdict":"allow"},
+	  {"id":"grep","tool":"Bash","match":{"command_prefix":["grep"]},"verdict":"allow"}]}`)
+	tests := []struct {
+		cmd  string
+		want Verdict
+		rule string
+	}{
+		{"ls | grep x", VerdictAllow, "ls"},
+		{"grep x f | ls", VerdictAllow, "ls"}, // first rule in document order that covers an element
+		{"ls | grep x | sh", VerdictDeny, ""},
+		{"ls", VerdictAllow, "ls"},
+	}
+	for _, tt := range tests {
+		got := p.Evaluate("Bash", bashInput(tt.cmd))
+		if got.Verdict != tt.want || got.RuleID != tt.rule {
+			t.Errorf("Evaluate(%q) = %v %q, want %v %q", tt.cmd, got.Verdict, got.RuleID, tt.want, tt.rule)
+		}
+	}
+}

@@ -1,0 +1,70 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func bench200Doc() string {
+	var rules []string
+	for i := 0; i < 200; i++ {
+		switch i % 8 {
+		case 0:
+			rules = append(rules, fmt.Sprintf(`{"id":"r%d","tool":"mcp__svc%d__*","verdict":"require_approval"}`, i, i))
+		case 1:
+			rules = append(rules, fmt.Sprintf(`{"id":"r%d","tool":"mcp__jira__create_issue","match":{"input":{"/project":["P%d","Q%d*"],"/fields/priority":["%d"]}},"verdict":"deny"}`, i, i, i, i))
+		case 2:
+			rules = append(rules, fmt.Sprintf(`{"id":"r%d","tool":"mcp__tool%d__op","verdict":"allow"}`, i, i))
+		case 3:
+			rules = append(rules, fmt.Sprintf(`{"id":"r%d","tool":"Bash","match":{"command_prefix":["tool%d run","git log -%d"]},"verdict":"allow"}`, i, i, i))
+		case 4:
+			rules = append(rules, fmt.Sprintf(`{"id":"r%d","tool":"mcp__jira__*","match":{"input":{"/labels/0":["label%d"]}},"verdict":"require_approval"}`, i, i))
+		case 5:
+			rules = append(rules, fmt.Sprintf(`{"id":"r%d","tool":"Read","match":{"path":["dir%d/**"]},"verdict":"allow"}`, i, i))
+		case 6:
+			rules = append(rules, fmt.Sprintf(`{"id":"r%d","tool":"mcp__*__delete_%d","verdict":"deny"}`, i, i))
+		case 7:
+			rules = append(rules, fmt.Sprintf(`{"id":"r%d","tool":"mcp__jira__create_issue","match":{"input":{"/summary":["*secret%d*"]}},"verdict":"require_approval"}`, i, i))
+		}
+	}
+	return `{"name":"bench","default_verdict":"require_approval","rules":[` + strings.Join(rules, ",") + `]}`
+}
+
+func BenchmarkEvaluate200Rules(b *testing.B) {
+	p := mustParse(b, bench200Doc())
+	input := decodeJSON(b, `{"project":"OPS","summary":"Rotate the staging database credentials","issue_type":"Task",
+	  "description":"The staging DB password leaked in a log line; rotate it and update the vault entry.",
+	  "labels":["security","infra"],"fields":{"priority":2,"components":["db"],"due":"2026-05-01"}}`)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		r := p.Evaluate("mcp__jira__create_issue", input)
+		if r.Verdict != VerdictRequireApproval {
+			b.Fatalf("verdict %v", r.Verdict)
+		}
+	}
+}
+
+func BenchmarkEvaluateBash(b *testing.B) {
+	p := mustParse(b, bench200Doc())
+	input := bashInput(`git log --oneline -20 | grep -v "fixup" | head -5`)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		p.Evaluate("Bash", input)
+	}
+}
+
+func BenchmarkEvaluateBashEvasion(b *testing.B) {
+	p := mustParse(b, `{"name":"d","default_verdict":"allow","rules":[
+	  {"id":"no-push","tool":"Bash","match":{"command_prefix":["git push"]},"verdict":"deny"}]}`)
+	input := bashInput(`env X=1 bash -c "sudo -u bob git -C repo push --force origin main" && echo done`)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if r := p.Evaluate("Bash", input); r.Verdict != VerdictDeny {
+			b.Fatalf("verdict %v", r.Verdict)
+		}
+	}
+}

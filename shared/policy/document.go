@@ -1,0 +1,404 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Verdict is a policy outcome. Verdicts are persisted and on the wire: never
+// rename them.
+type Verdict string
+
+// Verdicts.
+const (
+	VerdictAllow           Verdict = "allow"
+	VerdictDeny            Verdict = "deny"
+	VerdictRequireApproval Verdict = "require_approval"
+)
+
+// Scope is how long a human's approval lasts.
+type Scope string
+
+// Scopes.
+const (
+	ScopeOnce    Scope = "once"
+	ScopeSession Scope = "session"
+)
+
+// Defaults applied by Parse when the document leaves them out.
+const (
+	DefaultScope      = ScopeOnce
+	DefaultTTLSeconds = 900
+	// MinTTLSeconds and MaxTTLSeconds bound ttl_seconds, in the
+	// document's approval defaults and in rules.
+	MinTTLSeconds = 1
+	MaxTTLSeconds = 7 * 24 * 3600
+	// MaxDocumentBytes bounds the documents Parse accepts.
+	MaxDocumentBytes = 1 << 20
+	// MaxRules bounds the rules of one document.
+	MaxRules = 10000
+)
+
+// Document is a policy document as authored, in the JSON shape of API.md.
+type Document struct {
+	Name           string            `json:"name"`
+	DefaultVerdict Verdict           `json:"default_verdict"`
+	Approval       *ApprovalDefaults `json:"approval,omitempty"`
+	Autonomy       *Autonomy         `json:"autonomy,omitempty"`
+	Rules          []Rule            `json:"rules"`
+}
+
+// ApprovalDefaults apply to require_approval results whose rule does not say.
+type ApprovalDefaults struct {
+	Scope      Scope `json:"scope,omitempty"`
+	TTLSeconds int   `json:"ttl_seconds,omitempty"`
+}
+
+// Autonomy says what a require_approval becomes in an autonomous run.
+type Autonomy struct {
+	OnApprovalRule Verdict `json:"on_approval_rule,omitempty"`
+}
+
+// Rule is one policy rule. Tool is a glob over tool names.
+type Rule struct {
+	ID           string  `json:"id"`
+	Tool         string  `json:"tool"`
+	Match        *Match  `json:"match,omitempty"`
+	Verdict      Verdict `json:"verdict"`
+	Scope        Scope   `json:"scope,omitempty"`
+	TTLSeconds   int     `json:"ttl_seconds,omitempty"`
+	OnAutonomous Verdict `json:"on_autonomous,omitempty"`
+}
+
+// Match narrows a rule to some inputs. Every criterion present must hold.
+//
+// The fields use omitzero rather than omitempty on purpose: an explicitly
+// empty list ("command_prefix": []) means "matches nothing" and must survive
+// a round trip through JSON; with omitempty it would come back absent, which
+// means "matches everything".
+type Match struct {
+	// CommandPrefix: Bash only. Word-wise prefixes of the command.
+	CommandPrefix []string `json:"command_prefix,omitzero"`
+	// Path: file tools only. Globs (doublestar) over the cleaned path.
+	Path []string `json:"path,omitzero"`
+	// Input: JSON pointer -> accepted values (globs over the value's text).
+	Input map[string][]string `json:"input,omitzero"`
+}
+
+// ValidationError says which field of a document is wrong.
+type ValidationError struct {
+	Field   string // e.g. "rules[2].verdict"; empty for the document as a whole
+	Message string
+}
+
+func (e *ValidationError) Error() string {
+	if e.Field == "" {
+		return e.Message
+	}
+	return e.Field + ": " + e.Message
+}
+
+// Warning flags a valid document part that cannot do what it seems to.
+type Warning struct {
+	Field   string
+	Message string
+}
+
+func (w Warning) String() string {
+	if w.Field == "" {
+		return w.Message
+	}
+	return w.Field + ": " + w.Message
+}
+
+// fileTools maps the file tools to the input field that holds their path.
+var fileTools = map[string]string{
+	"Read":         "file_path",
+	"Write":        "file_path",
+	"Edit":         "file_path",
+	"MultiEdit":    "file_path",
+	"NotebookEdit": "notebook_path",
+	"Glob":         "path",
+	"Grep":         "path",
+}
+
+// bashTool is the tool whose input.command is analysed as a shell command.
+const bashTool = "Bash"
+
+func verr(field, format string, args ...any) *ValidationError {
+	return &ValidationError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// decode reads JSON, or YAML converted to JSON, strictly.
+func decode(data []byte) (Document, error) {
+	var doc Document
+	if len(data) > MaxDocumentBytes {
+		return doc, verr("", "document larger than %d bytes", MaxDocumentBytes)
+	}
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) == 0 {
+		return doc, verr("", "empty document")
+	}
+	js := trimmed
+	if trimmed[0] != '{' {
+		var err error
+		js, err = yaml.YAMLToJSONStrict(trimmed)
+		if err != nil {
+			return doc, verr("", "invalid YAML: %v", err)
+		}
+	}
+	var raw any
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.UseNumber()
+	if err := dec.Decode(&raw); err != nil {
+		return doc, verr("", "invalid JSON: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return doc, verr("", "invalid JSON: data after the document")
+	}
+	if err := checkShape(raw); err != nil {
+		return doc, err
+	}
+	dec = json.NewDecoder(bytes.NewReader(js))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&doc); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return doc, verr(te.Field, "must be %s, not %s", jsonKind(te.Type.Kind().String()), te.Value)
+		}
+		return doc, verr("", "invalid document: %v", err)
+	}
+	return doc, nil
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "string":
+		return "a string"
+	case "int":
+		return "an integer"
+	case "slice":
+		return "a list"
+	case "map", "struct", "ptr":
+		return "an object"
+	default:
+		return k
+	}
+}
+
+var knownFields = map[string][]string{
+	"document": {"name", "default_verdict", "approval", "autonomy", "rules"},
+	"approval": {"scope", "ttl_seconds"},
+	"autonomy": {"on_approval_rule"},
+	"rule":     {"id", "tool", "match", "verdict", "scope", "ttl_seconds", "on_autonomous"},
+	"match":    {"command_prefix", "path", "input"},
+}
+
+// checkShape rejects unknown fields with the path of the field, which the
+// standard decoder does not report.
+func checkShape(raw any) error {
+	top, ok := raw.(map[string]any)
+	if !ok {
+		return verr("", "document must be an object")
+	}
+	if err := checkKeys("", top, "document"); err != nil {
+		return err
+	}
+	for _, sub := range []string{"approval", "autonomy"} {
+		if m, ok := top[sub].(map[string]any); ok {
+			if err := checkKeys(sub+".", m, sub); err != nil {
+				return err
+			}
+		}
+	}
+	rules, _ := top["rules"].([]any)
+	for i, r := range rules {
+		m, ok := r.(map[string]any)
+		if !ok {
+			return verr(fmt.Sprintf("rules[%d]", i), "must be an object")
+		}
+		prefix := fmt.Sprintf("rules[%d].", i)
+		if err := checkKeys(prefix, m, "rule"); err != nil {
+			return err
+		}
+		if mm, ok := m["match"].(map[string]any); ok {
+			if err := checkKeys(prefix+"match.", mm, "match"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func checkKeys(prefix string, m map[string]any, kind string) error {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		known := false
+		for _, f := range knownFields[kind] {
+			if k == f {
+				known = true
+				break
+			}
+		}
+		if !known {
+			return verr(prefix+k, "unknown field")
+		}
+	}
+	return nil
+}
+
+func validVerdict(v Verdict) bool {
+	return v == VerdictAllow || v == VerdictDeny || v == VerdictRequireApproval
+}
+
+func validScope(s Scope) bool { return s == ScopeOnce || s == ScopeSession }
+
+func checkTTL(field string, ttl int) error {
+	if ttl == 0 {
+		return nil
+	}
+	if ttl < MinTTLSeconds || ttl > MaxTTLSeconds {
+		return verr(field, "must be between %d and %d seconds, got %d", MinTTLSeconds, MaxTTLSeconds, ttl)
+	}
+	return nil
+}
+
+// normalize validates a decoded document and fills its defaults. The result
+// is what Document() returns and what Digest() hashes.
+func normalize(doc Document) (Document, error) {
+	if doc.DefaultVerdict == "" {
+		return doc, verr("default_verdict", "required")
+	}
+	if !validVerdict(doc.DefaultVerdict) {
+		return doc, verr("default_verdict", "unknown verdict %q", doc.DefaultVerdict)
+	}
+	ap := ApprovalDefaults{Scope: DefaultScope, TTLSeconds: DefaultTTLSeconds}
+	if doc.Approval != nil {
+		if doc.Approval.Scope != "" {
+			if !validScope(doc.Approval.Scope) {
+				return doc, verr("approval.scope", "unknown scope %q", doc.Approval.Scope)
+			}
+			ap.Scope = doc.Approval.Scope
+		}
+		if doc.Approval.TTLSeconds != 0 {
+			if err := checkTTL("approval.ttl_seconds", doc.Approval.TTLSeconds); err != nil {
+				return doc, err
+			}
+			ap.TTLSeconds = doc.Approval.TTLSeconds
+		}
+	}
+	doc.Approval = &ap
+	au := Autonomy{OnApprovalRule: VerdictDeny}
+	if doc.Autonomy != nil && doc.Autonomy.OnApprovalRule != "" {
+		if err := checkFallback("autonomy.on_approval_rule", doc.Autonomy.OnApprovalRule); err != nil {
+			return doc, err
+		}
+		au.OnApprovalRule = doc.Autonomy.OnApprovalRule
+	}
+	doc.Autonomy = &au
+	if doc.Rules == nil {
+		doc.Rules = []Rule{}
+	}
+	if len(doc.Rules) > MaxRules {
+		return doc, verr("rules", "more than %d rules", MaxRules)
+	}
+	seen := make(map[string]int, len(doc.Rules))
+	for i, r := range doc.Rules {
+		f := fmt.Sprintf("rules[%d]", i)
+		if r.ID == "" {
+			return doc, verr(f+".id", "required")
+		}
+		if j, dup := seen[r.ID]; dup {
+			return doc, verr(f+".id", "duplicate id %q (also rules[%d])", r.ID, j)
+		}
+		seen[r.ID] = i
+		if r.Tool == "" {
+			return doc, verr(f+".tool", "required")
+		}
+		if _, err := compileGlob(r.Tool); err != nil {
+			return doc, verr(f+".tool", "%v in %q", err, r.Tool)
+		}
+		if r.Verdict == "" {
+			return doc, verr(f+".verdict", "required")
+		}
+		if !validVerdict(r.Verdict) {
+			return doc, verr(f+".verdict", "unknown verdict %q", r.Verdict)
+		}
+		if r.Scope != "" && !validScope(r.Scope) {
+			return doc, verr(f+".scope", "unknown scope %q", r.Scope)
+		}
+		if err := checkTTL(f+".ttl_seconds", r.TTLSeconds); err != nil {
+			return doc, err
+		}
+		if r.OnAutonomous != "" {
+			if err := checkFallback(f+".on_autonomous", r.OnAutonomous); err != nil {
+				return doc, err
+			}
+		}
+		if r.Match != nil {
+			if err := checkMatch(f+".match", r.Tool, r.Match); err != nil {
+				return doc, err
+			}
+		}
+	}
+	return doc, nil
+}
+
+func checkFallback(field string, v Verdict) error {
+	if v == VerdictAllow || v == VerdictDeny {
+		return nil
+	}
+	if validVerdict(v) {
+		return verr(field, "must be allow or deny, not %q", v)
+	}
+	return verr(field, "unknown verdict %q", v)
+}
+
+func checkMatch(field, tool string, m *Match) error {
+	if m.CommandPrefix != nil && tool != bashTool {
+		return verr(field+".command_prefix", "only for tool %q, not %q", bashTool, tool)
+	}
+	for i, p := range m.CommandPrefix {
+		if strings.TrimSpace(p) == "" {
+			return verr(fmt.Sprintf("%s.command_prefix[%d]", field, i), "empty prefix")
+		}
+	}
+	if m.Path != nil {
+		if _, ok := fileTools[tool]; !ok {
+			return verr(field+".path", "only for file tools (Read, Write, Edit, MultiEdit, NotebookEdit, Glob, Grep), not %q", tool)
+		}
+	}
+	for i, p := range m.Path {
+		if _, err := compilePathGlob(p); err != nil {
+			return verr(fmt.Sprintf("%s.path[%d]", field, i), "%v", err)
+		}
+	}
+	keys := make([]string, 0, len(m.Input))
+	for k := range m.Input {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		kf := fmt.Sprintf("%s.input[%q]", field, k)
+		if _, err := parsePointer(k); err != nil {
+			return verr(kf, "%v", err)
+		}
+		for j, g := range m.Input[k] {
+			if _, err := compileGlob(g); err != nil {
+				return verr(fmt.Sprintf("%s[%d]", kf, j), "%v in %q", err, g)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,306 @@
+package policy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fluidbox/fluidbox/shared/policy/bash"
+)
+
+// Policy is a compiled, immutable policy. It is safe for concurrent use.
+type Policy struct {
+	doc    Document // normalized; never handed out without a deep copy
+	digest string
+	rules  []*rule
+	// byTool indexes rules whose tool is a literal name; globRules lists
+	// the others. Both hold rule indexes in document order.
+	byTool    map[string][]int
+	globRules []int
+	// applicable caches, per tool name, the merged document-ordered list
+	// of rule indexes whose tool glob matches it (bounded in size).
+	applicable sync.Map // string -> []int
+	cached     atomic.Int64
+	fallback   Verdict // autonomy.on_approval_rule
+	scope      Scope   // approval.scope
+	ttl        time.Duration
+}
+
+type rule struct {
+	index   int
+	id      string
+	tool    *glob
+	verdict Verdict
+	scope   Scope
+	ttl     time.Duration
+	onAuto  Verdict
+
+	// Criteria; a nil slice/map means "not constrained".
+	hasPrefix bool
+	prefixes  []*bash.Prefix // valid prefixes only
+	hasPath   bool
+	paths     []*pathGlob
+	inputs    []inputCond
+	hasInput  bool
+}
+
+type inputCond struct {
+	ptr   pointer
+	globs []*glob
+}
+
+// Parse reads, validates and compiles a policy document (JSON, or YAML).
+// Unknown fields, unknown verdicts and scopes, bad globs and pointers,
+// duplicate rule ids and matchers on the wrong tool are *ValidationError.
+// Rules that are valid but can never match are reported as warnings.
+func Parse(data []byte) (*Policy, []Warning, error) {
+	doc, err := decode(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	return compile(doc)
+}
+
+// New compiles a document built in Go, with the same validation as Parse.
+func New(doc Document) (*Policy, []Warning, error) {
+	return compile(copyDocument(doc))
+}
+
+func compile(doc Document) (*Policy, []Warning, error) {
+	doc, err := normalize(doc)
+	if err != nil {
+		return nil, nil, err
+	}
+	canon, err := json.Marshal(doc)
+	if err != nil {
+		return nil, nil, verr("", "cannot encode document: %v", err)
+	}
+	sum := sha256.Sum256(canon)
+	p := &Policy{
+		doc:      doc,
+		digest:   "sha256:" + hex.EncodeToString(sum[:]),
+		byTool:   make(map[string][]int),
+		fallback: doc.Autonomy.OnApprovalRule,
+		scope:    doc.Approval.Scope,
+		ttl:      time.Duration(doc.Approval.TTLSeconds) * time.Second,
+	}
+	var warns []Warning
+	for i, r := range doc.Rules {
+		cr, w := compileRule(i, r)
+		warns = append(warns, w...)
+		p.rules = append(p.rules, cr)
+		if name, ok := cr.tool.literal(); ok {
+			p.byTool[name] = append(p.byTool[name], i)
+		} else {
+			p.globRules = append(p.globRules, i)
+		}
+	}
+	warns = append(warns, shadowWarnings(p.rules)...)
+	return p, warns, nil
+}
+
+func compileRule(i int, r Rule) (*rule, []Warning) {
+	f := fmt.Sprintf("rules[%d]", i)
+	var warns []Warning
+	warn := func(field, format string, args ...any) {
+		warns = append(warns, Warning{Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	tool, _ := compileGlob(r.Tool) // validated by normalize
+	cr := &rule{
+		index:   i,
+		id:      r.ID,
+		tool:    tool,
+		verdict: r.Verdict,
+		scope:   r.Scope,
+		ttl:     time.Duration(r.TTLSeconds) * time.Second,
+		onAuto:  r.OnAutonomous,
+	}
+	if r.Verdict != VerdictRequireApproval {
+		if r.Scope != "" {
+			warn(f+".scope", "ignored: only require_approval rules have a scope")
+		}
+		if r.TTLSeconds != 0 {
+			warn(f+".ttl_seconds", "ignored: only require_approval rules have a ttl")
+		}
+		if r.OnAutonomous != "" {
+			warn(f+".on_autonomous", "ignored: only require_approval rules have an autonomous fallback")
+		}
+	}
+	m := r.Match
+	if m == nil {
+		return cr, warns
+	}
+	if m.CommandPrefix == nil && m.Path == nil && m.Input == nil {
+		warn(f+".match", "no criteria: the rule matches every %s call", r.Tool)
+	}
+	if m.CommandPrefix != nil {
+		cr.hasPrefix = true
+		if len(m.CommandPrefix) == 0 {
+			warn(f+".match.command_prefix", "empty list: the rule never matches")
+		}
+		for j, s := range m.CommandPrefix {
+			bp, err := bash.ParsePrefix(s)
+			if err != nil {
+				warn(fmt.Sprintf("%s.match.command_prefix[%d]", f, j), "%v: %q never matches", err, s)
+				continue
+			}
+			cr.prefixes = append(cr.prefixes, bp)
+		}
+	}
+	if m.Path != nil {
+		cr.hasPath = true
+		if len(m.Path) == 0 {
+			warn(f+".match.path", "empty list: the rule never matches")
+		}
+		for _, s := range m.Path {
+			g, _ := compilePathGlob(s) // validated by normalize
+			cr.paths = append(cr.paths, g)
+		}
+	}
+	if m.Input != nil {
+		cr.hasInput = true
+		if len(m.Input) == 0 {
+			warn(f+".match.input", "no pointers: the criterion accepts every input")
+		}
+		keys := make([]string, 0, len(m.Input))
+		for k := range m.Input {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			ptr, _ := parsePointer(k) // validated by normalize
+			c := inputCond{ptr: ptr}
+			if len(m.Input[k]) == 0 {
+				warn(fmt.Sprintf("%s.match.input[%q]", f, k), "empty list: the rule never matches")
+			}
+			for _, s := range m.Input[k] {
+				g, _ := compileGlob(s)
+				c.globs = append(c.globs, g)
+			}
+			cr.inputs = append(cr.inputs, c)
+		}
+	}
+	return cr, warns
+}
+
+// shadowWarnings reports rules that can never decide anything because an
+// unconditional, more restrictive rule covers every call they could match.
+func shadowWarnings(rules []*rule) []Warning {
+	var warns []Warning
+	for _, r := range rules {
+		for _, s := range rules {
+			if s == r || !s.unconditional() || restriction(s.verdict) <= restriction(r.verdict) {
+				continue
+			}
+			if !s.tool.covers(r.tool) {
+				continue
+			}
+			warns = append(warns, Warning{
+				Field:   fmt.Sprintf("rules[%d]", r.index),
+				Message: fmt.Sprintf("rule %q can never decide: rule %q (%s) matches every call to %q", r.id, s.id, s.verdict, r.tool.pattern),
+			})
+			break
+		}
+	}
+	return warns
+}
+
+// maxCachedTools bounds the per-tool-name cache; names beyond it are
+// matched against the glob rules on every call.
+const maxCachedTools = 4096
+
+// rulesFor returns the indexes, in document order, of the rules whose tool
+// glob matches toolName.
+func (p *Policy) rulesFor(toolName string) []int {
+	if v, ok := p.applicable.Load(toolName); ok {
+		return v.([]int)
+	}
+	lit := p.byTool[toolName]
+	out := make([]int, 0, len(lit)+len(p.globRules))
+	globs := p.globRules
+	for len(lit) > 0 || len(globs) > 0 {
+		if len(globs) == 0 || len(lit) > 0 && lit[0] < globs[0] {
+			out = append(out, lit[0])
+			lit = lit[1:]
+			continue
+		}
+		if p.rules[globs[0]].tool.match(toolName) {
+			out = append(out, globs[0])
+		}
+		globs = globs[1:]
+	}
+	if p.cached.Add(1) <= maxCachedTools {
+		p.applicable.Store(toolName, out)
+	}
+	return out
+}
+
+func (r *rule) unconditional() bool { return !r.hasPrefix && !r.hasPath && !r.hasInput }
+
+// covers reports whether every name matched by o is matched by g (only
+// decided for the easy cases; false when unsure).
+func (g *glob) covers(o *glob) bool {
+	if g.kind == globAny {
+		return true
+	}
+	if lit, ok := o.literal(); ok {
+		return g.match(lit)
+	}
+	return g.pattern == o.pattern
+}
+
+func restriction(v Verdict) int {
+	switch v {
+	case VerdictAllow:
+		return 1
+	case VerdictRequireApproval:
+		return 2
+	default:
+		return 3
+	}
+}
+
+// Document returns a deep copy of the normalized document (defaults filled).
+func (p *Policy) Document() Document { return copyDocument(p.doc) }
+
+// Digest is "sha256:<hex>" over the canonical JSON of the normalized
+// document; equal documents have equal digests.
+func (p *Policy) Digest() string { return p.digest }
+
+func copyDocument(d Document) Document {
+	out := d
+	if d.Approval != nil {
+		a := *d.Approval
+		out.Approval = &a
+	}
+	if d.Autonomy != nil {
+		a := *d.Autonomy
+		out.Autonomy = &a
+	}
+	if d.Rules != nil {
+		out.Rules = make([]Rule, len(d.Rules))
+		for i, r := range d.Rules {
+			out.Rules[i] = r
+			if r.Match != nil {
+				m := Match{
+					CommandPrefix: slices.Clone(r.Match.CommandPrefix),
+					Path:          slices.Clone(r.Match.Path),
+				}
+				if r.Match.Input != nil {
+					m.Input = make(map[string][]string, len(r.Match.Input))
+					for k, v := range r.Match.Input {
+						m.Input[k] = slices.Clone(v)
+					}
+				}
+				out.Rules[i].Match = &m
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,492 @@
+package policy
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestFileGlobs(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, `{"name":"f","default_verdict":"require_approval","rules":[
+	  {"id":"src","tool":"Write","match":{"path":["src/**","/work/repo/src/**"]},"verdict":"allow"},
+	  {"id":"read-all","tool":"Read","match":{"path":["**"]},"verdict":"allow"},
+	  {"id":"env","tool":"Read","match":{"path":["**/.env"]},"verdict":"deny"},
+	  {"id":"secrets","tool":"Read","match":{"path":["secrets/**"]},"verdict":"deny"},
+	  {"id":"etc","tool":"Read","match":{"path":["/etc/**"]},"verdict":"deny"},
+	  {"id":"grep-secrets","tool":"Grep","match":{"path":["secrets/**"]},"verdict":"deny"},
+	  {"id":"nb","tool":"NotebookEdit","match":{"path":["*.ipynb"]},"verdict":"allow"}]}`)
+	tests := []struct {
+		tool  string
+		input map[string]any
+		want  Verdict
+		rule  string
+	}{
+		{"Write", map[string]any{"file_path": "src/a.go"}, VerdictAllow, "src"},
+		{"Write", map[string]any{"file_path": "./src/pkg/a.go"}, VerdictAllow, "src"},
+		{"Write", map[string]any{"file_path": "/work/repo/src/a.go"}, VerdictAllow, "src"},
+		{"Write", map[string]any{"file_path": "src/../main.go"}, VerdictRequireApproval, ""},
+		{"Write", map[string]any{"file_path": "src/../../x/src/a.go"}, VerdictRequireApproval, ""},
+		{"Write", map[string]any{"file_path": "../src/a.go"}, VerdictRequireApproval, ""},
+		{"Write", map[string]any{"file_path": "/work/repo/src/../../etc/x"}, VerdictRequireApproval, ""},
+		{"Write", map[string]any{"file_path": "/tmp/src/a.go"}, VerdictRequireApproval, ""},
+		{"Write", map[string]any{"file_path": ""}, VerdictRequireApproval, ""},
+		{"Write", map[string]any{"file_path": 3}, VerdictRequireApproval, ""},
+		{"Write", map[string]any{}, VerdictRequireApproval, ""},
+		{"Write", map[string]any{"path": "src/a.go"}, VerdictRequireApproval, ""},
+		{"Read", map[string]any{"file_path": "README.md"}, VerdictAllow, "read-all"},
+		{"Read", map[string]any{"file_path": ".env"}, VerdictDeny, "env"},
+		{"Read", map[string]any{"file_path": "/home/u/app/.env"}, VerdictDeny, "env"},
+		{"Read", map[string]any{"file_path": "secrets/key"}, VerdictDeny, "secrets"},
+		{"Read", map[string]any{"file_path": "x/../secrets/key"}, VerdictDeny, "secrets"},
+		{"Read", map[string]any{"file_path": "../repo/secrets/key"}, VerdictDeny, "secrets"},
+		{"Read", map[string]any{"file_path": "/work/repo/secrets/key"}, VerdictDeny, "secrets"},
+		{"Read", map[string]any{"file_path": "/etc/passwd"}, VerdictDeny, "etc"},
+		{"Read", map[string]any{"file_path": "/tmp/../etc/passwd"}, VerdictDeny, "etc"},
+		{"Read", map[string]any{"file_path": "etc/passwd"}, VerdictDeny, "etc"},
+		{"Read", map[string]any{"file_path": "../../etc/passwd"}, VerdictDeny, "etc"},
+		{"Read", map[string]any{"file_path": "../outside.txt"}, VerdictRequireApproval, ""},
+		{"Grep", map[string]any{"pattern": "x"}, VerdictDeny, "grep-secrets"},
+		{"Grep", map[string]any{"pattern": "x", "path": "src"}, VerdictRequireApproval, ""},
+		{"NotebookEdit", map[string]any{"notebook_path": "a.ipynb"}, VerdictAllow, "nb"},
+		{"NotebookEdit", map[string]any{"file_path": "a.ipynb"}, VerdictRequireApproval, ""},
+	}
+	for _, tt := range tests {
+		got := p.Evaluate(tt.tool, tt.input)
+		if got.Verdict != tt.want || got.RuleID != tt.rule {
+			t.Errorf("Evaluate(%q, %v) = %v %q (%s), want %v %q", tt.tool, tt.input, got.Verdict, got.RuleID, got.Reason, tt.want, tt.rule)
+		}
+	}
+}
+
+func decodeJSON(t testing.TB, s string) any {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestInputMatchers(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, `{"name":"i","default_verdict":"allow","rules":[
+	  {"id":"ops","tool":"mcp__jira__create_issue","match":{"input":{"/project":["OPS","SEC*"]}},"verdict":"deny"},
+	  {"id":"big","tool":"mcp__jira__*","match":{"input":{"/fields/priority":["1","2"],"/fields/urgent":["true"]}},"verdict":"require_approval"},
+	  {"id":"tilde","tool":"mcp__x__y","match":{"input":{"/a~1b/c~0d":["v"],"/list/1":["second"]}},"verdict":"deny"},
+	  {"id":"url","tool":"mcp__fetch__get","match":{"input":{"/url":["https://evil.example/*"]}},"verdict":"deny"}]}`)
+	tests := []struct {
+		tool  string
+		input string
+		want  Verdict
+		rule  string
+	}{
+		{"mcp__jira__create_issue", `{"project":"OPS"}`, VerdictDeny, "ops"},
+		{"mcp__jira__create_issue", `{"project":"SECURITY"}`, VerdictDeny, "ops"},
+		{"mcp__jira__create_issue", `{"project":"DEV"}`, VerdictAllow, ""},
+		{"mcp__jira__create_issue", `{"project":["OPS"]}`, VerdictAllow, ""},
+		{"mcp__jira__create_issue", `{}`, VerdictAllow, ""},
+		{"mcp__jira__create_issue", `{"project":"DEV","fields":{"priority":1,"urgent":true}}`, VerdictRequireApproval, "big"},
+		{"mcp__jira__update", `{"fields":{"priority":"2","urgent":true}}`, VerdictRequireApproval, "big"},
+		{"mcp__jira__update", `{"fields":{"priority":2}}`, VerdictAllow, ""},
+		{"mcp__jira__update", `{"fields":{"priority":3,"urgent":true}}`, VerdictAllow, ""},
+		{"mcp__jira__update", `{"fields":{"priority":null,"urgent":true}}`, VerdictAllow, ""},
+		{"mcp__x__y", `{"a/b":{"c~d":"v"},"list":["first","second"]}`, VerdictDeny, "tilde"},
+		{"mcp__x__y", `{"a/b":{"c~d":"v"},"list":["first"]}`, VerdictAllow, ""},
+		{"mcp__fetch__get", `{"url":"https://evil.example/a/b?c"}`, VerdictDeny, "url"},
+		{"mcp__fetch__get", `{"url":"https://good.example/"}`, VerdictAllow, ""},
+	}
+	for _, tt := range tests {
+		got := p.Evaluate(tt.tool, decodeJSON(t, tt.input))
+		if got.Verdict != tt.want || got.RuleID != tt.rule {
+			t.Errorf("Evaluate(%q, %s) = %v %q, want %v %q", tt.tool, tt.input, got.Verdict, got.RuleID, tt.want, tt.rule)
+		}
+	}
+}
+
+func TestPrecedenceAndDefaults(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, `{"name":"default","default_verdict":"require_approval",
+	  "approval":{"scope":"once","ttl_seconds":900},
+	  "autonomy":{"on_approval_rule":"allow"},
+	  "rules":[
+	    {"id":"allow-all","tool":"*","verdict":"allow"},
+	    {"id":"git-read","tool":"Bash","match":{"command_prefix":["git status","git diff"]},"verdict":"allow"},
+	    {"id":"git-push","tool":"Bash","match":{"command_prefix":["git push"]},"verdict":"require_approval","scope":"session","ttl_seconds":3600,"on_autonomous":"deny"},
+	    {"id":"jira","tool":"mcp__jira__*","verdict":"require_approval"},
+	    {"id":"jira-field","tool":"mcp__jira__create_issue","match":{"input":{"/project":["OPS"]}},"verdict":"deny"},
+	    {"id":"kill","tool":"mcp__danger__*","verdict":"deny"}
+	  ]}`)
+	tests := []struct {
+		tool  string
+		input any
+		want  Result
+	}{
+		{"Read", map[string]any{"file_path": "x"}, Result{Verdict: VerdictAllow, RuleID: "allow-all", Reason: `allowed by rule "allow-all"`}},
+		{"mcp__danger__drop", map[string]any{}, Result{Verdict: VerdictDeny, RuleID: "kill", Reason: `denied by rule "kill"`}},
+		{"mcp__jira__create_issue", map[string]any{"project": "OPS"}, Result{Verdict: VerdictDeny, RuleID: "jira-field", Reason: `denied by rule "jira-field"`}},
+		{"mcp__jira__create_issue", map[string]any{"project": "DEV"}, Result{
+			Verdict: VerdictRequireApproval, RuleID: "jira", Reason: `rule "jira" requires approval`,
+			Scope: ScopeOnce, TTL: 900 * time.Second, OnAutonomous: VerdictAllow, ScopeKey: "mcp__jira__create_issue"}},
+		{"Bash", bashInput("git push --force origin main"), Result{
+			Verdict: VerdictRequireApproval, RuleID: "git-push", Reason: `rule "git-push" requires approval`,
+			Scope: ScopeSession, TTL: time.Hour, OnAutonomous: VerdictDeny, ScopeKey: "Bash:git push"}},
+		{"Bash", bashInput("git -C repo push"), Result{
+			Verdict: VerdictRequireApproval, RuleID: "git-push", Reason: `rule "git-push" requires approval`,
+			Scope: ScopeSession, TTL: time.Hour, OnAutonomous: VerdictDeny, ScopeKey: "Bash:git push"}},
+		{"Bash", bashInput("git status"), Result{Verdict: VerdictAllow, RuleID: "allow-all", Reason: `allowed by rule "allow-all"`}},
+	}
+	for _, tt := range tests {
+		got := p.Evaluate(tt.tool, tt.input)
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("Evaluate(%q, %v) mismatch (-want +got):\n%s", tt.tool, tt.input, diff)
+		}
+	}
+}
+
+func TestDefaultVerdicts(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		doc  string
+		tool string
+		in   any
+		want Result
+	}{
+		{`{"name":"d","default_verdict":"deny","rules":[]}`, "Read", map[string]any{"file_path": "x"},
+			Result{Verdict: VerdictDeny, Reason: "no rule matched; default verdict deny"}},
+		{`{"name":"a","default_verdict":"allow","rules":[]}`, "Read", map[string]any{"file_path": "x"},
+			Result{Verdict: VerdictAllow, Reason: "no rule matched; default verdict allow"}},
+		// Autonomy absent: the fallback is deny.
+		{`{"name":"r","default_verdict":"require_approval"}`, "mcp__a__b", map[string]any{},
+			Result{Verdict: VerdictRequireApproval, Reason: "no rule matched; default verdict require_approval",
+				Scope: ScopeOnce, TTL: 900 * time.Second, OnAutonomous: VerdictDeny, ScopeKey: "mcp__a__b"}},
+		{`{"name":"r","default_verdict":"require_approval","approval":{"scope":"session","ttl_seconds":60},"autonomy":{"on_approval_rule":"allow"}}`, "mcp__a__b", map[string]any{},
+			Result{Verdict: VerdictRequireApproval, Reason: "no rule matched; default verdict require_approval",
+				Scope: ScopeSession, TTL: time.Minute, OnAutonomous: VerdictAllow, ScopeKey: "mcp__a__b"}},
+		// Rule without on_autonomous inherits the policy's fallback.
+		{`{"name":"r","default_verdict":"deny","autonomy":{"on_approval_rule":"allow"},"rules":[{"id":"x","tool":"T","verdict":"require_approval"}]}`, "T", nil,
+			Result{Verdict: VerdictRequireApproval, RuleID: "x", Reason: `rule "x" requires approval`,
+				Scope: ScopeOnce, TTL: 900 * time.Second, OnAutonomous: VerdictAllow, ScopeKey: "T"}},
+		// Bash default approval of a single strict command: key is the whole command.
+		{`{"name":"r","default_verdict":"require_approval","approval":{"scope":"session"}}`, "Bash", bashInput("npm test --silent"),
+			Result{Verdict: VerdictRequireApproval, Reason: "no rule matched; default verdict require_approval",
+				Scope: ScopeSession, TTL: 900 * time.Second, OnAutonomous: VerdictDeny, ScopeKey: "Bash:npm test --silent"}},
+		// A list cannot be keyed: no key, scope forced to once.
+		{`{"name":"r","default_verdict":"require_approval","approval":{"scope":"session"}}`, "Bash", bashInput("npm test && npm publish"),
+			Result{Verdict: VerdictRequireApproval, Reason: "no rule matched; default verdict require_approval",
+				Scope: ScopeOnce, TTL: 900 * time.Second, OnAutonomous: VerdictDeny}},
+	}
+	for _, tt := range tests {
+		p := mustParse(t, tt.doc)
+		got := p.Evaluate(tt.tool, tt.in)
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("Evaluate(%q, %v) under %s mismatch (-want +got):\n%s", tt.tool, tt.in, tt.doc, diff)
+		}
+	}
+}
+
+func TestCovered(t *testing.T) {
+	t.Parallel()
+	grants := map[string]bool{"Bash:git push": true, "Bash:ls": true, "mcp__jira__create_issue": true, "Bash:npm run 'my script'": true}
+	granted := func(k string) bool { return grants[k] }
+	tests := []struct {
+		tool string
+		cmd  string
+		want bool
+	}{
+		{"Bash", "git push", true},
+		{"Bash", "git push --force origin main", true},
+		{"Bash", "ls -la | git push", true},
+		{"Bash", "npm run 'my script' --x", true},
+		{"Bash", "npm run my script", false},
+		{"Bash", "git pull", false},
+		{"Bash", "git pushx", false},
+		{"Bash", "git", false},
+		{"Bash", "git push && rm -rf x", false},
+		{"Bash", "git push; rm -rf x", false},
+		{"Bash", "GIT_SSH_COMMAND=x git push", false},
+		{"Bash", "git -c core.sshCommand=x push", false},
+		{"Bash", "git -C x push", false},
+		{"Bash", "env git push", false},
+		{"Bash", "git push $(rm -rf x)", false},
+		{"Bash", "git push > out", false},
+		{"Bash", "ls | sh", false},
+		{"Bash", "git push 'unterminated", false},
+		{"mcp__jira__create_issue", "", true},
+		{"mcp__jira__delete", "", false},
+		{"Bash:git push", "", false},
+	}
+	for _, tt := range tests {
+		in := bashInput(tt.cmd)
+		if got := Covered(tt.tool, in, granted); got != tt.want {
+			t.Errorf("Covered(%q, %q) = %v, want %v", tt.tool, tt.cmd, got, tt.want)
+		}
+	}
+	if Covered("Bash", bashInput("git push"), nil) {
+		t.Errorf("Covered with nil grants = true, want false")
+	}
+	if Covered("Bash", map[string]any{"command": 1}, granted) {
+		t.Errorf("Covered(non-string command) = true, want false")
+	}
+}
+
+// The key Evaluate hands out must be the key Covered asks about.
+func TestScopeKeyRoundTrip(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, `{"name":"k","default_verdict":"require_approval","approval":{"scope":"session"},"rules":[
+	  {"id":"push","tool":"Bash","match":{"command_prefix":["git push"]},"verdict":"require_approval"}]}`)
+	for _, cmd := range []string{"git push --force origin main", "npm run 'a b'", "echo 'x y' \"$\""} {
+		r := p.Evaluate("Bash", bashInput(cmd))
+		if r.ScopeKey == "" {
+			t.Fatalf("Evaluate(%q).ScopeKey = \"\", want a key", cmd)
+		}
+		granted := func(k string) bool { return k == r.ScopeKey }
+		if !Covered("Bash", bashInput(cmd), granted) {
+			t.Errorf("Covered(%q) under grant %q = false, want true", cmd, r.ScopeKey)
+		}
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	t.Parallel()
+	rule := func(s string) string {
+		return `{"name":"x","default_verdict":"deny","rules":[{"id":"a","tool":"Bash","verdict":"allow"},` + s + `]}`
+	}
+	tests := []struct {
+		name  string
+		doc   string
+		field string
+		msg   string
+	}{
+		{"unknown verdict", rule(`{"id":"b","tool":"x","verdict":"alow"}`), "rules[1].verdict", `unknown verdict "alow"`},
+		{"unknown field", rule(`{"id":"b","tool":"x","verdict":"allow","tools":"y"}`), "rules[1].tools", "unknown field"},
+		{"unknown match field", rule(`{"id":"b","tool":"Bash","verdict":"allow","match":{"prefix":["ls"]}}`), "rules[1].match.prefix", "unknown field"},
+		{"unknown top field", `{"name":"x","default_verdict":"deny","rulez":[]}`, "rulez", "unknown field"},
+		{"bad tool glob", rule(`{"id":"b","tool":"mcp__[jira","verdict":"allow"}`), "rules[1].tool", "unterminated"},
+		{"bad path glob", rule(`{"id":"b","tool":"Read","match":{"path":["src/[x"]},"verdict":"allow"}`), "rules[1].match.path[0]", "bad glob"},
+		{"bad input glob", rule(`{"id":"b","tool":"x","match":{"input":{"/a":["x\\"]}},"verdict":"allow"}`), `rules[1].match.input["/a"][0]`, "trailing backslash"},
+		{"bad pointer", rule(`{"id":"b","tool":"x","match":{"input":{"a":["x"]}},"verdict":"allow"}`), `rules[1].match.input["a"]`, "JSON pointer"},
+		{"bad pointer escape", rule(`{"id":"b","tool":"x","match":{"input":{"/a~2":["x"]}},"verdict":"allow"}`), `rules[1].match.input["/a~2"]`, "~"},
+		{"duplicate id", rule(`{"id":"a","tool":"x","verdict":"allow"}`), "rules[1].id", "duplicate id"},
+		{"missing id", rule(`{"tool":"x","verdict":"allow"}`), "rules[1].id", "required"},
+		{"missing tool", rule(`{"id":"b","verdict":"allow"}`), "rules[1].tool", "required"},
+		{"missing verdict", rule(`{"id":"b","tool":"x"}`), "rules[1].verdict", "required"},
+		{"prefix on other tool", rule(`{"id":"b","tool":"Read","match":{"command_prefix":["ls"]},"verdict":"allow"}`), "rules[1].match.command_prefix", "only for tool"},
+		{"prefix on glob tool", rule(`{"id":"b","tool":"Ba*","match":{"command_prefix":["ls"]},"verdict":"allow"}`), "rules[1].match.command_prefix", "only for tool"},
+		{"empty prefix", rule(`{"id":"b","tool":"Bash","match":{"command_prefix":[" "]},"verdict":"allow"}`), "rules[1].match.command_prefix[0]", "empty"},
+		{"path on other tool", rule(`{"id":"b","tool":"Bash","match":{"path":["x"]},"verdict":"allow"}`), "rules[1].match.path", "file tools"},
+		{"ttl too big", rule(`{"id":"b","tool":"x","verdict":"require_approval","ttl_seconds":99999999}`), "rules[1].ttl_seconds", "between"},
+		{"ttl negative", rule(`{"id":"b","tool":"x","verdict":"require_approval","ttl_seconds":-1}`), "rules[1].ttl_seconds", "between"},
+		{"bad scope", rule(`{"id":"b","tool":"x","verdict":"require_approval","scope":"forever"}`), "rules[1].scope", "unknown scope"},
+		{"bad on_autonomous", rule(`{"id":"b","tool":"x","verdict":"require_approval","on_autonomous":"require_approval"}`), "rules[1].on_autonomous", "allow or deny"},
+		{"wrong type", rule(`{"id":"b","tool":"x","verdict":"allow","ttl_seconds":"10"}`), "rules.ttl_seconds", "integer"},
+		{"missing default", `{"name":"x","rules":[]}`, "default_verdict", "required"},
+		{"bad default", `{"name":"x","default_verdict":"maybe"}`, "default_verdict", `unknown verdict "maybe"`},
+		{"bad approval ttl", `{"name":"x","default_verdict":"deny","approval":{"ttl_seconds":0.5}}`, "approval.ttl_seconds", "integer"},
+		{"bad approval scope", `{"name":"x","default_verdict":"deny","approval":{"scope":"run"}}`, "approval.scope", "unknown scope"},
+		{"bad autonomy", `{"name":"x","default_verdict":"deny","autonomy":{"on_approval_rule":"yes"}}`, "autonomy.on_approval_rule", "unknown verdict"},
+		{"autonomy unknown field", `{"name":"x","default_verdict":"deny","autonomy":{"fallback":"deny"}}`, "autonomy.fallback", "unknown field"},
+		{"not an object", `[1,2]`, "", "must be an object"},
+		{"trailing data", `{"name":"x","default_verdict":"deny"} {}`, "", "after the document"},
+		{"empty", ``, "", "empty"},
+		{"yaml unknown verdict", "name: x\ndefault_verdict: deny\nrules:\n  - id: a\n    tool: Bash\n    verdict: alow\n", "rules[0].verdict", `unknown verdict "alow"`},
+		{"yaml unknown field", "name: x\ndefault_verdict: deny\nrules:\n  - id: a\n    tool: Bash\n    verdict: allow\n    colour: red\n", "rules[0].colour", "unknown field"},
+		{"yaml duplicate key", "name: x\nname: y\ndefault_verdict: deny\n", "", "invalid YAML"},
+		{"yaml bad glob", "name: x\ndefault_verdict: deny\nrules:\n  - {id: a, tool: 'x[', verdict: allow}\n", "rules[0].tool", "bad glob"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, _, err := Parse([]byte(tt.doc))
+			var ve *ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("Parse(%q) = %v, %v, want *ValidationError", tt.doc, p, err)
+			}
+			if ve.Field != tt.field || !strings.Contains(ve.Message, tt.msg) {
+				t.Errorf("Parse(%q) error = %q (field %q), want field %q and message containing %q", tt.doc, err, ve.Field, tt.field, tt.msg)
+			}
+			if p != nil {
+				t.Errorf("Parse(%q) returned a policy with an error", tt.doc)
+			}
+		})
+	}
+}
+
+func TestValidationErrorText(t *testing.T) {
+	t.Parallel()
+	_, _, err := Parse([]byte(`{"name":"x","default_verdict":"deny","rules":[{"id":"a","tool":"x","verdict":"allow"},{"id":"b","tool":"x","verdict":"allow"},{"id":"c","tool":"x","verdict":"alow"}]}`))
+	if got, want := err.Error(), `rules[2].verdict: unknown verdict "alow"`; got != want {
+		t.Errorf("Parse error = %q, want %q", got, want)
+	}
+}
+
+func TestYAMLEqualsJSON(t *testing.T) {
+	t.Parallel()
+	js := mustParse(t, `{"name":"default","default_verdict":"require_approval","rules":[
+	  {"id":"git-read","tool":"Bash","match":{"command_prefix":["git status","git diff"]},"verdict":"allow"},
+	  {"id":"jira-field","tool":"mcp__jira__create_issue","match":{"input":{"/project":["OPS"]}},"verdict":"deny"}]}`)
+	ym := mustParse(t, `
+name: default
+default_verdict: require_approval
+rules:
+  - id: git-read
+    tool: Bash
+    match:
+      command_prefix: ["git status", "git diff"]
+    verdict: allow
+  - id: jira-field
+    tool: mcp__jira__create_issue
+    match:
+      input:
+        /project: [OPS]
+    verdict: deny
+`)
+	if js.Digest() != ym.Digest() {
+		t.Errorf("Digest(yaml) = %s, want %s (same as JSON)", ym.Digest(), js.Digest())
+	}
+	if diff := cmp.Diff(js.Document(), ym.Document()); diff != "" {
+		t.Errorf("Document mismatch (-json +yaml):\n%s", diff)
+	}
+}
+
+func TestDocumentNormalizedAndImmutable(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, `{"name":"n","default_verdict":"deny","rules":[
+	  {"id":"a","tool":"Bash","match":{"command_prefix":[]},"verdict":"allow"},
+	  {"id":"b","tool":"x","match":{"input":{"/a":["b"]}},"verdict":"deny"}]}`)
+	doc := p.Document()
+	want := Document{
+		Name: "n", DefaultVerdict: VerdictDeny,
+		Approval: &ApprovalDefaults{Scope: ScopeOnce, TTLSeconds: 900},
+		Autonomy: &Autonomy{OnApprovalRule: VerdictDeny},
+		Rules: []Rule{
+			{ID: "a", Tool: "Bash", Match: &Match{CommandPrefix: []string{}}, Verdict: VerdictAllow},
+			{ID: "b", Tool: "x", Match: &Match{Input: map[string][]string{"/a": {"b"}}}, Verdict: VerdictDeny},
+		},
+	}
+	if diff := cmp.Diff(want, doc); diff != "" {
+		t.Errorf("Document() mismatch (-want +got):\n%s", diff)
+	}
+	digest := p.Digest()
+	if !strings.HasPrefix(digest, "sha256:") || len(digest) != len("sha256:")+64 {
+		t.Errorf("Digest() = %q, want sha256:<64 hex>", digest)
+	}
+	doc.Rules[1].Match.Input["/a"][0] = "changed"
+	doc.Approval.TTLSeconds = 1
+	doc.Rules[0].Verdict = VerdictDeny
+	if diff := cmp.Diff(want, p.Document()); diff != "" {
+		t.Errorf("Document() changed after mutating a copy (-want +got):\n%s", diff)
+	}
+	// The normalized document round-trips to the same policy: an empty
+	// prefix list stays empty (matches nothing) instead of vanishing.
+	data, err := json.Marshal(p.Document())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := mustParse(t, string(data))
+	if q.Digest() != digest {
+		t.Errorf("Digest after round trip = %s, want %s (document %s)", q.Digest(), digest, data)
+	}
+	if got := q.Evaluate("Bash", bashInput("ls")); got.Verdict != VerdictDeny {
+		t.Errorf("round-tripped Evaluate(ls) = %v, want deny (empty prefix list matches nothing)", got.Verdict)
+	}
+	// Explicit defaults digest like omitted ones.
+	r := mustParse(t, `{"name":"n","default_verdict":"deny","approval":{"scope":"once","ttl_seconds":900},"autonomy":{"on_approval_rule":"deny"},"rules":[
+	  {"id":"a","tool":"Bash","match":{"command_prefix":[]},"verdict":"allow"},
+	  {"id":"b","tool":"x","match":{"input":{"/a":["b"]}},"verdict":"deny"}]}`)
+	if r.Digest() != digest {
+		t.Errorf("Digest with explicit defaults = %s, want %s", r.Digest(), digest)
+	}
+}
+
+func TestWarnings(t *testing.T) {
+	t.Parallel()
+	_, warns, err := Parse([]byte(`{"name":"w","default_verdict":"deny","rules":[
+	  {"id":"empty","tool":"Bash","match":{"command_prefix":[]},"verdict":"allow"},
+	  {"id":"ops","tool":"Bash","match":{"command_prefix":["ls && rm -rf /","git $(x)","ls *.go","ls"]},"verdict":"allow"},
+	  {"id":"nopath","tool":"Read","match":{"path":[]},"verdict":"allow"},
+	  {"id":"noval","tool":"x","match":{"input":{"/a":[]}},"verdict":"allow"},
+	  {"id":"nomatch","tool":"y","match":{},"verdict":"allow"},
+	  {"id":"scope","tool":"z","verdict":"deny","scope":"session"},
+	  {"id":"kill","tool":"mcp__*","verdict":"deny"},
+	  {"id":"shadowed","tool":"mcp__jira__create","verdict":"allow"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(map[string]bool)
+	for _, w := range warns {
+		got[w.Field] = true
+	}
+	for _, f := range []string{
+		"rules[0].match.command_prefix",
+		"rules[1].match.command_prefix[0]",
+		"rules[1].match.command_prefix[1]",
+		"rules[1].match.command_prefix[2]",
+		"rules[2].match.path",
+		`rules[3].match.input["/a"]`,
+		"rules[4].match",
+		"rules[5].scope",
+		"rules[7]",
+	} {
+		if !got[f] {
+			t.Errorf("Parse warnings = %v, want one for %s", warns, f)
+		}
+	}
+	if got["rules[1].match.command_prefix[3]"] {
+		t.Errorf("Parse warned about the valid prefix %q", "ls")
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	doc := Document{Name: "go", DefaultVerdict: VerdictDeny, Rules: []Rule{{ID: "a", Tool: "x", Verdict: "nope"}}}
+	if _, _, err := New(doc); err == nil || !strings.Contains(err.Error(), "rules[0].verdict") {
+		t.Errorf("New(bad verdict) error = %v, want rules[0].verdict", err)
+	}
+	doc.Rules[0].Verdict = VerdictAllow
+	p, _, err := New(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc.Rules[0].Verdict = VerdictDeny // the policy copied its input
+	if got := p.Evaluate("x", nil); got.Verdict != VerdictAllow {
+		t.Errorf("Evaluate after mutating the input document = %v, want allow", got.Verdict)
+	}
+}
+
+func TestGlob(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		pattern, s string
+		want       bool
+	}{
+		{"mcp__jira__*", "mcp__jira__create_issue", true},
+		{"mcp__jira__*", "mcp__jira", false},
+		{"*", "anything/with/slashes", true},
+		{"a?c", "abc", true},
+		{"a?c", "aéc", true},
+		{"a[bc]d", "acd", true},
+		{"a[!bc]d", "acd", false},
+		{"a[a-z]d", "aqd", true},
+		{`a\*b`, "a*b", true},
+		{`a\*b`, "axb", false},
+		{"*x*y*", "aaxbbyc", true},
+		{"*x*y", "aaxbbyc", false},
+		{"https://evil.example/*", "https://evil.example/a/b", true},
+	}
+	for _, tt := range tests {
+		g, err := compileGlob(tt.pattern)
+		if err != nil {
+			t.Fatalf("compileGlob(%q): %v", tt.pattern, err)
+		}
+		if got := g.match(tt.s); got != tt.want {
+			t.Errorf("glob(%q).match(%q) = %v, want %v", tt.pattern, tt.s, got, tt.want)
+		}
+	}
+}
