@@ -1,0 +1,119 @@
+package capability
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/fluidbox/fluidbox/shared/schemaguard"
+)
+
+func claudeCode(t *testing.T) Bundle {
+	t.Helper()
+	bs := Builtin()
+	if len(bs) != 1 {
+		_, err := loadBuiltins()
+		t.Fatalf("Builtin() = %d bundles (%v), want 1", len(bs), err)
+	}
+	return bs[0]
+}
+
+func TestBuiltinClaudeCode(t *testing.T) {
+	t.Parallel()
+	b := claudeCode(t)
+	if b.ID != "cap_claude_code" || b.Name != "claude-code" {
+		t.Errorf("Builtin()[0] = %q %q, want cap_claude_code claude-code", b.ID, b.Name)
+	}
+	want := map[string]Class{
+		"Bash": ClassExecute, "Read": ClassRead, "Glob": ClassRead, "Grep": ClassRead,
+		"Write": ClassWrite, "Edit": ClassWrite, "WebFetch": ClassEgress,
+	}
+	if len(b.Tools) != len(want) {
+		t.Errorf("claude-code has %d tools, want %d", len(b.Tools), len(want))
+	}
+	for _, tool := range b.Tools {
+		if c, ok := want[tool.Name]; !ok || c != tool.Class {
+			t.Errorf("tool %s class %q, want %q", tool.Name, tool.Class, c)
+		}
+		if tool.Description == "" {
+			t.Errorf("tool %s has no description", tool.Name)
+		}
+	}
+	again := Builtin()[0]
+	if again.Digest != b.Digest {
+		t.Errorf("Builtin digest unstable: %s vs %s", again.Digest, b.Digest)
+	}
+	again.Tools[0].InputSchema[0] = 'X'
+	again.Tools[0].Name = "changed"
+	if third := Builtin()[0]; third.Tools[0].Name == "changed" || third.Tools[0].InputSchema[0] == 'X' {
+		t.Error("Builtin returns shared, mutable data")
+	}
+}
+
+// TestBuiltinSchemas feeds each tool inputs of the shape Claude Code sends
+// (from real tool_use blocks) and broken ones.
+func TestBuiltinSchemas(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		tool, input string
+		ok          bool
+		reason      string
+	}{
+		{"Bash", `{"command":"git status","description":"Show working tree status"}`, true, ""},
+		{"Bash", `{"command":"npm test","timeout":600000,"run_in_background":true,"dangerouslyDisableSandbox":false,"description":"Run tests"}`, true, ""},
+		{"Bash", `{"description":"no command"}`, false, "input.command: required property missing"},
+		{"Bash", `{"command":["ls"]}`, false, "input.command: expected string, but got array"},
+		{"Bash", `{"command":"ls","timeout":"10s"}`, false, "input.timeout: expected number"},
+		{"Bash", `{"command":"ls","shell":"zsh"}`, false, "input.shell: property is not allowed"},
+		{"Read", `{"file_path":"/repo/src/main.go"}`, true, ""},
+		{"Read", `{"file_path":"/repo/big.log","offset":1200,"limit":200}`, true, ""},
+		{"Read", `{"path":"/repo/src/main.go"}`, false, "input.file_path: required property missing"},
+		{"Glob", `{"pattern":"**/*.go"}`, true, ""},
+		{"Glob", `{"pattern":"src/**/*.ts","path":"/repo/web"}`, true, ""},
+		{"Glob", `{"path":"/repo"}`, false, "input.pattern: required property missing"},
+		{"Grep", `{"pattern":"func main","path":"/repo","glob":"*.go","output_mode":"content","-n":true,"-i":false,"-A":2,"-B":1,"-C":3,"type":"go","head_limit":50,"offset":10,"multiline":false}`, true, ""},
+		{"Grep", `{"pattern":"TODO"}`, true, ""},
+		{"Grep", `{"pattern":"TODO","output_mode":"lines"}`, false, "input.output_mode: value must be one of"},
+		{"Grep", `{"pattern":"TODO","-A":"2"}`, false, `input["-A"]: expected number, but got string`},
+		{"Write", `{"file_path":"/repo/notes.md","content":"# Notes\n"}`, true, ""},
+		{"Write", `{"file_path":"/repo/notes.md"}`, false, "input.content: required property missing"},
+		{"Edit", `{"file_path":"/repo/a.go","old_string":"foo()","new_string":"bar()"}`, true, ""},
+		{"Edit", `{"file_path":"/repo/a.go","old_string":"foo","new_string":"bar","replace_all":true}`, true, ""},
+		{"Edit", `{"file_path":"/repo/a.go","old_string":"foo","replace_all":"yes"}`, false, "input.new_string: required property missing; input.replace_all: expected boolean, but got string"},
+		{"WebFetch", `{"url":"https://go.dev/doc/effective_go","prompt":"Summarize the section on errors"}`, true, ""},
+		{"WebFetch", `{"url":"https://example.com"}`, false, "input.prompt: required property missing"},
+		{"WebFetch", `{"url":"not a url","prompt":"x"}`, false, "input.url: "},
+	}
+	schemas := map[string]*schemaguard.Schema{}
+	for _, tool := range claudeCode(t).Tools {
+		s, err := schemaguard.Compile(tool.InputSchema)
+		if err != nil {
+			t.Fatalf("builtin %s schema: %v", tool.Name, err)
+		}
+		schemas[tool.Name] = s
+	}
+	for _, tt := range tests {
+		s := schemas[tt.tool]
+		if s == nil {
+			t.Fatalf("no builtin tool %s", tt.tool)
+		}
+		dec := json.NewDecoder(strings.NewReader(tt.input))
+		dec.UseNumber()
+		var in any
+		if err := dec.Decode(&in); err != nil {
+			t.Fatal(err)
+		}
+		err := s.Validate(in)
+		if tt.ok {
+			if err != nil {
+				t.Errorf("%s.Validate(%s) = %v, want nil", tt.tool, tt.input, err)
+			}
+			continue
+		}
+		var ie *schemaguard.InvalidError
+		if !errors.As(err, &ie) || !strings.Contains(ie.Reason, tt.reason) {
+			t.Errorf("%s.Validate(%s) = %v, want *InvalidError containing %q", tt.tool, tt.input, err, tt.reason)
+		}
+	}
+}
