@@ -1,0 +1,210 @@
+// Package api serves fluidbox's HTTP API (API.md) as one http.Handler. The
+// dev server and every Lambda function behind API Gateway run this same
+// handler; a function simply receives only the routes its API events name.
+package api
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/run"
+	"github.com/fluidbox/fluidbox/shared/store"
+)
+
+// Config is what the handler needs.
+type Config struct {
+	AdminToken string
+	Ledger     *ledger.Ledger
+	Logger     *slog.Logger
+	Now        func() time.Time
+	// SSEMaxDuration bounds one event-stream response; 0 streams until the
+	// client leaves. Behind API Gateway (which buffers a Lambda's response)
+	// it is short, and clients resume with Last-Event-ID.
+	SSEMaxDuration time.Duration
+}
+
+// Server is the API handler.
+type Server struct {
+	cfg    Config
+	st     *store.Store
+	led    *ledger.Ledger
+	runs   *run.Service
+	log    *slog.Logger
+	mux    *http.ServeMux
+	tokens tokenCache
+}
+
+// New builds the handler.
+func New(cfg Config) *Server {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		cfg:  cfg,
+		st:   cfg.Ledger.Store(),
+		led:  cfg.Ledger,
+		runs: run.NewService(cfg.Ledger, cfg.Now),
+		log:  cfg.Logger,
+		mux:  http.NewServeMux(),
+	}
+	s.routes()
+	return s
+}
+
+// handler is an endpoint: it returns an error to be answered, or nil once it
+// has written its response.
+type handler func(w http.ResponseWriter, r *http.Request, who auth.Principal) error
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	s.handle("POST /v1/policies", adminOnly, s.createPolicy)
+	s.handle("GET /v1/policies/{id}", adminOnly, s.getPolicy)
+	s.handle("PUT /v1/policies/{id}", adminOnly, s.updatePolicy)
+	s.handle("GET /v1/policies/{id}/versions/{n}", adminOnly, s.getPolicyVersion)
+	s.handle("POST /v1/capabilities", adminOnly, s.createCapability)
+	s.handle("GET /v1/capabilities", adminOnly, s.listCapabilities)
+	s.handle("GET /v1/capabilities/{id}", adminOnly, s.getCapability)
+	s.handle("POST /v1/sessions", adminOnly, s.createSession)
+	s.handle("GET /v1/sessions/{id}", runScoped, s.getSession)
+	s.handle("POST /v1/sessions/{id}/end", adminOnly, s.endSession)
+	s.handle("GET /v1/sessions/{id}/events", runScoped, s.events)
+}
+
+// access says who may call a route.
+type access int
+
+const (
+	// adminOnly: the operator.
+	adminOnly access = iota
+	// runScoped: the operator, or the session token of the run in the path.
+	runScoped
+)
+
+func (s *Server) handle(pattern string, acc access, h handler) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		who, e := s.authenticate(r)
+		if e == nil {
+			e = authorize(who, acc, r.PathValue("id"))
+		}
+		if e != nil {
+			writeError(w, e)
+			return
+		}
+		if err := h(w, r, who); err != nil {
+			s.fail(w, r, err)
+		}
+	})
+}
+
+func authorize(who auth.Principal, acc access, runID string) *Error {
+	switch {
+	case who.IsAdmin():
+		return nil
+	case acc == runScoped && who.MayActOnRun(runID):
+		return nil
+	}
+	return errForbidden
+}
+
+// authenticate identifies the caller. A session token is checked against
+// the hash stored on the run named in the path; it is good for that run only.
+func (s *Server) authenticate(r *http.Request) (auth.Principal, *Error) {
+	tok := auth.Bearer(r)
+	if auth.AdminMatches(tok, s.cfg.AdminToken) {
+		return auth.Principal{Kind: auth.KindAdmin, Subject: "admin"}, nil
+	}
+	runID := r.PathValue("id")
+	if tok == "" || runID == "" || len(tok) < len(auth.SessionTokenPrefix) || tok[:len(auth.SessionTokenPrefix)] != auth.SessionTokenPrefix {
+		return auth.Principal{}, errUnauthenticated
+	}
+	hash, err := s.tokens.hash(r.Context(), s.st, runID)
+	if errors.Is(err, store.ErrNotFound) {
+		return auth.Principal{}, errUnauthenticated
+	}
+	if err != nil {
+		s.log.ErrorContext(r.Context(), "authenticate", "run", runID, "err", err)
+		return auth.Principal{}, errUnavailable
+	}
+	if !auth.TokenMatches(tok, hash) {
+		return auth.Principal{}, errUnauthenticated
+	}
+	return auth.Principal{Kind: auth.KindSession, Subject: runID, RunID: runID}, nil
+}
+
+// fail answers an error a handler returned. API errors go out as they are;
+// known sentinels map to their codes; anything else is logged once and
+// answered without its text.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var e *Error
+	var inv *run.InvalidError
+	switch {
+	case errors.As(err, &e):
+	case errors.As(err, &inv):
+		e = invalid("%s", inv.Error())
+	case errors.Is(err, run.ErrNotFound):
+		e = notFound("session")
+	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, ledger.ErrContention):
+		s.log.ErrorContext(r.Context(), "unavailable", "route", r.Pattern, "err", err)
+		e = errUnavailable
+	default:
+		s.log.ErrorContext(r.Context(), "internal error", "route", r.Pattern, "err", err)
+		e = errInternal
+	}
+	writeError(w, e)
+}
+
+// ServeHTTP routes a request, answering unknown paths and methods in the
+// API's error shape, and logs it once without its body.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := s.cfg.Now()
+	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		probe := &statusRecorder{ResponseWriter: discard{}, status: http.StatusOK}
+		h, _ := s.mux.Handler(r)
+		h.ServeHTTP(probe, r)
+		if probe.status == http.StatusMethodNotAllowed {
+			writeError(rec, &Error{http.StatusMethodNotAllowed, "method_not_allowed", r.Method + " is not allowed on " + r.URL.Path})
+		} else {
+			writeError(rec, notFound("route "+r.URL.Path))
+		}
+	} else {
+		s.mux.ServeHTTP(rec, r)
+	}
+	s.log.InfoContext(r.Context(), "request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "ms", s.cfg.Now().Sub(start).Milliseconds())
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// Flush lets event streams flush through the recorder.
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+type discard struct{}
+
+func (discard) Header() http.Header         { return http.Header{} }
+func (discard) Write(b []byte) (int, error) { return len(b), nil }
+func (discard) WriteHeader(int)             {}

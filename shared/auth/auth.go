@@ -1,0 +1,106 @@
+// Package auth identifies callers: the operator's admin token and the
+// per-run session tokens handed to runners.
+//
+// Session tokens are 256 random bits behind a recognisable prefix. Only
+// their SHA-256 is stored (a token has too much entropy to need a slow
+// hash), and comparisons are constant-time. A session token authorises one
+// run and nothing else; that scoping is enforced by the API layer, which
+// asks Principal.MayActOnRun before it touches a run.
+package auth
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+)
+
+// Kind says what kind of caller a principal is.
+type Kind string
+
+// Kinds of principal.
+const (
+	KindAdmin   Kind = "admin"
+	KindSession Kind = "session"
+)
+
+// Principal is an authenticated caller.
+type Principal struct {
+	Kind Kind
+	// Subject names the caller in records: "admin" or the run id.
+	Subject string
+	// RunID is the one run a session token may act on.
+	RunID string
+}
+
+// IsAdmin reports whether p is the operator.
+func (p Principal) IsAdmin() bool { return p.Kind == KindAdmin }
+
+// MayActOnRun reports whether p may act on runID's runner-facing endpoints.
+func (p Principal) MayActOnRun(runID string) bool {
+	return p.Kind == KindAdmin || (p.Kind == KindSession && p.RunID == runID)
+}
+
+// SessionTokenPrefix starts every session token.
+const SessionTokenPrefix = "fbx_sess_"
+
+// Token is a secret bearer token. It never prints.
+type Token string
+
+func (Token) String() string               { return "[redacted token]" }
+func (Token) GoString() string             { return "[redacted token]" }
+func (Token) LogValue() slog.Value         { return slog.StringValue("[redacted token]") }
+func (t Token) Reveal() string             { return string(t) }
+func (Token) MarshalText() ([]byte, error) { return []byte("[redacted token]"), nil }
+
+// NewSessionToken returns a fresh session token and the hash to store.
+func NewSessionToken() (Token, string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", "", fmt.Errorf("auth: random: %w", err)
+	}
+	tok := SessionTokenPrefix + base64.RawURLEncoding.EncodeToString(b[:])
+	return Token(tok), HashToken(tok), nil
+}
+
+// HashToken is the stored form of a session token.
+func HashToken(tok string) string {
+	sum := sha256.Sum256([]byte(tok))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// TokenMatches compares a presented token with a stored hash in constant
+// time. An empty hash never matches.
+func TokenMatches(presented, storedHash string) bool {
+	if storedHash == "" || presented == "" {
+		return false
+	}
+	got := HashToken(presented)
+	return subtle.ConstantTimeCompare([]byte(got), []byte(storedHash)) == 1
+}
+
+// AdminMatches compares a presented token with the admin token in constant
+// time. An empty admin token matches nothing.
+func AdminMatches(presented, admin string) bool {
+	if admin == "" || presented == "" {
+		return false
+	}
+	a := sha256.Sum256([]byte(presented))
+	b := sha256.Sum256([]byte(admin))
+	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
+}
+
+// Bearer returns the bearer token of a request, or "".
+func Bearer(r *http.Request) string {
+	h := r.Header.Get("Authorization")
+	const p = "Bearer "
+	if len(h) > len(p) && strings.EqualFold(h[:len(p)], p) {
+		return strings.TrimSpace(h[len(p):])
+	}
+	return ""
+}

@@ -1,0 +1,400 @@
+// Package run creates, reads and ends runs (the API's sessions).
+//
+// Creating a run freezes, into the run's own records, everything the gate
+// will judge it by: every tool it may call with its class and schema (a
+// schema that fails the pre-guard freezes the tool as un-callable, with the
+// reason), the tool-set digest, the full policy document (a copy, not a
+// reference to something editable), the trust tier, the autonomy flag and
+// the budget. Nothing edits these afterwards; editing a policy affects only
+// runs created later.
+package run
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/budget"
+	"github.com/fluidbox/fluidbox/shared/capability"
+	"github.com/fluidbox/fluidbox/shared/ids"
+	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/redact"
+	"github.com/fluidbox/fluidbox/shared/schemaguard"
+	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/trust"
+)
+
+// Status is a run's state. Statuses are persisted: never rename one.
+type Status string
+
+// Run statuses.
+const (
+	StatusRunning          Status = "running"
+	StatusAwaitingApproval Status = "awaiting_approval"
+	StatusEnded            Status = "ended"
+)
+
+// InvalidError is a request the caller must fix; Field names what is wrong.
+type InvalidError struct {
+	Field   string
+	Message string
+}
+
+func (e *InvalidError) Error() string { return e.Field + ": " + e.Message }
+
+func invalid(field, format string, args ...any) error {
+	return &InvalidError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrNotFound: no such run.
+var ErrNotFound = errors.New("run: not found")
+
+// Service manages runs.
+type Service struct {
+	led *ledger.Ledger
+	st  *store.Store
+	now func() time.Time
+}
+
+// NewService returns a run service over a ledger.
+func NewService(led *ledger.Ledger, now func() time.Time) *Service {
+	return &Service{led: led, st: led.Store(), now: now}
+}
+
+// CreateRequest is the body of POST /v1/sessions.
+type CreateRequest struct {
+	PolicyID      string   `json:"policy_id"`
+	PolicyVersion int      `json:"policy_version,omitempty"`
+	Capabilities  []string `json:"capabilities"`
+	Connections   []string `json:"connections,omitempty"`
+	Autonomous    bool     `json:"autonomous"`
+	Budget        *struct {
+		LimitUSD *float64 `json:"limit_usd"`
+	} `json:"budget"`
+	TrustTier string   `json:"trust_tier,omitempty"`
+	Trigger   *Trigger `json:"trigger,omitempty"`
+}
+
+// Trigger says what started a run.
+type Trigger struct {
+	Type string `json:"type"`
+}
+
+// View is a run as the API shows it.
+type View struct {
+	ID            string     `json:"id"`
+	Token         string     `json:"token,omitempty"`
+	Status        Status     `json:"status"`
+	TrustTier     trust.Tier `json:"trust_tier"`
+	Autonomous    bool       `json:"autonomous"`
+	PolicyID      string     `json:"policy_id"`
+	PolicyVersion int        `json:"policy_version"`
+	PolicyDigest  string     `json:"policy_digest"`
+	ToolSetDigest string     `json:"tool_set_digest"`
+	Tools         []string   `json:"tools"`
+	Capabilities  []string   `json:"capabilities"`
+	Trigger       string     `json:"trigger"`
+	Invoker       string     `json:"invoker"`
+	CreatedAt     string     `json:"created_at"`
+	LastSeq       *int64     `json:"last_seq,omitempty"`
+	Budget        BudgetView `json:"budget"`
+}
+
+// BudgetView is a run's budget in USD.
+type BudgetView struct {
+	LimitUSD     float64 `json:"limit_usd"`
+	AvailableUSD float64 `json:"available_usd"`
+	ReservedUSD  float64 `json:"reserved_usd"`
+	SpentUSD     float64 `json:"spent_usd"`
+}
+
+// MaxCapabilities bounds how many bundles one run may attach.
+const MaxCapabilities = 32
+
+// Create freezes and writes a new run and returns it with its token, which
+// is shown this once and stored only as a hash.
+func (s *Service) Create(ctx context.Context, who auth.Principal, req CreateRequest) (View, error) {
+	if req.PolicyID == "" {
+		return View{}, invalid("policy_id", "is required")
+	}
+	if req.PolicyVersion < 0 {
+		return View{}, invalid("policy_version", "must be a positive version")
+	}
+	if req.Budget == nil || req.Budget.LimitUSD == nil {
+		return View{}, invalid("budget.limit_usd", "is required")
+	}
+	limit, err := budget.FromUSD(*req.Budget.LimitUSD)
+	if err != nil {
+		return View{}, invalid("budget.limit_usd", "must be a non-negative amount in USD")
+	}
+	tier, err := requestedTier(req.TrustTier)
+	if err != nil {
+		return View{}, err
+	}
+	trigger := "manual"
+	if req.Trigger != nil && req.Trigger.Type != "manual" {
+		return View{}, invalid("trigger.type", "%q is not a trigger a caller can name (only \"manual\")", req.Trigger.Type)
+	}
+	if len(req.Connections) > 0 {
+		return View{}, invalid("connections", "brokered connections are not available in this version")
+	}
+	if len(req.Capabilities) == 0 {
+		return View{}, invalid("capabilities", "at least one capability bundle is required")
+	}
+	if len(req.Capabilities) > MaxCapabilities {
+		return View{}, invalid("capabilities", "at most %d bundles", MaxCapabilities)
+	}
+
+	pv, err := s.st.GetPolicy(ctx, req.PolicyID, req.PolicyVersion)
+	if errors.Is(err, store.ErrNotFound) {
+		if req.PolicyVersion > 0 {
+			return View{}, invalid("policy_version", "policy %q has no version %d", req.PolicyID, req.PolicyVersion)
+		}
+		return View{}, invalid("policy_id", "no policy %q", req.PolicyID)
+	}
+	if err != nil {
+		return View{}, err
+	}
+
+	tools, bundles, err := s.resolveTools(ctx, req.Capabilities)
+	if err != nil {
+		return View{}, err
+	}
+	token, hash, err := auth.NewSessionToken()
+	if err != nil {
+		return View{}, err
+	}
+	id := ids.New("ses_")
+	now := s.now().UTC().Format(time.RFC3339Nano)
+	head := store.Head{
+		RunID:           id,
+		Status:          string(StatusRunning),
+		TokenHash:       hash,
+		Invoker:         who.Subject,
+		TrustTier:       string(tier),
+		Autonomous:      req.Autonomous,
+		PolicyID:        pv.PolicyID,
+		PolicyVersion:   pv.Version,
+		PolicyDigest:    pv.Digest,
+		ToolSetDigest:   toolSetDigest(tools),
+		Capabilities:    bundles,
+		Trigger:         trigger,
+		CreatedAt:       now,
+		BudgetLimit:     int64(limit),
+		BudgetAvailable: int64(limit),
+	}
+	for _, t := range tools {
+		head.Tools = append(head.Tools, t.Name)
+	}
+	created, err := redact.New(redact.SessionCreated{
+		SessionID:     id,
+		PolicyID:      pv.PolicyID,
+		PolicyVersion: pv.Version,
+		PolicyDigest:  pv.Digest,
+		ToolSetDigest: head.ToolSetDigest,
+		Tools:         len(tools),
+		TrustTier:     string(tier),
+		Autonomous:    req.Autonomous,
+		BudgetMicros:  int64(limit),
+		Trigger:       trigger,
+		Invoker:       who.Subject,
+	})
+	if err != nil {
+		return View{}, err
+	}
+	err = s.st.CreateRun(ctx, store.NewRun{
+		Head:    head,
+		Tools:   tools,
+		Policy:  store.PolicySnapshot{PolicyID: pv.PolicyID, Version: pv.Version, Digest: pv.Digest, Document: pv.Document},
+		Created: created,
+	})
+	if err != nil {
+		return View{}, fmt.Errorf("run: create: %w", err)
+	}
+	head.LastSeq = 1
+	v := view(head)
+	v.Token = token.Reveal()
+	return v, nil
+}
+
+func requestedTier(s string) (trust.Tier, error) {
+	if s == "" {
+		return trust.Trusted, nil
+	}
+	t := trust.Tier(s)
+	if !t.Valid() {
+		return "", invalid("trust_tier", "must be %q or %q", trust.Trusted, trust.ReadOnly)
+	}
+	// A manual run derives "trusted"; a caller may only narrow it.
+	return trust.Narrow(t, trust.Trusted), nil
+}
+
+// resolveTools loads the named bundles and freezes their tools. Every schema
+// goes through the pre-guard again at freeze time: a tool whose schema fails
+// it is frozen un-callable, with the reason, rather than dropped.
+func (s *Service) resolveTools(ctx context.Context, names []string) ([]store.Tool, []string, error) {
+	var tools []store.Tool
+	var bundles []string
+	seen := map[string]string{}
+	for i, name := range names {
+		b, err := s.bundle(ctx, name)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, nil, invalid(fmt.Sprintf("capabilities[%d]", i), "no capability bundle %q", name)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if slices.Contains(bundles, b.ID) {
+			return nil, nil, invalid(fmt.Sprintf("capabilities[%d]", i), "bundle %q is listed twice", name)
+		}
+		bundles = append(bundles, b.ID)
+		for _, t := range b.Tools {
+			if other, dup := seen[t.Name]; dup {
+				return nil, nil, invalid(fmt.Sprintf("capabilities[%d]", i), "tool %q is in both %q and %q", t.Name, other, b.Name)
+			}
+			seen[t.Name] = b.Name
+			tools = append(tools, freeze(t, "capability:"+b.ID))
+		}
+	}
+	slices.SortFunc(tools, func(a, b store.Tool) int { return strings.Compare(a.Name, b.Name) })
+	return tools, bundles, nil
+}
+
+func freeze(t capability.Tool, origin string) store.Tool {
+	ft := store.Tool{Name: t.Name, Class: string(t.Class), Description: t.Description, Schema: string(t.InputSchema), Origin: origin}
+	digest, err := schemaguard.Digest(t.InputSchema)
+	if err == nil {
+		ft.SchemaDigest = digest
+		_, err = schemaguard.Compile(t.InputSchema)
+	}
+	var rej *schemaguard.RejectError
+	switch {
+	case err == nil:
+		ft.Callable = true
+	case errors.As(err, &rej):
+		ft.Reason = "the tool's input schema was refused: " + rej.Reason
+	default:
+		ft.Reason = "the tool's input schema could not be checked"
+	}
+	return ft
+}
+
+// bundle finds a capability bundle by id or name, built-in ones first.
+func (s *Service) bundle(ctx context.Context, ref string) (capability.Bundle, error) {
+	for _, b := range capability.Builtin() {
+		if b.ID == ref || b.Name == ref {
+			return b, nil
+		}
+	}
+	id := ref
+	if !ids.Valid("cap_", ref) {
+		var err error
+		if id, err = s.st.CapabilityIDByName(ctx, ref); err != nil {
+			return capability.Bundle{}, err
+		}
+	}
+	c, err := s.st.GetCapability(ctx, id)
+	if err != nil {
+		return capability.Bundle{}, err
+	}
+	var tools []capability.Tool
+	if err := json.Unmarshal([]byte(c.Tools), &tools); err != nil {
+		return capability.Bundle{}, fmt.Errorf("run: decode bundle %s: %w", c.ID, err)
+	}
+	return capability.Bundle{ID: c.ID, Name: c.Name, Digest: c.Digest, Tools: tools}, nil
+}
+
+// toolSetDigest is sha256 over the canonical, name-sorted list of what was
+// frozen for each tool.
+func toolSetDigest(tools []store.Tool) string {
+	type entry struct {
+		Name         string `json:"name"`
+		Class        string `json:"class"`
+		SchemaDigest string `json:"schema_digest"`
+		Origin       string `json:"origin"`
+		Callable     bool   `json:"callable"`
+	}
+	list := make([]entry, len(tools))
+	for i, t := range tools {
+		list[i] = entry{t.Name, t.Class, t.SchemaDigest, t.Origin, t.Callable}
+	}
+	b, _ := json.Marshal(list) // a slice of plain structs always encodes
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Get reads a run.
+func (s *Service) Get(ctx context.Context, id string) (View, error) {
+	h, err := s.led.Head(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return View{}, ErrNotFound
+	}
+	if err != nil {
+		return View{}, err
+	}
+	v := view(h)
+	v.LastSeq = &h.LastSeq
+	return v, nil
+}
+
+// End ends a run; the gate denies everything afterwards. Ending an ended
+// run changes nothing.
+func (s *Service) End(ctx context.Context, who auth.Principal, id string) error {
+	ended, err := redact.New(redact.SessionEnded{EndedBy: who.Subject})
+	if err != nil {
+		return err
+	}
+	_, err = s.led.Append(ctx, id, func(h store.Head) (store.Batch, error) {
+		if Status(h.Status) == StatusEnded {
+			return store.Batch{}, errAlreadyEnded
+		}
+		return store.Batch{Events: []redact.Envelope{ended}, Head: store.HeadChange{Status: string(StatusEnded)}}, nil
+	})
+	switch {
+	case errors.Is(err, errAlreadyEnded):
+		return nil
+	case errors.Is(err, store.ErrNotFound):
+		return ErrNotFound
+	}
+	return err
+}
+
+var errAlreadyEnded = errors.New("run: already ended")
+
+func view(h store.Head) View {
+	return View{
+		ID:            h.RunID,
+		Status:        Status(h.Status),
+		TrustTier:     trust.Tier(h.TrustTier),
+		Autonomous:    h.Autonomous,
+		PolicyID:      h.PolicyID,
+		PolicyVersion: h.PolicyVersion,
+		PolicyDigest:  h.PolicyDigest,
+		ToolSetDigest: h.ToolSetDigest,
+		Tools:         nonNil(h.Tools),
+		Capabilities:  nonNil(h.Capabilities),
+		Trigger:       h.Trigger,
+		Invoker:       h.Invoker,
+		CreatedAt:     h.CreatedAt,
+		Budget: BudgetView{
+			LimitUSD:     budget.Micros(h.BudgetLimit).USD(),
+			AvailableUSD: budget.Micros(h.BudgetAvailable).USD(),
+			ReservedUSD:  budget.Micros(h.BudgetReserved).USD(),
+			SpentUSD:     budget.Micros(h.BudgetSpent).USD(),
+		},
+	}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
