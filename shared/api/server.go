@@ -152,7 +152,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &inv):
 		e = invalid("%s", inv.Error())
 	case errors.Is(err, run.ErrNotFound):
-		e = notFound("session")
+		e = notFound("session " + r.PathValue("id"))
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, ledger.ErrContention):
 		s.log.ErrorContext(r.Context(), "unavailable", "route", r.Pattern, "err", err)
 		e = errUnavailable
