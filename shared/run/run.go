@@ -58,14 +58,16 @@ var ErrNotFound = errors.New("run: not found")
 
 // Service manages runs.
 type Service struct {
-	led *ledger.Ledger
-	st  *store.Store
-	now func() time.Time
+	led     *ledger.Ledger
+	st      *store.Store
+	now     func() time.Time
+	schemas *schemaguard.Cache
 }
 
-// NewService returns a run service over a ledger.
+// NewService returns a run service over a ledger. Compiled schemas are
+// cached by digest: the built-in bundle's are compiled once per process.
 func NewService(led *ledger.Ledger, now func() time.Time) *Service {
-	return &Service{led: led, st: led.Store(), now: now}
+	return &Service{led: led, st: led.Store(), now: now, schemas: schemaguard.NewCache(1024)}
 }
 
 // CreateRequest is the body of POST /v1/sessions.
@@ -260,19 +262,19 @@ func (s *Service) resolveTools(ctx context.Context, names []string) ([]store.Too
 				return nil, nil, invalid(fmt.Sprintf("capabilities[%d]", i), "tool %q is in both %q and %q", t.Name, other, b.Name)
 			}
 			seen[t.Name] = b.Name
-			tools = append(tools, freeze(t, "capability:"+b.ID))
+			tools = append(tools, s.freeze(t, "capability:"+b.ID))
 		}
 	}
 	slices.SortFunc(tools, func(a, b store.Tool) int { return strings.Compare(a.Name, b.Name) })
 	return tools, bundles, nil
 }
 
-func freeze(t capability.Tool, origin string) store.Tool {
+func (s *Service) freeze(t capability.Tool, origin string) store.Tool {
 	ft := store.Tool{Name: t.Name, Class: string(t.Class), Description: t.Description, Schema: string(t.InputSchema), Origin: origin}
 	digest, err := schemaguard.Digest(t.InputSchema)
 	if err == nil {
 		ft.SchemaDigest = digest
-		_, err = schemaguard.Compile(t.InputSchema)
+		_, err = s.schemas.Get(digest, t.InputSchema)
 	}
 	var rej *schemaguard.RejectError
 	switch {
