@@ -61,17 +61,17 @@ func BenchmarkRawTransactWriteItems(b *testing.B) {
 		seq++
 		_, err := client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
 			{Update: &types.Update{
-				TableName:                 aws.String(st.Table()),
-				Key:                       map[string]types.AttributeValue{"pk": s("RAW"), "sk": s("HEAD")},
-				UpdateExpression:          aws.String("SET last_seq = :n"),
-				ConditionExpression:       aws.String("last_seq = :prev"),
+				TableName:           aws.String(st.Table()),
+				Key:                 map[string]types.AttributeValue{"pk": s("RAW"), "sk": s("HEAD")},
+				UpdateExpression:    aws.String("SET last_seq = :n"),
+				ConditionExpression: aws.String("last_seq = :prev"),
 				ExpressionAttributeValues: map[string]types.AttributeValue{
 					":n":    &types.AttributeValueMemberN{Value: fmt.Sprint(seq)},
 					":prev": &types.AttributeValueMemberN{Value: fmt.Sprint(seq - 1)},
 				},
 			}},
 			{Put: &types.Put{
-				TableName:           aws.String(st.Table()),
+				TableName: aws.String(st.Table()),
 				Item: map[string]types.AttributeValue{
 					"pk": s("RAW"), "sk": s(fmt.Sprintf("EV#%020d", seq)),
 					"seq":  &types.AttributeValueMemberN{Value: fmt.Sprint(seq)},
