@@ -1,0 +1,34 @@
+// Package gate is fluidbox's permission gate: the one place that answers
+// "may this tool call happen?".
+//
+// Decide is a pure function of a run's frozen state, the mutable head fields
+// a decision depends on, and the live state of the connections the call
+// needs, all read by the caller. It does no I/O and reads no clock, so the
+// same inputs always give the same Decision, and the caller can record,
+// replay and test every answer.
+//
+// What it guarantees:
+//
+//   - The stages run in one fixed order, given by a single slice literal
+//     (stages, in gate.go): session, budget, frozen tool set, frozen schema,
+//     trust tier, policy, approval. The first stage that decides wins; no
+//     later stage is consulted. Each stage's file opens with the argument
+//     for why it sits where it sits.
+//   - Fail closed. A nil run, policy, tool or schema, an unknown trust tier,
+//     class, connection status or verdict, a missing binding or connection
+//     record, and a panic anywhere inside (including in the caller's Granted
+//     callback) all end in deny, never in allow.
+//   - Nothing that concerns approval can pass stages 0-4: session grants and
+//     the autonomy flag are read only by the approval stage, after the
+//     policy said require_approval. A read_only run never gets allow for a
+//     tool that is not of class read, nor for any brokered tool.
+//   - A denial is a value (Decision with a Source and a human Reason), not an
+//     error. Reasons are written for the model and the operator: they name
+//     the tool, the rule or the connection, may quote the schema validator's
+//     reason, and never contain credentials.
+//
+// Sources and outcomes are persisted and on the wire; they are never renamed.
+// SourceApproval and SourceApprovalExpired are defined here so that every
+// source lives in one place, but Decide never returns them: they are what the
+// caller records when a pending approval is denied by a human or expires.
+package gate

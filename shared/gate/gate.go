@@ -1,0 +1,263 @@
+package gate
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/fluidbox/fluidbox/shared/capability"
+	"github.com/fluidbox/fluidbox/shared/policy"
+	"github.com/fluidbox/fluidbox/shared/schemaguard"
+	"github.com/fluidbox/fluidbox/shared/trust"
+)
+
+// Source says which stage denied a call. Sources are persisted and on the
+// wire: never rename them.
+type Source string
+
+// Sources of a denial.
+const (
+	SourceBudget     Source = "budget"
+	SourceCapability Source = "capability"
+	SourceBinding    Source = "binding"
+	SourceSchema     Source = "schema"
+	SourceTrustTier  Source = "trust_tier"
+	SourcePolicy     Source = "policy"
+	// SourceApproval and SourceApprovalExpired are recorded by the caller
+	// when a human denies a pending approval or nobody decides in time;
+	// Decide itself never returns them.
+	SourceApproval        Source = "approval"
+	SourceApprovalExpired Source = "approval_expired"
+	SourceSession         Source = "session"
+)
+
+// Outcome is the gate's answer. Outcomes are persisted and on the wire:
+// never rename them.
+type Outcome string
+
+// Outcomes.
+const (
+	OutcomeAllow Outcome = "allow"
+	OutcomeDeny  Outcome = "deny"
+	// OutcomeApproval asks the caller to create a pending approval with the
+	// Decision's ScopeKey, Scope and TTL.
+	OutcomeApproval Outcome = "require_approval"
+)
+
+// Decision is the gate's answer for one call. It is a value: a denial is an
+// answer, not an error.
+type Decision struct {
+	Outcome Outcome
+	// Source names the stage family that denied (deny only).
+	Source Source
+	// Reason is human text the model and the operator read. It may quote
+	// the schema validator's reason; it never contains credentials.
+	Reason string
+	// RuleID names the policy rule that decided, when one did.
+	RuleID string
+	// Verdict is the policy's own verdict, set whenever the policy stage
+	// ran. Rewritten is the verdict autonomy turned a require_approval
+	// into; empty unless a rewrite happened. Both go to the ledger.
+	Verdict   policy.Verdict
+	Rewritten policy.Verdict
+	// ScopeKey, Scope and TTL describe the approval to create
+	// (require_approval only).
+	ScopeKey string
+	Scope    policy.Scope
+	TTL      time.Duration
+	// Grant is the scope key of the session grant that turned a
+	// require_approval into allow; empty otherwise.
+	Grant string
+	// Stage names the stage that decided, for logs: one of "session",
+	// "budget", "tool_set", "schema", "trust_tier", "policy", "approval",
+	// or "gate" when no stage could decide.
+	Stage string
+}
+
+// Tool is one tool as frozen into a run.
+type Tool struct {
+	Name  string
+	Class capability.Class
+	// Schema is the compiled frozen input schema; nil when !Callable.
+	Schema *schemaguard.Schema
+	// Callable is false when the schema failed the pre-guard at freeze
+	// time; Reason then says why.
+	Callable bool
+	Reason   string
+	// ConnectionID is "" for a sandbox tool; a brokered tool names the
+	// connection it is called through.
+	ConnectionID string
+}
+
+// Binding is a run's frozen binding to a connection.
+type Binding struct {
+	ConnectionID string
+	// Generation is the connection's authorization generation at freeze
+	// time; a reconnect bumps it and makes the binding stale.
+	Generation int
+	// Owner is the member whose personal connection this is ("" for a
+	// shared connection).
+	Owner string
+	// ToolSetDigest is the connection's tool-set digest at freeze time.
+	ToolSetDigest string
+}
+
+// Connection statuses as read by the caller into Live.Status.
+const (
+	ConnectionActive  = "active"
+	ConnectionRevoked = "revoked"
+)
+
+// Live is a connection as it is now, read by the caller for a brokered call.
+// The zero value is a connection that does not exist.
+type Live struct {
+	Found bool
+	// Status is ConnectionActive or ConnectionRevoked; anything other than
+	// ConnectionActive is refused.
+	Status        string
+	Generation    int
+	ToolSetDigest string
+	// OwnerActive reports that the personal owner's membership is active.
+	// The caller sets it to true for a shared connection, which has no
+	// owner to lose; false always refuses, so forgetting it fails closed.
+	OwnerActive bool
+}
+
+// Run is a run's frozen state plus the mutable head fields a decision
+// depends on.
+type Run struct {
+	Ended           bool
+	AvailableMicros int64
+	TrustTier       trust.Tier
+	Autonomous      bool
+	// Tools is the frozen tool set, by tool name.
+	Tools map[string]*Tool
+	// Policy is the frozen policy snapshot.
+	Policy *policy.Policy
+	// Bindings are the frozen connection bindings, by connection id.
+	Bindings map[string]Binding
+}
+
+// Request is one tool call.
+type Request struct {
+	ToolName string
+	// Input is the call's arguments, decoded with json.Decoder.UseNumber.
+	Input any
+	// Connections holds the live state of the connections the tool needs,
+	// by connection id.
+	Connections map[string]Live
+	// Granted reports whether the run holds a session grant for a scope
+	// key; nil means none. It is consulted only by the approval stage.
+	Granted func(scopeKey string) bool
+}
+
+// stage is one step of the gate. decide returns the decision and true when
+// the stage settles the call, or false to pass it to the next stage.
+// source is what the stage denies with when it fails unexpectedly.
+type stage struct {
+	name   string
+	source Source
+	decide func(c *call) (Decision, bool)
+}
+
+// stages is the gate. The order of this literal is the security model: a
+// stage may rely on every stage above it having passed, and the first stage
+// that decides wins. Do not reorder without rewriting the stage comments.
+var stages = []stage{
+	{"session", SourceSession, checkSession},
+	{"budget", SourceBudget, checkBudget},
+	{"tool_set", SourceCapability, checkToolSet},
+	{"schema", SourceSchema, checkSchema},
+	{"trust_tier", SourceTrustTier, checkTrustTier},
+	{"policy", SourcePolicy, checkPolicy},
+	{"approval", SourcePolicy, checkApproval},
+}
+
+// call is what the stages learn about one call as it moves down the gate.
+type call struct {
+	run *Run
+	req Request
+	// tool is set by the tool_set stage once the tool is known frozen.
+	tool *Tool
+	// result is set by the policy stage when it defers to approval.
+	result    policy.Result
+	evaluated bool
+}
+
+// reasonPanic starts the reason of a decision made because a stage
+// panicked.
+const reasonPanic = "the gate failed internally while deciding this call, so it is denied"
+
+// Decide runs the stages in order and returns the first decision. It never
+// returns allow unless every stage passed and the policy (or a session
+// grant, or the autonomy fallback) allowed.
+func Decide(run *Run, req Request) Decision { return decide(run, req) }
+
+// decide is Decide with a named result, so that a panic in a stage can be
+// turned into that stage's denial.
+func decide(run *Run, req Request) (d Decision) {
+	c := &call{run: run, req: req}
+	i := 0
+	defer func() {
+		// A stage must not panic; if one does (or the caller's Granted
+		// callback does), the call is denied by that stage.
+		if r := recover(); r != nil {
+			s := stages[min(i, len(stages)-1)]
+			d = Decision{Outcome: OutcomeDeny, Source: s.source, Stage: s.name, Reason: reasonPanic}
+		}
+	}()
+	for ; i < len(stages); i++ {
+		s := stages[i]
+		if dec, done := s.decide(c); done {
+			dec.Stage = s.name
+			return settle(dec)
+		}
+	}
+	return Decision{Outcome: OutcomeDeny, Source: SourcePolicy, Stage: "gate",
+		Reason: "no stage of the gate allowed this call, so it is denied"}
+}
+
+// settle is the last line of defence: an outcome that is not one of the
+// three, or a deny without a source, is turned into a well-formed deny.
+func settle(d Decision) Decision {
+	switch d.Outcome {
+	case OutcomeAllow, OutcomeApproval:
+		d.Source = ""
+		return d
+	case OutcomeDeny:
+		if d.Source == "" {
+			d.Source = SourcePolicy
+		}
+		return d
+	}
+	return Decision{Outcome: OutcomeDeny, Source: SourcePolicy, Stage: d.Stage,
+		Reason: "the gate produced no valid outcome for this call, so it is denied"}
+}
+
+func deny(src Source, format string, a ...any) (Decision, bool) {
+	reason := format // a constant reason costs no allocation
+	if len(a) > 0 {
+		reason = fmt.Sprintf(format, a...)
+	}
+	return Decision{Outcome: OutcomeDeny, Source: src, Reason: reason}, true
+}
+
+// next passes the call to the following stage.
+func next() (Decision, bool) { return Decision{}, false }
+
+// maxQuoted bounds how much of a caller-supplied name a reason repeats.
+const maxQuoted = 128
+
+// quote renders a name for a reason: Go-quoted and cut to maxQuoted bytes,
+// so a model cannot make the gate echo an arbitrarily long string.
+func quote(s string) string {
+	if len(s) <= maxQuoted {
+		return strconv.Quote(s)
+	}
+	cut := maxQuoted
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strconv.Quote(s[:cut]) + "..."
+}

@@ -1,0 +1,138 @@
+package gate
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fluidbox/fluidbox/shared/policy"
+)
+
+func TestStageApproval(t *testing.T) {
+	t.Parallel()
+	autonomous := func(r *Run) { r.Autonomous = true }
+	granting := func(keys ...string) func(*Request) {
+		return func(r *Request) { r.Granted = grants(keys...) }
+	}
+	testStage(t, "approval", []stageCase{
+		{name: "pause for a human", tool: toolIssue, input: issueInput, wantDone: true, wantOut: OutcomeApproval, wantReason: `"gh-issue"`},
+		{name: "default verdict pauses", tool: "Write", input: `{"file_path":"a","content":"b"}`, wantDone: true, wantOut: OutcomeApproval},
+		{name: "grant covers the tool", req: granting(toolIssue), tool: toolIssue, input: issueInput,
+			wantDone: true, wantOut: OutcomeAllow, wantReason: "session grant"},
+		{name: "grant for another tool", req: granting(toolGetIssue), tool: toolIssue, input: issueInput,
+			wantDone: true, wantOut: OutcomeApproval},
+		{name: "Bash grant covers the prefix", req: granting("Bash:git push"), tool: "Bash", input: `{"command":"git push origin main"}`,
+			wantDone: true, wantOut: OutcomeAllow},
+		{name: "Bash grant does not cover a list", req: granting("Bash:git push"), tool: "Bash", input: `{"command":"git push && git clean -fdx"}`,
+			wantDone: true, wantOut: OutcomeApproval},
+		{name: "Bash grant does not cover an assignment", req: granting("Bash:git push"), tool: "Bash", input: `{"command":"GIT_SSH_COMMAND=x git push"}`,
+			wantDone: true, wantOut: OutcomeApproval},
+		{name: "Bash grant does not cover a git option", req: granting("Bash:git push"), tool: "Bash", input: `{"command":"git -c core.sshCommand=x push"}`,
+			wantDone: true, wantOut: OutcomeApproval},
+		{name: "autonomous, rule fallback allow", run: autonomous, tool: toolIssue, input: issueInput,
+			wantDone: true, wantOut: OutcomeAllow, wantReason: "rewritten to allow"},
+		{name: "autonomous, policy fallback deny", run: autonomous, tool: "Write", input: `{"file_path":"a","content":"b"}`,
+			wantDone: true, wantOut: OutcomeDeny, wantSource: SourcePolicy, wantReason: "rewritten to deny"},
+		{name: "autonomous, grant first", run: autonomous, req: granting("Write"), tool: "Write", input: `{"file_path":"a","content":"b"}`,
+			wantDone: true, wantOut: OutcomeAllow, wantReason: "session grant"},
+	})
+}
+
+func TestStageApprovalFields(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	tests := []struct {
+		name  string
+		auto  bool
+		grant []string
+		tool  string
+		input string
+		want  Decision
+	}{
+		{name: "rule scope and policy ttl", tool: toolIssue, input: issueInput, want: Decision{
+			Outcome: OutcomeApproval, Verdict: policy.VerdictRequireApproval, RuleID: "gh-issue",
+			ScopeKey: toolIssue, Scope: policy.ScopeSession, TTL: 600 * time.Second, Stage: "approval"}},
+		{name: "Bash prefix key, rule ttl", tool: "Bash", input: `{"command":"git -C repo push --force"}`, want: Decision{
+			Outcome: OutcomeApproval, Verdict: policy.VerdictRequireApproval, RuleID: "bash-push",
+			ScopeKey: "Bash:git push", Scope: policy.ScopeSession, TTL: 300 * time.Second, Stage: "approval"}},
+		{name: "default verdict", tool: "Write", input: `{"file_path":"a","content":"b"}`, want: Decision{
+			Outcome: OutcomeApproval, Verdict: policy.VerdictRequireApproval,
+			ScopeKey: "Write", Scope: policy.ScopeOnce, TTL: 600 * time.Second, Stage: "approval"}},
+		{name: "grant", grant: []string{"Bash:git push"}, tool: "Bash", input: `{"command":"git push origin main"}`, want: Decision{
+			Outcome: OutcomeAllow, Verdict: policy.VerdictRequireApproval, RuleID: "bash-push", Grant: "Bash:git push", Stage: "approval"}},
+		{name: "autonomous allow", auto: true, tool: toolIssue, input: issueInput, want: Decision{
+			Outcome: OutcomeAllow, Verdict: policy.VerdictRequireApproval, Rewritten: policy.VerdictAllow, RuleID: "gh-issue", Stage: "approval"}},
+		{name: "autonomous deny", auto: true, tool: "Bash", input: `{"command":"git push"}`, want: Decision{
+			Outcome: OutcomeDeny, Source: SourcePolicy, Verdict: policy.VerdictRequireApproval, Rewritten: policy.VerdictDeny, RuleID: "bash-push", Stage: "approval"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			run := f.run()
+			run.Autonomous = tt.auto
+			r := req(t, tt.tool, tt.input)
+			if tt.grant != nil {
+				r.Granted = grants(tt.grant...)
+			}
+			got := Decide(run, r)
+			if got.Reason == "" {
+				t.Errorf("Decide(%q) has no reason", tt.tool)
+			}
+			got.Reason = ""
+			if got != tt.want {
+				t.Errorf("Decide(%q, %s) =\n %+v\nwant\n %+v", tt.tool, tt.input, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestStageApprovalFailsClosed feeds the approval stage results that a
+// well-formed policy never produces.
+func TestStageApprovalFailsClosed(t *testing.T) {
+	t.Parallel()
+	ra := policy.Result{Verdict: policy.VerdictRequireApproval, RuleID: "r", Reason: "rule \"r\" requires approval",
+		Scope: policy.ScopeSession, TTL: time.Minute, ScopeKey: "Write", OnAutonomous: policy.VerdictAllow}
+	tests := []struct {
+		name    string
+		auto    bool
+		mut     func(*policy.Result)
+		noEval  bool
+		want    Outcome
+		wantRew policy.Verdict
+	}{
+		{name: "well formed", want: OutcomeApproval},
+		{name: "not evaluated", noEval: true, want: OutcomeDeny},
+		{name: "verdict allow reaching approval", mut: func(r *policy.Result) { r.Verdict = policy.VerdictAllow }, want: OutcomeDeny},
+		{name: "unknown scope", mut: func(r *policy.Result) { r.Scope = "forever" }, want: OutcomeDeny},
+		{name: "empty scope with a key", mut: func(r *policy.Result) { r.Scope = "" }, want: OutcomeDeny},
+		{name: "no ttl", mut: func(r *policy.Result) { r.TTL = 0 }, want: OutcomeDeny},
+		{name: "negative ttl", mut: func(r *policy.Result) { r.TTL = -time.Second }, want: OutcomeDeny},
+		{name: "autonomous, empty fallback", auto: true, mut: func(r *policy.Result) { r.OnAutonomous = "" }, want: OutcomeDeny, wantRew: policy.VerdictDeny},
+		{name: "autonomous, fallback require_approval", auto: true, mut: func(r *policy.Result) { r.OnAutonomous = policy.VerdictRequireApproval }, want: OutcomeDeny, wantRew: policy.VerdictDeny},
+		{name: "autonomous, unknown fallback", auto: true, mut: func(r *policy.Result) { r.OnAutonomous = "ALLOW" }, want: OutcomeDeny, wantRew: policy.VerdictDeny},
+		{name: "autonomous, fallback allow", auto: true, want: OutcomeAllow, wantRew: policy.VerdictAllow},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			res := ra
+			if tt.mut != nil {
+				tt.mut(&res)
+			}
+			c := &call{run: &Run{Autonomous: tt.auto}, req: Request{ToolName: "Write"}, result: res, evaluated: !tt.noEval}
+			d, done := checkApproval(c)
+			if !done || d.Outcome != tt.want || d.Rewritten != tt.wantRew {
+				t.Fatalf("checkApproval(%s) = %+v, %v, want %s (rewritten %q)", tt.name, d, done, tt.want, tt.wantRew)
+			}
+			if d.Outcome == OutcomeDeny && d.Source != SourcePolicy {
+				t.Errorf("checkApproval(%s) source = %q, want policy", tt.name, d.Source)
+			}
+		})
+	}
+	// A key-less approval can only be once, whatever the rule said.
+	res := ra
+	res.ScopeKey = ""
+	d, _ := checkApproval(&call{run: &Run{}, req: Request{ToolName: "Write"}, result: res, evaluated: true})
+	if d.Outcome != OutcomeApproval || d.Scope != policy.ScopeOnce {
+		t.Errorf("checkApproval(no scope key) = %+v, want require_approval with scope once", d)
+	}
+}

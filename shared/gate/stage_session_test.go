@@ -1,0 +1,25 @@
+package gate
+
+import "testing"
+
+func TestStageSession(t *testing.T) {
+	t.Parallel()
+	testStage(t, "session", []stageCase{
+		{name: "live run passes", tool: "Read", input: `{"file_path":"a"}`},
+		{name: "ended run", run: func(r *Run) { r.Ended = true }, tool: "Read", input: `{"file_path":"a"}`,
+			wantDone: true, wantOut: OutcomeDeny, wantSource: SourceSession, wantReason: "has ended"},
+		{name: "ended run, everything else fine", run: func(r *Run) { r.Ended = true; r.Autonomous = true }, tool: "Read", input: `{"file_path":"a"}`,
+			wantDone: true, wantOut: OutcomeDeny, wantSource: SourceSession},
+	})
+}
+
+func TestStageSessionNilRun(t *testing.T) {
+	t.Parallel()
+	d, done := checkSession(&call{})
+	if !done || d.Outcome != OutcomeDeny || d.Source != SourceSession {
+		t.Fatalf("checkSession(nil run) = %+v, %v, want deny/session", d, done)
+	}
+	if got := Decide(nil, Request{ToolName: "Read"}); got.Outcome != OutcomeDeny || got.Source != SourceSession || got.Stage != "session" {
+		t.Fatalf("Decide(nil, Read) = %+v, want deny/session", got)
+	}
+}
