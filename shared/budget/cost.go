@@ -1,0 +1,106 @@
+package budget
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+)
+
+// tokensPerPriceUnit is the number of tokens a Price rate is quoted for (one million).
+const tokensPerPriceUnit = 1_000_000
+
+// Usage is what a model response reports it consumed, in the field names of the Anthropic
+// Messages API `usage` object (and of our usage endpoint).
+type Usage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+}
+
+// Validate reports ErrNegative if any count is negative.
+func (u Usage) Validate() error {
+	if u.InputTokens < 0 || u.OutputTokens < 0 || u.CacheReadInputTokens < 0 || u.CacheCreationInputTokens < 0 {
+		return fmt.Errorf("budget: usage %+v: %w", u, ErrNegative)
+	}
+	return nil
+}
+
+// Cost prices u at p: the sum over the four token kinds of tokens × rate / 1e6, computed
+// exactly in 128 bits and rounded up to the next micro-dollar once, on the total. It is
+// monotone in every field of u. It rejects negative counts and rates (ErrNegative) and a total
+// that does not fit in Micros (ErrOverflow).
+func Cost(p Price, u Usage) (Micros, error) {
+	if err := u.Validate(); err != nil {
+		return 0, err
+	}
+	if err := p.validate(); err != nil {
+		return 0, err
+	}
+	var acc uint128
+	acc.addMul(u.InputTokens, p.InputPerMTok)
+	acc.addMul(u.OutputTokens, p.OutputPerMTok)
+	acc.addMul(u.CacheReadInputTokens, p.CacheReadPerMTok)
+	acc.addMul(u.CacheCreationInputTokens, p.CacheWritePerMTok)
+	m, ok := acc.ceilDivToMicros()
+	if !ok {
+		return 0, fmt.Errorf("budget: cost of %+v: %w", u, ErrOverflow)
+	}
+	return m, nil
+}
+
+// Reserve is the pessimistic amount to book before a request is forwarded: maxOutputTokens at
+// the output rate plus inputTokensUpperBound at the higher of the input and cache-write rates
+// (an input token can be billed as a cache write, never above that), rounded up. With a
+// genuine upper bound on input (e.g. the request's byte length) and the declared max_tokens,
+// the real Cost of the response cannot exceed it unless the upstream bills 1-hour cache
+// writes, which cost more than the 5-minute rate the table holds.
+func Reserve(p Price, maxOutputTokens, inputTokensUpperBound int64) (Micros, error) {
+	if maxOutputTokens < 0 || inputTokensUpperBound < 0 {
+		return 0, fmt.Errorf("budget: reserve(max_output_tokens=%d, input_tokens_upper_bound=%d): %w",
+			maxOutputTokens, inputTokensUpperBound, ErrNegative)
+	}
+	if err := p.validate(); err != nil {
+		return 0, err
+	}
+	in := max(p.InputPerMTok, p.CacheWritePerMTok)
+	var acc uint128
+	acc.addMul(inputTokensUpperBound, in)
+	acc.addMul(maxOutputTokens, p.OutputPerMTok)
+	m, ok := acc.ceilDivToMicros()
+	if !ok {
+		return 0, fmt.Errorf("budget: reserve(max_output_tokens=%d, input_tokens_upper_bound=%d): %w",
+			maxOutputTokens, inputTokensUpperBound, ErrOverflow)
+	}
+	return m, nil
+}
+
+// uint128 accumulates products of two non-negative int64s; four of them (each < 2^126) cannot
+// overflow 128 bits, so addMul needs no overflow check.
+type uint128 struct{ hi, lo uint64 }
+
+func (a *uint128) addMul(tokens int64, rate Micros) {
+	hi, lo := bits.Mul64(uint64(tokens), uint64(rate))
+	var carry uint64
+	a.lo, carry = bits.Add64(a.lo, lo, 0)
+	a.hi, _ = bits.Add64(a.hi, hi, carry)
+}
+
+// ceilDivToMicros returns ceil(a / 1e6) if it fits in a non-negative int64.
+func (a uint128) ceilDivToMicros() (Micros, bool) {
+	const d = tokensPerPriceUnit
+	if a.hi >= d { // quotient would not fit in 64 bits (and bits.Div64 would panic)
+		return 0, false
+	}
+	q, r := bits.Div64(a.hi, a.lo, d)
+	if r != 0 {
+		if q == math.MaxUint64 {
+			return 0, false
+		}
+		q++
+	}
+	if q > math.MaxInt64 {
+		return 0, false
+	}
+	return Micros(q), true
+}
