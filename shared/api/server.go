@@ -12,6 +12,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/permission"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
@@ -34,6 +35,7 @@ type Server struct {
 	st     *store.Store
 	led    *ledger.Ledger
 	runs   *run.Service
+	perm   *permission.Service
 	log    *slog.Logger
 	mux    *http.ServeMux
 	tokens tokenCache
@@ -52,6 +54,7 @@ func New(cfg Config) *Server {
 		st:   cfg.Ledger.Store(),
 		led:  cfg.Ledger,
 		runs: run.NewService(cfg.Ledger, cfg.Now),
+		perm: permission.NewService(cfg.Ledger, cfg.Now),
 		log:  cfg.Logger,
 		mux:  http.NewServeMux(),
 	}
@@ -78,6 +81,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/sessions/{id}", runScoped, s.getSession)
 	s.handle("POST /v1/sessions/{id}/end", adminOnly, s.endSession)
 	s.handle("GET /v1/sessions/{id}/events", runScoped, s.events)
+	s.handle("POST /v1/sessions/{id}/permission", runScoped, s.permission)
 }
 
 // access says who may call a route.

@@ -102,7 +102,7 @@ func (l *Ledger) Append(ctx context.Context, runID string, build Build) (store.H
 		if err != nil {
 			return store.Head{}, err
 		}
-		next, err := l.st.Append(ctx, head, l.now().UTC().Format(time.RFC3339Nano), b)
+		next, err := l.st.Append(ctx, head, store.FormatTime(l.now()), b)
 		if err == nil {
 			l.remember(next)
 			l.hub.notify(runID)
@@ -199,6 +199,20 @@ func (l *Ledger) Read(ctx context.Context, runID string, after int64, limit int,
 		}
 		t.Stop()
 	}
+}
+
+// Wait returns when this process next appends to runID, or after d.
+func (l *Ledger) Wait(ctx context.Context, runID string, d time.Duration) error {
+	woken := l.hub.wait(runID)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-woken:
+	case <-t.C:
+	}
+	return nil
 }
 
 // hub wakes readers waiting on a run when this process appends to it.

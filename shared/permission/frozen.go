@@ -1,0 +1,93 @@
+package permission
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/fluidbox/fluidbox/shared/capability"
+	"github.com/fluidbox/fluidbox/shared/gate"
+	"github.com/fluidbox/fluidbox/shared/policy"
+	"github.com/fluidbox/fluidbox/shared/schemaguard"
+	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/trust"
+)
+
+// frozenRun is what a run froze at creation, compiled for the gate. It is
+// immutable, so it is cached for the life of the process.
+type frozenRun struct {
+	tools        map[string]*gate.Tool
+	toolDigests  map[string]string
+	policy       *policy.Policy
+	policyDigest string
+}
+
+func (fr *frozenRun) schemaReason(toolName string, input any) string {
+	t, ok := fr.tools[toolName]
+	if !ok || t.Schema == nil {
+		return "the tool cannot be called"
+	}
+	d := gate.Decide(&gate.Run{AvailableMicros: 1, TrustTier: trust.Trusted, Tools: map[string]*gate.Tool{toolName: t}, Policy: fr.policy}, gate.Request{ToolName: toolName, Input: input})
+	return d.Reason
+}
+
+type frozenCache struct {
+	st      *store.Store
+	schemas *schemaguard.Cache
+	mu      sync.Mutex
+	runs    map[string]*frozenRun
+}
+
+const maxFrozenRuns = 4096
+
+func newFrozenCache(st *store.Store) *frozenCache {
+	return &frozenCache{st: st, schemas: schemaguard.NewCache(1024), runs: map[string]*frozenRun{}}
+}
+
+func (c *frozenCache) get(ctx context.Context, runID string) (*frozenRun, error) {
+	c.mu.Lock()
+	fr, ok := c.runs[runID]
+	c.mu.Unlock()
+	if ok {
+		return fr, nil
+	}
+	f, err := c.st.GetFrozen(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	fr, err = c.compile(f)
+	if err != nil {
+		return nil, fmt.Errorf("permission: run %s: %w", runID, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.runs) >= maxFrozenRuns {
+		clear(c.runs)
+	}
+	c.runs[runID] = fr
+	return fr, nil
+}
+
+// compile turns stored frozen items into the gate's values. A frozen schema
+// that no longer compiles leaves its tool un-callable (fail closed).
+func (c *frozenCache) compile(f store.Frozen) (*frozenRun, error) {
+	p, _, err := policy.Parse([]byte(f.Policy.Document))
+	if err != nil {
+		return nil, fmt.Errorf("frozen policy: %w", err)
+	}
+	fr := &frozenRun{tools: map[string]*gate.Tool{}, toolDigests: map[string]string{}, policy: p, policyDigest: f.Policy.Digest}
+	for _, t := range f.Tools {
+		gt := &gate.Tool{Name: t.Name, Class: capability.Class(t.Class), Callable: t.Callable, Reason: t.Reason}
+		if t.Callable {
+			s, err := c.schemas.Get(t.SchemaDigest, []byte(t.Schema))
+			if err != nil {
+				gt.Callable, gt.Reason = false, "the tool's frozen schema could not be compiled"
+			} else {
+				gt.Schema = s
+			}
+		}
+		fr.tools[t.Name] = gt
+		fr.toolDigests[t.Name] = t.SchemaDigest
+	}
+	return fr, nil
+}

@@ -1,0 +1,326 @@
+// Package permission answers a runner's "may this tool call happen?" for a
+// run: it loads the run's frozen state (cached: it never changes), asks the
+// pure gate, and records the answer with its events in one ledger append.
+//
+// What it guarantees:
+//   - One answer per (run, tool_call_id). The call record is written in the
+//     same transaction as tool.requested and tool.decision, with
+//     attribute_not_exists; a retry finds it and returns it, writing
+//     nothing. The same tool_call_id with a different input is a conflict.
+//   - The decision is made on the head it commits against: the append is
+//     conditioned on the run's counter, so an end, a spend or another
+//     decision that lands first makes the gate decide again.
+//   - Fail closed: if anything cannot be read or written, the caller gets
+//     an error (503 on the wire), nothing is recorded, and the runner
+//     treats that as deny.
+//   - Inputs never reach the ledger or the call record, only their digest.
+//     A require_approval keeps the input on the approval row, for the
+//     human who decides; nowhere else.
+package permission
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fluidbox/fluidbox/shared/gate"
+	"github.com/fluidbox/fluidbox/shared/ids"
+	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/redact"
+	"github.com/fluidbox/fluidbox/shared/run"
+	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/trust"
+)
+
+// Decision values on the wire.
+const (
+	DecisionAllow   = "allow"
+	DecisionDeny    = "deny"
+	DecisionPending = "pending"
+)
+
+// Request is the body of POST /v1/sessions/{id}/permission.
+type Request struct {
+	ToolCallID string          `json:"tool_call_id"`
+	ToolName   string          `json:"tool_name"`
+	Input      json.RawMessage `json:"input"`
+}
+
+// Answer is the gate's answer as the runner sees it.
+type Answer struct {
+	Decision         string `json:"decision"`
+	Source           string `json:"source,omitempty"`
+	Reason           string `json:"reason,omitempty"`
+	RuleID           string `json:"rule_id,omitempty"`
+	ApprovalID       string `json:"approval_id,omitempty"`
+	Verdict          string `json:"verdict,omitempty"`
+	RewrittenVerdict string `json:"rewritten_verdict,omitempty"`
+}
+
+// InvalidError is a malformed request.
+type InvalidError struct{ Message string }
+
+func (e *InvalidError) Error() string { return e.Message }
+
+// ErrConflict: the tool_call_id was already used with a different input.
+var ErrConflict = errors.New("permission: tool_call_id reused with a different input")
+
+// Limits on a request's identifiers.
+const (
+	maxIDLen = 256
+	// MaxWait is the longest a request may wait for a pending answer.
+	MaxWait = 25 * time.Second
+)
+
+// Service answers permission requests.
+type Service struct {
+	led    *ledger.Ledger
+	st     *store.Store
+	now    func() time.Time
+	frozen *frozenCache
+}
+
+// NewService returns a permission service.
+func NewService(led *ledger.Ledger, now func() time.Time) *Service {
+	return &Service{led: led, st: led.Store(), now: now, frozen: newFrozenCache(led.Store())}
+}
+
+// Decide answers one tool call for runID. With wait > 0, a pending answer
+// waits up to wait for the call to be settled.
+func (s *Service) Decide(ctx context.Context, runID string, req Request, wait time.Duration) (Answer, error) {
+	input, digest, err := checkRequest(req)
+	if err != nil {
+		return Answer{}, err
+	}
+	fr, err := s.frozen.get(ctx, runID)
+	if errors.Is(err, store.ErrNotFound) {
+		return Answer{}, run.ErrNotFound
+	}
+	if err != nil {
+		return Answer{}, err
+	}
+
+	var recorded Answer
+	_, err = s.led.Append(ctx, runID, func(h store.Head) (store.Batch, error) {
+		d := gate.Decide(fr.gateRun(h), gate.Request{ToolName: req.ToolName, Input: input})
+		var b store.Batch
+		recorded, b, err = s.record(h, fr, req, input, digest, d)
+		return b, err
+	})
+	switch {
+	case err == nil:
+	case errors.Is(err, store.ErrCallExists), errors.Is(err, store.ErrApprovalExists):
+		recorded, err = s.replay(ctx, runID, fr, req, input, digest)
+		if err != nil {
+			return Answer{}, err
+		}
+	case errors.Is(err, store.ErrNotFound):
+		return Answer{}, run.ErrNotFound
+	default:
+		return Answer{}, err
+	}
+	if recorded.Decision == DecisionPending && wait > 0 {
+		return s.await(ctx, runID, req, fr, input, min(wait, MaxWait), recorded)
+	}
+	return recorded, nil
+}
+
+// checkRequest validates a request and decodes its input.
+func checkRequest(req Request) (any, redact.Digest, error) {
+	if req.ToolCallID == "" || len(req.ToolCallID) > maxIDLen {
+		return nil, "", &InvalidError{fmt.Sprintf("tool_call_id: must be 1 to %d characters", maxIDLen)}
+	}
+	if req.ToolName == "" || len(req.ToolName) > maxIDLen {
+		return nil, "", &InvalidError{fmt.Sprintf("tool_name: must be 1 to %d characters", maxIDLen)}
+	}
+	raw := req.Input
+	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		raw = json.RawMessage("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var input any
+	if err := dec.Decode(&input); err != nil {
+		return nil, "", &InvalidError{"input: must be a JSON object"}
+	}
+	if _, ok := input.(map[string]any); !ok {
+		return nil, "", &InvalidError{"input: must be a JSON object"}
+	}
+	digest, err := redact.DigestJSON(input)
+	if err != nil {
+		return nil, "", &InvalidError{"input: cannot be digested"}
+	}
+	return input, digest, nil
+}
+
+// record turns a gate decision into the answer and the batch that records
+// it: tool.requested, tool.decision (and approval.requested with the
+// approval row when a human must decide), and the call record.
+func (s *Service) record(h store.Head, fr *frozenRun, req Request, input any, digest redact.Digest, d gate.Decision) (Answer, store.Batch, error) {
+	now := s.now().UTC()
+	ans := answerOf(d)
+	call := store.Call{
+		ToolCallID:       req.ToolCallID,
+		ToolName:         req.ToolName,
+		InputDigest:      string(digest),
+		Decision:         ans.Decision,
+		Source:           ans.Source,
+		Reason:           storedReason(d),
+		RuleID:           ans.RuleID,
+		Verdict:          ans.Verdict,
+		RewrittenVerdict: ans.RewrittenVerdict,
+		DecidedAt:        store.FormatTime(now),
+	}
+	var b store.Batch
+	requested, err := redact.New(redact.ToolRequested{ToolCallID: req.ToolCallID, ToolName: req.ToolName, InputDigest: digest})
+	if err != nil {
+		return Answer{}, b, err
+	}
+	b.Events = append(b.Events, requested)
+
+	if d.Outcome == gate.OutcomeApproval {
+		inputJSON, err := json.Marshal(input)
+		if err != nil {
+			return Answer{}, b, err
+		}
+		a := store.Approval{
+			ID:           ids.New("apr_"),
+			RunID:        h.RunID,
+			ToolCallID:   req.ToolCallID,
+			ToolName:     req.ToolName,
+			Input:        string(inputJSON),
+			InputDigest:  string(digest),
+			ToolDigest:   fr.toolDigests[req.ToolName],
+			PolicyDigest: fr.policyDigest,
+			RuleID:       d.RuleID,
+			ScopeKey:     d.ScopeKey,
+			DefaultScope: string(d.Scope),
+			Status:       "pending",
+			RequestedAt:  store.FormatTime(now),
+			ExpiresAt:    store.FormatTime(now.Add(d.TTL)),
+		}
+		ops, err := s.st.PutApproval(a)
+		if err != nil {
+			return Answer{}, b, err
+		}
+		b.Ops = append(b.Ops, ops...)
+		ev, err := redact.New(redact.ApprovalRequested{
+			ApprovalID: a.ID, ToolCallID: a.ToolCallID, ToolName: a.ToolName, RuleID: a.RuleID,
+			ScopeKey: a.ScopeKey, DefaultScope: a.DefaultScope, ExpiresAt: a.ExpiresAt, InputDigest: digest,
+		})
+		if err != nil {
+			return Answer{}, b, err
+		}
+		b.Events = append(b.Events, ev)
+		b.Head.Status = string(run.StatusAwaitingApproval)
+		ans.ApprovalID, call.ApprovalID = a.ID, a.ID
+	} else {
+		ev, err := redact.New(redact.ToolDecision{
+			ToolCallID: req.ToolCallID, ToolName: req.ToolName, Decision: ans.Decision, Source: ans.Source,
+			RuleID: ans.RuleID, Verdict: ans.Verdict, RewrittenVerdict: ans.RewrittenVerdict, Grant: d.Grant,
+		})
+		if err != nil {
+			return Answer{}, b, err
+		}
+		b.Events = append(b.Events, ev)
+	}
+	op, err := s.st.PutCall(h.RunID, call)
+	if err != nil {
+		return Answer{}, b, err
+	}
+	b.Ops = append(b.Ops, op)
+	return ans, b, nil
+}
+
+func answerOf(d gate.Decision) Answer {
+	a := Answer{Reason: d.Reason, RuleID: d.RuleID, Verdict: string(d.Verdict), RewrittenVerdict: string(d.Rewritten)}
+	switch d.Outcome {
+	case gate.OutcomeAllow:
+		a.Decision = DecisionAllow
+	case gate.OutcomeApproval:
+		a.Decision = DecisionPending
+	default:
+		a.Decision = DecisionDeny
+		a.Source = string(d.Source)
+		if a.Source == "" {
+			a.Source = string(gate.SourcePolicy)
+		}
+	}
+	return a
+}
+
+// storedReason is the reason kept on the call record. Schema reasons may
+// quote the input and Bash parse errors may quote the command, so those
+// are not stored; a replay re-derives the schema reason from the frozen
+// schema and the (identical) input.
+func storedReason(d gate.Decision) string {
+	switch {
+	case d.Source == gate.SourceSchema:
+		return ""
+	case d.Source == gate.SourcePolicy || d.Outcome != gate.OutcomeDeny:
+		if d.RuleID != "" || d.Outcome == gate.OutcomeAllow || d.Outcome == gate.OutcomeApproval {
+			return d.Reason
+		}
+		return "denied by the policy"
+	}
+	return d.Reason
+}
+
+// replay returns the answer recorded for a call, after checking that the
+// retry is the same call.
+func (s *Service) replay(ctx context.Context, runID string, fr *frozenRun, req Request, input any, digest redact.Digest) (Answer, error) {
+	c, err := s.st.GetCall(ctx, runID, req.ToolCallID)
+	if err != nil {
+		return Answer{}, err
+	}
+	if c.InputDigest != string(digest) || c.ToolName != req.ToolName {
+		return Answer{}, ErrConflict
+	}
+	a := Answer{Decision: c.Decision, Source: c.Source, Reason: c.Reason, RuleID: c.RuleID, ApprovalID: c.ApprovalID, Verdict: c.Verdict, RewrittenVerdict: c.RewrittenVerdict}
+	if c.Source == string(gate.SourceSchema) {
+		a.Reason = fr.schemaReason(req.ToolName, input)
+	}
+	return a, nil
+}
+
+// await waits for a pending call to be settled, re-reading its record when
+// this process appends to the run and at least every pollEvery (the
+// decision may land in another process).
+func (s *Service) await(ctx context.Context, runID string, req Request, fr *frozenRun, input any, wait time.Duration, pending Answer) (Answer, error) {
+	deadline := s.now().Add(wait)
+	digest, _ := redact.DigestJSON(input)
+	for {
+		left := deadline.Sub(s.now())
+		if left <= 0 {
+			return pending, nil
+		}
+		if err := s.led.Wait(ctx, runID, min(left, pollEvery)); err != nil {
+			return Answer{}, err
+		}
+		a, err := s.replay(ctx, runID, fr, req, input, digest)
+		if err != nil {
+			return Answer{}, err
+		}
+		if a.Decision != DecisionPending {
+			return a, nil
+		}
+	}
+}
+
+// pollEvery bounds how long a waiting request goes without re-reading.
+const pollEvery = time.Second
+
+// gateRun combines a run's frozen state with the head a decision is made on.
+func (fr *frozenRun) gateRun(h store.Head) *gate.Run {
+	return &gate.Run{
+		Ended:           run.Status(h.Status) == run.StatusEnded,
+		AvailableMicros: h.BudgetAvailable,
+		TrustTier:       trust.Tier(h.TrustTier),
+		Autonomous:      h.Autonomous,
+		Tools:           fr.tools,
+		Policy:          fr.policy,
+	}
+}
