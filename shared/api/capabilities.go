@@ -44,7 +44,7 @@ func (s *Server) createCapability(w http.ResponseWriter, r *http.Request, _ auth
 	if err != nil {
 		return err
 	}
-	now := s.cfg.Now().UTC().Format(timeLayout)
+	now := store.FormatTime(s.cfg.Now())
 	err = s.st.PutCapability(r.Context(), store.Capability{ID: b.ID, Name: b.Name, Digest: b.Digest, Tools: string(tools), CreatedAt: now})
 	if errors.Is(err, store.ErrNameTaken) {
 		return conflict("a capability bundle named %q exists", req.Name)

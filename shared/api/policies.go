@@ -54,7 +54,7 @@ func (s *Server) storePolicy(w http.ResponseWriter, r *http.Request, id string, 
 		Name:      p.Document().Name,
 		Digest:    p.Digest(),
 		Document:  string(doc),
-		CreatedAt: s.cfg.Now().UTC().Format(timeLayout),
+		CreatedAt: store.FormatTime(s.cfg.Now()),
 	}
 	if err := s.st.PutPolicyVersion(r.Context(), v); err != nil {
 		if errors.Is(err, store.ErrConditionFailed) {
@@ -122,5 +122,3 @@ func (s *Server) writePolicy(w http.ResponseWriter, r *http.Request, n int) erro
 	writeJSON(w, http.StatusOK, policyOut(v))
 	return nil
 }
-
-const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"

@@ -174,7 +174,7 @@ func (s *Service) Create(ctx context.Context, who auth.Principal, req CreateRequ
 		return View{}, err
 	}
 	id := ids.New("ses_")
-	now := s.now().UTC().Format(time.RFC3339Nano)
+	now := store.FormatTime(s.now())
 	head := store.Head{
 		RunID:           id,
 		Status:          string(StatusRunning),

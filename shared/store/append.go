@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -43,6 +44,8 @@ type HeadChange struct {
 	MinAvailable *int64
 	// WantStatus, when set, conditions the write on the current status.
 	WantStatus string
+	// Pending is added to the run's count of pending approvals.
+	Pending int64
 }
 
 // Op is one domain write inside an Append. Failed is what Append returns
@@ -89,6 +92,14 @@ func (s *Store) Append(ctx context.Context, seen Head, at string, b Batch) (Head
 		vals[":s"] = num(b.Head.Spent)
 		vals[":a"] = num(-(b.Head.Reserved + b.Head.Spent))
 	}
+	if b.Head.Pending != 0 {
+		if strings.Contains(update, " ADD ") {
+			update += ", pending_approvals :p"
+		} else {
+			update += " ADD pending_approvals :p"
+		}
+		vals[":p"] = num(b.Head.Pending)
+	}
 	if b.Head.MinAvailable != nil {
 		cond += " AND budget_available >= :min"
 		vals[":min"] = num(*b.Head.MinAvailable)
@@ -126,6 +137,7 @@ func (s *Store) Append(ctx context.Context, seen Head, at string, b Batch) (Head
 		h.BudgetReserved += b.Head.Reserved
 		h.BudgetSpent += b.Head.Spent
 		h.BudgetAvailable -= b.Head.Reserved + b.Head.Spent
+		h.PendingApprovals += b.Head.Pending
 		return h, nil
 	}
 	var tce *types.TransactionCanceledException

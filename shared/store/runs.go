@@ -37,6 +37,9 @@ type Head struct {
 	BudgetReserved  int64 `dynamodbav:"budget_reserved"`
 	BudgetSpent     int64 `dynamodbav:"budget_spent"`
 	BudgetAvailable int64 `dynamodbav:"budget_available"`
+	// PendingApprovals counts the run's approvals still pending; the run is
+	// awaiting_approval while it is above zero.
+	PendingApprovals int64 `dynamodbav:"pending_approvals"`
 }
 
 // Tool is a tool frozen into a run.

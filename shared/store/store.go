@@ -107,9 +107,10 @@ func translate(op string, err error) error {
 	return fmt.Errorf("store: %s: %w: %v", op, ErrUnavailable, err)
 }
 
-func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+// TimeLayout is how times are stored: RFC 3339 in UTC with a fixed nine
+// fractional digits, so that stored times compare correctly as strings (in
+// condition expressions and in sort keys).
+const TimeLayout = "2006-01-02T15:04:05.000000000Z"
 
-func parseTime(s string) time.Time {
-	t, _ := time.Parse(time.RFC3339Nano, s)
-	return t
-}
+// FormatTime formats t for storage.
+func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
