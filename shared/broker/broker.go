@@ -1,0 +1,68 @@
+// Package broker is fluidbox's MCP client: it photographs an upstream server's tools and
+// calls them, presenting the connection's credential, over Streamable HTTP with the
+// official MCP Go SDK. The SDK's types stay inside this package.
+//
+// Guarantees:
+//   - The credential goes only into the request headers of the upstream it was given for:
+//     redirects are not followed (a redirect would carry it to another origin), and URLs
+//     with user info are refused.
+//   - No error built here contains the credential, or any text the upstream chose: an
+//     upstream can echo the Authorization header in an error body, so UpstreamError is made
+//     from the operation, the HTTP status, the JSON-RPC code and fixed words only. A tool
+//     list or result that contains the credential is refused with ErrCredentialEcho rather
+//     than passed on towards the sandbox.
+//   - A Photo's digest depends only on the tools, never on the order the upstream lists
+//     them in, so a digest comparison is a sound rug-pull check.
+//   - Nothing retries behind the caller's back; the caller's ctx bounds every call, and
+//     DefaultHTTPTimeout bounds each HTTP request when ctx has no deadline.
+package broker
+
+import (
+	"errors"
+	"strconv"
+)
+
+// Sentinel errors, carried by *UpstreamError (errors.Is).
+var (
+	// ErrUnauthorized: the upstream refused the credential (HTTP 401 or 403).
+	ErrUnauthorized = errors.New("broker: upstream refused the credential")
+	// ErrUnknownTool: the upstream does not offer the tool, whether it said so with a
+	// protocol error (Go SDK servers) or an isError result (TypeScript SDK servers).
+	ErrUnknownTool = errors.New("broker: upstream does not offer the tool")
+	// ErrProtocol: the upstream answered with a JSON-RPC error.
+	ErrProtocol = errors.New("broker: upstream protocol error")
+	// ErrTransport: the upstream could not be reached, or answered with an HTTP error.
+	ErrTransport = errors.New("broker: upstream unreachable")
+	// ErrInvalidResponse: the upstream's answer is unusable (duplicate or unnamed tools,
+	// too many tools, a cursor that loops, an oversized response).
+	ErrInvalidResponse = errors.New("broker: invalid upstream response")
+	// ErrCredentialEcho: the upstream's answer contains the credential; it is withheld.
+	ErrCredentialEcho = errors.New("broker: upstream response contains the credential")
+	// ErrInvalidRequest: the call was refused before reaching the upstream (bad URL,
+	// invalid credential, empty tool name).
+	ErrInvalidRequest = errors.New("broker: invalid request")
+)
+
+// UpstreamError is a failed exchange with an upstream MCP server. Its text is built only
+// from Op, Status, Code and Msg, which this package writes; it never carries the
+// credential or upstream-supplied text.
+type UpstreamError struct {
+	Op     string // "connect", "tools/list", "tools/call"
+	Status int    // HTTP status of the failing response, 0 if none
+	Code   int64  // JSON-RPC error code, 0 if not a protocol error
+	Msg    string // fixed description written by this package
+	Err    error  // one of the sentinels above, or a context error
+}
+
+func (e *UpstreamError) Error() string {
+	s := "broker: " + e.Op + ": " + e.Msg
+	if e.Status != 0 {
+		s += " (HTTP " + strconv.Itoa(e.Status) + ")"
+	}
+	if e.Code != 0 {
+		s += " (JSON-RPC " + strconv.FormatInt(e.Code, 10) + ")"
+	}
+	return s
+}
+
+func (e *UpstreamError) Unwrap() error { return e.Err }

@@ -1,0 +1,444 @@
+package broker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/fluidbox/fluidbox/shared/seal"
+)
+
+// Limits on what an upstream may send. Past them the exchange fails with
+// ErrInvalidResponse rather than buffering without bound.
+const (
+	// DefaultHTTPTimeout bounds each HTTP request to the upstream, including reading its
+	// body (a tool call's result stream). The caller's ctx is the real budget; this is the
+	// backstop for a ctx without a deadline.
+	DefaultHTTPTimeout = 2 * time.Minute
+	// MaxResponseBytes bounds one HTTP response body.
+	MaxResponseBytes = 8 << 20
+	// MaxTools bounds a photographed tool list, and maxPages the tools/list pages read.
+	MaxTools = 1000
+	maxPages = 100
+)
+
+// clientInfo is how fluidbox introduces itself to upstreams.
+var clientInfo = &mcp.Implementation{Name: "fluidbox-broker", Version: "1"}
+
+// sharedTransport pools connections across calls. The credential is added per request by
+// authTransport, so pooling never mixes credentials into a connection's state.
+var sharedTransport = func() http.RoundTripper {
+	t, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		return &http.Transport{Proxy: http.ProxyFromEnvironment}
+	}
+	t = t.Clone()
+	t.MaxIdleConnsPerHost = 16
+	return t
+}()
+
+// Session is one MCP session with an upstream, for a caller that lists and then calls
+// within one handshake (check the tool is still offered as frozen, then call it). It is
+// meant for sequential use; Close it when done.
+type Session struct {
+	cs     *mcp.ClientSession
+	rec    *recorder
+	cred   seal.Credential
+	closed atomic.Bool
+}
+
+// Connect opens a session with the upstream at endpoint, presenting cred.
+func Connect(ctx context.Context, endpoint string, cred seal.Credential) (*Session, error) {
+	if err := checkEndpoint(endpoint); err != nil {
+		return nil, &UpstreamError{Op: "connect", Msg: err.Error(), Err: ErrInvalidRequest}
+	}
+	if err := cred.Validate(); err != nil {
+		// seal's validation errors never contain the secret.
+		return nil, &UpstreamError{Op: "connect", Msg: "invalid credential: " + err.Error(), Err: ErrInvalidRequest}
+	}
+	rec := &recorder{}
+	httpClient := &http.Client{
+		Transport: &authTransport{base: sharedTransport, cred: cred, rec: rec},
+		Timeout:   DefaultHTTPTimeout,
+		// Never follow a redirect: authTransport would present the credential to
+		// wherever it points.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	transport := &mcp.StreamableClientTransport{
+		Endpoint:   endpoint,
+		HTTPClient: httpClient,
+		// Request/response only: no standalone SSE stream, and no silent reconnects; the
+		// caller decides about retries.
+		DisableStandaloneSSE: true,
+		MaxRetries:           -1,
+	}
+	client := mcp.NewClient(clientInfo, nil)
+	cs, err := client.Connect(ctx, transport, nil)
+	if err != nil {
+		return nil, classify(ctx, "connect", err, rec)
+	}
+	return &Session{cs: cs, rec: rec, cred: cred}, nil
+}
+
+// Close ends the session (best effort: a DELETE to the upstream). After a call abandoned
+// on its deadline the upstream may still be running the tool and answer the DELETE late;
+// the SDK bounds that wait at 5 s.
+func (s *Session) Close() error {
+	if s == nil || s.cs == nil || s.closed.Swap(true) {
+		return nil
+	}
+	if err := s.cs.Close(); err != nil {
+		return &UpstreamError{Op: "close", Msg: "closing session failed", Err: ErrTransport}
+	}
+	return nil
+}
+
+// ListTools pages through tools/list and returns the photo.
+func (s *Session) ListTools(ctx context.Context) (Photo, error) {
+	const op = "tools/list"
+	s.rec.reset()
+	var tools []ToolDef
+	seen := map[string]bool{}
+	cursor := ""
+	for page := 0; ; page++ {
+		if page == maxPages {
+			return Photo{}, &UpstreamError{Op: op, Msg: "too many pages", Err: ErrInvalidResponse}
+		}
+		res, err := s.cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
+		if err != nil {
+			return Photo{}, classify(ctx, op, err, s.rec)
+		}
+		for _, t := range res.Tools {
+			if t == nil {
+				continue
+			}
+			def, err := toolDef(t)
+			if err != nil {
+				return Photo{}, &UpstreamError{Op: op, Msg: "tool definition not encodable", Err: ErrInvalidResponse}
+			}
+			tools = append(tools, def)
+		}
+		if len(tools) > MaxTools {
+			return Photo{}, &UpstreamError{Op: op, Msg: fmt.Sprintf("more than %d tools", MaxTools), Err: ErrInvalidResponse}
+		}
+		if res.NextCursor == "" {
+			break
+		}
+		if seen[res.NextCursor] {
+			return Photo{}, &UpstreamError{Op: op, Msg: "pagination cursor repeats", Err: ErrInvalidResponse}
+		}
+		seen[res.NextCursor] = true
+		cursor = res.NextCursor
+	}
+	photo, err := NewPhoto(tools)
+	if err != nil {
+		msg := "invalid tool list"
+		if errors.Is(err, ErrInvalidResponse) {
+			msg = strings.TrimPrefix(err.Error(), ErrInvalidResponse.Error()+": ")
+		}
+		return Photo{}, &UpstreamError{Op: op, Msg: msg, Err: ErrInvalidResponse}
+	}
+	b, err := json.Marshal(photo.Tools)
+	if err != nil || containsSecret(b, s.cred) {
+		return Photo{}, &UpstreamError{Op: op, Msg: "tool list withheld: it contains the credential", Err: ErrCredentialEcho}
+	}
+	return photo, nil
+}
+
+// CallTool calls tool name with args. A result with IsError set is a tool execution error
+// and is returned as a Result, not an error, except that an upstream saying it does not
+// know the tool is always ErrUnknownTool.
+func (s *Session) CallTool(ctx context.Context, name string, args map[string]any) (Result, error) {
+	const op = "tools/call"
+	if name == "" {
+		return Result{}, &UpstreamError{Op: op, Msg: "empty tool name", Err: ErrInvalidRequest}
+	}
+	s.rec.reset()
+	if args == nil {
+		args = map[string]any{}
+	}
+	res, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		uerr := classify(ctx, op, err, s.rec)
+		if uerr.Err == ErrProtocol && looksLikeUnknownTool(protocolMessage(err)) {
+			uerr.Msg, uerr.Err = "unknown tool (protocol error)", ErrUnknownTool
+		}
+		return Result{}, uerr
+	}
+	if res == nil {
+		return Result{}, &UpstreamError{Op: op, Msg: "empty result", Err: ErrInvalidResponse}
+	}
+	content := res.Content
+	if content == nil {
+		content = []mcp.Content{}
+	}
+	out := Result{IsError: res.IsError}
+	if out.Content, err = json.Marshal(content); err != nil {
+		return Result{}, &UpstreamError{Op: op, Msg: "result content not encodable", Err: ErrInvalidResponse}
+	}
+	if res.StructuredContent != nil {
+		if out.StructuredContent, err = json.Marshal(res.StructuredContent); err != nil {
+			return Result{}, &UpstreamError{Op: op, Msg: "structured content not encodable", Err: ErrInvalidResponse}
+		}
+	}
+	if containsSecret(out.Content, s.cred) || containsSecret(out.StructuredContent, s.cred) {
+		return Result{}, &UpstreamError{Op: op, Msg: "result withheld: it contains the credential", Err: ErrCredentialEcho}
+	}
+	if res.IsError && resultSaysUnknownTool(res) {
+		return Result{}, &UpstreamError{Op: op, Msg: "unknown tool (tool error result)", Err: ErrUnknownTool}
+	}
+	return out, nil
+}
+
+// Result is an MCP CallToolResult, its pieces kept as JSON.
+type Result struct {
+	Content           json.RawMessage `json:"content"`
+	StructuredContent json.RawMessage `json:"structuredContent,omitempty"`
+	IsError           bool            `json:"isError,omitempty"`
+}
+
+// ListTools connects to the upstream at endpoint, photographs its tools, and closes.
+func ListTools(ctx context.Context, endpoint string, cred seal.Credential) (Photo, error) {
+	s, err := Connect(ctx, endpoint, cred)
+	if err != nil {
+		return Photo{}, err
+	}
+	defer s.closeWithin(ctx)
+	return s.ListTools(ctx)
+}
+
+// CallTool connects to the upstream at endpoint, calls one tool, and closes.
+func CallTool(ctx context.Context, endpoint string, cred seal.Credential, name string, args map[string]any) (Result, error) {
+	s, err := Connect(ctx, endpoint, cred)
+	if err != nil {
+		return Result{}, err
+	}
+	defer s.closeWithin(ctx)
+	return s.CallTool(ctx, name, args)
+}
+
+// closeWithin closes the session without holding the caller past ctx. After an abandoned
+// call the upstream may still be running the tool, and the SDK's session DELETE then waits
+// up to its own 5 s bound; that wait happens in the background.
+func (s *Session) closeWithin(ctx context.Context) {
+	if ctx.Err() != nil {
+		go func() { _ = s.Close() }()
+		return
+	}
+	_ = s.Close()
+}
+
+// checkEndpoint accepts absolute http(s) URLs without user info. Its errors do not quote
+// the URL, which may carry a token in its query.
+func checkEndpoint(endpoint string) error {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return errors.New("endpoint is not a valid URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return errors.New("endpoint scheme must be http or https")
+	}
+	if u.Host == "" {
+		return errors.New("endpoint has no host")
+	}
+	if u.User != nil {
+		return errors.New("endpoint must not carry user info; use the connection credential")
+	}
+	return nil
+}
+
+func toolDef(t *mcp.Tool) (ToolDef, error) {
+	schema, err := json.Marshal(t.InputSchema)
+	if err != nil {
+		return ToolDef{}, err
+	}
+	def := ToolDef{Name: t.Name, Description: t.Description, InputSchema: schema}
+	if a := t.Annotations; a != nil {
+		ann := Annotations{DestructiveHint: a.DestructiveHint, OpenWorldHint: a.OpenWorldHint}
+		// The SDK decodes readOnlyHint as a plain bool, so absent and false look alike;
+		// only a positive claim is kept.
+		if a.ReadOnlyHint {
+			ann.ReadOnlyHint = &a.ReadOnlyHint
+		}
+		def.Annotations = &ann
+	}
+	return def, nil
+}
+
+// classify turns an SDK error into an UpstreamError without keeping any of its text.
+func classify(ctx context.Context, op string, err error, rec *recorder) *UpstreamError {
+	status := rec.lastStatus()
+	switch {
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return &UpstreamError{Op: op, Status: status, Msg: "credential refused", Err: ErrUnauthorized}
+	case errors.Is(err, errResponseTooLarge):
+		return &UpstreamError{Op: op, Msg: "response too large", Err: ErrInvalidResponse}
+	case ctx.Err() != nil:
+		msg := "canceled"
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			msg = "deadline exceeded"
+		}
+		return &UpstreamError{Op: op, Status: status, Msg: msg, Err: ctx.Err()}
+	}
+	if wire := upstreamWireError(err); wire != nil {
+		return &UpstreamError{Op: op, Status: status, Code: wire.Code, Msg: "upstream returned an error", Err: ErrProtocol}
+	}
+	if status != 0 {
+		return &UpstreamError{Op: op, Status: status, Msg: "HTTP error", Err: ErrTransport}
+	}
+	msg := "request failed"
+	var nerr *net.OpError
+	var terr interface{ Timeout() bool }
+	switch {
+	case errors.As(err, &nerr) && nerr.Err != nil:
+		// The socket-level reason ("connect: connection refused"); it carries no request
+		// data, and the address is left out with the rest of the URL.
+		msg += ": " + nerr.Op + ": " + socketReason(nerr.Err)
+	case errors.As(err, &terr) && terr.Timeout():
+		msg += ": timeout"
+	}
+	return &UpstreamError{Op: op, Msg: msg, Err: ErrTransport}
+}
+
+// socketReason keeps the last segment of a socket error ("connection refused").
+func socketReason(err error) string {
+	s := err.Error()
+	if i := strings.LastIndex(s, ": "); i >= 0 {
+		s = s[i+2:]
+	}
+	if len(s) > 80 {
+		s = s[:80]
+	}
+	return s
+}
+
+// codeRejected is the code of the SDK's own "rejected by transport" error
+// (jsonrpc2.ErrRejected, internal to the SDK), which it wraps around transport failures.
+// It is not an answer from the upstream.
+const codeRejected = -32005
+
+// upstreamWireError finds the JSON-RPC error the upstream sent, if any, in err's tree.
+func upstreamWireError(err error) *jsonrpc.Error {
+	switch e := err.(type) {
+	case nil:
+		return nil
+	case *jsonrpc.Error:
+		if e.Code != codeRejected {
+			return e
+		}
+		return nil
+	case interface{ Unwrap() error }:
+		return upstreamWireError(e.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, inner := range e.Unwrap() {
+			if w := upstreamWireError(inner); w != nil {
+				return w
+			}
+		}
+	}
+	return nil
+}
+
+// protocolMessage is the upstream's JSON-RPC error message, used only to classify.
+func protocolMessage(err error) string {
+	if wire := upstreamWireError(err); wire != nil && (wire.Code == jsonrpc.CodeInvalidParams || wire.Code == jsonrpc.CodeMethodNotFound) {
+		return wire.Message
+	}
+	return ""
+}
+
+// looksLikeUnknownTool matches the wordings SDKs use: Go "unknown tool \"x\"", TypeScript
+// "Tool x not found" (also wrapped as "MCP error -32602: Tool x not found").
+func looksLikeUnknownTool(msg string) bool {
+	m := strings.ToLower(msg)
+	return strings.Contains(m, "unknown tool") || (strings.Contains(m, "tool") && strings.Contains(m, "not found"))
+}
+
+func resultSaysUnknownTool(res *mcp.CallToolResult) bool {
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok && looksLikeUnknownTool(t.Text) {
+			return true
+		}
+	}
+	return false
+}
+
+// containsSecret reports whether b holds the credential's secret, raw or as JSON escapes
+// it.
+func containsSecret(b []byte, cred seal.Credential) bool {
+	secret := cred.Token
+	if cred.Type == seal.TypeHeader {
+		secret = cred.Value
+	}
+	if secret == "" || len(b) == 0 {
+		return false
+	}
+	if bytes.Contains(b, []byte(secret)) {
+		return true
+	}
+	esc, err := json.Marshal(secret)
+	return err == nil && bytes.Contains(b, esc[1:len(esc)-1])
+}
+
+// authTransport presents the credential on every request and records the last HTTP error
+// status, which the SDK's errors do not expose.
+type authTransport struct {
+	base http.RoundTripper
+	cred seal.Credential
+	rec  *recorder
+}
+
+func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	r := req.Clone(req.Context())
+	t.cred.Apply(r.Header)
+	resp, err := t.base.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= 300 {
+		t.rec.status.Store(int64(resp.StatusCode))
+	}
+	resp.Body = &limitedBody{rc: resp.Body, left: MaxResponseBytes}
+	return resp, nil
+}
+
+type recorder struct{ status atomic.Int64 }
+
+func (r *recorder) lastStatus() int { return int(r.status.Load()) }
+
+// reset forgets the status of earlier exchanges in the session.
+func (r *recorder) reset() { r.status.Store(0) }
+
+var errResponseTooLarge = errors.New("broker: response body too large")
+
+// limitedBody fails a read past the limit instead of truncating silently.
+type limitedBody struct {
+	rc   io.ReadCloser
+	left int64
+}
+
+func (l *limitedBody) Read(p []byte) (int, error) {
+	if l.left <= 0 {
+		return 0, errResponseTooLarge
+	}
+	if int64(len(p)) > l.left {
+		p = p[:l.left]
+	}
+	n, err := l.rc.Read(p)
+	l.left -= int64(n)
+	return n, err
+}
+
+func (l *limitedBody) Close() error { return l.rc.Close() }
