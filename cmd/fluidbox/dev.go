@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/api"
+	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/config"
 	"github.com/fluidbox/fluidbox/shared/devstack"
 	"github.com/fluidbox/fluidbox/shared/ledger"
@@ -63,10 +64,14 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
 		log.Warn("listening on a non-loopback address: anyone who can reach it and holds a token can use this control plane", "addr", ln.Addr())
 	}
+	led := ledger.New(st, time.Now)
+	timers := approval.NewTimers(approval.NewService(led, time.Now), log)
+	defer timers.Stop()
 	h := api.New(api.Config{
 		AdminToken: cfg.AdminToken,
-		Ledger:     ledger.New(st, time.Now),
+		Ledger:     led,
 		Logger:     log,
+		Scheduler:  timers,
 	})
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	url := "http://" + ln.Addr().String()

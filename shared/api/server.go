@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/permission"
@@ -27,18 +28,21 @@ type Config struct {
 	// client leaves. Behind API Gateway (which buffers a Lambda's response)
 	// it is short, and clients resume with Last-Event-ID.
 	SSEMaxDuration time.Duration
+	// Scheduler arranges each new approval's expiry.
+	Scheduler approval.Scheduler
 }
 
 // Server is the API handler.
 type Server struct {
-	cfg    Config
-	st     *store.Store
-	led    *ledger.Ledger
-	runs   *run.Service
-	perm   *permission.Service
-	log    *slog.Logger
-	mux    *http.ServeMux
-	tokens tokenCache
+	cfg       Config
+	st        *store.Store
+	led       *ledger.Ledger
+	runs      *run.Service
+	perm      *permission.Service
+	approvals *approval.Service
+	log       *slog.Logger
+	mux       *http.ServeMux
+	tokens    tokenCache
 }
 
 // New builds the handler.
@@ -54,10 +58,14 @@ func New(cfg Config) *Server {
 		st:   cfg.Ledger.Store(),
 		led:  cfg.Ledger,
 		runs: run.NewService(cfg.Ledger, cfg.Now),
-		perm: permission.NewService(cfg.Ledger, cfg.Now),
 		log:  cfg.Logger,
 		mux:  http.NewServeMux(),
 	}
+	s.approvals = approval.NewService(cfg.Ledger, cfg.Now)
+	if cfg.Scheduler == nil {
+		cfg.Scheduler = approval.Lazy{}
+	}
+	s.perm = permission.NewService(cfg.Ledger, s.approvals, cfg.Scheduler, cfg.Logger, cfg.Now)
 	s.routes()
 	return s
 }
@@ -82,6 +90,7 @@ func (s *Server) routes() {
 	s.handle("POST /v1/sessions/{id}/end", adminOnly, s.endSession)
 	s.handle("GET /v1/sessions/{id}/events", runScoped, s.events)
 	s.handle("POST /v1/sessions/{id}/permission", runScoped, s.permission)
+	s.approvalRoutes()
 }
 
 // access says who may call a route.

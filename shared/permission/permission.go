@@ -24,8 +24,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
+	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/gate"
 	"github.com/fluidbox/fluidbox/shared/ids"
 	"github.com/fluidbox/fluidbox/shared/ledger"
@@ -77,15 +79,19 @@ const (
 
 // Service answers permission requests.
 type Service struct {
-	led    *ledger.Ledger
-	st     *store.Store
-	now    func() time.Time
-	frozen *frozenCache
+	led       *ledger.Ledger
+	st        *store.Store
+	now       func() time.Time
+	frozen    *frozenCache
+	approvals *approval.Service
+	sched     approval.Scheduler
+	log       *slog.Logger
 }
 
-// NewService returns a permission service.
-func NewService(led *ledger.Ledger, now func() time.Time) *Service {
-	return &Service{led: led, st: led.Store(), now: now, frozen: newFrozenCache(led.Store())}
+// NewService returns a permission service. sched arranges each new
+// approval's expiry; lazy expiry and the sweep cover it if that fails.
+func NewService(led *ledger.Ledger, approvals *approval.Service, sched approval.Scheduler, log *slog.Logger, now func() time.Time) *Service {
+	return &Service{led: led, st: led.Store(), now: now, frozen: newFrozenCache(led.Store()), approvals: approvals, sched: sched, log: log}
 }
 
 // Decide answers one tool call for runID. With wait > 0, a pending answer
@@ -104,14 +110,24 @@ func (s *Service) Decide(ctx context.Context, runID string, req Request, wait ti
 	}
 
 	var recorded Answer
+	var expiresAt time.Time
 	_, err = s.led.Append(ctx, runID, func(h store.Head) (store.Batch, error) {
-		d := gate.Decide(fr.gateRun(h), gate.Request{ToolName: req.ToolName, Input: input})
+		g := grants{ctx: ctx, st: s.st, runID: runID}
+		d := gate.Decide(fr.gateRun(h), gate.Request{ToolName: req.ToolName, Input: input, Granted: g.has})
+		if g.err != nil {
+			return store.Batch{}, g.err
+		}
 		var b store.Batch
-		recorded, b, err = s.record(h, fr, req, input, digest, d)
+		recorded, b, expiresAt, err = s.record(h, fr, req, input, digest, d)
 		return b, err
 	})
 	switch {
 	case err == nil:
+		if recorded.Decision == DecisionPending {
+			if err := s.sched.Schedule(ctx, recorded.ApprovalID, expiresAt); err != nil {
+				s.log.ErrorContext(ctx, "schedule approval expiry; lazy expiry and the sweep remain", "approval", recorded.ApprovalID, "err", err)
+			}
+		}
 	case errors.Is(err, store.ErrCallExists), errors.Is(err, store.ErrApprovalExists):
 		recorded, err = s.replay(ctx, runID, fr, req, input, digest)
 		if err != nil {
@@ -126,6 +142,31 @@ func (s *Service) Decide(ctx context.Context, runID string, req Request, wait ti
 		return s.await(ctx, runID, req, fr, input, min(wait, MaxWait), recorded)
 	}
 	return recorded, nil
+}
+
+// grants reads a run's session grants the first time the gate asks, which
+// it does only for a require_approval: the common paths read nothing.
+type grants struct {
+	ctx   context.Context
+	st    *store.Store
+	runID string
+	keys  map[string]bool
+	err   error
+}
+
+func (g *grants) has(key string) bool {
+	if g.keys == nil && g.err == nil {
+		list, err := g.st.Grants(g.ctx, g.runID)
+		if err != nil {
+			g.err = err
+			return false
+		}
+		g.keys = map[string]bool{}
+		for _, gr := range list {
+			g.keys[gr.ScopeKey] = true
+		}
+	}
+	return g.keys[key]
 }
 
 // checkRequest validates a request and decodes its input.
@@ -159,7 +200,7 @@ func checkRequest(req Request) (any, redact.Digest, error) {
 // record turns a gate decision into the answer and the batch that records
 // it: tool.requested, tool.decision (and approval.requested with the
 // approval row when a human must decide), and the call record.
-func (s *Service) record(h store.Head, fr *frozenRun, req Request, input any, digest redact.Digest, d gate.Decision) (Answer, store.Batch, error) {
+func (s *Service) record(h store.Head, fr *frozenRun, req Request, input any, digest redact.Digest, d gate.Decision) (Answer, store.Batch, time.Time, error) {
 	now := s.now().UTC()
 	ans := answerOf(d)
 	call := store.Call{
@@ -175,16 +216,17 @@ func (s *Service) record(h store.Head, fr *frozenRun, req Request, input any, di
 		DecidedAt:        store.FormatTime(now),
 	}
 	var b store.Batch
+	var expires time.Time
 	requested, err := redact.New(redact.ToolRequested{ToolCallID: req.ToolCallID, ToolName: req.ToolName, InputDigest: digest})
 	if err != nil {
-		return Answer{}, b, err
+		return Answer{}, b, time.Time{}, err
 	}
 	b.Events = append(b.Events, requested)
 
 	if d.Outcome == gate.OutcomeApproval {
 		inputJSON, err := json.Marshal(input)
 		if err != nil {
-			return Answer{}, b, err
+			return Answer{}, b, time.Time{}, err
 		}
 		a := store.Approval{
 			ID:           ids.New("apr_"),
@@ -204,7 +246,7 @@ func (s *Service) record(h store.Head, fr *frozenRun, req Request, input any, di
 		}
 		ops, err := s.st.PutApproval(a)
 		if err != nil {
-			return Answer{}, b, err
+			return Answer{}, b, time.Time{}, err
 		}
 		b.Ops = append(b.Ops, ops...)
 		ev, err := redact.New(redact.ApprovalRequested{
@@ -212,10 +254,14 @@ func (s *Service) record(h store.Head, fr *frozenRun, req Request, input any, di
 			ScopeKey: a.ScopeKey, DefaultScope: a.DefaultScope, ExpiresAt: a.ExpiresAt, InputDigest: digest,
 		})
 		if err != nil {
-			return Answer{}, b, err
+			return Answer{}, b, time.Time{}, err
 		}
 		b.Events = append(b.Events, ev)
-		b.Head.Status = string(run.StatusAwaitingApproval)
+		b.Head.Pending = 1
+		if run.Status(h.Status) != run.StatusEnded {
+			b.Head.Status = string(run.StatusAwaitingApproval)
+		}
+		expires = now.Add(d.TTL)
 		ans.ApprovalID, call.ApprovalID = a.ID, a.ID
 	} else {
 		ev, err := redact.New(redact.ToolDecision{
@@ -223,16 +269,16 @@ func (s *Service) record(h store.Head, fr *frozenRun, req Request, input any, di
 			RuleID: ans.RuleID, Verdict: ans.Verdict, RewrittenVerdict: ans.RewrittenVerdict, Grant: d.Grant,
 		})
 		if err != nil {
-			return Answer{}, b, err
+			return Answer{}, b, time.Time{}, err
 		}
 		b.Events = append(b.Events, ev)
 	}
 	op, err := s.st.PutCall(h.RunID, call)
 	if err != nil {
-		return Answer{}, b, err
+		return Answer{}, b, time.Time{}, err
 	}
 	b.Ops = append(b.Ops, op)
-	return ans, b, nil
+	return ans, b, expires, nil
 }
 
 func answerOf(d gate.Decision) Answer {
@@ -278,6 +324,19 @@ func (s *Service) replay(ctx context.Context, runID string, fr *frozenRun, req R
 	}
 	if c.InputDigest != string(digest) || c.ToolName != req.ToolName {
 		return Answer{}, ErrConflict
+	}
+	if c.Decision == DecisionPending && c.ApprovalID != "" {
+		// Lazy expiry: a pending call read past its approval's time is
+		// settled as expired first.
+		expired, err := s.approvals.Expire(ctx, c.ApprovalID)
+		if err != nil {
+			return Answer{}, err
+		}
+		if expired {
+			if c, err = s.st.GetCall(ctx, runID, req.ToolCallID); err != nil {
+				return Answer{}, err
+			}
+		}
 	}
 	a := Answer{Decision: c.Decision, Source: c.Source, Reason: c.Reason, RuleID: c.RuleID, ApprovalID: c.ApprovalID, Verdict: c.Verdict, RewrittenVerdict: c.RewrittenVerdict}
 	if c.Source == string(gate.SourceSchema) {

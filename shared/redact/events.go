@@ -111,3 +111,11 @@ type BudgetReconciled struct {
 }
 
 func (BudgetReconciled) eventType() Type { return TypeBudgetReconciled }
+
+// GrantRevoked records that a session grant was withdrawn mid-run.
+type GrantRevoked struct {
+	ScopeKey  string `json:"scope_key"`
+	RevokedBy string `json:"revoked_by"`
+}
+
+func (GrantRevoked) eventType() Type { return TypeGrantRevoked }

@@ -31,6 +31,7 @@ const (
 	TypeBudgetReserved    Type = "budget.reserved"
 	TypeBudgetReconciled  Type = "budget.reconciled"
 	TypeSessionEnded      Type = "session.ended"
+	TypeGrantRevoked      Type = "grant.revoked"
 )
 
 // Envelope is a redacted ledger entry. Only New constructs one.

@@ -1,0 +1,304 @@
+// Package approval settles the calls the gate paused for a human.
+//
+// An approval moves once, from pending to approved_once, approved_session,
+// denied or expired, by a compare-and-swap on its row (status = pending,
+// and for a decision expires_at > now; for an expiry expires_at <= now).
+// The swap is one transaction with everything it implies: the call's final
+// answer, the session grant, the run's pending count and status, and the
+// events approval.decided and tool.decision. Only the winner of a race
+// writes or emits anything; everyone else is shown the settled row. If any
+// part fails, nothing is settled: the approval stays pending (fail closed).
+//
+// Expiry is deny, and three paths race for it with the same swap: a timer
+// per approval (Step Functions in AWS, in-process in dev), lazy expiry on
+// every read of an overdue row, and a periodic sweep. Nothing that happens
+// while nobody is watching can widen access.
+package approval
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/redact"
+	"github.com/fluidbox/fluidbox/shared/store"
+)
+
+// Status is an approval's state. Statuses are persisted: never rename one.
+type Status string
+
+// Approval statuses.
+const (
+	StatusPending         Status = "pending"
+	StatusApprovedOnce    Status = "approved_once"
+	StatusApprovedSession Status = "approved_session"
+	StatusDenied          Status = "denied"
+	StatusExpired         Status = "expired"
+)
+
+// Decisions a human may post.
+const (
+	DecisionApprovedOnce    = "approved_once"
+	DecisionApprovedSession = "approved_session"
+	DecisionDenied          = "denied"
+	DecisionApproved        = "approved" // the rule's default scope
+)
+
+// Errors.
+var (
+	ErrNotFound  = errors.New("approval: not found")
+	ErrForbidden = errors.New("approval: the caller may not decide this approval")
+	ErrInvalid   = errors.New("approval: invalid decision")
+)
+
+// ExpiredBy is who settles an approval nobody decided in time.
+const ExpiredBy = "system:expiry"
+
+// Service reads and settles approvals.
+type Service struct {
+	led *ledger.Ledger
+	st  *store.Store
+	now func() time.Time
+}
+
+// NewService returns an approval service.
+func NewService(led *ledger.Ledger, now func() time.Time) *Service {
+	return &Service{led: led, st: led.Store(), now: now}
+}
+
+// Get reads an approval by id, expiring it first if it is overdue.
+func (s *Service) Get(ctx context.Context, id string) (store.Approval, error) {
+	a, err := s.st.GetApprovalByID(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Approval{}, ErrNotFound
+	}
+	if err != nil {
+		return store.Approval{}, err
+	}
+	return s.fresh(ctx, a)
+}
+
+// fresh expires a pending approval read past its time, and returns it as it
+// now stands.
+func (s *Service) fresh(ctx context.Context, a store.Approval) (store.Approval, error) {
+	if Status(a.Status) != StatusPending || !s.overdue(a) {
+		return a, nil
+	}
+	settled, _, err := s.settle(ctx, a, auth.Principal{Subject: ExpiredBy}, StatusExpired)
+	return settled, err
+}
+
+func (s *Service) overdue(a store.Approval) bool {
+	return a.ExpiresAt <= store.FormatTime(s.now())
+}
+
+// Pending lists pending approvals, oldest first; overdue ones are expired
+// on the way and left out.
+func (s *Service) Pending(ctx context.Context, limit int) ([]store.Approval, error) {
+	rows, err := s.st.PendingApprovals(ctx, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := []store.Approval{}
+	for _, a := range rows {
+		a, err := s.fresh(ctx, a)
+		if err != nil {
+			return nil, err
+		}
+		if Status(a.Status) == StatusPending {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}
+
+// ForRun lists all of a run's approvals, any status.
+func (s *Service) ForRun(ctx context.Context, runID string) ([]store.Approval, error) {
+	rows, err := s.st.RunApprovals(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	for i, a := range rows {
+		if rows[i], err = s.fresh(ctx, a); err != nil {
+			return nil, err
+		}
+	}
+	return rows, nil
+}
+
+// Decide settles an approval by a human's decision. It reports whether
+// this call was the one that settled it; if not, the approval is returned
+// as it was settled (by someone else, or by expiry).
+func (s *Service) Decide(ctx context.Context, who auth.Principal, id, decision string) (store.Approval, bool, error) {
+	a, err := s.st.GetApprovalByID(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Approval{}, false, ErrNotFound
+	}
+	if err != nil {
+		return store.Approval{}, false, err
+	}
+	if !MayDecide(who, a) {
+		return store.Approval{}, false, ErrForbidden
+	}
+	var to Status
+	switch decision {
+	case DecisionApprovedOnce:
+		to = StatusApprovedOnce
+	case DecisionApprovedSession:
+		to = StatusApprovedSession
+	case DecisionDenied:
+		to = StatusDenied
+	case DecisionApproved:
+		to = StatusApprovedOnce
+		if a.DefaultScope == "session" {
+			to = StatusApprovedSession
+		}
+	default:
+		return store.Approval{}, false, fmt.Errorf("%w: %q is not one of approved_once, approved_session, denied, approved", ErrInvalid, decision)
+	}
+	if to == StatusApprovedSession && a.ScopeKey == "" {
+		return store.Approval{}, false, fmt.Errorf("%w: this call has no scope a session grant could cover; approve it once", ErrInvalid)
+	}
+	if Status(a.Status) != StatusPending {
+		return a, false, nil
+	}
+	if s.overdue(a) {
+		a, err = s.fresh(ctx, a)
+		return a, false, err
+	}
+	return s.settle(ctx, a, who, to)
+}
+
+// MayDecide reports whether who may settle a. In single-admin mode that is
+// the operator.
+func MayDecide(who auth.Principal, a store.Approval) bool {
+	return who.IsAdmin()
+}
+
+// Expire settles an approval as expired if it is overdue and still pending.
+// It reports whether this call expired it. It is what the timer, the sweep
+// and lazy expiry all run.
+func (s *Service) Expire(ctx context.Context, id string) (bool, error) {
+	a, err := s.st.GetApprovalByID(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, ErrNotFound
+	}
+	if err != nil {
+		return false, err
+	}
+	if Status(a.Status) != StatusPending || !s.overdue(a) {
+		return false, nil
+	}
+	_, applied, err := s.settle(ctx, a, auth.Principal{Subject: ExpiredBy}, StatusExpired)
+	return applied, err
+}
+
+// Sweep expires every overdue pending approval and returns how many it
+// expired: the backstop when a timer was lost.
+func (s *Service) Sweep(ctx context.Context) (int, error) {
+	const page = 1000
+	rows, err := s.st.PendingApprovals(ctx, page)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, a := range rows {
+		if !s.overdue(a) {
+			continue
+		}
+		applied, err := s.Expire(ctx, a.ID)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return n, err
+		}
+		if applied {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// settle is the compare-and-swap. It returns the approval as settled and
+// whether this call settled it.
+func (s *Service) settle(ctx context.Context, a store.Approval, who auth.Principal, to Status) (store.Approval, bool, error) {
+	now := s.now()
+	at := store.FormatTime(now)
+	call := store.Call{ToolCallID: a.ToolCallID, Decision: "allow", DecidedAt: at}
+	switch to {
+	case StatusDenied:
+		call.Decision, call.Source, call.Reason = "deny", "approval", "a human denied this call"
+	case StatusExpired:
+		call.Decision, call.Source, call.Reason = "deny", "approval_expired", "nobody approved this call in time"
+	default:
+		call.Reason = "approved by " + who.Subject
+	}
+	decided, err := redact.New(redact.ApprovalDecided{ApprovalID: a.ID, ToolCallID: a.ToolCallID, Status: string(to), DecidedBy: who.Subject})
+	if err != nil {
+		return store.Approval{}, false, err
+	}
+	decision, err := redact.New(redact.ToolDecision{
+		ToolCallID: a.ToolCallID, ToolName: a.ToolName, Decision: call.Decision, Source: call.Source,
+		RuleID: a.RuleID, Verdict: "require_approval", ApprovalID: a.ID,
+	})
+	if err != nil {
+		return store.Approval{}, false, err
+	}
+	ops := []store.Op{
+		s.st.SettleApproval(a, store.Settlement{Status: string(to), Decision: string(to), DecidedBy: who.Subject, DecidedAt: at, Now: at, Expiring: to == StatusExpired}),
+		s.st.SettleCall(a.RunID, call),
+	}
+	if to == StatusApprovedSession {
+		g, err := s.st.PutGrant(a.RunID, store.Grant{ScopeKey: a.ScopeKey, ApprovalID: a.ID, GrantedBy: who.Subject, GrantedAt: at})
+		if err != nil {
+			return store.Approval{}, false, err
+		}
+		ops = append(ops, g)
+	}
+	_, err = s.led.Append(ctx, a.RunID, func(h store.Head) (store.Batch, error) {
+		b := store.Batch{Events: []redact.Envelope{decided, decision}, Ops: ops, Head: store.HeadChange{Pending: -1}}
+		if h.Status != "ended" {
+			b.Head.Status = "running"
+			if h.PendingApprovals > 1 {
+				b.Head.Status = "awaiting_approval"
+			}
+		}
+		return b, nil
+	})
+	if errors.Is(err, store.ErrApprovalSettled) {
+		cur, err := s.st.GetApprovalByID(ctx, a.ID)
+		if err != nil {
+			return store.Approval{}, false, err
+		}
+		if Status(cur.Status) == StatusPending && to != StatusExpired && s.overdue(cur) {
+			cur, err = s.fresh(ctx, cur)
+		}
+		return cur, false, err
+	}
+	if err != nil {
+		return store.Approval{}, false, err
+	}
+	a.Status, a.Decision, a.DecidedBy, a.DecidedAt = string(to), string(to), who.Subject, at
+	return a, true, nil
+}
+
+// RevokeGrant withdraws a run's session grant; later calls it covered ask
+// again. Revoking is recorded in the ledger (grant.revoked).
+func (s *Service) RevokeGrant(ctx context.Context, who auth.Principal, runID, scopeKey string) error {
+	ev, err := redact.New(redact.GrantRevoked{ScopeKey: scopeKey, RevokedBy: who.Subject})
+	if err != nil {
+		return err
+	}
+	_, err = s.led.Append(ctx, runID, func(store.Head) (store.Batch, error) {
+		return store.Batch{Events: []redact.Envelope{ev}, Ops: []store.Op{s.st.DeleteGrant(runID, scopeKey)}}, nil
+	})
+	return err
+}
+
+// Lazy is a Scheduler that arranges nothing: expiry then happens on the
+// next read of the overdue approval or at the next sweep.
+type Lazy struct{}
+
+// Schedule does nothing.
+func (Lazy) Schedule(context.Context, string, time.Time) error { return nil }
