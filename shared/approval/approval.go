@@ -57,11 +57,27 @@ var (
 // ExpiredBy is who settles an approval nobody decided in time.
 const ExpiredBy = "system:expiry"
 
+// Observer is told of every approval transition after it is committed:
+// before is the zero Approval for a new one. The dev server turns these
+// into notifications; in AWS the table's stream does.
+type Observer func(ctx context.Context, before, after store.Approval)
+
 // Service reads and settles approvals.
 type Service struct {
-	led *ledger.Ledger
-	st  *store.Store
-	now func() time.Time
+	led     *ledger.Ledger
+	st      *store.Store
+	now     func() time.Time
+	observe Observer
+}
+
+// Observe sets the observer of committed transitions.
+func (s *Service) Observe(o Observer) { s.observe = o }
+
+// Observed reports a committed transition to the observer, if any.
+func (s *Service) Observed(ctx context.Context, before, after store.Approval) {
+	if s.observe != nil {
+		s.observe(ctx, before, after)
+	}
 }
 
 // NewService returns an approval service.
@@ -279,7 +295,9 @@ func (s *Service) settle(ctx context.Context, a store.Approval, who auth.Princip
 	if err != nil {
 		return store.Approval{}, false, err
 	}
+	before := a
 	a.Status, a.Decision, a.DecidedBy, a.DecidedAt = string(to), string(to), who.Subject, at
+	s.Observed(ctx, before, a)
 	return a, true, nil
 }
 

@@ -110,6 +110,7 @@ func (s *Service) Decide(ctx context.Context, runID string, req Request, wait ti
 	}
 
 	var recorded Answer
+	var created store.Approval
 	var expiresAt time.Time
 	_, err = s.led.Append(ctx, runID, func(h store.Head) (store.Batch, error) {
 		g := grants{ctx: ctx, st: s.st, runID: runID}
@@ -118,12 +119,14 @@ func (s *Service) Decide(ctx context.Context, runID string, req Request, wait ti
 			return store.Batch{}, g.err
 		}
 		var b store.Batch
-		recorded, b, expiresAt, err = s.record(h, fr, req, input, digest, d)
+		recorded, b, created, err = s.record(h, fr, req, input, digest, d)
+		expiresAt, _ = time.Parse(store.TimeLayout, created.ExpiresAt)
 		return b, err
 	})
 	switch {
 	case err == nil:
 		if recorded.Decision == DecisionPending {
+			s.approvals.Observed(ctx, store.Approval{}, created)
 			if err := s.sched.Schedule(ctx, recorded.ApprovalID, expiresAt); err != nil {
 				s.log.ErrorContext(ctx, "schedule approval expiry; lazy expiry and the sweep remain", "approval", recorded.ApprovalID, "err", err)
 			}
@@ -200,7 +203,7 @@ func checkRequest(req Request) (any, redact.Digest, error) {
 // record turns a gate decision into the answer and the batch that records
 // it: tool.requested, tool.decision (and approval.requested with the
 // approval row when a human must decide), and the call record.
-func (s *Service) record(h store.Head, fr *frozenRun, req Request, input any, digest redact.Digest, d gate.Decision) (Answer, store.Batch, time.Time, error) {
+func (s *Service) record(h store.Head, fr *frozenRun, req Request, input any, digest redact.Digest, d gate.Decision) (Answer, store.Batch, store.Approval, error) {
 	now := s.now().UTC()
 	ans := answerOf(d)
 	call := store.Call{
@@ -216,17 +219,17 @@ func (s *Service) record(h store.Head, fr *frozenRun, req Request, input any, di
 		DecidedAt:        store.FormatTime(now),
 	}
 	var b store.Batch
-	var expires time.Time
+	var created store.Approval
 	requested, err := redact.New(redact.ToolRequested{ToolCallID: req.ToolCallID, ToolName: req.ToolName, InputDigest: digest})
 	if err != nil {
-		return Answer{}, b, time.Time{}, err
+		return Answer{}, b, store.Approval{}, err
 	}
 	b.Events = append(b.Events, requested)
 
 	if d.Outcome == gate.OutcomeApproval {
 		inputJSON, err := json.Marshal(input)
 		if err != nil {
-			return Answer{}, b, time.Time{}, err
+			return Answer{}, b, store.Approval{}, err
 		}
 		a := store.Approval{
 			ID:           ids.New("apr_"),
@@ -246,7 +249,7 @@ func (s *Service) record(h store.Head, fr *frozenRun, req Request, input any, di
 		}
 		ops, err := s.st.PutApproval(a)
 		if err != nil {
-			return Answer{}, b, time.Time{}, err
+			return Answer{}, b, store.Approval{}, err
 		}
 		b.Ops = append(b.Ops, ops...)
 		ev, err := redact.New(redact.ApprovalRequested{
@@ -254,14 +257,14 @@ func (s *Service) record(h store.Head, fr *frozenRun, req Request, input any, di
 			ScopeKey: a.ScopeKey, DefaultScope: a.DefaultScope, ExpiresAt: a.ExpiresAt, InputDigest: digest,
 		})
 		if err != nil {
-			return Answer{}, b, time.Time{}, err
+			return Answer{}, b, store.Approval{}, err
 		}
 		b.Events = append(b.Events, ev)
 		b.Head.Pending = 1
 		if run.Status(h.Status) != run.StatusEnded {
 			b.Head.Status = string(run.StatusAwaitingApproval)
 		}
-		expires = now.Add(d.TTL)
+		created = a
 		ans.ApprovalID, call.ApprovalID = a.ID, a.ID
 	} else {
 		ev, err := redact.New(redact.ToolDecision{
@@ -269,16 +272,16 @@ func (s *Service) record(h store.Head, fr *frozenRun, req Request, input any, di
 			RuleID: ans.RuleID, Verdict: ans.Verdict, RewrittenVerdict: ans.RewrittenVerdict, Grant: d.Grant,
 		})
 		if err != nil {
-			return Answer{}, b, time.Time{}, err
+			return Answer{}, b, store.Approval{}, err
 		}
 		b.Events = append(b.Events, ev)
 	}
 	op, err := s.st.PutCall(h.RunID, call)
 	if err != nil {
-		return Answer{}, b, time.Time{}, err
+		return Answer{}, b, store.Approval{}, err
 	}
 	b.Ops = append(b.Ops, op)
-	return ans, b, expires, nil
+	return ans, b, created, nil
 }
 
 func answerOf(d gate.Decision) Answer {
