@@ -132,3 +132,8 @@ func (s *stack) items() []map[string]string {
 const basicPolicy = `{"name":"basic","default_verdict":"require_approval","rules":[
  {"id":"git-read","tool":"Bash","match":{"command_prefix":["git status","git diff"]},"verdict":"allow"},
  {"id":"no-push","tool":"Bash","match":{"command_prefix":["git push"]},"verdict":"deny"}]}`
+
+func testenvStore(t *testing.T) (*store.Store, *devstack.DynamoDB) {
+	t.Helper()
+	return testenv.StoreOn(t)
+}

@@ -23,8 +23,11 @@ type Timers struct {
 	set map[string]*time.Timer
 }
 
-// NewTimers returns in-process expiry timers over svc.
+// NewTimers returns in-process expiry timers over svc; log may be nil.
 func NewTimers(svc *Service, log *slog.Logger) *Timers {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	return &Timers{svc: svc, log: log, set: map[string]*time.Timer{}}
 }
 
