@@ -29,14 +29,12 @@ import (
 // ErrContention: an append lost the race for the counter too many times.
 var ErrContention = errors.New("ledger: too much contention")
 
-// An append retries counter conflicts at most maxAttempts times and for at
-// most maxRetryTime. Every retry is informed (the conflict returned the
-// current head), but a process that loses to another one draining a burst
-// of appends can lose many rounds in a row, so the bound is generous.
-const (
-	maxAttempts  = 1000
-	maxRetryTime = 10 * time.Second
-)
+// An append retries counter conflicts at most maxAttempts times (and no
+// longer than its context allows). Every retry is informed (the conflict
+// returned the current head), but a process that loses to another one
+// draining a burst of appends can lose many rounds in a row, so the bound
+// is generous.
+const maxAttempts = 1000
 
 // stripes is the number of in-process append locks.
 const stripes = 256
@@ -96,8 +94,7 @@ func (l *Ledger) Append(ctx context.Context, runID string, build Build) (store.H
 			return store.Head{}, err
 		}
 	}
-	giveUp := time.Now().Add(maxRetryTime)
-	for attempt := 0; attempt < maxAttempts && time.Now().Before(giveUp); attempt++ {
+	for attempt := range maxAttempts {
 		b, err := build(head)
 		if err != nil {
 			return store.Head{}, err
