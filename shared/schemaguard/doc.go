@@ -28,4 +28,12 @@
 // (MaxInputDepth, MaxInputStringBytes, MaxInputNodes) before validation, and a
 // failed validation is an *InvalidError whose Reason lists every cause in a
 // form a model can act on.
+//
+// A schema of a simple subset (types, properties, required,
+// additionalProperties, items, scalar enum and const, numeric, length and
+// item-count bounds, uniqueItems, annotations; see fastSchema) is also
+// compiled into a small tree that Validate walks first, without allocating.
+// That walk can only accept: an input it cannot show valid goes to the
+// engine, so rejections and their reasons are always the engine's. A fuzz
+// test checks that the walk and the engine agree.
 package schemaguard

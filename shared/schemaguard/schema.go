@@ -47,6 +47,7 @@ func (e *InvalidError) Error() string { return "schemaguard: invalid input: " + 
 type Schema struct {
 	digest   string
 	compiled *jsonschema.Schema
+	fast     *fastSchema // nil: every input goes to the engine
 }
 
 // Digest returns the digest of the schema's canonical form, as Digest would.
@@ -86,7 +87,9 @@ func Compile(schema []byte) (*Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Schema{digest: digestOf(canon), compiled: compiled}, nil
+	// The fast tree is built from the document the engine compiled (the
+	// canonical form decodes to doc again), only once the engine took it.
+	return &Schema{digest: digestOf(canon), compiled: compiled, fast: compileFast(doc)}, nil
 }
 
 func compile(canon []byte) (s *jsonschema.Schema, err error) {
@@ -139,6 +142,9 @@ func (s *Schema) Validate(input any) error {
 	if reason := checkInput(input); reason != "" {
 		return &InvalidError{Reason: reason, Causes: []string{reason}}
 	}
+	if s.fastValid(input) {
+		return nil
+	}
 	err := s.validate(input)
 	if err == nil {
 		return nil
@@ -154,6 +160,21 @@ func (s *Schema) Validate(input any) error {
 	return &InvalidError{Reason: reason, Causes: []string{reason}}
 }
 
+// fastValid reports whether the fast tree shows input valid. It can only
+// answer yes: a no, or a bug of ours that panics, leaves the input to the
+// engine.
+func (s *Schema) fastValid(input any) (ok bool) {
+	if s.fast == nil {
+		return false
+	}
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	return s.fast.valid(input)
+}
+
 func (s *Schema) validate(input any) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -164,23 +185,38 @@ func (s *Schema) validate(input any) (err error) {
 }
 
 // checkInput bounds an input's shape before validation. It returns "" or a
-// reason. The first pass is cheap (map order, no paths); only a failing
-// input is walked again in key order to name its first violation the same
-// way every time.
+// reason. The first pass is cheap: map order, no paths, no allocations
+// unless it fails. Only a failing input is walked again, in key order and
+// building paths, to name its first violation the same way every time.
 func checkInput(input any) string {
 	fast := inputWalker{}
 	if fast.walk(input, 1, nil) {
 		return ""
 	}
-	slow := inputWalker{sorted: true}
-	slow.walk(input, 1, nil)
+	slow := inputWalker{slow: true}
+	if slow.walk(input, 1, nil) {
+		// The passes disagree, which they must not; the input is still
+		// not shown to be within bounds.
+		return "input: is not within the input bounds"
+	}
 	return slow.reason
 }
 
+// inputWalker is one pass of checkInput. The slow pass walks maps in key
+// order and keeps the path to each value for its reason; the fast pass
+// keeps no path (its reason, if any, is discarded).
 type inputWalker struct {
-	sorted bool
+	slow   bool
 	nodes  int
 	reason string
+}
+
+// child returns the path of a value under at: built only on the slow pass.
+func (w *inputWalker) child(at *pathNode, key string, index int) *pathNode {
+	if !w.slow {
+		return nil
+	}
+	return &pathNode{parent: at, key: key, index: index}
 }
 
 // pathNode is one step of the path to a value, kept as a chain so the path
@@ -235,9 +271,9 @@ func (w *inputWalker) walk(v any, depth int, at *pathNode) bool {
 			if len(k) > MaxInputStringBytes {
 				return w.fail("%s: property name is %d bytes, over the %d limit", at, len(k), MaxInputStringBytes)
 			}
-			return w.walk(x, depth+1, &pathNode{parent: at, key: k, index: -1})
+			return w.walk(x, depth+1, w.child(at, k, -1))
 		}
-		if w.sorted {
+		if w.slow {
 			for _, k := range sortedKeys(t) {
 				if !visit(k, t[k]) {
 					return false
@@ -255,7 +291,7 @@ func (w *inputWalker) walk(v any, depth int, at *pathNode) bool {
 			return w.fail("%s: nests deeper than %d levels", at, MaxInputDepth)
 		}
 		for i, x := range t {
-			if !w.walk(x, depth+1, &pathNode{parent: at, index: i}) {
+			if !w.walk(x, depth+1, w.child(at, "", i)) {
 				return false
 			}
 		}
