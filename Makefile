@@ -5,7 +5,7 @@ BUILD     := .build
 FN        ?= control
 EVENT     ?= events/control/create-session.json
 
-.PHONY: run test build invoke bench validate e2e fmt
+.PHONY: run test build invoke bench validate e2e e2e-asl e2e-browser fmt
 
 ## run: the local control plane on 127.0.0.1:8080 (FLUIDBOX_ADDR to change)
 run:
@@ -32,15 +32,50 @@ invoke:
 
 ## bench: benchmarks against minidyn and the pure gate (not part of test)
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./shared/ledger/ ./shared/run/
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./shared/ledger/ ./shared/run/ ./shared/gate/ ./bench/cedar/ ./shared/schemaguard/ ./shared/policy/
 
 ## validate: template.yaml against the SAM schema and our IAM rules, offline
 validate:
 	$(GO) test -count=1 ./infra/...
 
-## e2e: suites that need Node or a browser
-e2e:
-	@echo "e2e: no Node or browser suites yet (they arrive with the broker and the Claude Code issues)"
+## e2e: suites that need Node or a browser. Installs what it needs into
+## .build/node (ignored): asl-validator over infra/*.asl.json, offline; and
+## the approvals page in headless Chromium (Debian's chromium package,
+## installed with apt-get when missing), screenshots in .build/e2e.
+NODE_DIR      := $(BUILD)/node
+ASL_VALIDATOR := $(NODE_DIR)/node_modules/.bin/asl-validator
+ASL_VERSION   := 4.0.0
+
+e2e: e2e-asl e2e-browser
+
+e2e-asl:
+	@command -v node >/dev/null || { echo "e2e: node is not installed; it is needed for asl-validator (install Node.js 20+)"; exit 1; }
+	@command -v npm >/dev/null || { echo "e2e: npm is not installed; it is needed to install asl-validator@$(ASL_VERSION)"; exit 1; }
+	@if [ "$$($(ASL_VALIDATOR) --version 2>/dev/null)" != "$(ASL_VERSION)" ]; then \
+	  echo "e2e: installing asl-validator@$(ASL_VERSION) into $(NODE_DIR)"; \
+	  mkdir -p $(NODE_DIR) && npm install --prefix $(NODE_DIR) --no-save --no-audit --no-fund --silent asl-validator@$(ASL_VERSION) \
+	    || { echo "e2e: could not install asl-validator@$(ASL_VERSION) from the npm registry"; exit 1; }; \
+	fi
+	@set -e; for f in infra/*.asl.json; do $(ASL_VALIDATOR) --json-path $$f; done
+
+# CHROMIUM: the browser the page test drives (FLUIDBOX_CHROMIUM to the test).
+CHROMIUM ?= $(shell command -v chromium 2>/dev/null || command -v chromium-browser 2>/dev/null)
+E2E_OUT  := $(abspath $(BUILD)/e2e)
+
+e2e-browser:
+	@chromium="$(CHROMIUM)"; \
+	if [ -z "$$chromium" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "e2e: Chromium is missing; installing Debian's chromium package (apt-get update && apt-get install -y chromium)"; \
+	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+	      || { echo "e2e: apt-get could not install chromium"; exit 1; }; \
+	  else \
+	    echo "e2e: Chromium is missing and cannot be installed here (needs root and apt-get): install Debian's chromium package, or set CHROMIUM=/path/to/chromium"; exit 1; \
+	  fi; \
+	fi
+	@mkdir -p $(E2E_OUT)
+	FLUIDBOX_CHROMIUM="$$(command -v $(or $(CHROMIUM),chromium))" $(GO) test -tags e2e -count=1 -timeout 5m -run 'TestBrowser' -v \
+	  -artifacts -outputdir $(E2E_OUT) ./cmd/fluidbox/
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')
