@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/fluidbox/fluidbox/shared/client"
+)
+
+// defaultURL is where `make run` listens.
+const defaultURL = "http://127.0.0.1:8080"
+
+// apiFlags are the flags every command for humans takes.
+type apiFlags struct {
+	url   string
+	token string
+	json  bool
+}
+
+func addAPIFlags(fs *flag.FlagSet, getenv func(string) string) *apiFlags {
+	f := &apiFlags{}
+	url := getenv("FLUIDBOX_URL")
+	if url == "" {
+		url = defaultURL
+	}
+	fs.StringVar(&f.url, "url", url, "the control plane's URL (FLUIDBOX_URL)")
+	fs.StringVar(&f.token, "token", getenv("FLUIDBOX_ADMIN_TOKEN"), "admin token or SSO bearer (FLUIDBOX_ADMIN_TOKEN; prefer the variable: flags show in ps)")
+	fs.BoolVar(&f.json, "json", false, "print JSON for scripts instead of text")
+	return f
+}
+
+func (f *apiFlags) client() (*client.Client, error) {
+	if f.token == "" {
+		return nil, errors.New("no token: set FLUIDBOX_ADMIN_TOKEN (make run prints one) or pass --token")
+	}
+	return client.New(f.url, f.token)
+}
+
+// explain adds what a human can do about an API failure. The client's
+// errors never hold the token, so they can be printed whole.
+func explain(err error) error {
+	switch {
+	case errors.Is(err, client.ErrBadToken):
+		return fmt.Errorf("%w; check FLUIDBOX_ADMIN_TOKEN or --token", err)
+	case errors.Is(err, client.ErrUnreachable):
+		return err // it names the URL and suggests make run
+	}
+	var ae *client.APIError
+	if errors.As(err, &ae) && ae.Status == 403 {
+		return fmt.Errorf("%w (an admin or approver token is needed)", err)
+	}
+	return err
+}
+
+// parseArgs parses flags that may come before, between or after the
+// positional arguments (`approve apr_1 --session`), and returns the
+// positional ones.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func newFlagSet(name string, stderr io.Writer, usage string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: fluidbox %s\n\nflags:\n", usage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// writeJSON prints v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// clean makes an untrusted string safe and short for a terminal: control
+// and formatting characters (escape sequences, bidi overrides, newlines)
+// become spaces or are dropped, runs of spaces collapse, and it is cut at
+// max runes with an ellipsis. Inputs come from agents, which must not be
+// able to repaint a human's terminal.
+func clean(s string, max int) string {
+	var b strings.Builder
+	space := false
+	n := 0
+	for _, r := range s {
+		switch {
+		case r == utf8.RuneError, unicode.Is(unicode.Cf, r):
+			continue
+		case unicode.IsSpace(r), unicode.IsControl(r):
+			if space || b.Len() == 0 {
+				continue
+			}
+			space = true
+			r = ' '
+		default:
+			space = false
+		}
+		if n == max {
+			return strings.TrimRight(b.String(), " ") + "…"
+		}
+		b.WriteRune(r)
+		n++
+	}
+	return strings.TrimRight(b.String(), " ")
+}
+
+// inputSummary is the part of a tool input a human needs to decide: the
+// command, the path or the URL, or else the compact JSON.
+func inputSummary(raw json.RawMessage, max int) string {
+	var m map[string]any
+	if json.Unmarshal(raw, &m) == nil {
+		for _, k := range []string{"command", "file_path", "path", "url", "pattern"} {
+			if s, ok := m[k].(string); ok && s != "" {
+				return clean(s, max)
+			}
+		}
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return clean(string(raw), max)
+	}
+	return clean(buf.String(), max)
+}
+
+// timeLeft says how long until an RFC 3339 time, to the second.
+func timeLeft(at string, now time.Time) string {
+	t, err := time.Parse(time.RFC3339, at)
+	if err != nil {
+		return "?"
+	}
+	d := t.Sub(now).Truncate(time.Second)
+	if d <= 0 {
+		return "expired"
+	}
+	return d.String()
+}
+
+// clock shows an RFC 3339 time as local wall-clock time.
+func clock(at string) string {
+	t, err := time.Parse(time.RFC3339, at)
+	if err != nil {
+		return clean(at, 25)
+	}
+	return t.Local().Format("15:04:05")
+}

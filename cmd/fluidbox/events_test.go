@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestEventsTimeline(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, nil)
+	ctx := context.Background()
+	ses, token := s.newRun(t)
+	s.ask(t, ses, token, "e1", "git status")
+	s.ask(t, ses, token, "e2", "git push origin main")
+	p := s.ask(t, ses, token, "e3", "rm build.log")
+	if r := fluidbox(ctx, s.env(), "", "deny", p.ApprovalID); r.code != 0 {
+		t.Fatalf("deny: %+v", r)
+	}
+
+	r := fluidbox(ctx, s.env(), "", "events", ses)
+	if r.code != 0 {
+		t.Fatalf("fluidbox events = %+v", r)
+	}
+	want := []string{
+		`^\s+1  \d\d:\d\d:\d\d  session\.created     policy pol_\S+ v1, 7 tools, trust \S+,`,
+		`^\s+2  \d\d:\d\d:\d\d  tool\.requested      e1 Bash$`,
+		`^\s+3  \d\d:\d\d:\d\d  tool\.decision       e1 Bash -> allow \(rule git-read\)$`,
+		`^\s+4  \d\d:\d\d:\d\d  tool\.requested      e2 Bash$`,
+		`^\s+5  \d\d:\d\d:\d\d  tool\.decision       e2 Bash -> deny \(policy, rule no-push\)$`,
+		`^\s+6  \d\d:\d\d:\d\d  tool\.requested      e3 Bash$`,
+		`approval\.requested  ` + p.ApprovalID + ` e3 Bash rule ask-rm scope once expires \d\d:\d\d:\d\d$`,
+		`approval\.decided    ` + p.ApprovalID + ` e3 denied by admin$`,
+		`tool\.decision       e3 Bash -> deny \(approval, rule ask-rm, approval ` + p.ApprovalID + `\)$`,
+	}
+	lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
+	if len(lines) != len(want) {
+		t.Fatalf("fluidbox events printed %d lines, want %d:\n%s", len(lines), len(want), r.stdout)
+	}
+	for i, w := range want {
+		if !regexp.MustCompile(w).MatchString(lines[i]) {
+			t.Errorf("line %d = %q, want match for %q", i+1, lines[i], w)
+		}
+	}
+
+	r = fluidbox(ctx, s.env(), "", "events", ses, "--json", "--after", "5")
+	var page struct {
+		Events []struct {
+			Seq  int64
+			Type string
+		}
+		LastSeq int64 `json:"last_seq"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &page); err != nil || len(page.Events) != 4 || page.Events[0].Seq != 6 || page.LastSeq != 9 {
+		t.Errorf("fluidbox events --json --after 5 = %q (%v), want seqs 6..9 and last_seq 9", r.stdout, err)
+	}
+}
+
+// dropStreams cuts every event stream after two events, and records the
+// Last-Event-ID each stream was opened with.
+type dropStreams struct {
+	mu      sync.Mutex
+	resumes []string
+}
+
+func (d *dropStreams) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Accept") != "text/event-stream" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		d.mu.Lock()
+		d.resumes = append(d.resumes, r.Header.Get("Last-Event-ID"))
+		d.mu.Unlock()
+		next.ServeHTTP(&cutAfter{ResponseWriter: w, left: 2}, r)
+	})
+}
+
+type cutAfter struct {
+	http.ResponseWriter
+	left int
+}
+
+func (c *cutAfter) Write(b []byte) (int, error) {
+	if strings.HasPrefix(string(b), "id: ") {
+		if c.left == 0 {
+			c.Flush()
+			panic(http.ErrAbortHandler) // the connection drops mid-stream
+		}
+		c.left--
+	}
+	return c.ResponseWriter.Write(b)
+}
+
+func (c *cutAfter) Flush() { _ = http.NewResponseController(c.ResponseWriter).Flush() }
+
+// --follow prints what is there, then what comes, each event once, even
+// when the connection drops every two events.
+func TestEventsFollowResumesExactly(t *testing.T) {
+	t.Parallel()
+	drop := &dropStreams{}
+	s := newStack(t, drop.wrap)
+	ses, token := s.newRun(t)
+	s.ask(t, ses, token, "f1", "git status")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"events", ses, "--follow"}, env(s.env()), nil, &out, &errb) }()
+
+	waitFor(t, 10*time.Second, "the first three events", func() bool { return strings.Count(out.String(), "\n") >= 3 })
+	s.ask(t, ses, token, "f2", "git push")
+	s.ask(t, ses, token, "f3", "git status")
+	waitFor(t, 15*time.Second, "seven events", func() bool { return strings.Count(out.String(), "\n") >= 7 })
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("fluidbox events --follow exited %d after Ctrl-C (stderr %q), want 0", code, errb.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("fluidbox events --follow did not stop on cancel")
+	}
+	lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	for i, l := range lines {
+		f := strings.Fields(l)
+		if len(f) == 0 || f[0] != strconv.Itoa(i+1) {
+			t.Fatalf("--follow printed %q; want seqs 1.. each once, in order", out.String())
+		}
+	}
+	if len(lines) != 7 {
+		t.Errorf("--follow printed %d events, want 7", len(lines))
+	}
+	if !strings.Contains(lines[4], "f2 Bash -> deny (policy, rule no-push)") {
+		t.Errorf("line 5 = %q", lines[4])
+	}
+	if !strings.Contains(errb.String(), "resuming after seq 2") {
+		t.Errorf("stderr %q should tell the human the stream resumed", errb.String())
+	}
+	drop.mu.Lock()
+	defer drop.mu.Unlock()
+	if len(drop.resumes) < 3 || drop.resumes[0] != "" || drop.resumes[1] != "2" {
+		t.Errorf("streams opened with Last-Event-ID %q, want \"\", \"2\", ...", drop.resumes)
+	}
+}

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fluidbox/fluidbox/shared/client"
+)
+
+// The Claude Code hook: `fluidbox hook claude-code`, configured as a
+// PreToolUse command hook, asks the gate about every tool call Claude Code
+// is about to make.
+//
+// Protocol (code.claude.com/docs/en/hooks, PreToolUse): one JSON object on
+// stdin with session_id, transcript_path, cwd, permission_mode,
+// hook_event_name, tool_name, tool_input and tool_use_id; the answer is
+// JSON on stdout, {"hookSpecificOutput":{"hookEventName":"PreToolUse",
+// "permissionDecision":"allow"|"deny"|"ask","permissionDecisionReason"}},
+// read only when the hook exits 0. A deny's reason is shown to the model.
+//
+// Fail closed. Claude Code treats a hook that exits non-zero (other than
+// 2), that cannot start, or that runs past its timeout as a non-blocking
+// error, and the tool call goes ahead. So every failure here — bad stdin,
+// missing environment, an unreachable server, a 5xx, an answer we do not
+// know, no decision in time — is answered with a deny in JSON and exit 0.
+// Only if stdout itself cannot be written does the hook exit 2, which
+// Claude Code documents as "block the call, show stderr to Claude". And the
+// hook's own deadline (FLUIDBOX_HOOK_TIMEOUT_SECONDS) must stay below the
+// hook timeout Claude Code enforces (600 seconds by default for command
+// hooks; set "timeout" in settings.json), so it is the hook that answers
+// deny, not Claude Code that gives up on it.
+
+// Hook limits.
+const (
+	// maxHookInput bounds stdin; the API takes at most 1 MiB of body.
+	maxHookInput = 1 << 20
+	// defaultHookTimeout is the total time the hook waits for a decision,
+	// a minute below Claude Code's default hook timeout of 600 seconds.
+	defaultHookTimeout = 540 * time.Second
+	maxHookTimeout     = 24 * time.Hour
+)
+
+// preToolUse is the hook input fluidbox reads; other fields are ignored.
+type preToolUse struct {
+	SessionID      string          `json:"session_id"`
+	TranscriptPath string          `json:"transcript_path"`
+	Cwd            string          `json:"cwd"`
+	PermissionMode string          `json:"permission_mode"`
+	HookEventName  string          `json:"hook_event_name"`
+	ToolName       string          `json:"tool_name"`
+	ToolInput      json.RawMessage `json:"tool_input"`
+	ToolUseID      string          `json:"tool_use_id"`
+}
+
+// hookOutput is the only thing the hook writes on stdout.
+type hookOutput struct {
+	HookSpecificOutput hookDecision `json:"hookSpecificOutput"`
+}
+
+type hookDecision struct {
+	HookEventName            string `json:"hookEventName"`
+	PermissionDecision       string `json:"permissionDecision"`
+	PermissionDecisionReason string `json:"permissionDecisionReason"`
+}
+
+// hookConfig is the hook's environment.
+type hookConfig struct {
+	url       string
+	sessionID string
+	token     string
+	timeout   time.Duration
+}
+
+func loadHookConfig(getenv func(string) string) (hookConfig, error) {
+	c := hookConfig{
+		url:       getenv("FLUIDBOX_URL"),
+		sessionID: getenv("FLUIDBOX_SESSION_ID"),
+		token:     getenv("FLUIDBOX_SESSION_TOKEN"),
+		timeout:   defaultHookTimeout,
+	}
+	var missing []string
+	for _, v := range []struct{ name, val string }{
+		{"FLUIDBOX_URL", c.url}, {"FLUIDBOX_SESSION_ID", c.sessionID}, {"FLUIDBOX_SESSION_TOKEN", c.token},
+	} {
+		if v.val == "" {
+			missing = append(missing, v.name)
+		}
+	}
+	var problems []string
+	if len(missing) > 0 {
+		problems = append(problems, strings.Join(missing, ", ")+" not set")
+	}
+	if s := getenv("FLUIDBOX_HOOK_TIMEOUT_SECONDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || time.Duration(n)*time.Second > maxHookTimeout {
+			problems = append(problems, "FLUIDBOX_HOOK_TIMEOUT_SECONDS must be a whole number of seconds from 1 to 86400")
+		} else {
+			c.timeout = time.Duration(n) * time.Second
+		}
+	}
+	if len(problems) > 0 {
+		return c, errors.New(strings.Join(problems, "; "))
+	}
+	return c, nil
+}
+
+// hook runs `fluidbox hook <runner>` and returns the exit code.
+func hook(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) != 1 || args[0] != "claude-code" {
+		fmt.Fprint(stderr, "usage: fluidbox hook claude-code   (a Claude Code PreToolUse command hook; reads the hook JSON on stdin)\n")
+		return 2
+	}
+	dec := claudeCodeDecision(ctx, getenv, stdin, stderr)
+	b, err := json.Marshal(hookOutput{dec})
+	if err == nil {
+		_, err = fmt.Fprintf(stdout, "%s\n", b)
+	}
+	if err != nil {
+		// Without our JSON, only exit 2 keeps the call from running.
+		fmt.Fprintf(stderr, "fluidbox denied: the hook could not write its answer: %v\n", err)
+		return 2
+	}
+	return 0
+}
+
+func allow(reason string) hookDecision {
+	return hookDecision{HookEventName: "PreToolUse", PermissionDecision: "allow", PermissionDecisionReason: reason}
+}
+
+func deny(reason string) hookDecision {
+	return hookDecision{HookEventName: "PreToolUse", PermissionDecision: "deny", PermissionDecisionReason: reason}
+}
+
+// claudeCodeDecision asks the gate about the call on stdin. Whatever goes
+// wrong, the answer is a deny whose reason says what.
+func claudeCodeDecision(ctx context.Context, getenv func(string) string, stdin io.Reader, stderr io.Writer) hookDecision {
+	fail := func(format string, args ...any) hookDecision {
+		reason := "fluidbox denied this call: " + fmt.Sprintf(format, args...)
+		fmt.Fprintln(stderr, reason)
+		return deny(reason)
+	}
+	in, err := readHookInput(stdin)
+	if err != nil {
+		return fail("%v", err)
+	}
+	cfg, err := loadHookConfig(getenv)
+	if err != nil {
+		return fail("the hook is not configured: %v", err)
+	}
+	c, err := client.New(cfg.url, cfg.token)
+	if err != nil {
+		return fail("the hook is not configured: FLUIDBOX_URL: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+	// The run is fluidbox's (FLUIDBOX_SESSION_ID), not Claude Code's
+	// session_id; Claude Code's tool_use_id names the call, so a retried
+	// hook re-attaches to the same decision or approval.
+	req := client.PermissionRequest{ToolCallID: in.ToolUseID, ToolName: in.ToolName, Input: in.ToolInput}
+	ans, err := c.Permission(ctx, cfg.sessionID, req, cfg.timeout)
+	switch {
+	case errors.Is(err, client.ErrBadToken):
+		return fail("the control plane refused FLUIDBOX_SESSION_TOKEN for run %s (401)", cfg.sessionID)
+	case err != nil:
+		return fail("%v", err)
+	}
+	switch ans.Decision {
+	case client.DecisionAllow:
+		reason := "fluidbox allowed" + provenance(ans)
+		if ans.ApprovalID != "" {
+			reason += ": a human approved it (" + ans.ApprovalID + ")"
+		}
+		return allow(reason)
+	case client.DecisionDeny:
+		reason := "fluidbox denied" + provenance(ans)
+		if ans.Reason != "" {
+			reason += ": " + ans.Reason
+		}
+		return deny(reason)
+	case client.DecisionPending:
+		return fail("no human decided on approval %s within %s (FLUIDBOX_HOOK_TIMEOUT_SECONDS); ask again later or ask the operator to approve it", ans.ApprovalID, cfg.timeout)
+	}
+	return fail("the control plane answered an unknown decision %q", clean(ans.Decision, 40))
+}
+
+// provenance is " (source, rule id)" for a reason, or "".
+func provenance(ans client.Answer) string {
+	var parts []string
+	if ans.Source != "" {
+		parts = append(parts, ans.Source)
+	}
+	if ans.RuleID != "" {
+		parts = append(parts, "rule "+ans.RuleID)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+// readHookInput reads and checks the PreToolUse JSON, bounded in size.
+func readHookInput(stdin io.Reader) (preToolUse, error) {
+	var in preToolUse
+	if stdin == nil {
+		return in, errors.New("no hook input on stdin")
+	}
+	b, err := io.ReadAll(io.LimitReader(stdin, maxHookInput+1))
+	if err != nil {
+		return in, fmt.Errorf("reading the hook input: %v", err)
+	}
+	if len(b) > maxHookInput {
+		return in, fmt.Errorf("the hook input is over %d bytes", maxHookInput)
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return in, errors.New("the hook input on stdin is empty")
+	}
+	if err := json.Unmarshal(b, &in); err != nil {
+		return in, errors.New("the hook input on stdin is not a PreToolUse JSON object")
+	}
+	var missing []string
+	if in.HookEventName != "" && in.HookEventName != "PreToolUse" {
+		return in, fmt.Errorf("the hook is configured for %s; fluidbox answers PreToolUse only", clean(in.HookEventName, 40))
+	}
+	if in.ToolName == "" {
+		missing = append(missing, "tool_name")
+	}
+	if in.ToolUseID == "" {
+		missing = append(missing, "tool_use_id")
+	}
+	if len(missing) > 0 {
+		return in, fmt.Errorf("the hook input has no %s", strings.Join(missing, " or "))
+	}
+	if t := bytes.TrimSpace(in.ToolInput); len(t) == 0 || bytes.Equal(t, []byte("null")) {
+		in.ToolInput = json.RawMessage("{}")
+	}
+	return in, nil
+}

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func sample(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// hookAnswer checks that a hook run printed exactly the shape Claude Code
+// reads — one object, hookSpecificOutput with hookEventName PreToolUse,
+// permissionDecision and permissionDecisionReason, nothing else — and
+// exited 0, and returns the decision and reason.
+func hookAnswer(t *testing.T, r result) (string, string) {
+	t.Helper()
+	if r.code != 0 {
+		t.Fatalf("hook exit = %d (stderr %q), want 0 so Claude Code reads the JSON", r.code, r.stderr)
+	}
+	var out struct {
+		HookSpecificOutput struct {
+			HookEventName            string `json:"hookEventName"`
+			PermissionDecision       string `json:"permissionDecision"`
+			PermissionDecisionReason string `json:"permissionDecisionReason"`
+		} `json:"hookSpecificOutput"`
+	}
+	dec := json.NewDecoder(strings.NewReader(r.stdout))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&out); err != nil {
+		t.Fatalf("hook stdout %q is not the hookSpecificOutput shape: %v", r.stdout, err)
+	}
+	if dec.More() {
+		t.Fatalf("hook stdout %q has more than one JSON value", r.stdout)
+	}
+	var keys map[string]map[string]any
+	_ = json.Unmarshal([]byte(r.stdout), &keys)
+	if len(keys) != 1 || len(keys["hookSpecificOutput"]) != 3 {
+		t.Fatalf("hook stdout %q: want exactly hookSpecificOutput{hookEventName, permissionDecision, permissionDecisionReason}", r.stdout)
+	}
+	h := out.HookSpecificOutput
+	if h.HookEventName != "PreToolUse" {
+		t.Errorf("hookEventName = %q, want PreToolUse", h.HookEventName)
+	}
+	if h.PermissionDecision != "allow" && h.PermissionDecision != "deny" {
+		t.Errorf("permissionDecision = %q, want allow or deny", h.PermissionDecision)
+	}
+	if h.PermissionDecisionReason == "" {
+		t.Error("permissionDecisionReason is empty")
+	}
+	return h.PermissionDecision, h.PermissionDecisionReason
+}
+
+func TestHookAnswersFromTheGate(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, nil)
+	ses, token := s.newRun(t)
+	vars := s.env("FLUIDBOX_SESSION_ID", ses, "FLUIDBOX_SESSION_TOKEN", token)
+	tests := []struct {
+		sample       string
+		wantDecision string
+		wantReason   string
+	}{
+		{"pretooluse_bash_git_status.json", "allow", "fluidbox allowed (rule git-read)"},
+		{"pretooluse_read.json", "allow", "fluidbox allowed (rule reads)"},
+		{"pretooluse_bash_git_push.json", "deny", "fluidbox denied (policy, rule no-push)"},
+		{"pretooluse_task.json", "deny", "fluidbox denied (capability"},
+		{"posttooluse_bash.json", "deny", "configured for PostToolUse"},
+	}
+	for _, tt := range tests {
+		r := fluidbox(context.Background(), vars, sample(t, tt.sample), "hook", "claude-code")
+		got, reason := hookAnswer(t, r)
+		if got != tt.wantDecision || !strings.Contains(reason, tt.wantReason) {
+			t.Errorf("hook(%s) = %s %q, want %s %q", tt.sample, got, reason, tt.wantDecision, tt.wantReason)
+		}
+		if strings.Contains(r.stdout+r.stderr, token) {
+			t.Errorf("hook(%s) printed the session token", tt.sample)
+		}
+	}
+	// The run is fluidbox's, the call is Claude Code's tool_use_id: asking
+	// again with the same sample re-reads the recorded answer.
+	again := fluidbox(context.Background(), vars, sample(t, "pretooluse_bash_git_push.json"), "hook", "claude-code")
+	if d, _ := hookAnswer(t, again); d != "deny" {
+		t.Errorf("the same tool_use_id again = %s, want the recorded deny", d)
+	}
+}
+
+// A call that needs a human: the hook waits through pending with long
+// polls, a human approves with `fluidbox approve`, and the hook allows.
+func TestHookPendingApprovedThroughCLIAllows(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, nil)
+	ses, token := s.newRun(t)
+	vars := s.env("FLUIDBOX_SESSION_ID", ses, "FLUIDBOX_SESSION_TOKEN", token, "FLUIDBOX_HOOK_TIMEOUT_SECONDS", "60")
+	done := make(chan result, 1)
+	go func() {
+		done <- fluidbox(context.Background(), vars, sample(t, "pretooluse_bash_rm.json"), "hook", "claude-code")
+	}()
+	apr := s.pendingFor(t, ses)
+	if apr.ToolCallID != "toolu_01ABC123rm" {
+		t.Errorf("approval tool_call_id = %q, want Claude Code's tool_use_id", apr.ToolCallID)
+	}
+	list := fluidbox(context.Background(), s.env(), "", "approvals")
+	if !strings.Contains(list.stdout, apr.ID) || !strings.Contains(list.stdout, "rm build.log") {
+		t.Errorf("fluidbox approvals = %q, want %s with its command", list.stdout, apr.ID)
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("the hook answered before a human decided: %+v", r)
+	case <-time.After(300 * time.Millisecond):
+	}
+	ok := fluidbox(context.Background(), s.env(), "", "approve", apr.ID)
+	if ok.code != 0 || !strings.Contains(ok.stdout, "approved_once: applied") {
+		t.Fatalf("fluidbox approve = %+v, want applied", ok)
+	}
+	select {
+	case r := <-done:
+		if d, reason := hookAnswer(t, r); d != "allow" || !strings.Contains(reason, "a human approved it ("+apr.ID+")") {
+			t.Errorf("hook after approval = %s %q, want allow naming %s", d, reason, apr.ID)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the hook did not answer after the approval")
+	}
+}
+
+func TestHookDeniesOnAnyFailure(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, nil)
+	ses, token := s.newRun(t)
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close()
+	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = w.Write([]byte(`{"error":{"code":"internal","message":"internal error"}}`))
+	}))
+	t.Cleanup(broken.Close)
+	odd := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(`{"decision":"maybe"}`))
+	}))
+	t.Cleanup(odd.Close)
+
+	good := map[string]string{"FLUIDBOX_URL": s.url, "FLUIDBOX_SESSION_ID": ses, "FLUIDBOX_SESSION_TOKEN": token}
+	with := func(k, v string) map[string]string {
+		m := map[string]string{}
+		for a, b := range good {
+			m[a] = b
+		}
+		if v == "" {
+			delete(m, k)
+		} else {
+			m[k] = v
+		}
+		return m
+	}
+	push := sample(t, "pretooluse_bash_git_status.json")
+	tests := []struct {
+		name  string
+		vars  map[string]string
+		stdin string
+		want  string
+	}{
+		{"unreachable", with("FLUIDBOX_URL", deadURL), push, "cannot reach fluidbox at " + deadURL},
+		{"wrong token", with("FLUIDBOX_SESSION_TOKEN", "fbx_sess_not-the-right-one"), push, "refused FLUIDBOX_SESSION_TOKEN"},
+		{"another run", with("FLUIDBOX_SESSION_ID", "ses_00000000000000000000000000"), push, "denied this call"},
+		{"500", with("FLUIDBOX_URL", broken.URL), push, "500 internal"},
+		{"unknown answer", with("FLUIDBOX_URL", odd.URL), push, `unknown decision "maybe"`},
+		{"no token", with("FLUIDBOX_SESSION_TOKEN", ""), push, "FLUIDBOX_SESSION_TOKEN not set"},
+		{"no env", map[string]string{}, push, "FLUIDBOX_URL, FLUIDBOX_SESSION_ID, FLUIDBOX_SESSION_TOKEN not set"},
+		{"bad timeout", with("FLUIDBOX_HOOK_TIMEOUT_SECONDS", "soon"), push, "FLUIDBOX_HOOK_TIMEOUT_SECONDS"},
+		{"bad url", with("FLUIDBOX_URL", "127.0.0.1:8080"), push, "FLUIDBOX_URL"},
+		{"empty stdin", good, "", "empty"},
+		{"not json", good, "Bash rm -rf /", "not a PreToolUse JSON object"},
+		{"no tool_use_id", good, `{"hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"ls"}}`, "no tool_use_id"},
+		{"too large", good, `{"tool_name":"Bash","tool_input":{"command":"` + strings.Repeat("a", maxHookInput) + `"}}`, "over 1048576 bytes"},
+		{"pending, nobody decides", with("FLUIDBOX_HOOK_TIMEOUT_SECONDS", "2"), sample(t, "pretooluse_bash_rm.json"), "no human decided on approval apr_"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := fluidbox(context.Background(), tt.vars, tt.stdin, "hook", "claude-code")
+			d, reason := hookAnswer(t, r)
+			if d != "deny" || !strings.Contains(reason, tt.want) {
+				t.Errorf("hook = %s %q, want deny with %q", d, reason, tt.want)
+			}
+			if strings.Contains(r.stdout+r.stderr, token) {
+				t.Errorf("hook printed the session token")
+			}
+		})
+	}
+}
+
+// If the answer cannot be written, exit 2: the one non-zero code Claude
+// Code treats as "block the call".
+func TestHookExits2WhenStdoutFails(t *testing.T) {
+	t.Parallel()
+	var errb bytes.Buffer
+	code := hook(context.Background(), []string{"claude-code"}, env(nil), strings.NewReader(""), failWriter{}, &errb)
+	if code != 2 || !strings.Contains(errb.String(), "fluidbox denied") {
+		t.Errorf("hook with a broken stdout = %d %q, want 2 and a reason on stderr", code, errb.String())
+	}
+}
+
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, os.ErrClosed }

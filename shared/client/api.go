@@ -1,0 +1,242 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// Decisions of the gate.
+const (
+	DecisionAllow   = "allow"
+	DecisionDeny    = "deny"
+	DecisionPending = "pending"
+)
+
+// Decisions a human can make on an approval.
+const (
+	ApprovedOnce    = "approved_once"
+	ApprovedSession = "approved_session"
+	Denied          = "denied"
+	// Approved is the rule's default scope.
+	Approved = "approved"
+)
+
+// PermissionRequest is one tool call the runner asks about.
+type PermissionRequest struct {
+	ToolCallID string          `json:"tool_call_id"`
+	ToolName   string          `json:"tool_name"`
+	Input      json.RawMessage `json:"input"`
+}
+
+// Answer is the gate's answer.
+type Answer struct {
+	Decision         string `json:"decision"`
+	Source           string `json:"source,omitempty"`
+	Reason           string `json:"reason,omitempty"`
+	RuleID           string `json:"rule_id,omitempty"`
+	ApprovalID       string `json:"approval_id,omitempty"`
+	Verdict          string `json:"verdict,omitempty"`
+	RewrittenVerdict string `json:"rewritten_verdict,omitempty"`
+}
+
+// Approval is a call waiting for (or settled by) a human.
+type Approval struct {
+	ID           string          `json:"id"`
+	SessionID    string          `json:"session_id"`
+	ToolCallID   string          `json:"tool_call_id"`
+	ToolName     string          `json:"tool_name"`
+	Input        json.RawMessage `json:"input"`
+	RuleID       string          `json:"rule_id,omitempty"`
+	ScopeKey     string          `json:"scope_key"`
+	DefaultScope string          `json:"default_scope"`
+	Status       string          `json:"status"`
+	RequestedAt  string          `json:"requested_at"`
+	ExpiresAt    string          `json:"expires_at"`
+	Decision     string          `json:"decision,omitempty"`
+	DecidedBy    string          `json:"decided_by,omitempty"`
+	DecidedAt    string          `json:"decided_at,omitempty"`
+	ConnectionID string          `json:"connection_id,omitempty"`
+	// Applied is set on a decision's answer: false when someone settled it
+	// first or it had expired.
+	Applied *bool `json:"applied,omitempty"`
+}
+
+// Event is one entry of a run's timeline.
+type Event struct {
+	Seq  int64           `json:"seq"`
+	Type string          `json:"type"`
+	At   string          `json:"at"`
+	Data json.RawMessage `json:"data"`
+}
+
+// Events is one page of a run's timeline.
+type Events struct {
+	Events  []Event `json:"events"`
+	LastSeq int64   `json:"last_seq"`
+}
+
+// Budget is a run's budget in US dollars.
+type Budget struct {
+	LimitUSD     float64 `json:"limit_usd"`
+	AvailableUSD float64 `json:"available_usd"`
+	ReservedUSD  float64 `json:"reserved_usd"`
+	SpentUSD     float64 `json:"spent_usd"`
+}
+
+// Session is a run as GET /v1/sessions/{id} shows it.
+type Session struct {
+	ID            string   `json:"id"`
+	Status        string   `json:"status"`
+	TrustTier     string   `json:"trust_tier"`
+	Autonomous    bool     `json:"autonomous"`
+	ToolSetDigest string   `json:"tool_set_digest"`
+	Tools         []string `json:"tools"`
+	Budget        Budget   `json:"budget"`
+	LastSeq       int64    `json:"last_seq"`
+}
+
+// Session returns a run.
+func (c *Client) Session(ctx context.Context, id string) (Session, error) {
+	var s Session
+	err := c.do(ctx, http.MethodGet, "/v1/sessions/"+pathID(id), nil, nil, &s, requestTimeout)
+	return s, err
+}
+
+// Approvals returns the pending approvals the caller may see, oldest first.
+func (c *Client) Approvals(ctx context.Context) ([]Approval, error) {
+	var out struct {
+		Approvals []Approval `json:"approvals"`
+	}
+	err := c.do(ctx, http.MethodGet, "/v1/approvals", nil, nil, &out, requestTimeout)
+	return out.Approvals, err
+}
+
+// SessionApprovals returns all of a run's approvals, any status.
+func (c *Client) SessionApprovals(ctx context.Context, sessionID string) ([]Approval, error) {
+	var out struct {
+		Approvals []Approval `json:"approvals"`
+	}
+	err := c.do(ctx, http.MethodGet, "/v1/sessions/"+pathID(sessionID)+"/approvals", nil, nil, &out, requestTimeout)
+	return out.Approvals, err
+}
+
+// Approval returns one approval.
+func (c *Client) Approval(ctx context.Context, id string) (Approval, error) {
+	var a Approval
+	err := c.do(ctx, http.MethodGet, "/v1/approvals/"+pathID(id), nil, nil, &a, requestTimeout)
+	return a, err
+}
+
+// Decide settles an approval with decision (ApprovedOnce, ApprovedSession,
+// Denied or Approved) and returns it as settled; Applied says whether this
+// call settled it.
+func (c *Client) Decide(ctx context.Context, id, decision, reason string) (Approval, error) {
+	body := struct {
+		Decision string `json:"decision"`
+		Reason   string `json:"reason,omitempty"`
+	}{decision, reason}
+	var a Approval
+	err := c.do(ctx, http.MethodPost, "/v1/approvals/"+pathID(id)+"/decision", nil, body, &a, requestTimeout)
+	return a, err
+}
+
+// Events reads a run's events with seq > after, at most limit of them (0:
+// the server's default), long-polling up to wait (at most MaxWait) when
+// there are none yet.
+func (c *Client) Events(ctx context.Context, sessionID string, after int64, limit int, wait time.Duration) (Events, error) {
+	q := url.Values{}
+	q.Set("after", strconv.FormatInt(after, 10))
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	wait = min(max(wait, 0), MaxWait)
+	if secs := int(wait / time.Second); secs > 0 {
+		q.Set("wait_seconds", strconv.Itoa(secs))
+	}
+	var out Events
+	err := c.do(ctx, http.MethodGet, "/v1/sessions/"+pathID(sessionID)+"/events", q, nil, &out, wait+pollMargin)
+	if out.Events == nil {
+		out.Events = []Event{}
+	}
+	return out, err
+}
+
+// Permission asks the gate about one tool call. With wait > 0 a pending
+// answer is waited for: the client asks again with the same tool_call_id
+// (which records nothing new) in long polls of at most MaxWait, until the
+// answer is final, wait has passed or ctx is done; it then returns the last
+// answer, which may still be pending. While waiting, an unreachable server
+// or a 503 is asked again with a short backoff: the approval is stored and
+// a human may be deciding. A failure of the first ask is returned at once,
+// and the caller treats it as deny.
+func (c *Client) Permission(ctx context.Context, sessionID string, req PermissionRequest, wait time.Duration) (Answer, error) {
+	deadline := time.Now().Add(max(wait, 0))
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	ans, err := c.ask(ctx, sessionID, req, time.Until(deadline))
+	if err != nil || ans.Decision != DecisionPending {
+		return ans, err
+	}
+	backoff := 250 * time.Millisecond
+	for {
+		left := time.Until(deadline)
+		if left < time.Second || ctx.Err() != nil {
+			return ans, nil
+		}
+		next, err := c.ask(ctx, sessionID, req, left)
+		switch {
+		case err == nil:
+			if next.Decision != DecisionPending {
+				return next, nil
+			}
+			ans, backoff = next, 250*time.Millisecond
+		case ctx.Err() != nil:
+			return ans, nil
+		case transient(err):
+			if !sleep(ctx, min(backoff, time.Until(deadline))) {
+				return ans, nil
+			}
+			backoff = min(backoff*2, 5*time.Second)
+		default:
+			return Answer{}, err
+		}
+	}
+}
+
+// ask is one permission request, waiting up to wait (capped at MaxWait).
+func (c *Client) ask(ctx context.Context, sessionID string, req PermissionRequest, wait time.Duration) (Answer, error) {
+	q := url.Values{}
+	wait = min(max(wait, 0), MaxWait)
+	if secs := int(wait / time.Second); secs > 0 {
+		q.Set("wait_seconds", strconv.Itoa(secs))
+	}
+	if len(req.Input) == 0 {
+		req.Input = json.RawMessage("{}")
+	}
+	var ans Answer
+	err := c.do(ctx, http.MethodPost, "/v1/sessions/"+pathID(sessionID)+"/permission", q, req, &ans, wait+pollMargin)
+	if err == nil && ans.Decision == "" {
+		return Answer{}, errors.New("client: the permission answer has no decision")
+	}
+	return ans, err
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

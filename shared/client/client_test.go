@@ -1,0 +1,375 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fluidbox/fluidbox/shared/api"
+	"github.com/fluidbox/fluidbox/shared/client"
+	"github.com/fluidbox/fluidbox/shared/internal/testenv"
+	"github.com/fluidbox/fluidbox/shared/ledger"
+)
+
+const adminToken = "client-test-admin-token-0123456789"
+
+const policy = `{"name":"client","default_verdict":"deny","rules":[
+ {"id":"git-read","tool":"Bash","match":{"command_prefix":["git status"]},"verdict":"allow"},
+ {"id":"no-push","tool":"Bash","match":{"command_prefix":["git push"]},"verdict":"deny"},
+ {"id":"ask-rm","tool":"Bash","match":{"command_prefix":["rm"]},"verdict":"require_approval"}]}`
+
+// stack is the real API handler over minidyn behind an httptest server,
+// with an optional middleware in front.
+type stack struct {
+	url   string
+	admin *client.Client
+}
+
+func newStack(t *testing.T, wrap func(http.Handler) http.Handler) *stack {
+	t.Helper()
+	st := testenv.Store(t)
+	var h http.Handler = api.New(api.Config{AdminToken: adminToken, Ledger: ledger.New(st, time.Now)})
+	if wrap != nil {
+		h = wrap(h)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	admin, err := client.New(srv.URL, adminToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &stack{url: srv.URL, admin: admin}
+}
+
+// run creates a policy and a run, returning the run's id and a client
+// holding its session token.
+func (s *stack) run(t *testing.T) (string, *client.Client) {
+	t.Helper()
+	ctx := context.Background()
+	var pol struct{ ID string }
+	if err := s.admin.Do(ctx, "POST", "/v1/policies", json.RawMessage(policy), &pol); err != nil {
+		t.Fatalf("create policy: %v", err)
+	}
+	var ses struct{ ID, Token string }
+	body := map[string]any{"policy_id": pol.ID, "capabilities": []string{"claude-code"}, "budget": map[string]any{"limit_usd": 5}}
+	if err := s.admin.Do(ctx, "POST", "/v1/sessions", body, &ses); err != nil {
+		t.Fatalf("create session: %v", err)
+	}
+	runner, err := client.New(s.url, ses.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ses.ID, runner
+}
+
+func bash(id, command string) client.PermissionRequest {
+	in, _ := json.Marshal(map[string]string{"command": command})
+	return client.PermissionRequest{ToolCallID: id, ToolName: "Bash", Input: in}
+}
+
+func TestPermissionAnswers(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, nil)
+	ses, runner := s.run(t)
+	ctx := context.Background()
+	tests := []struct {
+		req          client.PermissionRequest
+		wantDecision string
+		wantSource   string
+		wantRule     string
+	}{
+		{bash("t1", "git status"), client.DecisionAllow, "", "git-read"},
+		{bash("t2", "git push origin main"), client.DecisionDeny, "policy", "no-push"},
+		{bash("t3", "rm build.log"), client.DecisionPending, "", "ask-rm"},
+	}
+	for _, tt := range tests {
+		got, err := runner.Permission(ctx, ses, tt.req, 0)
+		if err != nil {
+			t.Fatalf("Permission(%s) error: %v", tt.req.ToolCallID, err)
+		}
+		if got.Decision != tt.wantDecision || got.RuleID != tt.wantRule || (tt.wantSource != "" && got.Source != tt.wantSource) {
+			t.Errorf("Permission(%s) = %+v, want decision %s source %q rule %s", tt.req.ToolCallID, got, tt.wantDecision, tt.wantSource, tt.wantRule)
+		}
+	}
+}
+
+// capWait makes every permission long poll wait at most one second, so a
+// test sees the client ask again several times; it counts the asks.
+func capWait(asks *atomic.Int64) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, "/permission") {
+				asks.Add(1)
+				q := r.URL.Query()
+				if q.Get("wait_seconds") != "" {
+					q.Set("wait_seconds", "1")
+					r.URL.RawQuery = q.Encode()
+				}
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+func TestPermissionWaitsThroughPendingUntilApproved(t *testing.T) {
+	t.Parallel()
+	var asks atomic.Int64
+	s := newStack(t, capWait(&asks))
+	ses, runner := s.run(t)
+	ctx := context.Background()
+
+	type result struct {
+		ans client.Answer
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		ans, err := runner.Permission(ctx, ses, bash("wait-1", "rm -rf build"), 30*time.Second)
+		done <- result{ans, err}
+	}()
+	apr := waitApproval(t, s.admin, ses)
+	time.Sleep(2500 * time.Millisecond) // let the runner ask again, at least twice
+	settled, err := s.admin.Decide(ctx, apr.ID, client.ApprovedOnce, "")
+	if err != nil {
+		t.Fatalf("Decide: %v", err)
+	}
+	if settled.Applied == nil || !*settled.Applied || settled.Status != client.ApprovedOnce {
+		t.Errorf("Decide = %+v, want applied approved_once", settled)
+	}
+	r := <-done
+	if r.err != nil || r.ans.Decision != client.DecisionAllow {
+		t.Fatalf("Permission after approval = %+v, %v; want allow", r.ans, r.err)
+	}
+	if n := asks.Load(); n < 3 {
+		t.Errorf("the runner asked %d times, want at least 3 (first ask and long polls)", n)
+	}
+	again, err := s.admin.Decide(ctx, apr.ID, client.Denied, "")
+	if err != nil || again.Applied == nil || *again.Applied || again.Status != client.ApprovedOnce {
+		t.Errorf("second Decide = %+v, %v; want not applied, still approved_once", again, err)
+	}
+}
+
+func TestPermissionReturnsPendingWhenWaitEnds(t *testing.T) {
+	t.Parallel()
+	var asks atomic.Int64
+	s := newStack(t, capWait(&asks))
+	ses, runner := s.run(t)
+	start := time.Now()
+	ans, err := runner.Permission(context.Background(), ses, bash("w2", "rm x"), 2500*time.Millisecond)
+	if err != nil || ans.Decision != client.DecisionPending || ans.ApprovalID == "" {
+		t.Fatalf("Permission = %+v, %v; want pending with an approval id", ans, err)
+	}
+	if el := time.Since(start); el < 1500*time.Millisecond || el > 10*time.Second {
+		t.Errorf("Permission returned after %v, want about 2.5s", el)
+	}
+}
+
+func waitApproval(t *testing.T, admin *client.Client, ses string) client.Approval {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		list, err := admin.Approvals(context.Background())
+		if err != nil {
+			t.Fatalf("Approvals: %v", err)
+		}
+		for _, a := range list {
+			if a.SessionID == ses {
+				return a
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("no pending approval for %s", ses)
+	return client.Approval{}
+}
+
+func TestErrors(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, nil)
+	ctx := context.Background()
+	const secret = "fbx_sess_this-must-never-be-printed"
+
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close()
+	down, _ := client.New(deadURL, secret)
+	_, err := down.Approvals(ctx)
+	if !errors.Is(err, client.ErrUnreachable) {
+		t.Errorf("Approvals on a closed port = %v, want ErrUnreachable", err)
+	}
+	if err != nil && (!strings.Contains(err.Error(), deadURL) || !strings.Contains(err.Error(), "make run")) {
+		t.Errorf("unreachable error %q should name %s and suggest make run", err, deadURL)
+	}
+
+	wrong, _ := client.New(s.url, secret)
+	_, err = wrong.Approvals(ctx)
+	var ae *client.APIError
+	if !errors.As(err, &ae) || ae.Status != 401 || ae.Code != "unauthenticated" || !errors.Is(err, client.ErrBadToken) {
+		t.Errorf("Approvals with a wrong token = %v, want a 401 unauthenticated APIError that is ErrBadToken", err)
+	}
+	if err != nil && !strings.Contains(err.Error(), "refused the token") {
+		t.Errorf("wrong-token error %q should say the token was refused", err)
+	}
+
+	_, err = s.admin.Approval(ctx, "apr_nope")
+	if !errors.As(err, &ae) || ae.Status != 404 || ae.Code != "not_found" {
+		t.Errorf("Approval(unknown) = %v, want 404 not_found", err)
+	}
+
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "<html>bad gateway</html>", http.StatusBadGateway)
+	}))
+	defer gw.Close()
+	proxied, _ := client.New(gw.URL, secret)
+	_, err = proxied.Session(ctx, "ses_x")
+	if !errors.As(err, &ae) || ae.Status != 502 || !strings.Contains(ae.Message, "FLUIDBOX_URL") {
+		t.Errorf("Session through a bad gateway = %v, want a 502 APIError that asks about FLUIDBOX_URL", err)
+	}
+
+	for _, e := range []error{err} {
+		if e != nil && strings.Contains(e.Error(), secret) {
+			t.Errorf("error %q contains the token", e)
+		}
+	}
+	if strings.Contains(wrong.String(), secret) {
+		t.Errorf("Client.String() = %q contains the token", wrong.String())
+	}
+	if _, err := client.New("ftp://x", ""); err == nil {
+		t.Error(`New("ftp://x") succeeded, want an error`)
+	}
+	if _, err := client.New("http://user:"+secret+"@127.0.0.1:1", ""); err == nil || strings.Contains(err.Error(), secret) {
+		t.Errorf("New(URL with credentials) = %v, want an error without the secret", err)
+	}
+}
+
+func TestEventsLongPoll(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, nil)
+	ses, runner := s.run(t)
+	ctx := context.Background()
+	page, err := s.admin.Events(ctx, ses, 0, 0, 0)
+	if err != nil || len(page.Events) == 0 || page.Events[0].Type != "session.created" {
+		t.Fatalf("Events(0) = %+v, %v; want session.created first", page, err)
+	}
+	last := page.LastSeq
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		_, _ = runner.Permission(ctx, ses, bash("lp", "git status"), 0)
+	}()
+	start := time.Now()
+	next, err := runner.Events(ctx, ses, last, 10, 5*time.Second)
+	if err != nil || len(next.Events) == 0 || next.Events[0].Seq != last+1 {
+		t.Fatalf("Events(after %d, wait) = %+v, %v; want seq %d", last, next, err, last+1)
+	}
+	if time.Since(start) > 4*time.Second {
+		t.Errorf("the long poll took %v, want it to return when the event landed", time.Since(start))
+	}
+	sess, err := runner.Session(ctx, ses)
+	if err != nil || sess.ID != ses || sess.LastSeq < next.Events[0].Seq {
+		t.Errorf("Session = %+v, %v", sess, err)
+	}
+}
+
+// dropAfter cuts every event stream after it has written n events, as a
+// flaky network or a gateway's time limit would, and records the
+// Last-Event-ID each stream asked with.
+type dropAfter struct {
+	n       int
+	mu      sync.Mutex
+	resumes []string
+}
+
+func (d *dropAfter) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Accept") != "text/event-stream" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		d.mu.Lock()
+		d.resumes = append(d.resumes, r.Header.Get("Last-Event-ID"))
+		d.mu.Unlock()
+		next.ServeHTTP(&cutWriter{ResponseWriter: w, left: d.n}, r)
+	})
+}
+
+type cutWriter struct {
+	http.ResponseWriter
+	left int
+}
+
+func (c *cutWriter) Write(b []byte) (int, error) {
+	if strings.HasPrefix(string(b), "id: ") {
+		if c.left == 0 {
+			c.Flush()                   // what was written so far reaches the client
+			panic(http.ErrAbortHandler) // then the connection drops mid-stream
+		}
+		c.left--
+	}
+	return c.ResponseWriter.Write(b)
+}
+
+func (c *cutWriter) Flush() { http.NewResponseController(c.ResponseWriter).Flush() }
+
+func TestFollowResumesExactlyOnce(t *testing.T) {
+	t.Parallel()
+	drop := &dropAfter{n: 2}
+	s := newStack(t, drop.wrap)
+	ses, runner := s.run(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range 4 {
+		if _, err := runner.Permission(ctx, ses, bash("f"+strconv.Itoa(i), "git status"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 1 session.created + 4 × (tool.requested, tool.decision) = 9 events.
+	const want = 9
+	var got []int64
+	var reconnects atomic.Int64
+	err := s.admin.Follow(ctx, ses, 0, func(e client.Event) error {
+		got = append(got, e.Seq)
+		if len(got) == want {
+			return errDone
+		}
+		return nil
+	}, client.FollowOptions{OnReconnect: func(int64, error) { reconnects.Add(1) }})
+	if !errors.Is(err, errDone) {
+		t.Fatalf("Follow = %v, want the callback's error", err)
+	}
+	for i, seq := range got {
+		if seq != int64(i+1) {
+			t.Fatalf("Follow delivered seqs %v, want 1..%d each once in order", got, want)
+		}
+	}
+	if reconnects.Load() < 4 {
+		t.Errorf("Follow reconnected %d times, want at least 4 (the stream drops every 2 events)", reconnects.Load())
+	}
+	drop.mu.Lock()
+	defer drop.mu.Unlock()
+	wantResumes := []string{"", "2", "4", "6", "8"}
+	for i, w := range wantResumes {
+		if i >= len(drop.resumes) || drop.resumes[i] != w {
+			t.Fatalf("streams asked with Last-Event-ID %q, want %q first", drop.resumes, wantResumes)
+		}
+	}
+}
+
+var errDone = errors.New("done")
+
+func TestFollowStopsOnAPIError(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, nil)
+	bad, _ := client.New(s.url, "wrong-token-wrong-token")
+	err := bad.Follow(context.Background(), "ses_x", 0, func(client.Event) error { return nil }, client.FollowOptions{})
+	if !errors.Is(err, client.ErrBadToken) {
+		t.Errorf("Follow with a wrong token = %v, want ErrBadToken", err)
+	}
+}
