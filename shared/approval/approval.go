@@ -156,7 +156,19 @@ func (s *Service) Decide(ctx context.Context, who auth.Principal, id, decision s
 	if err != nil {
 		return store.Approval{}, false, err
 	}
-	if !MayDecide(who, a) {
+	var invoker string
+	if personal(a) {
+		// The one extra read of a decision, and only on a personal call:
+		// who invoked the run is on its head.
+		// A run without a head has no invoker: nobody may decide, and
+		// expiry denies.
+		h, err := s.st.GetHead(ctx, a.RunID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return store.Approval{}, false, err
+		}
+		invoker = h.Invoker
+	}
+	if !MayDecide(who, a, invoker) {
 		return store.Approval{}, false, ErrForbidden
 	}
 	var to Status
@@ -188,10 +200,31 @@ func (s *Service) Decide(ctx context.Context, who auth.Principal, id, decision s
 	return s.settle(ctx, a, who, to)
 }
 
-// MayDecide reports whether who may settle a. In single-admin mode that is
-// the operator.
-func MayDecide(who auth.Principal, a store.Approval) bool {
-	return who.IsAdmin()
+// MayDecide reports whether who may settle a, where invoker is the sub of
+// whoever invoked a's run (needed only when a is personal).
+//
+// A call riding a personal connection spends someone's own credential, so
+// only that person decides it: whoever invoked the run (a personal
+// connection attaches only to runs its owner creates), for approve and deny
+// alike. No role overrides this, and neither does the operator's token —
+// unless the operator is the one who invoked the run, as in single-admin
+// mode, where the operator owns its personal connections. (SSO users can
+// never carry the operator's subject; the API refuses it.) Every other
+// approval may be decided by the operator and by SSO users with role admin
+// or approver.
+func MayDecide(who auth.Principal, a store.Approval, invoker string) bool {
+	if personal(a) {
+		person := who.Kind == auth.KindUser || who.Kind == auth.KindAdmin
+		return person && invoker != "" && who.Subject == invoker
+	}
+	return who.IsAdmin() || who.HasRole(auth.RoleApprover)
+}
+
+// personal reports whether a rides a personal connection. A row marked
+// personal counts as personal even without a connection id: a marking that
+// cannot be explained narrows who decides, never widens it.
+func personal(a store.Approval) bool {
+	return a.Personal
 }
 
 // Expire settles an approval as expired if it is overdue and still pending.

@@ -1,5 +1,6 @@
-// Package auth identifies callers: the operator's admin token and the
-// per-run session tokens handed to runners.
+// Package auth identifies callers: the operator's admin token, the per-run
+// session tokens handed to runners, and (in SSO mode) people signed in
+// through an OIDC issuer, whose JWTs are verified in oidc.go.
 //
 // Session tokens are 256 random bits behind a recognisable prefix. Only
 // their SHA-256 is stored (a token has too much entropy to need a slow
@@ -17,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -27,19 +29,43 @@ type Kind string
 const (
 	KindAdmin   Kind = "admin"
 	KindSession Kind = "session"
+	// KindUser is a person signed in through the OIDC issuer (SSO mode).
+	KindUser Kind = "user"
+)
+
+// Roles an SSO user may hold, read from the token's roles claim. They are
+// configured in the identity provider: never rename one. Any other value in
+// the claim is ignored.
+const (
+	// RoleAdmin may do everything the operator may.
+	RoleAdmin = "admin"
+	// RoleApprover may list, read and decide approvals.
+	RoleApprover = "approver"
+	// RoleMember is a known user with no standing rights of its own; it
+	// may still decide approvals on its own personal connections.
+	RoleMember = "member"
 )
 
 // Principal is an authenticated caller.
 type Principal struct {
 	Kind Kind
-	// Subject names the caller in records: "admin" or the run id.
+	// Subject names the caller in records: "admin", the run id, or an SSO
+	// user's sub.
 	Subject string
 	// RunID is the one run a session token may act on.
 	RunID string
+	// Roles are an SSO user's known roles (RoleAdmin, RoleApprover,
+	// RoleMember), each at most once; empty for every other kind.
+	Roles []string
 }
 
-// IsAdmin reports whether p is the operator.
-func (p Principal) IsAdmin() bool { return p.Kind == KindAdmin }
+// IsAdmin reports whether p is the operator or an SSO user with role admin.
+func (p Principal) IsAdmin() bool { return p.Kind == KindAdmin || p.HasRole(RoleAdmin) }
+
+// HasRole reports whether p is an SSO user holding role.
+func (p Principal) HasRole(role string) bool {
+	return p.Kind == KindUser && slices.Contains(p.Roles, role)
+}
 
 // MayActOnRun reports whether p may act on runID's runner-facing endpoints.
 func (p Principal) MayActOnRun(runID string) bool {

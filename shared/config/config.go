@@ -6,8 +6,10 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Config is the server's configuration.
@@ -23,7 +25,46 @@ type Config struct {
 	// UpstreamToolsTTLSeconds is how long the broker may trust its last
 	// look at an upstream's tool list.
 	UpstreamToolsTTLSeconds int
+	// RequireSSO turns on SSO mode (FLUIDBOX_REQUIRE_SSO=true): people
+	// present OIDC JWTs from OIDCIssuer for OIDCAudience, with roles in the
+	// claim OIDCRolesClaim. The admin token keeps working for the operator.
+	RequireSSO     bool
+	OIDCIssuer     string
+	OIDCAudience   string
+	OIDCRolesClaim string
+	// StateMachineARN is the approval-expiry state machine: a function that
+	// creates approvals starts one execution per approval. Empty: no timer
+	// (lazy expiry and the sweep still expire overdue approvals).
+	StateMachineARN string
+	// EventBus is the EventBridge bus the notify function publishes to.
+	EventBus string
+	// GitHubWebhookSecret verifies GitHub webhook deliveries. Optional:
+	// unset, POST /v1/triggers/github refuses every delivery.
+	GitHubWebhookSecret string
+	// KMSKeyID is the key that seals credentials (FLUIDBOX_KMS_KEY_ID):
+	// Encrypt in the control function, Decrypt in the broker only. Empty in
+	// dev: a local sealer stands in.
+	KMSKeyID string
+	// PricesFile overrides or adds model prices (FLUIDBOX_PRICES_FILE), in
+	// the format of shared/budget/prices.json, merged over the shipped table.
+	PricesFile string
+	// ReservationSweepAfter is how old an open budget reservation must be
+	// before the sweep settles it as spent (FLUIDBOX_RESERVATION_SWEEP_AFTER_SECONDS).
+	ReservationSweepAfter time.Duration
+	// ModelUpstreamURL and ModelUpstreamKey (dev only) make `fluidbox dev`
+	// seal and store the model proxy's upstream at startup, as
+	// PUT /v1/model-upstream would.
+	ModelUpstreamURL string
+	ModelUpstreamKey string
 }
+
+// DefaultReservationSweepAfter is the sweep's default horizon: well past
+// the longest model request a Lambda function can serve (15 minutes).
+const DefaultReservationSweepAfter = time.Hour
+
+// DefaultRolesClaim is the OIDC claim roles are read from unless
+// FLUIDBOX_OIDC_ROLES_CLAIM names another.
+const DefaultRolesClaim = "fluidbox_roles"
 
 // Mode says which defaults apply.
 type Mode int
@@ -33,6 +74,14 @@ const (
 	Lambda Mode = iota
 	// Dev: local defaults fill the gaps.
 	Dev
+	// Task: a Lambda function outside the API (expire, sweep): the table
+	// is required, the admin token is not.
+	Task
+	// Notify: the stream-to-EventBridge function: the bus is required.
+	Notify
+	// Broker: the model proxy behind a function URL: the table and the KMS
+	// key are required, the admin token is not.
+	Broker
 )
 
 // Load reads the configuration through getenv.
@@ -43,6 +92,21 @@ func Load(getenv func(string) string, mode Mode) (Config, error) {
 		AdminToken:       getenv("FLUIDBOX_ADMIN_TOKEN"),
 		Table:            getenv("FLUIDBOX_TABLE"),
 		DynamoDBEndpoint: getenv("AWS_ENDPOINT_URL_DYNAMODB"),
+		StateMachineARN:  getenv("FLUIDBOX_STATE_MACHINE_ARN"),
+		EventBus:         getenv("FLUIDBOX_EVENT_BUS"),
+
+		GitHubWebhookSecret: getenv("FLUIDBOX_GITHUB_WEBHOOK_SECRET"),
+
+		KMSKeyID:              getenv("FLUIDBOX_KMS_KEY_ID"),
+		PricesFile:            getenv("FLUIDBOX_PRICES_FILE"),
+		ReservationSweepAfter: DefaultReservationSweepAfter,
+	}
+	if s := getenv("FLUIDBOX_RESERVATION_SWEEP_AFTER_SECONDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 60 {
+			problems = append(problems, "FLUIDBOX_RESERVATION_SWEEP_AFTER_SECONDS must be an integer of at least 60")
+		}
+		c.ReservationSweepAfter = time.Duration(n) * time.Second
 	}
 	if s := getenv("FLUIDBOX_UPSTREAM_TOOLS_TTL_SECONDS"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -50,6 +114,14 @@ func Load(getenv func(string) string, mode Mode) (Config, error) {
 			problems = append(problems, "FLUIDBOX_UPSTREAM_TOOLS_TTL_SECONDS must be a non-negative integer")
 		}
 		c.UpstreamToolsTTLSeconds = n
+	}
+	problems = append(problems, c.loadSSO(getenv, mode)...)
+	if mode == Dev {
+		c.ModelUpstreamURL = getenv("FLUIDBOX_MODEL_UPSTREAM_URL")
+		c.ModelUpstreamKey = getenv("FLUIDBOX_MODEL_UPSTREAM_KEY")
+		if (c.ModelUpstreamURL == "") != (c.ModelUpstreamKey == "") {
+			problems = append(problems, "FLUIDBOX_MODEL_UPSTREAM_URL and FLUIDBOX_MODEL_UPSTREAM_KEY must be set together")
+		}
 	}
 	switch mode {
 	case Dev:
@@ -66,12 +138,62 @@ func Load(getenv func(string) string, mode Mode) (Config, error) {
 		if c.AdminToken == "" {
 			problems = append(problems, "FLUIDBOX_ADMIN_TOKEN is not set")
 		}
+	case Task:
+		if c.Table == "" {
+			problems = append(problems, "FLUIDBOX_TABLE is not set")
+		}
+	case Notify:
+		if c.EventBus == "" {
+			problems = append(problems, "FLUIDBOX_EVENT_BUS is not set")
+		}
+	case Broker:
+		if c.Table == "" {
+			problems = append(problems, "FLUIDBOX_TABLE is not set")
+		}
+		if c.KMSKeyID == "" {
+			problems = append(problems, "FLUIDBOX_KMS_KEY_ID is not set")
+		}
 	}
 	if c.AdminToken != "" && len(c.AdminToken) < 16 {
 		problems = append(problems, "FLUIDBOX_ADMIN_TOKEN must be at least 16 characters")
+	}
+	if c.GitHubWebhookSecret != "" && len(c.GitHubWebhookSecret) < 16 {
+		problems = append(problems, "FLUIDBOX_GITHUB_WEBHOOK_SECRET must be at least 16 characters")
 	}
 	if len(problems) > 0 {
 		return Config{}, fmt.Errorf("config: %w", errors.New(strings.Join(problems, "; ")))
 	}
 	return c, nil
+}
+
+// loadSSO reads the SSO variables into c and returns what is wrong with
+// them. The OIDC variables are read only when SSO is required; then issuer
+// and audience must both be set, and outside dev the issuer must be https.
+func (c *Config) loadSSO(getenv func(string) string, mode Mode) []string {
+	var problems []string
+	if s := getenv("FLUIDBOX_REQUIRE_SSO"); s != "" {
+		on, err := strconv.ParseBool(s)
+		if err != nil {
+			return []string{"FLUIDBOX_REQUIRE_SSO must be true or false"}
+		}
+		c.RequireSSO = on
+	}
+	if !c.RequireSSO {
+		return nil
+	}
+	c.OIDCIssuer = getenv("FLUIDBOX_OIDC_ISSUER")
+	c.OIDCAudience = getenv("FLUIDBOX_OIDC_AUDIENCE")
+	c.OIDCRolesClaim = getenv("FLUIDBOX_OIDC_ROLES_CLAIM")
+	if c.OIDCRolesClaim == "" {
+		c.OIDCRolesClaim = DefaultRolesClaim
+	}
+	if c.OIDCIssuer == "" {
+		problems = append(problems, "FLUIDBOX_OIDC_ISSUER is not set (FLUIDBOX_REQUIRE_SSO is true)")
+	} else if u, err := url.Parse(c.OIDCIssuer); err != nil || u.Host == "" || (u.Scheme != "https" && (mode != Dev || u.Scheme != "http")) {
+		problems = append(problems, "FLUIDBOX_OIDC_ISSUER must be an https URL (http only for fluidbox dev)")
+	}
+	if c.OIDCAudience == "" {
+		problems = append(problems, "FLUIDBOX_OIDC_AUDIENCE is not set (FLUIDBOX_REQUIRE_SSO is true)")
+	}
+	return problems
 }

@@ -33,6 +33,9 @@ type Approval struct {
 	DecidedBy    string `dynamodbav:"decided_by,omitempty"`
 	DecidedAt    string `dynamodbav:"decided_at,omitempty"`
 	ConnectionID string `dynamodbav:"connection_id,omitempty"`
+	// Personal marks a call riding a personal connection (set by the broker
+	// when it creates the approval): only the run's invoker may decide it.
+	Personal bool `dynamodbav:"personal,omitempty"`
 }
 
 type pendingApproval struct {

@@ -1,0 +1,170 @@
+package auth
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/coreos/go-oidc/v3/oidc"
+)
+
+// DefaultRolesClaim is the claim roles are read from unless configured.
+const DefaultRolesClaim = "fluidbox_roles"
+
+// Errors of OIDC verification. Neither ever carries the token.
+var (
+	// ErrInvalidToken: the JWT is malformed, badly signed, expired, not yet
+	// valid, or issued by or for someone else. Answer 401.
+	ErrInvalidToken = errors.New("auth: invalid token")
+	// ErrIssuerUnavailable: the issuer's keys could not be fetched, so the
+	// token could not be checked either way. Answer 503, never allow.
+	ErrIssuerUnavailable = errors.New("auth: OIDC issuer unavailable")
+)
+
+// OIDCConfig is what an OIDC verifier is built from.
+type OIDCConfig struct {
+	// Issuer is the issuer URL; its discovery document must name exactly it.
+	Issuer string
+	// Audience must be among the token's aud values.
+	Audience string
+	// RolesClaim names the claim carrying roles; "" means DefaultRolesClaim.
+	RolesClaim string
+	// Client fetches the discovery document and the keys; nil means
+	// http.DefaultClient. Give it a timeout.
+	Client *http.Client
+	// Now is the clock expiry is checked against; nil means time.Now.
+	Now func() time.Time
+}
+
+// OIDC verifies JWTs from one issuer for one audience and turns them into
+// principals. It is safe for concurrent use; build one per process: it
+// caches the issuer's keys and refetches them when no cached key verifies
+// a token, which is how it follows the issuer's key rotation.
+type OIDC struct {
+	verifier   *oidc.IDTokenVerifier
+	rolesClaim string
+}
+
+// NewOIDC reads the issuer's discovery document and returns a verifier. The
+// signing keys are fetched on first use.
+func NewOIDC(ctx context.Context, cfg OIDCConfig) (*OIDC, error) {
+	if cfg.Issuer == "" || cfg.Audience == "" {
+		return nil, errors.New("auth: OIDC needs an issuer and an audience")
+	}
+	if cfg.RolesClaim == "" {
+		cfg.RolesClaim = DefaultRolesClaim
+	}
+	if cfg.Client != nil {
+		// The provider keeps this client for every later key fetch.
+		ctx = oidc.ClientContext(ctx, cfg.Client)
+	}
+	provider, err := oidc.NewProvider(ctx, cfg.Issuer)
+	if err != nil {
+		return nil, fmt.Errorf("auth: OIDC discovery at %s: %w", cfg.Issuer, err)
+	}
+	var meta struct {
+		JWKSURL    string   `json:"jwks_uri"`
+		Algorithms []string `json:"id_token_signing_alg_values_supported"`
+	}
+	if err := provider.Claims(&meta); err != nil || meta.JWKSURL == "" {
+		return nil, fmt.Errorf("auth: OIDC discovery at %s: no jwks_uri", cfg.Issuer)
+	}
+	// This is what provider.Verifier builds, with the key set wrapped so a
+	// failure to fetch keys can be told apart from a bad token (go-oidc
+	// flattens that error into text). NewProvider has checked that the
+	// discovery document names exactly cfg.Issuer.
+	keys := fetchWatcher{oidc.NewRemoteKeySet(ctx, meta.JWKSURL)}
+	v := oidc.NewVerifier(cfg.Issuer, keys, &oidc.Config{
+		ClientID:             cfg.Audience,
+		SupportedSigningAlgs: signingAlgs(meta.Algorithms),
+		Now:                  cfg.Now,
+	})
+	return &OIDC{verifier: v, rolesClaim: cfg.RolesClaim}, nil
+}
+
+// signingAlgs keeps the asymmetric algorithms of the issuer's list; with
+// none left the verifier uses RS256, the one every issuer must support.
+// "none" and HMAC (whose key would be public in the JWKS) never pass.
+func signingAlgs(listed []string) []string {
+	var out []string
+	for _, a := range listed {
+		switch a {
+		case oidc.RS256, oidc.RS384, oidc.RS512, oidc.ES256, oidc.ES384, oidc.ES512, oidc.PS256, oidc.PS384, oidc.PS512, oidc.EdDSA:
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// fetchWatcher is the issuer's key set, noting in the request's context
+// when the keys could not be fetched at all.
+type fetchWatcher struct{ keys oidc.KeySet }
+
+type fetchFailedKey struct{}
+
+func (f fetchWatcher) VerifySignature(ctx context.Context, jwt string) ([]byte, error) {
+	payload, err := f.keys.VerifySignature(ctx, jwt)
+	var ue *url.Error
+	if errors.As(err, &ue) || errors.Is(err, context.DeadlineExceeded) {
+		if failed, ok := ctx.Value(fetchFailedKey{}).(*bool); ok {
+			*failed = true
+		}
+	}
+	return payload, err
+}
+
+// Verify checks raw's signature against the issuer's keys, its issuer,
+// audience, expiry and not-before, and returns the user it names: Subject is
+// the sub claim, Roles the known roles of the roles claim (a list of strings
+// or one string; unknown values and non-strings are ignored, so a token
+// with none holds no role). Errors wrap ErrInvalidToken or
+// ErrIssuerUnavailable and never contain the token.
+func (o *OIDC) Verify(ctx context.Context, raw string) (Principal, error) {
+	fetchFailed := new(bool)
+	tok, err := o.verifier.Verify(context.WithValue(ctx, fetchFailedKey{}, fetchFailed), raw)
+	if err != nil {
+		if *fetchFailed || ctx.Err() != nil {
+			// The keys could not be fetched: the token is neither good nor
+			// bad yet. The text names the keys' URL, never the token.
+			return Principal{}, fmt.Errorf("%w: %v", ErrIssuerUnavailable, err)
+		}
+		// go-oidc's messages name the failed check (expired, audience,
+		// issuer, signature) and never quote the token.
+		return Principal{}, fmt.Errorf("%w: %v", ErrInvalidToken, err)
+	}
+	if tok.Subject == "" {
+		return Principal{}, fmt.Errorf("%w: no sub claim", ErrInvalidToken)
+	}
+	var claims map[string]json.RawMessage
+	if err := tok.Claims(&claims); err != nil {
+		return Principal{}, fmt.Errorf("%w: claims are not a JSON object", ErrInvalidToken)
+	}
+	return Principal{Kind: KindUser, Subject: tok.Subject, Roles: knownRoles(claims[o.rolesClaim])}, nil
+}
+
+// knownRoles reads a roles claim: a list of strings or one string. It keeps
+// the known roles, each once, in a fixed order.
+func knownRoles(raw json.RawMessage) []string {
+	var list []any
+	if err := json.Unmarshal(raw, &list); err != nil {
+		var one string
+		if json.Unmarshal(raw, &one) != nil {
+			return nil
+		}
+		list = []any{one}
+	}
+	var out []string
+	for _, role := range []string{RoleAdmin, RoleApprover, RoleMember} {
+		for _, v := range list {
+			if s, ok := v.(string); ok && s == role {
+				out = append(out, role)
+				break
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,182 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Member statuses. They are persisted: never rename one.
+const (
+	MemberActive   = "active"
+	MemberInactive = "inactive"
+)
+
+// Member is an SSO user fluidbox has seen, at USER#<sub>/HEAD, and in the
+// index gsi1 under "MEMBER" sorted by sub (how members are listed). The
+// identity provider owns who a user is and which roles they hold; the
+// member row is fluidbox's own switch to refuse a user whose tokens are
+// still valid.
+type Member struct {
+	Sub           string   `dynamodbav:"sub" json:"sub"`
+	Status        string   `dynamodbav:"status" json:"status"`
+	Roles         []string `dynamodbav:"roles,omitempty" json:"roles"`
+	FirstSeen     string   `dynamodbav:"first_seen" json:"first_seen"`
+	LastSeen      string   `dynamodbav:"last_seen" json:"last_seen"`
+	DeactivatedBy string   `dynamodbav:"deactivated_by,omitempty" json:"deactivated_by,omitempty"`
+	DeactivatedAt string   `dynamodbav:"deactivated_at,omitempty" json:"deactivated_at,omitempty"`
+	ActivatedBy   string   `dynamodbav:"activated_by,omitempty" json:"activated_by,omitempty"`
+	ActivatedAt   string   `dynamodbav:"activated_at,omitempty" json:"activated_at,omitempty"`
+}
+
+type memberItem struct {
+	Member
+	GSI1PK string `dynamodbav:"gsi1pk"`
+	GSI1SK string `dynamodbav:"gsi1sk"`
+}
+
+func memberPK(sub string) string { return "USER#" + sub }
+
+// ErrMemberExists: PutMember found the member already recorded.
+var ErrMemberExists = fmt.Errorf("store: member exists: %w", ErrExists)
+
+// ErrNoMember: the member has never been seen.
+var ErrNoMember = fmt.Errorf("store: no such member: %w", ErrNotFound)
+
+// PutMember records a member seen for the first time. It never replaces a
+// row: if the member exists (another request recorded it first, or an
+// admin deactivated it) it fails with ErrMemberExists.
+func (s *Store) PutMember(ctx context.Context, m Member) error {
+	av, err := item(memberPK(m.Sub), "HEAD", memberItem{Member: m, GSI1PK: "MEMBER", GSI1SK: m.Sub})
+	if err != nil {
+		return err
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:           aws.String(s.table),
+		Item:                av,
+		ConditionExpression: aws.String("attribute_not_exists(pk)"),
+	})
+	if err = translate("put member "+m.Sub, err); err != nil && errors.Is(err, ErrConditionFailed) {
+		return fmt.Errorf("store: put member %s: %w", m.Sub, ErrMemberExists)
+	}
+	return err
+}
+
+// GetMember reads a member with a consistent read, so a deactivation holds
+// from the next request on.
+func (s *Store) GetMember(ctx context.Context, sub string) (Member, error) {
+	var m Member
+	err := s.get(ctx, memberPK(sub), "HEAD", &m)
+	if errors.Is(err, ErrNotFound) {
+		return Member{}, fmt.Errorf("store: member %s: %w", sub, ErrNoMember)
+	}
+	return m.normal(), err
+}
+
+// normal gives a decoded member a non-nil roles list (none is stored as
+// no attribute).
+func (m Member) normal() Member {
+	if m.Roles == nil {
+		m.Roles = []string{}
+	}
+	return m
+}
+
+// TouchMember records a member's current roles and when it was last seen.
+// It never changes the status, and never creates a member.
+func (s *Store) TouchMember(ctx context.Context, sub string, roles []string, at string) error {
+	// No roles is no attribute: an empty list is stored as nothing.
+	expr := "SET last_seen = :at REMOVE #roles"
+	values := map[string]types.AttributeValue{":at": &types.AttributeValueMemberS{Value: at}}
+	if len(roles) > 0 {
+		rv, err := attributevalue.Marshal(roles)
+		if err != nil {
+			return fmt.Errorf("store: marshal roles: %w", err)
+		}
+		expr, values[":roles"] = "SET #roles = :roles, last_seen = :at", rv
+	}
+	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                 aws.String(s.table),
+		Key:                       keyOf(memberPK(sub), "HEAD"),
+		UpdateExpression:          aws.String(expr),
+		ConditionExpression:       aws.String("attribute_exists(pk)"),
+		ExpressionAttributeNames:  map[string]string{"#roles": "roles"},
+		ExpressionAttributeValues: values,
+	})
+	if err = translate("touch member "+sub, err); err != nil && errors.Is(err, ErrConditionFailed) {
+		return fmt.Errorf("store: touch member %s: %w", sub, ErrNoMember)
+	}
+	return err
+}
+
+// SetMemberStatus activates or deactivates a member that has been seen,
+// recording who did it and when; it fails with ErrNoMember otherwise.
+func (s *Store) SetMemberStatus(ctx context.Context, sub, status, by, at string) (Member, error) {
+	expr := "SET #status = :status, deactivated_by = :by, deactivated_at = :at"
+	if status == MemberActive {
+		expr = "SET #status = :status, activated_by = :by, activated_at = :at"
+	}
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:                aws.String(s.table),
+		Key:                      keyOf(memberPK(sub), "HEAD"),
+		UpdateExpression:         aws.String(expr),
+		ConditionExpression:      aws.String("attribute_exists(pk)"),
+		ExpressionAttributeNames: map[string]string{"#status": "status"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":status": &types.AttributeValueMemberS{Value: status},
+			":by":     &types.AttributeValueMemberS{Value: by},
+			":at":     &types.AttributeValueMemberS{Value: at},
+		},
+		ReturnValues: types.ReturnValueAllNew,
+	})
+	if err = translate("set member status "+sub, err); err != nil {
+		if errors.Is(err, ErrConditionFailed) {
+			return Member{}, fmt.Errorf("store: member %s: %w", sub, ErrNoMember)
+		}
+		return Member{}, err
+	}
+	var m Member
+	if err := attributevalue.UnmarshalMap(out.Attributes, &m); err != nil {
+		return Member{}, fmt.Errorf("store: decode member %s: %w", sub, err)
+	}
+	return m.normal(), nil
+}
+
+// ListMembers lists members by sub, at most limit. The index is eventually
+// consistent: a member recorded a moment ago may be missing.
+func (s *Store) ListMembers(ctx context.Context, limit int) ([]Member, error) {
+	in := &dynamodb.QueryInput{
+		TableName:              aws.String(s.table),
+		IndexName:              aws.String(gsi1),
+		KeyConditionExpression: aws.String("gsi1pk = :p"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":p": &types.AttributeValueMemberS{Value: "MEMBER"},
+		},
+	}
+	out := []Member{}
+	for {
+		page, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, translate("list members", err)
+		}
+		for _, av := range page.Items {
+			var m Member
+			if err := attributevalue.UnmarshalMap(av, &m); err != nil {
+				return nil, fmt.Errorf("store: decode member: %w", err)
+			}
+			out = append(out, m.normal())
+			if len(out) == limit {
+				return out, nil
+			}
+		}
+		if len(page.LastEvaluatedKey) == 0 {
+			return out, nil
+		}
+		in.ExclusiveStartKey = page.LastEvaluatedKey
+	}
+}
