@@ -1,0 +1,128 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/fluidbox/fluidbox/shared/admission"
+	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/budget"
+	"github.com/fluidbox/fluidbox/shared/modelproxy"
+)
+
+// budgetDeps is what the budget and model-proxy endpoints use.
+type budgetDeps struct {
+	admit     *admission.Service
+	upstreams *modelproxy.Upstreams
+	proxy     *modelproxy.Proxy
+}
+
+// initBudget builds the admission service, the model upstream setting and
+// the proxy from the configuration.
+func (s *Server) initBudget() {
+	s.budget.admit = admission.New(s.led, s.cfg.Prices, s.cfg.Now)
+	s.budget.upstreams = modelproxy.NewUpstreams(s.st, s.cfg.Sealer, s.cfg.Now)
+	s.budget.proxy = modelproxy.New(s.budget.admit, s.budget.upstreams, s.cfg.ModelClient, s.log)
+}
+
+func (s *Server) budgetRoutes() {
+	s.handle("POST /v1/sessions/{id}/admissions", runScoped, s.admit)
+	s.handle("POST /v1/sessions/{id}/admissions/{request_id}/usage", runScoped, s.reconcile)
+	s.handle("PUT /v1/model-upstream", adminOnly, s.putModelUpstream)
+	s.handle("GET /v1/model-upstream", adminOnly, s.getModelUpstream)
+	s.modelRoutes()
+}
+
+type admissionView struct {
+	ReservationID string  `json:"reservation_id"`
+	RequestID     string  `json:"request_id"`
+	Model         string  `json:"model"`
+	ReservedUSD   float64 `json:"reserved_usd"`
+}
+
+func (s *Server) admit(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
+	id, err := runID(r)
+	if err != nil {
+		return err
+	}
+	var req admission.Request
+	if e := decode(w, r, &req); e != nil {
+		return e
+	}
+	res, err := s.budget.admit.Admit(r.Context(), id, req)
+	if err != nil {
+		return admissionError(r, err)
+	}
+	status := http.StatusOK
+	if res.Created {
+		status = http.StatusCreated
+	}
+	s.log.InfoContext(r.Context(), "admission", "run", id, "request", res.RequestID, "reservation", res.ID,
+		"model", res.Model, "reserved", res.Amount.String(), "new", res.Created)
+	writeJSON(w, status, admissionView{ReservationID: res.ID, RequestID: res.RequestID, Model: res.Model, ReservedUSD: res.Amount.USD()})
+	return nil
+}
+
+// usageRequest is the body of .../admissions/{request_id}/usage.
+type usageRequest struct {
+	InputTokens              *int64 `json:"input_tokens"`
+	OutputTokens             *int64 `json:"output_tokens"`
+	CacheReadInputTokens     int64  `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int64  `json:"cache_creation_input_tokens"`
+}
+
+type reconcileView struct {
+	CostUSD    float64 `json:"cost_usd"`
+	Reconciled bool    `json:"reconciled"`
+	Settlement string  `json:"settlement"`
+}
+
+func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
+	id, err := runID(r)
+	if err != nil {
+		return err
+	}
+	var req usageRequest
+	if e := decode(w, r, &req); e != nil {
+		return e
+	}
+	if req.InputTokens == nil || req.OutputTokens == nil {
+		return invalid("input_tokens and output_tokens are required")
+	}
+	u := budget.Usage{InputTokens: *req.InputTokens, OutputTokens: *req.OutputTokens,
+		CacheReadInputTokens: req.CacheReadInputTokens, CacheCreationInputTokens: req.CacheCreationInputTokens}
+	reqID := r.PathValue("request_id")
+	st, err := s.budget.admit.Reconcile(r.Context(), id, reqID, u)
+	if err != nil {
+		return admissionError(r, err)
+	}
+	s.log.InfoContext(r.Context(), "reconcile", "run", id, "request", reqID, "cost", st.Cost.String(),
+		"settlement", st.Settlement, "applied", st.Applied)
+	writeJSON(w, http.StatusOK, reconcileView{CostUSD: st.Cost.USD(), Reconciled: true, Settlement: string(st.Settlement)})
+	return nil
+}
+
+var errBudgetExhausted = &Error{http.StatusPaymentRequired, "budget_exhausted", "this run's available budget cannot cover the reservation"}
+
+// admissionError maps the admission service's errors to API errors; what
+// is not one of them goes to fail (503 for the store, else 500).
+func admissionError(r *http.Request, err error) error {
+	var inv *admission.InvalidError
+	switch {
+	case errors.As(err, &inv):
+		return invalid("%s", inv.Message)
+	case errors.Is(err, admission.ErrUnknownModel):
+		return invalid("model: not in the price table; unknown models are refused, never priced at zero")
+	case errors.Is(err, admission.ErrBudgetExhausted):
+		return errBudgetExhausted
+	case errors.Is(err, admission.ErrConflict):
+		return conflict("request_id was already admitted with a different model or bounds")
+	case errors.Is(err, admission.ErrSessionEnded):
+		return conflict("the session has ended; it admits no more model requests")
+	case errors.Is(err, admission.ErrRunNotFound):
+		return notFound("session " + r.PathValue("id"))
+	case errors.Is(err, admission.ErrReservationNotFound):
+		return notFound("admission")
+	}
+	return err
+}

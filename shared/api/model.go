@@ -1,0 +1,159 @@
+package api
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/ids"
+	"github.com/fluidbox/fluidbox/shared/modelproxy"
+	"github.com/fluidbox/fluidbox/shared/seal"
+	"github.com/fluidbox/fluidbox/shared/store"
+)
+
+// The model proxy speaks the Anthropic Messages API under
+// /v1/sessions/{id}/model, so a sandbox's ANTHROPIC_BASE_URL is that path
+// and its API key is its session token. Its errors use Anthropic's shape,
+// not the API's, because its clients are Anthropic clients.
+func (s *Server) modelRoutes() {
+	s.mux.HandleFunc("POST /v1/sessions/{id}/model/v1/messages", s.modelMessages)
+	// Claude Code probes its base URL (HEAD /) before its first request;
+	// a GET pattern also answers HEAD.
+	s.mux.HandleFunc("GET /v1/sessions/{id}/model", s.modelBase)
+	s.mux.HandleFunc("GET /v1/sessions/{id}/model/{$}", s.modelBase)
+	s.mux.HandleFunc("/v1/sessions/{id}/model/", func(w http.ResponseWriter, r *http.Request) {
+		modelproxy.WriteError(w, http.StatusNotFound, "not_found_error", "fluidbox's model proxy serves POST /v1/messages only")
+	})
+}
+
+// NewModelProxy builds a handler that serves only the model proxy (and
+// /healthz): what the broker function exposes through its Lambda function
+// URL, so that no other route is reachable there.
+func NewModelProxy(cfg Config) http.Handler {
+	s := newServer(cfg)
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	s.modelRoutes()
+	return s
+}
+
+// newServer is New without any route.
+func newServer(cfg Config) *Server {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, st: cfg.Ledger.Store(), led: cfg.Ledger, log: cfg.Logger, mux: http.NewServeMux()}
+	s.initBudget()
+	return s
+}
+
+func (s *Server) modelBase(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodGet {
+		_, _ = w.Write([]byte("fluidbox model proxy: POST /v1/messages with the session token as x-api-key\n"))
+	}
+}
+
+func (s *Server) modelMessages(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !ids.Valid("ses_", id) {
+		modelproxy.WriteError(w, http.StatusNotFound, "not_found_error", "fluidbox: no such run")
+		return
+	}
+	switch s.sessionKey(r, id) {
+	case keyOK:
+		s.budget.proxy.ServeMessages(w, r, id)
+	case keyUnavailable:
+		modelproxy.WriteError(w, http.StatusServiceUnavailable, "api_error", "fluidbox cannot check credentials right now")
+	default:
+		modelproxy.WriteError(w, http.StatusUnauthorized, "authentication_error", "invalid x-api-key: use this run's session token")
+	}
+}
+
+type keyCheck int
+
+const (
+	keyRefused keyCheck = iota
+	keyOK
+	keyUnavailable
+)
+
+// sessionKey checks the run's session token, sent as x-api-key (as the
+// Anthropic API expects) or as a bearer token (as anthropic-sdk-go v2 and
+// ANTHROPIC_AUTH_TOKEN send it). Only that run's token is accepted: the
+// proxy spends the run's budget.
+func (s *Server) sessionKey(r *http.Request, runID string) keyCheck {
+	tok := strings.TrimSpace(r.Header.Get("X-Api-Key"))
+	if tok == "" {
+		tok = auth.Bearer(r)
+	}
+	if !strings.HasPrefix(tok, auth.SessionTokenPrefix) {
+		return keyRefused
+	}
+	hash, err := s.tokens.hash(r.Context(), s.st, runID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return keyRefused
+	case err != nil:
+		s.log.ErrorContext(r.Context(), "model proxy: authenticate", "run", runID, "err", err)
+		return keyUnavailable
+	case !auth.TokenMatches(tok, hash):
+		return keyRefused
+	}
+	return keyOK
+}
+
+// modelUpstreamRequest is the body of PUT /v1/model-upstream.
+type modelUpstreamRequest struct {
+	URL        string           `json:"url"`
+	Credential *seal.Credential `json:"credential"`
+}
+
+func (s *Server) putModelUpstream(w http.ResponseWriter, r *http.Request, who auth.Principal) error {
+	var req modelUpstreamRequest
+	if e := decode(w, r, &req); e != nil {
+		return e
+	}
+	if req.URL == "" || req.Credential == nil {
+		return invalid("url and credential are required")
+	}
+	info, err := s.budget.upstreams.Set(r.Context(), req.URL, *req.Credential, who.Subject)
+	if err != nil {
+		return upstreamError(err)
+	}
+	s.log.InfoContext(r.Context(), "model upstream set", "url", info.URL, "generation", info.Generation, "by", who.Subject)
+	writeJSON(w, http.StatusOK, info)
+	return nil
+}
+
+func (s *Server) getModelUpstream(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
+	info, err := s.budget.upstreams.Info(r.Context())
+	if err != nil {
+		return upstreamError(err)
+	}
+	writeJSON(w, http.StatusOK, info)
+	return nil
+}
+
+func upstreamError(err error) error {
+	var inv *modelproxy.InvalidError
+	switch {
+	case errors.As(err, &inv):
+		return invalid("%s", inv.Message)
+	case errors.Is(err, modelproxy.ErrNoUpstream):
+		return notFound("model upstream")
+	case errors.Is(err, modelproxy.ErrChanged):
+		return conflict("the model upstream was replaced concurrently; retry")
+	case errors.Is(err, modelproxy.ErrNoSealer), errors.Is(err, seal.ErrUnavailable):
+		return errUnavailable
+	}
+	return err
+}
