@@ -3,6 +3,13 @@
 // fixtures in events/fixtures, runs the bootstrap under the AWS Lambda
 // Runtime Interface Emulator, posts an event file and prints the response.
 //
+// Besides the fixture policies it seeds one run, ses_fixture, with two
+// pending approvals the sample events name: apr_fixtureoverdue (past its
+// time, for expire and sweep) and apr_fixturepending (an hour to go, for
+// the approvals routes). The function may publish to EventBridge: a
+// loopback stand-in accepts PutEvents and each entry is printed on stderr
+// as `published <detail-type> <detail>`.
+//
 //	go run ./shared/internal/invoke -fn control -event events/control/create-session.json
 package main
 
@@ -26,6 +33,9 @@ import (
 
 // AdminToken is the operator token the sample events carry.
 const AdminToken = "local-invoke-admin-token-0123456789abcdef"
+
+// EventBus is the bus the notify function is given.
+const EventBus = "fluidbox-invoke"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -84,11 +94,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := seed(ctx, st, *fixtures); err != nil {
 		return fmt.Errorf("seed %s: %w", *fixtures, err)
 	}
+	if err := seedApprovals(ctx, st, time.Now()); err != nil {
+		return fmt.Errorf("seed approvals: %w", err)
+	}
+	bus := startEventBridge(stderr)
+	defer bus.Close()
 
 	e, err := rie.Start(ctx, emulator, bootstrap, []string{
 		"FLUIDBOX_TABLE=" + table,
 		"FLUIDBOX_ADMIN_TOKEN=" + AdminToken,
 		"AWS_ENDPOINT_URL_DYNAMODB=" + db.URL,
+		"AWS_ENDPOINT_URL_EVENTBRIDGE=" + bus.URL,
+		"FLUIDBOX_EVENT_BUS=" + EventBus,
 		"AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local",
 	})
 	if err != nil {

@@ -6,40 +6,95 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestSampleEvents posts every sample event in events/ through the real
-// emulator and the built bootstrap, and checks the status each one is for.
+// emulator and the built bootstrap, and checks the answer each one is for:
+// the status of an HTTP event, the result of any other.
 func TestSampleEvents(t *testing.T) {
 	if err := os.Chdir("../../.."); err != nil { // the repository root
 		t.Fatal(err)
 	}
-	want := map[string]int{
-		"events/control/healthz.json":                       200,
-		"events/control/create-policy.json":                 201,
-		"events/control/create-session.json":                201,
-		"events/control/list-capabilities.json":             200,
-		"events/control/create-session-unknown-policy.json": 400,
+	type want struct {
+		status    int    // HTTP functions: the response status
+		result    string // other functions: the JSON result
+		published int    // entries put on the EventBridge stand-in
 	}
-	files, _ := filepath.Glob("events/control/*.json")
-	if len(files) != len(want) {
-		t.Fatalf("events/control has %d files, the test knows %d: add the new ones here", len(files), len(want))
+	cases := map[string]want{
+		"events/control/healthz.json":                       {status: 200},
+		"events/control/create-policy.json":                 {status: 201},
+		"events/control/create-session.json":                {status: 201},
+		"events/control/list-capabilities.json":             {status: 200},
+		"events/control/create-session-unknown-policy.json": {status: 400},
+		"events/approvals/list-pending.json":                {status: 200},
+		"events/approvals/get-approval.json":                {status: 200},
+		"events/approvals/decide-approved-once.json":        {status: 200},
+		"events/approvals/list-session-approvals.json":      {status: 200},
+		"events/approvals/list-grants.json":                 {status: 200},
+		"events/expire/overdue.json":                        {result: `{"approval_id":"apr_fixtureoverdue","expired":true,"status":"expired"}`},
+		"events/expire/unknown.json":                        {result: `{"approval_id":"apr_nosuchapproval","expired":false,"not_found":true}`},
+		"events/sweep/scheduled.json":                       {result: `{"expired":1,"settled_reservations":0}`},
+		"events/notify/insert-pending.json":                 {result: `{"batchItemFailures":[]}`, published: 1},
+		"events/notify/modify-approved-once.json":           {result: `{"batchItemFailures":[]}`, published: 1},
+		"events/notify/modify-expired.json":                 {result: `{"batchItemFailures":[]}`, published: 1},
+		"events/notify/unrelated-event-row.json":            {result: `{"batchItemFailures":[]}`},
 	}
-	for _, f := range files {
-		var out, errs bytes.Buffer
-		if err := run(context.Background(), []string{"-fn", "control", "-event", f}, &out, &errs); err != nil {
-			t.Fatalf("invoke %s: %v\n%s", f, err, errs.String())
-		}
-		var resp struct {
-			StatusCode int    `json:"statusCode"`
-			Body       string `json:"body"`
-		}
-		if err := json.Unmarshal(out.Bytes(), &resp); err != nil {
-			t.Fatalf("invoke %s printed %q: %v", f, out.String(), err)
-		}
-		if resp.StatusCode != want[f] {
-			t.Errorf("invoke %s = %d %s, want %d", f, resp.StatusCode, resp.Body, want[f])
+	for _, dir := range []string{"control", "approvals", "expire", "sweep", "notify"} {
+		files, _ := filepath.Glob("events/" + dir + "/*.json")
+		for _, f := range files {
+			if _, ok := cases[f]; !ok {
+				t.Errorf("%s: the test does not know this event: add it here", f)
+			}
 		}
 	}
+	// One at a time: each case builds a bootstrap and the emulator, and
+	// parallel builds only contend.
+	for _, f := range sortedKeys(cases) {
+		w := cases[f]
+		fn := strings.Split(f, "/")[1]
+		t.Run(strings.TrimPrefix(f, "events/"), func(t *testing.T) {
+			var out, errs bytes.Buffer
+			if err := run(context.Background(), []string{"-fn", fn, "-event", f}, &out, &errs); err != nil {
+				t.Fatalf("invoke %s: %v\n%s", f, err, errs.String())
+			}
+			if n := strings.Count(errs.String(), "\npublished "); n != w.published {
+				t.Errorf("invoke %s published %d entries, want %d:\n%s", f, n, w.published, errs.String())
+			}
+			if w.result != "" {
+				var got, want any
+				if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+					t.Fatalf("invoke %s printed %q: %v", f, out.String(), err)
+				}
+				_ = json.Unmarshal([]byte(w.result), &want)
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("invoke %s (-want +got):\n%s", f, diff)
+				}
+				return
+			}
+			var resp struct {
+				StatusCode int    `json:"statusCode"`
+				Body       string `json:"body"`
+			}
+			if err := json.Unmarshal(out.Bytes(), &resp); err != nil {
+				t.Fatalf("invoke %s printed %q: %v", f, out.String(), err)
+			}
+			if resp.StatusCode != w.status {
+				t.Errorf("invoke %s = %d %s, want %d", f, resp.StatusCode, resp.Body, w.status)
+			}
+		})
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }

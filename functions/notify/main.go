@@ -1,0 +1,42 @@
+// Command notify reads the table's stream and puts approval.requested and
+// approval.decided on EventBridge (API.md, "Notifications"): a notification
+// exists only for a committed transition. It may read the stream and put
+// events on the fluidbox bus, nothing else.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+
+	"github.com/fluidbox/fluidbox/shared/config"
+	"github.com/fluidbox/fluidbox/shared/notify"
+)
+
+func main() {
+	if err := run(context.Background(), os.Getenv); err != nil {
+		slog.Error("notify: start", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, getenv func(string) string) error {
+	cfg, err := config.Load(getenv, config.Notify)
+	if err != nil {
+		return err
+	}
+	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	if err != nil {
+		return fmt.Errorf("notify: aws config: %w", err)
+	}
+	pub := notify.NewEventBridge(eventbridge.NewFromConfig(awsCfg), cfg.EventBus)
+	h := notify.NewHandler(pub, slog.New(lambdacontext.NewLogHandler()))
+	lambda.StartWithOptions(h.Stream, lambda.WithContext(ctx))
+	return nil
+}

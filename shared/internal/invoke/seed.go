@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"time"
+
+	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/redact"
+	"github.com/fluidbox/fluidbox/shared/store"
+)
+
+// The run and approvals the sample events in events/expire, events/sweep
+// and events/approvals name.
+const (
+	FixtureRun      = "ses_fixture"
+	OverdueApproval = "apr_fixtureoverdue"
+	PendingApproval = "apr_fixturepending"
+)
+
+// seedApprovals writes FixtureRun with two pending approvals, the way the
+// gate records them (approval row, pending call, approval.requested, the
+// run's pending count): one overdue a minute ago, one due in an hour.
+func seedApprovals(ctx context.Context, st *store.Store, now time.Time) error {
+	created, err := redact.New(redact.SessionCreated{SessionID: FixtureRun, TrustTier: "trusted", Trigger: "api", Invoker: "admin"})
+	if err != nil {
+		return err
+	}
+	at := store.FormatTime(now)
+	err = st.CreateRun(ctx, store.NewRun{
+		Head:    store.Head{RunID: FixtureRun, Status: "running", Invoker: "admin", TrustTier: "trusted", CreatedAt: at},
+		Created: created,
+	})
+	if err != nil {
+		return err
+	}
+	led := ledger.New(st, func() time.Time { return now })
+	for _, a := range []struct {
+		id, call, cmd      string
+		requested, expires time.Duration
+	}{
+		{OverdueApproval, "toolu_overdue", "rm -rf build", -16 * time.Minute, -time.Minute},
+		{PendingApproval, "toolu_pending", "git push origin main", -time.Minute, time.Hour},
+	} {
+		input, _ := json.Marshal(map[string]string{"command": a.cmd})
+		digest, err := redact.DigestJSON(map[string]any{"command": a.cmd})
+		if err != nil {
+			return err
+		}
+		apr := store.Approval{
+			ID: a.id, RunID: FixtureRun, ToolCallID: a.call, ToolName: "Bash", Input: string(input),
+			InputDigest: string(digest), RuleID: "fixture", ScopeKey: "Bash:" + a.cmd, DefaultScope: "once", Status: "pending",
+			RequestedAt: store.FormatTime(now.Add(a.requested)), ExpiresAt: store.FormatTime(now.Add(a.expires)),
+		}
+		ops, err := st.PutApproval(apr)
+		if err != nil {
+			return err
+		}
+		call, err := st.PutCall(FixtureRun, store.Call{
+			ToolCallID: a.call, ToolName: "Bash", InputDigest: string(digest), Decision: "pending",
+			RuleID: "fixture", Verdict: "require_approval", ApprovalID: a.id, DecidedAt: apr.RequestedAt,
+		})
+		if err != nil {
+			return err
+		}
+		ev, err := redact.New(redact.ApprovalRequested{
+			ApprovalID: a.id, ToolCallID: a.call, ToolName: "Bash", RuleID: "fixture", ScopeKey: apr.ScopeKey,
+			DefaultScope: "once", ExpiresAt: apr.ExpiresAt, InputDigest: digest,
+		})
+		if err != nil {
+			return err
+		}
+		_, err = led.Append(ctx, FixtureRun, func(store.Head) (store.Batch, error) {
+			return store.Batch{Events: []redact.Envelope{ev}, Ops: append(ops, call), Head: store.HeadChange{Pending: 1, Status: "awaiting_approval"}}, nil
+		})
+		if err != nil {
+			return fmt.Errorf("approval %s: %w", a.id, err)
+		}
+	}
+	return nil
+}
+
+// startEventBridge serves PutEvents on loopback (httptest listens on
+// 127.0.0.1), accepting every entry and printing it to w.
+func startEventBridge(w io.Writer) *httptest.Server {
+	var mu sync.Mutex
+	return httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var in struct {
+			Entries []struct{ DetailType, Detail string }
+		}
+		body, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(body, &in); err != nil {
+			http.Error(rw, err.Error(), http.StatusBadRequest)
+			return
+		}
+		type result struct{ EventId string }
+		out := struct {
+			FailedEntryCount int
+			Entries          []result
+		}{}
+		mu.Lock()
+		for i, e := range in.Entries {
+			fmt.Fprintf(w, "published %s %s\n", e.DetailType, e.Detail)
+			out.Entries = append(out.Entries, result{EventId: fmt.Sprintf("local-%d", i)})
+		}
+		mu.Unlock()
+		rw.Header().Set("Content-Type", "application/x-amz-json-1.1")
+		_ = json.NewEncoder(rw).Encode(out)
+	}))
+}

@@ -1,0 +1,76 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/fluidbox/fluidbox/shared/approval"
+	"github.com/fluidbox/fluidbox/shared/store"
+)
+
+// Handler publishes the notifications of approval transitions, from the
+// table's stream (the notify function) or from the approval service's
+// observer (the dev server).
+type Handler struct {
+	pub Publisher
+	log *slog.Logger
+}
+
+// NewHandler returns a handler publishing through pub.
+func NewHandler(pub Publisher, log *slog.Logger) *Handler {
+	return &Handler{pub: pub, log: log}
+}
+
+// Stream handles one batch of stream records. Rows other than approvals
+// are skipped. When publishing fails, the answer names the first record
+// not published as a batch item failure: Lambda (with
+// ReportBatchItemFailures) retries the batch from that record, so nothing
+// is lost and only that record onwards may be delivered twice. An approval
+// row that cannot be decoded is logged and skipped: retrying it cannot
+// succeed and would hold up the shard.
+func (h *Handler) Stream(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
+	resp := events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}}
+	var entries []Entry
+	var from []int // from[i]: the record entries[i] came from
+	for i, rec := range ev.Records {
+		before, after, ok, err := FromStreamRecord(rec)
+		if err != nil {
+			h.log.ErrorContext(ctx, "notify: undecodable approval record skipped", "event_id", rec.EventID, "err", err)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		for _, e := range Entries(before, after) {
+			entries = append(entries, e)
+			from = append(from, i)
+		}
+	}
+	err := h.pub.Publish(ctx, entries)
+	if err == nil {
+		h.log.InfoContext(ctx, "notify", "records", len(ev.Records), "published", len(entries))
+		return resp, nil
+	}
+	var pe *PublishError
+	if !errors.As(err, &pe) || pe.First < 0 || pe.First >= len(from) {
+		return resp, err
+	}
+	failed := ev.Records[from[pe.First]]
+	h.log.ErrorContext(ctx, "notify: publish failed; retrying from a record", "sequence_number", failed.Change.SequenceNumber, "published", pe.First, "err", pe.Err)
+	resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: failed.Change.SequenceNumber})
+	return resp, nil
+}
+
+// Observer returns an approval.Observer that publishes each committed
+// transition, for the dev server. It has no one to return an error to, so
+// it logs it.
+func (h *Handler) Observer() approval.Observer {
+	return func(ctx context.Context, before, after store.Approval) {
+		if err := h.pub.Publish(ctx, Entries(before, after)); err != nil {
+			h.log.ErrorContext(ctx, "notify", "approval", after.ID, "err", err)
+		}
+	}
+}

@@ -1,0 +1,333 @@
+package notify_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fluidbox/fluidbox/shared/notify"
+	"github.com/fluidbox/fluidbox/shared/store"
+)
+
+const bus = "fluidbox-approvals"
+
+func approvalIn(status string) store.Approval {
+	a := store.Approval{
+		ID: "apr_1", RunID: "ses_1", ToolCallID: "c1", ToolName: "Bash", Input: `{"command":"rm -rf /","token":"sekrit"}`,
+		InputDigest: "sha256:x", RuleID: "rm", ScopeKey: "Bash:rm", DefaultScope: "once", Status: status,
+		RequestedAt: "2030-01-01T00:00:00.000000000Z", ExpiresAt: "2030-01-01T00:15:00.000000000Z",
+	}
+	if status != "pending" {
+		a.Decision, a.DecidedBy, a.DecidedAt = status, "admin", "2030-01-01T00:01:00.000000000Z"
+	}
+	return a
+}
+
+func TestEntries(t *testing.T) {
+	t.Parallel()
+	var none store.Approval
+	cases := []struct {
+		name          string
+		before, after store.Approval
+		want          []notify.Type
+	}{
+		{"new pending", none, approvalIn("pending"), []notify.Type{notify.Requested}},
+		{"approved once", approvalIn("pending"), approvalIn("approved_once"), []notify.Type{notify.Decided}},
+		{"approved for the session", approvalIn("pending"), approvalIn("approved_session"), []notify.Type{notify.Decided}},
+		{"denied", approvalIn("pending"), approvalIn("denied"), []notify.Type{notify.Decided}},
+		{"expired", approvalIn("pending"), approvalIn("expired"), []notify.Type{notify.Decided}},
+		{"pending rewritten", approvalIn("pending"), approvalIn("pending"), nil},
+		{"settled rewritten", approvalIn("denied"), approvalIn("denied"), nil},
+		{"settled to another state", approvalIn("denied"), approvalIn("approved_once"), nil},
+		{"created settled", none, approvalIn("denied"), nil},
+		{"removed", approvalIn("pending"), none, nil},
+		{"pending to unknown status", approvalIn("pending"), approvalIn("weird"), nil},
+	}
+	for _, c := range cases {
+		var got []notify.Type
+		for _, e := range notify.Entries(c.before, c.after) {
+			got = append(got, e.Type)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("Entries(%s) = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestDetailIsTheContract: the detail has exactly API.md's fields, and
+// nothing of the call's input.
+func TestDetailIsTheContract(t *testing.T) {
+	t.Parallel()
+	for _, after := range []store.Approval{approvalIn("pending"), approvalIn("approved_session")} {
+		before := store.Approval{}
+		if after.Status != "pending" {
+			before = approvalIn("pending")
+		}
+		es := notify.Entries(before, after)
+		if len(es) != 1 {
+			t.Fatalf("Entries(%s) = %d entries, want 1", after.Status, len(es))
+		}
+		raw, _ := json.Marshal(es[0].Detail)
+		var got map[string]any
+		_ = json.Unmarshal(raw, &got)
+		want := map[string]any{
+			"approval_id": "apr_1", "session_id": "ses_1", "tool_call_id": "c1", "tool_name": "Bash", "rule_id": "rm",
+			"status": after.Status, "expires_at": "2030-01-01T00:15:00.000000000Z",
+		}
+		if after.DecidedBy != "" {
+			want["decided_by"] = "admin"
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("detail of %s (-want +got):\n%s", after.Status, diff)
+		}
+		if bytes.Contains(raw, []byte("sekrit")) || bytes.Contains(raw, []byte("rm -rf")) {
+			t.Errorf("detail %s carries the call's input", raw)
+		}
+	}
+}
+
+// fakeEventBridge answers PutEvents like EventBridge (AWS JSON 1.1) and
+// records every request. There is no local EventBridge server in this
+// stack, so this is the real SDK client over HTTP to a loopback server
+// that speaks the one operation we use. failAt makes the entry with that
+// overall index fail, the way EventBridge reports a throttled entry.
+type fakeEventBridge struct {
+	mu       sync.Mutex
+	targets  []string
+	requests [][]putEntry
+	seen     int
+	failAt   int
+}
+
+type putEntry struct {
+	Source, DetailType, Detail, EventBusName string
+}
+
+func (f *fakeEventBridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	raw, _ := io.ReadAll(r.Body)
+	var in struct{ Entries []putEntry }
+	if err := json.Unmarshal(raw, &in); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.targets = append(f.targets, r.Header.Get("X-Amz-Target"))
+	f.requests = append(f.requests, in.Entries)
+	type result struct {
+		EventId      string `json:",omitempty"`
+		ErrorCode    string `json:",omitempty"`
+		ErrorMessage string `json:",omitempty"`
+	}
+	out := struct {
+		FailedEntryCount int
+		Entries          []result
+	}{}
+	for range in.Entries {
+		if f.seen == f.failAt {
+			out.FailedEntryCount++
+			out.Entries = append(out.Entries, result{ErrorCode: "ThrottlingException", ErrorMessage: "Rate exceeded"})
+		} else {
+			out.Entries = append(out.Entries, result{EventId: fmt.Sprintf("ev-%d", f.seen)})
+		}
+		f.seen++
+	}
+	w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+func (f *fakeEventBridge) published() []putEntry {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var all []putEntry
+	for _, r := range f.requests {
+		all = append(all, r...)
+	}
+	return all
+}
+
+func newEventBridge(t *testing.T, failAt int) (*notify.EventBridge, *fakeEventBridge) {
+	t.Helper()
+	f := &fakeEventBridge{failAt: failAt}
+	srv := httptest.NewServer(f) // listens on 127.0.0.1
+	t.Cleanup(srv.Close)
+	client := eventbridge.New(eventbridge.Options{
+		Region:           "us-east-1",
+		Credentials:      credentials.NewStaticCredentialsProvider("local", "local", ""),
+		BaseEndpoint:     aws.String(srv.URL),
+		RetryMaxAttempts: 1,
+	})
+	return notify.NewEventBridge(client, bus), f
+}
+
+func TestEventBridgePublish(t *testing.T) {
+	t.Parallel()
+	pub, f := newEventBridge(t, -1)
+	var entries []notify.Entry
+	for i := range 12 {
+		a := approvalIn("pending")
+		a.ID = fmt.Sprintf("apr_%d", i)
+		entries = append(entries, notify.Entries(store.Approval{}, a)...)
+	}
+	if err := pub.Publish(context.Background(), entries); err != nil {
+		t.Fatalf("Publish = %v", err)
+	}
+	if got := []int{len(f.requests[0]), len(f.requests[1])}; len(f.requests) != 2 || !slices.Equal(got, []int{10, 2}) {
+		t.Fatalf("PutEvents requests = %d, want 2 of 10 and 2", len(f.requests))
+	}
+	for _, tgt := range f.targets {
+		if tgt != "AWSEvents.PutEvents" {
+			t.Errorf("X-Amz-Target = %q, want AWSEvents.PutEvents", tgt)
+		}
+	}
+	for i, e := range f.published() {
+		want := putEntry{Source: "fluidbox", DetailType: "approval.requested", EventBusName: bus,
+			Detail: fmt.Sprintf(`{"approval_id":"apr_%d","session_id":"ses_1","tool_call_id":"c1","tool_name":"Bash","rule_id":"rm","status":"pending","expires_at":"2030-01-01T00:15:00.000000000Z"}`, i)}
+		if e != want {
+			t.Errorf("entry %d = %+v, want %+v", i, e, want)
+		}
+	}
+}
+
+func TestEventBridgeFailedEntry(t *testing.T) {
+	t.Parallel()
+	pub, f := newEventBridge(t, 13)
+	var entries []notify.Entry
+	for range 25 {
+		entries = append(entries, notify.Entries(store.Approval{}, approvalIn("pending"))...)
+	}
+	err := pub.Publish(context.Background(), entries)
+	pe, ok := err.(*notify.PublishError)
+	if !ok || pe.First != 13 || !strings.Contains(err.Error(), "ThrottlingException") {
+		t.Fatalf("Publish = %v, want *PublishError from entry 13 naming ThrottlingException", err)
+	}
+	if len(f.requests) != 2 {
+		t.Errorf("requests = %d, want 2: publishing stops at the failed request", len(f.requests))
+	}
+}
+
+// streamEvent decodes a sample stream batch from events/notify, the same
+// file `make invoke FN=notify` posts.
+func streamEvent(t *testing.T, name string) events.DynamoDBEvent {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("../../events/notify", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev events.DynamoDBEvent
+	if err := json.Unmarshal(b, &ev); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return ev
+}
+
+func TestStreamSampleEvents(t *testing.T) {
+	t.Parallel()
+	files, _ := filepath.Glob("../../events/notify/*.json")
+	want := map[string][]string{
+		"insert-pending.json":       {`approval.requested {"approval_id":"apr_fixturepending","session_id":"ses_fixture","tool_call_id":"toolu_01","tool_name":"Bash","rule_id":"git-push","status":"pending","expires_at":"2030-01-01T00:15:00.000000000Z"}`},
+		"modify-approved-once.json": {`approval.decided {"approval_id":"apr_fixturepending","session_id":"ses_fixture","tool_call_id":"toolu_01","tool_name":"Bash","rule_id":"git-push","status":"approved_once","expires_at":"2030-01-01T00:15:00.000000000Z","decided_by":"admin"}`},
+		"modify-expired.json":       {`approval.decided {"approval_id":"apr_fixturepending","session_id":"ses_fixture","tool_call_id":"toolu_01","tool_name":"Bash","rule_id":"git-push","status":"expired","expires_at":"2030-01-01T00:15:00.000000000Z","decided_by":"system:expiry"}`},
+		"unrelated-event-row.json":  nil,
+	}
+	if len(files) != len(want) {
+		t.Fatalf("events/notify has %d files, the test knows %d: add the new ones here", len(files), len(want))
+	}
+	for _, path := range files {
+		name := filepath.Base(path)
+		pub, f := newEventBridge(t, -1)
+		h := notify.NewHandler(pub, slog.New(slog.DiscardHandler))
+		resp, err := h.Stream(context.Background(), streamEvent(t, name))
+		if err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Errorf("Stream(%s) = %+v, %v; want no failures", name, resp, err)
+			continue
+		}
+		var got []string
+		for _, e := range f.published() {
+			if e.Source != "fluidbox" || e.EventBusName != bus {
+				t.Errorf("%s: entry %+v: wrong source or bus", name, e)
+			}
+			got = append(got, e.DetailType+" "+e.Detail)
+			if strings.Contains(e.Detail, "ghp_") || strings.Contains(e.Detail, "git push origin") {
+				t.Errorf("%s: detail carries the call's input: %s", name, e.Detail)
+			}
+		}
+		if diff := cmp.Diff(want[name], got); diff != "" {
+			t.Errorf("Stream(%s) published (-want +got):\n%s", name, diff)
+		}
+	}
+}
+
+func TestFromStreamRecord(t *testing.T) {
+	t.Parallel()
+	ev := streamEvent(t, "modify-expired.json")
+	before, after, ok, err := notify.FromStreamRecord(ev.Records[0])
+	if err != nil || !ok {
+		t.Fatalf("FromStreamRecord = ok %v, %v", ok, err)
+	}
+	if before.Status != "pending" || after.Status != "expired" || after.ID != "apr_fixturepending" || after.RunID != "ses_fixture" {
+		t.Errorf("FromStreamRecord = %+v -> %+v", before, after)
+	}
+	if _, _, ok, err := notify.FromStreamRecord(streamEvent(t, "unrelated-event-row.json").Records[0]); ok || err != nil {
+		t.Errorf("FromStreamRecord(EV# row) = ok %v, %v; want not ok", ok, err)
+	}
+	// An approval row whose image does not decode is an error, not silence.
+	bad := streamEvent(t, "insert-pending.json").Records[0]
+	bad.Change.NewImage["status"] = events.NewNumberAttribute("7")
+	bad.Change.NewImage["expires_at"] = events.NewListAttribute([]events.DynamoDBAttributeValue{events.NewBooleanAttribute(true)})
+	if _, _, _, err := notify.FromStreamRecord(bad); err == nil {
+		t.Error("FromStreamRecord(undecodable approval) = nil error")
+	}
+}
+
+// TestStreamRetriesFromFailedRecord: when EventBridge refuses an entry, the
+// batch answer names that entry's record, so Lambda retries from it.
+func TestStreamRetriesFromFailedRecord(t *testing.T) {
+	t.Parallel()
+	pub, _ := newEventBridge(t, 1)
+	batch := events.DynamoDBEvent{}
+	for _, name := range []string{"insert-pending.json", "unrelated-event-row.json", "modify-approved-once.json", "modify-expired.json"} {
+		batch.Records = append(batch.Records, streamEvent(t, name).Records...)
+	}
+	h := notify.NewHandler(pub, slog.New(slog.DiscardHandler))
+	resp, err := h.Stream(context.Background(), batch)
+	if err != nil {
+		t.Fatalf("Stream = %v", err)
+	}
+	want := []events.DynamoDBBatchItemFailure{{ItemIdentifier: batch.Records[2].Change.SequenceNumber}}
+	if diff := cmp.Diff(want, resp.BatchItemFailures); diff != "" {
+		t.Errorf("BatchItemFailures (-want +got):\n%s", diff)
+	}
+}
+
+func TestPrinter(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	h := notify.NewHandler(notify.NewPrinter(&out), slog.New(slog.DiscardHandler))
+	h.Observer()(context.Background(), store.Approval{}, approvalIn("pending"))
+	h.Observer()(context.Background(), approvalIn("pending"), approvalIn("denied"))
+	h.Observer()(context.Background(), approvalIn("denied"), approvalIn("denied"))
+	want := `notification approval.requested {"approval_id":"apr_1","session_id":"ses_1","tool_call_id":"c1","tool_name":"Bash","rule_id":"rm","status":"pending","expires_at":"2030-01-01T00:15:00.000000000Z"}
+notification approval.decided {"approval_id":"apr_1","session_id":"ses_1","tool_call_id":"c1","tool_name":"Bash","rule_id":"rm","status":"denied","expires_at":"2030-01-01T00:15:00.000000000Z","decided_by":"admin"}
+`
+	if out.String() != want {
+		t.Errorf("printed:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
