@@ -5,7 +5,7 @@ BUILD     := .build
 FN        ?= control
 EVENT     ?= events/control/create-session.json
 
-.PHONY: run test build invoke bench validate e2e e2e-asl e2e-browser fmt
+.PHONY: run test build invoke bench validate e2e e2e-asl e2e-browser e2e-mcp fmt
 
 ## run: the local control plane on 127.0.0.1:8080 (FLUIDBOX_ADDR to change)
 run:
@@ -46,7 +46,7 @@ NODE_DIR      := $(BUILD)/node
 ASL_VALIDATOR := $(NODE_DIR)/node_modules/.bin/asl-validator
 ASL_VERSION   := 4.0.0
 
-e2e: e2e-asl e2e-browser
+e2e: e2e-asl e2e-browser e2e-mcp
 
 e2e-asl:
 	@command -v node >/dev/null || { echo "e2e: node is not installed; it is needed for asl-validator (install Node.js 20+)"; exit 1; }
@@ -76,6 +76,24 @@ e2e-browser:
 	@mkdir -p $(E2E_OUT)
 	FLUIDBOX_CHROMIUM="$$(command -v $(or $(CHROMIUM),chromium))" $(GO) test -tags e2e -count=1 -timeout 5m -run 'TestBrowser' -v \
 	  -artifacts -outputdir $(E2E_OUT) ./cmd/fluidbox/
+
+# MCP interop: refresh and a brokered call against a server nobody here wrote,
+# @modelcontextprotocol/server-everything in Streamable HTTP mode, pinned to
+# 127.0.0.1 by a `node -r` preload. Its own prefix: `npm install --no-save`
+# removes whatever else a prefix holds.
+MCP_NODE_DIR       := $(BUILD)/node-mcp
+MCP_EVERYTHING_VER := 2026.8.31
+MCP_EVERYTHING     := $(abspath $(MCP_NODE_DIR))/node_modules/@modelcontextprotocol/server-everything
+
+e2e-mcp:
+	@command -v node >/dev/null || { echo "e2e: node is not installed; it is needed for @modelcontextprotocol/server-everything (install Node.js 20+)"; exit 1; }
+	@command -v npm >/dev/null || { echo "e2e: npm is not installed; it is needed to install @modelcontextprotocol/server-everything@$(MCP_EVERYTHING_VER)"; exit 1; }
+	@if [ "$$(node -p "require('$(MCP_EVERYTHING)/package.json').version" 2>/dev/null)" != "$(MCP_EVERYTHING_VER)" ]; then \
+	  echo "e2e: installing @modelcontextprotocol/server-everything@$(MCP_EVERYTHING_VER) into $(MCP_NODE_DIR)"; \
+	  mkdir -p $(MCP_NODE_DIR) && npm install --prefix $(MCP_NODE_DIR) --no-save --no-audit --no-fund --silent @modelcontextprotocol/server-everything@$(MCP_EVERYTHING_VER) \
+	    || { echo "e2e: could not install @modelcontextprotocol/server-everything@$(MCP_EVERYTHING_VER) from the npm registry"; exit 1; }; \
+	fi
+	FLUIDBOX_E2E_MCP_EVERYTHING=$(MCP_EVERYTHING)/dist/index.js $(GO) test -tags e2e -count=1 -timeout 5m -run 'TestInterop' -v ./shared/connection/
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -11,13 +11,23 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"time"
+
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+	"github.com/fluidbox/fluidbox/shared/admission"
 
 	"github.com/fluidbox/fluidbox/shared/api"
 	"github.com/fluidbox/fluidbox/shared/approval"
+	"github.com/fluidbox/fluidbox/shared/budget"
 	"github.com/fluidbox/fluidbox/shared/config"
 	"github.com/fluidbox/fluidbox/shared/devstack"
 	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/modelproxy"
+	"github.com/fluidbox/fluidbox/shared/notify"
+	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
@@ -65,19 +75,36 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 		log.Warn("listening on a non-loopback address: anyone who can reach it and holds a token can use this control plane", "addr", ln.Addr())
 	}
 	led := ledger.New(st, time.Now)
-	timers := approval.NewTimers(approval.NewService(led, time.Now), log)
+	prices, sealer, err := devModelProxy(ctx, cfg, st, log)
+	if err != nil {
+		return err
+	}
+	// Notifications: every committed approval transition, printed on
+	// stderr as `notification <type> <detail>` by the same conversion the
+	// notify function applies to the table's stream.
+	notifications := notify.NewHandler(notify.NewPrinter(stderr), log).Observer()
+	expirer := approval.NewService(led, time.Now)
+	expirer.Observe(notifications)
+	timers := approval.NewTimers(expirer, log)
 	defer timers.Stop()
 	h := api.New(api.Config{
 		AdminToken: cfg.AdminToken,
 		Ledger:     led,
 		Logger:     log,
 		Scheduler:  timers,
+		Prices:     prices,
+		Sealer:     sealer,
+		Observer:   notifications,
+
+		GitHubWebhookSecret: cfg.GitHubWebhookSecret,
+		UpstreamToolsTTL:    time.Duration(cfg.UpstreamToolsTTLSeconds) * time.Second,
 	})
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	url := "http://" + ln.Addr().String()
 	fmt.Fprintf(stdout, "fluidbox dev listening on %s\n", url)
 	fmt.Fprintf(stdout, "  export FLUIDBOX_URL=%s\n  export FLUIDBOX_ADMIN_TOKEN=%s\n", url, cfg.AdminToken)
 	fmt.Fprintf(stdout, "  curl -s -H \"Authorization: Bearer $FLUIDBOX_ADMIN_TOKEN\" $FLUIDBOX_URL/v1/capabilities\n")
+	fmt.Fprintf(stdout, "  model proxy for a run: ANTHROPIC_BASE_URL=$FLUIDBOX_URL/v1/sessions/<id>/model ANTHROPIC_API_KEY=<session token>\n")
 	fmt.Fprintf(stdout, "press Ctrl-C to stop\n")
 
 	errc := make(chan error, 1)
@@ -102,4 +129,56 @@ func newAdminToken() (string, error) {
 		return "", err
 	}
 	return "fbx_admin_" + base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// devModelProxy prepares budget admission and the model proxy for dev: the
+// price table (with FLUIDBOX_PRICES_FILE merged over it), a local sealer
+// whose key lives outside the repository (in the user's config directory,
+// created 0600), and, when FLUIDBOX_MODEL_UPSTREAM_URL and _KEY are set, the
+// model upstream sealed and stored as PUT /v1/model-upstream would.
+func devModelProxy(ctx context.Context, cfg config.Config, st *store.Store, log *slog.Logger) (*budget.Prices, seal.Sealer, error) {
+	prices, err := admission.LoadPrices(cfg.PricesFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	sealer, err := devSealer(ctx, cfg, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cfg.ModelUpstreamURL != "" {
+		info, err := modelproxy.NewUpstreams(st, sealer, time.Now).Set(ctx, cfg.ModelUpstreamURL,
+			seal.Credential{Type: seal.TypeHeader, Name: "x-api-key", Value: cfg.ModelUpstreamKey}, "dev")
+		if err != nil {
+			return nil, nil, fmt.Errorf("model upstream from FLUIDBOX_MODEL_UPSTREAM_URL: %w", err)
+		}
+		log.Info("model upstream sealed and stored", "url", info.URL, "generation", info.Generation)
+	}
+	return prices, sealer, nil
+}
+
+// devSealer is the one sealer of the dev server (model upstream and
+// connection credentials alike): KMS when FLUIDBOX_KMS_KEY_ID is set (the
+// SDK reads AWS_ENDPOINT_URL_KMS, e.g. a local-kms), else the local
+// AES-GCM sealer whose key lives outside the repository, in the user's
+// config directory, created 0600 on first run.
+func devSealer(ctx context.Context, cfg config.Config, log *slog.Logger) (seal.Sealer, error) {
+	if cfg.KMSKeyID != "" {
+		awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("dev sealer: aws config: %w", err)
+		}
+		log.Info("sealing with KMS", "key", cfg.KMSKeyID)
+		return seal.NewKMS(kms.NewFromConfig(awsCfg), cfg.KMSKeyID), nil
+	}
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return nil, fmt.Errorf("dev sealer: no user config directory for its key: %w", err)
+	}
+	path := filepath.Join(dir, "fluidbox", "dev-seal.key")
+	sealer, err := seal.NewLocal(path)
+	if err != nil {
+		return nil, fmt.Errorf("dev sealer: %w", err)
+	}
+	log.Info("sealing with a local key (FLUIDBOX_KMS_KEY_ID unset)", "key_file", path)
+	return sealer, nil
 }

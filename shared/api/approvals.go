@@ -12,9 +12,9 @@ import (
 )
 
 func (s *Server) approvalRoutes() {
-	s.handle("GET /v1/approvals", adminOnly, s.listPendingApprovals)
-	s.handle("GET /v1/approvals/{approval}", adminOnly, s.getApproval)
-	s.handle("POST /v1/approvals/{approval}/decision", adminOnly, s.decideApproval)
+	s.handle("GET /v1/approvals", approvers, s.listPendingApprovals)
+	s.handle("GET /v1/approvals/{approval}", approvers, s.getApproval)
+	s.handle("POST /v1/approvals/{approval}/decision", deciders, s.decideApproval)
 	s.handle("GET /v1/sessions/{id}/approvals", runScoped, s.listRunApprovals)
 	s.handle("GET /v1/sessions/{id}/grants", runScoped, s.listGrants)
 	s.handle("DELETE /v1/sessions/{id}/grants/{scope_key...}", adminOnly, s.revokeGrant)

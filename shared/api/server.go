@@ -8,13 +8,17 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/budget"
+	"github.com/fluidbox/fluidbox/shared/connection"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/permission"
 	"github.com/fluidbox/fluidbox/shared/run"
+	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
@@ -30,6 +34,33 @@ type Config struct {
 	SSEMaxDuration time.Duration
 	// Scheduler arranges each new approval's expiry.
 	Scheduler approval.Scheduler
+	// Observer, when set, is told of every committed approval transition
+	// (the dev server prints them as notifications).
+	Observer approval.Observer
+	// GitHubWebhookSecret verifies POST /v1/triggers/github deliveries
+	// (FLUIDBOX_GITHUB_WEBHOOK_SECRET). Empty: every delivery is refused.
+	GitHubWebhookSecret string
+	// OIDC, when set, is SSO mode: a bearer that is neither the admin token
+	// nor a session token is verified as a JWT from the issuer, and the
+	// user's roles decide what it may do (see authorize). The admin token
+	// still works in SSO mode: it is the operator's way in when the
+	// identity provider is down, and how the first admin is helped in.
+	OIDC *auth.OIDC
+	// Prices prices model requests (admissions, the model proxy); nil is
+	// budget.DefaultPrices().
+	Prices *budget.Prices
+	// Sealer seals the model upstream's credential (PUT /v1/model-upstream)
+	// and opens it in the model proxy; nil disables both (503). It also
+	// seals connection credentials (create, replace) and opens them for
+	// refresh and brokered calls; nil answers those 503, while reading and
+	// revoking connections need no key (revoking must work when KMS is down).
+	Sealer seal.Sealer
+	// UpstreamToolsTTL is how long the broker may trust its last look at an
+	// upstream's tool list (FLUIDBOX_UPSTREAM_TOOLS_TTL_SECONDS); 0 looks
+	// on every brokered call.
+	UpstreamToolsTTL time.Duration
+	// ModelClient forwards model-proxy requests upstream; nil is a default.
+	ModelClient *http.Client
 }
 
 // Server is the API handler.
@@ -43,6 +74,9 @@ type Server struct {
 	log       *slog.Logger
 	mux       *http.ServeMux
 	tokens    tokenCache
+	budget    budgetDeps
+	conns     *connection.Service
+	broker    *connection.Broker
 }
 
 // New builds the handler.
@@ -62,10 +96,16 @@ func New(cfg Config) *Server {
 		mux:  http.NewServeMux(),
 	}
 	s.approvals = approval.NewService(cfg.Ledger, cfg.Now)
+	if cfg.Observer != nil {
+		s.approvals.Observe(cfg.Observer)
+	}
 	if cfg.Scheduler == nil {
 		cfg.Scheduler = approval.Lazy{}
 	}
 	s.perm = permission.NewService(cfg.Ledger, s.approvals, cfg.Scheduler, cfg.Logger, cfg.Now)
+	s.conns = connection.NewService(s.st, cfg.Sealer, connection.Options{Now: cfg.Now, UpstreamToolsTTL: cfg.UpstreamToolsTTL})
+	s.broker = connection.NewBroker(s.conns, s.perm, cfg.Logger)
+	s.initBudget()
 	s.routes()
 	return s
 }
@@ -91,6 +131,11 @@ func (s *Server) routes() {
 	s.handle("GET /v1/sessions/{id}/events", runScoped, s.events)
 	s.handle("POST /v1/sessions/{id}/permission", runScoped, s.permission)
 	s.approvalRoutes()
+	s.connectionRoutes()
+	s.webRoutes()
+	s.budgetRoutes()
+	s.memberRoutes()
+	s.triggerRoutes()
 }
 
 // access says who may call a route.
@@ -101,6 +146,15 @@ const (
 	adminOnly access = iota
 	// runScoped: the operator, or the session token of the run in the path.
 	runScoped
+	// approvers: the operator, and SSO users with role admin or approver.
+	approvers
+	// deciders: the operator and every SSO user; the handler then asks
+	// approval.MayDecide, since the invoker of a run decides the calls on
+	// their personal connections whatever their role.
+	deciders
+	// people: the operator and every SSO user (never a session token); the
+	// handler decides further (connections: owner or admin).
+	people
 )
 
 func (s *Server) handle(pattern string, acc access, h handler) {
@@ -119,11 +173,19 @@ func (s *Server) handle(pattern string, acc access, h handler) {
 	})
 }
 
+// authorize says whether who may call a route of the given access. The
+// operator and SSO admins may call every route.
 func authorize(who auth.Principal, acc access, runID string) *Error {
 	switch {
 	case who.IsAdmin():
 		return nil
 	case acc == runScoped && who.MayActOnRun(runID):
+		return nil
+	case acc == approvers && who.HasRole(auth.RoleApprover):
+		return nil
+	case acc == deciders && who.Kind == auth.KindUser:
+		return nil
+	case acc == people && who.Kind == auth.KindUser:
 		return nil
 	}
 	return errForbidden
@@ -131,10 +193,15 @@ func authorize(who auth.Principal, acc access, runID string) *Error {
 
 // authenticate identifies the caller. A session token is checked against
 // the hash stored on the run named in the path; it is good for that run only.
+// In SSO mode any other bearer is verified as the issuer's JWT
+// (authenticateUser).
 func (s *Server) authenticate(r *http.Request) (auth.Principal, *Error) {
 	tok := auth.Bearer(r)
 	if auth.AdminMatches(tok, s.cfg.AdminToken) {
 		return auth.Principal{Kind: auth.KindAdmin, Subject: "admin"}, nil
+	}
+	if s.cfg.OIDC != nil && tok != "" && !strings.HasPrefix(tok, auth.SessionTokenPrefix) {
+		return s.authenticateUser(r, tok)
 	}
 	runID := r.PathValue("id")
 	if tok == "" || runID == "" || len(tok) < len(auth.SessionTokenPrefix) || tok[:len(auth.SessionTokenPrefix)] != auth.SessionTokenPrefix {
@@ -160,10 +227,13 @@ func (s *Server) authenticate(r *http.Request) (auth.Principal, *Error) {
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var e *Error
 	var inv *run.InvalidError
+	var forb *run.ForbiddenError
 	switch {
 	case errors.As(err, &e):
 	case errors.As(err, &inv):
 		e = invalid("%s", inv.Error())
+	case errors.As(err, &forb):
+		e = &Error{http.StatusForbidden, "forbidden", forb.Message}
 	case errors.Is(err, run.ErrNotFound):
 		e = notFound("session " + r.PathValue("id"))
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, ledger.ErrContention):

@@ -20,6 +20,10 @@ type frozenRun struct {
 	toolDigests  map[string]string
 	policy       *policy.Policy
 	policyDigest string
+	// bindings are the frozen connection bindings, by connection id;
+	// brokered the frozen records of the brokered tools, by tool name.
+	bindings map[string]gate.Binding
+	brokered map[string]store.Tool
 }
 
 func (fr *frozenRun) schemaReason(toolName string, input any) string {
@@ -75,9 +79,16 @@ func (c *frozenCache) compile(f store.Frozen) (*frozenRun, error) {
 	if err != nil {
 		return nil, fmt.Errorf("frozen policy: %w", err)
 	}
-	fr := &frozenRun{tools: map[string]*gate.Tool{}, toolDigests: map[string]string{}, policy: p, policyDigest: f.Policy.Digest}
+	fr := &frozenRun{tools: map[string]*gate.Tool{}, toolDigests: map[string]string{}, policy: p, policyDigest: f.Policy.Digest,
+		bindings: map[string]gate.Binding{}, brokered: map[string]store.Tool{}}
+	for _, b := range f.Bindings {
+		fr.bindings[b.ConnectionID] = gate.Binding{ConnectionID: b.ConnectionID, Generation: b.Generation, Owner: b.Owner, ToolSetDigest: b.ToolSetDigest}
+	}
 	for _, t := range f.Tools {
-		gt := &gate.Tool{Name: t.Name, Class: capability.Class(t.Class), Callable: t.Callable, Reason: t.Reason}
+		gt := &gate.Tool{Name: t.Name, Class: capability.Class(t.Class), Callable: t.Callable, Reason: t.Reason, ConnectionID: t.ConnectionID}
+		if t.ConnectionID != "" {
+			fr.brokered[t.Name] = t
+		}
 		if t.Callable {
 			s, err := c.schemas.Get(t.SchemaDigest, []byte(t.Schema))
 			if err != nil {

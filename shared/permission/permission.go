@@ -97,6 +97,13 @@ func NewService(led *ledger.Ledger, approvals *approval.Service, sched approval.
 // Decide answers one tool call for runID. With wait > 0, a pending answer
 // waits up to wait for the call to be settled.
 func (s *Service) Decide(ctx context.Context, runID string, req Request, wait time.Duration) (Answer, error) {
+	return s.decide(ctx, runID, req, wait, nil)
+}
+
+// decide is Decide; live, when not nil, is the connections' live state the
+// broker read for a brokered call (see DecideBrokered). When nil, a
+// brokered tool's connection is read from the table here.
+func (s *Service) decide(ctx context.Context, runID string, req Request, wait time.Duration, live map[string]gate.Live) (Answer, error) {
 	input, digest, err := checkRequest(req)
 	if err != nil {
 		return Answer{}, err
@@ -108,13 +115,18 @@ func (s *Service) Decide(ctx context.Context, runID string, req Request, wait ti
 	if err != nil {
 		return Answer{}, err
 	}
+	if live == nil {
+		if live, err = s.liveFor(ctx, fr, req.ToolName); err != nil {
+			return Answer{}, err
+		}
+	}
 
 	var recorded Answer
 	var created store.Approval
 	var expiresAt time.Time
 	_, err = s.led.Append(ctx, runID, func(h store.Head) (store.Batch, error) {
 		g := grants{ctx: ctx, st: s.st, runID: runID}
-		d := gate.Decide(fr.gateRun(h), gate.Request{ToolName: req.ToolName, Input: input, Granted: g.has})
+		d := gate.Decide(fr.gateRun(h), gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Granted: g.has})
 		if g.err != nil {
 			return store.Batch{}, g.err
 		}
@@ -246,6 +258,12 @@ func (s *Service) record(h store.Head, fr *frozenRun, req Request, input any, di
 			Status:       "pending",
 			RequestedAt:  store.FormatTime(now),
 			ExpiresAt:    store.FormatTime(now.Add(d.TTL)),
+		}
+		if t, ok := fr.brokered[req.ToolName]; ok {
+			// A call on a personal connection is decidable only by the
+			// run's invoker, who is its owner (run creation checks that).
+			a.ConnectionID = t.ConnectionID
+			a.Personal = fr.bindings[t.ConnectionID].Owner != ""
 		}
 		ops, err := s.st.PutApproval(a)
 		if err != nil {
@@ -384,5 +402,6 @@ func (fr *frozenRun) gateRun(h store.Head) *gate.Run {
 		Autonomous:      h.Autonomous,
 		Tools:           fr.tools,
 		Policy:          fr.policy,
+		Bindings:        fr.bindings,
 	}
 }

@@ -13,9 +13,25 @@ type SessionCreated struct {
 	BudgetMicros  int64  `json:"budget_limit_micros"`
 	Trigger       string `json:"trigger"`
 	Invoker       string `json:"invoker"`
+	// GitHub is set when a GitHub delivery created the run.
+	GitHub *GitHubTrigger `json:"github,omitempty"`
 }
 
 func (SessionCreated) eventType() Type { return TypeSessionCreated }
+
+// GitHubTrigger names the GitHub delivery that created a run: ids, names and
+// the head commit from the verified payload, never the payload itself.
+type GitHubTrigger struct {
+	TriggerID      string `json:"trigger_id"`
+	DeliveryID     string `json:"delivery_id"`
+	Event          string `json:"event"`
+	Action         string `json:"action"`
+	Repository     string `json:"repository"`
+	HeadRepository string `json:"head_repository"`
+	PullRequest    int    `json:"pull_request"`
+	HeadSHA        string `json:"head_sha"`
+	Fork           bool   `json:"fork"`
+}
 
 // SessionEnded closes a run.
 type SessionEnded struct {

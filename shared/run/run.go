@@ -5,8 +5,10 @@
 // schema that fails the pre-guard freezes the tool as un-callable, with the
 // reason), the tool-set digest, the full policy document (a copy, not a
 // reference to something editable), the trust tier, the autonomy flag and
-// the budget. Nothing edits these afterwards; editing a policy affects only
-// runs created later.
+// the budget, and for each attached connection its binding (generation,
+// owner, tool-set digest) and its photographed tools as mcp__<name>__<tool>.
+// Nothing edits these afterwards; editing a policy or refreshing a
+// connection affects only runs created later.
 package run
 
 import (
@@ -103,10 +105,12 @@ type View struct {
 	Tools         []string   `json:"tools"`
 	Capabilities  []string   `json:"capabilities"`
 	Trigger       string     `json:"trigger"`
-	Invoker       string     `json:"invoker"`
-	CreatedAt     string     `json:"created_at"`
-	LastSeq       *int64     `json:"last_seq,omitempty"`
-	Budget        BudgetView `json:"budget"`
+	// GitHub names the delivery that created the run (trigger "github").
+	GitHub    *store.GitHubTrigger `json:"github,omitempty"`
+	Invoker   string               `json:"invoker"`
+	CreatedAt string               `json:"created_at"`
+	LastSeq   *int64               `json:"last_seq,omitempty"`
+	Budget    BudgetView           `json:"budget"`
 }
 
 // BudgetView is a run's budget in USD.
@@ -123,49 +127,8 @@ const MaxCapabilities = 32
 // Create freezes and writes a new run and returns it with its token, which
 // is shown this once and stored only as a hash.
 func (s *Service) Create(ctx context.Context, who auth.Principal, req CreateRequest) (View, error) {
-	if req.PolicyID == "" {
-		return View{}, invalid("policy_id", "is required")
-	}
-	if req.PolicyVersion < 0 {
-		return View{}, invalid("policy_version", "must be a positive version")
-	}
-	if req.Budget == nil || req.Budget.LimitUSD == nil {
-		return View{}, invalid("budget.limit_usd", "is required")
-	}
-	limit, err := budget.FromUSD(*req.Budget.LimitUSD)
-	if err != nil {
-		return View{}, invalid("budget.limit_usd", "must be a non-negative amount in USD")
-	}
-	tier, err := requestedTier(req.TrustTier)
-	if err != nil {
-		return View{}, err
-	}
-	trigger := "manual"
-	if req.Trigger != nil && req.Trigger.Type != "manual" {
-		return View{}, invalid("trigger.type", "%q is not a trigger a caller can name (only \"manual\")", req.Trigger.Type)
-	}
-	if len(req.Connections) > 0 {
-		return View{}, invalid("connections", "brokered connections are not available in this version")
-	}
-	if len(req.Capabilities) == 0 {
-		return View{}, invalid("capabilities", "at least one capability bundle is required")
-	}
-	if len(req.Capabilities) > MaxCapabilities {
-		return View{}, invalid("capabilities", "at most %d bundles", MaxCapabilities)
-	}
-
-	pv, err := s.st.GetPolicy(ctx, req.PolicyID, req.PolicyVersion)
-	if errors.Is(err, store.ErrNotFound) {
-		if req.PolicyVersion > 0 {
-			return View{}, invalid("policy_version", "policy %q has no version %d", req.PolicyID, req.PolicyVersion)
-		}
-		return View{}, invalid("policy_id", "no policy %q", req.PolicyID)
-	}
-	if err != nil {
-		return View{}, err
-	}
-
-	tools, bundles, err := s.resolveTools(ctx, req.Capabilities)
+	// A manual run derives "trusted"; a caller may only narrow it.
+	p, err := s.prepare(ctx, req, trust.Trusted, who.Subject)
 	if err != nil {
 		return View{}, err
 	}
@@ -173,69 +136,226 @@ func (s *Service) Create(ctx context.Context, who auth.Principal, req CreateRequ
 	if err != nil {
 		return View{}, err
 	}
-	id := ids.New("ses_")
+	v, err := s.write(ctx, p, origin{id: ids.New("ses_"), invoker: who.Subject, trigger: "manual", tokenHash: hash})
+	if err != nil {
+		return View{}, err
+	}
+	v.Token = token.Reveal()
+	return v, nil
+}
+
+// Check validates req exactly as Create would, resolving the policy and the
+// bundles it names, and writes nothing. Trigger configurations are checked
+// with it, so a bad one is refused when it is made, not when an event comes.
+func (s *Service) Check(ctx context.Context, req CreateRequest) error {
+	_, err := s.prepare(ctx, req, trust.Trusted, "")
+	return err
+}
+
+// Triggered is what a trigger knows about the run it starts.
+type Triggered struct {
+	// RunID is chosen by the trigger (derived from the delivery id), so a
+	// retried delivery creates or finds the same run, never a second one.
+	RunID string
+	// Type is the trigger's type as runs record it, e.g. "github".
+	Type    string
+	Invoker string
+	// Tier is the tier derived from the event. The configuration's
+	// trust_tier may narrow it and nothing widens it (trust.Narrow).
+	Tier   trust.Tier
+	GitHub *store.GitHubTrigger
+}
+
+// ErrExists: a run with the trigger's run id exists already.
+var ErrExists = errors.New("run: exists")
+
+// CreateForTrigger freezes and writes a run a trigger starts, from its
+// configuration (cfg, validated and frozen as Create does). The run gets no
+// usable session token: a random one is hashed and thrown away, so nothing
+// a webhook caller sees, and nothing stored, lets anyone act as the run. If
+// the run id exists the answer is ErrExists and nothing is written.
+func (s *Service) CreateForTrigger(ctx context.Context, cfg CreateRequest, t Triggered) (View, error) {
+	if !ids.Valid("ses_", t.RunID) || t.Type == "" || t.Type == "manual" {
+		return View{}, fmt.Errorf("run: create for trigger: bad run id %q or trigger type %q", t.RunID, t.Type)
+	}
+	if cfg.Trigger != nil {
+		return View{}, invalid("trigger", "is set by the trigger itself")
+	}
+	p, err := s.prepare(ctx, cfg, t.Tier, t.Invoker)
+	if err != nil {
+		return View{}, err
+	}
+	_, hash, err := auth.NewSessionToken()
+	if err != nil {
+		return View{}, err
+	}
+	v, err := s.write(ctx, p, origin{id: t.RunID, invoker: t.Invoker, trigger: t.Type, github: t.GitHub, tokenHash: hash})
+	if errors.Is(err, store.ErrExists) {
+		return View{}, fmt.Errorf("run: create %s: %w", t.RunID, ErrExists)
+	}
+	return v, err
+}
+
+// prepared is a validated request with what it names resolved: everything
+// a run freezes.
+type prepared struct {
+	policy     store.PolicyVersion
+	tools      []store.Tool
+	bundles    []string
+	bindings   []store.Binding
+	limit      budget.Micros
+	tier       trust.Tier
+	autonomous bool
+}
+
+// origin is who or what starts a run, and the run's id and token hash.
+type origin struct {
+	id        string
+	invoker   string
+	trigger   string
+	github    *store.GitHubTrigger
+	tokenHash string
+}
+
+// prepare validates req and resolves its policy, bundles and connections.
+// derived is the tier the trigger derived; the request may only narrow it.
+// invoker is who starts the run: only a personal connection's owner may
+// attach it ("" attaches none).
+func (s *Service) prepare(ctx context.Context, req CreateRequest, derived trust.Tier, invoker string) (prepared, error) {
+	if req.PolicyID == "" {
+		return prepared{}, invalid("policy_id", "is required")
+	}
+	if req.PolicyVersion < 0 {
+		return prepared{}, invalid("policy_version", "must be a positive version")
+	}
+	if req.Budget == nil || req.Budget.LimitUSD == nil {
+		return prepared{}, invalid("budget.limit_usd", "is required")
+	}
+	limit, err := budget.FromUSD(*req.Budget.LimitUSD)
+	if err != nil {
+		return prepared{}, invalid("budget.limit_usd", "must be a non-negative amount in USD")
+	}
+	tier, err := requestedTier(req.TrustTier, derived)
+	if err != nil {
+		return prepared{}, err
+	}
+	if req.Trigger != nil && req.Trigger.Type != "manual" {
+		return prepared{}, invalid("trigger.type", "%q is not a trigger a caller can name (only \"manual\")", req.Trigger.Type)
+	}
+	if len(req.Capabilities) == 0 {
+		return prepared{}, invalid("capabilities", "at least one capability bundle is required")
+	}
+	if len(req.Capabilities) > MaxCapabilities {
+		return prepared{}, invalid("capabilities", "at most %d bundles", MaxCapabilities)
+	}
+
+	pv, err := s.st.GetPolicy(ctx, req.PolicyID, req.PolicyVersion)
+	if errors.Is(err, store.ErrNotFound) {
+		if req.PolicyVersion > 0 {
+			return prepared{}, invalid("policy_version", "policy %q has no version %d", req.PolicyID, req.PolicyVersion)
+		}
+		return prepared{}, invalid("policy_id", "no policy %q", req.PolicyID)
+	}
+	if err != nil {
+		return prepared{}, err
+	}
+
+	tools, bundles, err := s.resolveTools(ctx, req.Capabilities)
+	if err != nil {
+		return prepared{}, err
+	}
+	brokered, bindings, err := s.resolveConnections(ctx, invoker, req.Connections)
+	if err != nil {
+		return prepared{}, err
+	}
+	if len(brokered) > 0 {
+		names := map[string]bool{}
+		for _, t := range tools {
+			names[t.Name] = true
+		}
+		for _, t := range brokered {
+			if names[t.Name] {
+				return prepared{}, invalid("connections", "tool %q is named twice in this run", t.Name)
+			}
+			names[t.Name] = true
+		}
+		tools = append(tools, brokered...)
+		slices.SortFunc(tools, func(a, b store.Tool) int { return strings.Compare(a.Name, b.Name) })
+	}
+	return prepared{policy: pv, tools: tools, bundles: bundles, bindings: bindings, limit: limit, tier: tier, autonomous: req.Autonomous}, nil
+}
+
+// write freezes p into a new run with o's id and writes it.
+func (s *Service) write(ctx context.Context, p prepared, o origin) (View, error) {
+	pv, tools := p.policy, p.tools
 	now := store.FormatTime(s.now())
 	head := store.Head{
-		RunID:           id,
+		RunID:           o.id,
 		Status:          string(StatusRunning),
-		TokenHash:       hash,
-		Invoker:         who.Subject,
-		TrustTier:       string(tier),
-		Autonomous:      req.Autonomous,
+		TokenHash:       o.tokenHash,
+		Invoker:         o.invoker,
+		TrustTier:       string(p.tier),
+		Autonomous:      p.autonomous,
 		PolicyID:        pv.PolicyID,
 		PolicyVersion:   pv.Version,
 		PolicyDigest:    pv.Digest,
 		ToolSetDigest:   toolSetDigest(tools),
-		Capabilities:    bundles,
-		Trigger:         trigger,
+		Capabilities:    p.bundles,
+		Trigger:         o.trigger,
+		GitHub:          o.github,
 		CreatedAt:       now,
-		BudgetLimit:     int64(limit),
-		BudgetAvailable: int64(limit),
+		BudgetLimit:     int64(p.limit),
+		BudgetAvailable: int64(p.limit),
 	}
 	for _, t := range tools {
 		head.Tools = append(head.Tools, t.Name)
 	}
 	created, err := redact.New(redact.SessionCreated{
-		SessionID:     id,
+		SessionID:     o.id,
 		PolicyID:      pv.PolicyID,
 		PolicyVersion: pv.Version,
 		PolicyDigest:  pv.Digest,
 		ToolSetDigest: head.ToolSetDigest,
 		Tools:         len(tools),
-		TrustTier:     string(tier),
-		Autonomous:    req.Autonomous,
-		BudgetMicros:  int64(limit),
-		Trigger:       trigger,
-		Invoker:       who.Subject,
+		TrustTier:     string(p.tier),
+		Autonomous:    p.autonomous,
+		BudgetMicros:  int64(p.limit),
+		Trigger:       o.trigger,
+		Invoker:       o.invoker,
+		GitHub:        redactGitHub(o.github),
 	})
 	if err != nil {
 		return View{}, err
 	}
 	err = s.st.CreateRun(ctx, store.NewRun{
-		Head:    head,
-		Tools:   tools,
-		Policy:  store.PolicySnapshot{PolicyID: pv.PolicyID, Version: pv.Version, Digest: pv.Digest, Document: pv.Document},
-		Created: created,
+		Head:     head,
+		Tools:    tools,
+		Policy:   store.PolicySnapshot{PolicyID: pv.PolicyID, Version: pv.Version, Digest: pv.Digest, Document: pv.Document},
+		Bindings: p.bindings,
+		Created:  created,
 	})
 	if err != nil {
 		return View{}, fmt.Errorf("run: create: %w", err)
 	}
 	head.LastSeq = 1
-	v := view(head)
-	v.Token = token.Reveal()
-	return v, nil
+	return view(head), nil
 }
 
-func requestedTier(s string) (trust.Tier, error) {
-	if s == "" {
-		return trust.Trusted, nil
+func redactGitHub(g *store.GitHubTrigger) *redact.GitHubTrigger {
+	if g == nil {
+		return nil
 	}
+	r := redact.GitHubTrigger(*g)
+	return &r
+}
+
+// requestedTier combines the tier a request names with the derived one.
+func requestedTier(s string, derived trust.Tier) (trust.Tier, error) {
 	t := trust.Tier(s)
-	if !t.Valid() {
+	if s != "" && !t.Valid() {
 		return "", invalid("trust_tier", "must be %q or %q", trust.Trusted, trust.ReadOnly)
 	}
-	// A manual run derives "trusted"; a caller may only narrow it.
-	return trust.Narrow(t, trust.Trusted), nil
+	return trust.Narrow(t, derived), nil
 }
 
 // resolveTools loads the named bundles and freezes their tools. Every schema
@@ -383,6 +503,7 @@ func view(h store.Head) View {
 		Tools:         nonNil(h.Tools),
 		Capabilities:  nonNil(h.Capabilities),
 		Trigger:       h.Trigger,
+		GitHub:        h.GitHub,
 		Invoker:       h.Invoker,
 		CreatedAt:     h.CreatedAt,
 		Budget: BudgetView{

@@ -30,7 +30,9 @@ type Head struct {
 	Tools         []string `dynamodbav:"tools"`
 	Capabilities  []string `dynamodbav:"capabilities"`
 	Trigger       string   `dynamodbav:"trigger"`
-	CreatedAt     string   `dynamodbav:"created_at"`
+	// GitHub is set on runs a GitHub delivery created (Trigger "github").
+	GitHub    *GitHubTrigger `dynamodbav:"github,omitempty"`
+	CreatedAt string         `dynamodbav:"created_at"`
 	// Budget, in integer micro-USD. Available = Limit - Reserved - Spent is
 	// kept as its own attribute so a write can be conditioned on it.
 	BudgetLimit     int64 `dynamodbav:"budget_limit"`
@@ -52,6 +54,12 @@ type Tool struct {
 	Origin       string `dynamodbav:"origin"`
 	Callable     bool   `dynamodbav:"callable"`
 	Reason       string `dynamodbav:"reason"`
+	// ConnectionID, UpstreamName and ToolDigest are set on a brokered
+	// tool: the connection it is called through, the tool's name at the
+	// upstream, and the digest of its photographed definition.
+	ConnectionID string `dynamodbav:"connection_id,omitempty"`
+	UpstreamName string `dynamodbav:"upstream_name,omitempty"`
+	ToolDigest   string `dynamodbav:"tool_digest,omitempty"`
 }
 
 // PolicySnapshot is the full policy document frozen into a run.
@@ -65,8 +73,9 @@ type PolicySnapshot struct {
 // Frozen is everything a run froze at creation. It never changes, so callers
 // may cache it for the life of the process.
 type Frozen struct {
-	Tools  []Tool
-	Policy PolicySnapshot
+	Tools    []Tool
+	Policy   PolicySnapshot
+	Bindings []Binding
 }
 
 // NewRun is what CreateRun writes.
@@ -74,6 +83,8 @@ type NewRun struct {
 	Head   Head
 	Tools  []Tool
 	Policy PolicySnapshot
+	// Bindings are the run's frozen connection bindings (BIND#<id>).
+	Bindings []Binding
 	// Created is the session.created event; it becomes seq 1.
 	Created redact.Envelope
 }
@@ -132,6 +143,13 @@ func (s *Store) CreateRun(ctx context.Context, r NewRun) error {
 		return err
 	}
 	frozen = append(frozen, putNew(s.table, pol))
+	for _, b := range r.Bindings {
+		av, err := item(pk, bindingSK(b.ConnectionID), b)
+		if err != nil {
+			return err
+		}
+		frozen = append(frozen, putNew(s.table, av))
+	}
 
 	r.Head.LastSeq = 1
 	head, err := item(pk, "HEAD", r.Head)
@@ -247,6 +265,17 @@ func (s *Store) GetFrozen(ctx context.Context, runID string) (Frozen, error) {
 			return err
 		}
 		f.Tools = append(f.Tools, t)
+		return nil
+	})
+	if err != nil {
+		return Frozen{}, err
+	}
+	err = s.queryPrefix(ctx, runPK(runID), "BIND#", func(av map[string]types.AttributeValue) error {
+		var b Binding
+		if err := attributevalue.UnmarshalMap(av, &b); err != nil {
+			return err
+		}
+		f.Bindings = append(f.Bindings, b)
 		return nil
 	})
 	return f, err

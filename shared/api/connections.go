@@ -1,0 +1,135 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/broker"
+	"github.com/fluidbox/fluidbox/shared/connection"
+	"github.com/fluidbox/fluidbox/shared/seal"
+)
+
+// connectionRoutes serves API.md "Connections" and the brokered tools/call.
+// Creating, reading, replacing and revoking belong to the control function
+// (kms:Encrypt only); refresh and tools/call open the credential, so they
+// belong to the broker function, the only one with kms:Decrypt.
+func (s *Server) connectionRoutes() {
+	s.handle("POST /v1/connections", people, s.createConnection)
+	s.handle("GET /v1/connections", people, s.listConnections)
+	s.handle("GET /v1/connections/{id}", people, s.getConnection)
+	s.handle("PUT /v1/connections/{id}/credential", people, s.replaceCredential)
+	s.handle("DELETE /v1/connections/{id}", people, s.revokeConnection)
+	s.handle("POST /v1/connections/{id}/tools/refresh", people, s.refreshConnection)
+	s.handle("POST /v1/sessions/{id}/tools/call", runScoped, s.toolsCall)
+}
+
+var errNoSealer = &Error{http.StatusServiceUnavailable, "unavailable", "this server has no key service configured, so it cannot seal or open credentials; treat this as deny and retry"}
+
+// connectionError maps the connection service's errors to API errors. Every
+// message is built here or by packages whose error texts never hold a
+// credential (seal, broker); anything else goes to fail.
+func (s *Server) connectionError(r *http.Request, err error) error {
+	var inv *connection.InvalidError
+	var ue *broker.UpstreamError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &inv):
+		return invalid("%s", inv.Error())
+	case errors.Is(err, connection.ErrNotFound):
+		return notFound("connection " + r.PathValue("id"))
+	case errors.Is(err, connection.ErrForbidden):
+		return &Error{http.StatusForbidden, "forbidden", strings.TrimPrefix(err.Error(), connection.ErrForbidden.Error()+": ")}
+	case errors.Is(err, connection.ErrNameTaken):
+		return conflict("a connection with that name exists")
+	case errors.Is(err, connection.ErrRevoked):
+		return conflict("the connection is revoked")
+	case errors.Is(err, connection.ErrChanged):
+		return conflict("the connection changed while this request ran (a concurrent credential replacement or revocation); read it and retry")
+	case errors.Is(err, connection.ErrNoSealer):
+		return errNoSealer
+	case errors.Is(err, seal.ErrTooLarge):
+		return invalid("credential: too large")
+	case errors.Is(err, seal.ErrUnavailable):
+		s.log.ErrorContext(r.Context(), "key service unavailable", "route", r.Pattern, "err", err)
+		return errUnavailable
+	case errors.As(err, &ue):
+		s.log.WarnContext(r.Context(), "upstream failed", "route", r.Pattern, "connection", r.PathValue("id"), "err", ue)
+		switch {
+		case errors.Is(ue, broker.ErrUnauthorized):
+			return conflict("the upstream refused the connection's credential; replace it with PUT /v1/connections/{id}/credential (%s)", ue.Error())
+		case errors.Is(ue, broker.ErrInvalidResponse), errors.Is(ue, broker.ErrCredentialEcho), errors.Is(ue, broker.ErrInvalidRequest), errors.Is(ue, broker.ErrProtocol):
+			return conflict("the upstream's answer cannot be used (%s)", ue.Error())
+		}
+		return &Error{http.StatusServiceUnavailable, "unavailable", "the upstream MCP server could not be reached (" + ue.Error() + "); retry later"}
+	}
+	return err
+}
+
+func (s *Server) createConnection(w http.ResponseWriter, r *http.Request, who auth.Principal) error {
+	var req connection.CreateRequest
+	if e := decode(w, r, &req); e != nil {
+		return e
+	}
+	v, err := s.conns.Create(r.Context(), who, req)
+	if err != nil {
+		return s.connectionError(r, err)
+	}
+	s.log.InfoContext(r.Context(), "connection created", "connection", v.ID, "name", v.Name, "kind", v.Kind, "owner", v.Owner)
+	writeJSON(w, http.StatusCreated, v)
+	return nil
+}
+
+func (s *Server) listConnections(w http.ResponseWriter, r *http.Request, who auth.Principal) error {
+	list, err := s.conns.List(r.Context(), who)
+	if err != nil {
+		return s.connectionError(r, err)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"connections": list})
+	return nil
+}
+
+func (s *Server) getConnection(w http.ResponseWriter, r *http.Request, who auth.Principal) error {
+	v, err := s.conns.Get(r.Context(), who, r.PathValue("id"))
+	if err != nil {
+		return s.connectionError(r, err)
+	}
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+func (s *Server) replaceCredential(w http.ResponseWriter, r *http.Request, who auth.Principal) error {
+	var req connection.CredentialRequest
+	if e := decode(w, r, &req); e != nil {
+		return e
+	}
+	v, err := s.conns.ReplaceCredential(r.Context(), who, r.PathValue("id"), req.Credential)
+	if err != nil {
+		return s.connectionError(r, err)
+	}
+	s.log.InfoContext(r.Context(), "connection credential replaced", "connection", v.ID, "generation", v.AuthorizationGeneration, "by", who.Subject)
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+func (s *Server) revokeConnection(w http.ResponseWriter, r *http.Request, who auth.Principal) error {
+	v, err := s.conns.Revoke(r.Context(), who, r.PathValue("id"))
+	if err != nil {
+		return s.connectionError(r, err)
+	}
+	s.log.InfoContext(r.Context(), "connection revoked", "connection", v.ID, "by", who.Subject)
+	writeJSON(w, http.StatusOK, v)
+	return nil
+}
+
+func (s *Server) refreshConnection(w http.ResponseWriter, r *http.Request, who auth.Principal) error {
+	res, err := s.conns.Refresh(r.Context(), who, r.PathValue("id"))
+	if err != nil {
+		return s.connectionError(r, err)
+	}
+	s.log.InfoContext(r.Context(), "connection refreshed", "connection", r.PathValue("id"), "digest", res.Digest, "tools", len(res.Tools), "changes", len(res.Changes))
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}

@@ -1,0 +1,71 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/connection"
+	"github.com/fluidbox/fluidbox/shared/permission"
+	"github.com/fluidbox/fluidbox/shared/seal"
+)
+
+// toolsCall is POST /v1/sessions/{id}/tools/call: the gate decides a
+// brokered call and, on allow, the broker executes it (connection.Broker).
+// When the key service, the table or the upstream's tool list cannot be
+// reached before the decision, the answer is 503 and nothing is recorded.
+func (s *Server) toolsCall(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
+	id, err := runID(r)
+	if err != nil {
+		return err
+	}
+	var wait time.Duration
+	if v := r.URL.Query().Get("wait_seconds"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || time.Duration(n)*time.Second > permission.MaxWait {
+			return invalid("wait_seconds: must be an integer from 0 to %d", int(permission.MaxWait/time.Second))
+		}
+		wait = time.Duration(n) * time.Second
+	}
+	var req permission.Request
+	if e := decode(w, r, &req); e != nil {
+		return e
+	}
+	if s.cfg.Sealer == nil {
+		return errNoSealer
+	}
+	ans, err := s.broker.Call(r.Context(), id, req, wait)
+	var inv *permission.InvalidError
+	switch {
+	case err == nil:
+	case errors.As(err, &inv):
+		return invalid("%s", inv.Message)
+	case errors.Is(err, permission.ErrConflict):
+		return conflict("tool_call_id %q was already asked with a different tool or input", req.ToolCallID)
+	case errors.Is(err, connection.ErrSandboxTool):
+		return invalid("tool_name: %q is a sandbox tool of this run; ask POST /v1/sessions/{id}/permission and run it in the sandbox", req.ToolName)
+	case errors.Is(err, connection.ErrAlreadyExecuted):
+		return conflict("tool_call_id %q was executed already; its result is not kept and the tool is not run twice (use a new tool_call_id to call again)", req.ToolCallID)
+	case errors.Is(err, connection.ErrNoSealer):
+		return errNoSealer
+	case errors.Is(err, seal.ErrUnavailable):
+		s.log.ErrorContext(r.Context(), "key service unavailable", "run", id, "call", req.ToolCallID, "err", err)
+		return errUnavailable
+	case errors.Is(err, connection.ErrUpstreamUnavailable):
+		return &Error{http.StatusServiceUnavailable, "unavailable", "the upstream MCP server's tools could not be read, so the call was not decided; treat this as deny and retry"}
+	case errors.Is(err, connection.ErrNotRecorded):
+		s.log.ErrorContext(r.Context(), "brokered call not recorded", "run", id, "call", req.ToolCallID, "err", err)
+		return errUnavailable
+	default:
+		return err
+	}
+	attrs := []any{"run", id, "call", req.ToolCallID, "tool", req.ToolName, "decision", ans.Decision, "source", ans.Source, "rule", ans.RuleID}
+	if ans.Result != nil {
+		attrs = append(attrs, "brokered", true, "is_error", ans.Result.IsError, "latency_ms", *ans.LatencyMS)
+	}
+	s.log.InfoContext(r.Context(), "decision", attrs...)
+	writeJSON(w, http.StatusOK, ans)
+	return nil
+}

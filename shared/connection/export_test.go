@@ -1,0 +1,4 @@
+package connection
+
+// ClassOf exposes classOf to the tests.
+var ClassOf = classOf

@@ -1,0 +1,149 @@
+//go:build e2e
+
+package connection_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fluidbox/fluidbox/shared/approval"
+	"github.com/fluidbox/fluidbox/shared/connection"
+	"github.com/fluidbox/fluidbox/shared/internal/testenv"
+	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/permission"
+	"github.com/fluidbox/fluidbox/shared/run"
+	"github.com/fluidbox/fluidbox/shared/seal"
+)
+
+// TestInteropServerEverything: refresh and a brokered call against a server
+// nobody here wrote, @modelcontextprotocol/server-everything in Streamable
+// HTTP mode on 127.0.0.1. `make e2e` installs it and sets
+// FLUIDBOX_E2E_MCP_EVERYTHING to its dist/index.js.
+func TestInteropServerEverything(t *testing.T) {
+	entry := os.Getenv("FLUIDBOX_E2E_MCP_EVERYTHING")
+	if entry == "" {
+		t.Fatal("FLUIDBOX_E2E_MCP_EVERYTHING is not set: run `make e2e`, which installs @modelcontextprotocol/server-everything")
+	}
+	url := startEverything(t, entry)
+	ctx := context.Background()
+	st := testenv.Store(t)
+	led := ledger.New(st, time.Now)
+	sealer, err := seal.NewLocal(filepath.Join(t.TempDir(), "seal.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := connection.NewService(st, sealer, connection.Options{})
+	v, err := svc.Create(ctx, admin, connection.CreateRequest{
+		Name: "everything", URL: url, Kind: "shared",
+		Credential:  &seal.Credential{Type: seal.TypeBearer, Token: "CANARY-everything-3c1"},
+		ToolClasses: map[string]string{"echo": "read"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := svc.Refresh(ctx, admin, v.ID)
+	if err != nil {
+		t.Fatalf("refresh: %v", err)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	t.Logf("server-everything offers %d tools: %s", len(res.Tools), strings.Join(names, ", "))
+	if len(res.Changes) != len(res.Tools) || !strings.Contains(","+strings.Join(names, ",")+",", ",echo,") {
+		t.Fatalf("refresh = %d tools, %d changes; want echo among them, all added", len(res.Tools), len(res.Changes))
+	}
+
+	pol := mustPolicyDoc(t, st, `{"name":"e","default_verdict":"deny","rules":[{"id":"echo","tool":"mcp__everything__echo","verdict":"allow"}]}`)
+	limit := 1.0
+	req := run.CreateRequest{PolicyID: pol, Capabilities: []string{"claude-code"}, Connections: []string{v.ID}}
+	req.Budget = &struct {
+		LimitUSD *float64 `json:"limit_usd"`
+	}{LimitUSD: &limit}
+	r, err := run.NewService(led, time.Now).Create(ctx, admin, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perm := permission.NewService(led, approval.NewService(led, time.Now), approval.Lazy{}, slog.New(slog.DiscardHandler), time.Now)
+	b := connection.NewBroker(svc, perm, nil)
+	ans, err := b.Call(ctx, r.ID, permission.Request{ToolCallID: "e1", ToolName: "mcp__everything__echo", Input: json.RawMessage(`{"message":"hello from fluidbox"}`)}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ans.Decision != "allow" || ans.Result == nil || ans.Result.IsError || !strings.Contains(string(ans.Result.Content), "hello from fluidbox") {
+		t.Fatalf("echo = %+v (result %s)", ans.Answer, resultJSON(ans))
+	}
+	// A tool the policy does not allow is denied by the gate before the
+	// upstream is called.
+	ans, err = b.Call(ctx, r.ID, permission.Request{ToolCallID: "e2", ToolName: "mcp__everything__get-sum", Input: json.RawMessage(`{"a":1,"b":2}`)}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ans.Decision != "deny" {
+		t.Errorf("get-sum = %+v, want deny (policy)", ans.Answer)
+	}
+}
+
+func resultJSON(a connection.CallAnswer) string {
+	b, _ := json.Marshal(a.Result)
+	return string(b)
+}
+
+// startEverything runs server-everything on a free loopback port, with the
+// preload that pins every listener to 127.0.0.1, and waits for it.
+func startEverything(t *testing.T, entry string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	preload, err := filepath.Abs("testdata/loopback.cjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("node", "-r", preload, entry, "streamableHttp")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start node: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			t.Logf("server-everything: %s", sc.Text())
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server-everything did not listen on %s", addr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return "http://" + addr + "/mcp"
+}

@@ -1,0 +1,217 @@
+package permission
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fluidbox/fluidbox/shared/gate"
+	"github.com/fluidbox/fluidbox/shared/redact"
+	"github.com/fluidbox/fluidbox/shared/run"
+	"github.com/fluidbox/fluidbox/shared/store"
+)
+
+// OperatorSubject is the subject of the admin-token operator. In
+// single-admin mode the operator owns the personal connections it creates
+// and has no member row; it is always active.
+const OperatorSubject = "admin"
+
+// BrokeredTool is a brokered tool as a run froze it: what the broker needs
+// to call it and to re-verify it first.
+type BrokeredTool struct {
+	Name         string
+	UpstreamName string
+	ConnectionID string
+	// ToolDigest is the digest of the tool's photographed definition.
+	ToolDigest string
+	Binding    gate.Binding
+}
+
+// BrokeredTool returns the frozen record of a run's brokered tool; ok is
+// false when the run froze no brokered tool of that name (a sandbox tool,
+// or none at all: the gate then decides).
+func (s *Service) BrokeredTool(ctx context.Context, runID, toolName string) (BrokeredTool, bool, error) {
+	fr, err := s.frozen.get(ctx, runID)
+	if errors.Is(err, store.ErrNotFound) {
+		return BrokeredTool{}, false, run.ErrNotFound
+	}
+	if err != nil {
+		return BrokeredTool{}, false, err
+	}
+	t, ok := fr.brokered[toolName]
+	if !ok {
+		return BrokeredTool{}, false, nil
+	}
+	return BrokeredTool{
+		Name: t.Name, UpstreamName: t.UpstreamName, ConnectionID: t.ConnectionID, ToolDigest: t.ToolDigest,
+		Binding: fr.bindings[t.ConnectionID],
+	}, true, nil
+}
+
+// SandboxTool reports whether the run froze toolName as a sandbox tool.
+func (s *Service) SandboxTool(ctx context.Context, runID, toolName string) (bool, error) {
+	fr, err := s.frozen.get(ctx, runID)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, run.ErrNotFound
+	}
+	if err != nil {
+		return false, err
+	}
+	t, ok := fr.tools[toolName]
+	return ok && t.ConnectionID == "", nil
+}
+
+// DecideBrokered is Decide for a brokered call, with the connections' live
+// state as the broker read it (the upstream's current tool-set digest in
+// ToolSetDigest), so that a rug pull is denied by the gate and recorded
+// like any decision.
+func (s *Service) DecideBrokered(ctx context.Context, runID string, req Request, wait time.Duration, live map[string]gate.Live) (Answer, error) {
+	if live == nil {
+		live = map[string]gate.Live{}
+	}
+	return s.decide(ctx, runID, req, wait, live)
+}
+
+// liveFor reads the live state of the connection a brokered tool needs; a
+// sandbox tool (or an unknown one) needs none.
+func (s *Service) liveFor(ctx context.Context, fr *frozenRun, toolName string) (map[string]gate.Live, error) {
+	t, ok := fr.brokered[toolName]
+	if !ok {
+		return nil, nil
+	}
+	l, _, err := LiveConnection(ctx, s.st, t.ConnectionID)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]gate.Live{t.ConnectionID: l}, nil
+}
+
+// LiveConnection reads a connection as it is now, for stage 2: status,
+// generation, its latest photograph's digest, and whether its personal
+// owner is still an active member (a shared connection has no owner to
+// lose). A missing connection is the zero Live (the gate denies binding).
+// The stored connection is returned too, for the broker.
+//
+// Owner activity: the owner's member row decides (store.GetMember, read
+// consistently, so a deactivation holds from the next call). An owner with
+// no member row is inactive, except the admin-token operator, which has
+// none in single-admin mode.
+func LiveConnection(ctx context.Context, st *store.Store, connectionID string) (gate.Live, store.Connection, error) {
+	c, err := st.GetConnection(ctx, connectionID)
+	if errors.Is(err, store.ErrNotFound) {
+		return gate.Live{}, store.Connection{}, nil
+	}
+	if err != nil {
+		return gate.Live{}, store.Connection{}, err
+	}
+	l := gate.Live{Found: true, Status: c.Status, Generation: c.Generation, ToolSetDigest: c.PhotoDigest, OwnerActive: true}
+	if c.Kind != store.ConnectionShared {
+		m, err := st.GetMember(ctx, c.Owner)
+		switch {
+		case err == nil:
+			l.OwnerActive = m.Status == store.MemberActive
+		case errors.Is(err, store.ErrNotFound):
+			l.OwnerActive = c.Owner == OperatorSubject
+		default:
+			return gate.Live{}, store.Connection{}, err
+		}
+	}
+	return l, c, nil
+}
+
+// ErrAlreadyExecuted: the brokered call was executed already.
+var ErrAlreadyExecuted = errors.New("permission: tool call already executed")
+
+// ClaimExecution claims an allowed call's one execution (see
+// store.ClaimExecution).
+func (s *Service) ClaimExecution(ctx context.Context, runID, toolCallID string) error {
+	err := s.st.ClaimExecution(ctx, runID, toolCallID, store.FormatTime(s.now()))
+	if errors.Is(err, store.ErrAlreadyExecuted) {
+		return ErrAlreadyExecuted
+	}
+	return err
+}
+
+// CallState says whether a call is recorded already (a retry, or a call
+// that waited for approval) and whether it was executed. It checks that a
+// retry is the same call (ErrConflict) and that the request is well formed.
+func (s *Service) CallState(ctx context.Context, runID string, req Request) (recorded, executed bool, err error) {
+	_, digest, err := checkRequest(req)
+	if err != nil {
+		return false, false, err
+	}
+	e, err := s.st.GetExecution(ctx, runID, req.ToolCallID)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, err
+	}
+	if e.InputDigest != string(digest) || e.ToolName != req.ToolName {
+		return false, false, ErrConflict
+	}
+	return true, e.ExecutedAt != "", nil
+}
+
+// Preview asks the gate about a call on the run's current head and records
+// nothing. The broker asks it with what it knows without the secret, and
+// touches the secret only when the answer is not a denial.
+func (s *Service) Preview(ctx context.Context, runID string, req Request, live map[string]gate.Live) (gate.Decision, error) {
+	input, _, err := checkRequest(req)
+	if err != nil {
+		return gate.Decision{}, err
+	}
+	fr, err := s.frozen.get(ctx, runID)
+	if errors.Is(err, store.ErrNotFound) {
+		return gate.Decision{}, run.ErrNotFound
+	}
+	if err != nil {
+		return gate.Decision{}, err
+	}
+	h, err := s.led.Head(ctx, runID)
+	if errors.Is(err, store.ErrNotFound) {
+		return gate.Decision{}, run.ErrNotFound
+	}
+	if err != nil {
+		return gate.Decision{}, err
+	}
+	g := grants{ctx: ctx, st: s.st, runID: runID}
+	d := gate.Decide(fr.gateRun(h), gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Granted: g.has})
+	if g.err != nil {
+		return gate.Decision{}, g.err
+	}
+	return d, nil
+}
+
+// RecordBrokered appends tool.brokered for an executed call, with its
+// outcome on the call record, in one ledger append.
+func (s *Service) RecordBrokered(ctx context.Context, runID string, ev redact.ToolBrokered) error {
+	env, err := redact.New(ev)
+	if err != nil {
+		return err
+	}
+	op := s.st.RecordBrokered(runID, ev.ToolCallID, store.BrokeredResult{ResultDigest: string(ev.ResultDigest), LatencyMS: ev.LatencyMS, IsError: ev.IsError})
+	_, err = s.led.Append(ctx, runID, func(store.Head) (store.Batch, error) {
+		return store.Batch{Events: []redact.Envelope{env}, Ops: []store.Op{op}}, nil
+	})
+	if err != nil {
+		return fmt.Errorf("permission: record brokered call %s of %s: %w", ev.ToolCallID, runID, err)
+	}
+	return nil
+}
+
+// RecordRefusal appends a tool.decision deny for an allowed call the broker
+// refused to execute because the binding or the upstream's definition no
+// longer matches what was decided on (an approved call whose tool changed
+// while it waited). The call record keeps its allow; a retry re-checks.
+func (s *Service) RecordRefusal(ctx context.Context, runID string, req Request, a Answer) error {
+	env, err := redact.New(redact.ToolDecision{ToolCallID: req.ToolCallID, ToolName: req.ToolName, Decision: DecisionDeny, Source: a.Source})
+	if err != nil {
+		return err
+	}
+	_, err = s.led.Append(ctx, runID, func(store.Head) (store.Batch, error) {
+		return store.Batch{Events: []redact.Envelope{env}}, nil
+	})
+	return err
+}
