@@ -21,6 +21,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/api"
 	"github.com/fluidbox/fluidbox/shared/approval"
+	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/budget"
 	"github.com/fluidbox/fluidbox/shared/config"
 	"github.com/fluidbox/fluidbox/shared/devstack"
@@ -87,8 +88,22 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	expirer.Observe(notifications)
 	timers := approval.NewTimers(expirer, log)
 	defer timers.Stop()
+	var verifier *auth.OIDC
+	if cfg.RequireSSO {
+		verifier, err = auth.NewOIDC(ctx, auth.OIDCConfig{
+			Issuer:     cfg.OIDCIssuer,
+			Audience:   cfg.OIDCAudience,
+			RolesClaim: cfg.OIDCRolesClaim,
+			Client:     &http.Client{Timeout: 5 * time.Second},
+		})
+		if err != nil {
+			return err
+		}
+		log.Info("SSO required: OIDC bearers are verified; the admin token still works for the operator", "issuer", cfg.OIDCIssuer)
+	}
 	h := api.New(api.Config{
 		AdminToken: cfg.AdminToken,
+		OIDC:       verifier,
 		Ledger:     led,
 		Logger:     log,
 		Scheduler:  timers,
@@ -105,6 +120,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fmt.Fprintf(stdout, "  export FLUIDBOX_URL=%s\n  export FLUIDBOX_ADMIN_TOKEN=%s\n", url, cfg.AdminToken)
 	fmt.Fprintf(stdout, "  curl -s -H \"Authorization: Bearer $FLUIDBOX_ADMIN_TOKEN\" $FLUIDBOX_URL/v1/capabilities\n")
 	fmt.Fprintf(stdout, "  model proxy for a run: ANTHROPIC_BASE_URL=$FLUIDBOX_URL/v1/sessions/<id>/model ANTHROPIC_API_KEY=<session token>\n")
+	fmt.Fprintf(stdout, "  approvals page: %s/ (paste the admin token)\n", url)
 	fmt.Fprintf(stdout, "press Ctrl-C to stop\n")
 
 	errc := make(chan error, 1)
