@@ -5,7 +5,7 @@ BUILD     := .build
 FN        ?= control
 EVENT     ?= events/control/create-session.json
 
-.PHONY: run test build invoke bench validate e2e e2e-asl e2e-browser e2e-mcp fmt
+.PHONY: run test build invoke bench validate e2e e2e-asl e2e-browser e2e-mcp e2e-claude fmt
 
 ## run: the local control plane on 127.0.0.1:8080 (FLUIDBOX_ADDR to change)
 run:
@@ -46,7 +46,7 @@ NODE_DIR      := $(BUILD)/node
 ASL_VALIDATOR := $(NODE_DIR)/node_modules/.bin/asl-validator
 ASL_VERSION   := 4.0.0
 
-e2e: e2e-asl e2e-browser e2e-mcp
+e2e: e2e-asl e2e-browser e2e-mcp e2e-claude
 
 e2e-asl:
 	@command -v node >/dev/null || { echo "e2e: node is not installed; it is needed for asl-validator (install Node.js 20+)"; exit 1; }
@@ -94,6 +94,27 @@ e2e-mcp:
 	    || { echo "e2e: could not install @modelcontextprotocol/server-everything@$(MCP_EVERYTHING_VER) from the npm registry"; exit 1; }; \
 	fi
 	FLUIDBOX_E2E_MCP_EVERYTHING=$(MCP_EVERYTHING)/dist/index.js $(GO) test -tags e2e -count=1 -timeout 5m -run 'TestInterop' -v ./shared/connection/
+
+# e2e-claude: the real Claude Code CLI, headless, governed by fluidbox
+# against a scripted model (shared/internal/e2e/claudecode), all on
+# 127.0.0.1. The version is pinned: the claude-code bundle's schemas were
+# checked against it, and the suite refuses another (its pinnedVersion).
+# Its own prefix, like e2e-mcp's.
+CLAUDE_CODE_VERSION := 2.1.332
+CLAUDE_DIR          := $(BUILD)/claude
+CLAUDE_BIN          := $(CLAUDE_DIR)/node_modules/.bin/claude
+
+e2e-claude:
+	@command -v node >/dev/null || { echo "e2e-claude: node is not installed; it is needed to install Claude Code with npm (install Node.js 20+ and npm)"; exit 1; }
+	@command -v npm >/dev/null || { echo "e2e-claude: npm is not installed; it is needed to install @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION)"; exit 1; }
+	@if [ "$$($(CLAUDE_BIN) --version 2>/dev/null)" != "$(CLAUDE_CODE_VERSION) (Claude Code)" ]; then \
+	  echo "e2e-claude: installing @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) into $(CLAUDE_DIR)"; \
+	  mkdir -p $(CLAUDE_DIR) && npm install --prefix $(CLAUDE_DIR) --no-save --no-audit --no-fund --silent @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) \
+	    || { echo "e2e-claude: could not install @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) from the npm registry"; exit 1; }; \
+	  $(CLAUDE_BIN) --version >/dev/null 2>&1 \
+	    || { echo "e2e-claude: $(CLAUDE_BIN) does not run: npm brings the native CLI as an optional package (@anthropic-ai/claude-code-<platform>); make sure optional dependencies are not omitted"; exit 1; }; \
+	fi
+	FLUIDBOX_CLAUDE="$(abspath $(CLAUDE_BIN))" $(GO) test -tags e2e -count=1 -timeout 5m -v ./shared/internal/e2e/claudecode/
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -69,6 +69,10 @@ func TestBuiltinSchemas(t *testing.T) {
 		{"Read", `{"file_path":"/repo/src/main.go"}`, true, ""},
 		{"Read", `{"file_path":"/repo/big.log","offset":1200,"limit":200}`, true, ""},
 		{"Read", `{"path":"/repo/src/main.go"}`, false, "input.file_path: required property missing"},
+		{"Read", `{"file_path":"/repo/paper.pdf","pages":"1-5"}`, true, ""},
+		{"Read", `{"file_path":"/repo/big.log","allow_large":true}`, true, ""},
+		{"Read", `{"file_path":"/repo/big.log","offset":1.5}`, false, "input.offset: "},
+		{"Read", `{"file_path":"/repo/big.log","limit":0}`, false, "input.limit: "},
 		{"Glob", `{"pattern":"**/*.go"}`, true, ""},
 		{"Glob", `{"pattern":"src/**/*.ts","path":"/repo/web"}`, true, ""},
 		{"Glob", `{"path":"/repo"}`, false, "input.pattern: required property missing"},
@@ -83,7 +87,12 @@ func TestBuiltinSchemas(t *testing.T) {
 		{"Edit", `{"file_path":"/repo/a.go","old_string":"foo","replace_all":"yes"}`, false, "input.new_string: required property missing; input.replace_all: expected boolean, but got string"},
 		{"WebFetch", `{"url":"https://go.dev/doc/effective_go","prompt":"Summarize the section on errors"}`, true, ""},
 		{"WebFetch", `{"url":"https://example.com"}`, false, "input.prompt: required property missing"},
-		{"WebFetch", `{"url":"not a url","prompt":"x"}`, false, "input.url: "},
+		{"WebFetch", `{"url":"https://go.dev/blog","prompt":"Summarize","offset":4000}`, true, ""},
+		{"WebFetch", `{"url":"https://go.dev/blog","prompt":"x","offset":-1}`, false, "input.offset: "},
+		// Draft 2020-12 (what Claude Code 2.1.332 sends) makes "format" an
+		// annotation: the schema accepts any string as url, the CLI checks it
+		// itself, and policies match /url with globs.
+		{"WebFetch", `{"url":"not a url","prompt":"x"}`, true, ""},
 	}
 	schemas := map[string]*schemaguard.Schema{}
 	for _, tool := range claudeCode(t).Tools {

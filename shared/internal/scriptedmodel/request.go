@@ -91,13 +91,19 @@ func (r Request) Credential() string {
 }
 
 // ToolResults returns the tool_result blocks of the request's last message: the results of
-// the tool calls the previous reply asked for.
+// the tool calls the previous reply asked for. Trailing `role: "system"` entries are skipped:
+// Claude Code (2.1.x) appends them after the tool results, e.g. "The user hasn't heard from
+// you in a while".
 func (r Request) ToolResults() []ToolResult {
-	if len(r.Messages) == 0 {
+	i := len(r.Messages) - 1
+	for i >= 0 && r.Messages[i].Role == "system" {
+		i--
+	}
+	if i < 0 {
 		return nil
 	}
 	var out []ToolResult
-	for _, b := range r.Messages[len(r.Messages)-1].Content {
+	for _, b := range r.Messages[i].Content {
 		if b.Type == "tool_result" {
 			out = append(out, ToolResult{ToolUseID: b.ToolUseID, Content: b.Content, IsError: b.IsError})
 		}
@@ -105,7 +111,8 @@ func (r Request) ToolResults() []ToolResult {
 	return out
 }
 
-// LastToolResult returns the last tool_result of the request's last message.
+// LastToolResult returns the last tool_result of the request's last message (trailing
+// `role: "system"` entries skipped, as in ToolResults).
 func (r Request) LastToolResult() (ToolResult, bool) {
 	rs := r.ToolResults()
 	if len(rs) == 0 {

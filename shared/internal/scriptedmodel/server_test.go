@@ -423,3 +423,23 @@ func TestChunks(t *testing.T) {
 		}
 	}
 }
+
+// Claude Code 2.1.x appends role:"system" entries after the tool results of a turn;
+// AfterToolResult must still see the results.
+func TestToolResultsSkipTrailingSystem(t *testing.T) {
+	t.Parallel()
+	s := New(AfterToolResult(func(tr ToolResult) Reply { return Reply{Text: "saw " + tr.ToolUseID} }))
+	defer s.Close()
+	body := `{"model": "claude-opus-5-5", "max_tokens": 64, "messages": [
+	  {"role": "user", "content": "go"},
+	  {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}}]},
+	  {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "a.txt"}]},
+	  {"role": "system", "content": "The user hasn't heard from you in a while."}
+	]}`
+	if status, _, b := post(t, s.URL(), "/v1/messages", "", body); status != 200 || !strings.Contains(string(b), "saw toolu_1") {
+		t.Fatalf("POST = %d %s, want 200 with the step's answer to toolu_1", status, b)
+	}
+	if tr, ok := s.Requests()[0].LastToolResult(); !ok || tr.ToolUseID != "toolu_1" || tr.Content != "a.txt" {
+		t.Errorf("LastToolResult() = %+v, %v; want toolu_1 a.txt", tr, ok)
+	}
+}

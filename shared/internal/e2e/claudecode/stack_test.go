@@ -468,10 +468,14 @@ func (s *stack) start(t *testing.T, r run, dir, prompt string, o cliOpts) func()
 // toolResult returns the tool_result for id that the CLI sent the model.
 func (s *stack) toolResult(t *testing.T, id string) scriptedmodel.ToolResult {
 	t.Helper()
+	// Any message, not only the last: Claude Code may append a
+	// role:"system" entry after the tool results.
 	for _, req := range s.model.Requests() {
-		for _, tr := range req.ToolResults() {
-			if tr.ToolUseID == id {
-				return tr
+		for _, m := range req.Messages {
+			for _, b := range m.Content {
+				if b.Type == "tool_result" && b.ToolUseID == id {
+					return scriptedmodel.ToolResult{ToolUseID: b.ToolUseID, Content: b.Content, IsError: b.IsError}
+				}
 			}
 		}
 	}

@@ -1,0 +1,203 @@
+//go:build e2e
+
+package claudecode
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/fluidbox/fluidbox/shared/capability"
+	"github.com/fluidbox/fluidbox/shared/client"
+	"github.com/fluidbox/fluidbox/shared/internal/scriptedmodel"
+	"github.com/fluidbox/fluidbox/shared/schemaguard"
+)
+
+// excluded lists the tools Claude Code (pinned version) offers its model
+// that the built-in claude-code bundle deliberately leaves out. A run
+// freezes the bundle's tools, so the gate denies each of these at the
+// capability stage whatever the policy says. An operator who wants one
+// registers a bundle of their own (POST /v1/capabilities) with a class.
+var excluded = map[string]string{
+	"Agent":                   "starts a subagent: a second agent loop the run's policy sees only call by call, and isolation \"remote\" runs it off this machine",
+	"Workflow":                "runs a script that orchestrates many subagents in the background: Agent's reasons, at scale",
+	"ListAgents":              "lists other Claude sessions on this machine and in the cloud: reaches outside the run",
+	"SendMessage":             "messages other Claude sessions, local or in the cloud: a channel out of the sandbox no policy can read",
+	"CronCreate":              "schedules prompts to fire later, durably across sessions: work must not outlive the run's budget, policy snapshot and approvals",
+	"CronDelete":              "manages CronCreate's schedules, which are excluded",
+	"CronList":                "lists CronCreate's schedules, which are excluded",
+	"ScheduleWakeup":          "resumes the agent later (/loop): work after the run, as CronCreate",
+	"Monitor":                 "runs a shell command (or opens a WebSocket) in the background outside Bash's schema, so Bash rules (command_prefix, dangerouslyDisableSandbox) never see it",
+	"TaskStop":                "stops background tasks and teammate agents, which only Monitor, Agent and Workflow start here",
+	"EnterWorktree":           "creates a git worktree and moves the session into it: writes outside the file tools' path rules and moves the directory they are relative to",
+	"ExitWorktree":            "leaves (and may remove) an EnterWorktree worktree, which is excluded",
+	"Skill":                   "loads packaged instructions (and their allowed-tools) from the user's or project's files: the sandbox image decides instructions, not the model",
+	"ReportFindings":          "renders code-review findings in a host UI: no effect in a headless run, whose output is its result",
+	"NotebookEdit":            "edits Jupyter cells; not in the built-in bundle's contract (API.md: seven tools); register it with class write to allow it",
+	"WebSearch":               "web search by the model provider through a second model request; not in the built-in bundle's contract; register it with class egress to allow it",
+	"ToolSearch":              "loads deferred tools' schemas after the first request; fluidbox runs set ENABLE_TOOL_SEARCH=false so every tool is in the first request, where this check sees it",
+	"DeferredToolPlaceholder": "a placeholder the CLI sends (defer_loading) and tells the model never to call",
+}
+
+// firstTools runs the CLI once, the model answering "ok" without a tool
+// call, and returns the tools array of its first request.
+func firstTools(t *testing.T, toolSearch string) []scriptedmodel.Tool {
+	t.Helper()
+	s := newStack(t, scriptedmodel.SayText("ok"))
+	r := s.newRun(t, governed, nil)
+	s.claude(t, r, project(t, nil), "say ok", cliOpts{env: map[string]string{"ENABLE_TOOL_SEARCH": toolSearch}})
+	reqs := s.model.Requests()
+	if len(reqs) == 0 || len(reqs[0].Tools) == 0 {
+		t.Fatal("the CLI's first request carried no tools")
+	}
+	return reqs[0].Tools
+}
+
+// TestBundleCoversTheCLI captures the tools array of the pinned CLI's
+// first request — as fluidbox runs it (ENABLE_TOOL_SEARCH=false: every
+// tool, with its schema) and in the CLI's default (deferred tools behind
+// ToolSearch) — and checks that every tool is either in the claude-code
+// bundle, with a deliberate class and exactly the schema the CLI sends, or
+// in excluded with a reason, and that the gate denies the excluded ones.
+func TestBundleCoversTheCLI(t *testing.T) {
+	t.Parallel()
+	cli := map[string]scriptedmodel.Tool{}
+	for _, mode := range []string{"false", "true"} {
+		for _, tool := range firstTools(t, mode) {
+			if _, seen := cli[tool.Name]; !seen || tool.InputSchema != nil && mode == "false" {
+				cli[tool.Name] = tool
+			}
+		}
+	}
+	bundle := map[string]capability.Tool{}
+	bs := capability.Builtin()
+	if len(bs) != 1 || bs[0].Name != capability.ClaudeCodeName {
+		t.Fatalf("capability.Builtin() = %d bundles, want claude-code", len(bs))
+	}
+	for _, tool := range bs[0].Tools {
+		bundle[tool.Name] = tool
+	}
+
+	names := make([]string, 0, len(cli))
+	for n := range cli {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var table strings.Builder
+	for _, n := range names {
+		tool := cli[n]
+		b, inBundle := bundle[n]
+		reason, isExcluded := excluded[n]
+		switch {
+		case inBundle && isExcluded:
+			t.Errorf("%s is both in the bundle and excluded", n)
+		case inBundle:
+			if !b.Class.Valid() {
+				t.Errorf("%s: bundle class %q is not a class", n, b.Class)
+			}
+			want, err := schemaguard.Canonical(tool.InputSchema)
+			if err != nil {
+				t.Fatalf("%s: the CLI's schema: %v", n, err)
+			}
+			if string(want) != string(b.InputSchema) {
+				path := filepath.Join(t.TempDir(), n+".schema.json")
+				_ = os.WriteFile(path, tool.InputSchema, 0o644)
+				t.Errorf("%s: the bundle's input_schema differs from what Claude Code %s sends (saved in %s); refresh shared/capability/builtin/claude-code/%s.json", n, pinnedVersion, path, n)
+			}
+			if _, err := schemaguard.Compile(tool.InputSchema); err != nil {
+				t.Errorf("%s: the CLI's schema does not compile in schemaguard: %v", n, err)
+			}
+			table.WriteString("  in bundle  " + n + " (" + string(b.Class) + "), schema identical to the CLI's\n")
+		case isExcluded:
+			table.WriteString("  excluded   " + n + ": " + reason + "\n")
+		default:
+			t.Errorf("Claude Code %s offers %s, which is neither in the claude-code bundle nor in excluded: decide its class or why it is left out", pinnedVersion, n)
+		}
+	}
+	for n := range bundle {
+		if _, ok := cli[n]; !ok {
+			table.WriteString("  in bundle  " + n + " (" + string(bundle[n].Class) + "), not offered by " + pinnedVersion + " (kept for older CLIs and the Agent SDK)\n")
+		}
+	}
+	for n := range excluded {
+		if _, ok := cli[n]; !ok {
+			t.Errorf("excluded lists %s, which Claude Code %s does not offer: drop it", n, pinnedVersion)
+		}
+	}
+	t.Logf("Claude Code %s tools against the claude-code bundle:\n%s", pinnedVersion, table.String())
+
+	// Excluded means denied: the gate refuses each at the capability stage.
+	s := newStack(t)
+	r := s.newRun(t, `{"name":"allow-all","default_verdict":"allow","rules":[]}`, nil)
+	runner, err := client.New(s.api.URL, r.token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := range excluded {
+		ans, err := runner.Permission(context.Background(), r.id, client.PermissionRequest{ToolCallID: "toolu_x_" + n, ToolName: n, Input: json.RawMessage(`{}`)}, 0)
+		if err != nil || ans.Decision != client.DecisionDeny || ans.Source != "capability" {
+			t.Errorf("permission for excluded %s under allow-all = %+v, %v; want deny, source capability", n, ans, err)
+		}
+	}
+}
+
+// TestBundleAcceptsRealInputs has the CLI call each bundle tool it offers,
+// with inputs as a model writes them, and checks that the gate's schema
+// stage accepted what the CLI really forwarded to the hook (which is not
+// always what the model wrote: Edit gains replace_all). An excluded tool
+// in the same run is denied at the capability stage.
+func TestBundleAcceptsRealInputs(t *testing.T) {
+	t.Parallel()
+	const policy = `{"name":"tools","default_verdict":"deny","rules":[
+ {"id":"touch","tool":"Bash","match":{"command_prefix":["touch"]},"verdict":"allow"},
+ {"id":"reads","tool":"Read","verdict":"allow"},
+ {"id":"writes","tool":"Write","match":{"path":["**"]},"verdict":"allow"},
+ {"id":"edits","tool":"Edit","match":{"path":["**"]},"verdict":"allow"},
+ {"id":"no-egress","tool":"WebFetch","verdict":"deny"}]}`
+	dir := project(t, map[string]string{"notes.md": "original\n"})
+	s := newStack(t,
+		call("toolu_bash", "Bash", map[string]any{"command": "touch bash.txt", "description": "Create a file", "timeout": 60000}),
+		then("toolu_write", "Write", map[string]any{"file_path": filepath.Join(dir, "write.txt"), "content": "written\n"}),
+		then("toolu_read", "Read", map[string]any{"file_path": filepath.Join(dir, "notes.md"), "offset": 1, "limit": 10}),
+		then("toolu_edit", "Edit", map[string]any{"file_path": filepath.Join(dir, "notes.md"), "old_string": "original", "new_string": "edited"}),
+		then("toolu_fetch", "WebFetch", map[string]any{"url": "http://127.0.0.1:9/docs", "prompt": "summarize"}),
+		then("toolu_cron", "CronCreate", map[string]any{"cron": "*/5 * * * *", "prompt": "check again"}),
+		scriptedmodel.SayText("done"),
+	)
+	r := s.newRun(t, policy, nil)
+	res := s.claude(t, r, dir, "use your tools", cliOpts{})
+
+	v := s.ledger(t, r)
+	want := map[string]decision{
+		"toolu_bash":  {ToolName: "Bash", Decision: "allow", RuleID: "touch"},
+		"toolu_write": {ToolName: "Write", Decision: "allow", RuleID: "writes"},
+		"toolu_read":  {ToolName: "Read", Decision: "allow", RuleID: "reads"},
+		"toolu_edit":  {ToolName: "Edit", Decision: "allow", RuleID: "edits"},
+		"toolu_fetch": {ToolName: "WebFetch", Decision: "deny", Source: "policy", RuleID: "no-egress"},
+		"toolu_cron":  {ToolName: "CronCreate", Decision: "deny", Source: "capability"},
+	}
+	for id, w := range want {
+		got := v.decisions[id]
+		got.ToolCallID = ""
+		if got.ToolName != w.ToolName || got.Decision != w.Decision || got.RuleID != w.RuleID || (w.Source != "" && got.Source != w.Source) {
+			t.Errorf("%s: tool.decision %+v, want %+v (a schema-stage denial would mean the bundle rejects the CLI's real input)", id, got, w)
+		}
+	}
+	for _, d := range res.PermissionDenials {
+		t.Logf("denied: %s %v", d.ToolName, d.ToolInput)
+	}
+	if len(res.PermissionDenials) != 2 {
+		t.Errorf("permission_denials = %+v, want WebFetch and CronCreate", res.PermissionDenials)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "notes.md")); string(b) != "edited\n" || !exists(dir, "bash.txt") || !exists(dir, "write.txt") {
+		t.Errorf("after the run: notes.md %q, bash.txt %v, write.txt %v; want edited, and both files", b, exists(dir, "bash.txt"), exists(dir, "write.txt"))
+	}
+	if tr := s.toolResult(t, "toolu_cron"); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied (capability") {
+		t.Errorf("CronCreate: tool_result %+v, want fluidbox's capability denial", tr)
+	}
+	s.checkModelTraffic(t, r, v)
+}
