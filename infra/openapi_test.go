@@ -48,6 +48,10 @@ var apiContract = []string{
 	"POST /v1/sessions/{id}/admissions/{request_id}/usage",
 	"POST /v1/sessions/{id}/model/v1/messages",
 	"POST /v1/triggers/github",
+	// Trigger configurations (issue 7), which the webhook's runs follow.
+	"POST /v1/triggers",
+	"GET /v1/triggers",
+	"GET /v1/triggers/{id}",
 }
 
 // The error codes of API.md, "Conventions".

@@ -82,6 +82,9 @@ const (
 	// Broker: the model proxy behind a function URL: the table and the KMS
 	// key are required, the admin token is not.
 	Broker
+	// GitHub: the GitHub webhook function: the table and the webhook
+	// secret are required; it takes no admin token, having no use for one.
+	GitHub
 )
 
 // Load reads the configuration through getenv.
@@ -152,6 +155,13 @@ func Load(getenv func(string) string, mode Mode) (Config, error) {
 		}
 		if c.KMSKeyID == "" {
 			problems = append(problems, "FLUIDBOX_KMS_KEY_ID is not set")
+		}
+	case GitHub:
+		if c.Table == "" {
+			problems = append(problems, "FLUIDBOX_TABLE is not set")
+		}
+		if c.GitHubWebhookSecret == "" {
+			problems = append(problems, "FLUIDBOX_GITHUB_WEBHOOK_SECRET is not set")
 		}
 	}
 	if c.AdminToken != "" && len(c.AdminToken) < 16 {

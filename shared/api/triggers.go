@@ -1,0 +1,217 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/budget"
+	"github.com/fluidbox/fluidbox/shared/ids"
+	"github.com/fluidbox/fluidbox/shared/run"
+	"github.com/fluidbox/fluidbox/shared/store"
+)
+
+// Trigger configurations say which run a repository's events start: the
+// same policy, bundles, connections, autonomy and budget a POST
+// /v1/sessions body names, checked the same way (run.Service.Check) when
+// the configuration is made. A repository has at most one configuration,
+// so which run a pull request starts never depends on which of two
+// configurations a lookup happens to find.
+
+// eventPullRequest is the only event type a trigger can name today.
+const eventPullRequest = "pull_request"
+
+type triggerRequest struct {
+	Repository    string   `json:"repository"`
+	PolicyID      string   `json:"policy_id"`
+	PolicyVersion int      `json:"policy_version,omitempty"`
+	Capabilities  []string `json:"capabilities"`
+	Connections   []string `json:"connections,omitempty"`
+	Autonomous    bool     `json:"autonomous"`
+	Budget        *struct {
+		LimitUSD *float64 `json:"limit_usd"`
+	} `json:"budget"`
+	TrustTier string   `json:"trust_tier,omitempty"`
+	Events    []string `json:"events,omitempty"`
+}
+
+type triggerBudget struct {
+	LimitUSD float64 `json:"limit_usd"`
+}
+
+type triggerView struct {
+	ID         string `json:"id"`
+	Repository string `json:"repository"`
+	PolicyID   string `json:"policy_id"`
+	// PolicyVersion is absent when runs take the policy's latest version
+	// at the time of the event.
+	PolicyVersion int           `json:"policy_version,omitempty"`
+	Capabilities  []string      `json:"capabilities"`
+	Connections   []string      `json:"connections"`
+	Autonomous    bool          `json:"autonomous"`
+	Budget        triggerBudget `json:"budget"`
+	TrustTier     string        `json:"trust_tier,omitempty"`
+	Events        []string      `json:"events"`
+	CreatedAt     string        `json:"created_at"`
+	CreatedBy     string        `json:"created_by"`
+}
+
+// repositoryPattern is GitHub's "owner/name": an owner of at most 39
+// letters, digits and hyphens, a name of at most 100 letters, digits,
+// '.', '-' and '_'.
+var repositoryPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}$`)
+
+func validRepository(repo string) bool {
+	if !repositoryPattern.MatchString(repo) {
+		return false
+	}
+	name := repo[strings.IndexByte(repo, '/')+1:]
+	return name != "." && name != ".."
+}
+
+// runRequest is the run a configuration starts, as a POST /v1/sessions body.
+func (req triggerRequest) runRequest() run.CreateRequest {
+	return run.CreateRequest{
+		PolicyID:      req.PolicyID,
+		PolicyVersion: req.PolicyVersion,
+		Capabilities:  req.Capabilities,
+		Connections:   req.Connections,
+		Autonomous:    req.Autonomous,
+		Budget:        req.Budget,
+		TrustTier:     req.TrustTier,
+	}
+}
+
+// triggerRunRequest is the run a stored configuration starts.
+func triggerRunRequest(t store.Trigger) run.CreateRequest {
+	limit := budget.Micros(t.BudgetLimit).USD()
+	req := triggerRequest{
+		PolicyID:      t.PolicyID,
+		PolicyVersion: t.PolicyVersion,
+		Capabilities:  t.Capabilities,
+		Connections:   t.Connections,
+		Autonomous:    t.Autonomous,
+		TrustTier:     t.TrustTier,
+	}
+	req.Budget = &struct {
+		LimitUSD *float64 `json:"limit_usd"`
+	}{LimitUSD: &limit}
+	return req.runRequest()
+}
+
+func triggerOut(t store.Trigger) triggerView {
+	return triggerView{
+		ID:            t.ID,
+		Repository:    t.Repository,
+		PolicyID:      t.PolicyID,
+		PolicyVersion: t.PolicyVersion,
+		Capabilities:  nonNilStrings(t.Capabilities),
+		Connections:   nonNilStrings(t.Connections),
+		Autonomous:    t.Autonomous,
+		Budget:        triggerBudget{LimitUSD: budget.Micros(t.BudgetLimit).USD()},
+		TrustTier:     t.TrustTier,
+		Events:        nonNilStrings(t.Events),
+		CreatedAt:     t.CreatedAt,
+		CreatedBy:     t.CreatedBy,
+	}
+}
+
+func nonNilStrings(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func (s *Server) createTrigger(w http.ResponseWriter, r *http.Request, who auth.Principal) error {
+	var req triggerRequest
+	if e := decode(w, r, &req); e != nil {
+		return e
+	}
+	if !validRepository(req.Repository) {
+		return invalid("repository: must be a GitHub repository as \"owner/name\"")
+	}
+	if len(req.Events) == 0 {
+		req.Events = []string{eventPullRequest}
+	}
+	for i, ev := range req.Events {
+		if ev != eventPullRequest {
+			return invalid("events[%d]: %q is not an event a trigger handles (only %q)", i, ev, eventPullRequest)
+		}
+		if slices.Index(req.Events, ev) != i {
+			return invalid("events[%d]: %q is listed twice", i, ev)
+		}
+	}
+	// The same checks, in the same words, as creating the run by hand.
+	if err := s.runs.Check(r.Context(), req.runRequest()); err != nil {
+		return err
+	}
+	limit, err := budget.FromUSD(*req.Budget.LimitUSD) // Check proved it converts
+	if err != nil {
+		return invalid("budget.limit_usd: must be a non-negative amount in USD")
+	}
+	t := store.Trigger{
+		ID:            ids.New("trg_"),
+		Repository:    req.Repository,
+		PolicyID:      req.PolicyID,
+		PolicyVersion: req.PolicyVersion,
+		Capabilities:  req.Capabilities,
+		Connections:   req.Connections,
+		Autonomous:    req.Autonomous,
+		BudgetLimit:   int64(limit),
+		TrustTier:     req.TrustTier,
+		Events:        req.Events,
+		CreatedAt:     store.FormatTime(s.cfg.Now()),
+		CreatedBy:     who.Subject,
+	}
+	err = s.st.PutTrigger(r.Context(), t)
+	if errors.Is(err, store.ErrRepositoryTaken) {
+		return conflict("repository %s already has a trigger configuration; a repository has at most one", req.Repository)
+	}
+	if err != nil {
+		return fmt.Errorf("api: create trigger: %w", err)
+	}
+	writeJSON(w, http.StatusCreated, triggerOut(t))
+	return nil
+}
+
+func (s *Server) listTriggers(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
+	list, err := s.st.ListTriggers(r.Context())
+	if err != nil {
+		return err
+	}
+	out := make([]triggerView, len(list))
+	for i, t := range list {
+		out[i] = triggerOut(t)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"triggers": out})
+	return nil
+}
+
+func (s *Server) getTrigger(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
+	id := r.PathValue("id")
+	if !ids.Valid("trg_", id) {
+		return notFound("trigger " + id)
+	}
+	t, err := s.st.GetTrigger(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound("trigger " + id)
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, triggerOut(t))
+	return nil
+}
+
+func (s *Server) triggerRoutes() {
+	s.handle("POST /v1/triggers", adminOnly, s.createTrigger)
+	s.handle("GET /v1/triggers", adminOnly, s.listTriggers)
+	s.handle("GET /v1/triggers/{id}", adminOnly, s.getTrigger)
+	// No bearer: a delivery is authenticated by its signature.
+	s.mux.HandleFunc("POST /v1/triggers/github", s.githubWebhook)
+}

@@ -1,0 +1,177 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// Trigger is a trigger configuration: which runs a repository's events
+// create. It is stored at TRG#<id>/HEAD, listed through gsi1 under
+// "TRIGGER", and its repository is claimed at TRGREPO#<owner/name in lower
+// case>/HEAD, so a repository has at most one configuration (GitHub's
+// repository names are case-insensitive).
+type Trigger struct {
+	ID            string   `dynamodbav:"id"`
+	Repository    string   `dynamodbav:"repository"`
+	PolicyID      string   `dynamodbav:"policy_id"`
+	PolicyVersion int      `dynamodbav:"policy_version"`
+	Capabilities  []string `dynamodbav:"capabilities"`
+	Connections   []string `dynamodbav:"connections"`
+	Autonomous    bool     `dynamodbav:"autonomous"`
+	// BudgetLimit is in integer micro-USD.
+	BudgetLimit int64    `dynamodbav:"budget_limit"`
+	TrustTier   string   `dynamodbav:"trust_tier"`
+	Events      []string `dynamodbav:"events"`
+	CreatedAt   string   `dynamodbav:"created_at"`
+	CreatedBy   string   `dynamodbav:"created_by"`
+}
+
+// ErrRepositoryTaken: the repository already has a trigger configuration.
+var ErrRepositoryTaken = fmt.Errorf("store: repository has a trigger: %w", ErrExists)
+
+type triggerItem struct {
+	Trigger
+	GSI1PK string `dynamodbav:"gsi1pk"`
+	GSI1SK string `dynamodbav:"gsi1sk"`
+}
+
+func triggerPK(id string) string { return "TRG#" + id }
+
+func triggerRepoPK(repo string) string { return "TRGREPO#" + strings.ToLower(repo) }
+
+// PutTrigger stores a new trigger configuration and claims its repository,
+// in one transaction: either both exist or neither.
+func (s *Store) PutTrigger(ctx context.Context, t Trigger) error {
+	head, err := item(triggerPK(t.ID), "HEAD", triggerItem{Trigger: t, GSI1PK: "TRIGGER", GSI1SK: t.CreatedAt + "#" + t.ID})
+	if err != nil {
+		return err
+	}
+	repo, err := item(triggerRepoPK(t.Repository), "HEAD", nameItem{ID: t.ID})
+	if err != nil {
+		return err
+	}
+	err = s.transact(ctx, []types.TransactWriteItem{putNew(s.table, head), putNew(s.table, repo)})
+	if errors.Is(err, ErrExists) {
+		return fmt.Errorf("store: trigger for %s: %w", t.Repository, ErrRepositoryTaken)
+	}
+	if err != nil {
+		return fmt.Errorf("store: put trigger %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+// GetTrigger reads a trigger configuration by id.
+func (s *Store) GetTrigger(ctx context.Context, id string) (Trigger, error) {
+	var t Trigger
+	err := s.get(ctx, triggerPK(id), "HEAD", &t)
+	return t, err
+}
+
+// TriggerForRepository reads the configuration of a repository ("owner/name",
+// any case). ErrNotFound: the repository has none.
+func (s *Store) TriggerForRepository(ctx context.Context, repo string) (Trigger, error) {
+	var n nameItem
+	if err := s.get(ctx, triggerRepoPK(repo), "HEAD", &n); err != nil {
+		return Trigger{}, err
+	}
+	return s.GetTrigger(ctx, n.ID)
+}
+
+// ListTriggers lists trigger configurations, oldest first.
+func (s *Store) ListTriggers(ctx context.Context) ([]Trigger, error) {
+	in := &dynamodb.QueryInput{
+		TableName:              aws.String(s.table),
+		IndexName:              aws.String(gsi1),
+		KeyConditionExpression: aws.String("gsi1pk = :p"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":p": &types.AttributeValueMemberS{Value: "TRIGGER"},
+		},
+	}
+	var out []Trigger
+	for {
+		page, err := s.db.Query(ctx, in)
+		if err != nil {
+			return nil, translate("list triggers", err)
+		}
+		for _, av := range page.Items {
+			var t Trigger
+			if err := attributevalue.UnmarshalMap(av, &t); err != nil {
+				return nil, fmt.Errorf("store: decode trigger: %w", err)
+			}
+			out = append(out, t)
+		}
+		if len(page.LastEvaluatedKey) == 0 {
+			return out, nil
+		}
+		in.ExclusiveStartKey = page.LastEvaluatedKey
+	}
+}
+
+// Delivery is the claim of one webhook delivery, at DELIVERY#<id>/HEAD. It
+// is written before the run it creates, and names that run's id, which is
+// derived from the delivery id: a retry after a crash between the claim and
+// the run finds the claim, creates the same run, and a duplicate finds both.
+type Delivery struct {
+	ID         string `dynamodbav:"id"`
+	SessionID  string `dynamodbav:"session_id"`
+	TriggerID  string `dynamodbav:"trigger_id"`
+	Repository string `dynamodbav:"repository"`
+	Number     int    `dynamodbav:"number"`
+	HeadSHA    string `dynamodbav:"head_sha"`
+	// BodyDigest is the digest of the signed body, so an audit can tell a
+	// redelivery (same body) from a reused delivery id.
+	BodyDigest string `dynamodbav:"body_digest"`
+	ReceivedAt string `dynamodbav:"received_at"`
+}
+
+// ErrDeliveryClaimed: the delivery was claimed before.
+var ErrDeliveryClaimed = fmt.Errorf("store: delivery claimed: %w", ErrExists)
+
+func deliveryPK(id string) string { return "DELIVERY#" + id }
+
+// ClaimDelivery records a delivery unless it was recorded before; then it
+// fails with ErrDeliveryClaimed and changes nothing.
+func (s *Store) ClaimDelivery(ctx context.Context, d Delivery) error {
+	av, err := item(deliveryPK(d.ID), "HEAD", d)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:           aws.String(s.table),
+		Item:                av,
+		ConditionExpression: aws.String("attribute_not_exists(pk)"),
+	})
+	err = translate("claim delivery "+d.ID, err)
+	if errors.Is(err, ErrConditionFailed) {
+		return fmt.Errorf("store: delivery %s: %w", d.ID, ErrDeliveryClaimed)
+	}
+	return err
+}
+
+// GetDelivery reads a delivery's claim.
+func (s *Store) GetDelivery(ctx context.Context, id string) (Delivery, error) {
+	var d Delivery
+	err := s.get(ctx, deliveryPK(id), "HEAD", &d)
+	return d, err
+}
+
+// GitHubTrigger records, on a run's head, the GitHub delivery that created
+// the run: ids and names from the verified payload, never the payload.
+type GitHubTrigger struct {
+	TriggerID      string `dynamodbav:"trigger_id" json:"trigger_id"`
+	DeliveryID     string `dynamodbav:"delivery_id" json:"delivery_id"`
+	Event          string `dynamodbav:"event" json:"event"`
+	Action         string `dynamodbav:"action" json:"action"`
+	Repository     string `dynamodbav:"repository" json:"repository"`
+	HeadRepository string `dynamodbav:"head_repository" json:"head_repository"`
+	PullRequest    int    `dynamodbav:"pull_request" json:"pull_request"`
+	HeadSHA        string `dynamodbav:"head_sha" json:"head_sha"`
+	Fork           bool   `dynamodbav:"fork" json:"fork"`
+}
