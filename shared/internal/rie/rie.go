@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -307,16 +308,27 @@ func (e *Emulator) Close() error {
 // PID returns the emulator's process id (for tests and diagnostics).
 func (e *Emulator) PID() int { return e.cmd.Process.Pid }
 
+// freeLoopbackAddr returns a loopback address with a port free right now.
+// The port is drawn below Linux's ephemeral range (32768-60999): a port
+// from ":0" is free only until the next outgoing connection or test server
+// takes it, and the emulator binds its Runtime API late (at the first
+// invoke), so a port from the ephemeral range was seen taken by then.
 func freeLoopbackAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("rie: find a free port: %w", err)
+	const lo, hi = 20000, 32000
+	var lastErr error
+	for range 50 {
+		addr := fmt.Sprintf("127.0.0.1:%d", lo+rand.IntN(hi-lo))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		if err := l.Close(); err != nil {
+			return "", fmt.Errorf("rie: find a free port: %w", err)
+		}
+		return addr, nil
 	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		return "", fmt.Errorf("rie: find a free port: %w", err)
-	}
-	return addr, nil
+	return "", fmt.Errorf("rie: find a free port: %w", lastErr)
 }
 
 // mergeEnv returns base overridden by over, keyed by variable name, in a
