@@ -14,6 +14,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -97,6 +98,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := seedApprovals(ctx, st, time.Now()); err != nil {
 		return fmt.Errorf("seed approvals: %w", err)
 	}
+	gateRun, gateToken, err := seedGateRun(ctx, st)
+	if err != nil {
+		return fmt.Errorf("seed a run for the gate events: %w", err)
+	}
+	payload = bytes.ReplaceAll(payload, []byte("${FIXTURE_SESSION_ID}"), []byte(gateRun))
+	payload = bytes.ReplaceAll(payload, []byte("${FIXTURE_SESSION_TOKEN}"), []byte(gateToken))
 	bus := startEventBridge(stderr)
 	defer bus.Close()
 

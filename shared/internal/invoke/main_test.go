@@ -31,6 +31,10 @@ func TestSampleEvents(t *testing.T) {
 		"events/control/create-session.json":                {status: 201},
 		"events/control/list-capabilities.json":             {status: 200},
 		"events/control/create-session-unknown-policy.json": {status: 400},
+		"events/gate/permission-allow.json":                 {status: 200},
+		"events/gate/permission-pending.json":               {status: 200},
+		"events/gate/permission-schema.json":                {status: 200},
+		"events/gate/admission.json":                        {status: 201},
 		"events/approvals/list-pending.json":                {status: 200},
 		"events/approvals/get-approval.json":                {status: 200},
 		"events/approvals/decide-approved-once.json":        {status: 200},
@@ -44,7 +48,7 @@ func TestSampleEvents(t *testing.T) {
 		"events/notify/modify-expired.json":                 {result: `{"batchItemFailures":[]}`, published: 1},
 		"events/notify/unrelated-event-row.json":            {result: `{"batchItemFailures":[]}`},
 	}
-	for _, dir := range []string{"control", "approvals", "expire", "sweep", "notify"} {
+	for _, dir := range []string{"control", "gate", "approvals", "expire", "sweep", "notify"} {
 		files, _ := filepath.Glob("events/" + dir + "/*.json")
 		for _, f := range files {
 			if _, ok := cases[f]; !ok {

@@ -10,8 +10,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/redact"
+	fbrun "github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
@@ -112,4 +114,21 @@ func startEventBridge(w io.Writer) *httptest.Server {
 		rw.Header().Set("Content-Type", "application/x-amz-json-1.1")
 		_ = json.NewEncoder(rw).Encode(out)
 	}))
+}
+
+// seedGateRun creates a run on the fixture policy pol_example with Claude
+// Code's tools, the way POST /v1/sessions does. Its id and token are not
+// known in advance, so event files name them ${FIXTURE_SESSION_ID} and
+// ${FIXTURE_SESSION_TOKEN}, and the harness substitutes them.
+func seedGateRun(ctx context.Context, st *store.Store) (id, token string, err error) {
+	limit := 5.0
+	req := fbrun.CreateRequest{PolicyID: "pol_example", Capabilities: []string{"claude-code"}}
+	req.Budget = &struct {
+		LimitUSD *float64 `json:"limit_usd"`
+	}{&limit}
+	v, err := fbrun.NewService(ledger.New(st, time.Now), time.Now).Create(ctx, auth.Principal{Kind: auth.KindAdmin, Subject: "admin"}, req)
+	if err != nil {
+		return "", "", err
+	}
+	return v.ID, v.Token, nil
 }
