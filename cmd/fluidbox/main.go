@@ -18,6 +18,7 @@ const usage = `usage: fluidbox <command> [arguments]
 
 commands:
   dev                       run the local control plane on 127.0.0.1 (what "make run" starts)
+  dynamodb [--addr A]       serve the local DynamoDB API alone, so dev can restart and keep its data
   approvals                 list pending approvals: run, tool, input, rule, time left
   approve ID [--session]    approve one call once, or for the rest of its run
   deny ID                   deny a pending call
@@ -45,6 +46,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	switch args[0] {
 	case "dev":
 		err = dev(ctx, args[1:], getenv, stdout, stderr)
+	case "dynamodb":
+		err = dynamodb(ctx, args[1:], stdout, stderr)
 	case "hook":
 		return hook(ctx, args[1:], getenv, stdin, stdout, stderr)
 	case "approvals":
