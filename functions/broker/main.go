@@ -19,19 +19,15 @@ import (
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-lambda-go/lambdaurl"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"github.com/fluidbox/fluidbox/shared/admission"
 	"github.com/fluidbox/fluidbox/shared/api"
 	"github.com/fluidbox/fluidbox/shared/config"
-	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/function"
 	"github.com/fluidbox/fluidbox/shared/seal"
-	"github.com/fluidbox/fluidbox/shared/store"
 )
 
 func main() {
@@ -42,25 +38,21 @@ func main() {
 }
 
 func run(ctx context.Context, getenv func(string) string) error {
-	cfg, err := config.Load(getenv, config.Broker)
+	d, err := function.Load(ctx, getenv, config.Broker)
 	if err != nil {
 		return err
 	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
-	if err != nil {
-		return fmt.Errorf("broker: aws config: %w", err)
-	}
+	cfg := d.Config
 	prices, err := admission.LoadPrices(cfg.PricesFile)
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
-	st := store.New(dynamodb.NewFromConfig(awsCfg), cfg.Table)
 	apiCfg := api.Config{
 		AdminToken:       cfg.AdminToken,
-		Ledger:           ledger.New(st, time.Now),
-		Logger:           slog.New(lambdacontext.NewLogHandler()),
+		Ledger:           d.Ledger,
+		Logger:           d.Logger,
 		Prices:           prices,
-		Sealer:           seal.NewKMS(kms.NewFromConfig(awsCfg), cfg.KMSKeyID),
+		Sealer:           seal.NewKMS(kms.NewFromConfig(d.AWS), cfg.KMSKeyID),
 		UpstreamToolsTTL: time.Duration(cfg.UpstreamToolsTTLSeconds) * time.Second,
 	}
 	// The function URL's InvokeMode is RESPONSE_STREAM: lambdaurl streams

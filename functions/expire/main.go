@@ -6,21 +6,16 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-lambda-go/lambdacontext"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/config"
 	"github.com/fluidbox/fluidbox/shared/expiry"
-	"github.com/fluidbox/fluidbox/shared/ledger"
-	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/function"
 )
 
 func main() {
@@ -31,17 +26,12 @@ func main() {
 }
 
 func run(ctx context.Context, getenv func(string) string) error {
-	cfg, err := config.Load(getenv, config.Task)
+	d, err := function.Load(ctx, getenv, config.Task)
 	if err != nil {
 		return err
 	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
-	if err != nil {
-		return fmt.Errorf("expire: aws config: %w", err)
-	}
-	st := store.New(dynamodb.NewFromConfig(awsCfg), cfg.Table)
-	svc := approval.NewService(ledger.New(st, time.Now), time.Now)
-	h := expiry.NewHandler(svc, slog.New(lambdacontext.NewLogHandler()))
+	svc := approval.NewService(d.Ledger, time.Now)
+	h := expiry.NewHandler(svc, d.Logger)
 	lambda.StartWithOptions(h.Expire, lambda.WithContext(ctx))
 	return nil
 }

@@ -8,21 +8,15 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
-	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-lambda-go/lambdacontext"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"github.com/fluidbox/fluidbox/shared/api"
 	"github.com/fluidbox/fluidbox/shared/config"
-	"github.com/fluidbox/fluidbox/shared/ledger"
-	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/function"
 )
 
 func main() {
@@ -33,19 +27,14 @@ func main() {
 }
 
 func run(ctx context.Context, getenv func(string) string) error {
-	cfg, err := config.Load(getenv, config.GitHub)
+	d, err := function.Load(ctx, getenv, config.GitHub)
 	if err != nil {
 		return err
 	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
-	if err != nil {
-		return fmt.Errorf("github: aws config: %w", err)
-	}
-	st := store.New(dynamodb.NewFromConfig(awsCfg), cfg.Table)
 	h := api.New(api.Config{
-		Ledger:              ledger.New(st, time.Now),
-		Logger:              slog.New(lambdacontext.NewLogHandler()),
-		GitHubWebhookSecret: cfg.GitHubWebhookSecret,
+		Ledger:              d.Ledger,
+		Logger:              d.Logger,
+		GitHubWebhookSecret: d.Config.GitHubWebhookSecret,
 	})
 	lambda.StartWithOptions(httpadapter.New(h).ProxyWithContext, lambda.WithContext(ctx))
 	return nil

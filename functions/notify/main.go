@@ -6,16 +6,14 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-lambda-go/lambdacontext"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 
 	"github.com/fluidbox/fluidbox/shared/config"
+	"github.com/fluidbox/fluidbox/shared/function"
 	"github.com/fluidbox/fluidbox/shared/notify"
 )
 
@@ -27,16 +25,12 @@ func main() {
 }
 
 func run(ctx context.Context, getenv func(string) string) error {
-	cfg, err := config.Load(getenv, config.Notify)
+	d, err := function.Load(ctx, getenv, config.Notify)
 	if err != nil {
 		return err
 	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
-	if err != nil {
-		return fmt.Errorf("notify: aws config: %w", err)
-	}
-	pub := notify.NewEventBridge(eventbridge.NewFromConfig(awsCfg), cfg.EventBus)
-	h := notify.NewHandler(pub, slog.New(lambdacontext.NewLogHandler()))
+	pub := notify.NewEventBridge(eventbridge.NewFromConfig(d.AWS), d.Config.EventBus)
+	h := notify.NewHandler(pub, d.Logger)
 	lambda.StartWithOptions(h.Stream, lambda.WithContext(ctx))
 	return nil
 }

@@ -7,23 +7,18 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/aws/aws-lambda-go/lambdacontext"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/fluidbox/fluidbox/shared/admission"
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/config"
 	"github.com/fluidbox/fluidbox/shared/expiry"
-	"github.com/fluidbox/fluidbox/shared/ledger"
-	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/function"
 )
 
 func main() {
@@ -34,25 +29,19 @@ func main() {
 }
 
 func run(ctx context.Context, getenv func(string) string) error {
-	cfg, err := config.Load(getenv, config.Task)
+	d, err := function.Load(ctx, getenv, config.Task)
 	if err != nil {
 		return err
 	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
-	if err != nil {
-		return fmt.Errorf("sweep: aws config: %w", err)
-	}
-	st := store.New(dynamodb.NewFromConfig(awsCfg), cfg.Table)
-	led := ledger.New(st, time.Now)
-	svc := approval.NewService(led, time.Now)
-	log := slog.New(lambdacontext.NewLogHandler())
+	svc := approval.NewService(d.Ledger, time.Now)
+	log := d.Logger
 	h := expiry.NewHandler(svc, log)
 	// Budget reservations nobody reconciled in time are settled as spent in
 	// full (their stored price is used; the price table is not needed).
-	reservations := admission.New(led, nil, time.Now)
+	reservations := admission.New(d.Ledger, nil, time.Now)
 	lambda.StartWithOptions(func(ctx context.Context, ev events.EventBridgeEvent) (sweepResult, error) {
 		res, err := h.Sweep(ctx, ev)
-		n, rerr := reservations.SweepReservations(ctx, time.Now().Add(-cfg.ReservationSweepAfter))
+		n, rerr := reservations.SweepReservations(ctx, time.Now().Add(-d.Config.ReservationSweepAfter))
 		log.InfoContext(ctx, "sweep reservations", "settled", n)
 		return sweepResult{SweepResult: res, SettledReservations: n}, errors.Join(err, rerr)
 	}, lambda.WithContext(ctx))

@@ -10,22 +10,42 @@ import (
 	"github.com/fluidbox/fluidbox/shared/permission"
 )
 
-func (s *Server) permission(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
+// readPermissionRequest reads what both ways of asking for a decision take
+// (POST /v1/sessions/{id}/permission and .../tools/call): the run id, the
+// optional ?wait_seconds= (up to permission.MaxWait) and the request body.
+func readPermissionRequest(w http.ResponseWriter, r *http.Request) (string, permission.Request, time.Duration, error) {
 	id, err := runID(r)
 	if err != nil {
-		return err
+		return "", permission.Request{}, 0, err
 	}
-	var wait time.Duration
-	if v := r.URL.Query().Get("wait_seconds"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || time.Duration(n)*time.Second > permission.MaxWait {
-			return invalid("wait_seconds: must be an integer from 0 to %d", int(permission.MaxWait/time.Second))
-		}
-		wait = time.Duration(n) * time.Second
+	wait, e := waitSeconds(r.URL.Query().Get("wait_seconds"), permission.MaxWait)
+	if e != nil {
+		return "", permission.Request{}, 0, e
 	}
 	var req permission.Request
 	if e := decode(w, r, &req); e != nil {
-		return e
+		return "", permission.Request{}, 0, e
+	}
+	return id, req, wait, nil
+}
+
+// waitSeconds parses a wait_seconds parameter: whole seconds from 0 to
+// limit; "" is no wait.
+func waitSeconds(v string, limit time.Duration) (time.Duration, *Error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || time.Duration(n)*time.Second > limit {
+		return 0, invalid("wait_seconds: must be an integer from 0 to %d", int(limit/time.Second))
+	}
+	return time.Duration(n) * time.Second, nil
+}
+
+func (s *Server) permission(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
+	id, req, wait, err := readPermissionRequest(w, r)
+	if err != nil {
+		return err
 	}
 	ans, err := s.perm.Decide(r.Context(), id, req, wait)
 	var inv *permission.InvalidError

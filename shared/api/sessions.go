@@ -112,13 +112,11 @@ func parseEventsQuery(r *http.Request) (eventsQuery, error) {
 		}
 		q.limit = n
 	}
-	if s := v.Get("wait_seconds"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 || time.Duration(n)*time.Second > ledger.MaxWait {
-			return q, invalid("wait_seconds: must be an integer from 0 to %d", int(ledger.MaxWait/time.Second))
-		}
-		q.wait = time.Duration(n) * time.Second
+	wait, e := waitSeconds(v.Get("wait_seconds"), ledger.MaxWait)
+	if e != nil {
+		return q, e
 	}
+	q.wait = wait
 	return q, nil
 }
 

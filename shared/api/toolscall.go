@@ -3,8 +3,6 @@ package api
 import (
 	"errors"
 	"net/http"
-	"strconv"
-	"time"
 
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/connection"
@@ -17,21 +15,9 @@ import (
 // When the key service, the table or the upstream's tool list cannot be
 // reached before the decision, the answer is 503 and nothing is recorded.
 func (s *Server) toolsCall(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
-	id, err := runID(r)
+	id, req, wait, err := readPermissionRequest(w, r)
 	if err != nil {
 		return err
-	}
-	var wait time.Duration
-	if v := r.URL.Query().Get("wait_seconds"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 || time.Duration(n)*time.Second > permission.MaxWait {
-			return invalid("wait_seconds: must be an integer from 0 to %d", int(permission.MaxWait/time.Second))
-		}
-		wait = time.Duration(n) * time.Second
-	}
-	var req permission.Request
-	if e := decode(w, r, &req); e != nil {
-		return e
 	}
 	if s.cfg.Sealer == nil {
 		return errNoSealer

@@ -1,6 +1,7 @@
-// Package function wires an HTTP Lambda function: configuration from the
-// environment, AWS clients built once per cold start, and the shared API
-// handler behind API Gateway's REST proxy integration.
+// Package function wires fluidbox's Lambda functions: configuration from
+// the environment and the clients every function needs, built once per cold
+// start (Load), and the shared API handler behind API Gateway's REST proxy
+// integration (ServeHTTP).
 package function
 
 import (
@@ -12,6 +13,7 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
@@ -38,19 +40,49 @@ const sseWindow = 5 * time.Second
 // well inside API Gateway's 29 s.
 const oidcTimeout = 5 * time.Second
 
-// ServeHTTP runs the API handler as a Lambda function until the runtime
-// stops it. The SDK reads AWS_ENDPOINT_URL_DYNAMODB itself, which is how a
-// local invoke points the function at a local table.
-func ServeHTTP(ctx context.Context, getenv func(string) string) error {
-	cfg, err := config.Load(getenv, config.Lambda)
+// Deps is what every function builds once per cold start: its
+// configuration, the AWS SDK's configuration, the store and ledger over
+// the table, and a logger that carries Lambda request ids. Building them
+// does no I/O; a function with no table (notify) leaves Store and Ledger
+// unused.
+type Deps struct {
+	Config config.Config
+	AWS    aws.Config
+	Store  *store.Store
+	Ledger *ledger.Ledger
+	Logger *slog.Logger
+}
+
+// Load reads the configuration for mode through getenv and builds the
+// common dependencies. The SDK reads AWS_ENDPOINT_URL_DYNAMODB itself,
+// which is how a local invoke points a function at a local table.
+func Load(ctx context.Context, getenv func(string) string, mode config.Mode) (Deps, error) {
+	cfg, err := config.Load(getenv, mode)
 	if err != nil {
-		return err
+		return Deps{}, err
 	}
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
 	if err != nil {
-		return fmt.Errorf("function: aws config: %w", err)
+		return Deps{}, fmt.Errorf("function: aws config: %w", err)
 	}
 	st := store.New(dynamodb.NewFromConfig(awsCfg), cfg.Table)
+	return Deps{
+		Config: cfg,
+		AWS:    awsCfg,
+		Store:  st,
+		Ledger: ledger.New(st, time.Now),
+		Logger: slog.New(lambdacontext.NewLogHandler()),
+	}, nil
+}
+
+// ServeHTTP runs the API handler as a Lambda function until the runtime
+// stops it.
+func ServeHTTP(ctx context.Context, getenv func(string) string) error {
+	d, err := Load(ctx, getenv, config.Lambda)
+	if err != nil {
+		return err
+	}
+	cfg, awsCfg := d.Config, d.AWS
 	prices, err := admission.LoadPrices(cfg.PricesFile)
 	if err != nil {
 		return fmt.Errorf("function: %w", err)
@@ -83,8 +115,8 @@ func ServeHTTP(ctx context.Context, getenv func(string) string) error {
 	}
 	h := api.New(api.Config{
 		AdminToken:     cfg.AdminToken,
-		Ledger:         ledger.New(st, time.Now),
-		Logger:         slog.New(lambdacontext.NewLogHandler()),
+		Ledger:         d.Ledger,
+		Logger:         d.Logger,
 		SSEMaxDuration: sseWindow,
 		Scheduler:      sched,
 		OIDC:           verifier,

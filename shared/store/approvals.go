@@ -5,8 +5,6 @@ import (
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -181,28 +179,14 @@ func (s *Store) DeleteGrant(runID, scopeKey string) Op {
 // Grants lists a run's session grants.
 func (s *Store) Grants(ctx context.Context, runID string) ([]Grant, error) {
 	var out []Grant
-	err := s.queryPrefix(ctx, runPK(runID), "GRANT#", func(av map[string]types.AttributeValue) error {
-		var g Grant
-		if err := attributevalue.UnmarshalMap(av, &g); err != nil {
-			return err
-		}
-		out = append(out, g)
-		return nil
-	})
+	err := s.queryPrefix(ctx, runPK(runID), "GRANT#", collect(&out))
 	return out, err
 }
 
 // RunApprovals lists every approval of a run, any status.
 func (s *Store) RunApprovals(ctx context.Context, runID string) ([]Approval, error) {
 	var out []Approval
-	err := s.queryPrefix(ctx, runPK(runID), "APR#", func(av map[string]types.AttributeValue) error {
-		var a Approval
-		if err := attributevalue.UnmarshalMap(av, &a); err != nil {
-			return err
-		}
-		out = append(out, a)
-		return nil
-	})
+	err := s.queryPrefix(ctx, runPK(runID), "APR#", collect(&out))
 	return out, err
 }
 
@@ -210,33 +194,5 @@ func (s *Store) RunApprovals(ctx context.Context, runID string) ([]Approval, err
 // most limit. The index is eventually consistent: callers re-read a row
 // before acting on it.
 func (s *Store) PendingApprovals(ctx context.Context, limit int) ([]Approval, error) {
-	in := &dynamodb.QueryInput{
-		TableName:              aws.String(s.table),
-		IndexName:              aws.String(gsi1),
-		KeyConditionExpression: aws.String("gsi1pk = :p"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":p": &types.AttributeValueMemberS{Value: "PENDING"},
-		},
-	}
-	var out []Approval
-	for {
-		page, err := s.db.Query(ctx, in)
-		if err != nil {
-			return nil, translate("pending approvals", err)
-		}
-		for _, av := range page.Items {
-			var a Approval
-			if err := attributevalue.UnmarshalMap(av, &a); err != nil {
-				return nil, fmt.Errorf("store: decode approval: %w", err)
-			}
-			out = append(out, a)
-			if len(out) == limit {
-				return out, nil
-			}
-		}
-		if len(page.LastEvaluatedKey) == 0 {
-			return out, nil
-		}
-		in.ExclusiveStartKey = page.LastEvaluatedKey
-	}
+	return listIndex[Approval](ctx, s, indexQuery{op: "pending approvals", item: "approval", pk: "PENDING", limit: limit})
 }

@@ -7,7 +7,6 @@ import (
 	"hash/fnv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -77,8 +76,10 @@ const openShards = 16
 func openShard(runID string) string {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(runID))
-	return fmt.Sprintf("RESOPEN#%02d", h.Sum32()%openShards)
+	return openShardPK(h.Sum32() % openShards)
 }
+
+func openShardPK(n uint32) string { return fmt.Sprintf("RESOPEN#%02d", n) }
 
 func reservationSK(requestID string) string { return "RES#" + requestID }
 func usageSK(requestID string) string       { return "USE#" + requestID }
@@ -155,14 +156,7 @@ func (s *Store) GetUsage(ctx context.Context, runID, requestID string) (Usage, e
 // RunReservations lists every reservation of a run, any status.
 func (s *Store) RunReservations(ctx context.Context, runID string) ([]Reservation, error) {
 	var out []Reservation
-	err := s.queryPrefix(ctx, runPK(runID), "RES#", func(av map[string]types.AttributeValue) error {
-		var r Reservation
-		if err := attributevalue.UnmarshalMap(av, &r); err != nil {
-			return err
-		}
-		out = append(out, r)
-		return nil
-	})
+	err := s.queryPrefix(ctx, runPK(runID), "RES#", collect(&out))
 	return out, err
 }
 
@@ -171,36 +165,20 @@ func (s *Store) RunReservations(ctx context.Context, runID string) ([]Reservatio
 // eventually consistent: a listed reservation may have been closed since,
 // which the close's own condition catches.
 func (s *Store) OpenReservations(ctx context.Context, before string, limit int) ([]Reservation, error) {
+	if before == "" {
+		return nil, nil // no sort key is below ""; an empty before must not list them all
+	}
 	var out []Reservation
-	for shard := range openShards {
-		in := &dynamodb.QueryInput{
-			TableName:              aws.String(s.table),
-			IndexName:              aws.String(gsi1),
-			KeyConditionExpression: aws.String("gsi1pk = :p AND gsi1sk < :before"),
-			ExpressionAttributeValues: map[string]types.AttributeValue{
-				":p":      &types.AttributeValueMemberS{Value: fmt.Sprintf("RESOPEN#%02d", shard)},
-				":before": &types.AttributeValueMemberS{Value: before},
-			},
+	for shard := range uint32(openShards) {
+		q := indexQuery{op: "open reservations", item: "reservation", pk: openShardPK(shard), before: before}
+		if limit > 0 {
+			q.limit = limit - len(out)
 		}
-		for {
-			page, err := s.db.Query(ctx, in)
-			if err != nil {
-				return nil, translate("open reservations", err)
-			}
-			for _, av := range page.Items {
-				var r Reservation
-				if err := attributevalue.UnmarshalMap(av, &r); err != nil {
-					return nil, fmt.Errorf("store: decode reservation: %w", err)
-				}
-				out = append(out, r)
-				if len(out) == limit {
-					return out, nil
-				}
-			}
-			if len(page.LastEvaluatedKey) == 0 {
-				break
-			}
-			in.ExclusiveStartKey = page.LastEvaluatedKey
+		if err := s.queryIndex(ctx, q, collect(&out)); err != nil {
+			return nil, err
+		}
+		if limit > 0 && len(out) == limit {
+			return out, nil
 		}
 	}
 	return out, nil

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -70,30 +68,5 @@ func (s *Store) CapabilityIDByName(ctx context.Context, name string) (string, er
 
 // ListCapabilities lists stored bundles, oldest first.
 func (s *Store) ListCapabilities(ctx context.Context) ([]Capability, error) {
-	in := &dynamodb.QueryInput{
-		TableName:              aws.String(s.table),
-		IndexName:              aws.String(gsi1),
-		KeyConditionExpression: aws.String("gsi1pk = :p"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":p": &types.AttributeValueMemberS{Value: "CAP"},
-		},
-	}
-	var caps []Capability
-	for {
-		out, err := s.db.Query(ctx, in)
-		if err != nil {
-			return nil, translate("list capabilities", err)
-		}
-		for _, av := range out.Items {
-			var c Capability
-			if err := attributevalue.UnmarshalMap(av, &c); err != nil {
-				return nil, fmt.Errorf("store: decode capability: %w", err)
-			}
-			caps = append(caps, c)
-		}
-		if len(out.LastEvaluatedKey) == 0 {
-			return caps, nil
-		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
-	}
+	return listIndex[Capability](ctx, s, indexQuery{op: "list capabilities", item: "capability", pk: "CAP"})
 }

@@ -68,26 +68,11 @@ var ErrConnectionChanged = fmt.Errorf("store: connection changed: %w", ErrCondit
 // PutConnection stores a new connection and claims its name; it fails with
 // ErrNameTaken if the name is in use.
 func (s *Store) PutConnection(ctx context.Context, c Connection) error {
-	head, err := item(connectionPK(c.ID), "HEAD", connectionItem{Connection: c, GSI1PK: "CON", GSI1SK: c.CreatedAt + "#" + c.ID})
-	if err != nil {
-		return err
+	err := s.putClaimed(ctx, "put connection "+c.ID, connectionPK(c.ID), connectionItem{Connection: c, GSI1PK: "CON", GSI1SK: c.CreatedAt + "#" + c.ID}, "CONNAME#"+c.Name, c.ID)
+	if errors.Is(err, ErrExists) {
+		return fmt.Errorf("store: connection %q: %w", c.Name, ErrNameTaken)
 	}
-	name, err := item("CONNAME#"+c.Name, "HEAD", nameItem{ID: c.ID})
-	if err != nil {
-		return err
-	}
-	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		putNew(s.table, head), putNew(s.table, name),
-	}})
-	var tce *types.TransactionCanceledException
-	if errors.As(err, &tce) {
-		for _, r := range tce.CancellationReasons {
-			if aws.ToString(r.Code) == "ConditionalCheckFailed" {
-				return fmt.Errorf("store: connection %q: %w", c.Name, ErrNameTaken)
-			}
-		}
-	}
-	return translate("put connection "+c.ID, err)
+	return err
 }
 
 // GetConnection reads a connection with a consistent read: the broker
@@ -107,32 +92,7 @@ func (s *Store) ConnectionIDByName(ctx context.Context, name string) (string, er
 
 // ListConnections lists connections, oldest first.
 func (s *Store) ListConnections(ctx context.Context) ([]Connection, error) {
-	in := &dynamodb.QueryInput{
-		TableName:              aws.String(s.table),
-		IndexName:              aws.String(gsi1),
-		KeyConditionExpression: aws.String("gsi1pk = :p"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":p": &types.AttributeValueMemberS{Value: "CON"},
-		},
-	}
-	var out []Connection
-	for {
-		page, err := s.db.Query(ctx, in)
-		if err != nil {
-			return nil, translate("list connections", err)
-		}
-		for _, av := range page.Items {
-			var c Connection
-			if err := attributevalue.UnmarshalMap(av, &c); err != nil {
-				return nil, fmt.Errorf("store: decode connection: %w", err)
-			}
-			out = append(out, c)
-		}
-		if len(page.LastEvaluatedKey) == 0 {
-			return out, nil
-		}
-		in.ExclusiveStartKey = page.LastEvaluatedKey
-	}
+	return listIndex[Connection](ctx, s, indexQuery{op: "list connections", item: "connection", pk: "CON"})
 }
 
 // ReplaceConnectionCredential stores a credential sealed for generation
@@ -286,15 +246,7 @@ func (s *Store) GetPhoto(ctx context.Context, connectionID, digest string) (Phot
 	if err := s.get(ctx, pk, photoSK(digest), &p); err != nil {
 		return Photo{}, err
 	}
-	err := s.queryPrefix(ctx, pk, photoSK(digest)+"#", func(av map[string]types.AttributeValue) error {
-		var t PhotoTool
-		if err := attributevalue.UnmarshalMap(av, &t); err != nil {
-			return err
-		}
-		p.Tools = append(p.Tools, t)
-		return nil
-	})
-	if err != nil {
+	if err := s.queryPrefix(ctx, pk, photoSK(digest)+"#", collect(&p.Tools)); err != nil {
 		return Photo{}, err
 	}
 	if len(p.Tools) != p.Count {

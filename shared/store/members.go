@@ -56,12 +56,7 @@ func (s *Store) PutMember(ctx context.Context, m Member) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:           aws.String(s.table),
-		Item:                av,
-		ConditionExpression: aws.String("attribute_not_exists(pk)"),
-	})
-	if err = translate("put member "+m.Sub, err); err != nil && errors.Is(err, ErrConditionFailed) {
+	if err = s.putItemNew(ctx, "put member "+m.Sub, av); errors.Is(err, ErrConditionFailed) {
 		return fmt.Errorf("store: put member %s: %w", m.Sub, ErrMemberExists)
 	}
 	return err
@@ -150,33 +145,15 @@ func (s *Store) SetMemberStatus(ctx context.Context, sub, status, by, at string)
 // ListMembers lists members by sub, at most limit. The index is eventually
 // consistent: a member recorded a moment ago may be missing.
 func (s *Store) ListMembers(ctx context.Context, limit int) ([]Member, error) {
-	in := &dynamodb.QueryInput{
-		TableName:              aws.String(s.table),
-		IndexName:              aws.String(gsi1),
-		KeyConditionExpression: aws.String("gsi1pk = :p"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":p": &types.AttributeValueMemberS{Value: "MEMBER"},
-		},
+	out, err := listIndex[Member](ctx, s, indexQuery{op: "list members", item: "member", pk: "MEMBER", limit: limit})
+	if err != nil {
+		return nil, err
 	}
-	out := []Member{}
-	for {
-		page, err := s.db.Query(ctx, in)
-		if err != nil {
-			return nil, translate("list members", err)
-		}
-		for _, av := range page.Items {
-			var m Member
-			if err := attributevalue.UnmarshalMap(av, &m); err != nil {
-				return nil, fmt.Errorf("store: decode member: %w", err)
-			}
-			out = append(out, m.normal())
-			if len(out) == limit {
-				return out, nil
-			}
-		}
-		if len(page.LastEvaluatedKey) == 0 {
-			return out, nil
-		}
-		in.ExclusiveStartKey = page.LastEvaluatedKey
+	if out == nil {
+		out = []Member{}
 	}
+	for i := range out {
+		out[i] = out[i].normal()
+	}
+	return out, nil
 }

@@ -231,6 +231,12 @@ func size(items []types.TransactWriteItem) int {
 }
 
 func (s *Store) transact(ctx context.Context, items []types.TransactWriteItem) error {
+	return s.transactOp(ctx, "transact", items)
+}
+
+// transactOp writes items in one transaction. A failed condition of any of
+// them is ErrExists; op names the write in any other error.
+func (s *Store) transactOp(ctx context.Context, op string, items []types.TransactWriteItem) error {
 	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 	if err == nil {
 		return nil
@@ -243,7 +249,7 @@ func (s *Store) transact(ctx context.Context, items []types.TransactWriteItem) e
 			}
 		}
 	}
-	return translate("transact", err)
+	return translate(op, err)
 }
 
 // GetHead reads a run's head with a consistent read.
@@ -259,25 +265,10 @@ func (s *Store) GetFrozen(ctx context.Context, runID string) (Frozen, error) {
 	if err := s.get(ctx, runPK(runID), "POLICY", &f.Policy); err != nil {
 		return Frozen{}, err
 	}
-	err := s.queryPrefix(ctx, runPK(runID), "TOOL#", func(av map[string]types.AttributeValue) error {
-		var t Tool
-		if err := attributevalue.UnmarshalMap(av, &t); err != nil {
-			return err
-		}
-		f.Tools = append(f.Tools, t)
-		return nil
-	})
-	if err != nil {
+	if err := s.queryPrefix(ctx, runPK(runID), "TOOL#", collect(&f.Tools)); err != nil {
 		return Frozen{}, err
 	}
-	err = s.queryPrefix(ctx, runPK(runID), "BIND#", func(av map[string]types.AttributeValue) error {
-		var b Binding
-		if err := attributevalue.UnmarshalMap(av, &b); err != nil {
-			return err
-		}
-		f.Bindings = append(f.Bindings, b)
-		return nil
-	})
+	err := s.queryPrefix(ctx, runPK(runID), "BIND#", collect(&f.Bindings))
 	return f, err
 }
 
@@ -297,33 +288,4 @@ func (s *Store) get(ctx context.Context, pk, sk string, v any) error {
 		return fmt.Errorf("store: decode %s/%s: %w", pk, sk, err)
 	}
 	return nil
-}
-
-// queryPrefix visits every item of a partition whose sort key starts with
-// prefix, in order, with consistent reads.
-func (s *Store) queryPrefix(ctx context.Context, pk, prefix string, visit func(map[string]types.AttributeValue) error) error {
-	in := &dynamodb.QueryInput{
-		TableName:              aws.String(s.table),
-		KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :p)"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pk": &types.AttributeValueMemberS{Value: pk},
-			":p":  &types.AttributeValueMemberS{Value: prefix},
-		},
-		ConsistentRead: aws.Bool(true),
-	}
-	for {
-		out, err := s.db.Query(ctx, in)
-		if err != nil {
-			return translate("query "+pk+"/"+prefix, err)
-		}
-		for _, av := range out.Items {
-			if err := visit(av); err != nil {
-				return fmt.Errorf("store: decode %s/%s: %w", pk, prefix, err)
-			}
-		}
-		if len(out.LastEvaluatedKey) == 0 {
-			return nil
-		}
-		in.ExclusiveStartKey = out.LastEvaluatedKey
-	}
 }

@@ -5,11 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // Trigger is a trigger configuration: which runs a repository's events
@@ -49,15 +44,7 @@ func triggerRepoPK(repo string) string { return "TRGREPO#" + strings.ToLower(rep
 // PutTrigger stores a new trigger configuration and claims its repository,
 // in one transaction: either both exist or neither.
 func (s *Store) PutTrigger(ctx context.Context, t Trigger) error {
-	head, err := item(triggerPK(t.ID), "HEAD", triggerItem{Trigger: t, GSI1PK: "TRIGGER", GSI1SK: t.CreatedAt + "#" + t.ID})
-	if err != nil {
-		return err
-	}
-	repo, err := item(triggerRepoPK(t.Repository), "HEAD", nameItem{ID: t.ID})
-	if err != nil {
-		return err
-	}
-	err = s.transact(ctx, []types.TransactWriteItem{putNew(s.table, head), putNew(s.table, repo)})
+	err := s.putClaimed(ctx, "transact", triggerPK(t.ID), triggerItem{Trigger: t, GSI1PK: "TRIGGER", GSI1SK: t.CreatedAt + "#" + t.ID}, triggerRepoPK(t.Repository), t.ID)
 	if errors.Is(err, ErrExists) {
 		return fmt.Errorf("store: trigger for %s: %w", t.Repository, ErrRepositoryTaken)
 	}
@@ -86,32 +73,7 @@ func (s *Store) TriggerForRepository(ctx context.Context, repo string) (Trigger,
 
 // ListTriggers lists trigger configurations, oldest first.
 func (s *Store) ListTriggers(ctx context.Context) ([]Trigger, error) {
-	in := &dynamodb.QueryInput{
-		TableName:              aws.String(s.table),
-		IndexName:              aws.String(gsi1),
-		KeyConditionExpression: aws.String("gsi1pk = :p"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":p": &types.AttributeValueMemberS{Value: "TRIGGER"},
-		},
-	}
-	var out []Trigger
-	for {
-		page, err := s.db.Query(ctx, in)
-		if err != nil {
-			return nil, translate("list triggers", err)
-		}
-		for _, av := range page.Items {
-			var t Trigger
-			if err := attributevalue.UnmarshalMap(av, &t); err != nil {
-				return nil, fmt.Errorf("store: decode trigger: %w", err)
-			}
-			out = append(out, t)
-		}
-		if len(page.LastEvaluatedKey) == 0 {
-			return out, nil
-		}
-		in.ExclusiveStartKey = page.LastEvaluatedKey
-	}
+	return listIndex[Trigger](ctx, s, indexQuery{op: "list triggers", item: "trigger", pk: "TRIGGER"})
 }
 
 // Delivery is the claim of one webhook delivery, at DELIVERY#<id>/HEAD. It
@@ -143,12 +105,7 @@ func (s *Store) ClaimDelivery(ctx context.Context, d Delivery) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:           aws.String(s.table),
-		Item:                av,
-		ConditionExpression: aws.String("attribute_not_exists(pk)"),
-	})
-	err = translate("claim delivery "+d.ID, err)
+	err = s.putItemNew(ctx, "claim delivery "+d.ID, av)
 	if errors.Is(err, ErrConditionFailed) {
 		return fmt.Errorf("store: delivery %s: %w", d.ID, ErrDeliveryClaimed)
 	}
