@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // Capability is a stored capability bundle. Tools is the bundle's tools as
@@ -34,22 +32,11 @@ type nameItem struct {
 
 // PutCapability stores a new bundle and claims its name.
 func (s *Store) PutCapability(ctx context.Context, c Capability) error {
-	head, err := item("CAP#"+c.ID, "HEAD", capabilityItem{Capability: c, GSI1PK: "CAP", GSI1SK: c.CreatedAt + "#" + c.ID})
-	if err != nil {
-		return err
-	}
-	name, err := item("CAPNAME#"+c.Name, "HEAD", nameItem{ID: c.ID})
-	if err != nil {
-		return err
-	}
-	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
-		putNew(s.table, head), putNew(s.table, name),
-	}})
-	var tce *types.TransactionCanceledException
-	if errors.As(err, &tce) {
+	err := s.putClaimed(ctx, "put capability "+c.ID, "CAP#"+c.ID, capabilityItem{Capability: c, GSI1PK: "CAP", GSI1SK: c.CreatedAt + "#" + c.ID}, "CAPNAME#"+c.Name, c.ID)
+	if errors.Is(err, ErrExists) {
 		return fmt.Errorf("store: capability %q: %w", c.Name, ErrNameTaken)
 	}
-	return translate("put capability "+c.ID, err)
+	return err
 }
 
 // GetCapability reads a bundle by id.
