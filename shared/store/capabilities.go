@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
 )
 
 // Capability is a stored capability bundle. Tools is the bundle's tools as
