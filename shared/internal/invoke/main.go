@@ -98,6 +98,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := seedApprovals(ctx, st, time.Now()); err != nil {
 		return fmt.Errorf("seed approvals: %w", err)
 	}
+	if err := seedTrigger(ctx, st); err != nil {
+		return fmt.Errorf("seed a trigger: %w", err)
+	}
 	gateRun, gateToken, err := seedGateRun(ctx, st)
 	if err != nil {
 		return fmt.Errorf("seed a run for the gate events: %w", err)
@@ -110,6 +113,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	e, err := rie.Start(ctx, emulator, bootstrap, []string{
 		"FLUIDBOX_TABLE=" + table,
 		"FLUIDBOX_ADMIN_TOKEN=" + AdminToken,
+		"FLUIDBOX_GITHUB_WEBHOOK_SECRET=" + WebhookSecret,
 		"AWS_ENDPOINT_URL_DYNAMODB=" + db.URL,
 		"AWS_ENDPOINT_URL_EVENTBRIDGE=" + bus.URL,
 		"FLUIDBOX_EVENT_BUS=" + EventBus,

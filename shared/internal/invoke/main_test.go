@@ -35,6 +35,8 @@ func TestSampleEvents(t *testing.T) {
 		"events/gate/permission-pending.json":               {status: 200},
 		"events/gate/permission-schema.json":                {status: 200},
 		"events/gate/admission.json":                        {status: 201},
+		"events/github/pull-request-fork.json":              {status: 201},
+		"events/github/pull-request-bad-signature.json":     {status: 401},
 		"events/approvals/list-pending.json":                {status: 200},
 		"events/approvals/get-approval.json":                {status: 200},
 		"events/approvals/decide-approved-once.json":        {status: 200},
@@ -48,7 +50,7 @@ func TestSampleEvents(t *testing.T) {
 		"events/notify/modify-expired.json":                 {result: `{"batchItemFailures":[]}`, published: 1},
 		"events/notify/unrelated-event-row.json":            {result: `{"batchItemFailures":[]}`},
 	}
-	for _, dir := range []string{"control", "gate", "approvals", "expire", "sweep", "notify"} {
+	for _, dir := range []string{"control", "gate", "github", "approvals", "expire", "sweep", "notify"} {
 		files, _ := filepath.Glob("events/" + dir + "/*.json")
 		for _, f := range files {
 			if _, ok := cases[f]; !ok {

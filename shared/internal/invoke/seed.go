@@ -132,3 +132,16 @@ func seedGateRun(ctx context.Context, st *store.Store) (id, token string, err er
 	}
 	return v.ID, v.Token, nil
 }
+
+// WebhookSecret signs the sample GitHub deliveries in events/github.
+const WebhookSecret = "local-invoke-webhook-secret-0123"
+
+// seedTrigger configures the repository of the sample GitHub deliveries
+// (KaTeX/KaTeX, from the real payloads in shared/api/testdata/github).
+func seedTrigger(ctx context.Context, st *store.Store) error {
+	return st.PutTrigger(ctx, store.Trigger{
+		ID: "trg_fixture", Repository: "KaTeX/KaTeX", PolicyID: "pol_example",
+		Capabilities: []string{"claude-code"}, BudgetLimit: 1_000_000, Events: []string{"pull_request"},
+		CreatedAt: store.FormatTime(time.Now()), CreatedBy: "admin",
+	})
+}
