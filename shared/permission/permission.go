@@ -91,6 +91,9 @@ type Service struct {
 // NewService returns a permission service. sched arranges each new
 // approval's expiry; lazy expiry and the sweep cover it if that fails.
 func NewService(led *ledger.Ledger, approvals *approval.Service, sched approval.Scheduler, log *slog.Logger, now func() time.Time) *Service {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	return &Service{led: led, st: led.Store(), now: now, frozen: newFrozenCache(led.Store()), approvals: approvals, sched: sched, log: log}
 }
 
