@@ -107,13 +107,14 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request, who auth
 		return e
 	}
 	a, applied, err := s.approvals.Decide(r.Context(), who, id, req.Decision)
+	var bad *approval.InvalidError
 	switch {
 	case errors.Is(err, approval.ErrNotFound):
 		return notFound("approval " + id)
 	case errors.Is(err, approval.ErrForbidden):
 		return errForbidden
-	case errors.Is(err, approval.ErrInvalid):
-		return invalid("decision: %s", err.Error()[len("approval: invalid decision: "):])
+	case errors.As(err, &bad):
+		return invalid("decision: %s", bad.Message)
 	case err != nil:
 		return err
 	}

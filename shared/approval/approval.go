@@ -54,6 +54,14 @@ var (
 	ErrInvalid   = errors.New("approval: invalid decision")
 )
 
+// InvalidError is a decision the caller must fix. It matches ErrInvalid.
+type InvalidError struct{ Message string }
+
+func (e *InvalidError) Error() string { return "approval: invalid decision: " + e.Message }
+
+// Is makes errors.Is(err, ErrInvalid) hold.
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
 // ExpiredBy is who settles an approval nobody decided in time.
 const ExpiredBy = "system:expiry"
 
@@ -185,10 +193,10 @@ func (s *Service) Decide(ctx context.Context, who auth.Principal, id, decision s
 			to = StatusApprovedSession
 		}
 	default:
-		return store.Approval{}, false, fmt.Errorf("%w: %q is not one of approved_once, approved_session, denied, approved", ErrInvalid, decision)
+		return store.Approval{}, false, &InvalidError{fmt.Sprintf("%q is not one of approved_once, approved_session, denied, approved", decision)}
 	}
 	if to == StatusApprovedSession && a.ScopeKey == "" {
-		return store.Approval{}, false, fmt.Errorf("%w: this call has no scope a session grant could cover; approve it once", ErrInvalid)
+		return store.Approval{}, false, &InvalidError{"this call has no scope a session grant could cover; approve it once"}
 	}
 	if Status(a.Status) != StatusPending {
 		return a, false, nil
