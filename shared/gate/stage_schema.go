@@ -24,9 +24,21 @@ import (
 // it here is the fail-closed answer. A denial here is a tool error the
 // model can fix, so the reason quotes the validator's causes.
 func checkSchema(c *call) (Decision, bool) {
-	t := c.tool
+	return schemaStage(c.tool, c.req.ToolName, c.req.Input)
+}
+
+// SchemaDenial is the stage's judgement on its own: the reason a call's
+// input would be denied with source schema, or ok=false if it passes. A
+// recorded schema denial is replayed with it (the reason may quote the
+// input, so it is not stored).
+func SchemaDenial(t *Tool, toolName string, input any) (reason string, denied bool) {
+	d, denied := schemaStage(t, toolName, input)
+	return d.Reason, denied
+}
+
+func schemaStage(t *Tool, toolName string, input any) (Decision, bool) {
 	if t == nil {
-		return deny(SourceSchema, "tool %s has no frozen definition to validate against", quote(c.req.ToolName))
+		return deny(SourceSchema, "tool %s has no frozen definition to validate against", quote(toolName))
 	}
 	if !t.Callable {
 		why := t.Reason
@@ -38,7 +50,7 @@ func checkSchema(c *call) (Decision, bool) {
 	if t.Schema == nil {
 		return deny(SourceSchema, "tool %s has no frozen input schema, so its arguments cannot be checked", quote(t.Name))
 	}
-	err := t.Schema.Validate(c.req.Input)
+	err := t.Schema.Validate(input)
 	if err == nil {
 		return next()
 	}

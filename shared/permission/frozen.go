@@ -10,7 +10,6 @@ import (
 	"github.com/fluidbox/fluidbox/shared/policy"
 	"github.com/fluidbox/fluidbox/shared/schemaguard"
 	"github.com/fluidbox/fluidbox/shared/store"
-	"github.com/fluidbox/fluidbox/shared/trust"
 )
 
 // frozenRun is what a run froze at creation, compiled for the gate. It is
@@ -26,13 +25,10 @@ type frozenRun struct {
 	brokered map[string]store.Tool
 }
 
+// schemaReason re-derives the reason of a recorded schema denial.
 func (fr *frozenRun) schemaReason(toolName string, input any) string {
-	t, ok := fr.tools[toolName]
-	if !ok || t.Schema == nil {
-		return "the tool cannot be called"
-	}
-	d := gate.Decide(&gate.Run{AvailableMicros: 1, TrustTier: trust.Trusted, Tools: map[string]*gate.Tool{toolName: t}, Policy: fr.policy}, gate.Request{ToolName: toolName, Input: input})
-	return d.Reason
+	reason, _ := gate.SchemaDenial(fr.tools[toolName], toolName, input)
+	return reason
 }
 
 type frozenCache struct {
