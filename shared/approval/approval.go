@@ -102,12 +102,12 @@ func (s *Service) Get(ctx context.Context, id string) (store.Approval, error) {
 	if err != nil {
 		return store.Approval{}, err
 	}
-	return s.fresh(ctx, a)
+	return s.Current(ctx, a)
 }
 
-// fresh expires a pending approval read past its time, and returns it as it
-// now stands.
-func (s *Service) fresh(ctx context.Context, a store.Approval) (store.Approval, error) {
+// Current expires a pending approval read past its time (lazy expiry), and
+// returns it as it now stands.
+func (s *Service) Current(ctx context.Context, a store.Approval) (store.Approval, error) {
 	if Status(a.Status) != StatusPending || !s.overdue(a) {
 		return a, nil
 	}
@@ -128,7 +128,7 @@ func (s *Service) Pending(ctx context.Context, limit int) ([]store.Approval, err
 	}
 	out := []store.Approval{}
 	for _, a := range rows {
-		a, err := s.fresh(ctx, a)
+		a, err := s.Current(ctx, a)
 		if err != nil {
 			return nil, err
 		}
@@ -146,7 +146,7 @@ func (s *Service) ForRun(ctx context.Context, runID string) ([]store.Approval, e
 		return nil, err
 	}
 	for i, a := range rows {
-		if rows[i], err = s.fresh(ctx, a); err != nil {
+		if rows[i], err = s.Current(ctx, a); err != nil {
 			return nil, err
 		}
 	}
@@ -202,7 +202,7 @@ func (s *Service) Decide(ctx context.Context, who auth.Principal, id, decision s
 		return a, false, nil
 	}
 	if s.overdue(a) {
-		a, err = s.fresh(ctx, a)
+		a, err = s.Current(ctx, a)
 		return a, false, err
 	}
 	return s.settle(ctx, a, who, to)
@@ -329,7 +329,7 @@ func (s *Service) settle(ctx context.Context, a store.Approval, who auth.Princip
 			return store.Approval{}, false, err
 		}
 		if Status(cur.Status) == StatusPending && to != StatusExpired && s.overdue(cur) {
-			cur, err = s.fresh(ctx, cur)
+			cur, err = s.Current(ctx, cur)
 		}
 		return cur, false, err
 	}

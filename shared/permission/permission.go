@@ -352,11 +352,14 @@ func (s *Service) replay(ctx context.Context, runID string, fr *frozenRun, req R
 	if c.Decision == DecisionPending && c.ApprovalID != "" {
 		// Lazy expiry: a pending call read past its approval's time is
 		// settled as expired first.
-		expired, err := s.approvals.Expire(ctx, c.ApprovalID)
+		apr, err := s.st.GetApproval(ctx, runID, req.ToolCallID)
 		if err != nil {
 			return Answer{}, err
 		}
-		if expired {
+		if apr, err = s.approvals.Current(ctx, apr); err != nil {
+			return Answer{}, err
+		}
+		if apr.Status != string(approval.StatusPending) {
 			if c, err = s.st.GetCall(ctx, runID, req.ToolCallID); err != nil {
 				return Answer{}, err
 			}
