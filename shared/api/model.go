@@ -11,7 +11,6 @@ import (
 	"github.com/fluidbox/fluidbox/shared/ids"
 	"github.com/fluidbox/fluidbox/shared/modelproxy"
 	"github.com/fluidbox/fluidbox/shared/seal"
-	"github.com/fluidbox/fluidbox/shared/store"
 )
 
 // The model proxy speaks the Anthropic Messages API under
@@ -68,7 +67,7 @@ func (s *Server) modelMessages(w http.ResponseWriter, r *http.Request) {
 		modelproxy.WriteError(w, http.StatusNotFound, "not_found_error", "fluidbox: no such run")
 		return
 	}
-	switch s.sessionKey(r, id) {
+	switch s.sessionKey(r, modelKey(r), id) {
 	case keyOK:
 		s.budget.proxy.ServeMessages(w, r, id)
 	case keyUnavailable:
@@ -78,37 +77,15 @@ func (s *Server) modelMessages(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-type keyCheck int
-
-const (
-	keyRefused keyCheck = iota
-	keyOK
-	keyUnavailable
-)
-
-// sessionKey checks the run's session token, sent as x-api-key (as the
-// Anthropic API expects) or as a bearer token (as anthropic-sdk-go v2 and
+// modelKey reads the run's session token as the Anthropic API sends keys:
+// x-api-key, or a bearer token (as anthropic-sdk-go v2 and
 // ANTHROPIC_AUTH_TOKEN send it). Only that run's token is accepted: the
 // proxy spends the run's budget.
-func (s *Server) sessionKey(r *http.Request, runID string) keyCheck {
-	tok := strings.TrimSpace(r.Header.Get("X-Api-Key"))
-	if tok == "" {
-		tok = auth.Bearer(r)
+func modelKey(r *http.Request) string {
+	if tok := strings.TrimSpace(r.Header.Get("X-Api-Key")); tok != "" {
+		return tok
 	}
-	if !strings.HasPrefix(tok, auth.SessionTokenPrefix) {
-		return keyRefused
-	}
-	hash, err := s.tokens.hash(r.Context(), s.st, runID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return keyRefused
-	case err != nil:
-		s.log.ErrorContext(r.Context(), "model proxy: authenticate", "run", runID, "err", err)
-		return keyUnavailable
-	case !auth.TokenMatches(tok, hash):
-		return keyRefused
-	}
-	return keyOK
+	return auth.Bearer(r)
 }
 
 // modelUpstreamRequest is the body of PUT /v1/model-upstream.

@@ -204,21 +204,41 @@ func (s *Server) authenticate(r *http.Request) (auth.Principal, *Error) {
 		return s.authenticateUser(r, tok)
 	}
 	runID := r.PathValue("id")
-	if tok == "" || runID == "" || len(tok) < len(auth.SessionTokenPrefix) || tok[:len(auth.SessionTokenPrefix)] != auth.SessionTokenPrefix {
-		return auth.Principal{}, errUnauthenticated
-	}
-	hash, err := s.tokens.hash(r.Context(), s.st, runID)
-	if errors.Is(err, store.ErrNotFound) {
-		return auth.Principal{}, errUnauthenticated
-	}
-	if err != nil {
-		s.log.ErrorContext(r.Context(), "authenticate", "run", runID, "err", err)
+	switch s.sessionKey(r, tok, runID) {
+	case keyOK:
+		return auth.Principal{Kind: auth.KindSession, Subject: runID, RunID: runID}, nil
+	case keyUnavailable:
 		return auth.Principal{}, errUnavailable
 	}
-	if !auth.TokenMatches(tok, hash) {
-		return auth.Principal{}, errUnauthenticated
+	return auth.Principal{}, errUnauthenticated
+}
+
+type keyCheck int
+
+const (
+	keyRefused keyCheck = iota
+	keyOK
+	keyUnavailable
+)
+
+// sessionKey checks a session token against the hash stored on runID: a
+// token is good for its own run only. A store failure is keyUnavailable
+// (503, deny), never a pass.
+func (s *Server) sessionKey(r *http.Request, tok, runID string) keyCheck {
+	if runID == "" || !strings.HasPrefix(tok, auth.SessionTokenPrefix) {
+		return keyRefused
 	}
-	return auth.Principal{Kind: auth.KindSession, Subject: runID, RunID: runID}, nil
+	hash, err := s.tokens.hash(r.Context(), s.st, runID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return keyRefused
+	case err != nil:
+		s.log.ErrorContext(r.Context(), "authenticate", "run", runID, "err", err)
+		return keyUnavailable
+	case !auth.TokenMatches(tok, hash):
+		return keyRefused
+	}
+	return keyOK
 }
 
 // fail answers an error a handler returned. API errors go out as they are;
