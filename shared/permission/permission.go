@@ -126,7 +126,6 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 
 	var recorded Answer
 	var created store.Approval
-	var expiresAt time.Time
 	_, err = s.led.Append(ctx, runID, func(h store.Head) (store.Batch, error) {
 		g := grants{ctx: ctx, st: s.st, runID: runID}
 		d := gate.Decide(fr.gateRun(h), gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Granted: g.has})
@@ -135,14 +134,17 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 		}
 		var b store.Batch
 		recorded, b, created, err = s.record(h, fr, req, input, digest, d)
-		expiresAt, _ = time.Parse(store.TimeLayout, created.ExpiresAt)
 		return b, err
 	})
 	switch {
 	case err == nil:
 		if recorded.Decision == DecisionPending {
 			s.approvals.Observed(ctx, store.Approval{}, created)
-			if err := s.sched.Schedule(ctx, recorded.ApprovalID, expiresAt); err != nil {
+			at, err := time.Parse(store.TimeLayout, created.ExpiresAt)
+			if err == nil {
+				err = s.sched.Schedule(ctx, recorded.ApprovalID, at)
+			}
+			if err != nil {
 				s.log.ErrorContext(ctx, "schedule approval expiry; lazy expiry and the sweep remain", "approval", recorded.ApprovalID, "err", err)
 			}
 		}
