@@ -14,6 +14,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/budget"
+	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/connection"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/permission"
@@ -198,7 +199,7 @@ func authorize(who auth.Principal, acc access, runID string) *Error {
 func (s *Server) authenticate(r *http.Request) (auth.Principal, *Error) {
 	tok := auth.Bearer(r)
 	if auth.AdminMatches(tok, s.cfg.AdminToken) {
-		return auth.Principal{Kind: auth.KindAdmin, Subject: "admin"}, nil
+		return auth.Principal{Kind: auth.KindAdmin, Subject: string(call.Operator)}, nil
 	}
 	if s.cfg.OIDC != nil && tok != "" && !strings.HasPrefix(tok, auth.SessionTokenPrefix) {
 		return s.authenticateUser(r, tok)
