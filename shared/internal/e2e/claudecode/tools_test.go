@@ -37,7 +37,7 @@ var excluded = map[string]string{
 	"ExitWorktree":            "leaves (and may remove) an EnterWorktree worktree, which is excluded",
 	"Skill":                   "loads packaged instructions (and their allowed-tools) from the user's or project's files: the sandbox image decides instructions, not the model",
 	"ReportFindings":          "renders code-review findings in a host UI: no effect in a headless run, whose output is its result",
-	"NotebookEdit":            "edits Jupyter cells; not in the built-in bundle's contract (API.md: seven tools); register it with class write to allow it",
+	"NotebookEdit":            "edits Jupyter cells; not in the built-in bundle's contract (docs/api.md: seven tools); register it with class write to allow it",
 	"WebSearch":               "web search by the model provider through a second model request; not in the built-in bundle's contract; register it with class egress to allow it",
 	"ToolSearch":              "loads deferred tools' schemas after the first request; fluidbox runs set ENABLE_TOOL_SEARCH=false so every tool is in the first request, where this check sees it",
 	"DeferredToolPlaceholder": "a placeholder the CLI sends (defer_loading) and tells the model never to call",
