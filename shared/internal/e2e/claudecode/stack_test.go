@@ -24,6 +24,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/client"
 	"github.com/fluidbox/fluidbox/shared/devstack"
 	"github.com/fluidbox/fluidbox/shared/internal/scriptedmodel"
+	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -108,7 +109,10 @@ func newStack(t *testing.T, script ...scriptedmodel.Step) *stack {
 	if err != nil {
 		t.Fatalf("start minidyn: %v", err)
 	}
-	t.Cleanup(func() { _ = db.Close() })
+	t.Cleanup(func() {
+		_ = db.Close()
+		testenv.CheckRefused(t, db)
+	})
 	st := store.New(devstack.DynamoClient(db.URL), fmt.Sprintf("e2eclaude%d", tables.Add(1)))
 	if err := st.CreateTable(context.Background()); err != nil {
 		t.Fatalf("create table: %v", err)
