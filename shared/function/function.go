@@ -65,7 +65,7 @@ func Load(ctx context.Context, getenv func(string) string, mode config.Mode) (De
 	if err != nil {
 		return Deps{}, fmt.Errorf("function: aws config: %w", err)
 	}
-	st := store.New(dynamodb.NewFromConfig(awsCfg), cfg.Table)
+	st := store.New(dynamodb.NewFromConfig(awsCfg, store.RetryConflicts), cfg.Table)
 	return Deps{
 		Config: cfg,
 		AWS:    awsCfg,
