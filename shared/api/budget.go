@@ -8,6 +8,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/budget"
 	"github.com/fluidbox/fluidbox/shared/modelproxy"
+	"github.com/fluidbox/fluidbox/shared/permission"
 )
 
 // budgetDeps is what the budget and model-proxy endpoints use.
@@ -22,12 +23,18 @@ type budgetDeps struct {
 func (s *Server) initBudget() {
 	s.budget.admit = admission.New(s.led, s.cfg.Prices, s.cfg.Now)
 	s.budget.upstreams = modelproxy.NewUpstreams(s.st, s.cfg.Sealer, s.cfg.Now)
-	s.budget.proxy = modelproxy.New(s.budget.admit, s.budget.upstreams, s.cfg.ModelClient, s.log)
+	judge := s.perm
+	if judge == nil { // the model-proxy-only handler has no permission service of its own
+		judge = permission.NewService(s.led, nil, nil, s.log, s.cfg.Now)
+	}
+	s.budget.proxy = modelproxy.New(s.budget.admit, s.budget.upstreams, judge, s.cfg.ModelClient, s.log)
 }
 
 func (s *Server) budgetRoutes() {
-	s.handle("POST /v1/sessions/{id}/admissions", runScoped, s.admit)
-	s.handle("POST /v1/sessions/{id}/admissions/{request_id}/usage", runScoped, s.reconcile)
+	s.handle("POST /v1/sessions/{id}/admissions", admitters, s.admit)
+	// Usage is the runner's word against its own admissions: the runner
+	// token's (or the operator's), never the session token's.
+	s.handle("POST /v1/sessions/{id}/admissions/{request_id}/usage", runners, s.reconcile)
 	s.handle("PUT /v1/model-upstream", adminOnly, s.putModelUpstream)
 	s.handle("GET /v1/model-upstream", adminOnly, s.getModelUpstream)
 	s.modelRoutes()
@@ -65,10 +72,13 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, _ auth.Principal)
 
 // usageRequest is the body of .../admissions/{request_id}/usage.
 type usageRequest struct {
-	InputTokens              *int64 `json:"input_tokens"`
-	OutputTokens             *int64 `json:"output_tokens"`
-	CacheReadInputTokens     int64  `json:"cache_read_input_tokens"`
-	CacheCreationInputTokens int64  `json:"cache_creation_input_tokens"`
+	InputTokens                *int64 `json:"input_tokens"`
+	OutputTokens               *int64 `json:"output_tokens"`
+	CacheReadInputTokens       int64  `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens   int64  `json:"cache_creation_input_tokens"`
+	CacheCreation1hInputTokens int64  `json:"cache_creation_1h_input_tokens"`
+	WebSearchRequests          int64  `json:"web_search_requests"`
+	WebFetchRequests           int64  `json:"web_fetch_requests"`
 }
 
 type reconcileView struct {
@@ -90,9 +100,10 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, _ auth.Princi
 		return invalid("input_tokens and output_tokens are required")
 	}
 	u := budget.Usage{InputTokens: *req.InputTokens, OutputTokens: *req.OutputTokens,
-		CacheReadInputTokens: req.CacheReadInputTokens, CacheCreationInputTokens: req.CacheCreationInputTokens}
+		CacheReadInputTokens: req.CacheReadInputTokens, CacheCreationInputTokens: req.CacheCreationInputTokens,
+		CacheCreation1hInputTokens: req.CacheCreation1hInputTokens, WebSearchRequests: req.WebSearchRequests, WebFetchRequests: req.WebFetchRequests}
 	reqID := r.PathValue("request_id")
-	st, err := s.budget.admit.Reconcile(r.Context(), id, reqID, u)
+	st, err := s.budget.admit.ReconcileReported(r.Context(), id, reqID, u)
 	if err != nil {
 		return admissionError(r, err)
 	}
@@ -123,6 +134,8 @@ func admissionError(r *http.Request, err error) error {
 		return notFound("session " + r.PathValue("id"))
 	case errors.Is(err, admission.ErrReservationNotFound):
 		return notFound("admission")
+	case errors.Is(err, admission.ErrProxyReservation):
+		return conflict("this reservation was booked by the model proxy, which settles it from the upstream's own usage; it takes no report")
 	}
 	return err
 }

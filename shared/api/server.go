@@ -127,7 +127,7 @@ func (s *Server) routes() {
 	s.handle("GET /v1/capabilities/{id}", adminOnly, s.getCapability)
 	s.handle("POST /v1/sessions", adminOnly, s.createSession)
 	s.handle("GET /v1/sessions/{id}", runScoped, s.getSession)
-	s.handle("POST /v1/sessions/{id}/end", adminOnly, s.endSession)
+	s.handle("POST /v1/sessions/{id}/end", runners, s.endSession)
 	s.handle("GET /v1/sessions/{id}/events", runScoped, s.events)
 	s.handle("POST /v1/sessions/{id}/permission", runScoped, s.permission)
 	s.approvalRoutes()
@@ -155,6 +155,12 @@ const (
 	// people: the operator and every SSO user (never a session token); the
 	// handler decides further (connections: owner or admin).
 	people
+	// admitters: the operator, or the session or runner token of the run
+	// in the path (booking a reservation only ever raises a charge).
+	admitters
+	// runners: the operator, or the runner token of the run in the path,
+	// never its session token (usage reports, ending the run).
+	runners
 )
 
 func (s *Server) handle(pattern string, acc access, h handler) {
@@ -187,6 +193,12 @@ func authorize(who auth.Principal, acc access, runID string) *Error {
 		return nil
 	case acc == people && who.Kind == auth.KindUser:
 		return nil
+	case acc == admitters && (who.MayActOnRun(runID) || who.MayReportUsage(runID)):
+		return nil
+	case acc == runners && who.MayReportUsage(runID):
+		return nil
+	case acc == runners && who.Kind == auth.KindSession && who.RunID == runID:
+		return errSessionCannotReport
 	}
 	return errForbidden
 }
@@ -204,6 +216,15 @@ func (s *Server) authenticate(r *http.Request) (auth.Principal, *Error) {
 		return s.authenticateUser(r, tok)
 	}
 	runID := r.PathValue("id")
+	if strings.HasPrefix(tok, auth.RunnerTokenPrefix) {
+		switch s.runnerKey(r, tok, runID) {
+		case keyOK:
+			return auth.Principal{Kind: auth.KindRunner, Subject: runID, RunID: runID}, nil
+		case keyUnavailable:
+			return auth.Principal{}, errUnavailable
+		}
+		return auth.Principal{}, errUnauthenticated
+	}
 	switch s.sessionKey(r, tok, runID) {
 	case keyOK:
 		return auth.Principal{Kind: auth.KindSession, Subject: runID, RunID: runID}, nil
@@ -229,6 +250,29 @@ func (s *Server) sessionKey(r *http.Request, tok, runID string) keyCheck {
 		return keyRefused
 	}
 	hash, err := s.tokens.hash(r.Context(), s.st, runID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return keyRefused
+	case err != nil:
+		s.log.ErrorContext(r.Context(), "authenticate", "run", runID, "err", err)
+		return keyUnavailable
+	case !auth.TokenMatches(tok, hash):
+		return keyRefused
+	}
+	return keyOK
+}
+
+// errSessionCannotReport answers a session token on a runner-only route.
+var errSessionCannotReport = &Error{http.StatusForbidden, "forbidden",
+	"a session token cannot report usage or end its run: the runner does, with the runner token issued beside it, which never enters the sandbox"}
+
+// runnerKey checks a runner token against the hash stored on runID, as
+// sessionKey does a session token.
+func (s *Server) runnerKey(r *http.Request, tok, runID string) keyCheck {
+	if runID == "" || !strings.HasPrefix(tok, auth.RunnerTokenPrefix) {
+		return keyRefused
+	}
+	hash, err := s.tokens.runnerHash(r.Context(), s.st, runID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return keyRefused
