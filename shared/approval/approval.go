@@ -19,7 +19,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/ledger"
@@ -111,7 +113,7 @@ func (s *Service) Current(ctx context.Context, a store.Approval) (store.Approval
 	if Status(a.Status) != StatusPending || !s.overdue(a) {
 		return a, nil
 	}
-	settled, _, err := s.settle(ctx, a, auth.Principal{Subject: ExpiredBy}, StatusExpired)
+	settled, _, err := s.settle(ctx, a, auth.Principal{Subject: ExpiredBy}, StatusExpired, "")
 	return settled, err
 }
 
@@ -153,10 +155,25 @@ func (s *Service) ForRun(ctx context.Context, runID string) ([]store.Approval, e
 	return rows, nil
 }
 
+// MaxReason bounds a decider's note, in characters.
+const MaxReason = 500
+
 // Decide settles an approval by a human's decision. It reports whether
 // this call was the one that settled it; if not, the approval is returned
 // as it was settled (by someone else, or by expiry).
 func (s *Service) Decide(ctx context.Context, who auth.Principal, id, decision string) (store.Approval, bool, error) {
+	return s.DecideWithReason(ctx, who, id, decision, "")
+}
+
+// DecideWithReason is Decide with the decider's note (why a call was
+// denied, say). The note is kept on the approval and, for a deny, given to
+// the runner with the answer; the ledger records no free text, so it is
+// not in approval.decided.
+func (s *Service) DecideWithReason(ctx context.Context, who auth.Principal, id, decision, reason string) (store.Approval, bool, error) {
+	if !utf8.ValidString(reason) || utf8.RuneCountInString(reason) > MaxReason {
+		return store.Approval{}, false, &InvalidError{fmt.Sprintf("a reason is at most %d characters of valid UTF-8", MaxReason)}
+	}
+	reason = strings.TrimSpace(reason)
 	a, err := s.st.GetApprovalByID(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Approval{}, false, ErrNotFound
@@ -205,7 +222,7 @@ func (s *Service) Decide(ctx context.Context, who auth.Principal, id, decision s
 		a, err = s.Current(ctx, a)
 		return a, false, err
 	}
-	return s.settle(ctx, a, who, to)
+	return s.settle(ctx, a, who, to, reason)
 }
 
 // MayDecide reports whether who may settle a, where invoker is the sub of
@@ -249,7 +266,7 @@ func (s *Service) Expire(ctx context.Context, id string) (bool, error) {
 	if Status(a.Status) != StatusPending || !s.overdue(a) {
 		return false, nil
 	}
-	_, applied, err := s.settle(ctx, a, auth.Principal{Subject: ExpiredBy}, StatusExpired)
+	_, applied, err := s.settle(ctx, a, auth.Principal{Subject: ExpiredBy}, StatusExpired, "")
 	return applied, err
 }
 
@@ -279,13 +296,16 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 
 // settle is the compare-and-swap. It returns the approval as settled and
 // whether this call settled it.
-func (s *Service) settle(ctx context.Context, a store.Approval, who auth.Principal, to Status) (store.Approval, bool, error) {
+func (s *Service) settle(ctx context.Context, a store.Approval, who auth.Principal, to Status, reason string) (store.Approval, bool, error) {
 	now := s.now()
 	at := store.FormatTime(now)
 	call := store.Call{ToolCallID: a.ToolCallID, Decision: "allow", DecidedAt: at}
 	switch to {
 	case StatusDenied:
 		call.Decision, call.Source, call.Reason = "deny", "approval", "a human denied this call"
+		if reason != "" {
+			call.Reason += ": " + reason
+		}
 	case StatusExpired:
 		call.Decision, call.Source, call.Reason = "deny", "approval_expired", "nobody approved this call in time"
 	default:
@@ -303,7 +323,7 @@ func (s *Service) settle(ctx context.Context, a store.Approval, who auth.Princip
 		return store.Approval{}, false, err
 	}
 	ops := []store.Op{
-		s.st.SettleApproval(a, store.Settlement{Status: string(to), Decision: string(to), DecidedBy: who.Subject, DecidedAt: at, Now: at, Expiring: to == StatusExpired}),
+		s.st.SettleApproval(a, store.Settlement{Status: string(to), Decision: string(to), DecidedBy: who.Subject, DecidedAt: at, Reason: reason, Now: at, Expiring: to == StatusExpired}),
 		s.st.SettleCall(a.RunID, call),
 	}
 	if to == StatusApprovedSession {
@@ -337,7 +357,7 @@ func (s *Service) settle(ctx context.Context, a store.Approval, who auth.Princip
 		return store.Approval{}, false, err
 	}
 	before := a
-	a.Status, a.Decision, a.DecidedBy, a.DecidedAt = string(to), string(to), who.Subject, at
+	a.Status, a.Decision, a.DecidedBy, a.DecidedAt, a.Reason = string(to), string(to), who.Subject, at, reason
 	s.Observed(ctx, before, a)
 	return a, true, nil
 }

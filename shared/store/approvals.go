@@ -30,6 +30,10 @@ type Approval struct {
 	Decision     string `dynamodbav:"decision,omitempty"`
 	DecidedBy    string `dynamodbav:"decided_by,omitempty"`
 	DecidedAt    string `dynamodbav:"decided_at,omitempty"`
+	// Reason is the decider's note (a deny's reason): free text from a
+	// person, kept here for the people who read the approval and never in
+	// the ledger.
+	Reason       string `dynamodbav:"reason,omitempty"`
 	ConnectionID string `dynamodbav:"connection_id,omitempty"`
 	// Personal marks a call riding a personal connection (set by the broker
 	// when it creates the approval): only the run's invoker may decide it.
@@ -94,6 +98,8 @@ type Settlement struct {
 	Decision  string
 	DecidedBy string
 	DecidedAt string
+	// Reason is the decider's note; "" records none.
+	Reason string
 	// Now is when the settlement happens: a decision needs the approval
 	// unexpired at Now, an expiry needs it overdue at Now.
 	Now string
@@ -109,20 +115,26 @@ func (s *Store) SettleApproval(a Approval, st Settlement) Op {
 	if st.Expiring {
 		cond = "#status = :pending AND expires_at <= :now"
 	}
+	set := "SET #status = :status, decision = :decision, decided_by = :by, decided_at = :at"
+	values := map[string]types.AttributeValue{
+		":pending":  &types.AttributeValueMemberS{Value: "pending"},
+		":now":      &types.AttributeValueMemberS{Value: st.Now},
+		":status":   &types.AttributeValueMemberS{Value: st.Status},
+		":decision": &types.AttributeValueMemberS{Value: st.Decision},
+		":by":       &types.AttributeValueMemberS{Value: st.DecidedBy},
+		":at":       &types.AttributeValueMemberS{Value: st.DecidedAt},
+	}
+	if st.Reason != "" {
+		set += ", reason = :reason"
+		values[":reason"] = &types.AttributeValueMemberS{Value: st.Reason}
+	}
 	return Op{item: types.TransactWriteItem{Update: &types.Update{
-		TableName:                aws.String(s.table),
-		Key:                      keyOf(runPK(a.RunID), approvalSK(a.ToolCallID)),
-		UpdateExpression:         aws.String("SET #status = :status, decision = :decision, decided_by = :by, decided_at = :at REMOVE gsi1pk, gsi1sk"),
-		ConditionExpression:      aws.String(cond),
-		ExpressionAttributeNames: map[string]string{"#status": "status"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pending":  &types.AttributeValueMemberS{Value: "pending"},
-			":now":      &types.AttributeValueMemberS{Value: st.Now},
-			":status":   &types.AttributeValueMemberS{Value: st.Status},
-			":decision": &types.AttributeValueMemberS{Value: st.Decision},
-			":by":       &types.AttributeValueMemberS{Value: st.DecidedBy},
-			":at":       &types.AttributeValueMemberS{Value: st.DecidedAt},
-		},
+		TableName:                 aws.String(s.table),
+		Key:                       keyOf(runPK(a.RunID), approvalSK(a.ToolCallID)),
+		UpdateExpression:          aws.String(set + " REMOVE gsi1pk, gsi1sk"),
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeNames:  map[string]string{"#status": "status"},
+		ExpressionAttributeValues: values,
 	}}, failed: ErrApprovalSettled}
 }
 
