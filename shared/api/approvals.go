@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/ids"
+	"github.com/fluidbox/fluidbox/shared/review"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
@@ -37,7 +39,10 @@ type approvalView struct {
 	DecidedAt    string          `json:"decided_at,omitempty"`
 	Reason       string          `json:"reason,omitempty"`
 	ConnectionID string          `json:"connection_id,omitempty"`
-	Applied      *bool           `json:"applied,omitempty"`
+	// Review is what a human needs beside the call to decide it: the rule
+	// and the run it came from.
+	Review  *review.Facts `json:"review,omitempty"`
+	Applied *bool         `json:"applied,omitempty"`
 }
 
 func approvalOut(a store.Approval) approvalView {
@@ -65,7 +70,23 @@ func (s *Server) listPendingApprovals(w http.ResponseWriter, r *http.Request, _ 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"approvals": approvalsOut(list)})
+	out := approvalsOut(list)
+	for i := range out {
+		if err := s.withReview(r.Context(), &out[i], list[i]); err != nil {
+			return err
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"approvals": out})
+	return nil
+}
+
+// withReview adds the facts a reviewer decides by.
+func (s *Server) withReview(ctx context.Context, v *approvalView, a store.Approval) error {
+	f, err := review.Load(ctx, s.st, a)
+	if err != nil {
+		return err
+	}
+	v.Review = &f
 	return nil
 }
 
@@ -89,7 +110,11 @@ func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, _ auth.Prin
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, approvalOut(a))
+	out := approvalOut(a)
+	if err := s.withReview(r.Context(), &out, a); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
