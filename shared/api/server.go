@@ -19,6 +19,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/permission"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/seal"
+	"github.com/fluidbox/fluidbox/shared/slackbot"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
@@ -61,6 +62,11 @@ type Config struct {
 	UpstreamToolsTTL time.Duration
 	// ModelClient forwards model-proxy requests upstream; nil is a default.
 	ModelClient *http.Client
+	// Slack, with a signing secret, serves Slack's interactions (approve
+	// and deny from a message); SlackAPI is the Slack client it calls (nil:
+	// one built from Slack).
+	Slack    slackbot.Config
+	SlackAPI slackbot.API
 }
 
 // Server is the API handler.
@@ -136,6 +142,7 @@ func (s *Server) routes() {
 	s.budgetRoutes()
 	s.memberRoutes()
 	s.triggerRoutes()
+	s.slackRoutes()
 }
 
 // access says who may call a route.
