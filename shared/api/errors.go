@@ -68,9 +68,17 @@ const maxBody = 1 << 20
 
 // readBody reads a request body of at most maxBody bytes.
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Error) {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	return readBodyMax(w, r, maxBody)
+}
+
+// readBodyMax reads a request body of at most limit bytes.
+func readBodyMax(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *Error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
+		if limit != maxBody {
+			return nil, &Error{http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("request body is over %d bytes", limit)}
+		}
 		return nil, errTooLarge
 	}
 	if err != nil {
