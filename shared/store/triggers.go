@@ -29,7 +29,7 @@ type Trigger struct {
 	// the server's secret does not sign for it.
 	OwnSecret bool   `dynamodbav:"own_secret,omitempty"`
 	CreatedAt string `dynamodbav:"created_at"`
-	CreatedBy   string   `dynamodbav:"created_by"`
+	CreatedBy string `dynamodbav:"created_by"`
 }
 
 // ErrRepositoryTaken: the repository already has a trigger configuration.
