@@ -113,6 +113,10 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 		GitHubWebhookSecret: cfg.GitHubWebhookSecret,
 		UpstreamToolsTTL:    time.Duration(cfg.UpstreamToolsTTLSeconds) * time.Second,
+
+		MaxPendingApprovals:  cfg.MaxPendingApprovals,
+		RunRequestsPerMinute: cfg.RunRequestsPerMinute,
+		ConnectionAllowCIDRs: cfg.ConnectionAllowCIDRs,
 	})
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	url := "http://" + ln.Addr().String()

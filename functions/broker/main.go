@@ -54,6 +54,10 @@ func run(ctx context.Context, getenv func(string) string) error {
 		Prices:           prices,
 		Sealer:           seal.NewKMS(kms.NewFromConfig(d.AWS), cfg.KMSKeyID),
 		UpstreamToolsTTL: time.Duration(cfg.UpstreamToolsTTLSeconds) * time.Second,
+
+		MaxPendingApprovals:  cfg.MaxPendingApprovals,
+		RunRequestsPerMinute: cfg.RunRequestsPerMinute,
+		ConnectionAllowCIDRs: cfg.ConnectionAllowCIDRs,
 	}
 	// The function URL's InvokeMode is RESPONSE_STREAM: lambdaurl streams
 	// each write of the model proxy to the client. API Gateway brings the

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -61,6 +62,16 @@ type Config struct {
 	UpstreamToolsTTL time.Duration
 	// ModelClient forwards model-proxy requests upstream; nil is a default.
 	ModelClient *http.Client
+	// MaxPendingApprovals is how many approvals one run may have waiting
+	// (FLUIDBOX_MAX_PENDING_APPROVALS); 0 is gate.DefaultMaxPendingApprovals.
+	MaxPendingApprovals int
+	// RunRequestsPerMinute bounds each run's session-token requests
+	// (FLUIDBOX_RUN_REQUESTS_PER_MINUTE); 0 is DefaultRunRequestsPerMinute.
+	RunRequestsPerMinute int
+	// ConnectionAllowCIDRs are the otherwise refused address ranges
+	// (loopback, link-local, private, unique-local) connection and model
+	// upstream URLs may reach (FLUIDBOX_CONNECTION_ALLOW_CIDRS).
+	ConnectionAllowCIDRs []netip.Prefix
 }
 
 // Server is the API handler.
@@ -103,6 +114,7 @@ func New(cfg Config) *Server {
 		cfg.Scheduler = approval.Lazy{}
 	}
 	s.perm = permission.NewService(cfg.Ledger, s.approvals, cfg.Scheduler, cfg.Logger, cfg.Now)
+	s.perm.LimitPending(cfg.MaxPendingApprovals)
 	s.conns = connection.NewService(s.st, cfg.Sealer, connection.Options{Now: cfg.Now, UpstreamToolsTTL: cfg.UpstreamToolsTTL})
 	s.broker = connection.NewBroker(s.conns, s.perm, cfg.Logger)
 	s.initBudget()

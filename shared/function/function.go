@@ -125,6 +125,10 @@ func ServeHTTP(ctx context.Context, getenv func(string) string) error {
 
 		GitHubWebhookSecret: cfg.GitHubWebhookSecret,
 		UpstreamToolsTTL:    time.Duration(cfg.UpstreamToolsTTLSeconds) * time.Second,
+
+		MaxPendingApprovals:  cfg.MaxPendingApprovals,
+		RunRequestsPerMinute: cfg.RunRequestsPerMinute,
+		ConnectionAllowCIDRs: cfg.ConnectionAllowCIDRs,
 	})
 	lambda.StartWithOptions(httpadapter.New(h).ProxyWithContext, lambda.WithContext(ctx))
 	return nil

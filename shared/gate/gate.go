@@ -30,7 +30,15 @@ const (
 	SourceApproval        Source = "approval"
 	SourceApprovalExpired Source = "approval_expired"
 	SourceSession         Source = "session"
+	// SourceApprovalLimit: the run already has as many approvals waiting
+	// as it may, so a further require_approval is denied instead of
+	// filing one more.
+	SourceApprovalLimit Source = "approval_limit"
 )
+
+// DefaultMaxPendingApprovals is how many approvals a run may have waiting
+// at once when the operator sets no other limit.
+const DefaultMaxPendingApprovals = 20
 
 // Outcome is the gate's answer. Outcomes are persisted and on the wire:
 // never rename them.
@@ -137,6 +145,10 @@ type Run struct {
 	Policy *policy.Policy
 	// Bindings are the frozen connection bindings, by connection id.
 	Bindings map[string]Binding
+	// PendingApprovals is how many of the run's approvals are waiting for a
+	// human; MaxPendingApprovals is how many may (0: the default).
+	PendingApprovals    int64
+	MaxPendingApprovals int
 }
 
 // Request is one tool call.
