@@ -25,6 +25,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/budget"
 	"github.com/fluidbox/fluidbox/shared/config"
 	"github.com/fluidbox/fluidbox/shared/devstack"
+	"github.com/fluidbox/fluidbox/shared/egress"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/modelproxy"
 	"github.com/fluidbox/fluidbox/shared/notify"
@@ -166,7 +167,7 @@ func devModelProxy(ctx context.Context, cfg config.Config, st *store.Store, log 
 		return nil, nil, err
 	}
 	if cfg.ModelUpstreamURL != "" {
-		info, err := modelproxy.NewUpstreams(st, sealer, time.Now).Set(ctx, cfg.ModelUpstreamURL,
+		info, err := modelproxy.NewUpstreams(st, sealer, egress.New(cfg.ConnectionAllowCIDRs), time.Now).Set(ctx, cfg.ModelUpstreamURL,
 			seal.Credential{Type: seal.TypeHeader, Name: "x-api-key", Value: cfg.ModelUpstreamKey}, "dev")
 		if err != nil {
 			return nil, nil, fmt.Errorf("model upstream from FLUIDBOX_MODEL_UPSTREAM_URL: %w", err)

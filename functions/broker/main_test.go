@@ -37,7 +37,7 @@ func TestEvents(t *testing.T) {
 	if err := st.CreateTable(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	h := lambdaurl.Wrap(api.NewModelProxy(api.Config{Ledger: ledger.New(st, time.Now), Sealer: sealer}))
+	h := lambdaurl.Wrap(api.NewModelProxy(api.Config{Ledger: ledger.New(st, time.Now), Sealer: sealer, ConnectionAllowCIDRs: testenv.LoopbackCIDRs}))
 	for _, c := range []struct {
 		file   string
 		status int

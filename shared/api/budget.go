@@ -21,7 +21,7 @@ type budgetDeps struct {
 // the proxy from the configuration.
 func (s *Server) initBudget() {
 	s.budget.admit = admission.New(s.led, s.cfg.Prices, s.cfg.Now)
-	s.budget.upstreams = modelproxy.NewUpstreams(s.st, s.cfg.Sealer, s.cfg.Now)
+	s.budget.upstreams = modelproxy.NewUpstreams(s.st, s.cfg.Sealer, s.egress, s.cfg.Now)
 	s.budget.proxy = modelproxy.New(s.budget.admit, s.budget.upstreams, s.cfg.ModelClient, s.log)
 }
 

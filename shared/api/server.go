@@ -16,6 +16,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/budget"
 	"github.com/fluidbox/fluidbox/shared/connection"
+	"github.com/fluidbox/fluidbox/shared/egress"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/permission"
 	"github.com/fluidbox/fluidbox/shared/run"
@@ -88,6 +89,9 @@ type Server struct {
 	budget    budgetDeps
 	conns     *connection.Service
 	broker    *connection.Broker
+	// egress decides which addresses connection and model-upstream URLs
+	// may reach.
+	egress *egress.Guard
 }
 
 // New builds the handler.
@@ -99,12 +103,13 @@ func New(cfg Config) *Server {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
-		cfg:  cfg,
-		st:   cfg.Ledger.Store(),
-		led:  cfg.Ledger,
-		runs: run.NewService(cfg.Ledger, cfg.Now),
-		log:  cfg.Logger,
-		mux:  http.NewServeMux(),
+		cfg:    cfg,
+		st:     cfg.Ledger.Store(),
+		led:    cfg.Ledger,
+		runs:   run.NewService(cfg.Ledger, cfg.Now),
+		log:    cfg.Logger,
+		mux:    http.NewServeMux(),
+		egress: egress.New(cfg.ConnectionAllowCIDRs),
 	}
 	s.approvals = approval.NewService(cfg.Ledger, cfg.Now)
 	if cfg.Observer != nil {
@@ -115,7 +120,7 @@ func New(cfg Config) *Server {
 	}
 	s.perm = permission.NewService(cfg.Ledger, s.approvals, cfg.Scheduler, cfg.Logger, cfg.Now)
 	s.perm.LimitPending(cfg.MaxPendingApprovals)
-	s.conns = connection.NewService(s.st, cfg.Sealer, connection.Options{Now: cfg.Now, UpstreamToolsTTL: cfg.UpstreamToolsTTL})
+	s.conns = connection.NewService(s.st, cfg.Sealer, connection.Options{Now: cfg.Now, UpstreamToolsTTL: cfg.UpstreamToolsTTL, Egress: s.egress})
 	s.broker = connection.NewBroker(s.conns, s.perm, cfg.Logger)
 	s.initBudget()
 	s.routes()

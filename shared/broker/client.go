@@ -11,12 +11,14 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/fluidbox/fluidbox/shared/egress"
 	"github.com/fluidbox/fluidbox/shared/seal"
 )
 
@@ -37,17 +39,28 @@ const (
 // clientInfo is how fluidbox introduces itself to upstreams.
 var clientInfo = &mcp.Implementation{Name: "fluidbox-broker", Version: "1"}
 
-// sharedTransport pools connections across calls. The credential is added per request by
-// authTransport, so pooling never mixes credentials into a connection's state.
-var sharedTransport = func() http.RoundTripper {
-	t, ok := http.DefaultTransport.(*http.Transport)
-	if !ok {
-		return &http.Transport{Proxy: http.ProxyFromEnvironment}
+// transports pools connections across calls, one transport per guard. The credential is
+// added per request by authTransport, so pooling never mixes credentials into a
+// connection's state. No proxy: the guard must judge the upstream's own address, and a
+// proxy would be the only address it saw.
+var transports sync.Map // *egress.Guard -> *http.Transport
+
+func transportFor(g *egress.Guard) http.RoundTripper {
+	if t, ok := transports.Load(g); ok {
+		return t.(*http.Transport)
 	}
-	t = t.Clone()
-	t.MaxIdleConnsPerHost = 16
-	return t
-}()
+	t := &http.Transport{
+		DialContext:           g.DialContext,
+		TLSHandshakeTimeout:   10 * time.Second,
+		MaxIdleConns:          100,
+		MaxIdleConnsPerHost:   16,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		ForceAttemptHTTP2:     true,
+	}
+	actual, _ := transports.LoadOrStore(g, t)
+	return actual.(*http.Transport)
+}
 
 // Session is one MCP session with an upstream, for a caller that lists and then calls
 // within one handshake (check the tool is still offered as frozen, then call it). It is
@@ -59,8 +72,12 @@ type Session struct {
 	closed atomic.Bool
 }
 
-// Connect opens a session with the upstream at endpoint, presenting cred.
-func Connect(ctx context.Context, endpoint string, cred seal.Credential) (*Session, error) {
+// Connect opens a session with the upstream at endpoint, presenting cred. Every dial goes
+// through g, which refuses internal addresses after resolution.
+func Connect(ctx context.Context, g *egress.Guard, endpoint string, cred seal.Credential) (*Session, error) {
+	if g == nil {
+		return nil, &UpstreamError{Op: "connect", Msg: "no egress guard", Err: ErrInvalidRequest}
+	}
 	if err := checkEndpoint(endpoint); err != nil {
 		return nil, &UpstreamError{Op: "connect", Msg: err.Error(), Err: ErrInvalidRequest}
 	}
@@ -70,7 +87,7 @@ func Connect(ctx context.Context, endpoint string, cred seal.Credential) (*Sessi
 	}
 	rec := &recorder{}
 	httpClient := &http.Client{
-		Transport: &authTransport{base: sharedTransport, cred: cred, rec: rec},
+		Transport: &authTransport{base: transportFor(g), cred: cred, rec: rec},
 		Timeout:   DefaultHTTPTimeout,
 		// Never follow a redirect: authTransport would present the credential to
 		// wherever it points.
@@ -210,8 +227,8 @@ type Result struct {
 }
 
 // ListTools connects to the upstream at endpoint, photographs its tools, and closes.
-func ListTools(ctx context.Context, endpoint string, cred seal.Credential) (Photo, error) {
-	s, err := Connect(ctx, endpoint, cred)
+func ListTools(ctx context.Context, g *egress.Guard, endpoint string, cred seal.Credential) (Photo, error) {
+	s, err := Connect(ctx, g, endpoint, cred)
 	if err != nil {
 		return Photo{}, err
 	}
@@ -220,8 +237,8 @@ func ListTools(ctx context.Context, endpoint string, cred seal.Credential) (Phot
 }
 
 // CallTool connects to the upstream at endpoint, calls one tool, and closes.
-func CallTool(ctx context.Context, endpoint string, cred seal.Credential, name string, args map[string]any) (Result, error) {
-	s, err := Connect(ctx, endpoint, cred)
+func CallTool(ctx context.Context, g *egress.Guard, endpoint string, cred seal.Credential, name string, args map[string]any) (Result, error) {
+	s, err := Connect(ctx, g, endpoint, cred)
 	if err != nil {
 		return Result{}, err
 	}
@@ -281,8 +298,14 @@ func toolDef(t *mcp.Tool) (ToolDef, error) {
 func classify(ctx context.Context, op string, err error, rec *recorder) *UpstreamError {
 	status := rec.lastStatus()
 	switch {
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+	case status == http.StatusUnauthorized:
 		return &UpstreamError{Op: op, Status: status, Msg: "credential refused", Err: ErrUnauthorized}
+	case status == http.StatusForbidden:
+		// A 403 says who the caller is was understood and the request is not allowed:
+		// not a bad credential, and replacing it is not the obvious fix.
+		return &UpstreamError{Op: op, Status: status, Msg: "request refused by the upstream (the credential was not rejected as invalid)", Err: ErrForbidden}
+	case errors.Is(err, egress.ErrRefused):
+		return &UpstreamError{Op: op, Msg: "the URL reaches an address the broker may not (loopback, link-local, private or unique-local); nothing was sent", Err: ErrAddressRefused}
 	case errors.Is(err, errResponseTooLarge):
 		return &UpstreamError{Op: op, Msg: "response too large", Err: ErrInvalidResponse}
 	case ctx.Err() != nil:

@@ -1,10 +1,13 @@
 package broker_test
 
 import (
+	"net/netip"
+
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/fluidbox/fluidbox/shared/egress"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -26,6 +29,10 @@ const (
 )
 
 var goodCred = seal.Credential{Type: seal.TypeBearer, Token: canary}
+
+// loopback lets the broker reach the test upstreams, which listen on
+// 127.0.0.1, as `fluidbox dev` does.
+var loopback = egress.New([]netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")})
 
 // upstream is a real MCP server (official Go SDK, Streamable HTTP) on 127.0.0.1 behind a
 // middleware requiring Authorization: Bearer <canary>.

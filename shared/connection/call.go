@@ -251,7 +251,7 @@ func (b *Broker) look(ctx context.Context, up *upstream, bt permission.BrokeredT
 	lctx, cancel := context.WithTimeout(ctx, b.svc.opts.ListTimeout)
 	defer cancel()
 	if up.sess == nil {
-		sess, err := broker.Connect(lctx, conn.URL, *up.cred)
+		sess, err := broker.Connect(lctx, b.svc.opts.Egress, conn.URL, *up.cred)
 		if err != nil {
 			return b.upstreamFailed(ctx, bt, err)
 		}
@@ -287,7 +287,7 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 	start := time.Now()
 	var res broker.Result
 	if up.sess == nil {
-		up.sess, err = broker.Connect(cctx, conn.URL, *up.cred)
+		up.sess, err = broker.Connect(cctx, b.svc.opts.Egress, conn.URL, *up.cred)
 	}
 	if err == nil {
 		res, err = up.sess.CallTool(cctx, bt.UpstreamName, args)

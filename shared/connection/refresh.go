@@ -59,7 +59,7 @@ func (s *Service) Refresh(ctx context.Context, who auth.Principal, ref string) (
 	}
 	lctx, cancel := context.WithTimeout(ctx, s.opts.ListTimeout)
 	defer cancel()
-	photo, err := broker.ListTools(lctx, c.URL, cred)
+	photo, err := broker.ListTools(lctx, s.opts.Egress, c.URL, cred)
 	if err != nil {
 		return RefreshResult{}, err
 	}

@@ -67,12 +67,13 @@ type Proxy struct {
 
 // New returns a proxy. client may be nil for a default without an overall
 // timeout (a stream lasts as long as the model writes) but with bounded
-// connection setup.
+// connection setup, dialling only addresses the upstreams' guard allows.
 func New(admit *admission.Service, upstreams *Upstreams, client *http.Client, log *slog.Logger) *Proxy {
 	if client == nil {
+		// No proxy: the guard judges the upstream's own address, after
+		// resolution, at every dial.
 		client = &http.Client{Transport: &http.Transport{
-			Proxy:                 http.ProxyFromEnvironment,
-			DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			DialContext:           upstreams.guard.DialContext,
 			TLSHandshakeTimeout:   10 * time.Second,
 			ResponseHeaderTimeout: 10 * time.Minute,
 			MaxIdleConnsPerHost:   16,

@@ -5,6 +5,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"regexp"
 	"sync/atomic"
 	"testing"
@@ -54,3 +55,7 @@ func StoreOn(t testing.TB, opts ...func(*dynamodb.Options)) (*store.Store, *devs
 	}
 	return st, db
 }
+
+// LoopbackCIDRs lets a test's control plane reach the upstreams and model
+// stand-ins it starts on 127.0.0.1, as `fluidbox dev` does.
+var LoopbackCIDRs = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}

@@ -120,7 +120,7 @@ func newStack(t *testing.T, script ...scriptedmodel.Step) *stack {
 	led := ledger.New(st, time.Now)
 	timers := approval.NewTimers(approval.NewService(led, time.Now), nil)
 	t.Cleanup(timers.Stop)
-	h := api.New(api.Config{AdminToken: adminToken, Ledger: led, Scheduler: timers, Sealer: sealer})
+	h := api.New(api.Config{AdminToken: adminToken, Ledger: led, Scheduler: timers, Sealer: sealer, ConnectionAllowCIDRs: testenv.LoopbackCIDRs})
 	s := &stack{api: httptest.NewServer(h), proxy: httptest.NewServer(h)}
 	t.Cleanup(s.api.Close)
 	t.Cleanup(s.proxy.Close)
