@@ -25,10 +25,12 @@ import (
 	"github.com/fluidbox/fluidbox/shared/budget"
 	"github.com/fluidbox/fluidbox/shared/config"
 	"github.com/fluidbox/fluidbox/shared/devstack"
+	"github.com/fluidbox/fluidbox/shared/function"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/modelproxy"
 	"github.com/fluidbox/fluidbox/shared/notify"
 	"github.com/fluidbox/fluidbox/shared/seal"
+	"github.com/fluidbox/fluidbox/shared/slackbot"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
@@ -84,6 +86,21 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// stderr as `notification <type> <detail>` by the same conversion the
 	// notify function applies to the table's stream.
 	notifications := notify.NewHandler(notify.NewPrinter(stderr), log).Observer()
+	slackCfg, err := function.SlackConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if slackCfg.Enabled() {
+		// The Slack function's code, fed in-process by the same observer:
+		// it posts in the background and retries, never delaying a decision.
+		n := slackbot.NewNotifier(slackbot.NewClient(slackCfg), st, slackCfg.Channel, log, time.Now)
+		printed, posted := notifications, n.Observer()
+		notifications = func(ctx context.Context, before, after store.Approval) {
+			printed(ctx, before, after)
+			posted(ctx, before, after)
+		}
+		log.Info("Slack approvals on", "channel", slackCfg.Channel, "interactions", "POST /v1/integrations/slack/interactions")
+	}
 	expirer := approval.NewService(led, time.Now)
 	expirer.Observe(notifications)
 	timers := approval.NewTimers(expirer, log)
@@ -110,6 +127,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Prices:     prices,
 		Sealer:     sealer,
 		Observer:   notifications,
+		Slack:      slackCfg,
 
 		GitHubWebhookSecret: cfg.GitHubWebhookSecret,
 		UpstreamToolsTTL:    time.Duration(cfg.UpstreamToolsTTLSeconds) * time.Second,

@@ -28,6 +28,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/expiry"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/seal"
+	"github.com/fluidbox/fluidbox/shared/slackbot"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
@@ -113,7 +114,12 @@ func ServeHTTP(ctx context.Context, getenv func(string) string) error {
 			return fmt.Errorf("function: %w", err)
 		}
 	}
+	slackCfg, err := SlackConfig(cfg)
+	if err != nil {
+		return err
+	}
 	h := api.New(api.Config{
+		Slack:          slackCfg,
 		AdminToken:     cfg.AdminToken,
 		Ledger:         d.Ledger,
 		Logger:         d.Logger,
@@ -128,4 +134,19 @@ func ServeHTTP(ctx context.Context, getenv func(string) string) error {
 	})
 	lambda.StartWithOptions(httpadapter.New(h).ProxyWithContext, lambda.WithContext(ctx))
 	return nil
+}
+
+// SlackConfig is the Slack part of cfg.
+func SlackConfig(cfg config.Config) (slackbot.Config, error) {
+	users, err := slackbot.ParseUsers(cfg.SlackUsers)
+	if err != nil {
+		return slackbot.Config{}, fmt.Errorf("function: %w", err)
+	}
+	return slackbot.Config{
+		BotToken:      slackbot.Secret(cfg.SlackBotToken),
+		SigningSecret: slackbot.Secret(cfg.SlackSigningSecret),
+		Channel:       cfg.SlackChannel,
+		APIURL:        cfg.SlackAPIURL,
+		Users:         users,
+	}, nil
 }
