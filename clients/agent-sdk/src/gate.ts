@@ -68,6 +68,12 @@ export interface GateConfig {
   url: string;
   sessionId: string;
   token: string;
+  /**
+   * How long a call's first ask is retried while fluidbox fails with 503,
+   * 429 or no answer at all, in milliseconds (default 10000); then the call
+   * is denied.
+   */
+  retryWindowMs?: number;
   /** Replaces the global fetch (tests, or a proxy-aware fetch). */
   fetch?: typeof fetch;
 }
@@ -89,6 +95,8 @@ export class Gate {
   readonly base: URL;
   readonly sessionId: string;
   readonly stats: GateStats = { requests: 0, retries: 0 };
+  /** How long failures of a first ask are retried (503, 429, unreachable). */
+  readonly retryWindowMs: number;
   readonly #token: string;
   readonly #fetch: typeof fetch;
   /** The base URL's path without a trailing slash ("" at the root). */
@@ -118,6 +126,7 @@ export class Gate {
     this.sessionId = cfg.sessionId;
     this.#token = cfg.token;
     this.#fetch = cfg.fetch ?? fetch;
+    this.retryWindowMs = cfg.retryWindowMs ?? 10_000;
   }
 
   /** The API's base URL as given, without a trailing slash. */
@@ -172,7 +181,12 @@ export class Gate {
       // instead of at once, which saves a round trip.
       const wait = Math.max(0, Math.min(maxWaitSeconds, Math.floor(left / 1000) - 1));
       // (wait 0 asks for an immediate answer; the loop then backs off.)
-      const ans = await this.#retrying(deadline, signal, () =>
+      // Before any answer, a server that keeps failing is given
+      // retryWindowMs, not the whole deadline: nobody is deciding yet.
+      // Once an approval is pending, a human may be, so the loop keeps
+      // trying until the deadline.
+      const retryUntil = last === undefined ? Math.min(deadline, asked + this.retryWindowMs) : deadline;
+      const ans = await this.#retrying(retryUntil, signal, () =>
         this.#request('POST', this.#url(suffix, wait), call, wait * 1000 + pollMarginMs, signal),
       ).catch((err: unknown) => {
         // A transient failure while an approval is pending leaves the

@@ -1,6 +1,6 @@
 // The suite's Agent SDK program: one query() as an app would run it, with
 // @fluidbox/claude-agent-sdk (mode "fluidbox") or without fluidbox at all
-// (mode "plain", the baseline the adapter's cost is measured against).
+// (mode "plain": Claude Code's own allow rules and the model directly, the baseline the adapter's cost is measured against).
 //
 // Usage: node driver.mjs scenario.json. FLUIDBOX_AGENT_SDK_DIR names
 // clients/agent-sdk (built, with its node_modules). Prints one JSON object
@@ -29,7 +29,9 @@ try {
     });
   } else {
     Object.assign(env, sc.plainEnv);
-    options = { ...options, permissionMode: 'bypassPermissions', allowDangerouslySkipPermissions: true, settingSources: [] };
+    // Claude Code's own permission rules allow the tools (bypassPermissions
+    // is refused to root, and this is the same allow without a prompt).
+    options = { ...options, permissionMode: 'dontAsk', allowedTools: ['Bash', 'Read', 'Write', 'Edit'], settingSources: [] };
   }
   const seen = new Map();
   for await (const m of sdk.query({ prompt: sc.prompt, options })) {
