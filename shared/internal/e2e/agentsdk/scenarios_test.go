@@ -90,9 +90,9 @@ func TestApproval(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		name, command, file string
-		decide          string // client.Approved / client.Denied; "" leaves it to expire
-		wantDecision    string
-		wantSource      string
+		decide              string // client.Approved / client.Denied; "" leaves it to expire
+		wantDecision        string
+		wantSource          string
 	}{
 		{"approved", "touch approved.txt", "approved.txt", client.Approved, "allow", "approval"},
 		{"denied", "touch approved.txt", "approved.txt", client.Denied, "deny", "approval"},
@@ -426,4 +426,3 @@ func logFigures(t *testing.T, s *stack, res result, v ledgerView) {
 	}
 	t.Logf("FIGURE %s: requests {%s}; decisions %d (ledger), %d events; adapter: [%s]", t.Name(), s.requests, v.count["tool.decision"], len(v.seqs), strings.Join(ms, ", "))
 }
-

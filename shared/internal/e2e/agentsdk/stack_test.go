@@ -281,10 +281,10 @@ type result struct {
 		Result            string   `json:"result"`
 		PermissionDenials []denial `json:"permission_denials"`
 	} `json:"result"`
-	Decisions []driverDecision     `json:"decisions"`
-	ToolMS    map[string]float64   `json:"tool_ms"`
-	Error     string               `json:"error"`
-	Stderr    string               `json:"stderr"`
+	Decisions []driverDecision   `json:"decisions"`
+	ToolMS    map[string]float64 `json:"tool_ms"`
+	Error     string             `json:"error"`
+	Stderr    string             `json:"stderr"`
 	elapsed   time.Duration
 }
 
