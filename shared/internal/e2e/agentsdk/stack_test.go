@@ -316,9 +316,12 @@ func (r result) denied() map[string]denial {
 
 // opts vary one driver run.
 type opts struct {
-	plain   bool           // without fluidbox: the baseline
-	apiURL  string         // the adapter's fluidbox URL; default the stack's API
-	options map[string]any // added to the query() options
+	plain bool // without fluidbox: the baseline
+	// hostAnswers gives a plain run a canUseTool (which denies), as an app
+	// that answers permission prompts has.
+	hostAnswers bool
+	apiURL      string         // the adapter's fluidbox URL; default the stack's API
+	options     map[string]any // added to the query() options
 }
 
 // query runs the driver once in dir and returns what it printed.
@@ -359,6 +362,7 @@ func (s *stack) start(t *testing.T, r run, dir, prompt string, o opts) func() (r
 	}
 	if o.plain {
 		sc["mode"] = "plain"
+		sc["hostAnswers"] = o.hostAnswers
 		sc["plainEnv"] = map[string]string{
 			"ANTHROPIC_BASE_URL": s.model.URL(), "ANTHROPIC_API_KEY": operatorKey,
 			"ENABLE_TOOL_SEARCH": "false", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",

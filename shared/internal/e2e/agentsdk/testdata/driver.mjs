@@ -18,8 +18,11 @@ const sdk = await import(pathToFileURL(join(dir, 'node_modules/@anthropic-ai/cla
 const adapter = await import(pathToFileURL(join(dir, 'dist/index.js')).href);
 
 const out = { init_tools: null, result: null, decisions: [], tool_ms: {}, error: null, stderr: '' };
-const env = { PATH: sc.path, HOME: sc.home, TMPDIR: sc.tmpdir };
-let options = { cwd: sc.cwd, env, stderr: (d) => { out.stderr += d; }, persistSession: false, ...sc.options };
+// The scenario's env adds to the base one (the SDK's env option replaces
+// the whole environment; the adapter completes it).
+const { env: extraEnv, ...extraOptions } = sc.options;
+const env = { PATH: sc.path, HOME: sc.home, TMPDIR: sc.tmpdir, ...(sc.mode === 'plain' ? sc.plainEnv : {}), ...extraEnv };
+let options = { cwd: sc.cwd, env, stderr: (d) => { out.stderr += d; }, persistSession: false, ...extraOptions };
 
 try {
   if (sc.mode === 'fluidbox') {
@@ -28,10 +31,13 @@ try {
       onDecision: (e) => out.decisions.push({ via: e.via, tool: e.toolName, id: e.toolUseId, decision: e.decision, reason: e.reason, ms: e.ms, error: e.error ?? null }),
     });
   } else {
-    Object.assign(env, sc.plainEnv);
     // Claude Code's own permission rules allow the tools (bypassPermissions
     // is refused to root, and this is the same allow without a prompt).
-    options = { ...options, permissionMode: 'dontAsk', allowedTools: ['Bash', 'Read', 'Write', 'Edit'], settingSources: [] };
+    options = { permissionMode: 'dontAsk', allowedTools: ['Bash', 'Read', 'Write', 'Edit'], ...options, settingSources: [] };
+    // An app that answers permission prompts itself (as the issue's user
+    // did): Claude Code then offers the tools that need a host, such as
+    // AskUserQuestion.
+    if (sc.hostAnswers) options.canUseTool = async (name) => ({ behavior: 'deny', message: `the driver does not run ${name}` });
   }
   const seen = new Map();
   for await (const m of sdk.query({ prompt: sc.prompt, options })) {
