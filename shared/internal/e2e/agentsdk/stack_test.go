@@ -368,7 +368,7 @@ func (s *stack) start(t *testing.T, r run, dir, prompt string, o opts) func() (r
 			"ENABLE_TOOL_SEARCH": "false", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
 		}
 	}
-	if sc["options"] == nil {
+	if o.options == nil {
 		sc["options"] = map[string]any{}
 	}
 	b, err := json.Marshal(sc)

@@ -20,7 +20,7 @@ const adapter = await import(pathToFileURL(join(dir, 'dist/index.js')).href);
 const out = { init_tools: null, result: null, decisions: [], tool_ms: {}, error: null, stderr: '' };
 // The scenario's env adds to the base one (the SDK's env option replaces
 // the whole environment; the adapter completes it).
-const { env: extraEnv, ...extraOptions } = sc.options;
+const { env: extraEnv, ...extraOptions } = sc.options ?? {};
 const env = { PATH: sc.path, HOME: sc.home, TMPDIR: sc.tmpdir, ...(sc.mode === 'plain' ? sc.plainEnv : {}), ...extraEnv };
 let options = { cwd: sc.cwd, env, stderr: (d) => { out.stderr += d; }, persistSession: false, ...extraOptions };
 
