@@ -114,7 +114,7 @@ func TestApproval(t *testing.T) {
 				done <- res
 			}()
 			if c.decide != "" {
-				apr := s.pending(t, r)
+				apr := s.pending(t, r, done)
 				if exists(dir, c.file) {
 					t.Fatal("the command ran before anyone decided")
 				}
@@ -147,10 +147,15 @@ func TestApproval(t *testing.T) {
 }
 
 // pending waits for the run's pending approval while the query is held.
-func (s *stack) pending(t *testing.T, r run) client.Approval {
+func (s *stack) pending(t *testing.T, r run, done <-chan result) client.Approval {
 	t.Helper()
 	deadline := time.Now().Add(runTimeout)
 	for time.Now().Before(deadline) {
+		select {
+		case res := <-done:
+			t.Fatalf("the query finished before anyone decided: %+v", res.Result)
+		default:
+		}
 		list, err := s.admin.SessionApprovals(context.Background(), r.id)
 		if err != nil {
 			t.Fatal(err)
