@@ -4,6 +4,8 @@
 // would send model traffic or credentials somewhere other than the run's
 // model proxy, plus fluidbox's and Anthropic's variables for the run.
 
+import { homedir } from 'node:os';
+
 /** A caller's env sets a variable the adapter owns. */
 export class EnvConflictError extends Error {
   constructor(message: string) {
@@ -77,6 +79,8 @@ export function runEnvironment(callerEnv: Record<string, string | undefined> | u
     }
   }
   Object.assign(out, owned);
+  // Claude Code finds its commands on PATH and keeps its state under HOME.
   if (!out.PATH) out.PATH = '/usr/local/bin:/usr/bin:/bin';
+  if (!out.HOME) out.HOME = homedir();
   return out;
 }

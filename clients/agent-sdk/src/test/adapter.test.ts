@@ -113,12 +113,13 @@ test('withFluidbox: dontAsk, a blocking hook for every tool, the frozen tools, a
   assert.equal(fb.seen[0]!.auth, `Bearer ${token}`);
 });
 
-test('withFluidbox: without env it starts from process.env, and PATH is always there', async (t) => {
+test('withFluidbox: without env it starts from process.env, and PATH and HOME are always there', async (t) => {
   const fb = await fakeFluidbox(t, claudeCodeRun);
   const opts = await withFluidbox({}, { url: fb.url, sessionId, token });
   assert.equal(opts.env!.PATH, process.env.PATH);
   const bare = await withFluidbox({ env: {} }, { url: fb.url, sessionId, token });
   assert.ok(bare.env!.PATH, 'PATH set when the caller gave none');
+  assert.ok(bare.env!.HOME, 'HOME set when the caller gave none');
 });
 
 test('withFluidbox refuses options that bypass the gate', async (t) => {
