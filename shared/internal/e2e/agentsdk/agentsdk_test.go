@@ -49,6 +49,13 @@ func TestAllowAndDeny(t *testing.T) {
 		t.Errorf("toolu_denied: %+v", d)
 	}
 	s.checkModelTraffic(t, r, v)
+	// The output limit the adapter sized to the run's budget ($100: its
+	// cap) is what Claude Code declares, not its own default of 128000.
+	for i, req := range s.model.Requests() {
+		if req.Path == "/v1/messages" && req.MaxTokens != 32000 {
+			t.Errorf("model request %d: max_tokens %d, want 32000 (CLAUDE_CODE_MAX_OUTPUT_TOKENS)", i, req.MaxTokens)
+		}
+	}
 	t.Logf("decisions: %+v", res.Decisions)
 	t.Logf("init tools: %v", res.InitTools)
 }
