@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,7 +38,7 @@ func TestEvents(t *testing.T) {
 	if err := st.CreateTable(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	h := lambdaurl.Wrap(api.NewModelProxy(api.Config{Ledger: ledger.New(st, time.Now), Sealer: sealer, ConnectionAllowCIDRs: testenv.LoopbackCIDRs}))
+	h := lambdaurl.Wrap(api.NewModelProxy(api.Config{Ledger: ledger.New(st, time.Now), Sealer: sealer, ConnectionAllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}))
 	for _, c := range []struct {
 		file   string
 		status int
