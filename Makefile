@@ -5,7 +5,7 @@ BUILD     := .build
 FN        ?= control
 EVENT     ?= events/control/create-session.json
 
-.PHONY: run test build invoke bench validate e2e e2e-asl e2e-browser e2e-mcp e2e-claude fmt
+.PHONY: run test build invoke bench validate e2e e2e-asl e2e-browser e2e-mcp e2e-claude e2e-agent-sdk fmt
 
 ## run: the local control plane on 127.0.0.1:8080 (FLUIDBOX_ADDR to change)
 run:
@@ -46,7 +46,7 @@ NODE_DIR      := $(BUILD)/node
 ASL_VALIDATOR := $(NODE_DIR)/node_modules/.bin/asl-validator
 ASL_VERSION   := 4.0.0
 
-e2e: e2e-asl e2e-browser e2e-mcp e2e-claude
+e2e: e2e-asl e2e-browser e2e-mcp e2e-claude e2e-agent-sdk
 
 e2e-asl:
 	@command -v node >/dev/null || { echo "e2e: node is not installed; it is needed for asl-validator (install Node.js 20+)"; exit 1; }
@@ -115,6 +115,22 @@ e2e-claude:
 	    || { echo "e2e-claude: $(CLAUDE_BIN) does not run: npm brings the native CLI as an optional package (@anthropic-ai/claude-code-<platform>); make sure optional dependencies are not omitted"; exit 1; }; \
 	fi
 	FLUIDBOX_CLAUDE="$(abspath $(CLAUDE_BIN))" $(GO) test -tags e2e -count=1 -timeout 5m -v ./shared/internal/e2e/claudecode/
+
+# e2e-agent-sdk: @fluidbox/claude-agent-sdk (clients/agent-sdk) built from a
+# clean install (npm ci: the SDK pinned by its package-lock.json, whose
+# Claude Code is CLAUDE_CODE_VERSION), its unit tests (node --test), then a
+# program on the real Agent SDK governed by fluidbox against the scripted
+# model (shared/internal/e2e/agentsdk), all on 127.0.0.1. node_modules and
+# dist stay in clients/agent-sdk (ignored).
+AGENT_SDK_DIR := clients/agent-sdk
+
+e2e-agent-sdk:
+	@command -v node >/dev/null || { echo "e2e-agent-sdk: node is not installed; it is needed for the Agent SDK (install Node.js 20+ and npm)"; exit 1; }
+	@command -v npm >/dev/null || { echo "e2e-agent-sdk: npm is not installed; it is needed to install clients/agent-sdk's dependencies"; exit 1; }
+	cd $(AGENT_SDK_DIR) && npm ci --no-audit --no-fund --silent && npm test --silent
+	@test -x $(AGENT_SDK_DIR)/node_modules/@anthropic-ai/claude-agent-sdk-linux-x64/claude -o -x $(AGENT_SDK_DIR)/node_modules/@anthropic-ai/claude-agent-sdk-linux-arm64/claude \
+	  || { echo "e2e-agent-sdk: the SDK's native Claude Code is missing: npm brings it as an optional package (@anthropic-ai/claude-agent-sdk-<platform>); make sure optional dependencies are not omitted"; exit 1; }
+	FLUIDBOX_AGENT_SDK_DIR="$(abspath $(AGENT_SDK_DIR))" $(GO) test -tags e2e -count=1 -timeout 5m -v ./shared/internal/e2e/agentsdk/
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

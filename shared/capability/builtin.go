@@ -57,3 +57,48 @@ func loadBuiltins() ([]Bundle, error) {
 	}
 	return []Bundle{b}, nil
 }
+
+// Runners of Claude Code, as builtin/claude-code-excluded.json names them.
+const (
+	RunnerCLI = "cli" // `claude -p`
+	RunnerSDK = "sdk" // the Agent SDK, with a host that answers permission prompts
+)
+
+//go:embed builtin/claude-code-excluded.json
+var excludedJSON []byte
+
+// ExcludedTool is a tool Claude Code offers that the claude-code bundle
+// leaves out on purpose: a run never has it, so the gate denies it.
+type ExcludedTool struct {
+	Reason    string   `json:"reason"`
+	OfferedBy []string `json:"offered_by"`
+}
+
+var excluded = sync.OnceValues(func() (map[string]ExcludedTool, error) {
+	var doc struct {
+		Tools map[string]ExcludedTool `json:"tools"`
+	}
+	if err := json.Unmarshal(excludedJSON, &doc); err != nil {
+		return nil, fmt.Errorf("capability: claude-code-excluded.json: %w", err)
+	}
+	return doc.Tools, nil
+})
+
+// ClaudeCodeExcluded returns the tools runner (RunnerCLI or RunnerSDK)
+// offers that the claude-code bundle excludes, each with its reason. The
+// end-to-end suites of both runners check the bundle against it.
+func ClaudeCodeExcluded(runner string) map[string]string {
+	all, err := excluded()
+	if err != nil {
+		return nil
+	}
+	out := map[string]string{}
+	for name, t := range all {
+		for _, r := range t.OfferedBy {
+			if r == runner {
+				out[name] = t.Reason
+			}
+		}
+	}
+	return out
+}

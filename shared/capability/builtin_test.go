@@ -126,3 +126,45 @@ func TestBuiltinSchemas(t *testing.T) {
 		}
 	}
 }
+
+// TestClaudeCodeExcluded: the excluded list parses, gives every tool a
+// reason and a known runner, and never names a tool of the bundle.
+func TestClaudeCodeExcluded(t *testing.T) {
+	t.Parallel()
+	all, err := excluded()
+	if err != nil || len(all) == 0 {
+		t.Fatalf("excluded() = %d tools, %v", len(all), err)
+	}
+	inBundle := map[string]bool{}
+	for _, tool := range claudeCode(t).Tools {
+		inBundle[tool.Name] = true
+	}
+	for name, tool := range all {
+		if inBundle[name] {
+			t.Errorf("%s is both in the bundle and excluded", name)
+		}
+		if len(tool.Reason) < 20 {
+			t.Errorf("%s: reason %q is not a reason", name, tool.Reason)
+		}
+		if len(tool.OfferedBy) == 0 {
+			t.Errorf("%s: offered by no runner", name)
+		}
+		for _, r := range tool.OfferedBy {
+			if r != RunnerCLI && r != RunnerSDK {
+				t.Errorf("%s: unknown runner %q", name, r)
+			}
+		}
+	}
+	cli, sdk := ClaudeCodeExcluded(RunnerCLI), ClaudeCodeExcluded(RunnerSDK)
+	for _, name := range []string{"AskUserQuestion", "EnterPlanMode", "ExitPlanMode", "Agent"} {
+		if sdk[name] == "" {
+			t.Errorf("%s is not excluded for the Agent SDK", name)
+		}
+	}
+	if cli["Agent"] == "" || cli["AskUserQuestion"] != "" {
+		t.Errorf("cli: Agent %q, AskUserQuestion %q; want Agent excluded and AskUserQuestion not offered", cli["Agent"], cli["AskUserQuestion"])
+	}
+	if ClaudeCodeExcluded("other") == nil || len(ClaudeCodeExcluded("other")) != 0 {
+		t.Error("an unknown runner offers nothing")
+	}
+}

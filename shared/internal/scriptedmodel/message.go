@@ -9,12 +9,17 @@ import (
 	"github.com/fluidbox/fluidbox/shared/budget"
 )
 
+// toolBlock is one tool_use block with its input encoded.
+type toolBlock struct {
+	ToolUse
+	input []byte
+}
+
 // message is a reply rendered for the wire.
 type message struct {
 	id, model  string
 	text       string
-	tool       *ToolUse
-	toolInput  []byte
+	tools      []toolBlock
 	stopReason string
 	usage      budget.Usage
 }
@@ -28,10 +33,17 @@ func (s *Server) build(req Request, r Reply) message {
 	if m.model == "" {
 		m.model = "claude-scripted"
 	}
+	uses := r.ToolUses
 	if r.ToolUse != nil {
-		tu := *r.ToolUse
+		uses = append([]ToolUse{*r.ToolUse}, uses...)
+	}
+	outBytes := len(m.text)
+	for i, tu := range uses {
 		if tu.ID == "" {
 			tu.ID = fmt.Sprintf("toolu_scripted_%04d", n)
+			if i > 0 {
+				tu.ID += fmt.Sprintf("_%d", i)
+			}
 		}
 		in := tu.Input
 		if in == nil {
@@ -41,18 +53,19 @@ func (s *Server) build(req Request, r Reply) message {
 		if err != nil {
 			b = []byte("{}")
 		}
-		m.tool, m.toolInput = &tu, b
+		m.tools = append(m.tools, toolBlock{ToolUse: tu, input: b})
+		outBytes += len(b)
 	}
 	if m.stopReason == "" {
 		m.stopReason = "end_turn"
-		if m.tool != nil {
+		if len(m.tools) > 0 {
 			m.stopReason = "tool_use"
 		}
 	}
 	if m.usage == (budget.Usage{}) {
 		m.usage = budget.Usage{
 			InputTokens:  estimateTokens(len(req.Body)),
-			OutputTokens: estimateTokens(len(m.text) + len(m.toolInput)),
+			OutputTokens: estimateTokens(outBytes),
 		}
 	}
 	return m
@@ -66,8 +79,8 @@ func (m message) contentBlocks() []any {
 	if m.text != "" {
 		blocks = append(blocks, map[string]any{"type": "text", "text": m.text})
 	}
-	if m.tool != nil {
-		blocks = append(blocks, map[string]any{"type": "tool_use", "id": m.tool.ID, "name": m.tool.Name, "input": json.RawMessage(m.toolInput)})
+	for _, t := range m.tools {
+		blocks = append(blocks, map[string]any{"type": "tool_use", "id": t.ID, "name": t.Name, "input": json.RawMessage(t.input)})
 	}
 	return blocks
 }
@@ -137,19 +150,20 @@ func writeStream(w http.ResponseWriter, m message, streamErr *APIError) {
 		send("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})
 		index++
 	}
-	if m.tool != nil {
+	for i, t := range m.tools {
 		send("content_block_start", map[string]any{"type": "content_block_start", "index": index, "content_block": map[string]any{
-			"type": "tool_use", "id": m.tool.ID, "name": m.tool.Name, "input": map[string]any{}}})
-		if m.text == "" && failed() {
+			"type": "tool_use", "id": t.ID, "name": t.Name, "input": map[string]any{}}})
+		if m.text == "" && i == 0 && failed() {
 			return
 		}
 		send("content_block_delta", map[string]any{"type": "content_block_delta", "index": index, "delta": map[string]any{"type": "input_json_delta", "partial_json": ""}})
-		for _, chunk := range chunks(string(m.toolInput), 16) {
+		for _, chunk := range chunks(string(t.input), 16) {
 			send("content_block_delta", map[string]any{"type": "content_block_delta", "index": index, "delta": map[string]any{"type": "input_json_delta", "partial_json": chunk}})
 		}
 		send("content_block_stop", map[string]any{"type": "content_block_stop", "index": index})
+		index++
 	}
-	if m.text == "" && m.tool == nil && failed() {
+	if m.text == "" && len(m.tools) == 0 && failed() {
 		return
 	}
 	send("message_delta", map[string]any{"type": "message_delta",

@@ -15,7 +15,10 @@ type Step func(req Request) Reply
 type Reply struct {
 	Text    string
 	ToolUse *ToolUse
-	// StopReason defaults to "tool_use" when ToolUse is set and "end_turn" otherwise.
+	// ToolUses are further tool calls in the same message, after ToolUse:
+	// a model that calls several tools at once.
+	ToolUses []ToolUse
+	// StopReason defaults to "tool_use" when there is a tool call and "end_turn" otherwise.
 	StopReason string
 	// Usage is reported in message_start / message_delta (or the JSON body). The zero value
 	// means "estimate": input ≈ body bytes / 4, output ≈ reply bytes / 4, at least 1 each.

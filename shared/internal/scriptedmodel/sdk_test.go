@@ -146,3 +146,44 @@ func TestSDKToolRoundTrip(t *testing.T) {
 		t.Errorf("replayed assistant turn = %+v", got)
 	}
 }
+
+// TestSDKParallelToolUses: one message with several tool_use blocks, in
+// order, streamed and not, as a model that calls tools in parallel sends it.
+func TestSDKParallelToolUses(t *testing.T) {
+	t.Parallel()
+	reply := Reply{Text: "three at once", ToolUse: &ToolUse{ID: "toolu_a", Name: "Read", Input: map[string]any{"file_path": "/a"}},
+		ToolUses: []ToolUse{{ID: "toolu_b", Name: "Bash", Input: map[string]any{"command": "ls"}}, {Name: "Glob", Input: map[string]any{"pattern": "*"}}}}
+	s := New(Respond(reply), Respond(reply))
+	defer s.Close()
+	params := anthropic.MessageNewParams{Model: anthropic.ModelClaudeHaiku4_5, MaxTokens: 100,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("go"))}}
+	stream := sdkClient(s, "k").Messages.NewStreaming(context.Background(), params)
+	var streamed anthropic.Message
+	for stream.Next() {
+		if err := streamed.Accumulate(stream.Current()); err != nil {
+			t.Fatalf("Accumulate = %v", err)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatalf("stream = %v", err)
+	}
+	plain, err := sdkClient(s, "k").Messages.New(context.Background(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, msg := range map[string]*anthropic.Message{"streamed": &streamed, "non-streaming": plain} {
+		var got []string
+		for _, b := range msg.Content {
+			if b.Type == "tool_use" {
+				got = append(got, b.Name+":"+string(b.Input))
+			}
+		}
+		want := []string{`Read:{"file_path":"/a"}`, `Bash:{"command":"ls"}`, `Glob:{"pattern":"*"}`}
+		if strings.Join(got, " ") != strings.Join(want, " ") || msg.StopReason != anthropic.StopReasonToolUse || msg.Content[0].Text != "three at once" {
+			t.Errorf("%s: tool uses %v, stop %q; want %v and tool_use", name, got, msg.StopReason, want)
+		}
+		if id := msg.Content[3].ID; !strings.HasPrefix(id, "toolu_scripted_") || !strings.HasSuffix(id, "_2") {
+			t.Errorf("%s: the third call's default id = %q", name, id)
+		}
+	}
+}

@@ -18,30 +18,13 @@ import (
 )
 
 // excluded lists the tools Claude Code (pinned version) offers its model
-// that the built-in claude-code bundle deliberately leaves out. A run
-// freezes the bundle's tools, so the gate denies each of these at the
-// capability stage whatever the policy says. An operator who wants one
-// registers a bundle of their own (POST /v1/capabilities) with a class.
-var excluded = map[string]string{
-	"Agent":                   "starts a subagent: a second agent loop the run's policy sees only call by call, and isolation \"remote\" runs it off this machine",
-	"Workflow":                "runs a script that orchestrates many subagents in the background: Agent's reasons, at scale",
-	"ListAgents":              "lists other Claude sessions on this machine and in the cloud: reaches outside the run",
-	"SendMessage":             "messages other Claude sessions, local or in the cloud: a channel out of the sandbox no policy can read",
-	"CronCreate":              "schedules prompts to fire later, durably across sessions: work must not outlive the run's budget, policy snapshot and approvals",
-	"CronDelete":              "manages CronCreate's schedules, which are excluded",
-	"CronList":                "lists CronCreate's schedules, which are excluded",
-	"ScheduleWakeup":          "resumes the agent later (/loop): work after the run, as CronCreate",
-	"Monitor":                 "runs a shell command (or opens a WebSocket) in the background outside Bash's schema, so Bash rules (command_prefix, dangerouslyDisableSandbox) never see it",
-	"TaskStop":                "stops background tasks and teammate agents, which only Monitor, Agent and Workflow start here",
-	"EnterWorktree":           "creates a git worktree and moves the session into it: writes outside the file tools' path rules and moves the directory they are relative to",
-	"ExitWorktree":            "leaves (and may remove) an EnterWorktree worktree, which is excluded",
-	"Skill":                   "loads packaged instructions (and their allowed-tools) from the user's or project's files: the sandbox image decides instructions, not the model",
-	"ReportFindings":          "renders code-review findings in a host UI: no effect in a headless run, whose output is its result",
-	"NotebookEdit":            "edits Jupyter cells; not in the built-in bundle's contract (API.md: seven tools); register it with class write to allow it",
-	"WebSearch":               "web search by the model provider through a second model request; not in the built-in bundle's contract; register it with class egress to allow it",
-	"ToolSearch":              "loads deferred tools' schemas after the first request; fluidbox runs set ENABLE_TOOL_SEARCH=false so every tool is in the first request, where this check sees it",
-	"DeferredToolPlaceholder": "a placeholder the CLI sends (defer_loading) and tells the model never to call",
-}
+// that the built-in claude-code bundle deliberately leaves out, with a
+// reason each (shared/capability/builtin/claude-code-excluded.json, which
+// the Agent SDK suite checks too). A run freezes the bundle's tools, so the
+// gate denies each of these at the capability stage whatever the policy
+// says. An operator who wants one registers a bundle of their own
+// (POST /v1/capabilities) with a class.
+var excluded = capability.ClaudeCodeExcluded(capability.RunnerCLI)
 
 // firstTools runs the CLI once, the model answering "ok" without a tool
 // call, and returns the tools array of its first request.
@@ -115,7 +98,7 @@ func TestBundleCoversTheCLI(t *testing.T) {
 		case isExcluded:
 			table.WriteString("  excluded   " + n + ": " + reason + "\n")
 		default:
-			t.Errorf("Claude Code %s offers %s, which is neither in the claude-code bundle nor in excluded: decide its class or why it is left out", pinnedVersion, n)
+			t.Errorf("Claude Code %s offers %s, which is neither in the claude-code bundle nor excluded for the CLI (shared/capability/builtin/claude-code-excluded.json): decide its class or why it is left out", pinnedVersion, n)
 		}
 	}
 	for n := range bundle {
@@ -125,7 +108,7 @@ func TestBundleCoversTheCLI(t *testing.T) {
 	}
 	for n := range excluded {
 		if _, ok := cli[n]; !ok {
-			t.Errorf("excluded lists %s, which Claude Code %s does not offer: drop it", n, pinnedVersion)
+			t.Errorf("claude-code-excluded.json lists %s as offered by the CLI, which Claude Code %s does not offer: drop \"cli\" from it", n, pinnedVersion)
 		}
 	}
 	t.Logf("Claude Code %s tools against the claude-code bundle:\n%s", pinnedVersion, table.String())
