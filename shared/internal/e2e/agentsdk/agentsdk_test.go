@@ -27,7 +27,7 @@ func TestAllowAndDeny(t *testing.T) {
 		then("toolu_denied", "Bash", bash("touch denied.txt")),
 		scriptedmodel.SayToolResult(),
 	)
-	r := s.newRun(t, governed, nil)
+	r := s.NewRun(t, governed, nil)
 	dir := project(t, nil)
 	res := s.query(t, r, dir, "create two files", opts{})
 
@@ -38,20 +38,20 @@ func TestAllowAndDeny(t *testing.T) {
 		t.Errorf("permission_denials = %+v, want toolu_denied only", res.Result.PermissionDenials)
 	}
 	const reason = `fluidbox denied (policy, rule no-denied): denied by rule "no-denied"`
-	if tr := s.toolResult(t, "toolu_denied"); !tr.IsError || !strings.Contains(tr.Content, reason) {
+	if tr := s.ToolResult(t, "toolu_denied"); !tr.IsError || !strings.Contains(tr.Content, reason) {
 		t.Errorf("tool_result = %+v, want is_error with %q", tr, reason)
 	}
-	v := s.ledger(t, r)
-	if d := v.decisions["toolu_allowed"]; d.Decision != "allow" || d.RuleID != "touch" {
+	v := s.Ledger(t, r)
+	if d := v.Decisions["toolu_allowed"]; d.Decision != "allow" || d.RuleID != "touch" {
 		t.Errorf("toolu_allowed: %+v", d)
 	}
-	if d := v.decisions["toolu_denied"]; d.Decision != "deny" || d.RuleID != "no-denied" {
+	if d := v.Decisions["toolu_denied"]; d.Decision != "deny" || d.RuleID != "no-denied" {
 		t.Errorf("toolu_denied: %+v", d)
 	}
-	s.checkModelTraffic(t, r, v)
+	s.CheckModelTraffic(t, r, v)
 	// The output limit the adapter sized to the run's budget ($100: its
 	// cap) is what Claude Code declares, not its own default of 128000.
-	for i, req := range s.model.Requests() {
+	for i, req := range s.Model.Requests() {
 		if req.Path == "/v1/messages" && req.MaxTokens != 32000 {
 			t.Errorf("model request %d: max_tokens %d, want 32000 (CLAUDE_CODE_MAX_OUTPUT_TOKENS)", i, req.MaxTokens)
 		}

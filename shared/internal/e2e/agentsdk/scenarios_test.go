@@ -42,23 +42,23 @@ func TestDenyEverything(t *testing.T) {
 		scriptedmodel.SayText("done"),
 	)
 	var subagents struct{ ID string }
-	if err := s.admin.Do(context.Background(), "POST", "/v1/capabilities", map[string]any{"name": "subagents", "tools": []map[string]any{
+	if err := s.Admin.Do(context.Background(), "POST", "/v1/capabilities", map[string]any{"name": "subagents", "tools": []map[string]any{
 		{"name": "Agent", "class": "execute", "input_schema": map[string]any{"type": "object"}},
 	}}, &subagents); err != nil {
 		t.Fatal(err)
 	}
-	r := s.newRun(t, denyAll, map[string]any{"capabilities": []string{"claude-code", "subagents"}})
+	r := s.NewRun(t, denyAll, map[string]any{"capabilities": []string{"claude-code", "subagents"}})
 	res := s.query(t, r, dir, "read the readme", opts{})
 
-	v := s.ledger(t, r)
+	v := s.Ledger(t, r)
 	for _, c := range []struct{ id, tool string }{{"toolu_read", "Read"}, {"toolu_ls", "Bash"}, {"toolu_cat", "Bash"}, {"toolu_agent", "Agent"}} {
 		if _, ok := res.denied()[c.id]; !ok {
 			t.Errorf("%s is not in permission_denials %+v", c.id, res.Result.PermissionDenials)
 		}
-		if d := v.decisions[c.id]; d.Decision != "deny" || d.Source != "policy" || v.requested[c.id] != c.tool {
-			t.Errorf("%s: tool.requested %q, tool.decision %+v; want %s denied by policy", c.id, v.requested[c.id], d, c.tool)
+		if d := v.Decisions[c.id]; d.Decision != "deny" || d.Source != "policy" || v.Requested[c.id] != c.tool {
+			t.Errorf("%s: tool.requested %q, tool.decision %+v; want %s denied by policy", c.id, v.Requested[c.id], d, c.tool)
 		}
-		if tr := s.toolResult(t, c.id); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied (policy") || strings.Contains(tr.Content, secret) {
+		if tr := s.ToolResult(t, c.id); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied (policy") || strings.Contains(tr.Content, secret) {
 			t.Errorf("%s: tool_result %+v, want fluidbox's policy denial and not the file", c.id, tr)
 		}
 	}
@@ -67,20 +67,20 @@ func TestDenyEverything(t *testing.T) {
 			t.Errorf("the session offers %s, which the run does not have", tool)
 		}
 	}
-	if tr := s.toolResult(t, "toolu_plan"); !tr.IsError {
+	if tr := s.ToolResult(t, "toolu_plan"); !tr.IsError {
 		t.Errorf("EnterPlanMode: tool_result %+v, want an error (not a tool of this session)", tr)
 	} else {
 		t.Logf("EnterPlanMode, not offered: the model was told %q", tr.Content)
 	}
-	if _, ok := v.requested["toolu_plan"]; ok {
+	if _, ok := v.Requested["toolu_plan"]; ok {
 		t.Log("EnterPlanMode reached fluidbox too")
 	}
-	for _, req := range s.model.Requests() {
+	for _, req := range s.Model.Requests() {
 		if strings.Contains(string(req.Body), secret) {
 			t.Fatal("the file's content reached the model")
 		}
 	}
-	s.checkModelTraffic(t, r, v)
+	s.CheckModelTraffic(t, r, v)
 	logFigures(t, s, res, v)
 }
 
@@ -102,7 +102,7 @@ func TestApproval(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			s := newStack(t, call("toolu_waiting", "Bash", bash(c.command)), scriptedmodel.SayToolResult())
-			r := s.newRun(t, governed, nil)
+			r := s.NewRun(t, governed, nil)
 			dir := project(t, nil)
 			runQuery := s.start(t, r, dir, "run "+c.command, opts{})
 			done := make(chan result, 1)
@@ -118,7 +118,7 @@ func TestApproval(t *testing.T) {
 				if exists(dir, c.file) {
 					t.Fatal("the command ran before anyone decided")
 				}
-				if got, err := s.admin.Decide(context.Background(), apr.ID, c.decide, "e2e"); err != nil || got.Applied == nil || !*got.Applied {
+				if got, err := s.Admin.Decide(context.Background(), apr.ID, c.decide, "e2e"); err != nil || got.Applied == nil || !*got.Applied {
 					t.Fatalf("decide %s = %+v, %v", c.decide, got, err)
 				}
 			}
@@ -130,17 +130,17 @@ func TestApproval(t *testing.T) {
 			if ran != (c.wantDecision == "allow") {
 				t.Errorf("%s exists = %v, want %v", c.file, ran, c.wantDecision == "allow")
 			}
-			v := s.ledger(t, r)
-			if d := v.decisions["toolu_waiting"]; d.Decision != c.wantDecision || (c.wantDecision == "deny" && d.Source != c.wantSource) || d.ApprovalID == "" {
+			v := s.Ledger(t, r)
+			if d := v.Decisions["toolu_waiting"]; d.Decision != c.wantDecision || (c.wantDecision == "deny" && d.Source != c.wantSource) || d.ApprovalID == "" {
 				t.Errorf("tool.decision = %+v, want %s by %s through an approval", d, c.wantDecision, c.wantSource)
 			}
-			if v.count["approval.requested"] != 1 || v.count["tool.decision"] != 1 {
-				t.Errorf("ledger %v: want one approval.requested and one tool.decision", v.types)
+			if v.Count["approval.requested"] != 1 || v.Count["tool.decision"] != 1 {
+				t.Errorf("ledger %v: want one approval.requested and one tool.decision", v.Types)
 			}
-			if tr := s.toolResult(t, "toolu_waiting"); tr.IsError == (c.wantDecision == "allow") {
+			if tr := s.ToolResult(t, "toolu_waiting"); tr.IsError == (c.wantDecision == "allow") {
 				t.Errorf("tool_result = %+v", tr)
 			}
-			s.checkModelTraffic(t, r, v)
+			s.CheckModelTraffic(t, r, v)
 			logFigures(t, s, res, v)
 		})
 	}
@@ -156,7 +156,7 @@ func (s *stack) pending(t *testing.T, r run, done <-chan result) client.Approval
 			t.Fatalf("the query finished before anyone decided: %+v", res.Result)
 		default:
 		}
-		list, err := s.admin.SessionApprovals(context.Background(), r.id)
+		list, err := s.Admin.SessionApprovals(context.Background(), r.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,7 +188,7 @@ func TestFiveToolUses(t *testing.T) {
 			}}),
 		scriptedmodel.SayText("done"),
 	)
-	r := s.newRun(t, governed, nil)
+	r := s.NewRun(t, governed, nil)
 	res := s.query(t, r, dir, "do five things", opts{})
 
 	want := map[string]struct{ tool, decision, rule string }{
@@ -198,26 +198,26 @@ func TestFiveToolUses(t *testing.T) {
 		"toolu_5write":  {"Write", "deny", ""},
 		"toolu_5fetch":  {"WebFetch", "deny", ""},
 	}
-	v := s.ledger(t, r)
+	v := s.Ledger(t, r)
 	for id, w := range want {
-		d := v.decisions[id]
-		if d.Decision != w.decision || d.RuleID != w.rule || v.requested[id] != w.tool || v.perCall[id] != 1 {
-			t.Errorf("%s: tool.requested %q, tool.decision %+v (%d of them); want one, %s %s rule %q", id, v.requested[id], d, v.perCall[id], w.tool, w.decision, w.rule)
+		d := v.Decisions[id]
+		if d.Decision != w.decision || d.RuleID != w.rule || v.Requested[id] != w.tool || v.PerCall[id] != 1 {
+			t.Errorf("%s: tool.requested %q, tool.decision %+v (%d of them); want one, %s %s rule %q", id, v.Requested[id], d, v.PerCall[id], w.tool, w.decision, w.rule)
 		}
 		if _, denied := res.denied()[id]; denied != (w.decision == "deny") {
 			t.Errorf("%s: in permission_denials %v, want %v", id, denied, w.decision == "deny")
 		}
 	}
-	if v.count["tool.requested"] != 5 || v.count["tool.decision"] != 5 || !v.gapless() {
-		t.Errorf("ledger: %d tool.requested, %d tool.decision, gapless %v (%v); want 5, 5, true", v.count["tool.requested"], v.count["tool.decision"], v.gapless(), v.seqs)
+	if v.Count["tool.requested"] != 5 || v.Count["tool.decision"] != 5 || !v.Gapless() {
+		t.Errorf("ledger: %d tool.requested, %d tool.decision, gapless %v (%v); want 5, 5, true", v.Count["tool.requested"], v.Count["tool.decision"], v.Gapless(), v.Seqs)
 	}
 	if !exists(dir, "five.txt") || exists(dir, "denied.txt") || exists(dir, "written.txt") {
 		t.Errorf("five.txt %v, denied.txt %v, written.txt %v; want true, false, false", exists(dir, "five.txt"), exists(dir, "denied.txt"), exists(dir, "written.txt"))
 	}
-	if tr := s.toolResult(t, "toolu_5read"); tr.IsError || !strings.Contains(tr.Content, "five") {
+	if tr := s.ToolResult(t, "toolu_5read"); tr.IsError || !strings.Contains(tr.Content, "five") {
 		t.Errorf("Read: %+v", tr)
 	}
-	s.checkModelTraffic(t, r, v)
+	s.CheckModelTraffic(t, r, v)
 	logFigures(t, s, res, v)
 }
 
@@ -261,43 +261,43 @@ func TestBrokeredTool(t *testing.T) {
 	)
 	ctx := context.Background()
 	var con struct{ ID string }
-	if err := s.admin.Do(ctx, "POST", "/v1/connections", map[string]any{
+	if err := s.Admin.Do(ctx, "POST", "/v1/connections", map[string]any{
 		"name": "jira", "url": up.URL, "kind": "shared",
 		"credential":   map[string]any{"type": "bearer", "token": upstreamToken},
 		"tool_classes": map[string]string{"echo": "read", "create_issue": "write"},
 	}, &con); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.admin.Do(ctx, "POST", "/v1/connections/"+con.ID+"/tools/refresh", nil, nil); err != nil {
+	if err := s.Admin.Do(ctx, "POST", "/v1/connections/"+con.ID+"/tools/refresh", nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	const policy = `{"name":"broker","default_verdict":"deny","rules":[{"id":"echo","tool":"mcp__jira__echo","verdict":"allow"}]}`
-	r := s.newRun(t, policy, map[string]any{"connections": []string{con.ID}})
+	r := s.NewRun(t, policy, map[string]any{"connections": []string{con.ID}})
 	res := s.query(t, r, project(t, nil), "echo something", opts{})
 
-	if tr := s.toolResult(t, "toolu_echo"); tr.IsError || !strings.Contains(tr.Content, "echo: hello through fluidbox") {
+	if tr := s.ToolResult(t, "toolu_echo"); tr.IsError || !strings.Contains(tr.Content, "echo: hello through fluidbox") {
 		t.Errorf("echo: tool_result %+v, want the upstream's answer", tr)
 	}
-	if tr := s.toolResult(t, "toolu_issue"); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied (policy") {
+	if tr := s.ToolResult(t, "toolu_issue"); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied (policy") {
 		t.Errorf("create_issue: tool_result %+v, want fluidbox's policy denial", tr)
 	}
 	if n := calls.Load(); n != 1 {
 		t.Errorf("the upstream ran %d tool calls, want 1 (echo only)", n)
 	}
-	v := s.ledger(t, r)
-	if d := v.decisions["toolu_echo"]; d.Decision != "allow" || d.RuleID != "echo" || v.perCall["toolu_echo"] != 1 {
-		t.Errorf("echo: tool.decision %+v (%d); want one allow by rule echo", d, v.perCall["toolu_echo"])
+	v := s.Ledger(t, r)
+	if d := v.Decisions["toolu_echo"]; d.Decision != "allow" || d.RuleID != "echo" || v.PerCall["toolu_echo"] != 1 {
+		t.Errorf("echo: tool.decision %+v (%d); want one allow by rule echo", d, v.PerCall["toolu_echo"])
 	}
-	if d := v.decisions["toolu_issue"]; d.Decision != "deny" || v.perCall["toolu_issue"] != 1 {
-		t.Errorf("create_issue: tool.decision %+v (%d); want one deny", d, v.perCall["toolu_issue"])
+	if d := v.Decisions["toolu_issue"]; d.Decision != "deny" || v.PerCall["toolu_issue"] != 1 {
+		t.Errorf("create_issue: tool.decision %+v (%d); want one deny", d, v.PerCall["toolu_issue"])
 	}
-	if v.count["tool.brokered"] != 1 {
-		t.Errorf("ledger %v: want one tool.brokered", v.types)
+	if v.Count["tool.brokered"] != 1 {
+		t.Errorf("ledger %v: want one tool.brokered", v.Types)
 	}
 	if n := s.requests.snapshot(); n["POST permission"] != 0 || n["POST tools/call"] != 2 {
 		t.Errorf("requests %v: want no /permission and one tools/call per brokered call", n)
 	}
-	s.checkModelTraffic(t, r, v)
+	s.CheckModelTraffic(t, r, v)
 	logFigures(t, s, res, v)
 }
 
@@ -307,14 +307,14 @@ func TestBrokeredTool(t *testing.T) {
 func TestFluidboxDown(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, call("toolu_first", "Bash", bash("touch first.txt")))
-	s.model.Append(
+	s.Model.Append(
 		func(req scriptedmodel.Request) scriptedmodel.Reply {
-			s.api.Close()
+			s.API.Close()
 			return scriptedmodel.Reply{ToolUse: &scriptedmodel.ToolUse{ID: "toolu_second", Name: "Bash", Input: bash("touch second.txt")}}
 		},
 		scriptedmodel.SayToolResult(),
 	)
-	r := s.newRun(t, governed, nil)
+	r := s.NewRun(t, governed, nil)
 	dir := project(t, nil)
 	res := s.query(t, r, dir, "create two files", opts{})
 
@@ -324,18 +324,18 @@ func TestFluidboxDown(t *testing.T) {
 	if _, ok := res.denied()["toolu_second"]; !ok || len(res.denied()) != 1 {
 		t.Errorf("permission_denials = %+v, want toolu_second only", res.Result.PermissionDenials)
 	}
-	if tr := s.toolResult(t, "toolu_second"); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied this call") {
+	if tr := s.ToolResult(t, "toolu_second"); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied this call") {
 		t.Errorf("tool_result = %+v, want the adapter's fail-closed reason", tr)
 	} else {
 		t.Logf("the model was told: %s", tr.Content)
 	}
-	admin, err := client.New(s.proxy.URL, adminToken)
+	admin, err := client.New(s.Proxy.URL, adminToken)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.admin = admin
-	v := s.ledger(t, r)
-	if _, ok := v.requested["toolu_second"]; ok {
+	s.Admin = admin
+	v := s.Ledger(t, r)
+	if _, ok := v.Requested["toolu_second"]; ok {
 		t.Error("toolu_second reached the ledger, though fluidbox was down")
 	}
 	logFigures(t, s, res, v)
@@ -354,27 +354,27 @@ func TestAutonomousRun(t *testing.T) {
 		then("toolu_no", "Bash", bash("touch no.txt")),
 		scriptedmodel.SayText("done"),
 	)
-	r := s.newRun(t, policy, map[string]any{"autonomous": true})
+	r := s.NewRun(t, policy, map[string]any{"autonomous": true})
 	dir := project(t, nil)
 	res := s.query(t, r, dir, "create two files", opts{})
 
 	if !exists(dir, "yes.txt") || exists(dir, "no.txt") {
 		t.Errorf("yes.txt %v, no.txt %v; want true, false", exists(dir, "yes.txt"), exists(dir, "no.txt"))
 	}
-	v := s.ledger(t, r)
+	v := s.Ledger(t, r)
 	for id, w := range map[string]struct{ decision, rule, rewritten string }{
 		"toolu_yes": {"allow", "auto-yes", "allow"},
 		"toolu_no":  {"deny", "auto-no", "deny"},
 	} {
-		d := v.decisions[id]
+		d := v.Decisions[id]
 		if d.Decision != w.decision || d.RuleID != w.rule || d.Verdict != "require_approval" || d.RewrittenVerdict != w.rewritten {
 			t.Errorf("%s: tool.decision %+v; want %s by %s, verdict require_approval rewritten to %s", id, d, w.decision, w.rule, w.rewritten)
 		}
 	}
-	if v.count["approval.requested"] != 0 {
-		t.Errorf("ledger %v: an autonomous run asked a human", v.types)
+	if v.Count["approval.requested"] != 0 {
+		t.Errorf("ledger %v: an autonomous run asked a human", v.Types)
 	}
-	s.checkModelTraffic(t, r, v)
+	s.CheckModelTraffic(t, r, v)
 	logFigures(t, s, res, v)
 }
 
@@ -396,10 +396,10 @@ func TestLatency(t *testing.T) {
 	var with, without, gate []float64
 	for i := 0; i < rounds; i++ {
 		s := newStack(t, script()...)
-		r := s.newRun(t, governed, nil)
+		r := s.NewRun(t, governed, nil)
 		res := s.query(t, r, project(t, nil), "create files", opts{})
-		if v := s.ledger(t, r); v.count["tool.decision"] != n || len(res.ToolMS) != n {
-			t.Fatalf("round %d: %d decisions, %d timed calls; want %d each", i, v.count["tool.decision"], len(res.ToolMS), n)
+		if v := s.Ledger(t, r); v.Count["tool.decision"] != n || len(res.ToolMS) != n {
+			t.Fatalf("round %d: %d decisions, %d timed calls; want %d each", i, v.Count["tool.decision"], len(res.ToolMS), n)
 		}
 		for _, ms := range res.ToolMS {
 			with = append(with, ms)
@@ -408,7 +408,7 @@ func TestLatency(t *testing.T) {
 			gate = append(gate, d.MS)
 		}
 		plain := newStack(t, script()...)
-		pres := plain.query(t, run{id: "ses_plain", token: "unused"}, project(t, nil), "create files", opts{plain: true})
+		pres := plain.query(t, run{ID: "ses_plain", Token: "unused"}, project(t, nil), "create files", opts{plain: true})
 		if len(pres.ToolMS) != n {
 			t.Fatalf("round %d without fluidbox: %d timed calls, want %d", i, len(pres.ToolMS), n)
 		}
@@ -433,7 +433,7 @@ func logFigures(t *testing.T, s *stack, res result, v ledgerView) {
 	for _, d := range res.Decisions {
 		ms = append(ms, fmt.Sprintf("%s %s %s %.0fms", d.Via, d.Tool, d.Decision, d.MS))
 	}
-	t.Logf("FIGURE %s: requests {%s}; decisions %d (ledger), %d events; adapter: [%s]", t.Name(), s.requests, v.count["tool.decision"], len(v.seqs), strings.Join(ms, ", "))
+	t.Logf("FIGURE %s: requests {%s}; decisions %d (ledger), %d events; adapter: [%s]", t.Name(), s.requests, v.Count["tool.decision"], len(v.Seqs), strings.Join(ms, ", "))
 }
 
 // TestHostileProjectSettings: the agent can write the project's
@@ -451,7 +451,7 @@ func TestHostileProjectSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := newStack(t, call("toolu_hostile", "Bash", bash("touch denied.txt")), scriptedmodel.SayToolResult())
-	r := s.newRun(t, governed, nil)
+	r := s.NewRun(t, governed, nil)
 	res := s.query(t, r, dir, "create denied.txt", opts{options: map[string]any{"settingSources": []string{"project"}}})
 	if exists(dir, "denied.txt") {
 		t.Fatal("denied.txt exists: project settings took the gate out of the loop")
@@ -459,8 +459,8 @@ func TestHostileProjectSettings(t *testing.T) {
 	if _, ok := res.denied()["toolu_hostile"]; !ok {
 		t.Errorf("permission_denials = %+v, want toolu_hostile", res.Result.PermissionDenials)
 	}
-	v := s.ledger(t, r)
-	if d := v.decisions["toolu_hostile"]; d.Decision != "deny" || d.RuleID != "no-denied" {
+	v := s.Ledger(t, r)
+	if d := v.Decisions["toolu_hostile"]; d.Decision != "deny" || d.RuleID != "no-denied" {
 		t.Errorf("tool.decision = %+v, want deny by no-denied (the hook was asked)", d)
 	}
 	logFigures(t, s, res, v)

@@ -8,25 +8,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/fluidbox/fluidbox/shared/api"
-	"github.com/fluidbox/fluidbox/shared/approval"
-	"github.com/fluidbox/fluidbox/shared/client"
-	"github.com/fluidbox/fluidbox/shared/devstack"
+	"github.com/fluidbox/fluidbox/shared/internal/e2e/controlplane"
 	"github.com/fluidbox/fluidbox/shared/internal/scriptedmodel"
-	"github.com/fluidbox/fluidbox/shared/ledger"
-	"github.com/fluidbox/fluidbox/shared/seal"
-	"github.com/fluidbox/fluidbox/shared/store"
 )
 
 // Pinned versions. package-lock.json in clients/agent-sdk installs the SDK;
@@ -38,8 +30,7 @@ const (
 )
 
 const (
-	adminToken  = "e2e-agentsdk-admin-token-0123456789"
-	operatorKey = "sk-ant-operator-e2e-0123456789"
+	adminToken = "e2e-agentsdk-admin-token-0123456789"
 	// runTimeout bounds one query() of the driver; decisionMs is the
 	// adapter's deadline for a decision, well inside it.
 	runTimeout = 90 * time.Second
@@ -77,8 +68,6 @@ func setup(m *testing.M) int {
 	}
 	return m.Run()
 }
-
-var tables atomic.Int64
 
 // counter counts the API requests of one stack by kind.
 type counter struct {
@@ -136,139 +125,31 @@ func (c *counter) String() string {
 	return strings.Join(parts, " ")
 }
 
-// stack is the real control plane on 127.0.0.1 with a scripted model as its
-// upstream, on two listeners as on AWS: api is what the adapter talks to,
-// proxy is the model proxy (ANTHROPIC_BASE_URL), so a test can take the
-// API down mid-run while the model keeps answering. Requests of the run
-// (not the admin's) are counted.
+// stack is the control plane of shared/internal/e2e/controlplane; the
+// run's requests (not the admin's) are counted.
 type stack struct {
-	api, proxy *httptest.Server
-	admin      *client.Client
-	model      *scriptedmodel.Server
-	requests   *counter
+	*controlplane.Stack
+	requests *counter
 }
 
-type run struct{ id, token string }
+type (
+	run        = controlplane.Run
+	ledgerView = controlplane.Ledger
+	decision   = controlplane.Decision
+)
+
+var (
+	call    = controlplane.Call
+	then    = controlplane.Then
+	bash    = controlplane.Bash
+	project = controlplane.Project
+	exists  = controlplane.Exists
+)
 
 func newStack(t *testing.T, script ...scriptedmodel.Step) *stack {
 	t.Helper()
-	db, err := devstack.StartDynamoDB("127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("start minidyn: %v", err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	st := store.New(devstack.DynamoClient(db.URL), fmt.Sprintf("e2eagentsdk%d", tables.Add(1)))
-	if err := st.CreateTable(context.Background()); err != nil {
-		t.Fatalf("create table: %v", err)
-	}
-	sealer, err := seal.NewLocal(filepath.Join(t.TempDir(), "seal", "dev-seal.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	led := ledger.New(st, time.Now)
-	timers := approval.NewTimers(approval.NewService(led, time.Now), nil)
-	t.Cleanup(timers.Stop)
-	h := api.New(api.Config{AdminToken: adminToken, Ledger: led, Scheduler: timers, Sealer: sealer})
-	s := &stack{requests: &counter{n: map[string]int{}}}
-	s.api = httptest.NewServer(s.requests.wrap(h))
-	s.proxy = httptest.NewServer(s.requests.wrap(h))
-	t.Cleanup(s.api.Close)
-	t.Cleanup(s.proxy.Close)
-	if s.admin, err = client.New(s.api.URL, adminToken); err != nil {
-		t.Fatal(err)
-	}
-	s.model = scriptedmodel.New(script...)
-	t.Cleanup(s.model.Close)
-	s.model.RequireAPIKey(operatorKey)
-	up := map[string]any{"url": s.model.URL(), "credential": map[string]string{"type": "header", "name": "x-api-key", "value": operatorKey}}
-	if err := s.admin.Do(context.Background(), "PUT", "/v1/model-upstream", up, nil); err != nil {
-		t.Fatalf("PUT /v1/model-upstream: %v", err)
-	}
-	return s
-}
-
-// newRun creates the policy and a run; extra adds or replaces fields of
-// POST /v1/sessions (capabilities, connections, autonomous, ...).
-func (s *stack) newRun(t *testing.T, policy string, extra map[string]any) run {
-	t.Helper()
-	ctx := context.Background()
-	var pol struct{ ID string }
-	if err := s.admin.Do(ctx, "POST", "/v1/policies", json.RawMessage(policy), &pol); err != nil {
-		t.Fatalf("create policy: %v", err)
-	}
-	body := map[string]any{"policy_id": pol.ID, "capabilities": []string{"claude-code"}, "budget": map[string]any{"limit_usd": 100}}
-	for k, v := range extra {
-		body[k] = v
-	}
-	var ses struct{ ID, Token string }
-	if err := s.admin.Do(ctx, "POST", "/v1/sessions", body, &ses); err != nil {
-		t.Fatalf("create session: %v", err)
-	}
-	return run{ses.ID, ses.Token}
-}
-
-// decision is the data of a tool.decision event.
-type decision struct {
-	ToolCallID       string `json:"tool_call_id"`
-	ToolName         string `json:"tool_name"`
-	Decision         string `json:"decision"`
-	Source           string `json:"source"`
-	RuleID           string `json:"rule_id"`
-	ApprovalID       string `json:"approval_id"`
-	Verdict          string `json:"verdict"`
-	RewrittenVerdict string `json:"rewritten_verdict"`
-}
-
-// ledgerView is what the tests read off a run's timeline.
-type ledgerView struct {
-	seqs      []int64
-	types     []string
-	requested map[string]string   // tool_call_id -> tool_name
-	decisions map[string]decision // tool_call_id -> tool.decision
-	count     map[string]int
-	perCall   map[string]int // tool_call_id -> tool.decision events
-}
-
-func (s *stack) ledger(t *testing.T, r run) ledgerView {
-	t.Helper()
-	v := ledgerView{requested: map[string]string{}, decisions: map[string]decision{}, count: map[string]int{}, perCall: map[string]int{}}
-	after := int64(0)
-	for {
-		page, err := s.admin.Events(context.Background(), r.id, after, 0, 0)
-		if err != nil {
-			t.Fatalf("events of %s: %v", r.id, err)
-		}
-		for _, e := range page.Events {
-			v.seqs = append(v.seqs, e.Seq)
-			v.types = append(v.types, e.Type)
-			v.count[e.Type]++
-			var d decision
-			if err := json.Unmarshal(e.Data, &d); err != nil {
-				t.Fatalf("event %d: %v", e.Seq, err)
-			}
-			switch e.Type {
-			case "tool.requested":
-				v.requested[d.ToolCallID] = d.ToolName
-			case "tool.decision":
-				v.decisions[d.ToolCallID] = d
-				v.perCall[d.ToolCallID]++
-			}
-		}
-		if len(page.Events) == 0 || page.Events[len(page.Events)-1].Seq >= page.LastSeq {
-			return v
-		}
-		after = page.Events[len(page.Events)-1].Seq
-	}
-}
-
-// gapless reports whether the timeline is seq 1..n without a hole.
-func (v ledgerView) gapless() bool {
-	for i, s := range v.seqs {
-		if s != int64(i+1) {
-			return false
-		}
-	}
-	return len(v.seqs) > 0
+	c := &counter{n: map[string]int{}}
+	return &stack{controlplane.Start(t, controlplane.Options{AdminToken: adminToken, TablePrefix: "e2eagentsdk", Wrap: c.wrap}, script...), c}
 }
 
 // result is what the driver prints.
@@ -349,22 +230,22 @@ func (s *stack) start(t *testing.T, r run, dir, prompt string, o opts) func() (r
 	}
 	apiURL := o.apiURL
 	if apiURL == "" {
-		apiURL = s.api.URL
+		apiURL = s.API.URL
 	}
 	sc := map[string]any{
 		"mode":   "fluidbox",
 		"prompt": prompt, "cwd": dir, "home": home, "tmpdir": t.TempDir(), "path": "/usr/local/bin:/usr/bin:/bin",
 		"options": o.options,
 		"fluidbox": map[string]any{
-			"url": apiURL, "sessionId": r.id, "token": r.token, "decisionTimeoutMs": decisionMs,
-			"modelUrl": s.proxy.URL + "/v1/sessions/" + r.id + "/model",
+			"url": apiURL, "sessionId": r.ID, "token": r.Token, "decisionTimeoutMs": decisionMs,
+			"modelUrl": s.Proxy.URL + "/v1/sessions/" + r.ID + "/model",
 		},
 	}
 	if o.plain {
 		sc["mode"] = "plain"
 		sc["hostAnswers"] = o.hostAnswers
 		sc["plainEnv"] = map[string]string{
-			"ANTHROPIC_BASE_URL": s.model.URL(), "ANTHROPIC_API_KEY": operatorKey,
+			"ANTHROPIC_BASE_URL": s.Model.URL(), "ANTHROPIC_API_KEY": controlplane.OperatorKey,
 			"ENABLE_TOOL_SEARCH": "false", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1",
 		}
 	}
@@ -407,75 +288,4 @@ func (s *stack) start(t *testing.T, r run, dir, prompt string, o opts) func() (r
 		}
 		return res, nil
 	}
-}
-
-// toolResult returns the tool_result for id that Claude Code sent the model.
-func (s *stack) toolResult(t *testing.T, id string) scriptedmodel.ToolResult {
-	t.Helper()
-	for _, req := range s.model.Requests() {
-		for _, m := range req.Messages {
-			for _, b := range m.Content {
-				if b.Type == "tool_result" && b.ToolUseID == id {
-					return scriptedmodel.ToolResult{ToolUseID: b.ToolUseID, Content: b.Content, IsError: b.IsError}
-				}
-			}
-		}
-	}
-	t.Fatalf("the model never received a tool_result for %s", id)
-	return scriptedmodel.ToolResult{}
-}
-
-// checkModelTraffic: the model's requests went through the proxy with the
-// operator's key, never the session token.
-func (s *stack) checkModelTraffic(t *testing.T, r run, v ledgerView) {
-	t.Helper()
-	n := 0
-	for _, req := range s.model.Requests() {
-		if req.Path != "/v1/messages" {
-			continue
-		}
-		n++
-		if req.Credential() != operatorKey {
-			t.Errorf("upstream request %d did not carry the operator's key", n)
-		}
-		if bytes.Contains(req.Body, []byte(r.token)) {
-			t.Errorf("upstream request %d carried the session token in its body", n)
-		}
-	}
-	if n == 0 || v.count["budget.reserved"] != n || v.count["budget.reconciled"] != n {
-		t.Errorf("%d model requests, %d budget.reserved, %d budget.reconciled; want one each per request, and some", n, v.count["budget.reserved"], v.count["budget.reconciled"])
-	}
-}
-
-func call(id, tool string, input map[string]any) scriptedmodel.Step {
-	return scriptedmodel.Respond(scriptedmodel.Reply{ToolUse: &scriptedmodel.ToolUse{ID: id, Name: tool, Input: input}})
-}
-
-func then(id, tool string, input map[string]any) scriptedmodel.Step {
-	return scriptedmodel.AfterToolResult(func(scriptedmodel.ToolResult) scriptedmodel.Reply {
-		return scriptedmodel.Reply{ToolUse: &scriptedmodel.ToolUse{ID: id, Name: tool, Input: input}}
-	})
-}
-
-func bash(command string) map[string]any {
-	return map[string]any{"command": command, "description": "Run " + strings.Fields(command)[0]}
-}
-
-func project(t *testing.T, files map[string]string) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "project")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
-}
-
-func exists(dir, name string) bool {
-	_, err := os.Stat(filepath.Join(dir, name))
-	return err == nil
 }

@@ -34,8 +34,8 @@ func TestBundleCoversTheSDK(t *testing.T) {
 		toolSearch string
 	}{{false, "false"}, {true, "false"}, {true, "true"}} {
 		s := newStack(t, scriptedmodel.SayText("ok"))
-		res := s.query(t, run{id: "ses_plain", token: "unused"}, project(t, nil), "say ok", opts{plain: true, hostAnswers: c.host, options: map[string]any{"env": map[string]string{"ENABLE_TOOL_SEARCH": c.toolSearch}}})
-		reqs := s.model.Requests()
+		res := s.query(t, run{ID: "ses_plain", Token: "unused"}, project(t, nil), "say ok", opts{plain: true, hostAnswers: c.host, options: map[string]any{"env": map[string]string{"ENABLE_TOOL_SEARCH": c.toolSearch}}})
+		reqs := s.Model.Requests()
 		if len(reqs) == 0 || len(reqs[0].Tools) == 0 {
 			t.Fatal("the SDK's first request carried no tools")
 		}
@@ -101,13 +101,13 @@ func TestBundleCoversTheSDK(t *testing.T) {
 
 	// Excluded means denied, whatever the policy.
 	s := newStack(t)
-	r := s.newRun(t, `{"name":"allow-all","default_verdict":"allow","rules":[]}`, nil)
-	runner, err := client.New(s.api.URL, r.token)
+	r := s.NewRun(t, `{"name":"allow-all","default_verdict":"allow","rules":[]}`, nil)
+	runner, err := client.New(s.API.URL, r.Token)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for n := range excluded {
-		ans, err := runner.Permission(context.Background(), r.id, client.PermissionRequest{ToolCallID: "toolu_x_" + n, ToolName: n, Input: json.RawMessage(`{}`)}, 0)
+		ans, err := runner.Permission(context.Background(), r.ID, client.PermissionRequest{ToolCallID: "toolu_x_" + n, ToolName: n, Input: json.RawMessage(`{}`)}, 0)
 		if err != nil || ans.Decision != client.DecisionDeny || ans.Source != "capability" {
 			t.Errorf("permission for excluded %s under allow-all = %+v, %v; want deny, source capability", n, ans, err)
 		}

@@ -32,14 +32,14 @@ const governed = `{"name":"e2e-claude","default_verdict":"deny","approval":{"sco
 func TestPolicyDenied(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, call("toolu_denied", "Bash", bash("touch denied.txt")), scriptedmodel.SayToolResult())
-	r := s.newRun(t, governed, nil)
+	r := s.NewRun(t, governed, nil)
 	dir := project(t, nil)
 	res := s.claude(t, r, dir, "create denied.txt", cliOpts{})
 
 	if d, ok := res.denied()["toolu_denied"]; !ok || d.ToolName != "Bash" || d.ToolInput["command"] != "touch denied.txt" {
 		t.Errorf("permission_denials = %+v, want the Bash call toolu_denied", res.PermissionDenials)
 	}
-	tr := s.toolResult(t, "toolu_denied")
+	tr := s.ToolResult(t, "toolu_denied")
 	const reason = `fluidbox denied (policy, rule no-denied): denied by rule "no-denied"`
 	if !tr.IsError || !strings.Contains(tr.Content, reason) {
 		t.Errorf("tool_result the model received = %+v, want is_error with %q", tr, reason)
@@ -50,11 +50,11 @@ func TestPolicyDenied(t *testing.T) {
 	if exists(dir, "denied.txt") {
 		t.Error("denied.txt exists: the denied command ran")
 	}
-	v := s.ledger(t, r)
-	if got := v.decisions["toolu_denied"]; got.Decision != "deny" || got.Source != "policy" || got.RuleID != "no-denied" || v.requested["toolu_denied"] != "Bash" {
-		t.Errorf("ledger: tool.requested %q, tool.decision %+v; want Bash, deny by policy rule no-denied", v.requested["toolu_denied"], got)
+	v := s.Ledger(t, r)
+	if got := v.Decisions["toolu_denied"]; got.Decision != "deny" || got.Source != "policy" || got.RuleID != "no-denied" || v.Requested["toolu_denied"] != "Bash" {
+		t.Errorf("ledger: tool.requested %q, tool.decision %+v; want Bash, deny by policy rule no-denied", v.Requested["toolu_denied"], got)
 	}
-	s.checkModelTraffic(t, r, v)
+	s.CheckModelTraffic(t, r, v)
 }
 
 // TestPolicyAllowed: an allowed command runs; the ledger shows the call
@@ -63,29 +63,29 @@ func TestPolicyDenied(t *testing.T) {
 func TestPolicyAllowed(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, call("toolu_allowed", "Bash", bash("touch allowed.txt")), scriptedmodel.SayText("done"))
-	r := s.newRun(t, governed, nil)
+	r := s.NewRun(t, governed, nil)
 	dir := project(t, nil)
 	res := s.claude(t, r, dir, "create allowed.txt", cliOpts{})
 
 	if len(res.PermissionDenials) != 0 || res.IsError || res.Result != "done" {
 		t.Errorf("result = %q (is_error %v), permission_denials = %+v; want done and none", res.Result, res.IsError, res.PermissionDenials)
 	}
-	if tr := s.toolResult(t, "toolu_allowed"); tr.IsError {
+	if tr := s.ToolResult(t, "toolu_allowed"); tr.IsError {
 		t.Errorf("tool_result = %+v, want success", tr)
 	}
 	if !exists(dir, "allowed.txt") {
 		t.Error("allowed.txt does not exist: the allowed command did not run")
 	}
-	v := s.ledger(t, r)
-	if got := v.decisions["toolu_allowed"]; got.Decision != "allow" || got.RuleID != "touch" || v.requested["toolu_allowed"] != "Bash" {
-		t.Errorf("ledger: tool.requested %q, tool.decision %+v; want Bash, allow by rule touch", v.requested["toolu_allowed"], got)
+	v := s.Ledger(t, r)
+	if got := v.Decisions["toolu_allowed"]; got.Decision != "allow" || got.RuleID != "touch" || v.Requested["toolu_allowed"] != "Bash" {
+		t.Errorf("ledger: tool.requested %q, tool.decision %+v; want Bash, allow by rule touch", v.Requested["toolu_allowed"], got)
 	}
-	if v.count["tool.requested"] != 1 || v.count["tool.decision"] != 1 {
-		t.Errorf("ledger has %d tool.requested, %d tool.decision; want exactly one each (one tool call)", v.count["tool.requested"], v.count["tool.decision"])
+	if v.Count["tool.requested"] != 1 || v.Count["tool.decision"] != 1 {
+		t.Errorf("ledger has %d tool.requested, %d tool.decision; want exactly one each (one tool call)", v.Count["tool.requested"], v.Count["tool.decision"])
 	}
-	s.checkModelTraffic(t, r, v)
-	t.Logf("ledger: %s", strings.Join(v.types, " "))
-	ses, err := s.admin.Session(context.Background(), r.id)
+	s.CheckModelTraffic(t, r, v)
+	t.Logf("ledger: %s", strings.Join(v.Types, " "))
+	ses, err := s.Admin.Session(context.Background(), r.ID)
 	if err != nil || ses.Budget.SpentUSD <= 0 || ses.Budget.ReservedUSD != 0 {
 		t.Errorf("budget after the run = %+v, %v; want money spent and nothing left reserved", ses.Budget, err)
 	}
@@ -108,7 +108,7 @@ func TestApproval(t *testing.T) {
 			t.Fatal("approved.txt exists before anyone approved")
 		}
 		cmd := exec.Command(filepath.Join(fluidboxDir, "fluidbox"), "approve", apr.ID)
-		cmd.Env = []string{"FLUIDBOX_URL=" + s.api.URL, "FLUIDBOX_ADMIN_TOKEN=" + adminToken}
+		cmd.Env = []string{"FLUIDBOX_URL=" + s.API.URL, "FLUIDBOX_ADMIN_TOKEN=" + adminToken}
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			t.Fatalf("fluidbox approve %s: %v\n%s", apr.ID, err, out)
@@ -118,23 +118,23 @@ func TestApproval(t *testing.T) {
 		if len(res.PermissionDenials) != 0 || !exists(dir, "approved.txt") {
 			t.Errorf("after approval: permission_denials %+v, approved.txt exists %v; want none and true", res.PermissionDenials, exists(dir, "approved.txt"))
 		}
-		if tr := s.toolResult(t, "toolu_waiting"); tr.IsError {
+		if tr := s.ToolResult(t, "toolu_waiting"); tr.IsError {
 			t.Errorf("tool_result = %+v, want success", tr)
 		}
-		v := s.ledger(t, r)
-		if got := v.decisions["toolu_waiting"]; got.Decision != "allow" || got.ApprovalID != apr.ID {
+		v := s.Ledger(t, r)
+		if got := v.Decisions["toolu_waiting"]; got.Decision != "allow" || got.ApprovalID != apr.ID {
 			t.Errorf("tool.decision = %+v, want allow through %s", got, apr.ID)
 		}
-		if v.count["approval.requested"] != 1 || v.count["approval.decided"] != 1 {
-			t.Errorf("ledger %v, want one approval.requested and one approval.decided", v.types)
+		if v.Count["approval.requested"] != 1 || v.Count["approval.decided"] != 1 {
+			t.Errorf("ledger %v, want one approval.requested and one approval.decided", v.Types)
 		}
-		s.checkModelTraffic(t, r, v)
+		s.CheckModelTraffic(t, r, v)
 	})
 	t.Run("denied through the API", func(t *testing.T) {
 		t.Parallel()
 		s, r, dir, done := startWaiting(t, "touch approved.txt")
 		apr := s.pending(t, r, done)
-		got, err := s.admin.Decide(context.Background(), apr.ID, client.Denied, "not today")
+		got, err := s.Admin.Decide(context.Background(), apr.ID, client.Denied, "not today")
 		if err != nil || got.Applied == nil || !*got.Applied {
 			t.Fatalf("POST /v1/approvals/%s/decision denied = %+v, %v", apr.ID, got, err)
 		}
@@ -142,17 +142,17 @@ func TestApproval(t *testing.T) {
 		if _, ok := res.denied()["toolu_waiting"]; !ok {
 			t.Errorf("permission_denials = %+v, want toolu_waiting", res.PermissionDenials)
 		}
-		if tr := s.toolResult(t, "toolu_waiting"); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied (approval") {
+		if tr := s.ToolResult(t, "toolu_waiting"); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied (approval") {
 			t.Errorf("tool_result = %+v, want is_error with fluidbox's approval denial", tr)
 		}
 		if exists(dir, "approved.txt") {
 			t.Error("approved.txt exists: the denied command ran")
 		}
-		v := s.ledger(t, r)
-		if d := v.decisions["toolu_waiting"]; d.Decision != "deny" || d.Source != "approval" {
+		v := s.Ledger(t, r)
+		if d := v.Decisions["toolu_waiting"]; d.Decision != "deny" || d.Source != "approval" {
 			t.Errorf("tool.decision = %+v, want deny by approval", d)
 		}
-		s.checkModelTraffic(t, r, v)
+		s.CheckModelTraffic(t, r, v)
 	})
 	t.Run("unanswered expires to deny", func(t *testing.T) {
 		t.Parallel()
@@ -161,21 +161,21 @@ func TestApproval(t *testing.T) {
 		if _, ok := res.denied()["toolu_waiting"]; !ok {
 			t.Errorf("permission_denials = %+v, want toolu_waiting", res.PermissionDenials)
 		}
-		if tr := s.toolResult(t, "toolu_waiting"); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied (approval_expired") {
+		if tr := s.ToolResult(t, "toolu_waiting"); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied (approval_expired") {
 			t.Errorf("tool_result = %+v, want is_error with approval_expired", tr)
 		}
 		if exists(dir, "unanswered.txt") {
 			t.Error("unanswered.txt exists: the expired command ran")
 		}
-		v := s.ledger(t, r)
-		if d := v.decisions["toolu_waiting"]; d.Decision != "deny" || d.Source != "approval_expired" {
+		v := s.Ledger(t, r)
+		if d := v.Decisions["toolu_waiting"]; d.Decision != "deny" || d.Source != "approval_expired" {
 			t.Errorf("tool.decision = %+v, want deny by approval_expired", d)
 		}
-		apprs, err := s.admin.SessionApprovals(context.Background(), r.id)
+		apprs, err := s.Admin.SessionApprovals(context.Background(), r.ID)
 		if err != nil || len(apprs) != 1 || apprs[0].Status != "expired" {
 			t.Errorf("run's approvals = %+v, %v; want one, expired", apprs, err)
 		}
-		s.checkModelTraffic(t, r, v)
+		s.CheckModelTraffic(t, r, v)
 	})
 }
 
@@ -189,7 +189,7 @@ type cliDone chan struct {
 func startWaiting(t *testing.T, command string) (*stack, run, string, cliDone) {
 	t.Helper()
 	s := newStack(t, call("toolu_waiting", "Bash", bash(command)), scriptedmodel.SayToolResult())
-	r := s.newRun(t, governed, nil)
+	r := s.NewRun(t, governed, nil)
 	dir := project(t, nil)
 	runCLI := s.start(t, r, dir, "run "+command, cliOpts{})
 	done := make(cliDone, 1)
@@ -223,13 +223,13 @@ func (s *stack) pending(t *testing.T, r run, done cliDone) client.Approval {
 			t.Fatalf("the CLI finished before anyone decided: %+v %v", d.res, d.err)
 		default:
 		}
-		list, err := s.admin.SessionApprovals(context.Background(), r.id)
+		list, err := s.Admin.SessionApprovals(context.Background(), r.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, a := range list {
 			if a.Status == "pending" {
-				ses, err := s.admin.Session(context.Background(), r.id)
+				ses, err := s.Admin.Session(context.Background(), r.ID)
 				if err != nil || ses.Status != "awaiting_approval" {
 					t.Errorf("run while the hook waits = %+v, %v; want awaiting_approval", ses, err)
 				}
@@ -256,27 +256,27 @@ func TestReadOnlyRun(t *testing.T) {
 		then("toolu_fetch", "WebFetch", map[string]any{"url": "http://127.0.0.1:9/", "prompt": "summarize"}),
 		scriptedmodel.SayText("done"),
 	)
-	r := s.newRun(t, allowAll, map[string]any{"trust_tier": "read_only"})
+	r := s.NewRun(t, allowAll, map[string]any{"trust_tier": "read_only"})
 	res := s.claude(t, r, dir, "try to change things", cliOpts{})
 
 	denied := res.denied()
-	v := s.ledger(t, r)
+	v := s.Ledger(t, r)
 
 	for _, id := range []string{"toolu_bash", "toolu_write", "toolu_edit", "toolu_fetch"} {
 		if _, ok := denied[id]; !ok {
 			t.Errorf("%s is not in permission_denials %+v", id, res.PermissionDenials)
 		}
-		if d := v.decisions[id]; d.Decision != "deny" || d.Source != "trust_tier" {
+		if d := v.Decisions[id]; d.Decision != "deny" || d.Source != "trust_tier" {
 			t.Errorf("%s: tool.decision %+v, want deny by trust_tier", id, d)
 		}
-		if tr := s.toolResult(t, id); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied (trust_tier") {
+		if tr := s.ToolResult(t, id); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied (trust_tier") {
 			t.Errorf("%s: tool_result %+v, want is_error with fluidbox's trust_tier denial", id, tr)
 		}
 	}
-	if d := v.decisions["toolu_read"]; d.Decision != "allow" {
+	if d := v.Decisions["toolu_read"]; d.Decision != "allow" {
 		t.Errorf("Read: tool.decision %+v, want allow (a read_only run may read)", d)
 	}
-	if tr := s.toolResult(t, "toolu_read"); tr.IsError || !strings.Contains(tr.Content, "original") {
+	if tr := s.ToolResult(t, "toolu_read"); tr.IsError || !strings.Contains(tr.Content, "original") {
 		t.Errorf("Read: tool_result %+v, want the file's content", tr)
 	}
 	for _, f := range []string{"ro-bash.txt", "ro-write.txt"} {
@@ -287,7 +287,7 @@ func TestReadOnlyRun(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dir, "notes.md")); string(b) != "original\n" {
 		t.Errorf("notes.md = %q after a read_only run, want it unchanged", b)
 	}
-	s.checkModelTraffic(t, r, v)
+	s.CheckModelTraffic(t, r, v)
 }
 
 // TestDangerouslyDisableSandbox: Bash's dangerouslyDisableSandbox reaches
@@ -301,27 +301,27 @@ func TestDangerouslyDisableSandbox(t *testing.T) {
 		then("toolu_sandboxed", "Bash", map[string]any{"command": "touch sandboxed.txt", "description": "Create a file"}),
 		scriptedmodel.SayText("done"),
 	)
-	r := s.newRun(t, governed, nil)
+	r := s.NewRun(t, governed, nil)
 	dir := project(t, nil)
 	res := s.claude(t, r, dir, "create two files", cliOpts{})
 
 	if d, ok := res.denied()["toolu_unsandboxed"]; !ok || d.ToolInput["dangerouslyDisableSandbox"] != true {
 		t.Errorf("permission_denials = %+v, want toolu_unsandboxed with dangerouslyDisableSandbox true", res.PermissionDenials)
 	}
-	if tr := s.toolResult(t, "toolu_unsandboxed"); !tr.IsError || !strings.Contains(tr.Content, "rule no-unsandboxed") {
+	if tr := s.ToolResult(t, "toolu_unsandboxed"); !tr.IsError || !strings.Contains(tr.Content, "rule no-unsandboxed") {
 		t.Errorf("tool_result = %+v, want is_error naming rule no-unsandboxed", tr)
 	}
 	if exists(dir, "unsandboxed.txt") || !exists(dir, "sandboxed.txt") {
 		t.Errorf("unsandboxed.txt exists %v, sandboxed.txt exists %v; want false, true", exists(dir, "unsandboxed.txt"), exists(dir, "sandboxed.txt"))
 	}
-	v := s.ledger(t, r)
-	if d := v.decisions["toolu_unsandboxed"]; d.Decision != "deny" || d.RuleID != "no-unsandboxed" {
+	v := s.Ledger(t, r)
+	if d := v.Decisions["toolu_unsandboxed"]; d.Decision != "deny" || d.RuleID != "no-unsandboxed" {
 		t.Errorf("toolu_unsandboxed: tool.decision %+v, want deny by rule no-unsandboxed", d)
 	}
-	if d := v.decisions["toolu_sandboxed"]; d.Decision != "allow" || d.RuleID != "touch" {
+	if d := v.Decisions["toolu_sandboxed"]; d.Decision != "allow" || d.RuleID != "touch" {
 		t.Errorf("toolu_sandboxed: tool.decision %+v, want allow by rule touch", d)
 	}
-	s.checkModelTraffic(t, r, v)
+	s.CheckModelTraffic(t, r, v)
 }
 
 // TestFluidboxDown: the control plane's API goes away after the first
@@ -334,14 +334,14 @@ func TestFluidboxDown(t *testing.T) {
 	t.Run("API down mid-run", func(t *testing.T) {
 		t.Parallel()
 		s := newStack(t, call("toolu_first", "Bash", bash("touch first.txt")))
-		s.model.Append(
+		s.Model.Append(
 			func(req scriptedmodel.Request) scriptedmodel.Reply {
-				s.api.Close() // fluidbox's API is gone from here on
+				s.API.Close() // fluidbox's API is gone from here on
 				return scriptedmodel.Reply{ToolUse: &scriptedmodel.ToolUse{ID: "toolu_second", Name: "Bash", Input: bash("touch second.txt")}}
 			},
 			scriptedmodel.SayToolResult(),
 		)
-		r := s.newRun(t, governed, nil)
+		r := s.NewRun(t, governed, nil)
 		dir := project(t, nil)
 		res := s.claude(t, r, dir, "create two files", cliOpts{})
 
@@ -354,30 +354,30 @@ func TestFluidboxDown(t *testing.T) {
 		if _, ok := res.denied()["toolu_second"]; !ok || len(res.PermissionDenials) != 1 {
 			t.Errorf("permission_denials = %+v, want only toolu_second", res.PermissionDenials)
 		}
-		if tr := s.toolResult(t, "toolu_second"); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied this call") {
+		if tr := s.ToolResult(t, "toolu_second"); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied this call") {
 			t.Errorf("tool_result = %+v, want is_error with the hook's fail-closed reason", tr)
 		} else {
 			t.Logf("the model was told: %s", tr.Content)
 		}
 		// The ledger is read through the other listener on the same store.
-		admin, err := client.New(s.proxy.URL, adminToken)
+		admin, err := client.New(s.Proxy.URL, adminToken)
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.admin = admin
-		v := s.ledger(t, r)
-		if _, ok := v.requested["toolu_second"]; ok {
+		s.Admin = admin
+		v := s.Ledger(t, r)
+		if _, ok := v.Requested["toolu_second"]; ok {
 			t.Error("toolu_second reached the ledger, though fluidbox was down")
 		}
-		if d := v.decisions["toolu_first"]; d.Decision != "allow" {
+		if d := v.Decisions["toolu_first"]; d.Decision != "allow" {
 			t.Errorf("toolu_first: tool.decision %+v, want allow", d)
 		}
-		s.checkModelTraffic(t, r, v)
+		s.CheckModelTraffic(t, r, v)
 	})
 	t.Run("hook cannot start", func(t *testing.T) {
 		t.Parallel()
 		s := newStack(t, call("toolu_nohook", "Bash", bash("touch nohook.txt")), scriptedmodel.SayToolResult())
-		r := s.newRun(t, governed, nil)
+		r := s.NewRun(t, governed, nil)
 		dir := project(t, nil)
 		// No fluidbox on PATH: the hook command is not found.
 		res := s.claude(t, r, dir, "create nohook.txt", cliOpts{path: "/usr/bin:/bin"})
@@ -387,9 +387,9 @@ func TestFluidboxDown(t *testing.T) {
 		if exists(dir, "nohook.txt") {
 			t.Error("nohook.txt exists: the call ran without a hook answer")
 		}
-		t.Logf("the model was told: %s", s.toolResult(t, "toolu_nohook").Content)
-		if v := s.ledger(t, r); v.count["tool.requested"] != 0 {
-			t.Errorf("ledger %v: a tool call reached fluidbox without the hook", v.types)
+		t.Logf("the model was told: %s", s.ToolResult(t, "toolu_nohook").Content)
+		if v := s.Ledger(t, r); v.Count["tool.requested"] != 0 {
+			t.Errorf("ledger %v: a tool call reached fluidbox without the hook", v.Types)
 		}
 	})
 }

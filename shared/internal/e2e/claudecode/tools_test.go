@@ -31,9 +31,9 @@ var excluded = capability.ClaudeCodeExcluded(capability.RunnerCLI)
 func firstTools(t *testing.T, toolSearch string) []scriptedmodel.Tool {
 	t.Helper()
 	s := newStack(t, scriptedmodel.SayText("ok"))
-	r := s.newRun(t, governed, nil)
+	r := s.NewRun(t, governed, nil)
 	s.claude(t, r, project(t, nil), "say ok", cliOpts{env: map[string]string{"ENABLE_TOOL_SEARCH": toolSearch}})
-	reqs := s.model.Requests()
+	reqs := s.Model.Requests()
 	if len(reqs) == 0 || len(reqs[0].Tools) == 0 {
 		t.Fatal("the CLI's first request carried no tools")
 	}
@@ -115,13 +115,13 @@ func TestBundleCoversTheCLI(t *testing.T) {
 
 	// Excluded means denied: the gate refuses each at the capability stage.
 	s := newStack(t)
-	r := s.newRun(t, `{"name":"allow-all","default_verdict":"allow","rules":[]}`, nil)
-	runner, err := client.New(s.api.URL, r.token)
+	r := s.NewRun(t, `{"name":"allow-all","default_verdict":"allow","rules":[]}`, nil)
+	runner, err := client.New(s.API.URL, r.Token)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for n := range excluded {
-		ans, err := runner.Permission(context.Background(), r.id, client.PermissionRequest{ToolCallID: "toolu_x_" + n, ToolName: n, Input: json.RawMessage(`{}`)}, 0)
+		ans, err := runner.Permission(context.Background(), r.ID, client.PermissionRequest{ToolCallID: "toolu_x_" + n, ToolName: n, Input: json.RawMessage(`{}`)}, 0)
 		if err != nil || ans.Decision != client.DecisionDeny || ans.Source != "capability" {
 			t.Errorf("permission for excluded %s under allow-all = %+v, %v; want deny, source capability", n, ans, err)
 		}
@@ -151,10 +151,10 @@ func TestBundleAcceptsRealInputs(t *testing.T) {
 		then("toolu_cron", "CronCreate", map[string]any{"cron": "*/5 * * * *", "prompt": "check again"}),
 		scriptedmodel.SayText("done"),
 	)
-	r := s.newRun(t, policy, nil)
+	r := s.NewRun(t, policy, nil)
 	res := s.claude(t, r, dir, "use your tools", cliOpts{})
 
-	v := s.ledger(t, r)
+	v := s.Ledger(t, r)
 	want := map[string]decision{
 		"toolu_bash":  {ToolName: "Bash", Decision: "allow", RuleID: "touch"},
 		"toolu_write": {ToolName: "Write", Decision: "allow", RuleID: "writes"},
@@ -164,7 +164,7 @@ func TestBundleAcceptsRealInputs(t *testing.T) {
 		"toolu_cron":  {ToolName: "CronCreate", Decision: "deny", Source: "capability"},
 	}
 	for id, w := range want {
-		got := v.decisions[id]
+		got := v.Decisions[id]
 		got.ToolCallID = ""
 		if got.ToolName != w.ToolName || got.Decision != w.Decision || got.RuleID != w.RuleID || (w.Source != "" && got.Source != w.Source) {
 			t.Errorf("%s: tool.decision %+v, want %+v (a schema-stage denial would mean the bundle rejects the CLI's real input)", id, got, w)
@@ -179,8 +179,8 @@ func TestBundleAcceptsRealInputs(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dir, "notes.md")); string(b) != "edited\n" || !exists(dir, "bash.txt") || !exists(dir, "write.txt") {
 		t.Errorf("after the run: notes.md %q, bash.txt %v, write.txt %v; want edited, and both files", b, exists(dir, "bash.txt"), exists(dir, "write.txt"))
 	}
-	if tr := s.toolResult(t, "toolu_cron"); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied (capability") {
+	if tr := s.ToolResult(t, "toolu_cron"); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied (capability") {
 		t.Errorf("CronCreate: tool_result %+v, want fluidbox's capability denial", tr)
 	}
-	s.checkModelTraffic(t, r, v)
+	s.CheckModelTraffic(t, r, v)
 }
