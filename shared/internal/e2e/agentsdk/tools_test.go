@@ -3,7 +3,6 @@
 package agentsdk
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -12,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/fluidbox/fluidbox/shared/capability"
-	"github.com/fluidbox/fluidbox/shared/client"
 	"github.com/fluidbox/fluidbox/shared/internal/scriptedmodel"
 	"github.com/fluidbox/fluidbox/shared/schemaguard"
 )
@@ -100,18 +98,7 @@ func TestBundleCoversTheSDK(t *testing.T) {
 	t.Logf("Agent SDK %s (Claude Code %s) tools against the claude-code bundle:\n%s", pinnedSDK, pinnedClaudeCode, table.String())
 
 	// Excluded means denied, whatever the policy.
-	s := newStack(t)
-	r := s.NewRun(t, `{"name":"allow-all","default_verdict":"allow","rules":[]}`, nil)
-	runner, err := client.New(s.API.URL, r.Token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for n := range excluded {
-		ans, err := runner.Permission(context.Background(), r.ID, client.PermissionRequest{ToolCallID: "toolu_x_" + n, ToolName: n, Input: json.RawMessage(`{}`)}, 0)
-		if err != nil || ans.Decision != client.DecisionDeny || ans.Source != "capability" {
-			t.Errorf("permission for excluded %s under allow-all = %+v, %v; want deny, source capability", n, ans, err)
-		}
-	}
+	newStack(t).CheckExcludedDenied(t, excluded)
 }
 
 // sameConstraints reports whether two schemas differ only in their

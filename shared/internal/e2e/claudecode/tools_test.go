@@ -3,8 +3,6 @@
 package claudecode
 
 import (
-	"context"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"sort"
@@ -12,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/fluidbox/fluidbox/shared/capability"
-	"github.com/fluidbox/fluidbox/shared/client"
 	"github.com/fluidbox/fluidbox/shared/internal/scriptedmodel"
 	"github.com/fluidbox/fluidbox/shared/schemaguard"
 )
@@ -114,18 +111,7 @@ func TestBundleCoversTheCLI(t *testing.T) {
 	t.Logf("Claude Code %s tools against the claude-code bundle:\n%s", pinnedVersion, table.String())
 
 	// Excluded means denied: the gate refuses each at the capability stage.
-	s := newStack(t)
-	r := s.NewRun(t, `{"name":"allow-all","default_verdict":"allow","rules":[]}`, nil)
-	runner, err := client.New(s.API.URL, r.Token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for n := range excluded {
-		ans, err := runner.Permission(context.Background(), r.ID, client.PermissionRequest{ToolCallID: "toolu_x_" + n, ToolName: n, Input: json.RawMessage(`{}`)}, 0)
-		if err != nil || ans.Decision != client.DecisionDeny || ans.Source != "capability" {
-			t.Errorf("permission for excluded %s under allow-all = %+v, %v; want deny, source capability", n, ans, err)
-		}
-	}
+	newStack(t).CheckExcludedDenied(t, excluded)
 }
 
 // TestBundleAcceptsRealInputs has the CLI call each bundle tool it offers,

@@ -249,6 +249,24 @@ func redactKey(k string) string {
 	return k
 }
 
+// CheckExcludedDenied asserts that the gate denies each excluded tool at
+// the capability stage, even in a run whose policy allows everything: a run
+// freezes the claude-code bundle, which leaves them out.
+func (s *Stack) CheckExcludedDenied(t *testing.T, excluded map[string]string) {
+	t.Helper()
+	r := s.NewRun(t, `{"name":"allow-all","default_verdict":"allow","rules":[]}`, nil)
+	runner, err := client.New(s.API.URL, r.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n := range excluded {
+		ans, err := runner.Permission(context.Background(), r.ID, client.PermissionRequest{ToolCallID: "toolu_x_" + n, ToolName: n, Input: json.RawMessage(`{}`)}, 0)
+		if err != nil || ans.Decision != client.DecisionDeny || ans.Source != "capability" {
+			t.Errorf("permission for excluded %s under allow-all = %+v, %v; want deny, source capability", n, ans, err)
+		}
+	}
+}
+
 // ToolResult returns the tool_result for id that the agent sent the model.
 func (s *Stack) ToolResult(t *testing.T, id string) scriptedmodel.ToolResult {
 	t.Helper()
