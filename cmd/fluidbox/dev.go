@@ -21,7 +21,6 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/api"
 	"github.com/fluidbox/fluidbox/shared/approval"
-	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/budget"
 	"github.com/fluidbox/fluidbox/shared/config"
 	"github.com/fluidbox/fluidbox/shared/devstack"
@@ -29,6 +28,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/modelproxy"
 	"github.com/fluidbox/fluidbox/shared/notify"
 	"github.com/fluidbox/fluidbox/shared/seal"
+	"github.com/fluidbox/fluidbox/shared/sso"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
@@ -88,20 +88,14 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	expirer.Observe(notifications)
 	timers := approval.NewTimers(expirer, log)
 	defer timers.Stop()
-	var verifier *auth.OIDC
-	if cfg.RequireSSO {
-		verifier, err = auth.NewOIDC(ctx, auth.OIDCConfig{
-			Issuer:     cfg.OIDCIssuer,
-			Audience:   cfg.OIDCAudience,
-			RolesClaim: cfg.OIDCRolesClaim,
-			Client:     &http.Client{Timeout: 5 * time.Second},
-		})
-		if err != nil {
-			return err
-		}
+	verifier, err := sso.Load(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if verifier != nil {
 		log.Info("SSO required: OIDC bearers are verified; the admin token still works for the operator", "issuer", cfg.OIDCIssuer)
 	}
-	h := api.New(api.Config{
+	h, err := api.Build(api.Config{
 		AdminToken: cfg.AdminToken,
 		OIDC:       verifier,
 		Ledger:     led,
@@ -114,6 +108,9 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 		GitHubWebhookSecret: cfg.GitHubWebhookSecret,
 		UpstreamToolsTTL:    time.Duration(cfg.UpstreamToolsTTLSeconds) * time.Second,
 	})
+	if err != nil {
+		return err
+	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	url := "http://" + ln.Addr().String()
 	fmt.Fprintf(stdout, "fluidbox dev listening on %s\n", url)

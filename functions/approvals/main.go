@@ -1,6 +1,6 @@
 // Command approvals is the Lambda function for humans deciding approvals:
-// list, get, decide, and a run's approvals and session grants. It holds
-// DynamoDB permissions only.
+// list, get, decide, and a run's approvals and session grants (route.Table,
+// Function Approvals). It holds DynamoDB permissions only.
 package main
 
 import (
@@ -8,12 +8,45 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/fluidbox/fluidbox/shared/api/approvals"
+	"github.com/fluidbox/fluidbox/shared/api/members"
+	"github.com/fluidbox/fluidbox/shared/api/route"
+	"github.com/fluidbox/fluidbox/shared/config"
 	"github.com/fluidbox/fluidbox/shared/function"
+	"github.com/fluidbox/fluidbox/shared/sso"
 )
 
 func main() {
-	if err := function.ServeHTTP(context.Background(), os.Getenv); err != nil {
+	if err := run(context.Background(), os.Getenv); err != nil {
 		slog.Error("approvals: start", "err", err)
 		os.Exit(1)
 	}
+}
+
+func run(ctx context.Context, getenv func(string) string) error {
+	d, err := function.Load(ctx, getenv, config.Lambda)
+	if err != nil {
+		return err
+	}
+	verifier, err := sso.Load(ctx, d.Config)
+	if err != nil {
+		return err
+	}
+	h, err := handler(d, verifier)
+	if err != nil {
+		return err
+	}
+	function.ServeAPI(ctx, h)
+	return nil
+}
+
+// handler serves the approvals rows of the route table; in SSO mode people
+// are authenticated by the members package, whose routes are Control's.
+func handler(d function.Deps, verifier *sso.Verifier) (*route.Server, error) {
+	base := d.Route()
+	if verifier != nil {
+		base.Users = members.New(members.Config{Config: base, OIDC: verifier})
+	}
+	return route.New(base, route.Target{Function: route.Approvals, Via: route.APIGateway},
+		approvals.New(approvals.Config{Config: base}))
 }

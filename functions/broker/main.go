@@ -1,12 +1,13 @@
-// Command broker is the Lambda function that holds the operator's secrets:
-// it serves the model proxy (POST /v1/sessions/{id}/model/v1/messages)
-// through a Lambda function URL with response streaming, so server-sent
-// events reach the sandbox as the model writes them. It is the only
-// function whose role may call kms:Decrypt; the session token authenticates
-// every request (the URL's own auth type is NONE), and nothing but the
-// model proxy is routed there. Through API Gateway it also serves the two
-// routes that open a connection's credential: POST
-// /v1/connections/{id}/tools/refresh and POST /v1/sessions/{id}/tools/call.
+// Command broker is the Lambda function that holds the operator's secrets
+// (route.Table, Function Broker): it serves the model proxy
+// (POST /v1/sessions/{id}/model/v1/messages) through a Lambda function URL
+// with response streaming, so server-sent events reach the sandbox as the
+// model writes them, and through API Gateway the two routes that open a
+// connection's credential: POST /v1/connections/{id}/tools/refresh and
+// POST /v1/sessions/{id}/tools/call. It is the only function whose role
+// may call kms:Decrypt. The function URL's auth type is NONE: the session
+// token authenticates every model request, and only the model proxy's rows
+// are routed there; API Gateway's events reach only the brokered rows.
 package main
 
 import (
@@ -24,10 +25,14 @@ import (
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"github.com/fluidbox/fluidbox/shared/admission"
-	"github.com/fluidbox/fluidbox/shared/api"
+	"github.com/fluidbox/fluidbox/shared/api/connections"
+	"github.com/fluidbox/fluidbox/shared/api/members"
+	"github.com/fluidbox/fluidbox/shared/api/model"
+	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/config"
 	"github.com/fluidbox/fluidbox/shared/function"
 	"github.com/fluidbox/fluidbox/shared/seal"
+	"github.com/fluidbox/fluidbox/shared/sso"
 )
 
 func main() {
@@ -42,24 +47,21 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	cfg := d.Config
-	prices, err := admission.LoadPrices(cfg.PricesFile)
+	// Refresh is a people route: in SSO mode its callers are verified.
+	verifier, err := sso.Load(ctx, d.Config)
 	if err != nil {
-		return fmt.Errorf("broker: %w", err)
+		return err
 	}
-	apiCfg := api.Config{
-		AdminToken:       cfg.AdminToken,
-		Ledger:           d.Ledger,
-		Logger:           d.Logger,
-		Prices:           prices,
-		Sealer:           seal.NewKMS(kms.NewFromConfig(d.AWS), cfg.KMSKeyID),
-		UpstreamToolsTTL: time.Duration(cfg.UpstreamToolsTTLSeconds) * time.Second,
+	sealer := seal.NewKMS(kms.NewFromConfig(d.AWS), d.Config.KMSKeyID)
+	api, url, err := handlers(d, verifier, sealer)
+	if err != nil {
+		return err
 	}
 	// The function URL's InvokeMode is RESPONSE_STREAM: lambdaurl streams
 	// each write of the model proxy to the client. API Gateway brings the
 	// brokered-tool routes (refresh, tools/call) as REST proxy events.
-	model := lambdaurl.Wrap(api.NewModelProxy(apiCfg))
-	tools := httpadapter.New(api.New(apiCfg)).ProxyWithContext
+	model := lambdaurl.Wrap(url)
+	tools := httpadapter.New(api).ProxyWithContext
 	lambda.StartWithOptions(func(ctx context.Context, raw json.RawMessage) (any, error) {
 		var probe struct {
 			HTTPMethod string `json:"httpMethod"`
@@ -78,4 +80,32 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return model(ctx, &ev)
 	}, lambda.WithContext(ctx))
 	return nil
+}
+
+// handlers serves the broker's rows of the route table: those through API
+// Gateway, and those on its function URL.
+func handlers(d function.Deps, verifier *sso.Verifier, sealer seal.Sealer) (api, url *route.Server, err error) {
+	prices, err := admission.LoadPrices(d.Config.PricesFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("broker: %w", err)
+	}
+	base := d.Route()
+	if verifier != nil {
+		base.Users = members.New(members.Config{Config: base, OIDC: verifier})
+	}
+	api, err = route.New(base, route.Target{Function: route.Broker, Via: route.APIGateway},
+		connections.New(connections.Config{
+			Config:           base,
+			Sealer:           sealer,
+			UpstreamToolsTTL: time.Duration(d.Config.UpstreamToolsTTLSeconds) * time.Second,
+		}))
+	if err != nil {
+		return nil, nil, err
+	}
+	url, err = route.New(base, route.Target{Function: route.Broker, Via: route.FunctionURL},
+		model.New(model.Config{Config: base, Sealer: sealer, Prices: prices}))
+	if err != nil {
+		return nil, nil, err
+	}
+	return api, url, nil
 }

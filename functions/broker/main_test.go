@@ -13,8 +13,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdaurl"
 
-	"github.com/fluidbox/fluidbox/shared/api"
 	"github.com/fluidbox/fluidbox/shared/devstack"
+	"github.com/fluidbox/fluidbox/shared/function"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -37,7 +37,11 @@ func TestEvents(t *testing.T) {
 	if err := st.CreateTable(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	h := lambdaurl.Wrap(api.NewModelProxy(api.Config{Ledger: ledger.New(st, time.Now), Sealer: sealer}))
+	_, url, err := handlers(function.Deps{Store: st, Ledger: ledger.New(st, time.Now)}, nil, sealer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := lambdaurl.Wrap(url)
 	for _, c := range []struct {
 		file   string
 		status int

@@ -1,9 +1,9 @@
 // Command github is the Lambda function behind POST /v1/triggers/github,
-// the one route the internet reaches without a bearer token. It is apart
-// from the control function so that it holds only what a delivery needs:
-// the webhook secret and the DynamoDB actions that claim a delivery and
-// create a run. It has no admin token and no KMS permission, and the
-// control function never sees the webhook secret.
+// the one route the internet reaches without a bearer token (route.Table,
+// Function GitHub). It is apart from the control function so that it holds
+// only what a delivery needs: the webhook secret and the DynamoDB actions
+// that claim a delivery and create a run. It has no admin token and no KMS
+// permission, and the control function never sees the webhook secret.
 package main
 
 import (
@@ -11,10 +11,8 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/aws/aws-lambda-go/lambda"
-	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
-
-	"github.com/fluidbox/fluidbox/shared/api"
+	"github.com/fluidbox/fluidbox/shared/api/route"
+	"github.com/fluidbox/fluidbox/shared/api/triggers"
 	"github.com/fluidbox/fluidbox/shared/config"
 	"github.com/fluidbox/fluidbox/shared/function"
 )
@@ -31,11 +29,17 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	h := api.New(api.Config{
-		Ledger:              d.Ledger,
-		Logger:              d.Logger,
-		GitHubWebhookSecret: d.Config.GitHubWebhookSecret,
-	})
-	lambda.StartWithOptions(httpadapter.New(h).ProxyWithContext, lambda.WithContext(ctx))
+	h, err := handler(d)
+	if err != nil {
+		return err
+	}
+	function.ServeAPI(ctx, h)
 	return nil
+}
+
+// handler serves the github row of the route table.
+func handler(d function.Deps) (*route.Server, error) {
+	base := d.Route()
+	return route.New(base, route.Target{Function: route.GitHub, Via: route.APIGateway},
+		triggers.New(triggers.Config{Config: base, GitHubWebhookSecret: d.Config.GitHubWebhookSecret}))
 }

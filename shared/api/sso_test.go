@@ -13,11 +13,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fluidbox/fluidbox/shared/api"
-	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/devstack"
 	"github.com/fluidbox/fluidbox/shared/internal/oidcissuer"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/sso"
 )
 
 const ssoAudience = "fluidbox-api"
@@ -32,7 +32,7 @@ type ssoStack struct {
 func newSSOStack(t *testing.T) *ssoStack {
 	t.Helper()
 	iss := oidcissuer.Start(t, ssoAudience)
-	verifier, err := auth.NewOIDC(context.Background(), auth.OIDCConfig{Issuer: iss.URL, Audience: ssoAudience})
+	verifier, err := sso.NewVerifier(context.Background(), sso.Config{Issuer: iss.URL, Audience: ssoAudience})
 	if err != nil {
 		t.Fatalf("NewOIDC: %v", err)
 	}
@@ -50,7 +50,7 @@ func (s *ssoStack) user(sub string, roles ...string) string {
 	if roles != nil {
 		claim = roles
 	}
-	return s.iss.Sign(s.t, s.iss.Claims(sub, auth.DefaultRolesClaim, claim))
+	return s.iss.Sign(s.t, s.iss.Claims(sub, sso.DefaultRolesClaim, claim))
 }
 
 // decideAs posts a decision with token and checks that no token comes back.
@@ -80,7 +80,7 @@ func TestSSOWhoMayDecide(t *testing.T) {
 	s := newSSOStack(t)
 	id, tok := s.gateRun(s.policy(approvalPolicy), runOpts{budget: 1})
 	ada := s.user("ada", "admin")
-	april := s.iss.Sign(t, s.iss.Claims("april", auth.DefaultRolesClaim, "approver")) // one string, not a list
+	april := s.iss.Sign(t, s.iss.Claims("april", sso.DefaultRolesClaim, "approver")) // one string, not a list
 	cases := []struct {
 		name, sub, token string
 		status           int
@@ -150,7 +150,7 @@ func TestSSORefusesBadTokens(t *testing.T) {
 	t.Parallel()
 	s := newSSOStack(t)
 	other := oidcissuer.NewKey(t)
-	good := func() map[string]any { return s.iss.Claims("ada", auth.DefaultRolesClaim, []string{"admin"}) }
+	good := func() map[string]any { return s.iss.Claims("ada", sso.DefaultRolesClaim, []string{"admin"}) }
 	with := func(k string, v any) string {
 		c := good()
 		c[k] = v
@@ -163,7 +163,7 @@ func TestSSORefusesBadTokens(t *testing.T) {
 		{"wrong issuer claim", with("iss", "https://login.example.com")},
 		{"signed by another key, same kid", oidcissuer.Sign(t, other, oidcissuer.KeyID, good())},
 		{"signed by another key, its own kid", oidcissuer.Sign(t, other, "rogue", good())},
-		{"issued by another issuer", stranger.Sign(t, stranger.Claims("ada", auth.DefaultRolesClaim, []string{"admin"}))},
+		{"issued by another issuer", stranger.Sign(t, stranger.Claims("ada", sso.DefaultRolesClaim, []string{"admin"}))},
 		{"not a JWT", "eyJhbGciOiJFUzI1NiJ9.e30.c2ln"},
 	}
 	for _, c := range cases {

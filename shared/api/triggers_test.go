@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fluidbox/fluidbox/shared/api"
+	"github.com/fluidbox/fluidbox/shared/api/triggers"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -257,7 +258,7 @@ func TestGitHubDeliveryCreatesRun(t *testing.T) {
 				t.Fatalf("delivery = %d %s, want 201", r.status, r.raw)
 			}
 			id, _ := r.body["session_id"].(string)
-			if want := api.DeliveryRunID(deliveryID); id != want || r.body["trust_tier"] != c.tier {
+			if want := triggers.DeliveryRunID(deliveryID); id != want || r.body["trust_tier"] != c.tier {
 				t.Errorf("delivery = %s, want session_id %s, trust_tier %s", r.raw, want, c.tier)
 			}
 			if _, ok := r.body["token"]; ok {
@@ -355,7 +356,7 @@ func TestGitHubClaimWithoutRun(t *testing.T) {
 	s := newWebhookStack(t, webhookSecret)
 	s.trigger("KaTeX/KaTeX", nil)
 	const id = "crashed-delivery-1"
-	runID := api.DeliveryRunID(id)
+	runID := triggers.DeliveryRunID(id)
 	if err := s.st.ClaimDelivery(context.Background(), store.Delivery{ID: id, SessionID: runID, Repository: "KaTeX/KaTeX"}); err != nil {
 		t.Fatal(err)
 	}
@@ -393,8 +394,8 @@ func TestGitHubConcurrentDuplicates(t *testing.T) {
 		case r.status != 200:
 			t.Errorf("delivery %d = %d %s, want 201 or 200", i, r.status, r.raw)
 		}
-		if r.body["session_id"] != api.DeliveryRunID(d.id) {
-			t.Errorf("delivery %d session_id = %v, want %s", i, r.body["session_id"], api.DeliveryRunID(d.id))
+		if r.body["session_id"] != triggers.DeliveryRunID(d.id) {
+			t.Errorf("delivery %d session_id = %v, want %s", i, r.body["session_id"], triggers.DeliveryRunID(d.id))
 		}
 	}
 	if created != 1 {

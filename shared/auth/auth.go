@@ -1,6 +1,7 @@
 // Package auth identifies callers: the operator's admin token, the per-run
 // session tokens handed to runners, and (in SSO mode) people signed in
-// through an OIDC issuer, whose JWTs are verified in oidc.go.
+// through an OIDC issuer, whose JWTs package sso verifies into the same
+// Principal. auth itself links no OIDC code, so every function can import it.
 //
 // Session tokens are 256 random bits behind a recognisable prefix. Only
 // their SHA-256 is stored (a token has too much entropy to need a slow

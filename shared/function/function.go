@@ -1,7 +1,9 @@
 // Package function wires fluidbox's Lambda functions: configuration from
 // the environment and the clients every function needs, built once per cold
-// start (Load), and the shared API handler behind API Gateway's REST proxy
-// integration (ServeHTTP).
+// start (Load), and an HTTP handler behind API Gateway's REST proxy
+// integration (ServeAPI). It imports no handler package and no KMS, MCP or
+// OIDC code: each functions/<name>/main.go builds the handler of its own
+// routes (route.Table), so each links only what those routes need.
 package function
 
 import (
@@ -16,29 +18,18 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/kms"
-	"github.com/aws/aws-sdk-go-v2/service/sfn"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
-	"github.com/fluidbox/fluidbox/shared/admission"
-	"github.com/fluidbox/fluidbox/shared/api"
-	"github.com/fluidbox/fluidbox/shared/approval"
-	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/config"
-	"github.com/fluidbox/fluidbox/shared/expiry"
 	"github.com/fluidbox/fluidbox/shared/ledger"
-	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
-// sseWindow bounds an event-stream response in Lambda: API Gateway REST
+// SSEWindow bounds an event-stream response in Lambda: API Gateway REST
 // buffers the whole response, so a stream returns what it has and the
 // client resumes with Last-Event-ID.
-const sseWindow = 5 * time.Second
-
-// oidcTimeout bounds one request to the OIDC issuer (discovery or keys),
-// well inside API Gateway's 29 s.
-const oidcTimeout = 5 * time.Second
+const SSEWindow = 5 * time.Second
 
 // Deps is what every function builds once per cold start: its
 // configuration, the AWS SDK's configuration, the store and ledger over
@@ -75,57 +66,13 @@ func Load(ctx context.Context, getenv func(string) string, mode config.Mode) (De
 	}, nil
 }
 
-// ServeHTTP runs the API handler as a Lambda function until the runtime
-// stops it.
-func ServeHTTP(ctx context.Context, getenv func(string) string) error {
-	d, err := Load(ctx, getenv, config.Lambda)
-	if err != nil {
-		return err
-	}
-	cfg, awsCfg := d.Config, d.AWS
-	prices, err := admission.LoadPrices(cfg.PricesFile)
-	if err != nil {
-		return fmt.Errorf("function: %w", err)
-	}
-	// With a key (the control function), PUT /v1/model-upstream seals the
-	// operator's model key; this role may Encrypt, never Decrypt.
-	var sealer seal.Sealer
-	if cfg.KMSKeyID != "" {
-		sealer = seal.NewKMS(kms.NewFromConfig(awsCfg), cfg.KMSKeyID)
-	}
-	// A function that creates approvals (the gate) starts each one's expiry
-	// timer; without a state machine, lazy expiry and the sweep expire.
-	var sched approval.Scheduler = approval.Lazy{}
-	if cfg.StateMachineARN != "" {
-		sched = expiry.NewStepFunctions(sfn.NewFromConfig(awsCfg), cfg.StateMachineARN)
-	}
-	var verifier *auth.OIDC
-	if cfg.RequireSSO {
-		// Discovery happens once per cold start; the issuer's keys are
-		// fetched on first use and cached for the life of the process.
-		verifier, err = auth.NewOIDC(ctx, auth.OIDCConfig{
-			Issuer:     cfg.OIDCIssuer,
-			Audience:   cfg.OIDCAudience,
-			RolesClaim: cfg.OIDCRolesClaim,
-			Client:     &http.Client{Timeout: oidcTimeout},
-		})
-		if err != nil {
-			return fmt.Errorf("function: %w", err)
-		}
-	}
-	h := api.New(api.Config{
-		AdminToken:     cfg.AdminToken,
-		Ledger:         d.Ledger,
-		Logger:         d.Logger,
-		SSEMaxDuration: sseWindow,
-		Scheduler:      sched,
-		OIDC:           verifier,
-		Prices:         prices,
-		Sealer:         sealer,
+// Route is the configuration every handler package shares.
+func (d Deps) Route() route.Config {
+	return route.Config{AdminToken: d.Config.AdminToken, Ledger: d.Ledger, Logger: d.Logger, Now: time.Now}
+}
 
-		GitHubWebhookSecret: cfg.GitHubWebhookSecret,
-		UpstreamToolsTTL:    time.Duration(cfg.UpstreamToolsTTLSeconds) * time.Second,
-	})
+// ServeAPI serves h to API Gateway's REST proxy events until the runtime
+// stops the function.
+func ServeAPI(ctx context.Context, h http.Handler) {
 	lambda.StartWithOptions(httpadapter.New(h).ProxyWithContext, lambda.WithContext(ctx))
-	return nil
 }

@@ -1,4 +1,4 @@
-package api
+package control
 
 import (
 	"encoding/json"
@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/auth"
-	"github.com/fluidbox/fluidbox/shared/ids"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -25,15 +24,6 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who auth.
 	}
 	writeJSON(w, http.StatusCreated, v)
 	return nil
-}
-
-// runID returns the path's run id, or an error if it cannot be one.
-func runID(r *http.Request) (string, error) {
-	id := r.PathValue("id")
-	if !ids.Valid("ses_", id) {
-		return "", notFound("session " + id)
-	}
-	return id, nil
 }
 
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {

@@ -1,57 +1,16 @@
-package api
+package model
 
 import (
 	"errors"
-	"log/slog"
 	"net/http"
 	"strings"
-	"time"
 
+	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/ids"
 	"github.com/fluidbox/fluidbox/shared/modelproxy"
 	"github.com/fluidbox/fluidbox/shared/seal"
 )
-
-// The model proxy speaks the Anthropic Messages API under
-// /v1/sessions/{id}/model, so a sandbox's ANTHROPIC_BASE_URL is that path
-// and its API key is its session token. Its errors use Anthropic's shape,
-// not the API's, because its clients are Anthropic clients.
-func (s *Server) modelRoutes() {
-	s.mux.HandleFunc("POST /v1/sessions/{id}/model/v1/messages", s.modelMessages)
-	// Claude Code probes its base URL (HEAD /) before its first request;
-	// a GET pattern also answers HEAD.
-	s.mux.HandleFunc("GET /v1/sessions/{id}/model", s.modelBase)
-	s.mux.HandleFunc("GET /v1/sessions/{id}/model/{$}", s.modelBase)
-	s.mux.HandleFunc("/v1/sessions/{id}/model/", func(w http.ResponseWriter, r *http.Request) {
-		modelproxy.WriteError(w, http.StatusNotFound, "not_found_error", "fluidbox's model proxy serves POST /v1/messages only")
-	})
-}
-
-// NewModelProxy builds a handler that serves only the model proxy (and
-// /healthz): what the broker function exposes through its Lambda function
-// URL, so that no other route is reachable there.
-func NewModelProxy(cfg Config) http.Handler {
-	s := newServer(cfg)
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	s.modelRoutes()
-	return s
-}
-
-// newServer is New without any route.
-func newServer(cfg Config) *Server {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	s := &Server{cfg: cfg, st: cfg.Ledger.Store(), led: cfg.Ledger, log: cfg.Logger, mux: http.NewServeMux()}
-	s.initBudget()
-	return s
-}
 
 func (s *Server) modelBase(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -67,10 +26,10 @@ func (s *Server) modelMessages(w http.ResponseWriter, r *http.Request) {
 		modelproxy.WriteError(w, http.StatusNotFound, "not_found_error", "fluidbox: no such run")
 		return
 	}
-	switch s.sessionKey(r, modelKey(r), id) {
-	case keyOK:
+	switch s.keys.Check(r, modelKey(r), id) {
+	case route.KeyOK:
 		s.budget.proxy.ServeMessages(w, r, id)
-	case keyUnavailable:
+	case route.KeyUnavailable:
 		modelproxy.WriteError(w, http.StatusServiceUnavailable, "api_error", "fluidbox cannot check credentials right now")
 	default:
 		modelproxy.WriteError(w, http.StatusUnauthorized, "authentication_error", "invalid x-api-key: use this run's session token")

@@ -1,4 +1,15 @@
-package auth
+// Package sso verifies the JWTs of people signed in through an OIDC issuer
+// (SSO mode) and turns them into auth principals. It is apart from auth so
+// that a function which never serves a person (the gate) links no OIDC or
+// JOSE code: auth holds the principal and the token checks every function
+// needs.
+//
+// Guarantees: only asymmetric signatures pass ("none" and HMAC never do);
+// the issuer, audience, expiry and not-before are checked; a failure to
+// fetch the issuer's keys is told apart from a bad token
+// (ErrIssuerUnavailable, answered 503 and never allowed); no error carries
+// the token.
+package sso
 
 import (
 	"context"
@@ -10,6 +21,9 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+
+	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/config"
 )
 
 // DefaultRolesClaim is the claim roles are read from unless configured.
@@ -19,14 +33,14 @@ const DefaultRolesClaim = "fluidbox_roles"
 var (
 	// ErrInvalidToken: the JWT is malformed, badly signed, expired, not yet
 	// valid, or issued by or for someone else. Answer 401.
-	ErrInvalidToken = errors.New("auth: invalid token")
+	ErrInvalidToken = errors.New("sso: invalid token")
 	// ErrIssuerUnavailable: the issuer's keys could not be fetched, so the
 	// token could not be checked either way. Answer 503, never allow.
-	ErrIssuerUnavailable = errors.New("auth: OIDC issuer unavailable")
+	ErrIssuerUnavailable = errors.New("sso: OIDC issuer unavailable")
 )
 
-// OIDCConfig is what an OIDC verifier is built from.
-type OIDCConfig struct {
+// Config is what an OIDC verifier is built from.
+type Config struct {
 	// Issuer is the issuer URL; its discovery document must name exactly it.
 	Issuer string
 	// Audience must be among the token's aud values.
@@ -40,20 +54,20 @@ type OIDCConfig struct {
 	Now func() time.Time
 }
 
-// OIDC verifies JWTs from one issuer for one audience and turns them into
+// Verifier verifies JWTs from one issuer for one audience and turns them into
 // principals. It is safe for concurrent use; build one per process: it
 // caches the issuer's keys and refetches them when no cached key verifies
 // a token, which is how it follows the issuer's key rotation.
-type OIDC struct {
+type Verifier struct {
 	verifier   *oidc.IDTokenVerifier
 	rolesClaim string
 }
 
-// NewOIDC reads the issuer's discovery document and returns a verifier. The
+// NewVerifier reads the issuer's discovery document and returns a verifier. The
 // signing keys are fetched on first use.
-func NewOIDC(ctx context.Context, cfg OIDCConfig) (*OIDC, error) {
+func NewVerifier(ctx context.Context, cfg Config) (*Verifier, error) {
 	if cfg.Issuer == "" || cfg.Audience == "" {
-		return nil, errors.New("auth: OIDC needs an issuer and an audience")
+		return nil, errors.New("sso: OIDC needs an issuer and an audience")
 	}
 	if cfg.RolesClaim == "" {
 		cfg.RolesClaim = DefaultRolesClaim
@@ -64,14 +78,14 @@ func NewOIDC(ctx context.Context, cfg OIDCConfig) (*OIDC, error) {
 	}
 	provider, err := oidc.NewProvider(ctx, cfg.Issuer)
 	if err != nil {
-		return nil, fmt.Errorf("auth: OIDC discovery at %s: %w", cfg.Issuer, err)
+		return nil, fmt.Errorf("sso: OIDC discovery at %s: %w", cfg.Issuer, err)
 	}
 	var meta struct {
 		JWKSURL    string   `json:"jwks_uri"`
 		Algorithms []string `json:"id_token_signing_alg_values_supported"`
 	}
 	if err := provider.Claims(&meta); err != nil || meta.JWKSURL == "" {
-		return nil, fmt.Errorf("auth: OIDC discovery at %s: no jwks_uri", cfg.Issuer)
+		return nil, fmt.Errorf("sso: OIDC discovery at %s: no jwks_uri", cfg.Issuer)
 	}
 	// This is what provider.Verifier builds, with the key set wrapped so a
 	// failure to fetch keys can be told apart from a bad token (go-oidc
@@ -83,7 +97,7 @@ func NewOIDC(ctx context.Context, cfg OIDCConfig) (*OIDC, error) {
 		SupportedSigningAlgs: signingAlgs(meta.Algorithms),
 		Now:                  cfg.Now,
 	})
-	return &OIDC{verifier: v, rolesClaim: cfg.RolesClaim}, nil
+	return &Verifier{verifier: v, rolesClaim: cfg.RolesClaim}, nil
 }
 
 // signingAlgs keeps the asymmetric algorithms of the issuer's list; with
@@ -123,27 +137,27 @@ func (f fetchWatcher) VerifySignature(ctx context.Context, jwt string) ([]byte, 
 // or one string; unknown values and non-strings are ignored, so a token
 // with none holds no role). Errors wrap ErrInvalidToken or
 // ErrIssuerUnavailable and never contain the token.
-func (o *OIDC) Verify(ctx context.Context, raw string) (Principal, error) {
+func (o *Verifier) Verify(ctx context.Context, raw string) (auth.Principal, error) {
 	fetchFailed := new(bool)
 	tok, err := o.verifier.Verify(context.WithValue(ctx, fetchFailedKey{}, fetchFailed), raw)
 	if err != nil {
 		if *fetchFailed || ctx.Err() != nil {
 			// The keys could not be fetched: the token is neither good nor
 			// bad yet. The text names the keys' URL, never the token.
-			return Principal{}, fmt.Errorf("%w: %v", ErrIssuerUnavailable, err)
+			return auth.Principal{}, fmt.Errorf("%w: %v", ErrIssuerUnavailable, err)
 		}
 		// go-oidc's messages name the failed check (expired, audience,
 		// issuer, signature) and never quote the token.
-		return Principal{}, fmt.Errorf("%w: %v", ErrInvalidToken, err)
+		return auth.Principal{}, fmt.Errorf("%w: %v", ErrInvalidToken, err)
 	}
 	if tok.Subject == "" {
-		return Principal{}, fmt.Errorf("%w: no sub claim", ErrInvalidToken)
+		return auth.Principal{}, fmt.Errorf("%w: no sub claim", ErrInvalidToken)
 	}
 	var claims map[string]json.RawMessage
 	if err := tok.Claims(&claims); err != nil {
-		return Principal{}, fmt.Errorf("%w: claims are not a JSON object", ErrInvalidToken)
+		return auth.Principal{}, fmt.Errorf("%w: claims are not a JSON object", ErrInvalidToken)
 	}
-	return Principal{Kind: KindUser, Subject: tok.Subject, Roles: knownRoles(claims[o.rolesClaim])}, nil
+	return auth.Principal{Kind: auth.KindUser, Subject: tok.Subject, Roles: knownRoles(claims[o.rolesClaim])}, nil
 }
 
 // knownRoles reads a roles claim: a list of strings or one string. It keeps
@@ -158,7 +172,7 @@ func knownRoles(raw json.RawMessage) []string {
 		list = []any{one}
 	}
 	var out []string
-	for _, role := range []string{RoleAdmin, RoleApprover, RoleMember} {
+	for _, role := range []string{auth.RoleAdmin, auth.RoleApprover, auth.RoleMember} {
 		for _, v := range list {
 			if s, ok := v.(string); ok && s == role {
 				out = append(out, role)
@@ -167,4 +181,23 @@ func knownRoles(raw json.RawMessage) []string {
 		}
 	}
 	return out
+}
+
+// Timeout bounds one request to the issuer (discovery or keys), well
+// inside API Gateway's 29 s.
+const Timeout = 5 * time.Second
+
+// Load builds the verifier cfg asks for, or nil when SSO is off. Discovery
+// happens now, once per process; the issuer's keys are fetched on first
+// use and cached for the life of the process.
+func Load(ctx context.Context, cfg config.Config) (*Verifier, error) {
+	if !cfg.RequireSSO {
+		return nil, nil
+	}
+	return NewVerifier(ctx, Config{
+		Issuer:     cfg.OIDCIssuer,
+		Audience:   cfg.OIDCAudience,
+		RolesClaim: cfg.OIDCRolesClaim,
+		Client:     &http.Client{Timeout: Timeout},
+	})
 }

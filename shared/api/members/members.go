@@ -1,4 +1,4 @@
-package api
+package members
 
 import (
 	"errors"
@@ -7,19 +7,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/sso"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
-func (s *Server) memberRoutes() {
-	s.handle("GET /v1/members", adminOnly, s.listMembers)
-	s.handle("POST /v1/members/{sub}/deactivate", adminOnly, s.deactivateMember)
-	s.handle("POST /v1/members/{sub}/activate", adminOnly, s.activateMember)
-}
-
 var (
-	errDeactivated     = &Error{http.StatusForbidden, "forbidden", "this member has been deactivated; ask an admin to activate it"}
-	errReservedSubject = &Error{http.StatusForbidden, "forbidden", "this token's sub names the operator or a system actor; fluidbox does not accept it from the identity provider"}
+	errDeactivated     = &route.Error{Status: http.StatusForbidden, Code: "forbidden", Message: "this member has been deactivated; ask an admin to activate it"}
+	errReservedSubject = &route.Error{Status: http.StatusForbidden, Code: "forbidden", Message: "this token's sub names the operator or a system actor; fluidbox does not accept it from the identity provider"}
 )
 
 // reservedSubject reports whether sub is a name records give the operator
@@ -33,15 +29,15 @@ func reservedSubject(sub string) bool {
 // refreshes it: recording every request would make each one a write.
 const lastSeenEvery = time.Hour
 
-// authenticateUser verifies an SSO user's JWT and then fluidbox's own
+// AuthenticateUser verifies an SSO user's JWT and then fluidbox's own
 // switch: a member an admin deactivated is refused on every request, however
 // valid the token. A user is recorded as a member the first time it is
 // seen; afterwards its row is written only when its roles change or its
 // last_seen is over lastSeenEvery old, so a request costs one read.
-func (s *Server) authenticateUser(r *http.Request, tok string) (auth.Principal, *Error) {
+func (s *Server) AuthenticateUser(r *http.Request, tok string) (auth.Principal, *route.Error) {
 	ctx := r.Context()
 	who, err := s.cfg.OIDC.Verify(ctx, tok)
-	if errors.Is(err, auth.ErrIssuerUnavailable) {
+	if errors.Is(err, sso.ErrIssuerUnavailable) {
 		s.log.ErrorContext(ctx, "authenticate", "err", err)
 		return auth.Principal{}, errUnavailable
 	}

@@ -1,31 +1,18 @@
-package api
+package connections
 
 import (
 	"errors"
 	"net/http"
 	"strings"
 
+	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/broker"
 	"github.com/fluidbox/fluidbox/shared/connection"
 	"github.com/fluidbox/fluidbox/shared/seal"
 )
 
-// connectionRoutes serves API.md "Connections" and the brokered tools/call.
-// Creating, reading, replacing and revoking belong to the control function
-// (kms:Encrypt only); refresh and tools/call open the credential, so they
-// belong to the broker function, the only one with kms:Decrypt.
-func (s *Server) connectionRoutes() {
-	s.handle("POST /v1/connections", people, s.createConnection)
-	s.handle("GET /v1/connections", people, s.listConnections)
-	s.handle("GET /v1/connections/{id}", people, s.getConnection)
-	s.handle("PUT /v1/connections/{id}/credential", people, s.replaceCredential)
-	s.handle("DELETE /v1/connections/{id}", people, s.revokeConnection)
-	s.handle("POST /v1/connections/{id}/tools/refresh", people, s.refreshConnection)
-	s.handle("POST /v1/sessions/{id}/tools/call", runScoped, s.toolsCall)
-}
-
-var errNoSealer = &Error{http.StatusServiceUnavailable, "unavailable", "this server has no key service configured, so it cannot seal or open credentials; treat this as deny and retry"}
+var errNoSealer = &route.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "this server has no key service configured, so it cannot seal or open credentials; treat this as deny and retry"}
 
 // connectionError maps the connection service's errors to API errors. Every
 // message is built here or by packages whose error texts never hold a
@@ -41,7 +28,7 @@ func (s *Server) connectionError(r *http.Request, err error) error {
 	case errors.Is(err, connection.ErrNotFound):
 		return notFound("connection " + r.PathValue("id"))
 	case errors.Is(err, connection.ErrForbidden):
-		return &Error{http.StatusForbidden, "forbidden", strings.TrimPrefix(err.Error(), connection.ErrForbidden.Error()+": ")}
+		return &route.Error{Status: http.StatusForbidden, Code: "forbidden", Message: strings.TrimPrefix(err.Error(), connection.ErrForbidden.Error()+": ")}
 	case errors.Is(err, connection.ErrNameTaken):
 		return conflict("a connection with that name exists")
 	case errors.Is(err, connection.ErrRevoked):
@@ -63,7 +50,7 @@ func (s *Server) connectionError(r *http.Request, err error) error {
 		case errors.Is(ue, broker.ErrInvalidResponse), errors.Is(ue, broker.ErrCredentialEcho), errors.Is(ue, broker.ErrInvalidRequest), errors.Is(ue, broker.ErrProtocol):
 			return conflict("the upstream's answer cannot be used (%s)", ue.Error())
 		}
-		return &Error{http.StatusServiceUnavailable, "unavailable", "the upstream MCP server could not be reached (" + ue.Error() + "); retry later"}
+		return &route.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the upstream MCP server could not be reached (" + ue.Error() + "); retry later"}
 	}
 	return err
 }

@@ -1,4 +1,4 @@
-package api
+package triggers
 
 import (
 	"errors"
@@ -206,12 +206,4 @@ func (s *Server) getTrigger(w http.ResponseWriter, r *http.Request, _ auth.Princ
 	}
 	writeJSON(w, http.StatusOK, triggerOut(t))
 	return nil
-}
-
-func (s *Server) triggerRoutes() {
-	s.handle("POST /v1/triggers", adminOnly, s.createTrigger)
-	s.handle("GET /v1/triggers", adminOnly, s.listTriggers)
-	s.handle("GET /v1/triggers/{id}", adminOnly, s.getTrigger)
-	// No bearer: a delivery is authenticated by its signature.
-	s.mux.HandleFunc("POST /v1/triggers/github", s.githubWebhook)
 }

@@ -1,19 +1,18 @@
-package api
+package runner
 
 import (
 	"errors"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/permission"
 )
 
-// readPermissionRequest reads what both ways of asking for a decision take
+// ReadPermissionRequest reads what both ways of asking for a decision take
 // (POST /v1/sessions/{id}/permission and .../tools/call): the run id, the
 // optional ?wait_seconds= (up to permission.MaxWait) and the request body.
-func readPermissionRequest(w http.ResponseWriter, r *http.Request) (string, permission.Request, time.Duration, error) {
+func ReadPermissionRequest(w http.ResponseWriter, r *http.Request) (string, permission.Request, time.Duration, error) {
 	id, err := runID(r)
 	if err != nil {
 		return "", permission.Request{}, 0, err
@@ -29,21 +28,8 @@ func readPermissionRequest(w http.ResponseWriter, r *http.Request) (string, perm
 	return id, req, wait, nil
 }
 
-// waitSeconds parses a wait_seconds parameter: whole seconds from 0 to
-// limit; "" is no wait.
-func waitSeconds(v string, limit time.Duration) (time.Duration, *Error) {
-	if v == "" {
-		return 0, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 || time.Duration(n)*time.Second > limit {
-		return 0, invalid("wait_seconds: must be an integer from 0 to %d", int(limit/time.Second))
-	}
-	return time.Duration(n) * time.Second, nil
-}
-
 func (s *Server) permission(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
-	id, req, wait, err := readPermissionRequest(w, r)
+	id, req, wait, err := ReadPermissionRequest(w, r)
 	if err != nil {
 		return err
 	}

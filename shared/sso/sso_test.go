@@ -1,4 +1,4 @@
-package auth_test
+package sso_test
 
 import (
 	"context"
@@ -11,13 +11,14 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/internal/oidcissuer"
+	"github.com/fluidbox/fluidbox/shared/sso"
 )
 
 const audience = "fluidbox-test"
 
-func newVerifier(t *testing.T, iss *oidcissuer.Issuer, claim string) *auth.OIDC {
+func newVerifier(t *testing.T, iss *oidcissuer.Issuer, claim string) *sso.Verifier {
 	t.Helper()
-	o, err := auth.NewOIDC(context.Background(), auth.OIDCConfig{Issuer: iss.URL, Audience: audience, RolesClaim: claim})
+	o, err := sso.NewVerifier(context.Background(), sso.Config{Issuer: iss.URL, Audience: audience, RolesClaim: claim})
 	if err != nil {
 		t.Fatalf("NewOIDC(%s) = %v", iss.URL, err)
 	}
@@ -43,7 +44,7 @@ func TestOIDCVerifyRoles(t *testing.T) {
 		{"no claim", nil, nil},
 	}
 	for _, c := range cases {
-		tok := iss.Sign(t, iss.Claims("u-1", auth.DefaultRolesClaim, c.roles))
+		tok := iss.Sign(t, iss.Claims("u-1", sso.DefaultRolesClaim, c.roles))
 		p, err := o.Verify(context.Background(), tok)
 		if err != nil {
 			t.Errorf("%s: Verify = %v, want a principal", c.name, err)
@@ -60,7 +61,7 @@ func TestOIDCRolesClaimName(t *testing.T) {
 	iss := oidcissuer.Start(t, audience)
 	o := newVerifier(t, iss, "groups")
 	claims := iss.Claims("u-2", "groups", []any{"admin"})
-	claims[auth.DefaultRolesClaim] = []any{"approver"} // not the configured claim
+	claims[sso.DefaultRolesClaim] = []any{"approver"} // not the configured claim
 	p, err := o.Verify(context.Background(), iss.Sign(t, claims))
 	if err != nil || !p.IsAdmin() || p.HasRole(auth.RoleApprover) {
 		t.Fatalf("Verify = %+v, %v; want admin from the groups claim only", p, err)
@@ -72,7 +73,7 @@ func TestOIDCVerifyRefuses(t *testing.T) {
 	iss := oidcissuer.Start(t, audience)
 	o := newVerifier(t, iss, "")
 	other := oidcissuer.NewKey(t)
-	good := func() map[string]any { return iss.Claims("u-1", auth.DefaultRolesClaim, []any{"admin"}) }
+	good := func() map[string]any { return iss.Claims("u-1", sso.DefaultRolesClaim, []any{"admin"}) }
 	with := func(k string, v any) string {
 		c := good()
 		if v == nil {
@@ -98,7 +99,7 @@ func TestOIDCVerifyRefuses(t *testing.T) {
 	}
 	for _, c := range cases {
 		p, err := o.Verify(context.Background(), c.tok)
-		if !errors.Is(err, auth.ErrInvalidToken) {
+		if !errors.Is(err, sso.ErrInvalidToken) {
 			t.Errorf("%s: Verify = %+v, %v; want ErrInvalidToken", c.name, p, err)
 			continue
 		}
@@ -114,9 +115,9 @@ func TestOIDCIssuerDown(t *testing.T) {
 	t.Parallel()
 	iss := oidcissuer.Start(t, audience)
 	o := newVerifier(t, iss, "")
-	tok := iss.Sign(t, iss.Claims("u-1", auth.DefaultRolesClaim, "admin"))
+	tok := iss.Sign(t, iss.Claims("u-1", sso.DefaultRolesClaim, "admin"))
 	iss.Close()
-	if _, err := o.Verify(context.Background(), tok); !errors.Is(err, auth.ErrIssuerUnavailable) {
+	if _, err := o.Verify(context.Background(), tok); !errors.Is(err, sso.ErrIssuerUnavailable) {
 		t.Fatalf("Verify with the issuer down = %v, want ErrIssuerUnavailable", err)
 	}
 }
@@ -124,11 +125,11 @@ func TestOIDCIssuerDown(t *testing.T) {
 func TestNewOIDCIssuerMismatch(t *testing.T) {
 	t.Parallel()
 	iss := oidcissuer.Start(t, audience)
-	_, err := auth.NewOIDC(context.Background(), auth.OIDCConfig{Issuer: iss.URL + "/", Audience: audience})
+	_, err := sso.NewVerifier(context.Background(), sso.Config{Issuer: iss.URL + "/", Audience: audience})
 	if err == nil {
 		t.Fatal("NewOIDC with an issuer the discovery document does not name = nil, want an error")
 	}
-	if _, err := auth.NewOIDC(context.Background(), auth.OIDCConfig{Issuer: iss.URL}); err == nil {
+	if _, err := sso.NewVerifier(context.Background(), sso.Config{Issuer: iss.URL}); err == nil {
 		t.Fatal("NewOIDC without an audience = nil, want an error")
 	}
 }

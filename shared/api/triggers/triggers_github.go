@@ -1,4 +1,4 @@
-package api
+package triggers
 
 import (
 	"crypto/hmac"
@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -59,8 +60,8 @@ const (
 var githubPullRequestActions = []string{"opened", "synchronize", "reopened"}
 
 var (
-	errWebhookUnconfigured = &Error{http.StatusServiceUnavailable, "unavailable", "GitHub webhooks are not configured on this server (FLUIDBOX_GITHUB_WEBHOOK_SECRET)"}
-	errBadSignature        = &Error{http.StatusUnauthorized, "unauthenticated", "X-Hub-Signature-256 is missing or does not match the body"}
+	errWebhookUnconfigured = &route.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "GitHub webhooks are not configured on this server (FLUIDBOX_GITHUB_WEBHOOK_SECRET)"}
+	errBadSignature        = &route.Error{Status: http.StatusUnauthorized, Code: "unauthenticated", Message: "X-Hub-Signature-256 is missing or does not match the body"}
 )
 
 // deliveryPattern bounds what a delivery id may be before it becomes part
@@ -88,9 +89,10 @@ func validSignature(secret string, body []byte, header string) bool {
 
 var runIDEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
 
-// deliveryRunID is the id of the run a delivery creates: 128 bits of a
+// DeliveryRunID is the id of the run a delivery creates (exported so a
+// test can stage a claim whose run was never written): 128 bits of a
 // hash of the delivery id, in the alphabet of ids.New.
-func deliveryRunID(delivery string) string {
+func DeliveryRunID(delivery string) string {
 	sum := sha256.Sum256([]byte("fluidbox/github-delivery/v1\x00" + delivery))
 	return "ses_" + strings.ToLower(runIDEncoding.EncodeToString(sum[:16]))
 }
@@ -164,7 +166,7 @@ func (s *Server) githubDelivery(w http.ResponseWriter, r *http.Request) error {
 		return s.ignore(w, r, "the trigger of repository %s does not handle pull_request", pr.BaseRepo)
 	}
 
-	runID := deliveryRunID(delivery)
+	runID := DeliveryRunID(delivery)
 	err = s.st.ClaimDelivery(r.Context(), store.Delivery{
 		ID:         delivery,
 		SessionID:  runID,

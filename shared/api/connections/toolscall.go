@@ -1,9 +1,10 @@
-package api
+package connections
 
 import (
 	"errors"
 	"net/http"
 
+	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/connection"
 	"github.com/fluidbox/fluidbox/shared/permission"
@@ -40,7 +41,7 @@ func (s *Server) toolsCall(w http.ResponseWriter, r *http.Request, _ auth.Princi
 		s.log.ErrorContext(r.Context(), "key service unavailable", "run", id, "call", req.ToolCallID, "err", err)
 		return errUnavailable
 	case errors.Is(err, connection.ErrUpstreamUnavailable):
-		return &Error{http.StatusServiceUnavailable, "unavailable", "the upstream MCP server's tools could not be read, so the call was not decided; treat this as deny and retry"}
+		return &route.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the upstream MCP server's tools could not be read, so the call was not decided; treat this as deny and retry"}
 	case errors.Is(err, connection.ErrNotRecorded):
 		s.log.ErrorContext(r.Context(), "brokered call not recorded", "run", id, "call", req.ToolCallID, "err", err)
 		return errUnavailable

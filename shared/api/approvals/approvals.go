@@ -1,4 +1,4 @@
-package api
+package approvals
 
 import (
 	"encoding/json"
@@ -10,15 +10,6 @@ import (
 	"github.com/fluidbox/fluidbox/shared/ids"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
-
-func (s *Server) approvalRoutes() {
-	s.handle("GET /v1/approvals", approvers, s.listPendingApprovals)
-	s.handle("GET /v1/approvals/{approval}", approvers, s.getApproval)
-	s.handle("POST /v1/approvals/{approval}/decision", deciders, s.decideApproval)
-	s.handle("GET /v1/sessions/{id}/approvals", runScoped, s.listRunApprovals)
-	s.handle("GET /v1/sessions/{id}/grants", runScoped, s.listGrants)
-	s.handle("DELETE /v1/sessions/{id}/grants/{scope_key...}", adminOnly, s.revokeGrant)
-}
 
 type approvalView struct {
 	ID           string          `json:"id"`

@@ -1,36 +1,18 @@
-package api
+package runner
 
 import (
 	"errors"
 	"net/http"
 
 	"github.com/fluidbox/fluidbox/shared/admission"
+	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/budget"
-	"github.com/fluidbox/fluidbox/shared/modelproxy"
 )
 
-// budgetDeps is what the budget and model-proxy endpoints use.
+// budgetDeps is what the budget endpoints use.
 type budgetDeps struct {
-	admit     *admission.Service
-	upstreams *modelproxy.Upstreams
-	proxy     *modelproxy.Proxy
-}
-
-// initBudget builds the admission service, the model upstream setting and
-// the proxy from the configuration.
-func (s *Server) initBudget() {
-	s.budget.admit = admission.New(s.led, s.cfg.Prices, s.cfg.Now)
-	s.budget.upstreams = modelproxy.NewUpstreams(s.st, s.cfg.Sealer, s.cfg.Now)
-	s.budget.proxy = modelproxy.New(s.budget.admit, s.budget.upstreams, s.cfg.ModelClient, s.log)
-}
-
-func (s *Server) budgetRoutes() {
-	s.handle("POST /v1/sessions/{id}/admissions", runScoped, s.admit)
-	s.handle("POST /v1/sessions/{id}/admissions/{request_id}/usage", runScoped, s.reconcile)
-	s.handle("PUT /v1/model-upstream", adminOnly, s.putModelUpstream)
-	s.handle("GET /v1/model-upstream", adminOnly, s.getModelUpstream)
-	s.modelRoutes()
+	admit *admission.Service
 }
 
 type admissionView struct {
@@ -102,7 +84,7 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, _ auth.Princi
 	return nil
 }
 
-var errBudgetExhausted = &Error{http.StatusPaymentRequired, "budget_exhausted", "this run's available budget cannot cover the reservation"}
+var errBudgetExhausted = &route.Error{Status: http.StatusPaymentRequired, Code: "budget_exhausted", Message: "this run's available budget cannot cover the reservation"}
 
 // admissionError maps the admission service's errors to API errors; what
 // is not one of them goes to fail (503 for the store, else 500).

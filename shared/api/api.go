@@ -1,0 +1,107 @@
+// Package api is fluidbox's whole HTTP API as one handler: every row of
+// the route table (route.Table) on one listener, each served by the same
+// handler package the Lambda function of its row mounts. It is what
+// `fluidbox dev` serves and what the HTTP tests drive; no Lambda function
+// imports it, because each links only its own routes' packages
+// (functions/<name>/main.go).
+//
+// The packages below it:
+//
+//	route        the route table, access kinds, authentication, errors, the mux
+//	control      policies, capability bundles, runs and events, the page (control)
+//	runner       permission, admissions, usage (gate)
+//	approvals    approvals and session grants (approvals)
+//	connections  connections (control) and refresh, tools/call (broker)
+//	model        the model upstream (control) and the model proxy (broker)
+//	triggers     trigger configurations (control) and the GitHub webhook (github)
+//	members      members (control) and the SSO user authenticator
+package api
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/fluidbox/fluidbox/shared/api/approvals"
+	"github.com/fluidbox/fluidbox/shared/api/connections"
+	"github.com/fluidbox/fluidbox/shared/api/control"
+	"github.com/fluidbox/fluidbox/shared/api/members"
+	"github.com/fluidbox/fluidbox/shared/api/model"
+	"github.com/fluidbox/fluidbox/shared/api/route"
+	"github.com/fluidbox/fluidbox/shared/api/runner"
+	"github.com/fluidbox/fluidbox/shared/api/triggers"
+	"github.com/fluidbox/fluidbox/shared/approval"
+	"github.com/fluidbox/fluidbox/shared/budget"
+	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/seal"
+	"github.com/fluidbox/fluidbox/shared/sso"
+)
+
+// Config is what the whole API needs.
+type Config struct {
+	AdminToken string
+	Ledger     *ledger.Ledger
+	Logger     *slog.Logger
+	Now        func() time.Time
+	// SSEMaxDuration bounds one event-stream response; 0 streams until the
+	// client leaves.
+	SSEMaxDuration time.Duration
+	// Scheduler arranges each new approval's expiry.
+	Scheduler approval.Scheduler
+	// Observer, when set, is told of every committed approval transition
+	// (the dev server prints them as notifications).
+	Observer approval.Observer
+	// GitHubWebhookSecret verifies POST /v1/triggers/github deliveries.
+	// Empty: every delivery is refused.
+	GitHubWebhookSecret string
+	// OIDC, when set, is SSO mode: a bearer that is neither the admin token
+	// nor a session token is verified as a JWT from the issuer (members).
+	OIDC *sso.Verifier
+	// Prices prices model requests; nil is budget.DefaultPrices().
+	Prices *budget.Prices
+	// Sealer seals and opens the model upstream's and the connections'
+	// credentials; nil answers what needs it 503 (reading and revoking
+	// connections need no key).
+	Sealer seal.Sealer
+	// UpstreamToolsTTL is how long the broker may trust its last look at an
+	// upstream's tool list; 0 looks on every brokered call.
+	UpstreamToolsTTL time.Duration
+	// ModelClient forwards model-proxy requests upstream; nil is a default.
+	ModelClient *http.Client
+}
+
+// Build builds the handler of every route.
+func Build(cfg Config) (*route.Server, error) {
+	base := route.Config{AdminToken: cfg.AdminToken, Ledger: cfg.Ledger, Logger: cfg.Logger, Now: cfg.Now}.WithDefaults()
+	people := members.New(members.Config{Config: base, OIDC: cfg.OIDC})
+	if cfg.OIDC != nil {
+		base.Users = people
+	}
+	return route.New(base, route.Everything,
+		control.New(control.Config{Config: base, SSEMaxDuration: cfg.SSEMaxDuration}),
+		runner.New(runner.Config{Config: base, Scheduler: cfg.Scheduler, Observer: cfg.Observer, Prices: cfg.Prices}),
+		approvals.New(approvals.Config{Config: base, Observer: cfg.Observer}),
+		connections.New(connections.Config{Config: base, Sealer: cfg.Sealer, UpstreamToolsTTL: cfg.UpstreamToolsTTL, Scheduler: cfg.Scheduler, Observer: cfg.Observer}),
+		model.New(model.Config{Config: base, Sealer: cfg.Sealer, Prices: cfg.Prices, Client: cfg.ModelClient}),
+		triggers.New(triggers.Config{Config: base, GitHubWebhookSecret: cfg.GitHubWebhookSecret}),
+		people,
+	)
+}
+
+// New is Build for callers that cannot fail: if the handler packages and
+// the route table disagree (a programming error Build's test catches), it
+// answers every request 500 and logs why, so nothing is served unchecked.
+func New(cfg Config) http.Handler {
+	s, err := Build(cfg)
+	if err == nil {
+		return s
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	log.Error("api: the handlers do not match the route table", "err", err)
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		route.WriteError(w, route.ErrInternal)
+	})
+}

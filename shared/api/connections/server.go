@@ -1,0 +1,93 @@
+// Package connections serves the routes of upstream MCP servers
+// (route.Table): creating, reading, replacing and revoking a connection
+// (Function Control, which may only seal: kms:Encrypt), and the two routes
+// that open its credential, refreshing its tools and a brokered
+// tools/call (Function Broker, the only kms:Decrypt). Both functions mount
+// this package; each serves only its own rows.
+//
+// Guarantees: a credential is sealed the moment it arrives and never
+// returned; every error body is built here or by packages whose error
+// texts never hold a credential (seal, broker); reading and revoking need
+// no key, so revoking works while KMS is down.
+package connections
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/fluidbox/fluidbox/shared/api/route"
+	"github.com/fluidbox/fluidbox/shared/api/runner"
+	"github.com/fluidbox/fluidbox/shared/approval"
+	"github.com/fluidbox/fluidbox/shared/connection"
+	"github.com/fluidbox/fluidbox/shared/permission"
+	"github.com/fluidbox/fluidbox/shared/seal"
+)
+
+// Config is what the connection routes need.
+type Config struct {
+	route.Config
+	// Sealer seals credentials (create, replace) and opens them (refresh,
+	// tools/call); nil answers those 503.
+	Sealer seal.Sealer
+	// UpstreamToolsTTL is how long the broker may trust its last look at an
+	// upstream's tool list; 0 looks on every brokered call.
+	UpstreamToolsTTL time.Duration
+	// Scheduler arranges the expiry of approvals a brokered call files;
+	// nil is approval.Lazy.
+	Scheduler approval.Scheduler
+	// Observer, when set, is told of every committed approval transition.
+	Observer approval.Observer
+}
+
+// Server serves the connection routes.
+type Server struct {
+	cfg    Config
+	conns  *connection.Service
+	broker *connection.Broker
+	log    *slog.Logger
+}
+
+// New builds the connection routes' handlers.
+func New(cfg Config) *Server {
+	cfg.Config = cfg.Config.WithDefaults()
+	if cfg.Scheduler == nil {
+		cfg.Scheduler = approval.Lazy{}
+	}
+	approvals := approval.NewService(cfg.Ledger, cfg.Now)
+	if cfg.Observer != nil {
+		approvals.Observe(cfg.Observer)
+	}
+	perm := permission.NewService(cfg.Ledger, approvals, cfg.Scheduler, cfg.Logger, cfg.Now)
+	conns := connection.NewService(cfg.Ledger.Store(), cfg.Sealer, connection.Options{Now: cfg.Now, UpstreamToolsTTL: cfg.UpstreamToolsTTL})
+	return &Server{
+		cfg:    cfg,
+		conns:  conns,
+		broker: connection.NewBroker(conns, perm, cfg.Logger),
+		log:    cfg.Logger,
+	}
+}
+
+// Endpoints gives the handler of each connection row, Control's and
+// Broker's alike.
+func (s *Server) Endpoints() route.Endpoints {
+	return route.Endpoints{
+		"POST /v1/connections":                    route.Authenticated(s.createConnection),
+		"GET /v1/connections":                     route.Authenticated(s.listConnections),
+		"GET /v1/connections/{id}":                route.Authenticated(s.getConnection),
+		"PUT /v1/connections/{id}/credential":     route.Authenticated(s.replaceCredential),
+		"DELETE /v1/connections/{id}":             route.Authenticated(s.revokeConnection),
+		"POST /v1/connections/{id}/tools/refresh": route.Authenticated(s.refreshConnection),
+		"POST /v1/sessions/{id}/tools/call":       route.Authenticated(s.toolsCall),
+	}
+}
+
+// The core's helpers, under the names the handlers use.
+var (
+	writeJSON             = route.WriteJSON
+	decode                = route.Decode
+	invalid               = route.Invalid
+	notFound              = route.NotFound
+	conflict              = route.Conflict
+	errUnavailable        = route.ErrUnavailable
+	readPermissionRequest = runner.ReadPermissionRequest
+)

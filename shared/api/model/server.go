@@ -1,0 +1,90 @@
+// Package model serves the model routes (route.Table): the operator's
+// model upstream setting (Function Control, which seals its key) and the
+// model proxy (Function Broker, on its streaming function URL, the only
+// place the key is opened).
+//
+// The model proxy speaks the Anthropic Messages API under
+// /v1/sessions/{id}/model, so a sandbox's ANTHROPIC_BASE_URL is that path
+// and its API key is its session token. Its errors use Anthropic's shape,
+// not the API's, because its clients are Anthropic clients: that is why its
+// routes are RunKey access, checked here, and not a bearer route.
+//
+// Guarantees: the upstream key is sealed on arrival and opened per request;
+// only the run's own session token spends the run's budget; every request
+// is admitted before it is forwarded and reconciled after.
+package model
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/fluidbox/fluidbox/shared/admission"
+	"github.com/fluidbox/fluidbox/shared/api/route"
+	"github.com/fluidbox/fluidbox/shared/budget"
+	"github.com/fluidbox/fluidbox/shared/modelproxy"
+	"github.com/fluidbox/fluidbox/shared/seal"
+)
+
+// Config is what the model routes need.
+type Config struct {
+	route.Config
+	// Sealer seals the upstream's credential (PUT /v1/model-upstream) and
+	// opens it in the proxy; nil answers both 503.
+	Sealer seal.Sealer
+	// Prices prices model requests; nil is budget.DefaultPrices().
+	Prices *budget.Prices
+	// Client forwards proxied requests upstream; nil is a default.
+	Client *http.Client
+}
+
+// budgetDeps is what the model endpoints use.
+type budgetDeps struct {
+	upstreams *modelproxy.Upstreams
+	proxy     *modelproxy.Proxy
+}
+
+// Server serves the model routes.
+type Server struct {
+	budget budgetDeps
+	keys   *route.SessionKeys
+	log    *slog.Logger
+}
+
+// New builds the model routes' handlers.
+func New(cfg Config) *Server {
+	cfg.Config = cfg.Config.WithDefaults()
+	st := cfg.Ledger.Store()
+	admit := admission.New(cfg.Ledger, cfg.Prices, cfg.Now)
+	upstreams := modelproxy.NewUpstreams(st, cfg.Sealer, cfg.Now)
+	return &Server{
+		budget: budgetDeps{upstreams: upstreams, proxy: modelproxy.New(admit, upstreams, cfg.Client, cfg.Logger)},
+		keys:   route.NewSessionKeys(st, cfg.Logger),
+		log:    cfg.Logger,
+	}
+}
+
+// Endpoints gives the handler of each model row. Claude Code probes its
+// base URL (HEAD /) before its first request; a GET pattern also answers
+// HEAD.
+func (s *Server) Endpoints() route.Endpoints {
+	return route.Endpoints{
+		"POST /v1/sessions/{id}/model/v1/messages": route.Raw(http.HandlerFunc(s.modelMessages)),
+		"GET /v1/sessions/{id}/model":              route.Raw(http.HandlerFunc(s.modelBase)),
+		"GET /v1/sessions/{id}/model/{$}":          route.Raw(http.HandlerFunc(s.modelBase)),
+		"/v1/sessions/{id}/model/": route.Raw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			modelproxy.WriteError(w, http.StatusNotFound, "not_found_error", "fluidbox's model proxy serves POST /v1/messages only")
+		})),
+		"PUT /v1/model-upstream": route.Authenticated(s.putModelUpstream),
+		"GET /v1/model-upstream": route.Authenticated(s.getModelUpstream),
+	}
+}
+
+// The core's helpers, under the names the handlers use.
+var (
+	writeJSON      = route.WriteJSON
+	decode         = route.Decode
+	invalid        = route.Invalid
+	notFound       = route.NotFound
+	conflict       = route.Conflict
+	errUnavailable = route.ErrUnavailable
+)

@@ -1,0 +1,333 @@
+// Package route is the core every HTTP handler of fluidbox shares: the
+// route table (Table: pattern, who may call it, which function serves it),
+// who may call a route (Access) and the authentication behind it (the admin
+// token, per-run session tokens, and in SSO mode a UserAuthenticator), the
+// API's error envelope and JSON reading, and New, which builds the mux of
+// one function from the table.
+//
+// Handlers live in packages named for their resource (shared/api/control,
+// runner, approvals, connections, model, triggers, members); each hands
+// its handlers to New by pattern (Endpoints). New serves exactly the rows
+// of Table its Target selects: a row without a handler, a handler without
+// a row, or a handler of the wrong kind for its row's access is an error at
+// start-up, so a function can neither miss nor grow a route unseen. A
+// package serving rows of several functions (connections: Control and
+// Broker) is mounted by each, and each serves only its own rows.
+//
+// Guarantees: every route that takes a bearer authenticates and authorises
+// it before its handler runs; a failure to check a credential is 503 and
+// never a pass; error bodies are built here or by the handlers, never from
+// an internal error's text; unknown paths and methods answer in the API's
+// error shape.
+//
+// This package links no MCP, OIDC or KMS code: the gate function imports it.
+package route
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/run"
+	"github.com/fluidbox/fluidbox/shared/store"
+)
+
+// Config is what every handler package and the core share.
+type Config struct {
+	AdminToken string
+	Ledger     *ledger.Ledger
+	Logger     *slog.Logger
+	Now        func() time.Time
+	// Users, when set, is SSO mode: a bearer that is neither the admin
+	// token nor a session token is a person's, verified by Users (the
+	// members package). The admin token still works in SSO mode: it is the
+	// operator's way in when the identity provider is down.
+	Users UserAuthenticator
+}
+
+// WithDefaults fills the clock and the logger.
+func (c Config) WithDefaults() Config {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// UserAuthenticator verifies a person's bearer token (SSO mode). Its error
+// is the answer to send.
+type UserAuthenticator interface {
+	AuthenticateUser(r *http.Request, tok string) (auth.Principal, *Error)
+}
+
+// HandlerFunc is an endpoint behind a bearer: it returns an error to be
+// answered (Fail), or nil once it has written its response.
+type HandlerFunc func(w http.ResponseWriter, r *http.Request, who auth.Principal) error
+
+// Endpoint is what serves one row: an authenticated HandlerFunc, or a raw
+// http.Handler for the rows that take no bearer (Public, Signed, RunKey).
+type Endpoint struct {
+	fn  HandlerFunc
+	raw http.Handler
+}
+
+// Authenticated serves a row whose access takes a bearer.
+func Authenticated(h HandlerFunc) Endpoint { return Endpoint{fn: h} }
+
+// Raw serves a row that answers for itself.
+func Raw(h http.Handler) Endpoint { return Endpoint{raw: h} }
+
+// Endpoints maps patterns of Table to what serves them.
+type Endpoints map[string]Endpoint
+
+// Group is a handler package's contribution.
+type Group interface {
+	Endpoints() Endpoints
+}
+
+// Server is one function's HTTP handler (or everything, for fluidbox dev).
+type Server struct {
+	cfg    Config
+	keys   *SessionKeys
+	log    *slog.Logger
+	mux    *http.ServeMux
+	routes []Route
+}
+
+// New builds the handler serving the rows of Table that t selects, each
+// with the endpoint a group gives for its pattern. GET /healthz is served
+// here. It fails when the groups and the rows disagree in any way.
+func New(cfg Config, t Target, groups ...Group) (*Server, error) {
+	cfg = cfg.WithDefaults()
+	s := &Server{cfg: cfg, keys: NewSessionKeys(cfg.Ledger.Store(), cfg.Logger), log: cfg.Logger, mux: http.NewServeMux()}
+	given := Endpoints{}
+	for _, g := range groups {
+		for p, e := range g.Endpoints() {
+			if _, dup := given[p]; dup {
+				return nil, fmt.Errorf("route: %s is given by two groups", p)
+			}
+			given[p] = e
+		}
+	}
+	given[healthz] = Raw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	}))
+	known := map[string]Access{}
+	for _, r := range Table {
+		if a, ok := known[r.Pattern]; ok && a != r.Access {
+			return nil, fmt.Errorf("route: %s has two accesses, %s and %s", r.Pattern, a, r.Access)
+		}
+		known[r.Pattern] = r.Access
+	}
+	for p := range given {
+		if _, ok := known[p]; !ok {
+			return nil, fmt.Errorf("route: a handler is given for %s, which is not in the route table", p)
+		}
+	}
+	registered := map[string]bool{}
+	for _, r := range Of(t) {
+		if registered[r.Pattern] {
+			continue // GET /healthz, on two functions, served once by dev
+		}
+		e, ok := given[r.Pattern]
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("route: %s (%s via %s) has no handler", r.Pattern, r.Function, r.Via)
+		case r.Access.bearer() && e.fn == nil:
+			return nil, fmt.Errorf("route: %s takes a bearer (%s) but its handler is raw", r.Pattern, r.Access)
+		case !r.Access.bearer() && e.raw == nil:
+			return nil, fmt.Errorf("route: %s is %s but its handler expects a bearer", r.Pattern, r.Access)
+		}
+		if e.raw != nil {
+			s.mux.Handle(r.Pattern, e.raw)
+		} else {
+			s.handle(r.Pattern, r.Access, e.fn)
+		}
+		registered[r.Pattern] = true
+		s.routes = append(s.routes, r)
+	}
+	return s, nil
+}
+
+const healthz = "GET /healthz"
+
+// Routes returns the rows s serves.
+func (s *Server) Routes() []Route { return append([]Route(nil), s.routes...) }
+
+func (s *Server) handle(pattern string, acc Access, h HandlerFunc) {
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		who, e := s.authenticate(r, acc)
+		if e == nil {
+			e = authorize(who, acc, r.PathValue("id"))
+		}
+		if e != nil {
+			WriteError(w, e)
+			return
+		}
+		if err := h(w, r, who); err != nil {
+			Fail(s.log, w, r, err)
+		}
+	})
+}
+
+// authorize says whether who may call a route of the given access. The
+// operator and SSO admins may call every route.
+func authorize(who auth.Principal, acc Access, runID string) *Error {
+	switch {
+	case who.IsAdmin():
+		return nil
+	case (acc == RunScoped || acc == Runner) && who.MayActOnRun(runID):
+		return nil
+	case acc == Approvers && who.HasRole(auth.RoleApprover):
+		return nil
+	case acc == Deciders && who.Kind == auth.KindUser:
+		return nil
+	case acc == People && who.Kind == auth.KindUser:
+		return nil
+	}
+	return ErrForbidden
+}
+
+// authenticate identifies the caller. A session token is checked against
+// the hash stored on the run named in the path; it is good for that run only.
+// In SSO mode any other bearer is a person's (UserAuthenticator), except on
+// Runner routes.
+func (s *Server) authenticate(r *http.Request, acc Access) (auth.Principal, *Error) {
+	tok := auth.Bearer(r)
+	if auth.AdminMatches(tok, s.cfg.AdminToken) {
+		return auth.Principal{Kind: auth.KindAdmin, Subject: "admin"}, nil
+	}
+	if s.cfg.Users != nil && acc != Runner && tok != "" && !strings.HasPrefix(tok, auth.SessionTokenPrefix) {
+		return s.cfg.Users.AuthenticateUser(r, tok)
+	}
+	runID := r.PathValue("id")
+	switch s.keys.Check(r, tok, runID) {
+	case KeyOK:
+		return auth.Principal{Kind: auth.KindSession, Subject: runID, RunID: runID}, nil
+	case KeyUnavailable:
+		return auth.Principal{}, ErrUnavailable
+	}
+	return auth.Principal{}, ErrUnauthenticated
+}
+
+// KeyCheck is the outcome of checking a session token.
+type KeyCheck int
+
+// Outcomes of a session-token check.
+const (
+	KeyRefused KeyCheck = iota
+	KeyOK
+	KeyUnavailable
+)
+
+// SessionKeys checks session tokens: a token is good for its own run only.
+// It caches the runs' token hashes, which never change.
+type SessionKeys struct {
+	st     *store.Store
+	log    *slog.Logger
+	tokens tokenCache
+}
+
+// NewSessionKeys checks tokens against the runs in st.
+func NewSessionKeys(st *store.Store, log *slog.Logger) *SessionKeys {
+	return &SessionKeys{st: st, log: log}
+}
+
+// Check checks tok against the hash stored on runID. A store failure is
+// KeyUnavailable (503, deny), never a pass. The model proxy calls it for
+// its RunKey route, whose errors are its own.
+func (k *SessionKeys) Check(r *http.Request, tok, runID string) KeyCheck {
+	if runID == "" || !strings.HasPrefix(tok, auth.SessionTokenPrefix) {
+		return KeyRefused
+	}
+	hash, err := k.tokens.hash(r.Context(), k.st, runID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return KeyRefused
+	case err != nil:
+		k.log.ErrorContext(r.Context(), "authenticate", "run", runID, "err", err)
+		return KeyUnavailable
+	case !auth.TokenMatches(tok, hash):
+		return KeyRefused
+	}
+	return KeyOK
+}
+
+// Fail answers an error a handler returned. API errors go out as they are;
+// known sentinels map to their codes; anything else is logged once and
+// answered without its text.
+func Fail(log *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
+	var e *Error
+	var inv *run.InvalidError
+	var forb *run.ForbiddenError
+	switch {
+	case errors.As(err, &e):
+	case errors.As(err, &inv):
+		e = Invalid("%s", inv.Error())
+	case errors.As(err, &forb):
+		e = &Error{Status: http.StatusForbidden, Code: "forbidden", Message: forb.Message}
+	case errors.Is(err, run.ErrNotFound):
+		e = NotFound("session " + r.PathValue("id"))
+	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded), errors.Is(err, ledger.ErrContention):
+		log.ErrorContext(r.Context(), "unavailable", "route", r.Pattern, "err", err)
+		e = ErrUnavailable
+	default:
+		log.ErrorContext(r.Context(), "internal error", "route", r.Pattern, "err", err)
+		e = ErrInternal
+	}
+	WriteError(w, e)
+}
+
+// ServeHTTP routes a request, answering unknown paths and methods in the
+// API's error shape, and logs it once without its body.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := s.cfg.Now()
+	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		probe := &statusRecorder{ResponseWriter: discard{}, status: http.StatusOK}
+		h, _ := s.mux.Handler(r)
+		h.ServeHTTP(probe, r)
+		if probe.status == http.StatusMethodNotAllowed {
+			WriteError(rec, &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Message: r.Method + " is not allowed on " + r.URL.Path})
+		} else {
+			WriteError(rec, NotFound("route "+r.URL.Path))
+		}
+	} else {
+		s.mux.ServeHTTP(rec, r)
+	}
+	s.log.InfoContext(r.Context(), "request", "method", r.Method, "path", r.URL.Path, "status", rec.status, "ms", s.cfg.Now().Sub(start).Milliseconds())
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// Flush lets event streams flush through the recorder.
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the real writer.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+type discard struct{}
+
+func (discard) Header() http.Header         { return http.Header{} }
+func (discard) Write(b []byte) (int, error) { return len(b), nil }
+func (discard) WriteHeader(int)             {}

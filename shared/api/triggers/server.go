@@ -1,0 +1,66 @@
+// Package triggers serves the trigger routes (route.Table): trigger
+// configurations (Function Control, admin) and GitHub's webhook deliveries
+// (Function GitHub, which holds the webhook secret and no admin token, and
+// authenticates each delivery by its signature: route.Signed).
+//
+// Guarantees: nothing of a delivery is parsed or written before its
+// signature is checked over the exact bytes read; one delivery creates at
+// most one run; a trigger-created run's tier comes from the payload and the
+// configuration can only narrow it.
+package triggers
+
+import (
+	"log/slog"
+	"net/http"
+
+	"github.com/fluidbox/fluidbox/shared/api/route"
+	"github.com/fluidbox/fluidbox/shared/run"
+	"github.com/fluidbox/fluidbox/shared/store"
+)
+
+// Config is what the trigger routes need.
+type Config struct {
+	route.Config
+	// GitHubWebhookSecret verifies POST /v1/triggers/github deliveries
+	// (FLUIDBOX_GITHUB_WEBHOOK_SECRET). Empty: every delivery is refused.
+	GitHubWebhookSecret string
+}
+
+// Server serves the trigger routes.
+type Server struct {
+	cfg  Config
+	st   *store.Store
+	runs *run.Service
+	log  *slog.Logger
+}
+
+// New builds the trigger routes' handlers.
+func New(cfg Config) *Server {
+	cfg.Config = cfg.Config.WithDefaults()
+	return &Server{cfg: cfg, st: cfg.Ledger.Store(), runs: run.NewService(cfg.Ledger, cfg.Now), log: cfg.Logger}
+}
+
+// Endpoints gives the handler of each trigger row. A delivery carries no
+// bearer: it is authenticated by its signature.
+func (s *Server) Endpoints() route.Endpoints {
+	return route.Endpoints{
+		"POST /v1/triggers":        route.Authenticated(s.createTrigger),
+		"GET /v1/triggers":         route.Authenticated(s.listTriggers),
+		"GET /v1/triggers/{id}":    route.Authenticated(s.getTrigger),
+		"POST /v1/triggers/github": route.Raw(http.HandlerFunc(s.githubWebhook)),
+	}
+}
+
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	route.Fail(s.log, w, r, err)
+}
+
+// The core's helpers, under the names the handlers use.
+var (
+	writeJSON = route.WriteJSON
+	decode    = route.Decode
+	readBody  = route.ReadBody
+	invalid   = route.Invalid
+	notFound  = route.NotFound
+	conflict  = route.Conflict
+)
