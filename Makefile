@@ -30,9 +30,11 @@ build:
 invoke:
 	$(GO) run ./shared/internal/invoke -fn $(FN) -event $(EVENT)
 
-## bench: benchmarks against minidyn and the pure gate (not part of test)
+## bench: benchmarks against minidyn and the pure gate (not part of test),
+## then each HTTP function's bootstrap init and gzipped size beside hello-world's
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./shared/ledger/ ./shared/run/ ./shared/gate/ ./bench/cedar/ ./shared/schemaguard/ ./shared/policy/
+	$(GO) test -run '^$$' -bench . -benchtime 20x ./bench/lambdainit/
 
 ## validate: template.yaml against the SAM schema and our IAM rules, offline
 validate:

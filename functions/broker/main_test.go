@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdaurl"
 
+	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/devstack"
 	"github.com/fluidbox/fluidbox/shared/function"
 	"github.com/fluidbox/fluidbox/shared/ledger"
@@ -65,6 +67,26 @@ func TestEvents(t *testing.T) {
 		body, _ := io.ReadAll(resp.Body)
 		if resp.StatusCode != c.status || !strings.Contains(string(body), c.body) {
 			t.Errorf("%s: %d %s, want %d containing %s", c.file, resp.StatusCode, body, c.status, c.body)
+		}
+	}
+}
+
+// TestServesItsRows: through API Gateway the broker serves exactly its API
+// rows of the route table, on its function URL exactly its URL rows.
+func TestServesItsRows(t *testing.T) {
+	t.Parallel()
+	st := store.New(nil, "unused") // building the handlers does no I/O
+	api, url, err := handlers(function.Deps{Store: st, Ledger: ledger.New(st, time.Now)}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		s   *route.Server
+		via route.Via
+	}{{api, route.APIGateway}, {url, route.FunctionURL}} {
+		want := route.Of(route.Target{Function: route.Broker, Via: c.via})
+		if got := c.s.Routes(); len(want) == 0 || !slices.Equal(got, want) {
+			t.Errorf("via %s: serves %v, want %v", c.via, got, want)
 		}
 	}
 }

@@ -11,12 +11,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
@@ -45,16 +46,15 @@ type Deps struct {
 }
 
 // Load reads the configuration for mode through getenv and builds the
-// common dependencies. The SDK reads AWS_ENDPOINT_URL_DYNAMODB itself,
-// which is how a local invoke points a function at a local table.
-func Load(ctx context.Context, getenv func(string) string, mode config.Mode) (Deps, error) {
+// common dependencies.
+func Load(_ context.Context, getenv func(string) string, mode config.Mode) (Deps, error) {
 	cfg, err := config.Load(getenv, mode)
 	if err != nil {
 		return Deps{}, err
 	}
-	awsCfg, err := awsconfig.LoadDefaultConfig(ctx)
+	awsCfg, err := AWSConfig(getenv)
 	if err != nil {
-		return Deps{}, fmt.Errorf("function: aws config: %w", err)
+		return Deps{}, err
 	}
 	st := store.New(dynamodb.NewFromConfig(awsCfg), cfg.Table)
 	return Deps{
@@ -75,4 +75,46 @@ func (d Deps) Route() route.Config {
 // stops the function.
 func ServeAPI(ctx context.Context, h http.Handler) {
 	lambda.StartWithOptions(httpadapter.New(h).ProxyWithContext, lambda.WithContext(ctx))
+}
+
+// AWSConfig is the SDK configuration of a function, read from what Lambda
+// puts in every function's environment: the region and the function role's
+// credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN).
+// It deliberately is not the SDK's config.LoadDefaultConfig: that links the
+// whole credential chain (STS, SSO, SSO-OIDC, sign-in, IMDS, shared config
+// files), some 1 MiB of code and a slower cold start, none of which a
+// Lambda function uses. Missing credentials or region fail the start
+// (closed), never fall back to another source. AWS_ENDPOINT_URL_<SERVICE>
+// (the SDK's own variables) still points a client elsewhere, which is how a
+// local invoke reaches a local table.
+func AWSConfig(getenv func(string) string) (aws.Config, error) {
+	var missing []string
+	need := func(name string) string {
+		v := getenv(name)
+		if v == "" {
+			missing = append(missing, name)
+		}
+		return v
+	}
+	region := need("AWS_REGION")
+	key := need("AWS_ACCESS_KEY_ID")
+	secret := need("AWS_SECRET_ACCESS_KEY")
+	if len(missing) > 0 {
+		return aws.Config{}, fmt.Errorf("function: aws config: %s not set", strings.Join(missing, ", "))
+	}
+	return aws.Config{
+		Region:        region,
+		Credentials:   aws.NewCredentialsCache(credentials.NewStaticCredentialsProvider(key, secret, getenv("AWS_SESSION_TOKEN"))),
+		ConfigSources: []any{serviceEndpoints(getenv)},
+	}, nil
+}
+
+// serviceEndpoints gives a service client its AWS_ENDPOINT_URL_<SERVICE>,
+// as the SDK's environment source would: the SDK's service clients ask
+// every value of aws.Config.ConfigSources that has this method.
+type serviceEndpoints func(string) string
+
+func (e serviceEndpoints) GetServiceBaseEndpoint(_ context.Context, sdkID string) (string, bool, error) {
+	v := e("AWS_ENDPOINT_URL_" + strings.ReplaceAll(strings.ToUpper(sdkID), " ", "_"))
+	return v, v != "", nil
 }
