@@ -43,10 +43,16 @@ func run(ctx context.Context, getenv func(string) string) error {
 // handler serves the approvals rows of the route table; in SSO mode people
 // are authenticated by the members package, whose routes are Control's.
 func handler(d function.Deps, verifier *sso.Verifier) (*route.Server, error) {
-	base := d.Route()
+	base := apiConfig(d)
 	if verifier != nil {
 		base.Users = members.New(members.Config{Config: base, OIDC: verifier})
 	}
 	return route.New(base, route.Target{Function: route.Approvals, Via: route.APIGateway},
 		approvals.New(approvals.Config{Config: base}))
+}
+
+// apiConfig is what every handler package takes from the function's
+// dependencies.
+func apiConfig(d function.Deps) route.Config {
+	return route.Config{AdminToken: d.Config.AdminToken, Ledger: d.Ledger, Logger: d.Logger}
 }

@@ -89,7 +89,7 @@ func handlers(d function.Deps, verifier *sso.Verifier, sealer seal.Sealer) (api,
 	if err != nil {
 		return nil, nil, fmt.Errorf("broker: %w", err)
 	}
-	base := d.Route()
+	base := apiConfig(d)
 	if verifier != nil {
 		base.Users = members.New(members.Config{Config: base, OIDC: verifier})
 	}
@@ -108,4 +108,10 @@ func handlers(d function.Deps, verifier *sso.Verifier, sealer seal.Sealer) (api,
 		return nil, nil, err
 	}
 	return api, url, nil
+}
+
+// apiConfig is what every handler package takes from the function's
+// dependencies.
+func apiConfig(d function.Deps) route.Config {
+	return route.Config{AdminToken: d.Config.AdminToken, Ledger: d.Ledger, Logger: d.Logger}
 }

@@ -62,7 +62,7 @@ func handler(d function.Deps, verifier *sso.Verifier, sealer seal.Sealer) (*rout
 	if err != nil {
 		return nil, fmt.Errorf("control: %w", err)
 	}
-	base := d.Route()
+	base := apiConfig(d)
 	people := members.New(members.Config{Config: base, OIDC: verifier})
 	if verifier != nil {
 		base.Users = people
@@ -75,4 +75,10 @@ func handler(d function.Deps, verifier *sso.Verifier, sealer seal.Sealer) (*rout
 		triggers.New(triggers.Config{Config: base}),
 		people,
 	)
+}
+
+// apiConfig is what every handler package takes from the function's
+// dependencies.
+func apiConfig(d function.Deps) route.Config {
+	return route.Config{AdminToken: d.Config.AdminToken, Ledger: d.Ledger, Logger: d.Logger}
 }

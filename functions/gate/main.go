@@ -53,6 +53,12 @@ func handler(d function.Deps) (*route.Server, error) {
 	if d.Config.StateMachineARN != "" {
 		sched = expiry.NewStepFunctions(sfn.NewFromConfig(d.AWS), d.Config.StateMachineARN)
 	}
-	return route.New(d.Route(), route.Target{Function: route.Gate, Via: route.APIGateway},
-		runner.New(runner.Config{Config: d.Route(), Scheduler: sched, Prices: prices}))
+	return route.New(apiConfig(d), route.Target{Function: route.Gate, Via: route.APIGateway},
+		runner.New(runner.Config{Config: apiConfig(d), Scheduler: sched, Prices: prices}))
+}
+
+// apiConfig is what every handler package takes from the function's
+// dependencies.
+func apiConfig(d function.Deps) route.Config {
+	return route.Config{AdminToken: d.Config.AdminToken, Ledger: d.Ledger, Logger: d.Logger}
 }

@@ -21,7 +21,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
-	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/config"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -64,11 +63,6 @@ func Load(_ context.Context, getenv func(string) string, mode config.Mode) (Deps
 		Ledger: ledger.New(st, time.Now),
 		Logger: slog.New(lambdacontext.NewLogHandler()),
 	}, nil
-}
-
-// Route is the configuration every handler package shares.
-func (d Deps) Route() route.Config {
-	return route.Config{AdminToken: d.Config.AdminToken, Ledger: d.Ledger, Logger: d.Logger, Now: time.Now}
 }
 
 // ServeAPI serves h to API Gateway's REST proxy events until the runtime

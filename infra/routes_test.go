@@ -1,0 +1,203 @@
+package infra
+
+import (
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/fluidbox/fluidbox/shared/api/route"
+)
+
+// The route table (shared/api/route.Table) is the one list of HTTP routes;
+// these tests hold template.yaml, docs/openapi.yaml and docs/api.md to it,
+// in both directions. The mux of each function is built from it (route.New,
+// tested in functions/<name>).
+
+var paramName = regexp.MustCompile(`\{[^}]*\}`)
+
+// normalPath erases what differs between the three spellings of a path:
+// parameter names ({id} vs {approval}), Go's {name...} and {$}, and API
+// Gateway's greedy {name+}.
+func normalPath(p string) string {
+	p = strings.ReplaceAll(p, "{$}", "")
+	return paramName.ReplaceAllString(p, "{}")
+}
+
+// rowKey is "method path" of a row, normalized; "" for a pattern without a
+// method (a catch-all).
+func rowKey(r route.Route) string {
+	method, path, ok := strings.Cut(r.Pattern, " ")
+	if !ok {
+		return ""
+	}
+	return strings.ToLower(method) + " " + normalPath(path)
+}
+
+func functionOf(resource string) route.Function {
+	return route.Function(strings.ToLower(strings.TrimSuffix(resource, "Function")))
+}
+
+// TestRoutesDeployed: every API Gateway row is an Api event of the
+// function it names, and every Api event is a row of the table naming that
+// function. A route served but not deployed, deployed but not served, or
+// deployed to another function fails.
+func TestRoutesDeployed(t *testing.T) {
+	t.Parallel()
+	l := mustLoad(t)
+	deployed := map[string]route.Function{} // key -> function
+	events := map[string]apiRoute{}
+	for _, r := range apiRoutes(t, l.doc) {
+		key := r.method + " " + normalPath(r.path)
+		deployed[key] = functionOf(r.function)
+		events[key] = r
+	}
+	served := map[string]route.Function{}
+	for _, r := range route.Table {
+		if r.Via != route.APIGateway {
+			continue
+		}
+		key := rowKey(r)
+		served[key] = r.Function
+		switch fn, ok := deployed[key]; {
+		case !ok:
+			t.Errorf("route table: %s (%s) has no Api event in template.yaml; add it to %sFunction", r.Pattern, r.Function, title(r.Function))
+		case fn != r.Function:
+			t.Errorf("route table: %s is %s's, but template.yaml deploys it to %sFunction", r.Pattern, r.Function, title(fn))
+		}
+	}
+	for key, e := range events {
+		if _, ok := served[key]; !ok {
+			t.Errorf("template.yaml: %s.Events.%s (%s %s) is not a row of the route table (shared/api/route/table.go)", e.function, e.event, strings.ToUpper(e.method), e.path)
+		}
+	}
+}
+
+func title(fn route.Function) string {
+	if fn == route.GitHub {
+		return "GitHub"
+	}
+	return strings.ToUpper(string(fn[:1])) + string(fn[1:])
+}
+
+// TestFunctionURLs: the functions with a function URL are exactly those
+// with FunctionURL rows, and such a URL streams.
+func TestFunctionURLs(t *testing.T) {
+	t.Parallel()
+	l := mustLoad(t)
+	var want, got []string
+	for _, r := range route.Table {
+		if r.Via == route.FunctionURL && !slices.Contains(want, title(r.Function)+"Function") {
+			want = append(want, title(r.Function)+"Function")
+		}
+	}
+	fns := resources(l.doc, "AWS::Serverless::Function")
+	for _, id := range sortedKeys(fns) {
+		if u, ok := props(fns[id])["FunctionUrlConfig"].(map[string]any); ok {
+			got = append(got, id)
+			if u["InvokeMode"] != "RESPONSE_STREAM" {
+				t.Errorf("%s: FunctionUrlConfig.InvokeMode = %v, want RESPONSE_STREAM", id, u["InvokeMode"])
+			}
+		}
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("functions with a function URL = %v, want those the route table routes there: %v", got, want)
+	}
+}
+
+// TestRoutesDocumented: every row is an operation of docs/openapi.yaml
+// and appears in docs/api.md, unless it says why not; every operation of
+// docs/openapi.yaml is a row. A route documented but not served fails.
+func TestRoutesDocumented(t *testing.T) {
+	t.Parallel()
+	spec := mustLoadOpenAPI(t)
+	documented := map[string]bool{}
+	for p, item := range spec.Paths {
+		for _, m := range httpMethods {
+			if _, ok := item[m]; ok {
+				documented[m+" "+normalPath(p)] = true
+			}
+		}
+	}
+	contract, err := os.ReadFile("../docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inContract := map[string]bool{}
+	for _, m := range regexp.MustCompile("(GET|PUT|POST|DELETE|PATCH) (/[^\\s`)?,]*)").FindAllStringSubmatch(string(contract), -1) {
+		inContract[strings.ToLower(m[1])+" "+normalPath(m[2])] = true
+	}
+	rows := map[string]bool{}
+	for _, r := range route.Table {
+		key := rowKey(r)
+		rows[key] = true
+		if r.Undocumented != "" {
+			if documented[key] {
+				t.Errorf("route table: %s says it is undocumented (%s) but docs/openapi.yaml has it", r.Pattern, r.Undocumented)
+			}
+			continue
+		}
+		if key == "" {
+			t.Errorf("route table: %s has no method; give it one or say why it is Undocumented", r.Pattern)
+			continue
+		}
+		if !documented[key] {
+			t.Errorf("route table: %s is served but not an operation of docs/openapi.yaml", r.Pattern)
+		}
+		if !inContract[key] {
+			t.Errorf("route table: %s is served but docs/api.md does not describe it", r.Pattern)
+		}
+	}
+	for key := range documented {
+		if !rows[key] {
+			t.Errorf("docs/openapi.yaml: %s is documented but no row of the route table serves it", key)
+		}
+	}
+}
+
+// forbidden lists, per function, import paths (prefixes) its binary must
+// not link: the privilege split in the code, not only in IAM. The gate
+// decides every tool call and must hold nothing that reaches a secret or a
+// person's token; only control (Encrypt) and broker (Decrypt) link KMS;
+// only control and broker speak MCP.
+var forbidden = map[string][]string{
+	"gate": {
+		"github.com/modelcontextprotocol/", "github.com/fluidbox/fluidbox/shared/broker", "github.com/fluidbox/fluidbox/shared/connection",
+		"github.com/coreos/go-oidc/", "github.com/go-jose/", "github.com/fluidbox/fluidbox/shared/sso",
+		"github.com/aws/aws-sdk-go-v2/service/kms", "github.com/fluidbox/fluidbox/shared/seal",
+		"github.com/fluidbox/fluidbox/shared/modelproxy",
+	},
+	"approvals": {"github.com/modelcontextprotocol/", "github.com/aws/aws-sdk-go-v2/service/kms", "github.com/fluidbox/fluidbox/shared/seal"},
+	"github": {
+		"github.com/modelcontextprotocol/", "github.com/aws/aws-sdk-go-v2/service/kms", "github.com/fluidbox/fluidbox/shared/seal",
+		"github.com/coreos/go-oidc/",
+	},
+	"expire": {"github.com/modelcontextprotocol/", "github.com/aws/aws-sdk-go-v2/service/kms", "github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api"},
+	"sweep":  {"github.com/modelcontextprotocol/", "github.com/aws/aws-sdk-go-v2/service/kms", "github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api"},
+	"notify": {"github.com/modelcontextprotocol/", "github.com/aws/aws-sdk-go-v2/service/kms", "github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api"},
+}
+
+// TestFunctionImports runs `go list -deps` on each function (as built:
+// linux, -tags lambda.norpc) and fails on a forbidden package.
+func TestFunctionImports(t *testing.T) {
+	t.Parallel()
+	for _, fn := range sortedKeys(forbidden) {
+		cmd := exec.Command("go", "list", "-deps", "-tags", "lambda.norpc", "./functions/"+fn)
+		cmd.Dir = repoRoot
+		cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list -deps ./functions/%s: %v\n%s", fn, err, out)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for _, f := range forbidden[fn] {
+				if dep == f || strings.HasPrefix(dep, strings.TrimSuffix(f, "/")+"/") {
+					t.Errorf("functions/%s links %s, which it must not (%s)", fn, dep, f)
+				}
+			}
+		}
+	}
+}
