@@ -7,8 +7,13 @@
 //   - every function is provided.al2023 on arm64 with handler bootstrap, is
 //     built from functions/<name>/main.go, and holds only the IAM actions its
 //     privilege split allows (no wildcards, kms:Decrypt only in the broker);
-//   - every HTTP route in the template is documented in docs/openapi.yaml,
-//     and that document covers every path of the API contract (API.md).
+//   - the route table (shared/api/route.Table) and the template's Api events
+//     agree both ways, each route on the function the table names; the
+//     function URL carries exactly the table's function-URL rows;
+//   - the route table, docs/openapi.yaml and docs/api.md agree both ways
+//     (a route documented but not served fails, and the reverse);
+//   - no function links a package its privilege forbids (go list -deps:
+//     the gate links no MCP, OIDC or KMS code).
 //
 // `make validate` runs `go test ./infra/...`.
 package infra

@@ -15,7 +15,7 @@ import (
 
 const openAPIPath = "../docs/openapi.yaml"
 
-// apiContract is every operation of /work/shared/API.md, the wire contract,
+// apiContract is every operation of docs/api.md, the wire contract,
 // written out by hand: docs/openapi.yaml must describe each of them.
 var apiContract = []string{
 	"GET /healthz",
@@ -54,7 +54,7 @@ var apiContract = []string{
 	"GET /v1/triggers/{id}",
 }
 
-// The error codes of API.md, "Conventions".
+// The error codes of docs/api.md, "Conventions".
 var apiErrorCodes = []string{
 	"invalid_request", "unauthenticated", "forbidden", "not_found", "conflict",
 	"budget_exhausted", "too_large", "internal", "unavailable",
@@ -112,7 +112,7 @@ func TestOpenAPICoversContract(t *testing.T) {
 		method, p, _ := strings.Cut(op, " ")
 		item, ok := d.Paths[p]
 		if !ok {
-			t.Errorf("API.md path %s is missing from docs/openapi.yaml", p)
+			t.Errorf("docs/api.md path %s is missing from docs/openapi.yaml", p)
 			continue
 		}
 		if _, ok := item[strings.ToLower(method)]; !ok {
@@ -136,7 +136,7 @@ func TestOpenAPIErrorEnvelope(t *testing.T) {
 	want := slices.Clone(apiErrorCodes)
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
-		t.Errorf("ErrorCode enum = %v, want API.md's %v", got, want)
+		t.Errorf("ErrorCode enum = %v, want docs/api.md's %v", got, want)
 	}
 	if _, ok := resolvePointer(d.raw, "/components/securitySchemes/bearer"); !ok {
 		t.Error("no bearer security scheme")

@@ -29,7 +29,7 @@ const (
 	repoRoot     = ".."
 )
 
-// The only function that may decrypt sealed credentials (DESIGN.md,
+// The only function that may decrypt sealed credentials (docs/architecture.md,
 // "Brokered tools and sealing").
 const brokerFunction = "BrokerFunction"
 

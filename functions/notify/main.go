@@ -1,5 +1,5 @@
 // Command notify reads the table's stream and puts approval.requested and
-// approval.decided on EventBridge (API.md, "Notifications"): a notification
+// approval.decided on EventBridge (docs/api.md, "Notifications"): a notification
 // exists only for a committed transition. It may read the stream and put
 // events on the fluidbox bus, nothing else.
 package main

@@ -1,5 +1,5 @@
 // Package admission books and settles a run's model spending: the durable,
-// request-keyed reservations behind stage 1 of the gate (DESIGN.md, "Budget").
+// request-keyed reservations behind stage 1 of the gate (docs/architecture.md, "Budget").
 //
 // What it guarantees:
 //   - No overdraft by admission. A reservation is booked in the same ledger

@@ -22,7 +22,7 @@ func TestHealthz(t *testing.T) {
 	}
 }
 
-// TestBadInputWritesNothing: every malformed request gets the API.md error
+// TestBadInputWritesNothing: every malformed request gets the docs/api.md error
 // and leaves the table exactly as it was.
 func TestBadInputWritesNothing(t *testing.T) {
 	t.Parallel()

@@ -8,7 +8,7 @@ import (
 )
 
 // TestGateReachesEverySource is one table over HTTP on the local stack that
-// reaches every deny source of API.md, each with its exact answer and the
+// reaches every deny source of docs/api.md, each with its exact answer and the
 // exact events the ledger gained for the call.
 func TestGateReachesEverySource(t *testing.T) {
 	t.Parallel()

@@ -1,5 +1,5 @@
 // Package client is a small Go client of fluidbox's public HTTP API
-// (API.md), shared by the Claude Code hook and the CLI for humans.
+// (docs/api.md), shared by the Claude Code hook and the CLI for humans.
 //
 // What it guarantees:
 //   - The bearer token goes only into the Authorization header. It is never

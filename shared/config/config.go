@@ -1,5 +1,4 @@
-// Package config reads fluidbox's environment (API.md, "Environment of the
-// server") into one typed value, reporting every problem at once. Only
+// Package config reads fluidbox's environment (docs/api.md, "Environment") into one typed value, reporting every problem at once. Only
 // mains call it; nothing else in shared/ reads the environment.
 package config
 

@@ -1,4 +1,4 @@
-// Package expiry is the AWS side of "expiry is deny" (DESIGN.md,
+// Package expiry is the AWS side of "expiry is deny" (docs/architecture.md,
 // "Approvals"): StepFunctions starts one execution of the approval-expiry
 // state machine per approval, and Handler is what the expire and sweep
 // functions run.

@@ -1,5 +1,5 @@
 // Package notify turns committed approval transitions into the
-// notifications of API.md, "Notifications (EventBridge)": source
+// notifications of docs/api.md, "Notifications (EventBridge)": source
 // "fluidbox", detail-types approval.requested and approval.decided.
 //
 // Guarantees:
@@ -41,7 +41,7 @@ const (
 	Decided   Type = "approval.decided"
 )
 
-// Detail is a notification's detail, field for field API.md's.
+// Detail is a notification's detail, field for field docs/api.md's.
 type Detail struct {
 	ApprovalID string `json:"approval_id"`
 	SessionID  string `json:"session_id"`

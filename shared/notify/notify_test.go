@@ -71,7 +71,7 @@ func TestEntries(t *testing.T) {
 	}
 }
 
-// TestDetailIsTheContract: the detail has exactly API.md's fields, and
+// TestDetailIsTheContract: the detail has exactly docs/api.md's fields, and
 // nothing of the call's input.
 func TestDetailIsTheContract(t *testing.T) {
 	t.Parallel()

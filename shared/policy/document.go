@@ -46,7 +46,7 @@ const (
 	MaxRules = 10000
 )
 
-// Document is a policy document as authored, in the JSON shape of API.md.
+// Document is a policy document as authored, in the JSON shape of docs/api.md.
 type Document struct {
 	Name           string            `json:"name"`
 	DefaultVerdict Verdict           `json:"default_verdict"`

@@ -188,7 +188,7 @@ func (c Credential) MarshalJSON() ([]byte, error) {
 	}{typ, name, true})
 }
 
-// wireCredential is the plaintext JSON shape (API.md), used for decoding requests and for
+// wireCredential is the plaintext JSON shape (docs/api.md), used for decoding requests and for
 // the bytes that get sealed. Pointers tell an absent field from an empty one.
 type wireCredential struct {
 	Type  *string `json:"type"`
