@@ -22,6 +22,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/api"
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/budget"
+	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/config"
 	"github.com/fluidbox/fluidbox/shared/devstack"
 	"github.com/fluidbox/fluidbox/shared/ledger"
@@ -160,7 +161,7 @@ func devModelProxy(ctx context.Context, cfg config.Config, st *store.Store, log 
 	}
 	if cfg.ModelUpstreamURL != "" {
 		info, err := modelproxy.NewUpstreams(st, sealer, time.Now).Set(ctx, cfg.ModelUpstreamURL,
-			seal.Credential{Type: seal.TypeHeader, Name: "x-api-key", Value: cfg.ModelUpstreamKey}, "dev")
+			seal.Credential{Type: seal.TypeHeader, Name: "x-api-key", Value: cfg.ModelUpstreamKey}, string(call.Dev))
 		if err != nil {
 			return nil, nil, fmt.Errorf("model upstream from FLUIDBOX_MODEL_UPSTREAM_URL: %w", err)
 		}

@@ -19,31 +19,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/ledger"
-	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
-// Status is an approval's state. Statuses are persisted: never rename one.
-type Status string
-
-// Approval statuses.
+// Decisions a human may post. They are on the wire: never rename one.
 const (
-	StatusPending         Status = "pending"
-	StatusApprovedOnce    Status = "approved_once"
-	StatusApprovedSession Status = "approved_session"
-	StatusDenied          Status = "denied"
-	StatusExpired         Status = "expired"
-)
-
-// Decisions a human may post.
-const (
-	DecisionApprovedOnce    = "approved_once"
-	DecisionApprovedSession = "approved_session"
-	DecisionDenied          = "denied"
+	DecisionApprovedOnce    = string(call.ApprovedOnce)
+	DecisionApprovedSession = string(call.ApprovedSession)
+	DecisionDenied          = string(call.Rejected)
 	DecisionApproved        = "approved" // the rule's default scope
 )
 
@@ -63,7 +52,9 @@ func (e *InvalidError) Error() string { return "approval: invalid decision: " + 
 func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
 
 // ExpiredBy is who settles an approval nobody decided in time.
-const ExpiredBy = "system:expiry"
+var ExpiredBy = string(expiredBy)
+
+var expiredBy = call.System(call.ExpiryRole)
 
 // Observer is told of every approval transition after it is committed:
 // before is the zero Approval for a new one. The dev server turns these
@@ -76,6 +67,7 @@ type Service struct {
 	st      *store.Store
 	now     func() time.Time
 	observe Observer
+	log     *slog.Logger
 }
 
 // Observe sets the observer of committed transitions.
@@ -88,9 +80,18 @@ func (s *Service) Observed(ctx context.Context, before, after store.Approval) {
 	}
 }
 
-// NewService returns an approval service.
+// NewService returns an approval service. It logs to slog's default
+// logger until SetLogger.
 func NewService(led *ledger.Ledger, now func() time.Time) *Service {
-	return &Service{led: led, st: led.Store(), now: now}
+	return &Service{led: led, st: led.Store(), now: now, log: slog.Default()}
+}
+
+// SetLogger sets where the service logs what it cannot do on the side of
+// a read (a failed lazy expiry).
+func (s *Service) SetLogger(l *slog.Logger) {
+	if l != nil {
+		s.log = l
+	}
 }
 
 // Get reads an approval by id, expiring it first if it is overdue.
@@ -102,17 +103,24 @@ func (s *Service) Get(ctx context.Context, id string) (store.Approval, error) {
 	if err != nil {
 		return store.Approval{}, err
 	}
-	return s.Current(ctx, a)
+	return s.Current(ctx, a), nil
 }
 
 // Current expires a pending approval read past its time (lazy expiry), and
-// returns it as it now stands.
-func (s *Service) Current(ctx context.Context, a store.Approval) (store.Approval, error) {
-	if Status(a.Status) != StatusPending || !s.overdue(a) {
-		return a, nil
+// returns it as it now stands. A read never fails because this side write
+// did: the failure is logged and the approval is returned as read, still
+// pending and overdue, which nobody can approve (a decision needs it
+// unexpired) and which the timer, the sweep or the next read expires.
+func (s *Service) Current(ctx context.Context, a store.Approval) store.Approval {
+	if call.State(a.Status) != call.Pending || !s.overdue(a) {
+		return a
 	}
-	settled, _, err := s.settle(ctx, a, auth.Principal{Subject: ExpiredBy}, StatusExpired)
-	return settled, err
+	settled, _, err := s.settle(ctx, a, expiredBy, call.Expired)
+	if err != nil {
+		s.log.WarnContext(ctx, "lazy expiry failed; the approval stays pending past its time and can no longer be approved", "approval", a.ID, "run", a.RunID, "err", err)
+		return a
+	}
+	return settled
 }
 
 func (s *Service) overdue(a store.Approval) bool {
@@ -128,11 +136,9 @@ func (s *Service) Pending(ctx context.Context, limit int) ([]store.Approval, err
 	}
 	out := []store.Approval{}
 	for _, a := range rows {
-		a, err := s.Current(ctx, a)
-		if err != nil {
-			return nil, err
-		}
-		if Status(a.Status) == StatusPending {
+		// An overdue one whose expiry could not be written is left out
+		// too: it can no longer be approved.
+		if a = s.Current(ctx, a); call.State(a.Status) == call.Pending && !s.overdue(a) {
 			out = append(out, a)
 		}
 	}
@@ -146,9 +152,7 @@ func (s *Service) ForRun(ctx context.Context, runID string) ([]store.Approval, e
 		return nil, err
 	}
 	for i, a := range rows {
-		if rows[i], err = s.Current(ctx, a); err != nil {
-			return nil, err
-		}
+		rows[i] = s.Current(ctx, a)
 	}
 	return rows, nil
 }
@@ -179,33 +183,35 @@ func (s *Service) Decide(ctx context.Context, who auth.Principal, id, decision s
 	if !MayDecide(who, a, invoker) {
 		return store.Approval{}, false, ErrForbidden
 	}
-	var to Status
+	var to call.State
 	switch decision {
 	case DecisionApprovedOnce:
-		to = StatusApprovedOnce
+		to = call.ApprovedOnce
 	case DecisionApprovedSession:
-		to = StatusApprovedSession
+		to = call.ApprovedSession
 	case DecisionDenied:
-		to = StatusDenied
+		to = call.Rejected
 	case DecisionApproved:
-		to = StatusApprovedOnce
+		to = call.ApprovedOnce
 		if a.DefaultScope == "session" {
-			to = StatusApprovedSession
+			to = call.ApprovedSession
 		}
 	default:
 		return store.Approval{}, false, &InvalidError{fmt.Sprintf("%q is not one of approved_once, approved_session, denied, approved", decision)}
 	}
-	if to == StatusApprovedSession && a.ScopeKey == "" {
+	if to == call.ApprovedSession && a.ScopeKey == "" {
 		return store.Approval{}, false, &InvalidError{"this call has no scope a session grant could cover; approve it once"}
 	}
-	if Status(a.Status) != StatusPending {
+	if call.State(a.Status) != call.Pending {
 		return a, false, nil
 	}
 	if s.overdue(a) {
-		a, err = s.Current(ctx, a)
-		return a, false, err
+		// Expire it (a decision is refused past the time); unlike a read,
+		// a decision reports a failed write.
+		settled, _, err := s.settle(ctx, a, expiredBy, call.Expired)
+		return settled, false, err
 	}
-	return s.settle(ctx, a, who, to)
+	return s.settle(ctx, a, call.Subject(who.Subject), to)
 }
 
 // MayDecide reports whether who may settle a, where invoker is the sub of
@@ -246,10 +252,10 @@ func (s *Service) Expire(ctx context.Context, id string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if Status(a.Status) != StatusPending || !s.overdue(a) {
+	if call.State(a.Status) != call.Pending || !s.overdue(a) {
 		return false, nil
 	}
-	_, applied, err := s.settle(ctx, a, auth.Principal{Subject: ExpiredBy}, StatusExpired)
+	_, applied, err := s.settle(ctx, a, expiredBy, call.Expired)
 	return applied, err
 }
 
@@ -277,81 +283,40 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// settle is the compare-and-swap. It returns the approval as settled and
-// whether this call settled it.
-func (s *Service) settle(ctx context.Context, a store.Approval, who auth.Principal, to Status) (store.Approval, bool, error) {
-	now := s.now()
-	at := store.FormatTime(now)
-	call := store.Call{ToolCallID: a.ToolCallID, Decision: "allow", DecidedAt: at}
-	switch to {
-	case StatusDenied:
-		call.Decision, call.Source, call.Reason = "deny", "approval", "a human denied this call"
-	case StatusExpired:
-		call.Decision, call.Source, call.Reason = "deny", "approval_expired", "nobody approved this call in time"
-	default:
-		call.Reason = "approved by " + who.Subject
-	}
-	decided, err := redact.New(redact.ApprovalDecided{ApprovalID: a.ID, ToolCallID: a.ToolCallID, Status: string(to), DecidedBy: who.Subject})
+// settle is the compare-and-swap (call.Settle). It returns the approval as
+// settled and whether this call settled it.
+func (s *Service) settle(ctx context.Context, a store.Approval, by call.Subject, to call.State) (store.Approval, bool, error) {
+	build, after, err := call.Settle(s.st, a, to, by, s.now())
 	if err != nil {
 		return store.Approval{}, false, err
 	}
-	decision, err := redact.New(redact.ToolDecision{
-		ToolCallID: a.ToolCallID, ToolName: a.ToolName, Decision: call.Decision, Source: call.Source,
-		RuleID: a.RuleID, Verdict: "require_approval", ApprovalID: a.ID,
-	})
-	if err != nil {
-		return store.Approval{}, false, err
-	}
-	ops := []store.Op{
-		s.st.SettleApproval(a, store.Settlement{Status: string(to), Decision: string(to), DecidedBy: who.Subject, DecidedAt: at, Now: at, Expiring: to == StatusExpired}),
-		s.st.SettleCall(a.RunID, call),
-	}
-	if to == StatusApprovedSession {
-		g, err := s.st.PutGrant(a.RunID, store.Grant{ScopeKey: a.ScopeKey, ApprovalID: a.ID, GrantedBy: who.Subject, GrantedAt: at})
-		if err != nil {
-			return store.Approval{}, false, err
-		}
-		ops = append(ops, g)
-	}
-	_, err = s.led.Append(ctx, a.RunID, func(h store.Head) (store.Batch, error) {
-		b := store.Batch{Events: []redact.Envelope{decided, decision}, Ops: ops, Head: store.HeadChange{Pending: -1}}
-		if h.Status != "ended" {
-			b.Head.Status = "running"
-			if h.PendingApprovals > 1 {
-				b.Head.Status = "awaiting_approval"
-			}
-		}
-		return b, nil
-	})
-	if errors.Is(err, store.ErrApprovalSettled) {
+	_, err = s.led.Append(ctx, a.RunID, build)
+	if errors.Is(err, call.ErrSettled) {
 		cur, err := s.st.GetApprovalByID(ctx, a.ID)
 		if err != nil {
 			return store.Approval{}, false, err
 		}
-		if Status(cur.Status) == StatusPending && to != StatusExpired && s.overdue(cur) {
-			cur, err = s.Current(ctx, cur)
+		if call.State(cur.Status) == call.Pending && to != call.Expired && s.overdue(cur) {
+			cur = s.Current(ctx, cur)
 		}
-		return cur, false, err
+		return cur, false, nil
 	}
 	if err != nil {
 		return store.Approval{}, false, err
 	}
-	before := a
-	a.Status, a.Decision, a.DecidedBy, a.DecidedAt = string(to), string(to), who.Subject, at
-	s.Observed(ctx, before, a)
-	return a, true, nil
+	s.Observed(ctx, a, after)
+	return after, true, nil
 }
 
 // RevokeGrant withdraws a run's session grant; later calls it covered ask
-// again. Revoking is recorded in the ledger (grant.revoked).
+// again. Revoking is recorded in the ledger (grant.revoked). It fails with
+// call.ErrNoGrant when the run holds no such grant.
 func (s *Service) RevokeGrant(ctx context.Context, who auth.Principal, runID, scopeKey string) error {
-	ev, err := redact.New(redact.GrantRevoked{ScopeKey: scopeKey, RevokedBy: who.Subject})
+	b, err := call.Revoke(s.st, runID, scopeKey, call.Subject(who.Subject))
 	if err != nil {
 		return err
 	}
-	_, err = s.led.Append(ctx, runID, func(store.Head) (store.Batch, error) {
-		return store.Batch{Events: []redact.Envelope{ev}, Ops: []store.Op{s.st.DeleteGrant(runID, scopeKey)}}, nil
-	})
+	_, err = s.led.Append(ctx, runID, func(store.Head) (store.Batch, error) { return b, nil })
 	return err
 }
 

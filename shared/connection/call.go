@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/broker"
+	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/gate"
 	"github.com/fluidbox/fluidbox/shared/permission"
 	"github.com/fluidbox/fluidbox/shared/redact"
@@ -23,20 +24,44 @@ var (
 	// /permission and runs it itself.
 	ErrSandboxTool = errors.New("connection: not a brokered tool")
 	// ErrAlreadyExecuted: the call was executed already; its result is not
-	// kept, and the tool is not run again.
+	// kept, and the tool is not run again. The error is an *ExecutedError
+	// with what the record knows of the outcome.
 	ErrAlreadyExecuted = errors.New("connection: tool call already executed")
+	// ErrNoTime: the request's remaining deadline does not cover the call's
+	// timeout; the execution was not claimed and the tool did not run.
+	ErrNoTime = errors.New("connection: not enough time left to run the tool")
 	// ErrUpstreamUnavailable: the upstream's tools could not be read before
 	// the decision; nothing was recorded and the tool was not called.
 	ErrUpstreamUnavailable = errors.New("connection: upstream unavailable")
-	// ErrNotRecorded: the tool ran but its tool.brokered event could not be
-	// appended; the result is withheld (nothing unrecorded leaves).
+	// ErrNotRecorded: the tool ran but its outcome or its tool.brokered
+	// event could not be written within the deadline; the result is
+	// withheld (nothing unrecorded leaves). A retry of the call completes
+	// the record from what was stored and never runs the tool again.
 	ErrNotRecorded = errors.New("connection: brokered call not recorded")
 )
+
+// ExecutedError is ErrAlreadyExecuted with the recorded outcome of the
+// call's one execution; Known is false when the execution was claimed but
+// its outcome never stored (the broker stopped while the tool ran).
+type ExecutedError struct {
+	Outcome call.Outcome
+	Known   bool
+}
+
+func (e *ExecutedError) Error() string {
+	if !e.Known {
+		return ErrAlreadyExecuted.Error() + " (its outcome was not recorded)"
+	}
+	return fmt.Sprintf("%s (result %s, %d ms, is_error %t)", ErrAlreadyExecuted, e.Outcome.ResultDigest, e.Outcome.LatencyMS, e.Outcome.IsError)
+}
+
+// Is makes errors.Is(err, ErrAlreadyExecuted) hold.
+func (e *ExecutedError) Is(target error) bool { return target == ErrAlreadyExecuted }
 
 // CallAnswer is the answer of POST /v1/sessions/{id}/tools/call: the gate's
 // answer, and on allow the upstream's CallToolResult and the latency.
 type CallAnswer struct {
-	permission.Answer
+	call.Answer
 	Result    *broker.Result `json:"result,omitempty"`
 	LatencyMS *int64         `json:"latency_ms,omitempty"`
 }
@@ -117,7 +142,7 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 		if err != nil {
 			return CallAnswer{}, err
 		}
-		if ans.Decision == permission.DecisionAllow {
+		if ans.Decision == call.Allowed {
 			return CallAnswer{}, fmt.Errorf("connection: the gate allowed %q, which is not a brokered tool of run %s", req.ToolName, runID)
 		}
 		return CallAnswer{Answer: ans}, nil
@@ -126,12 +151,12 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 	if err != nil {
 		return CallAnswer{}, err
 	}
-	recorded, executed, err := b.perm.CallState(ctx, runID, req)
+	rec, recorded, err := b.perm.Recorded(ctx, runID, req)
 	if err != nil {
 		return CallAnswer{}, err
 	}
-	if executed {
-		return CallAnswer{}, ErrAlreadyExecuted
+	if rec.ExecutedAt != "" {
+		return CallAnswer{}, b.ranAlready(ctx, runID, req, bt, rec)
 	}
 	live, conn, err := permission.LiveConnection(ctx, b.svc.st, bt.ConnectionID)
 	if err != nil {
@@ -140,7 +165,7 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 	up := &upstream{}
 	defer up.close(ctx)
 
-	var ans permission.Answer
+	var ans call.Answer
 	waited := recorded
 	if !recorded {
 		lives := map[string]gate.Live{bt.ConnectionID: live}
@@ -159,7 +184,7 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 		if ans, err = b.perm.DecideBrokered(ctx, runID, req, 0, lives); err != nil {
 			return CallAnswer{}, err
 		}
-		if ans.Decision == permission.DecisionPending && wait > 0 {
+		if ans.Decision == call.Pending && wait > 0 {
 			waited = true
 			if ans, err = b.perm.DecideBrokered(ctx, runID, req, wait, lives); err != nil {
 				return CallAnswer{}, err
@@ -172,7 +197,7 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 			return CallAnswer{}, err
 		}
 	}
-	if ans.Decision != permission.DecisionAllow {
+	if ans.Decision != call.Allowed {
 		return CallAnswer{Answer: ans}, nil
 	}
 
@@ -182,8 +207,8 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 			return CallAnswer{}, err
 		}
 	}
-	if src, reason := checkBinding(bt, live); src != "" {
-		return b.refuse(ctx, runID, req, src, reason)
+	if d, denied := call.Reverify(bt.Frozen, req.ToolName, map[string]gate.Live{bt.ConnectionID: live}); denied {
+		return b.refuse(ctx, runID, req, d.Source, d.Reason)
 	}
 	if err := b.look(ctx, up, bt, conn, waited); err != nil {
 		return CallAnswer{}, err
@@ -195,35 +220,17 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 	return b.execute(ctx, runID, req, bt, conn, up, args, ans)
 }
 
-// checkBinding is stage 2's binding check, repeated right before an allowed
-// call executes: the call may have been decided long before (approval).
-func checkBinding(bt permission.BrokeredTool, l gate.Live) (gate.Source, string) {
-	b := bt.Binding
-	switch {
-	case b.ConnectionID == "":
-		return gate.SourceBinding, "the tool has no frozen binding to its connection"
-	case !l.Found:
-		return gate.SourceBinding, "the tool's connection no longer exists"
-	case l.Status != gate.ConnectionActive:
-		return gate.SourceBinding, "the tool's connection is not active"
-	case l.Generation != b.Generation:
-		return gate.SourceBinding, "the tool's connection was re-authorized since this run started; start a new run"
-	case !l.OwnerActive:
-		return gate.SourceBinding, "the owner of the tool's connection is no longer an active member"
-	case l.ToolSetDigest != b.ToolSetDigest:
-		return gate.SourceCapability, "the tools of the connection changed since this run started; refresh the connection and start a new run"
-	}
-	return "", ""
-}
-
 // refuse answers an allowed call that must not execute after all, and
 // records the refusal in the ledger.
 func (b *Broker) refuse(ctx context.Context, runID string, req permission.Request, src gate.Source, reason string) (CallAnswer, error) {
-	ans := permission.Answer{Decision: permission.DecisionDeny, Source: string(src), Reason: reason}
-	if err := b.perm.RecordRefusal(ctx, runID, req, ans); err != nil {
+	batch, err := call.Refusal(req.ToolCallID, req.ToolName, src)
+	if err != nil {
 		return CallAnswer{}, err
 	}
-	return CallAnswer{Answer: ans}, nil
+	if _, err := b.perm.Ledger().Append(ctx, runID, func(store.Head) (store.Batch, error) { return batch, nil }); err != nil {
+		return CallAnswer{}, err
+	}
+	return CallAnswer{Answer: call.Answer{Decision: call.Denied, Source: string(src), Reason: reason}}, nil
 }
 
 // look opens the credential for the frozen generation and reads the
@@ -272,19 +279,25 @@ func (b *Broker) upstreamFailed(ctx context.Context, bt permission.BrokeredTool,
 	return fmt.Errorf("%w: %w", ErrUpstreamUnavailable, err)
 }
 
+// recordMargin is the time an execution keeps for recording its outcome
+// after the call's own timeout: the claim needs CallTimeout plus this.
+const recordMargin = 2 * time.Second
+
 // execute claims the call's one execution, calls the upstream and records
-// tool.brokered.
-func (b *Broker) execute(ctx context.Context, runID string, req permission.Request, bt permission.BrokeredTool, conn store.Connection, up *upstream, args map[string]any, ans permission.Answer) (CallAnswer, error) {
-	err := b.perm.ClaimExecution(ctx, runID, req.ToolCallID)
-	if errors.Is(err, permission.ErrAlreadyExecuted) {
-		return CallAnswer{}, ErrAlreadyExecuted
-	}
-	if err != nil {
+// the outcome and tool.brokered.
+func (b *Broker) execute(ctx context.Context, runID string, req permission.Request, bt permission.BrokeredTool, conn store.Connection, up *upstream, args map[string]any, ans call.Answer) (CallAnswer, error) {
+	prev, err := call.Claim(ctx, b.svc.st, runID, req.ToolCallID, b.svc.opts.Now(), b.svc.opts.CallTimeout+recordMargin)
+	switch {
+	case errors.Is(err, call.ErrExecuted):
+		return CallAnswer{}, b.ranAlready(ctx, runID, req, bt, prev)
+	case errors.Is(err, call.ErrNoTime):
+		return CallAnswer{}, fmt.Errorf("%w: %w", ErrNoTime, err)
+	case err != nil:
 		return CallAnswer{}, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, b.svc.opts.CallTimeout)
 	defer cancel()
-	start := time.Now()
+	start := b.svc.opts.Now()
 	var res broker.Result
 	if up.sess == nil {
 		up.sess, err = broker.Connect(cctx, conn.URL, *up.cred)
@@ -292,7 +305,7 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 	if err == nil {
 		res, err = up.sess.CallTool(cctx, bt.UpstreamName, args)
 	}
-	latency := time.Since(start).Milliseconds()
+	latency := b.svc.opts.Now().Sub(start).Milliseconds()
 	if err != nil {
 		// An upstream failure is the tool's failure: the model sees a tool
 		// error. broker's error texts hold no credential and no upstream
@@ -309,15 +322,91 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 	if err != nil {
 		return CallAnswer{}, fmt.Errorf("connection: encode result: %w", err)
 	}
-	err = b.perm.RecordBrokered(ctx, runID, redact.ToolBrokered{
-		ToolCallID: req.ToolCallID, ToolName: req.ToolName, ConnectionID: bt.ConnectionID,
-		LatencyMS: latency, ResultDigest: redact.DigestBytes(body), IsError: res.IsError,
-	})
-	if err != nil {
+	out := call.Outcome{ResultDigest: redact.DigestBytes(body), LatencyMS: latency, IsError: res.IsError}
+	if err := b.record(ctx, runID, req, bt, out, false); err != nil {
 		b.log.ErrorContext(ctx, "brokered call executed but not recorded; result withheld", "run", runID, "call", req.ToolCallID, "err", err)
 		return CallAnswer{}, fmt.Errorf("%w: %w", ErrNotRecorded, err)
 	}
 	return CallAnswer{Answer: ans, Result: &res, LatencyMS: &latency}, nil
+}
+
+// record writes an executed call's outcome on its record (unless stored
+// already) and then tool.brokered, each retried until it lands or the
+// request's deadline passes. It runs on past a caller who gave up: the
+// tool ran, so its record must land.
+func (b *Broker) record(ctx context.Context, runID string, req permission.Request, bt permission.BrokeredTool, out call.Outcome, stored bool) error {
+	rctx, cancel := recordContext(ctx)
+	defer cancel()
+	if !stored {
+		if err := retry(rctx, func() error { return call.StoreOutcome(rctx, b.svc.st, runID, req.ToolCallID, out) }); err != nil {
+			return err
+		}
+	}
+	batch, err := call.Brokered(b.svc.st, runID, redact.ToolBrokered{
+		ToolCallID: req.ToolCallID, ToolName: req.ToolName, ConnectionID: bt.ConnectionID,
+		LatencyMS: out.LatencyMS, ResultDigest: out.ResultDigest, IsError: out.IsError,
+	})
+	if err != nil {
+		return err
+	}
+	err = retry(rctx, func() error {
+		_, err := b.perm.Ledger().Append(rctx, runID, func(store.Head) (store.Batch, error) { return batch, nil })
+		return err
+	})
+	if errors.Is(err, call.ErrBrokeredRecorded) {
+		return nil // a concurrent retry appended it
+	}
+	if err != nil {
+		return fmt.Errorf("connection: record brokered call %s of %s: %w", req.ToolCallID, runID, err)
+	}
+	return nil
+}
+
+// ranAlready answers a call whose one execution was claimed before: with
+// its recorded outcome, after appending tool.brokered if the request that
+// ran it could not.
+func (b *Broker) ranAlready(ctx context.Context, runID string, req permission.Request, bt permission.BrokeredTool, rec store.Call) error {
+	out, known := call.OutcomeOf(rec)
+	if known && !rec.Brokered {
+		if err := b.record(ctx, runID, req, bt, out, true); err != nil {
+			b.log.ErrorContext(ctx, "brokered call's record still incomplete", "run", runID, "call", req.ToolCallID, "err", err)
+			return fmt.Errorf("%w: %w", ErrNotRecorded, err)
+		}
+	}
+	return &ExecutedError{Outcome: out, Known: known}
+}
+
+// recordTimeout bounds recording when the request has no deadline.
+const recordTimeout = 10 * time.Second
+
+// recordContext is ctx without its cancellation, with its deadline (or
+// recordTimeout).
+func recordContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	base := context.WithoutCancel(ctx)
+	if dl, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(base, dl)
+	}
+	return context.WithTimeout(base, recordTimeout)
+}
+
+// retry runs write until it succeeds, fails with a condition (which
+// another try cannot change), or ctx ends; between tries it backs off.
+func retry(ctx context.Context, write func() error) error {
+	wait := 20 * time.Millisecond
+	for {
+		err := write()
+		if err == nil || !errors.Is(err, store.ErrUnavailable) || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, time.Second)
+	}
 }
 
 // decodeArgs decodes a call's input as the upstream's arguments, numbers

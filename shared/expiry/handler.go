@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/fluidbox/fluidbox/shared/approval"
+	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/ids"
 )
 
@@ -69,7 +70,7 @@ func (h *Handler) Expire(ctx context.Context, t Task) (Result, error) {
 	}
 	if applied {
 		h.log.InfoContext(ctx, "approval expired", "approval", t.ApprovalID)
-		res.Expired, res.Status = true, string(approval.StatusExpired)
+		res.Expired, res.Status = true, string(call.Expired)
 		return res, nil
 	}
 	// Settled already, or not yet due: read it (which expires it if it has
@@ -78,7 +79,7 @@ func (h *Handler) Expire(ctx context.Context, t Task) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("expiry: read %s: %w", t.ApprovalID, err)
 	}
-	if approval.Status(a.Status) == approval.StatusPending {
+	if call.State(a.Status) == call.Pending {
 		return Result{}, fmt.Errorf("%w: %s expires at %s", ErrNotDue, t.ApprovalID, a.ExpiresAt)
 	}
 	res.Status = a.Status

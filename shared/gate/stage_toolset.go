@@ -22,6 +22,9 @@ package gate
 // binding is missing or stale (connection gone, not active, generation
 // changed, personal owner inactive).
 func checkToolSet(c *call) (Decision, bool) {
+	if c.run == nil {
+		return deny(SourceCapability, "the run has no frozen tool set, so tool %s is unavailable", quote(c.req.ToolName))
+	}
 	name := c.req.ToolName
 	t, ok := c.run.Tools[name]
 	if !ok || t == nil {
@@ -55,4 +58,18 @@ func checkToolSet(c *call) (Decision, bool) {
 		return deny(SourceCapability, "the tools of connection %s changed since this run started; refresh the connection and start a new run", quote(id))
 	}
 	return next()
+}
+
+// ToolSetDenial is the stage's judgement on its own: the denial of a call
+// whose tool is not frozen or whose binding no longer holds, or
+// denied=false if the stage passes it. The broker re-verifies an allowed
+// call with it right before executing (the call may have waited for a
+// human), so the check and its reasons are the gate's own.
+func ToolSetDenial(run *Run, req Request) (d Decision, denied bool) {
+	d, denied = checkToolSet(&call{run: run, req: req})
+	if denied {
+		d.Stage = "tool_set"
+		d = settle(d)
+	}
+	return d, denied
 }

@@ -24,7 +24,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 
-	"github.com/fluidbox/fluidbox/shared/approval"
+	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
@@ -65,9 +65,9 @@ type Entry struct {
 func Entries(before, after store.Approval) []Entry {
 	var t Type
 	switch {
-	case before.Status == "" && approval.Status(after.Status) == approval.StatusPending:
+	case before.Status == "" && call.State(after.Status) == call.Pending:
 		t = Requested
-	case approval.Status(before.Status) == approval.StatusPending && settled(approval.Status(after.Status)):
+	case call.State(before.Status) == call.Pending && call.State(after.Status).Settled():
 		t = Decided
 	default:
 		return nil
@@ -82,14 +82,6 @@ func Entries(before, after store.Approval) []Entry {
 		ExpiresAt:  after.ExpiresAt,
 		DecidedBy:  after.DecidedBy,
 	}}}
-}
-
-func settled(s approval.Status) bool {
-	switch s {
-	case approval.StatusApprovedOnce, approval.StatusApprovedSession, approval.StatusDenied, approval.StatusExpired:
-		return true
-	}
-	return false
 }
 
 // FromStreamRecord decodes a table stream record of an approval row

@@ -3,19 +3,13 @@ package permission
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
+	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/gate"
-	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
-
-// OperatorSubject is the subject of the admin-token operator. In
-// single-admin mode the operator owns the personal connections it creates
-// and has no member row; it is always active.
-const OperatorSubject = "admin"
 
 // BrokeredTool is a brokered tool as a run froze it: what the broker needs
 // to call it and to re-verify it first.
@@ -26,6 +20,9 @@ type BrokeredTool struct {
 	// ToolDigest is the digest of the tool's photographed definition.
 	ToolDigest string
 	Binding    gate.Binding
+	// Frozen is the run's frozen tool set and bindings, for re-verifying
+	// the call through the gate's own stage (call.Reverify).
+	Frozen *gate.Run
 }
 
 // BrokeredTool returns the frozen record of a run's brokered tool; ok is
@@ -45,7 +42,7 @@ func (s *Service) BrokeredTool(ctx context.Context, runID, toolName string) (Bro
 	}
 	return BrokeredTool{
 		Name: t.Name, UpstreamName: t.UpstreamName, ConnectionID: t.ConnectionID, ToolDigest: t.ToolDigest,
-		Binding: fr.bindings[t.ConnectionID],
+		Binding: fr.bindings[t.ConnectionID], Frozen: &gate.Run{Tools: fr.tools, Bindings: fr.bindings},
 	}, true, nil
 }
 
@@ -112,7 +109,7 @@ func LiveConnection(ctx context.Context, st *store.Store, connectionID string) (
 		case err == nil:
 			l.OwnerActive = m.Status == store.MemberActive
 		case errors.Is(err, store.ErrNotFound):
-			l.OwnerActive = c.Owner == OperatorSubject
+			l.OwnerActive = c.Owner == string(call.Operator)
 		default:
 			return gate.Live{}, store.Connection{}, err
 		}
@@ -120,38 +117,25 @@ func LiveConnection(ctx context.Context, st *store.Store, connectionID string) (
 	return l, c, nil
 }
 
-// ErrAlreadyExecuted: the brokered call was executed already.
-var ErrAlreadyExecuted = errors.New("permission: tool call already executed")
-
-// ClaimExecution claims an allowed call's one execution (see
-// store.ClaimExecution).
-func (s *Service) ClaimExecution(ctx context.Context, runID, toolCallID string) error {
-	err := s.st.ClaimExecution(ctx, runID, toolCallID, store.FormatTime(s.now()))
-	if errors.Is(err, store.ErrAlreadyExecuted) {
-		return ErrAlreadyExecuted
-	}
-	return err
-}
-
-// CallState says whether a call is recorded already (a retry, or a call
-// that waited for approval) and whether it was executed. It checks that a
+// Recorded reads a call's record if there is one (a retry, or a call that
+// waited for approval), with its execution and outcome. It checks that a
 // retry is the same call (ErrConflict) and that the request is well formed.
-func (s *Service) CallState(ctx context.Context, runID string, req Request) (recorded, executed bool, err error) {
+func (s *Service) Recorded(ctx context.Context, runID string, req Request) (store.Call, bool, error) {
 	_, digest, err := checkRequest(req)
 	if err != nil {
-		return false, false, err
+		return store.Call{}, false, err
 	}
-	e, err := s.st.GetExecution(ctx, runID, req.ToolCallID)
+	c, err := s.st.GetCall(ctx, runID, req.ToolCallID)
 	if errors.Is(err, store.ErrNotFound) {
-		return false, false, nil
+		return store.Call{}, false, nil
 	}
 	if err != nil {
-		return false, false, err
+		return store.Call{}, false, err
 	}
-	if e.InputDigest != string(digest) || e.ToolName != req.ToolName {
-		return false, false, ErrConflict
+	if c.InputDigest != string(digest) || c.ToolName != req.ToolName {
+		return store.Call{}, false, ErrConflict
 	}
-	return true, e.ExecutedAt != "", nil
+	return c, true, nil
 }
 
 // Preview asks the gate about a call on the run's current head and records
@@ -182,36 +166,4 @@ func (s *Service) Preview(ctx context.Context, runID string, req Request, live m
 		return gate.Decision{}, g.err
 	}
 	return d, nil
-}
-
-// RecordBrokered appends tool.brokered for an executed call, with its
-// outcome on the call record, in one ledger append.
-func (s *Service) RecordBrokered(ctx context.Context, runID string, ev redact.ToolBrokered) error {
-	env, err := redact.New(ev)
-	if err != nil {
-		return err
-	}
-	op := s.st.RecordBrokered(runID, ev.ToolCallID, store.BrokeredResult{ResultDigest: string(ev.ResultDigest), LatencyMS: ev.LatencyMS, IsError: ev.IsError})
-	_, err = s.led.Append(ctx, runID, func(store.Head) (store.Batch, error) {
-		return store.Batch{Events: []redact.Envelope{env}, Ops: []store.Op{op}}, nil
-	})
-	if err != nil {
-		return fmt.Errorf("permission: record brokered call %s of %s: %w", ev.ToolCallID, runID, err)
-	}
-	return nil
-}
-
-// RecordRefusal appends a tool.decision deny for an allowed call the broker
-// refused to execute because the binding or the upstream's definition no
-// longer matches what was decided on (an approved call whose tool changed
-// while it waited). The call record keeps its allow; a retry re-checks.
-func (s *Service) RecordRefusal(ctx context.Context, runID string, req Request, a Answer) error {
-	env, err := redact.New(redact.ToolDecision{ToolCallID: req.ToolCallID, ToolName: req.ToolName, Decision: DecisionDeny, Source: a.Source})
-	if err != nil {
-		return err
-	}
-	_, err = s.led.Append(ctx, runID, func(store.Head) (store.Batch, error) {
-		return store.Batch{Events: []redact.Envelope{env}}, nil
-	})
-	return err
 }

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/approval"
+	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/gate"
 	"github.com/fluidbox/fluidbox/shared/ids"
 	"github.com/fluidbox/fluidbox/shared/ledger"
@@ -37,29 +38,14 @@ import (
 	"github.com/fluidbox/fluidbox/shared/trust"
 )
 
-// Decision values on the wire.
-const (
-	DecisionAllow   = "allow"
-	DecisionDeny    = "deny"
-	DecisionPending = "pending"
-)
+// Answer is the gate's answer as the runner sees it.
+type Answer = call.Answer
 
 // Request is the body of POST /v1/sessions/{id}/permission.
 type Request struct {
 	ToolCallID string          `json:"tool_call_id"`
 	ToolName   string          `json:"tool_name"`
 	Input      json.RawMessage `json:"input"`
-}
-
-// Answer is the gate's answer as the runner sees it.
-type Answer struct {
-	Decision         string `json:"decision"`
-	Source           string `json:"source,omitempty"`
-	Reason           string `json:"reason,omitempty"`
-	RuleID           string `json:"rule_id,omitempty"`
-	ApprovalID       string `json:"approval_id,omitempty"`
-	Verdict          string `json:"verdict,omitempty"`
-	RewrittenVerdict string `json:"rewritten_verdict,omitempty"`
 }
 
 // InvalidError is a malformed request.
@@ -97,48 +83,56 @@ func NewService(led *ledger.Ledger, approvals *approval.Service, sched approval.
 	return &Service{led: led, st: led.Store(), now: now, frozen: newFrozenCache(led.Store()), approvals: approvals, sched: sched, log: log}
 }
 
+// Ledger is the ledger the service appends to.
+func (s *Service) Ledger() *ledger.Ledger { return s.led }
+
 // Decide answers one tool call for runID. With wait > 0, a pending answer
 // waits up to wait for the call to be settled.
-func (s *Service) Decide(ctx context.Context, runID string, req Request, wait time.Duration) (Answer, error) {
+func (s *Service) Decide(ctx context.Context, runID string, req Request, wait time.Duration) (call.Answer, error) {
 	return s.decide(ctx, runID, req, wait, nil)
 }
 
 // decide is Decide; live, when not nil, is the connections' live state the
 // broker read for a brokered call (see DecideBrokered). When nil, a
 // brokered tool's connection is read from the table here.
-func (s *Service) decide(ctx context.Context, runID string, req Request, wait time.Duration, live map[string]gate.Live) (Answer, error) {
+func (s *Service) decide(ctx context.Context, runID string, req Request, wait time.Duration, live map[string]gate.Live) (call.Answer, error) {
 	input, digest, err := checkRequest(req)
 	if err != nil {
-		return Answer{}, err
+		return call.Answer{}, err
 	}
 	fr, err := s.frozen.get(ctx, runID)
 	if errors.Is(err, store.ErrNotFound) {
-		return Answer{}, run.ErrNotFound
+		return call.Answer{}, run.ErrNotFound
 	}
 	if err != nil {
-		return Answer{}, err
+		return call.Answer{}, err
 	}
 	if live == nil {
 		if live, err = s.liveFor(ctx, fr, req.ToolName); err != nil {
-			return Answer{}, err
+			return call.Answer{}, err
 		}
 	}
 
-	var recorded Answer
+	var recorded call.Answer
 	var created store.Approval
+	asked := call.Asked{RunID: runID, ToolCallID: req.ToolCallID, ToolName: req.ToolName, Input: input, Digest: digest}
 	_, err = s.led.Append(ctx, runID, func(h store.Head) (store.Batch, error) {
 		g := grants{ctx: ctx, st: s.st, runID: runID}
 		d := gate.Decide(fr.gateRun(h), gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Granted: g.has})
 		if g.err != nil {
 			return store.Batch{}, g.err
 		}
-		var b store.Batch
-		recorded, b, created, err = s.record(h, fr, req, input, digest, d)
-		return b, err
+		pin := fr.pin(req.ToolName)
+		if d.Outcome == gate.OutcomeApproval {
+			pin.ApprovalID = ids.New("apr_")
+		}
+		rec, err := call.Record(s.st, h, asked, d, pin, s.now())
+		recorded, created = rec.Answer, rec.Approval
+		return rec.Batch, err
 	})
 	switch {
 	case err == nil:
-		if recorded.Decision == DecisionPending {
+		if recorded.Decision == call.Pending {
 			s.approvals.Observed(ctx, store.Approval{}, created)
 			at, err := time.Parse(store.TimeLayout, created.ExpiresAt)
 			if err == nil {
@@ -148,17 +142,17 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 				s.log.ErrorContext(ctx, "schedule approval expiry; lazy expiry and the sweep remain", "approval", recorded.ApprovalID, "err", err)
 			}
 		}
-	case errors.Is(err, store.ErrCallExists), errors.Is(err, store.ErrApprovalExists):
+	case errors.Is(err, call.ErrRecorded):
 		recorded, err = s.replay(ctx, runID, fr, req, input, digest)
 		if err != nil {
-			return Answer{}, err
+			return call.Answer{}, err
 		}
 	case errors.Is(err, store.ErrNotFound):
-		return Answer{}, run.ErrNotFound
+		return call.Answer{}, run.ErrNotFound
 	default:
-		return Answer{}, err
+		return call.Answer{}, err
 	}
-	if recorded.Decision == DecisionPending && wait > 0 {
+	if recorded.Decision == call.Pending && wait > 0 {
 		return s.await(ctx, runID, req, fr, input, min(wait, MaxWait), recorded)
 	}
 	return recorded, nil
@@ -217,157 +211,44 @@ func checkRequest(req Request) (any, redact.Digest, error) {
 	return input, digest, nil
 }
 
-// record turns a gate decision into the answer and the batch that records
-// it: tool.requested, tool.decision (and approval.requested with the
-// approval row when a human must decide), and the call record.
-func (s *Service) record(h store.Head, fr *frozenRun, req Request, input any, digest redact.Digest, d gate.Decision) (Answer, store.Batch, store.Approval, error) {
-	now := s.now().UTC()
-	ans := answerOf(d)
-	call := store.Call{
-		ToolCallID:       req.ToolCallID,
-		ToolName:         req.ToolName,
-		InputDigest:      string(digest),
-		Decision:         ans.Decision,
-		Source:           ans.Source,
-		Reason:           storedReason(d),
-		RuleID:           ans.RuleID,
-		Verdict:          ans.Verdict,
-		RewrittenVerdict: ans.RewrittenVerdict,
-		DecidedAt:        store.FormatTime(now),
+// pin is what an approval of toolName records about the run it pends in
+// (without the approval's id).
+func (fr *frozenRun) pin(toolName string) call.Pin {
+	p := call.Pin{ToolDigest: fr.toolDigests[toolName], PolicyDigest: fr.policyDigest}
+	if t, ok := fr.brokered[toolName]; ok {
+		// A call on a personal connection is decidable only by the run's
+		// invoker, who is its owner (run creation checks that).
+		p.ConnectionID = t.ConnectionID
+		p.Personal = fr.bindings[t.ConnectionID].Owner != ""
 	}
-	var b store.Batch
-	var created store.Approval
-	requested, err := redact.New(redact.ToolRequested{ToolCallID: req.ToolCallID, ToolName: req.ToolName, InputDigest: digest})
-	if err != nil {
-		return Answer{}, b, store.Approval{}, err
-	}
-	b.Events = append(b.Events, requested)
-
-	if d.Outcome == gate.OutcomeApproval {
-		inputJSON, err := json.Marshal(input)
-		if err != nil {
-			return Answer{}, b, store.Approval{}, err
-		}
-		a := store.Approval{
-			ID:           ids.New("apr_"),
-			RunID:        h.RunID,
-			ToolCallID:   req.ToolCallID,
-			ToolName:     req.ToolName,
-			Input:        string(inputJSON),
-			InputDigest:  string(digest),
-			ToolDigest:   fr.toolDigests[req.ToolName],
-			PolicyDigest: fr.policyDigest,
-			RuleID:       d.RuleID,
-			ScopeKey:     d.ScopeKey,
-			DefaultScope: string(d.Scope),
-			Status:       "pending",
-			RequestedAt:  store.FormatTime(now),
-			ExpiresAt:    store.FormatTime(now.Add(d.TTL)),
-		}
-		if t, ok := fr.brokered[req.ToolName]; ok {
-			// A call on a personal connection is decidable only by the
-			// run's invoker, who is its owner (run creation checks that).
-			a.ConnectionID = t.ConnectionID
-			a.Personal = fr.bindings[t.ConnectionID].Owner != ""
-		}
-		ops, err := s.st.PutApproval(a)
-		if err != nil {
-			return Answer{}, b, store.Approval{}, err
-		}
-		b.Ops = append(b.Ops, ops...)
-		ev, err := redact.New(redact.ApprovalRequested{
-			ApprovalID: a.ID, ToolCallID: a.ToolCallID, ToolName: a.ToolName, RuleID: a.RuleID,
-			ScopeKey: a.ScopeKey, DefaultScope: a.DefaultScope, ExpiresAt: a.ExpiresAt, InputDigest: digest,
-		})
-		if err != nil {
-			return Answer{}, b, store.Approval{}, err
-		}
-		b.Events = append(b.Events, ev)
-		b.Head.Pending = 1
-		if run.Status(h.Status) != run.StatusEnded {
-			b.Head.Status = string(run.StatusAwaitingApproval)
-		}
-		created = a
-		ans.ApprovalID, call.ApprovalID = a.ID, a.ID
-	} else {
-		ev, err := redact.New(redact.ToolDecision{
-			ToolCallID: req.ToolCallID, ToolName: req.ToolName, Decision: ans.Decision, Source: ans.Source,
-			RuleID: ans.RuleID, Verdict: ans.Verdict, RewrittenVerdict: ans.RewrittenVerdict, Grant: d.Grant,
-		})
-		if err != nil {
-			return Answer{}, b, store.Approval{}, err
-		}
-		b.Events = append(b.Events, ev)
-	}
-	op, err := s.st.PutCall(h.RunID, call)
-	if err != nil {
-		return Answer{}, b, store.Approval{}, err
-	}
-	b.Ops = append(b.Ops, op)
-	return ans, b, created, nil
-}
-
-func answerOf(d gate.Decision) Answer {
-	a := Answer{Reason: d.Reason, RuleID: d.RuleID, Verdict: string(d.Verdict), RewrittenVerdict: string(d.Rewritten)}
-	switch d.Outcome {
-	case gate.OutcomeAllow:
-		a.Decision = DecisionAllow
-	case gate.OutcomeApproval:
-		a.Decision = DecisionPending
-	default:
-		a.Decision = DecisionDeny
-		a.Source = string(d.Source)
-		if a.Source == "" {
-			a.Source = string(gate.SourcePolicy)
-		}
-	}
-	return a
-}
-
-// storedReason is the reason kept on the call record. Schema reasons may
-// quote the input and Bash parse errors may quote the command, so those
-// are not stored; a replay re-derives the schema reason from the frozen
-// schema and the (identical) input.
-func storedReason(d gate.Decision) string {
-	switch {
-	case d.Source == gate.SourceSchema:
-		return ""
-	case d.Source == gate.SourcePolicy || d.Outcome != gate.OutcomeDeny:
-		if d.RuleID != "" || d.Outcome == gate.OutcomeAllow || d.Outcome == gate.OutcomeApproval {
-			return d.Reason
-		}
-		return "denied by the policy"
-	}
-	return d.Reason
+	return p
 }
 
 // replay returns the answer recorded for a call, after checking that the
 // retry is the same call.
-func (s *Service) replay(ctx context.Context, runID string, fr *frozenRun, req Request, input any, digest redact.Digest) (Answer, error) {
+func (s *Service) replay(ctx context.Context, runID string, fr *frozenRun, req Request, input any, digest redact.Digest) (call.Answer, error) {
 	c, err := s.st.GetCall(ctx, runID, req.ToolCallID)
 	if err != nil {
-		return Answer{}, err
+		return call.Answer{}, err
 	}
 	if c.InputDigest != string(digest) || c.ToolName != req.ToolName {
-		return Answer{}, ErrConflict
+		return call.Answer{}, ErrConflict
 	}
-	if c.Decision == DecisionPending && c.ApprovalID != "" {
+	if call.State(c.Decision) == call.Pending && c.ApprovalID != "" {
 		// Lazy expiry: a pending call read past its approval's time is
-		// settled as expired first.
+		// settled as expired first. If that write fails the answer stays
+		// pending, which allows nothing.
 		apr, err := s.st.GetApproval(ctx, runID, req.ToolCallID)
 		if err != nil {
-			return Answer{}, err
+			return call.Answer{}, err
 		}
-		if apr, err = s.approvals.Current(ctx, apr); err != nil {
-			return Answer{}, err
-		}
-		if apr.Status != string(approval.StatusPending) {
+		if apr = s.approvals.Current(ctx, apr); call.State(apr.Status) != call.Pending {
 			if c, err = s.st.GetCall(ctx, runID, req.ToolCallID); err != nil {
-				return Answer{}, err
+				return call.Answer{}, err
 			}
 		}
 	}
-	a := Answer{Decision: c.Decision, Source: c.Source, Reason: c.Reason, RuleID: c.RuleID, ApprovalID: c.ApprovalID, Verdict: c.Verdict, RewrittenVerdict: c.RewrittenVerdict}
+	a := call.AnswerOf(c)
 	if c.Source == string(gate.SourceSchema) {
 		a.Reason = fr.schemaReason(req.ToolName, input)
 	}
@@ -377,7 +258,7 @@ func (s *Service) replay(ctx context.Context, runID string, fr *frozenRun, req R
 // await waits for a pending call to be settled, re-reading its record when
 // this process appends to the run and at least every pollEvery (the
 // decision may land in another process).
-func (s *Service) await(ctx context.Context, runID string, req Request, fr *frozenRun, input any, wait time.Duration, pending Answer) (Answer, error) {
+func (s *Service) await(ctx context.Context, runID string, req Request, fr *frozenRun, input any, wait time.Duration, pending call.Answer) (call.Answer, error) {
 	deadline := s.now().Add(wait)
 	digest, _ := redact.DigestJSON(input)
 	for {
@@ -386,13 +267,13 @@ func (s *Service) await(ctx context.Context, runID string, req Request, fr *froz
 			return pending, nil
 		}
 		if err := s.led.Wait(ctx, runID, min(left, pollEvery)); err != nil {
-			return Answer{}, err
+			return call.Answer{}, err
 		}
 		a, err := s.replay(ctx, runID, fr, req, input, digest)
 		if err != nil {
-			return Answer{}, err
+			return call.Answer{}, err
 		}
-		if a.Decision != DecisionPending {
+		if a.Decision != call.Pending {
 			return a, nil
 		}
 	}

@@ -2,10 +2,6 @@ package store
 
 import (
 	"context"
-	"fmt"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // Approval is a call waiting for (or settled by) a human. It is kept in its
@@ -34,40 +30,28 @@ type Approval struct {
 	// Personal marks a call riding a personal connection (set by the broker
 	// when it creates the approval): only the run's invoker may decide it.
 	Personal bool `dynamodbav:"personal,omitempty"`
+	// Input is bounded for display (shared/call); InputSize is the size
+	// of the whole input and InputTruncated says it was cut. InputDigest is
+	// always the digest of the whole input.
+	InputSize      int  `dynamodbav:"input_size,omitempty"`
+	InputTruncated bool `dynamodbav:"input_truncated,omitempty"`
 }
 
-type pendingApproval struct {
+// PendingApproval is an approval row while it is pending: in the sparse
+// index gsi1 under PendingIndex, sorted by request time.
+type PendingApproval struct {
 	Approval
 	GSI1PK string `dynamodbav:"gsi1pk"`
 	GSI1SK string `dynamodbav:"gsi1sk"`
 }
 
-// approvalRef points from an approval id to its row.
-type approvalRef struct {
+// ApprovalRef points from an approval id to its row (at ApprovalRefKey).
+type ApprovalRef struct {
 	RunID      string `dynamodbav:"run_id"`
 	ToolCallID string `dynamodbav:"tool_call_id"`
 }
 
 func approvalSK(toolCallID string) string { return "APR#" + toolCallID }
-
-// ErrApprovalExists: the call already has an approval.
-var ErrApprovalExists = fmt.Errorf("store: approval exists: %w", ErrExists)
-
-// PutApproval creates a pending approval and the pointer from its id.
-func (s *Store) PutApproval(a Approval) ([]Op, error) {
-	row, err := item(runPK(a.RunID), approvalSK(a.ToolCallID), pendingApproval{Approval: a, GSI1PK: "PENDING", GSI1SK: a.RequestedAt + "#" + a.ID})
-	if err != nil {
-		return nil, err
-	}
-	ref, err := item("APRID#"+a.ID, "HEAD", approvalRef{RunID: a.RunID, ToolCallID: a.ToolCallID})
-	if err != nil {
-		return nil, err
-	}
-	return []Op{
-		{item: putNew(s.table, row), failed: ErrApprovalExists},
-		{item: putNew(s.table, ref), failed: ErrApprovalExists},
-	}, nil
-}
 
 // GetApproval reads a run's approval for a call.
 func (s *Store) GetApproval(ctx context.Context, runID, toolCallID string) (Approval, error) {
@@ -78,70 +62,12 @@ func (s *Store) GetApproval(ctx context.Context, runID, toolCallID string) (Appr
 
 // GetApprovalByID reads an approval by its id.
 func (s *Store) GetApprovalByID(ctx context.Context, id string) (Approval, error) {
-	var ref approvalRef
-	if err := s.get(ctx, "APRID#"+id, "HEAD", &ref); err != nil {
+	var ref ApprovalRef
+	k := ApprovalRefKey(id)
+	if err := s.get(ctx, k.PK, k.SK, &ref); err != nil {
 		return Approval{}, err
 	}
 	return s.GetApproval(ctx, ref.RunID, ref.ToolCallID)
-}
-
-// ErrApprovalSettled: the approval is no longer pending, or has expired.
-var ErrApprovalSettled = fmt.Errorf("store: approval already settled: %w", ErrConditionFailed)
-
-// Settlement is how a pending approval ends.
-type Settlement struct {
-	Status    string
-	Decision  string
-	DecidedBy string
-	DecidedAt string
-	// Now is when the settlement happens: a decision needs the approval
-	// unexpired at Now, an expiry needs it overdue at Now.
-	Now string
-	// Expiring settles an overdue approval as expired instead.
-	Expiring bool
-}
-
-// SettleApproval is the compare-and-swap that settles an approval: it holds
-// only while the approval is pending and (for a decision) not yet expired,
-// or (for an expiry) already past its time. It leaves the pending index.
-func (s *Store) SettleApproval(a Approval, st Settlement) Op {
-	cond := "#status = :pending AND expires_at > :now"
-	if st.Expiring {
-		cond = "#status = :pending AND expires_at <= :now"
-	}
-	return Op{item: types.TransactWriteItem{Update: &types.Update{
-		TableName:                aws.String(s.table),
-		Key:                      keyOf(runPK(a.RunID), approvalSK(a.ToolCallID)),
-		UpdateExpression:         aws.String("SET #status = :status, decision = :decision, decided_by = :by, decided_at = :at REMOVE gsi1pk, gsi1sk"),
-		ConditionExpression:      aws.String(cond),
-		ExpressionAttributeNames: map[string]string{"#status": "status"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":pending":  &types.AttributeValueMemberS{Value: "pending"},
-			":now":      &types.AttributeValueMemberS{Value: st.Now},
-			":status":   &types.AttributeValueMemberS{Value: st.Status},
-			":decision": &types.AttributeValueMemberS{Value: st.Decision},
-			":by":       &types.AttributeValueMemberS{Value: st.DecidedBy},
-			":at":       &types.AttributeValueMemberS{Value: st.DecidedAt},
-		},
-	}}, failed: ErrApprovalSettled}
-}
-
-// SettleCall records the final answer of a call that was pending.
-func (s *Store) SettleCall(runID string, c Call) Op {
-	return Op{item: types.TransactWriteItem{Update: &types.Update{
-		TableName:                aws.String(s.table),
-		Key:                      keyOf(runPK(runID), callSK(c.ToolCallID)),
-		UpdateExpression:         aws.String("SET decision = :d, #source = :s, reason = :r, decided_at = :at"),
-		ConditionExpression:      aws.String("decision = :pending"),
-		ExpressionAttributeNames: map[string]string{"#source": "source"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{
-			":d":       &types.AttributeValueMemberS{Value: c.Decision},
-			":s":       &types.AttributeValueMemberS{Value: c.Source},
-			":r":       &types.AttributeValueMemberS{Value: c.Reason},
-			":at":      &types.AttributeValueMemberS{Value: c.DecidedAt},
-			":pending": &types.AttributeValueMemberS{Value: "pending"},
-		},
-	}}, failed: ErrApprovalSettled}
 }
 
 // Grant is a session grant: later require_approval calls of the run whose
@@ -153,33 +79,12 @@ type Grant struct {
 	GrantedAt  string `dynamodbav:"granted_at" json:"granted_at"`
 }
 
-func grantSK(key string) string { return "GRANT#" + key }
-
-// PutGrant records a session grant (replacing one with the same key).
-func (s *Store) PutGrant(runID string, g Grant) (Op, error) {
-	av, err := item(runPK(runID), grantSK(g.ScopeKey), g)
-	if err != nil {
-		return Op{}, err
-	}
-	return Op{item: types.TransactWriteItem{Put: &types.Put{TableName: aws.String(s.table), Item: av}}, failed: ErrConditionFailed}, nil
-}
-
-// ErrNoGrant: there is no grant with that key.
-var ErrNoGrant = fmt.Errorf("store: no such grant: %w", ErrNotFound)
-
-// DeleteGrant revokes a session grant; it fails with ErrNoGrant if absent.
-func (s *Store) DeleteGrant(runID, scopeKey string) Op {
-	return Op{item: types.TransactWriteItem{Delete: &types.Delete{
-		TableName:           aws.String(s.table),
-		Key:                 keyOf(runPK(runID), grantSK(scopeKey)),
-		ConditionExpression: aws.String("attribute_exists(pk)"),
-	}}, failed: ErrNoGrant}
-}
+const grantPrefix = "GRANT#"
 
 // Grants lists a run's session grants.
 func (s *Store) Grants(ctx context.Context, runID string) ([]Grant, error) {
 	var out []Grant
-	err := s.queryPrefix(ctx, runPK(runID), "GRANT#", collect(&out))
+	err := s.queryPrefix(ctx, runPK(runID), grantPrefix, collect(&out))
 	return out, err
 }
 
@@ -194,5 +99,5 @@ func (s *Store) RunApprovals(ctx context.Context, runID string) ([]Approval, err
 // most limit. The index is eventually consistent: callers re-read a row
 // before acting on it.
 func (s *Store) PendingApprovals(ctx context.Context, limit int) ([]Approval, error) {
-	return listIndex[Approval](ctx, s, indexQuery{op: "pending approvals", item: "approval", pk: "PENDING", limit: limit})
+	return listIndex[Approval](ctx, s, indexQuery{op: "pending approvals", item: "approval", pk: PendingIndex, limit: limit})
 }

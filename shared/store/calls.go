@@ -1,14 +1,9 @@
 package store
 
-import (
-	"context"
-	"fmt"
-)
+import "context"
 
-// ErrCallExists: a decision for this tool_call_id is already recorded.
-var ErrCallExists = fmt.Errorf("store: call already decided: %w", ErrExists)
-
-// Call is the recorded answer to one tool call, the gate's idempotency key.
+// Call is the recorded answer to one tool call, the gate's idempotency key,
+// and for a brokered call its execution. shared/call writes it.
 type Call struct {
 	ToolCallID       string `dynamodbav:"tool_call_id"`
 	ToolName         string `dynamodbav:"tool_name"`
@@ -21,21 +16,20 @@ type Call struct {
 	RewrittenVerdict string `dynamodbav:"rewritten_verdict,omitempty"`
 	ApprovalID       string `dynamodbav:"approval_id,omitempty"`
 	DecidedAt        string `dynamodbav:"decided_at"`
+	// ExecutedAt is when a brokered call's one execution was claimed.
+	ExecutedAt string `dynamodbav:"executed_at,omitempty"`
+	// The outcome of an executed call: digests and numbers, never the
+	// result. ResultDigest is set once the outcome is stored.
+	ResultDigest string `dynamodbav:"result_digest,omitempty"`
+	LatencyMS    int64  `dynamodbav:"latency_ms,omitempty"`
+	IsError      bool   `dynamodbav:"is_error,omitempty"`
+	// Brokered is set once tool.brokered for the outcome is in the ledger.
+	Brokered bool `dynamodbav:"brokered,omitempty"`
 }
 
 func callSK(id string) string { return "CALL#" + id }
 
-// PutCall records a call's answer; it fails with ErrCallExists if one is
-// recorded already.
-func (s *Store) PutCall(runID string, c Call) (Op, error) {
-	av, err := item(runPK(runID), callSK(c.ToolCallID), c)
-	if err != nil {
-		return Op{}, err
-	}
-	return Op{item: putNew(s.table, av), failed: ErrCallExists}, nil
-}
-
-// GetCall reads a call's recorded answer.
+// GetCall reads a call's record.
 func (s *Store) GetCall(ctx context.Context, runID, toolCallID string) (Call, error) {
 	var c Call
 	err := s.get(ctx, runPK(runID), callSK(toolCallID), &c)

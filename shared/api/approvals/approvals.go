@@ -7,6 +7,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/ids"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
@@ -159,7 +160,7 @@ func (s *Server) revokeGrant(w http.ResponseWriter, r *http.Request, who auth.Pr
 	key := r.PathValue("scope_key")
 	err = s.approvals.RevokeGrant(r.Context(), who, id, key)
 	switch {
-	case errors.Is(err, store.ErrNoGrant):
+	case errors.Is(err, call.ErrNoGrant):
 		return notFound("grant " + key)
 	case errors.Is(err, store.ErrNotFound):
 		return notFound("session " + id)

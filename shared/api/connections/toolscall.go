@@ -9,6 +9,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/connection"
 	"github.com/fluidbox/fluidbox/shared/permission"
 	"github.com/fluidbox/fluidbox/shared/seal"
+	"github.com/fluidbox/fluidbox/shared/store"
 )
 
 // toolsCall is POST /v1/sessions/{id}/tools/call: the gate decides a
@@ -25,6 +26,7 @@ func (s *Server) toolsCall(w http.ResponseWriter, r *http.Request, _ auth.Princi
 	}
 	ans, err := s.broker.Call(r.Context(), id, req, wait)
 	var inv *permission.InvalidError
+	var ran *connection.ExecutedError
 	switch {
 	case err == nil:
 	case errors.As(err, &inv):
@@ -33,8 +35,13 @@ func (s *Server) toolsCall(w http.ResponseWriter, r *http.Request, _ auth.Princi
 		return conflict("tool_call_id %q was already asked with a different tool or input", req.ToolCallID)
 	case errors.Is(err, connection.ErrSandboxTool):
 		return invalid("tool_name: %q is a sandbox tool of this run; ask POST /v1/sessions/{id}/permission and run it in the sandbox", req.ToolName)
+	case errors.As(err, &ran) && ran.Known:
+		return conflict("tool_call_id %q was executed already (result digest %s, latency %d ms, is_error %t); its result is not kept and the tool is not run twice (use a new tool_call_id to call again)",
+			req.ToolCallID, ran.Outcome.ResultDigest, ran.Outcome.LatencyMS, ran.Outcome.IsError)
 	case errors.Is(err, connection.ErrAlreadyExecuted):
-		return conflict("tool_call_id %q was executed already; its result is not kept and the tool is not run twice (use a new tool_call_id to call again)", req.ToolCallID)
+		return conflict("tool_call_id %q was executed already, but its outcome was not recorded (the broker stopped while the tool ran); the tool is not run twice (use a new tool_call_id to call again)", req.ToolCallID)
+	case errors.Is(err, connection.ErrNoTime):
+		return &route.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the request has too little time left for the tool's timeout, so the tool was not run; retry with a shorter wait_seconds"}
 	case errors.Is(err, connection.ErrNoSealer):
 		return errNoSealer
 	case errors.Is(err, seal.ErrUnavailable):
@@ -44,7 +51,10 @@ func (s *Server) toolsCall(w http.ResponseWriter, r *http.Request, _ auth.Princi
 		return &route.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the upstream MCP server's tools could not be read, so the call was not decided; treat this as deny and retry"}
 	case errors.Is(err, connection.ErrNotRecorded):
 		s.log.ErrorContext(r.Context(), "brokered call not recorded", "run", id, "call", req.ToolCallID, "err", err)
-		return errUnavailable
+		return &route.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the tool ran, but its record could not be completed, so its result is withheld; retry with the same tool_call_id to complete the record (the tool is not run again)"}
+	case errors.Is(err, store.ErrUnavailable):
+		s.log.ErrorContext(r.Context(), "table unavailable", "run", id, "call", req.ToolCallID, "err", err)
+		return &route.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the table could not be reached, so the tool was not run; treat this as deny and retry"}
 	default:
 		return err
 	}

@@ -4,11 +4,11 @@ import (
 	"errors"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/sso"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
@@ -17,13 +17,6 @@ var (
 	errDeactivated     = &route.Error{Status: http.StatusForbidden, Code: "forbidden", Message: "this member has been deactivated; ask an admin to activate it"}
 	errReservedSubject = &route.Error{Status: http.StatusForbidden, Code: "forbidden", Message: "this token's sub names the operator or a system actor; fluidbox does not accept it from the identity provider"}
 )
-
-// reservedSubject reports whether sub is a name records give the operator
-// ("admin"), the system ("system:expiry") or a trigger ("trigger:<id>"),
-// never an SSO user.
-func reservedSubject(sub string) bool {
-	return sub == "admin" || strings.HasPrefix(sub, "system:") || strings.HasPrefix(sub, "trigger:")
-}
 
 // lastSeenEvery is how stale a member's last_seen may grow before a request
 // refreshes it: recording every request would make each one a write.
@@ -45,7 +38,7 @@ func (s *Server) AuthenticateUser(r *http.Request, tok string) (auth.Principal, 
 		s.log.InfoContext(ctx, "token refused", "err", err)
 		return auth.Principal{}, errUnauthenticated
 	}
-	if reservedSubject(who.Subject) {
+	if call.Reserved(who.Subject) {
 		// A user carrying a name records give the operator, the system or
 		// a trigger could pass for them (as the invoker of the operator's
 		// run, say), so such a token is refused.

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -203,7 +204,7 @@ func authorize(who auth.Principal, acc Access, runID string) *Error {
 func (s *Server) authenticate(r *http.Request, acc Access) (auth.Principal, *Error) {
 	tok := auth.Bearer(r)
 	if auth.AdminMatches(tok, s.cfg.AdminToken) {
-		return auth.Principal{Kind: auth.KindAdmin, Subject: "admin"}, nil
+		return auth.Principal{Kind: auth.KindAdmin, Subject: string(call.Operator)}, nil
 	}
 	if s.cfg.Users != nil && acc != Runner && tok != "" && !strings.HasPrefix(tok, auth.SessionTokenPrefix) {
 		return s.cfg.Users.AuthenticateUser(r, tok)

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/fluidbox/fluidbox/shared/api/route"
+	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -197,7 +198,7 @@ func (s *Server) githubDelivery(w http.ResponseWriter, r *http.Request) error {
 	v, err := s.runs.CreateForTrigger(r.Context(), triggerRunRequest(cfg), run.Triggered{
 		RunID:   runID,
 		Type:    "github",
-		Invoker: "trigger:" + cfg.ID,
+		Invoker: string(call.Trigger(cfg.ID)),
 		Tier:    pr.Tier,
 		GitHub: &store.GitHubTrigger{
 			TriggerID:      cfg.ID,

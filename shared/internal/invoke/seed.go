@@ -11,7 +11,10 @@ import (
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/call"
+	"github.com/fluidbox/fluidbox/shared/gate"
 	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/policy"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	fbrun "github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -49,36 +52,17 @@ func seedApprovals(ctx context.Context, st *store.Store, now time.Time) error {
 		{OverdueApproval, "toolu_overdue", "rm -rf build", -16 * time.Minute, -time.Minute},
 		{PendingApproval, "toolu_pending", "git push origin main", -time.Minute, time.Hour},
 	} {
-		input, _ := json.Marshal(map[string]string{"command": a.cmd})
-		digest, err := redact.DigestJSON(map[string]any{"command": a.cmd})
+		input := map[string]any{"command": a.cmd}
+		digest, err := redact.DigestJSON(input)
 		if err != nil {
 			return err
 		}
-		apr := store.Approval{
-			ID: a.id, RunID: FixtureRun, ToolCallID: a.call, ToolName: "Bash", Input: string(input),
-			InputDigest: string(digest), RuleID: "fixture", ScopeKey: "Bash:" + a.cmd, DefaultScope: "once", Status: "pending",
-			RequestedAt: store.FormatTime(now.Add(a.requested)), ExpiresAt: store.FormatTime(now.Add(a.expires)),
-		}
-		ops, err := st.PutApproval(apr)
-		if err != nil {
-			return err
-		}
-		call, err := st.PutCall(FixtureRun, store.Call{
-			ToolCallID: a.call, ToolName: "Bash", InputDigest: string(digest), Decision: "pending",
-			RuleID: "fixture", Verdict: "require_approval", ApprovalID: a.id, DecidedAt: apr.RequestedAt,
-		})
-		if err != nil {
-			return err
-		}
-		ev, err := redact.New(redact.ApprovalRequested{
-			ApprovalID: a.id, ToolCallID: a.call, ToolName: "Bash", RuleID: "fixture", ScopeKey: apr.ScopeKey,
-			DefaultScope: "once", ExpiresAt: apr.ExpiresAt, InputDigest: digest,
-		})
-		if err != nil {
-			return err
-		}
-		_, err = led.Append(ctx, FixtureRun, func(store.Head) (store.Batch, error) {
-			return store.Batch{Events: []redact.Envelope{ev}, Ops: append(ops, call), Head: store.HeadChange{Pending: 1, Status: "awaiting_approval"}}, nil
+		asked := call.Asked{RunID: FixtureRun, ToolCallID: a.call, ToolName: "Bash", Input: input, Digest: digest}
+		d := gate.Decision{Outcome: gate.OutcomeApproval, RuleID: "fixture", Verdict: policy.VerdictRequireApproval,
+			ScopeKey: "Bash:" + a.cmd, Scope: policy.ScopeOnce, TTL: a.expires - a.requested}
+		_, err = led.Append(ctx, FixtureRun, func(h store.Head) (store.Batch, error) {
+			rec, err := call.Record(st, h, asked, d, call.Pin{ApprovalID: a.id}, now.Add(a.requested))
+			return rec.Batch, err
 		})
 		if err != nil {
 			return fmt.Errorf("approval %s: %w", a.id, err)

@@ -1,0 +1,168 @@
+// Package call is the life of one tool call as a state machine: what a call
+// can become, who may move it, and what each move writes. This file is the
+// whole machine; records.go builds the items and events of each move, and is
+// the only code in fluidbox that writes call, approval and grant items.
+//
+//	requested ──gate──▶ allow ─────────────┐
+//	          ──gate──▶ deny               │
+//	          ──gate──▶ pending ─decider─▶ approved_once ──┤
+//	                            ─decider─▶ approved_session┤ (+ session grant)
+//	                            ─decider─▶ denied          │
+//	                            ─expiry──▶ expired         │
+//	                                                       ▼
+//	              (brokered calls only)  executing ◀─broker─ allow | approved_*
+//	                                     executing ─broker─▶ executed
+//	                       allow | approved_* ─broker─▶ refused (not stored)
+//
+// What it guarantees:
+//   - A move happens only if it is a row of the table below (Move); every
+//     writer asks first, so a new writer cannot invent a transition.
+//   - Every move that changes the run is one ledger append: the move's
+//     items and its events together, or nothing. The two moves that are
+//     single-item writes (claiming the execution, recording its outcome)
+//     are conditioned on the state before them, and the event that
+//     follows them (tool.brokered) can always be appended later from what
+//     they stored.
+//   - Fail closed: a move that is not in the table, a condition that does
+//     not hold or a write that fails leaves the call where it was, and
+//     where it was never allows more than the move would have.
+//   - Nothing from a tool's input reaches a key or an event: inputs are
+//     digested, grant keys are hashed, and the approval row keeps the
+//     input (bounded for display, with the digest of all of it) for the
+//     human who decides.
+package call
+
+import (
+	"errors"
+	"fmt"
+)
+
+// State is where a call stands. The values are persisted (a call record's
+// decision, an approval's status) and on the wire: never rename one.
+type State string
+
+// States of a call.
+const (
+	// Requested: asked, nothing recorded yet. Not stored.
+	Requested State = "requested"
+	// Allowed, Denied and Pending are the gate's answers, stored as the
+	// call record's decision.
+	Allowed State = "allow"
+	Denied  State = "deny"
+	Pending State = "pending"
+	// The settlements of a pending call, stored as its approval's status.
+	// A settled approval leaves its call record allow (approved_*) or deny
+	// (denied, expired).
+	ApprovedOnce    State = "approved_once"
+	ApprovedSession State = "approved_session"
+	Rejected        State = "denied"
+	Expired         State = "expired"
+	// Executing and Executed are a brokered call's execution, stored on
+	// its call record (executed_at, then the outcome).
+	Executing State = "executing"
+	Executed  State = "executed"
+	// Refused: an allowed brokered call that re-verification stopped
+	// before it ran. Recorded as an event only; the call stays allowed and
+	// a retry re-verifies.
+	Refused State = "refused"
+)
+
+// Actor is who may move a call.
+type Actor string
+
+// Actors.
+const (
+	// Gate: the permission service or the broker, recording the gate's
+	// decision (shared/permission).
+	Gate Actor = "gate"
+	// Decider: a person approval.MayDecide admits for this approval (the
+	// operator, an admin or approver, or for a personal connection only
+	// the run's invoker).
+	Decider Actor = "decider"
+	// Expiry: System(ExpiryRole), through the timer, the sweep or a lazy
+	// read of an overdue approval.
+	Expiry Actor = "expiry"
+	// Broker: the broker executing an allowed brokered call
+	// (shared/connection).
+	Broker Actor = "broker"
+)
+
+// Transition is one row of the machine.
+type Transition struct {
+	From, To State
+	By       Actor
+	// Writes says what the move records, for the reader of this table.
+	Writes string
+}
+
+// Transitions is the machine: every move a call can make. Nothing else
+// moves a call.
+var Transitions = []Transition{
+	{Requested, Allowed, Gate, "call record; tool.requested, tool.decision"},
+	{Requested, Denied, Gate, "call record; tool.requested, tool.decision"},
+	{Requested, Pending, Gate, "call record, approval row; tool.requested, approval.requested; run awaiting_approval"},
+
+	{Pending, ApprovedOnce, Decider, "approval settled, call allow; approval.decided, tool.decision"},
+	{Pending, ApprovedSession, Decider, "approval settled, call allow, session grant; approval.decided, tool.decision"},
+	{Pending, Rejected, Decider, "approval settled, call deny (source approval); approval.decided, tool.decision"},
+	{Pending, Expired, Expiry, "approval settled, call deny (source approval_expired); approval.decided, tool.decision"},
+
+	{Allowed, Executing, Broker, "execution claim on the call record, once"},
+	{ApprovedOnce, Executing, Broker, "execution claim on the call record, once"},
+	{ApprovedSession, Executing, Broker, "execution claim on the call record, once"},
+	{Executing, Executed, Broker, "outcome on the call record; then tool.brokered"},
+
+	{Allowed, Refused, Broker, "tool.decision deny; the call record stays allow"},
+	{ApprovedOnce, Refused, Broker, "tool.decision deny; the call record stays allow"},
+	{ApprovedSession, Refused, Broker, "tool.decision deny; the call record stays allow"},
+}
+
+// Settled reports whether s is a final settlement of a pending call.
+func (s State) Settled() bool {
+	return s == ApprovedOnce || s == ApprovedSession || s == Rejected || s == Expired
+}
+
+// Approved reports whether s lets the call run.
+func (s State) Approved() bool { return s == ApprovedOnce || s == ApprovedSession }
+
+// ErrIllegal: a move that is not in the machine.
+var ErrIllegal = errors.New("call: no such transition")
+
+// Move checks that by may move a call from from to to.
+func Move(from, to State, by Actor) error {
+	for _, t := range Transitions {
+		if t.From == from && t.To == to && t.By == by {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s from %s to %s", ErrIllegal, by, from, to)
+}
+
+// Decision is a runner's answer for a call (the call record's decision and
+// the wire's "decision"): the first three states. A settled approval
+// answers Allowed or Denied.
+type Decision = State
+
+// Sentinels: one per fact. Callers test them with errors.Is.
+var (
+	// ErrRecorded: the call already has a recorded answer (a retry).
+	ErrRecorded = errors.New("call: already recorded")
+	// ErrSettled: the approval is no longer pending, or a decision came
+	// after its expiry.
+	ErrSettled = errors.New("call: approval already settled")
+	// ErrNoGrant: the run has no session grant with that scope key.
+	ErrNoGrant = errors.New("call: no such grant")
+	// ErrExecuted: the call's one execution was claimed already; the tool
+	// is never run again.
+	ErrExecuted = errors.New("call: already executed")
+	// ErrNotAllowed: the call's recorded answer is not allow, so it
+	// cannot be executed.
+	ErrNotAllowed = errors.New("call: not allowed")
+	// ErrNotRecorded: the call has no record to move.
+	ErrNotRecorded = errors.New("call: no such call")
+	// ErrNoTime: the request's deadline does not cover the call's timeout,
+	// so the execution was not claimed and the tool did not run.
+	ErrNoTime = errors.New("call: not enough time left to execute")
+	// ErrBrokeredRecorded: tool.brokered is in the ledger already.
+	ErrBrokeredRecorded = errors.New("call: brokered call recorded already")
+)

@@ -1,0 +1,446 @@
+package call
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fluidbox/fluidbox/shared/gate"
+	"github.com/fluidbox/fluidbox/shared/redact"
+	"github.com/fluidbox/fluidbox/shared/store"
+)
+
+// A run's statuses as its head stores them (shared/run names them; this
+// package only moves a run between running and awaiting_approval).
+const (
+	runRunning          = "running"
+	runAwaitingApproval = "awaiting_approval"
+	runEnded            = "ended"
+)
+
+// Answer is a call's recorded answer as the runner sees it.
+type Answer struct {
+	Decision         Decision `json:"decision"`
+	Source           string   `json:"source,omitempty"`
+	Reason           string   `json:"reason,omitempty"`
+	RuleID           string   `json:"rule_id,omitempty"`
+	ApprovalID       string   `json:"approval_id,omitempty"`
+	Verdict          string   `json:"verdict,omitempty"`
+	RewrittenVerdict string   `json:"rewritten_verdict,omitempty"`
+}
+
+// AnswerOf is the answer a call record holds.
+func AnswerOf(c store.Call) Answer {
+	return Answer{Decision: Decision(c.Decision), Source: c.Source, Reason: c.Reason, RuleID: c.RuleID,
+		ApprovalID: c.ApprovalID, Verdict: c.Verdict, RewrittenVerdict: c.RewrittenVerdict}
+}
+
+// Asked is a call as asked: its ids, its decoded input and that input's
+// digest.
+type Asked struct {
+	RunID      string
+	ToolCallID string
+	ToolName   string
+	Input      any
+	Digest     redact.Digest
+}
+
+// Pin is what a pending call's approval records about what it was decided
+// on, and who may decide it.
+type Pin struct {
+	// ApprovalID is the id the approval gets if the gate pends the call.
+	ApprovalID   string
+	ToolDigest   string
+	PolicyDigest string
+	// ConnectionID and Personal are set for a brokered call; a call on a
+	// personal connection is decidable only by the run's invoker.
+	ConnectionID string
+	Personal     bool
+}
+
+// Recorded is what Record decided: the answer, the batch that records it,
+// and the approval it creates (zero unless the answer is pending).
+type Recorded struct {
+	Answer   Answer
+	Batch    store.Batch
+	Approval store.Approval
+}
+
+// Record is requested -> allow | deny | pending: the gate's decision d on
+// the head h, as the batch that records it (tool.requested, then
+// tool.decision or approval.requested with the approval row, and the call
+// record). The call record and the approval row must be new: a retry's
+// Append fails with ErrRecorded.
+func Record(st *store.Store, h store.Head, c Asked, d gate.Decision, pin Pin, now time.Time) (Recorded, error) {
+	ans := answerOf(d)
+	if err := Move(Requested, ans.Decision, Gate); err != nil {
+		return Recorded{}, err
+	}
+	at := store.FormatTime(now)
+	rec := store.Call{
+		ToolCallID: c.ToolCallID, ToolName: c.ToolName, InputDigest: string(c.Digest),
+		Decision: string(ans.Decision), Source: ans.Source, Reason: storedReason(d), RuleID: ans.RuleID,
+		Verdict: ans.Verdict, RewrittenVerdict: ans.RewrittenVerdict, DecidedAt: at,
+	}
+	var out Recorded
+	requested, err := redact.New(redact.ToolRequested{ToolCallID: c.ToolCallID, ToolName: c.ToolName, InputDigest: c.Digest})
+	if err != nil {
+		return Recorded{}, err
+	}
+	out.Batch.Events = append(out.Batch.Events, requested)
+
+	if ans.Decision == Pending {
+		shown, size, cut, err := displayInput(c.Input)
+		if err != nil {
+			return Recorded{}, err
+		}
+		a := store.Approval{
+			ID: pin.ApprovalID, RunID: h.RunID, ToolCallID: c.ToolCallID, ToolName: c.ToolName,
+			Input: shown, InputSize: size, InputTruncated: cut, InputDigest: string(c.Digest),
+			ToolDigest: pin.ToolDigest, PolicyDigest: pin.PolicyDigest, RuleID: d.RuleID,
+			ScopeKey: d.ScopeKey, DefaultScope: string(d.Scope), Status: string(Pending),
+			RequestedAt: at, ExpiresAt: store.FormatTime(now.Add(d.TTL)),
+			ConnectionID: pin.ConnectionID, Personal: pin.Personal,
+		}
+		row, err := st.PutNew(store.ApprovalKey(a.RunID, a.ToolCallID),
+			store.PendingApproval{Approval: a, GSI1PK: store.PendingIndex, GSI1SK: a.RequestedAt + "#" + a.ID}, ErrRecorded)
+		if err != nil {
+			return Recorded{}, err
+		}
+		ref, err := st.PutNew(store.ApprovalRefKey(a.ID), store.ApprovalRef{RunID: a.RunID, ToolCallID: a.ToolCallID}, ErrRecorded)
+		if err != nil {
+			return Recorded{}, err
+		}
+		ev, err := redact.New(redact.ApprovalRequested{
+			ApprovalID: a.ID, ToolCallID: a.ToolCallID, ToolName: a.ToolName, RuleID: a.RuleID,
+			ScopeKey: a.ScopeKey, DefaultScope: a.DefaultScope, ExpiresAt: a.ExpiresAt, InputDigest: c.Digest,
+		})
+		if err != nil {
+			return Recorded{}, err
+		}
+		out.Batch.Ops = append(out.Batch.Ops, row, ref)
+		out.Batch.Events = append(out.Batch.Events, ev)
+		out.Batch.Head.Pending = 1
+		if h.Status != runEnded {
+			out.Batch.Head.Status = runAwaitingApproval
+		}
+		out.Approval = a
+		ans.ApprovalID, rec.ApprovalID = a.ID, a.ID
+	} else {
+		ev, err := redact.New(redact.ToolDecision{
+			ToolCallID: c.ToolCallID, ToolName: c.ToolName, Decision: string(ans.Decision), Source: ans.Source,
+			RuleID: ans.RuleID, Verdict: ans.Verdict, RewrittenVerdict: ans.RewrittenVerdict, Grant: d.Grant,
+		})
+		if err != nil {
+			return Recorded{}, err
+		}
+		out.Batch.Events = append(out.Batch.Events, ev)
+	}
+	op, err := st.PutNew(store.CallKey(h.RunID, c.ToolCallID), rec, ErrRecorded)
+	if err != nil {
+		return Recorded{}, err
+	}
+	out.Batch.Ops = append(out.Batch.Ops, op)
+	out.Answer = ans
+	return out, nil
+}
+
+func answerOf(d gate.Decision) Answer {
+	a := Answer{Reason: d.Reason, RuleID: d.RuleID, Verdict: string(d.Verdict), RewrittenVerdict: string(d.Rewritten)}
+	switch d.Outcome {
+	case gate.OutcomeAllow:
+		a.Decision = Allowed
+	case gate.OutcomeApproval:
+		a.Decision = Pending
+	default:
+		a.Decision = Denied
+		a.Source = string(d.Source)
+		if a.Source == "" {
+			a.Source = string(gate.SourcePolicy)
+		}
+	}
+	return a
+}
+
+// storedReason is the reason kept on the call record. Schema reasons may
+// quote the input and Bash parse errors may quote the command, so those
+// are not stored; a replay re-derives the schema reason from the frozen
+// schema and the (identical) input.
+func storedReason(d gate.Decision) string {
+	switch {
+	case d.Source == gate.SourceSchema:
+		return ""
+	case d.Source == gate.SourcePolicy || d.Outcome != gate.OutcomeDeny:
+		if d.RuleID != "" || d.Outcome == gate.OutcomeAllow || d.Outcome == gate.OutcomeApproval {
+			return d.Reason
+		}
+		return "denied by the policy"
+	}
+	return d.Reason
+}
+
+// MaxShownInput bounds the input an approval row keeps for display, so the
+// row stays far below DynamoDB's 400 KB item limit whatever the input.
+const MaxShownInput = 64 << 10
+
+// displayInput is the input as the approval row keeps it: the whole JSON
+// when it fits MaxShownInput; otherwise the same object with its long
+// strings cut (each ending in a note of how much was cut), and if even
+// that does not fit, a JSON string holding the input's first bytes. The
+// result is always valid JSON; size is the whole input's size.
+func displayInput(input any) (shown string, size int, truncated bool, err error) {
+	whole, err := json.Marshal(input)
+	if err != nil {
+		return "", 0, false, err
+	}
+	if len(whole) <= MaxShownInput {
+		return string(whole), len(whole), false, nil
+	}
+	for _, limit := range []int{4096, 512, 64} {
+		b, err := json.Marshal(cutStrings(input, limit))
+		if err != nil {
+			return "", 0, false, err
+		}
+		if len(b) <= MaxShownInput {
+			return string(b), len(whole), true, nil
+		}
+	}
+	head := string(whole[:MaxShownInput/2])
+	for len(head) > 0 && !utfStart(head[len(head)-1]) {
+		head = head[:len(head)-1]
+	}
+	b, err := json.Marshal(fmt.Sprintf("%s... [input of %d bytes cut for display]", head, len(whole)))
+	return string(b), len(whole), true, err
+}
+
+func utfStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// cutStrings returns v with every string longer than limit bytes cut.
+func cutStrings(v any, limit int) any {
+	switch t := v.(type) {
+	case string:
+		if len(t) <= limit {
+			return t
+		}
+		cut := limit
+		for cut > 0 && !utfStart(t[cut]) {
+			cut--
+		}
+		return fmt.Sprintf("%s... [%d more bytes]", t[:cut], len(t)-cut)
+	case map[string]any:
+		out := make(map[string]any, len(t))
+		for k, e := range t {
+			out[k] = cutStrings(e, limit)
+		}
+		return out
+	case []any:
+		out := make([]any, len(t))
+		for i, e := range t {
+			out[i] = cutStrings(e, limit)
+		}
+		return out
+	}
+	return v
+}
+
+// Settle is pending -> approved_once | approved_session | denied (by a
+// decider) or expired (by System(ExpiryRole)): the compare-and-swap on the
+// approval row, with the call's final answer, the session grant for
+// approved_session, the run's pending count and status, and
+// approval.decided and tool.decision. The swap holds only while the
+// approval is pending and, for a decision, unexpired at now, for an expiry
+// overdue at now; otherwise the Append fails with ErrSettled. It returns
+// the build for ledger.Append and the approval as it will stand.
+func Settle(st *store.Store, a store.Approval, to State, by Subject, now time.Time) (func(store.Head) (store.Batch, error), store.Approval, error) {
+	actor := Decider
+	if to == Expired {
+		actor = Expiry
+	}
+	if err := Move(State(a.Status), to, actor); err != nil {
+		return nil, store.Approval{}, err
+	}
+	at := store.FormatTime(now)
+	decision, source, reason := Allowed, "", "approved by "+string(by)
+	switch to {
+	case Rejected:
+		decision, source, reason = Denied, string(gate.SourceApproval), "a human denied this call"
+	case Expired:
+		decision, source, reason = Denied, string(gate.SourceApprovalExpired), "nobody approved this call in time"
+	}
+	decided, err := redact.New(redact.ApprovalDecided{ApprovalID: a.ID, ToolCallID: a.ToolCallID, Status: string(to), DecidedBy: string(by)})
+	if err != nil {
+		return nil, store.Approval{}, err
+	}
+	answer, err := redact.New(redact.ToolDecision{
+		ToolCallID: a.ToolCallID, ToolName: a.ToolName, Decision: string(decision), Source: source,
+		RuleID: a.RuleID, Verdict: "require_approval", ApprovalID: a.ID,
+	})
+	if err != nil {
+		return nil, store.Approval{}, err
+	}
+	cond := "#s = :pending AND expires_at > :now"
+	if to == Expired {
+		cond = "#s = :pending AND expires_at <= :now"
+	}
+	row, err := st.UpdateOp(store.ApprovalKey(a.RunID, a.ToolCallID), store.Update{
+		Set:    map[string]any{"status": string(to), "decision": string(to), "decided_by": string(by), "decided_at": at},
+		Remove: []string{"gsi1pk", "gsi1sk"},
+		Cond:   cond, Names: map[string]string{"#s": "status"},
+		Values: map[string]any{":pending": string(Pending), ":now": at},
+	}, ErrSettled)
+	if err != nil {
+		return nil, store.Approval{}, err
+	}
+	rec, err := st.UpdateOp(store.CallKey(a.RunID, a.ToolCallID), store.Update{
+		Set:  map[string]any{"decision": string(decision), "source": source, "reason": reason, "decided_at": at},
+		Cond: "#d = :pending", Names: map[string]string{"#d": "decision"},
+		Values: map[string]any{":pending": string(Pending)},
+	}, ErrSettled)
+	if err != nil {
+		return nil, store.Approval{}, err
+	}
+	ops := []store.Op{row, rec}
+	if to == ApprovedSession {
+		g, err := st.Put(store.GrantKey(a.RunID, a.ScopeKey), store.Grant{ScopeKey: a.ScopeKey, ApprovalID: a.ID, GrantedBy: string(by), GrantedAt: at})
+		if err != nil {
+			return nil, store.Approval{}, err
+		}
+		ops = append(ops, g)
+	}
+	after := a
+	after.Status, after.Decision, after.DecidedBy, after.DecidedAt = string(to), string(to), string(by), at
+	return func(h store.Head) (store.Batch, error) {
+		b := store.Batch{Events: []redact.Envelope{decided, answer}, Ops: ops, Head: store.HeadChange{Pending: -1}}
+		if h.Status != runEnded {
+			b.Head.Status = runRunning
+			if h.PendingApprovals > 1 {
+				b.Head.Status = runAwaitingApproval
+			}
+		}
+		return b, nil
+	}, after, nil
+}
+
+// Revoke withdraws a run's session grant, recorded as grant.revoked; later
+// calls it covered ask again. The Append fails with ErrNoGrant when the
+// run holds no such grant.
+func Revoke(st *store.Store, runID, scopeKey string, by Subject) (store.Batch, error) {
+	ev, err := redact.New(redact.GrantRevoked{ScopeKey: scopeKey, RevokedBy: string(by)})
+	if err != nil {
+		return store.Batch{}, err
+	}
+	return store.Batch{Events: []redact.Envelope{ev}, Ops: []store.Op{st.DeleteExisting(store.GrantKey(runID, scopeKey), ErrNoGrant)}}, nil
+}
+
+// Claim is allow | approved_* -> executing: it marks an allowed call's one
+// execution on its record, before the broker calls the upstream, so a
+// retry, a concurrent duplicate or another process finds the claim and
+// never runs the tool a second time. It claims only when the context's
+// deadline leaves at least need (the call's timeout), so a call is never
+// started that its caller cannot wait for (ErrNoTime: the tool did not
+// run). On ErrExecuted the record is returned, with the outcome if it was
+// stored. The cost is at-most-once: a broker that dies after the claim
+// leaves the call unexecuted, and the runner must use a new tool_call_id.
+func Claim(ctx context.Context, st *store.Store, runID, toolCallID string, now time.Time, need time.Duration) (store.Call, error) {
+	if err := Move(Allowed, Executing, Broker); err != nil {
+		return store.Call{}, err
+	}
+	// The deadline is the request's, on the wall clock it was set with.
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < need {
+		return store.Call{}, fmt.Errorf("%w: %s left, the call may take %s", ErrNoTime, time.Until(dl).Round(time.Millisecond), need)
+	}
+	var old store.Call
+	err := st.UpdateItem(ctx, "claim "+runID+"/"+toolCallID, store.CallKey(runID, toolCallID), store.Update{
+		Set:    map[string]any{"executed_at": store.FormatTime(now)},
+		Cond:   "attribute_exists(pk) AND #d = :allow AND attribute_not_exists(executed_at)",
+		Names:  map[string]string{"#d": "decision"},
+		Values: map[string]any{":allow": string(Allowed)},
+	}, &old)
+	if errors.Is(err, store.ErrConditionFailed) {
+		switch {
+		case old.ExecutedAt != "":
+			return old, fmt.Errorf("claim %s/%s: %w", runID, toolCallID, ErrExecuted)
+		case old.ToolCallID == "":
+			return old, fmt.Errorf("claim %s/%s: %w", runID, toolCallID, ErrNotRecorded)
+		}
+		return old, fmt.Errorf("claim %s/%s: %w", runID, toolCallID, ErrNotAllowed)
+	}
+	return store.Call{}, err
+}
+
+// Outcome is what an executed call's record keeps: digests and numbers,
+// never the result.
+type Outcome struct {
+	ResultDigest redact.Digest
+	LatencyMS    int64
+	IsError      bool
+}
+
+// OutcomeOf is the outcome a call record holds; ok is false until one was
+// stored.
+func OutcomeOf(c store.Call) (Outcome, bool) {
+	return Outcome{ResultDigest: redact.Digest(c.ResultDigest), LatencyMS: c.LatencyMS, IsError: c.IsError}, c.ResultDigest != ""
+}
+
+// StoreOutcome is the first half of executing -> executed: the outcome on
+// the call record, right after the upstream answered and before anything
+// else, a single-item write that no other write to the run can conflict
+// with. It holds only on a claimed call without an outcome. With the
+// outcome stored, tool.brokered can be appended (Brokered) by this request
+// or by any retry of it.
+func StoreOutcome(ctx context.Context, st *store.Store, runID, toolCallID string, o Outcome) error {
+	if err := Move(Executing, Executed, Broker); err != nil {
+		return err
+	}
+	err := st.UpdateItem(ctx, "outcome of "+runID+"/"+toolCallID, store.CallKey(runID, toolCallID), store.Update{
+		Set:  map[string]any{"result_digest": string(o.ResultDigest), "latency_ms": o.LatencyMS, "is_error": o.IsError},
+		Cond: "attribute_exists(executed_at) AND attribute_not_exists(result_digest)",
+	}, nil)
+	if errors.Is(err, store.ErrConditionFailed) {
+		return fmt.Errorf("outcome of %s/%s: %w", runID, toolCallID, ErrExecuted)
+	}
+	return err
+}
+
+// Brokered is the second half of executing -> executed: tool.brokered for
+// the stored outcome, marking the record so it is appended once (a second
+// Append fails with ErrBrokeredRecorded).
+func Brokered(st *store.Store, runID string, ev redact.ToolBrokered) (store.Batch, error) {
+	env, err := redact.New(ev)
+	if err != nil {
+		return store.Batch{}, err
+	}
+	op, err := st.UpdateOp(store.CallKey(runID, ev.ToolCallID), store.Update{
+		Set:  map[string]any{"brokered": true},
+		Cond: "attribute_exists(result_digest) AND attribute_not_exists(brokered)",
+	}, ErrBrokeredRecorded)
+	if err != nil {
+		return store.Batch{}, err
+	}
+	return store.Batch{Events: []redact.Envelope{env}, Ops: []store.Op{op}}, nil
+}
+
+// Refusal is allow | approved_* -> refused: a tool.decision deny for an
+// allowed call that re-verification (Reverify, or the upstream's
+// definition of the tool) stopped before it ran. The call record keeps its
+// allow; a retry re-verifies.
+func Refusal(toolCallID, toolName string, src gate.Source) (store.Batch, error) {
+	if err := Move(Allowed, Refused, Broker); err != nil {
+		return store.Batch{}, err
+	}
+	env, err := redact.New(redact.ToolDecision{ToolCallID: toolCallID, ToolName: toolName, Decision: string(Denied), Source: string(src)})
+	if err != nil {
+		return store.Batch{}, err
+	}
+	return store.Batch{Events: []redact.Envelope{env}}, nil
+}
+
+// Reverify repeats the gate's own stage 2 (frozen tool set and binding) for
+// an allowed brokered call right before it executes: the call may have been
+// decided long before (approval), and the connection may have changed
+// since. It returns the gate's denial, or denied=false.
+func Reverify(run *gate.Run, toolName string, live map[string]gate.Live) (d gate.Decision, denied bool) {
+	return gate.ToolSetDenial(run, gate.Request{ToolName: toolName, Connections: live})
+}
