@@ -25,6 +25,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/policy"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
@@ -193,7 +194,7 @@ func (s *Service) Decide(ctx context.Context, who auth.Principal, id, decision s
 		to = call.Rejected
 	case DecisionApproved:
 		to = call.ApprovedOnce
-		if a.DefaultScope == "session" {
+		if a.DefaultScope == string(policy.ScopeSession) {
 			to = call.ApprovedSession
 		}
 	default:

@@ -160,6 +160,9 @@ var (
 	ErrNotAllowed = errors.New("call: not allowed")
 	// ErrNotRecorded: the call has no record to move.
 	ErrNotRecorded = errors.New("call: no such call")
+	// ErrNotExecuting: an outcome for a call that is not executing (never
+	// claimed, or its outcome is stored already).
+	ErrNotExecuting = errors.New("call: not executing")
 	// ErrNoTime: the request's deadline does not cover the call's timeout,
 	// so the execution was not claimed and the tool did not run.
 	ErrNoTime = errors.New("call: not enough time left to execute")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/gate"
+	"github.com/fluidbox/fluidbox/shared/policy"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
@@ -275,7 +276,7 @@ func Settle(st *store.Store, a store.Approval, to State, by Subject, now time.Ti
 	}
 	answer, err := redact.New(redact.ToolDecision{
 		ToolCallID: a.ToolCallID, ToolName: a.ToolName, Decision: string(decision), Source: source,
-		RuleID: a.RuleID, Verdict: "require_approval", ApprovalID: a.ID,
+		RuleID: a.RuleID, Verdict: string(policy.VerdictRequireApproval), ApprovalID: a.ID,
 	})
 	if err != nil {
 		return nil, store.Approval{}, err
@@ -387,7 +388,8 @@ func OutcomeOf(c store.Call) (Outcome, bool) {
 // StoreOutcome is the first half of executing -> executed: the outcome on
 // the call record, right after the upstream answered and before anything
 // else, a single-item write that no other write to the run can conflict
-// with. It holds only on a claimed call without an outcome. With the
+// with. It holds only on a claimed call without an outcome (otherwise
+// ErrNotExecuting). With the
 // outcome stored, tool.brokered can be appended (Brokered) by this request
 // or by any retry of it.
 func StoreOutcome(ctx context.Context, st *store.Store, runID, toolCallID string, o Outcome) error {
@@ -399,7 +401,7 @@ func StoreOutcome(ctx context.Context, st *store.Store, runID, toolCallID string
 		Cond: "attribute_exists(executed_at) AND attribute_not_exists(result_digest)",
 	}, nil)
 	if errors.Is(err, store.ErrConditionFailed) {
-		return fmt.Errorf("outcome of %s/%s: %w", runID, toolCallID, ErrExecuted)
+		return fmt.Errorf("outcome of %s/%s: %w", runID, toolCallID, ErrNotExecuting)
 	}
 	return err
 }

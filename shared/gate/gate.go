@@ -33,16 +33,17 @@ const (
 )
 
 // Outcome is the gate's answer. Outcomes are persisted and on the wire:
-// never rename them.
+// never rename them. They are the policy's verdicts, as the gate settles
+// them: one vocabulary from the policy document to the gate's answer.
 type Outcome string
 
 // Outcomes.
 const (
-	OutcomeAllow Outcome = "allow"
-	OutcomeDeny  Outcome = "deny"
+	OutcomeAllow Outcome = Outcome(policy.VerdictAllow)
+	OutcomeDeny  Outcome = Outcome(policy.VerdictDeny)
 	// OutcomeApproval asks the caller to create a pending approval with the
 	// Decision's ScopeKey, Scope and TTL.
-	OutcomeApproval Outcome = "require_approval"
+	OutcomeApproval Outcome = Outcome(policy.VerdictRequireApproval)
 )
 
 // Decision is the gate's answer for one call. It is a value: a denial is an

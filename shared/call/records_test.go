@@ -1,0 +1,449 @@
+package call_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fluidbox/fluidbox/shared/call"
+	"github.com/fluidbox/fluidbox/shared/gate"
+	"github.com/fluidbox/fluidbox/shared/internal/testenv"
+	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/policy"
+	"github.com/fluidbox/fluidbox/shared/redact"
+	"github.com/fluidbox/fluidbox/shared/store"
+)
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+type fixture struct {
+	st  *store.Store
+	led *ledger.Ledger
+	run string
+}
+
+func newFixture(t *testing.T) fixture {
+	t.Helper()
+	st := testenv.Store(t)
+	created, err := redact.New(redact.SessionCreated{SessionID: "ses_1", TrustTier: "trusted", Trigger: "api", Invoker: "admin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.CreateRun(context.Background(), store.NewRun{
+		Head:    store.Head{RunID: "ses_1", Status: "running", Invoker: "admin", TrustTier: "trusted", CreatedAt: store.FormatTime(t0)},
+		Created: created,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fixture{st: st, led: ledger.New(st, func() time.Time { return t0 }), run: "ses_1"}
+}
+
+func (f fixture) asked(t *testing.T, id string, input map[string]any) call.Asked {
+	t.Helper()
+	d, err := redact.DigestJSON(input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return call.Asked{RunID: f.run, ToolCallID: id, ToolName: "Bash", Input: input, Digest: d}
+}
+
+// record appends what call.Record builds for d and returns what it recorded.
+func (f fixture) record(t *testing.T, c call.Asked, d gate.Decision, pin call.Pin) (call.Recorded, error) {
+	t.Helper()
+	var rec call.Recorded
+	_, err := f.led.Append(context.Background(), f.run, func(h store.Head) (store.Batch, error) {
+		var err error
+		rec, err = call.Record(f.st, h, c, d, pin, t0)
+		return rec.Batch, err
+	})
+	return rec, err
+}
+
+func (f fixture) events(t *testing.T) []string {
+	t.Helper()
+	evs, err := f.st.Events(context.Background(), f.run, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range evs {
+		out = append(out, e.Type)
+	}
+	return out
+}
+
+var (
+	allow   = gate.Decision{Outcome: gate.OutcomeAllow, Verdict: policy.VerdictAllow, RuleID: "r1", Reason: "allowed by r1"}
+	pending = gate.Decision{Outcome: gate.OutcomeApproval, Verdict: policy.VerdictRequireApproval, RuleID: "r2",
+		ScopeKey: "Bash:git push", Scope: policy.ScopeSession, TTL: time.Minute}
+)
+
+func TestRecordOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	c := f.asked(t, "toolu_1", map[string]any{"command": "ls"})
+	rec, err := f.record(t, c, allow, call.Pin{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Answer.Decision != call.Allowed || rec.Answer.RuleID != "r1" {
+		t.Errorf("answer = %+v", rec.Answer)
+	}
+	got, err := f.st.GetCall(context.Background(), f.run, "toolu_1")
+	if err != nil || got.Decision != "allow" || got.InputDigest != string(c.Digest) || call.AnswerOf(got) != rec.Answer {
+		t.Errorf("record = %+v, %v; answer %+v", got, err, rec.Answer)
+	}
+	if _, err := f.record(t, c, allow, call.Pin{}); !errors.Is(err, call.ErrRecorded) {
+		t.Errorf("second record = %v, want ErrRecorded", err)
+	}
+	if got := f.events(t); strings.Join(got, " ") != "session.created tool.requested tool.decision" {
+		t.Errorf("events = %v", got)
+	}
+}
+
+func TestPendingThenSettled(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	c := f.asked(t, "toolu_2", map[string]any{"command": "git push"})
+	rec, err := f.record(t, c, pending, call.Pin{ApprovalID: "apr_1", ToolDigest: "sha256:t", PolicyDigest: "sha256:p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Answer.Decision != call.Pending || rec.Answer.ApprovalID != "apr_1" {
+		t.Fatalf("answer = %+v", rec.Answer)
+	}
+	listed, err := f.st.PendingApprovals(ctx, 10)
+	if err != nil || len(listed) != 1 || listed[0].ID != "apr_1" || listed[0].ExpiresAt != store.FormatTime(t0.Add(time.Minute)) {
+		t.Fatalf("pending = %+v, %v", listed, err)
+	}
+	h, _ := f.st.GetHead(ctx, f.run)
+	if h.Status != "awaiting_approval" || h.PendingApprovals != 1 {
+		t.Errorf("head = %s/%d", h.Status, h.PendingApprovals)
+	}
+
+	// An expiry before the time does not hold.
+	build, _, err := call.Settle(f.st, rec.Approval, call.Expired, call.System(call.ExpiryRole), t0.Add(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.led.Append(ctx, f.run, build); !errors.Is(err, call.ErrSettled) {
+		t.Fatalf("early expiry = %v, want ErrSettled", err)
+	}
+	build, after, err := call.Settle(f.st, rec.Approval, call.ApprovedSession, "carol", t0.Add(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.led.Append(ctx, f.run, build); err != nil {
+		t.Fatal(err)
+	}
+	a, err := f.st.GetApprovalByID(ctx, "apr_1")
+	if err != nil || a != after || a.Status != "approved_session" || a.DecidedBy != "carol" {
+		t.Errorf("approval = %+v, %v; want %+v", a, err, after)
+	}
+	got, _ := f.st.GetCall(ctx, f.run, "toolu_2")
+	if got.Decision != "allow" || got.Reason != "approved by carol" || got.ApprovalID != "apr_1" {
+		t.Errorf("call = %+v", got)
+	}
+	// DynamoDB drops the row from the sparse index when the settlement
+	// removes its index keys; minidyn v0.8.2 applies no REMOVE clause, so
+	// what can be checked here is that nothing listed is still pending.
+	listed, _ = f.st.PendingApprovals(ctx, 10)
+	for _, l := range listed {
+		if l.Status == "pending" {
+			t.Errorf("still pending in the index: %+v", l)
+		}
+	}
+	h, _ = f.st.GetHead(ctx, f.run)
+	if h.Status != "running" || h.PendingApprovals != 0 {
+		t.Errorf("head = %s/%d", h.Status, h.PendingApprovals)
+	}
+	grants, err := f.st.Grants(ctx, f.run)
+	if err != nil || len(grants) != 1 || grants[0].ScopeKey != "Bash:git push" || grants[0].GrantedBy != "carol" {
+		t.Errorf("grants = %+v, %v", grants, err)
+	}
+
+	// Settled once: neither a second decision nor an expiry holds.
+	for _, to := range []call.State{call.Rejected, call.Expired} {
+		pend := rec.Approval // as a racer read it, still pending
+		build, _, err := call.Settle(f.st, pend, to, "dave", t0.Add(2*time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.led.Append(ctx, f.run, build); !errors.Is(err, call.ErrSettled) {
+			t.Errorf("second settlement %s = %v, want ErrSettled", to, err)
+		}
+	}
+	// From a settled state the machine has no move.
+	if _, _, err := call.Settle(f.st, a, call.Rejected, "dave", t0); !errors.Is(err, call.ErrIllegal) {
+		t.Errorf("settle a settled approval = %v, want ErrIllegal", err)
+	}
+
+	want := "session.created tool.requested approval.requested approval.decided tool.decision"
+	if got := strings.Join(f.events(t), " "); got != want {
+		t.Errorf("events = %s, want %s", got, want)
+	}
+}
+
+func TestDecisionAfterExpiryIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	rec, err := f.record(t, f.asked(t, "toolu_3", map[string]any{"command": "git push"}), pending, call.Pin{ApprovalID: "apr_3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	build, _, err := call.Settle(f.st, rec.Approval, call.ApprovedOnce, "carol", t0.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.led.Append(ctx, f.run, build); !errors.Is(err, call.ErrSettled) {
+		t.Fatalf("approval at its expiry = %v, want ErrSettled", err)
+	}
+	build, _, err = call.Settle(f.st, rec.Approval, call.Expired, call.System(call.ExpiryRole), t0.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.led.Append(ctx, f.run, build); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := f.st.GetCall(ctx, f.run, "toolu_3")
+	if got.Decision != "deny" || got.Source != "approval_expired" {
+		t.Errorf("call = %+v", got)
+	}
+}
+
+// TestGrantKeysAreHashes: a grant's sort key is the scope key's SHA-256, so
+// a command of any length (or one holding a secret) never reaches a key,
+// and revoking by the scope key finds it.
+func TestGrantKeysAreHashes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	long := "Bash:curl -H 'Authorization: Bearer sk-live-canary' " + strings.Repeat("x", 1200)
+	d := pending
+	d.ScopeKey = long
+	rec, err := f.record(t, f.asked(t, "toolu_4", map[string]any{"command": long[5:]}), d, call.Pin{ApprovalID: "apr_4"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	build, _, err := call.Settle(f.st, rec.Approval, call.ApprovedSession, "carol", t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.led.Append(ctx, f.run, build); err != nil {
+		t.Fatal(err)
+	}
+	k := store.GrantKey(f.run, long)
+	if !regexp.MustCompile(`^GRANT#[0-9a-f]{64}$`).MatchString(k.SK) {
+		t.Errorf("grant sort key %q is not GRANT#<sha256>", k.SK)
+	}
+	var g store.Grant
+	if err := f.st.Get(ctx, k, &g); err != nil || g.ScopeKey != long {
+		t.Fatalf("grant at %s = %+v, %v", k.SK, g, err)
+	}
+	revoke := func() error {
+		b, err := call.Revoke(f.st, f.run, long, call.Operator)
+		if err != nil {
+			return err
+		}
+		_, err = f.led.Append(ctx, f.run, func(store.Head) (store.Batch, error) { return b, nil })
+		return err
+	}
+	if err := revoke(); err != nil {
+		t.Fatalf("revoke: %v", err)
+	}
+	if err := revoke(); !errors.Is(err, call.ErrNoGrant) {
+		t.Errorf("second revoke = %v, want ErrNoGrant", err)
+	}
+	if grants, _ := f.st.Grants(ctx, f.run); len(grants) != 0 {
+		t.Errorf("grants after revoke = %+v", grants)
+	}
+}
+
+// TestApprovalInputIsBounded: the input kept for display fits
+// MaxShownInput whatever the input, stays valid JSON, and the digest and
+// size are those of the whole input.
+func TestApprovalInputIsBounded(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("é", 30_000) // 60 KB each
+	keys := map[string]any{}
+	for i := range 5000 {
+		keys[strings.Repeat("k", 20)+string(rune('a'+i%26))+strings.Repeat("z", i/26)] = "v"
+	}
+	cases := map[string]map[string]any{
+		"small":              {"command": "git push"},
+		"eight 60 KB":        {"a": big, "b": big, "c": big, "d": big, "e": big, "f": big, "g": big, "h": []any{big, map[string]any{"x": big}}},
+		"many keys":          keys,
+		"one huge string":    {"content": strings.Repeat("a", 3<<20)},
+		"just over the line": {"content": strings.Repeat("a", call.MaxShownInput)},
+	}
+	for name, input := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			c := f.asked(t, "toolu_5", input)
+			rec, err := f.record(t, c, pending, call.Pin{ApprovalID: "apr_5"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := f.st.GetApprovalByID(context.Background(), "apr_5")
+			if err != nil {
+				t.Fatal(err)
+			}
+			whole, _ := json.Marshal(input)
+			if a.InputDigest != string(c.Digest) || a.InputSize != len(whole) || a != rec.Approval {
+				t.Errorf("digest %s size %d, want %s %d", a.InputDigest, a.InputSize, c.Digest, len(whole))
+			}
+			if len(a.Input) > call.MaxShownInput || !json.Valid([]byte(a.Input)) {
+				t.Errorf("shown input is %d bytes, valid JSON %v", len(a.Input), json.Valid([]byte(a.Input)))
+			}
+			if a.InputTruncated != (len(whole) > call.MaxShownInput) || (!a.InputTruncated && a.Input != string(whole)) {
+				t.Errorf("truncated = %v for %d bytes", a.InputTruncated, len(whole))
+			}
+		})
+	}
+}
+
+func TestExecution(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	if _, err := f.record(t, f.asked(t, "ok", map[string]any{}), allow, call.Pin{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.record(t, f.asked(t, "no", map[string]any{}), gate.Decision{Outcome: gate.OutcomeDeny, Source: gate.SourcePolicy}, call.Pin{}); err != nil {
+		t.Fatal(err)
+	}
+	claim := func(id string) (store.Call, error) { return call.Claim(ctx, f.st, f.run, id, t0, time.Second) }
+
+	if _, err := claim("no"); !errors.Is(err, call.ErrNotAllowed) {
+		t.Errorf("claim a denied call = %v, want ErrNotAllowed", err)
+	}
+	if _, err := claim("missing"); !errors.Is(err, call.ErrNotRecorded) {
+		t.Errorf("claim an unrecorded call = %v, want ErrNotRecorded", err)
+	}
+	out := call.Outcome{ResultDigest: redact.DigestBytes([]byte(`{"content":[]}`)), LatencyMS: 42}
+	if err := call.StoreOutcome(ctx, f.st, f.run, "ok", out); !errors.Is(err, call.ErrNotExecuting) {
+		t.Errorf("outcome before the claim = %v, want ErrNotExecuting", err)
+	}
+
+	// Too little time left: nothing is claimed.
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := call.Claim(short, f.st, f.run, "ok", t0, time.Second); !errors.Is(err, call.ErrNoTime) {
+		t.Errorf("claim without time = %v, want ErrNoTime", err)
+	}
+	if c, _ := f.st.GetCall(ctx, f.run, "ok"); c.ExecutedAt != "" {
+		t.Errorf("claimed without time: %+v", c)
+	}
+
+	// Dozens of concurrent claims: exactly one runs the tool.
+	var won atomic.Int32
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			prev, err := claim("ok")
+			switch {
+			case err == nil:
+				won.Add(1)
+			case errors.Is(err, call.ErrExecuted):
+				if prev.ExecutedAt == "" {
+					t.Errorf("ErrExecuted without the claim's record: %+v", prev)
+				}
+			default:
+				t.Errorf("claim: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	if won.Load() != 1 {
+		t.Fatalf("%d claims won, want 1", won.Load())
+	}
+
+	if err := call.StoreOutcome(ctx, f.st, f.run, "ok", out); err != nil {
+		t.Fatal(err)
+	}
+	if err := call.StoreOutcome(ctx, f.st, f.run, "ok", out); !errors.Is(err, call.ErrNotExecuting) {
+		t.Errorf("second outcome = %v, want ErrNotExecuting", err)
+	}
+	prev, err := claim("ok")
+	if got, known := call.OutcomeOf(prev); !errors.Is(err, call.ErrExecuted) || !known || got != out {
+		t.Errorf("claim after the outcome = %v, outcome %+v %v, want ErrExecuted with %+v", err, got, known, out)
+	}
+	brokered := func() error {
+		b, err := call.Brokered(f.st, f.run, redact.ToolBrokered{ToolCallID: "ok", ToolName: "Bash", ConnectionID: "con_1", LatencyMS: out.LatencyMS, ResultDigest: out.ResultDigest})
+		if err != nil {
+			return err
+		}
+		_, err = f.led.Append(ctx, f.run, func(store.Head) (store.Batch, error) { return b, nil })
+		return err
+	}
+	if err := brokered(); err != nil {
+		t.Fatal(err)
+	}
+	if err := brokered(); !errors.Is(err, call.ErrBrokeredRecorded) {
+		t.Errorf("second tool.brokered = %v, want ErrBrokeredRecorded", err)
+	}
+	if c, _ := f.st.GetCall(ctx, f.run, "ok"); !c.Brokered || c.ResultDigest != string(out.ResultDigest) || c.LatencyMS != 42 {
+		t.Errorf("record = %+v", c)
+	}
+	if n := strings.Count(strings.Join(f.events(t), " "), "tool.brokered"); n != 1 {
+		t.Errorf("%d tool.brokered events, want 1", n)
+	}
+}
+
+// TestReverifyIsTheGatesStage: re-verification refuses exactly what the
+// gate's stage 2 refuses, with its reasons, including a binding frozen
+// without a tool-set digest (which a copy of the check once missed).
+func TestReverifyIsTheGatesStage(t *testing.T) {
+	t.Parallel()
+	tool := &gate.Tool{Name: "mcp__jira__echo", Class: "read", Callable: true, ConnectionID: "con_1"}
+	run := func(b gate.Binding) *gate.Run {
+		return &gate.Run{Tools: map[string]*gate.Tool{tool.Name: tool}, Bindings: map[string]gate.Binding{"con_1": b}}
+	}
+	good := gate.Binding{ConnectionID: "con_1", Generation: 2, ToolSetDigest: "sha256:a"}
+	live := gate.Live{Found: true, Status: gate.ConnectionActive, Generation: 2, ToolSetDigest: "sha256:a", OwnerActive: true}
+	cases := []struct {
+		name   string
+		run    *gate.Run
+		live   gate.Live
+		source gate.Source
+		reason string
+	}{
+		{"holds", run(good), live, "", ""},
+		{"no digest frozen", run(gate.Binding{ConnectionID: "con_1", Generation: 2}), gate.Live{Found: true, Status: gate.ConnectionActive, Generation: 2, OwnerActive: true},
+			gate.SourceBinding, "no frozen tool-set digest"},
+		{"gone", run(good), gate.Live{}, gate.SourceBinding, "no longer exists"},
+		{"revoked", run(good), gate.Live{Found: true, Status: gate.ConnectionRevoked, Generation: 2, ToolSetDigest: "sha256:a", OwnerActive: true}, gate.SourceBinding, "not active"},
+		{"re-authorized", run(good), gate.Live{Found: true, Status: gate.ConnectionActive, Generation: 3, ToolSetDigest: "sha256:a", OwnerActive: true}, gate.SourceBinding, "re-authorized"},
+		{"owner left", run(good), gate.Live{Found: true, Status: gate.ConnectionActive, Generation: 2, ToolSetDigest: "sha256:a"}, gate.SourceBinding, "no longer an active member"},
+		{"drifted", run(good), gate.Live{Found: true, Status: gate.ConnectionActive, Generation: 2, ToolSetDigest: "sha256:b", OwnerActive: true}, gate.SourceCapability, "changed since this run started"},
+		{"no run", nil, live, gate.SourceCapability, "no frozen tool set"},
+	}
+	for _, c := range cases {
+		d, denied := call.Reverify(c.run, tool.Name, map[string]gate.Live{"con_1": c.live})
+		if denied != (c.source != "") || d.Source != c.source || !strings.Contains(d.Reason, c.reason) {
+			t.Errorf("%s: denied=%v %s %q, want %s %q", c.name, denied, d.Source, d.Reason, c.source, c.reason)
+			continue
+		}
+		if !denied || c.run == nil {
+			continue
+		}
+		// The same call through the whole gate is denied the same way.
+		full := gate.Decide(&gate.Run{Tools: c.run.Tools, Bindings: c.run.Bindings, TrustTier: "trusted", AvailableMicros: 1, Policy: nil},
+			gate.Request{ToolName: tool.Name, Input: map[string]any{}, Connections: map[string]gate.Live{"con_1": c.live}})
+		if full.Source != d.Source || full.Reason != d.Reason {
+			t.Errorf("%s: gate says %s %q, re-verification %s %q", c.name, full.Source, full.Reason, d.Source, d.Reason)
+		}
+	}
+}
