@@ -39,7 +39,7 @@ func (t *Timers) Schedule(_ context.Context, approvalID string, at time.Time) er
 		return nil
 	}
 	// A few milliseconds late, so the row is overdue when Expire reads it.
-	wait := time.Until(at) + 5*time.Millisecond
+	wait := at.Sub(t.svc.now()) + 5*time.Millisecond
 	t.set[approvalID] = time.AfterFunc(max(wait, 0), func() { t.fire(approvalID) })
 	return nil
 }

@@ -172,27 +172,33 @@ const pollEvery = 250 * time.Millisecond
 // last seq. With wait > 0 and nothing to return yet, it waits up to wait for
 // the first new event.
 func (l *Ledger) Read(ctx context.Context, runID string, after int64, limit int, wait time.Duration) ([]store.Event, int64, error) {
-	deadline := time.Now().Add(min(wait, MaxWait))
+	// The wait is bounded by a timer, not by reading a clock: the ledger's
+	// clock stamps events and may be a test's fixed one.
+	expired := wait <= 0
+	bound := time.NewTimer(max(min(wait, MaxWait), 0))
+	defer bound.Stop()
 	for {
 		woken := l.hub.wait(runID)
 		events, err := l.st.Events(ctx, runID, after, limit)
 		if err != nil {
 			return nil, 0, err
 		}
-		if len(events) > 0 || !time.Now().Before(deadline) {
+		if len(events) > 0 || expired {
 			head, err := l.Head(ctx, runID)
 			if err != nil {
 				return nil, 0, err
 			}
 			return events, head.LastSeq, nil
 		}
-		t := time.NewTimer(min(pollEvery, time.Until(deadline)))
+		t := time.NewTimer(pollEvery)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return nil, 0, ctx.Err()
 		case <-woken:
 		case <-t.C:
+		case <-bound.C:
+			expired = true
 		}
 		t.Stop()
 	}

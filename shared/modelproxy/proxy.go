@@ -100,7 +100,7 @@ type head struct {
 // API layer has already authenticated with that run's session token.
 func (p *Proxy) ServeMessages(w http.ResponseWriter, r *http.Request, runID string) {
 	ctx := r.Context()
-	start := time.Now()
+	start := p.upstreams.now()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
 	var tooBig *http.MaxBytesError
 	switch {
@@ -158,7 +158,7 @@ func (p *Proxy) ServeMessages(w http.ResponseWriter, r *http.Request, runID stri
 		}
 		p.log.InfoContext(ctx, "model request", "run", runID, "request", requestID, "reservation", res.ID,
 			"model", res.Model, "stream", h.Stream != nil && *h.Stream, "status", out.status,
-			"reserved", res.Amount.String(), "cost", st.Cost.String(), "settlement", st.Settlement, "ms", time.Since(start).Milliseconds())
+			"reserved", res.Amount.String(), "cost", st.Cost.String(), "settlement", st.Settlement, "ms", p.upstreams.now().Sub(start).Milliseconds())
 	}()
 
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, up.URL+"/v1/messages", bytes.NewReader(body))
