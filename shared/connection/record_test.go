@@ -1,0 +1,229 @@
+package connection_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/fluidbox/fluidbox/shared/approval"
+	"github.com/fluidbox/fluidbox/shared/connection"
+	"github.com/fluidbox/fluidbox/shared/internal/testenv"
+	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/permission"
+	"github.com/fluidbox/fluidbox/shared/redact"
+	"github.com/fluidbox/fluidbox/shared/run"
+	"github.com/fluidbox/fluidbox/shared/seal"
+	"github.com/fluidbox/fluidbox/shared/store"
+)
+
+// conflicts cancels, as DynamoDB does for a transaction that overlapped
+// another, every transaction that writes the given attribute while its
+// count is above zero (or always, when it is negative).
+type conflicts struct {
+	attr string
+	left atomic.Int64
+	seen atomic.Int64
+}
+
+func (c *conflicts) option(o *dynamodb.Options) {
+	o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+		return s.Initialize.Add(middleware.InitializeMiddlewareFunc("conflicts",
+			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				if tx, ok := in.Parameters.(*dynamodb.TransactWriteItemsInput); ok && c.writes(tx) {
+					c.seen.Add(1)
+					if n := c.left.Load(); n < 0 || (n > 0 && c.left.CompareAndSwap(n, n-1)) {
+						reasons := make([]types.CancellationReason, len(tx.TransactItems))
+						for i := range reasons {
+							reasons[i].Code = aws.String("None")
+						}
+						reasons[len(reasons)-1].Code = aws.String("TransactionConflict")
+						return middleware.InitializeOutput{}, middleware.Metadata{}, &types.TransactionCanceledException{
+							Message: aws.String("Transaction cancelled"), CancellationReasons: reasons}
+					}
+				}
+				return next.HandleInitialize(ctx, in)
+			}), middleware.Before)
+	})
+}
+
+func (c *conflicts) writes(tx *dynamodb.TransactWriteItemsInput) bool {
+	for _, it := range tx.TransactItems {
+		if it.Update != nil {
+			for _, name := range it.Update.ExpressionAttributeNames {
+				if name == c.attr {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+type brokerFixture struct {
+	st     *store.Store
+	broker *connection.Broker
+	runID  string
+	calls  *atomic.Int64
+}
+
+func newBrokerFixture(t *testing.T, faults *conflicts, callTimeout time.Duration) brokerFixture {
+	t.Helper()
+	ctx := context.Background()
+	st := testenv.Store(t, faults.option)
+	led := ledger.New(st, time.Now)
+	sealer, err := seal.NewLocal(filepath.Join(t.TempDir(), "seal.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := &atomic.Int64{}
+	server := mcp.NewServer(&mcp.Implementation{Name: "team", Version: "1"}, nil)
+	mcp.AddTool(server, &mcp.Tool{Name: "search", Description: "Searches."},
+		func(context.Context, *mcp.CallToolRequest, struct {
+			Q string `json:"q"`
+		}) (*mcp.CallToolResult, any, error) {
+			calls.Add(1)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "found"}}}, nil, nil
+		})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	t.Cleanup(srv.Close)
+
+	svc := connection.NewService(st, sealer, connection.Options{CallTimeout: callTimeout})
+	v, err := svc.Create(ctx, admin, connection.CreateRequest{Name: "team", URL: srv.URL, Kind: "shared", Credential: &seal.Credential{Type: seal.TypeBearer, Token: token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Refresh(ctx, admin, v.ID); err != nil {
+		t.Fatal(err)
+	}
+	limit := 1.0
+	req := run.CreateRequest{PolicyID: mustPolicy(t, st), Capabilities: []string{"claude-code"}, Connections: []string{"team"}}
+	req.Budget = &struct {
+		LimitUSD *float64 `json:"limit_usd"`
+	}{LimitUSD: &limit}
+	r, err := run.NewService(led, time.Now).Create(ctx, admin, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perm := permission.NewService(led, approval.NewService(led, time.Now), approval.Lazy{}, nil, time.Now)
+	return brokerFixture{st: st, broker: connection.NewBroker(svc, perm, slog.New(slog.DiscardHandler)), runID: r.ID, calls: calls}
+}
+
+func (f brokerFixture) call(ctx context.Context, id string) (connection.CallAnswer, error) {
+	return f.broker.Call(ctx, f.runID, permission.Request{ToolCallID: id, ToolName: "mcp__team__search", Input: []byte(`{"q":"x"}`)}, 0)
+}
+
+func (f brokerFixture) brokeredEvents(t *testing.T) int {
+	t.Helper()
+	evs, err := f.st.Events(context.Background(), f.runID, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range evs {
+		if e.Type == "tool.brokered" {
+			n++
+		}
+	}
+	return n
+}
+
+// TestBrokeredRecordSurvivesAConflict: a conflict on the tool.brokered
+// append is retried; the caller gets its result and the ledger one
+// tool.brokered.
+func TestBrokeredRecordSurvivesAConflict(t *testing.T) {
+	t.Parallel()
+	faults := &conflicts{attr: "brokered"}
+	f := newBrokerFixture(t, faults, 0)
+	faults.left.Store(2)
+	ans, err := f.call(context.Background(), "c1")
+	if err != nil || ans.Result == nil || ans.Decision != "allow" {
+		t.Fatalf("call = %+v, %v", ans, err)
+	}
+	if faults.seen.Load() != 3 || f.brokeredEvents(t) != 1 || f.calls.Load() != 1 {
+		t.Errorf("%d tries, %d tool.brokered, %d upstream calls; want 3, 1, 1", faults.seen.Load(), f.brokeredEvents(t), f.calls.Load())
+	}
+}
+
+// TestBrokeredRecordCompletedByTheRetry: when tool.brokered cannot land
+// within the request's deadline, the result is withheld but the outcome is
+// on the call record; the retry appends tool.brokered from it and answers
+// with the recorded outcome, without running the tool again.
+func TestBrokeredRecordCompletedByTheRetry(t *testing.T) {
+	t.Parallel()
+	faults := &conflicts{attr: "brokered"}
+	f := newBrokerFixture(t, faults, 500*time.Millisecond)
+	faults.left.Store(-1)
+	// The claim needs the call's timeout plus the margin for recording.
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err := f.call(ctx, "c1")
+	if !errors.Is(err, connection.ErrNotRecorded) {
+		t.Fatalf("call with tool.brokered refused = %v, want ErrNotRecorded", err)
+	}
+	rec, err := f.st.GetCall(context.Background(), f.runID, "c1")
+	if err != nil || rec.ExecutedAt == "" || rec.ResultDigest == "" || rec.Brokered {
+		t.Fatalf("record = %+v, %v; want executed with its outcome, not yet brokered", rec, err)
+	}
+	if f.brokeredEvents(t) != 0 || faults.seen.Load() < 2 {
+		t.Fatalf("%d tool.brokered after %d tries", f.brokeredEvents(t), faults.seen.Load())
+	}
+
+	faults.left.Store(0)
+	_, err = f.call(context.Background(), "c1")
+	var ran *connection.ExecutedError
+	if !errors.As(err, &ran) || !errors.Is(err, connection.ErrAlreadyExecuted) || !ran.Known {
+		t.Fatalf("retry = %v, want ErrAlreadyExecuted with the outcome", err)
+	}
+	if string(ran.Outcome.ResultDigest) != rec.ResultDigest || ran.Outcome.LatencyMS != rec.LatencyMS || !strings.HasPrefix(rec.ResultDigest, "sha256:") {
+		t.Errorf("outcome = %+v, record %+v", ran.Outcome, rec)
+	}
+	if f.brokeredEvents(t) != 1 || f.calls.Load() != 1 {
+		t.Errorf("%d tool.brokered, %d upstream calls; want 1, 1", f.brokeredEvents(t), f.calls.Load())
+	}
+	evs, _ := f.st.Events(context.Background(), f.runID, 0, 1000)
+	last := evs[len(evs)-1]
+	if last.Type != "tool.brokered" || !strings.Contains(last.Data, rec.ResultDigest) {
+		t.Errorf("last event = %s %s", last.Type, last.Data)
+	}
+	// A third ask changes nothing.
+	if _, err := f.call(context.Background(), "c1"); !errors.Is(err, connection.ErrAlreadyExecuted) || f.brokeredEvents(t) != 1 {
+		t.Errorf("third ask = %v with %d tool.brokered", err, f.brokeredEvents(t))
+	}
+}
+
+// TestNoExecutionWithoutTime: a request whose deadline does not cover the
+// call's timeout never claims the call nor reaches the upstream; the call
+// stays allowed and runs once there is time.
+func TestNoExecutionWithoutTime(t *testing.T) {
+	t.Parallel()
+	f := newBrokerFixture(t, &conflicts{attr: "brokered"}, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err := f.call(ctx, "c1")
+	if !errors.Is(err, connection.ErrNoTime) {
+		t.Fatalf("call = %v, want ErrNoTime", err)
+	}
+	if rec, _ := f.st.GetCall(context.Background(), f.runID, "c1"); rec.Decision != "allow" || rec.ExecutedAt != "" || f.calls.Load() != 0 {
+		t.Fatalf("record = %+v, upstream calls %d; want allowed, unclaimed, not called", rec, f.calls.Load())
+	}
+	ans, err := f.call(context.Background(), "c1")
+	if err != nil || ans.Result == nil || f.calls.Load() != 1 {
+		t.Errorf("with time: %+v, %v, %d upstream calls", ans, err, f.calls.Load())
+	}
+	if evs, _ := f.st.Events(context.Background(), f.runID, 0, 100); len(evs) == 0 || evs[len(evs)-1].Type != string(redact.TypeToolBrokered) {
+		t.Errorf("events end with %v", evs)
+	}
+}
