@@ -12,14 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go/middleware"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/connection"
+	"github.com/fluidbox/fluidbox/shared/internal/calltest"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/permission"
@@ -29,49 +26,6 @@ import (
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
-// conflicts cancels, as DynamoDB does for a transaction that overlapped
-// another, every transaction that writes the given attribute while its
-// count is above zero (or always, when it is negative).
-type conflicts struct {
-	attr string
-	left atomic.Int64
-	seen atomic.Int64
-}
-
-func (c *conflicts) option(o *dynamodb.Options) {
-	o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
-		return s.Initialize.Add(middleware.InitializeMiddlewareFunc("conflicts",
-			func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-				if tx, ok := in.Parameters.(*dynamodb.TransactWriteItemsInput); ok && c.writes(tx) {
-					c.seen.Add(1)
-					if n := c.left.Load(); n < 0 || (n > 0 && c.left.CompareAndSwap(n, n-1)) {
-						reasons := make([]types.CancellationReason, len(tx.TransactItems))
-						for i := range reasons {
-							reasons[i].Code = aws.String("None")
-						}
-						reasons[len(reasons)-1].Code = aws.String("TransactionConflict")
-						return middleware.InitializeOutput{}, middleware.Metadata{}, &types.TransactionCanceledException{
-							Message: aws.String("Transaction cancelled"), CancellationReasons: reasons}
-					}
-				}
-				return next.HandleInitialize(ctx, in)
-			}), middleware.Before)
-	})
-}
-
-func (c *conflicts) writes(tx *dynamodb.TransactWriteItemsInput) bool {
-	for _, it := range tx.TransactItems {
-		if it.Update != nil {
-			for _, name := range it.Update.ExpressionAttributeNames {
-				if name == c.attr {
-					return true
-				}
-			}
-		}
-	}
-	return false
-}
-
 type brokerFixture struct {
 	st     *store.Store
 	broker *connection.Broker
@@ -79,10 +33,10 @@ type brokerFixture struct {
 	calls  *atomic.Int64
 }
 
-func newBrokerFixture(t *testing.T, faults *conflicts, callTimeout time.Duration) brokerFixture {
+func newBrokerFixture(t *testing.T, faults *calltest.Conflicts, callTimeout time.Duration) brokerFixture {
 	t.Helper()
 	ctx := context.Background()
-	st := testenv.Store(t, faults.option)
+	st := testenv.Store(t, faults.Option)
 	led := ledger.New(st, time.Now)
 	sealer, err := seal.NewLocal(filepath.Join(t.TempDir(), "seal.key"))
 	if err != nil {
@@ -145,15 +99,15 @@ func (f brokerFixture) brokeredEvents(t *testing.T) int {
 // tool.brokered.
 func TestBrokeredRecordSurvivesAConflict(t *testing.T) {
 	t.Parallel()
-	faults := &conflicts{attr: "brokered"}
+	faults := &calltest.Conflicts{Attr: "brokered"}
 	f := newBrokerFixture(t, faults, 0)
-	faults.left.Store(2)
+	faults.Left.Store(2)
 	ans, err := f.call(context.Background(), "c1")
 	if err != nil || ans.Result == nil || ans.Decision != "allow" {
 		t.Fatalf("call = %+v, %v", ans, err)
 	}
-	if faults.seen.Load() != 3 || f.brokeredEvents(t) != 1 || f.calls.Load() != 1 {
-		t.Errorf("%d tries, %d tool.brokered, %d upstream calls; want 3, 1, 1", faults.seen.Load(), f.brokeredEvents(t), f.calls.Load())
+	if faults.Seen.Load() != 3 || f.brokeredEvents(t) != 1 || f.calls.Load() != 1 {
+		t.Errorf("%d tries, %d tool.brokered, %d upstream calls; want 3, 1, 1", faults.Seen.Load(), f.brokeredEvents(t), f.calls.Load())
 	}
 }
 
@@ -163,9 +117,9 @@ func TestBrokeredRecordSurvivesAConflict(t *testing.T) {
 // with the recorded outcome, without running the tool again.
 func TestBrokeredRecordCompletedByTheRetry(t *testing.T) {
 	t.Parallel()
-	faults := &conflicts{attr: "brokered"}
+	faults := &calltest.Conflicts{Attr: "brokered"}
 	f := newBrokerFixture(t, faults, 500*time.Millisecond)
-	faults.left.Store(-1)
+	faults.Left.Store(-1)
 	// The claim needs the call's timeout plus the margin for recording.
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
@@ -177,11 +131,11 @@ func TestBrokeredRecordCompletedByTheRetry(t *testing.T) {
 	if err != nil || rec.ExecutedAt == "" || rec.ResultDigest == "" || rec.Brokered {
 		t.Fatalf("record = %+v, %v; want executed with its outcome, not yet brokered", rec, err)
 	}
-	if f.brokeredEvents(t) != 0 || faults.seen.Load() < 2 {
-		t.Fatalf("%d tool.brokered after %d tries", f.brokeredEvents(t), faults.seen.Load())
+	if f.brokeredEvents(t) != 0 || faults.Seen.Load() < 2 {
+		t.Fatalf("%d tool.brokered after %d tries", f.brokeredEvents(t), faults.Seen.Load())
 	}
 
-	faults.left.Store(0)
+	faults.Left.Store(0)
 	_, err = f.call(context.Background(), "c1")
 	var ran *connection.ExecutedError
 	if !errors.As(err, &ran) || !errors.Is(err, connection.ErrAlreadyExecuted) || !ran.Known {
@@ -209,7 +163,7 @@ func TestBrokeredRecordCompletedByTheRetry(t *testing.T) {
 // stays allowed and runs once there is time.
 func TestNoExecutionWithoutTime(t *testing.T) {
 	t.Parallel()
-	f := newBrokerFixture(t, &conflicts{attr: "brokered"}, 2*time.Second)
+	f := newBrokerFixture(t, &calltest.Conflicts{Attr: "brokered"}, 2*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	_, err := f.call(ctx, "c1")

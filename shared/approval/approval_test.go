@@ -1,0 +1,185 @@
+package approval_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fluidbox/fluidbox/shared/approval"
+	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/call"
+	"github.com/fluidbox/fluidbox/shared/internal/calltest"
+)
+
+const policyText = `{"name":"p","default_verdict":"deny","rules":[
+ {"id":"push","tool":"Bash","match":{"command_prefix":["git push"]},"verdict":"require_approval","scope":"session"}]}`
+
+var operator = auth.Principal{Kind: auth.KindAdmin, Subject: "admin"}
+
+func pending(t *testing.T, e *calltest.Env, callID string) string {
+	t.Helper()
+	a, err := e.Bash(t, callID, "git push origin main", 0)
+	if err != nil || a.Decision != call.Pending || a.ApprovalID == "" {
+		t.Fatalf("ask = %+v, %v; want pending", a, err)
+	}
+	return a.ApprovalID
+}
+
+func count(list []string, typ string) int {
+	n := 0
+	for _, s := range list {
+		if s == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// TestRacingDeciders: dozens of deciders on one approval, approving and
+// denying at once: exactly one settles it, everyone is shown that
+// settlement, and the ledger has one approval.decided.
+func TestRacingDeciders(t *testing.T) {
+	t.Parallel()
+	e := calltest.NewEnv(t, policyText)
+	id := pending(t, e, "c1")
+	var applied atomic.Int32
+	statuses := make([]string, 24)
+	var wg sync.WaitGroup
+	for i := range statuses {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			decision := approval.DecisionApprovedOnce
+			if i%2 == 1 {
+				decision = approval.DecisionDenied
+			}
+			a, ok, err := e.Approvals.Decide(context.Background(), operator, id, decision)
+			if err != nil {
+				t.Errorf("decide: %v", err)
+				return
+			}
+			if ok {
+				applied.Add(1)
+			}
+			statuses[i] = a.Status
+		}()
+	}
+	wg.Wait()
+	if applied.Load() != 1 {
+		t.Fatalf("%d deciders applied, want 1", applied.Load())
+	}
+	for _, s := range statuses {
+		if s != statuses[0] || !call.State(s).Settled() {
+			t.Fatalf("deciders were shown %v", statuses)
+		}
+	}
+	evs := e.Events(t)
+	if count(evs, "approval.decided") != 1 || count(evs, "tool.decision") != 1 {
+		t.Errorf("events = %v", evs)
+	}
+	h, _ := e.St.GetHead(context.Background(), e.RunID)
+	if h.PendingApprovals != 0 || h.Status != "running" {
+		t.Errorf("head = %s/%d", h.Status, h.PendingApprovals)
+	}
+}
+
+// TestReadsSurviveAFailedLazyExpiry: when the write that expires an
+// overdue approval fails, Get, ForRun and Pending still answer (the first
+// two with the row as read, Pending without it), the permission replay
+// answers pending, and nobody can approve it; once the table answers, the
+// next read expires it.
+func TestReadsSurviveAFailedLazyExpiry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	faults := &calltest.Conflicts{Attr: "decided_by"}
+	e := calltest.NewEnv(t, policyText, faults.Option)
+	id := pending(t, e, "c1")
+	e.Clock.Advance(time.Hour)
+	faults.Left.Store(-1)
+
+	a, err := e.Approvals.Get(ctx, id)
+	if err != nil || a.Status != "pending" {
+		t.Errorf("get = %s, %v; want the pending row", a.Status, err)
+	}
+	if list, err := e.Approvals.ForRun(ctx, e.RunID); err != nil || len(list) != 1 {
+		t.Errorf("for run = %v, %v", list, err)
+	}
+	if list, err := e.Approvals.Pending(ctx, 10); err != nil || len(list) != 0 {
+		t.Errorf("pending = %v, %v; want none (it is overdue)", list, err)
+	}
+	if ans, err := e.Bash(t, "c1", "git push origin main", 0); err != nil || ans.Decision != call.Pending {
+		t.Errorf("replay = %+v, %v; want pending", ans, err)
+	}
+	if _, ok, err := e.Approvals.Decide(ctx, operator, id, approval.DecisionApprovedOnce); ok || err == nil {
+		t.Errorf("approving an overdue approval: applied %v, err %v; want an error (its expiry cannot be written)", ok, err)
+	}
+	if faults.Seen.Load() < 4 {
+		t.Errorf("%d expiry writes tried, want one per read", faults.Seen.Load())
+	}
+
+	faults.Left.Store(0)
+	if a, err := e.Approvals.Get(ctx, id); err != nil || a.Status != "expired" || a.DecidedBy != approval.ExpiredBy {
+		t.Errorf("get once the table answers = %+v, %v", a, err)
+	}
+	if ans, err := e.Bash(t, "c1", "git push origin main", 0); err != nil || ans.Decision != call.Denied || ans.Source != "approval_expired" {
+		t.Errorf("replay = %+v, %v", ans, err)
+	}
+	if evs := e.Events(t); count(evs, "approval.decided") != 1 {
+		t.Errorf("events = %v", evs)
+	}
+}
+
+func TestDecisionAfterExpiryExpires(t *testing.T) {
+	t.Parallel()
+	e := calltest.NewEnv(t, policyText)
+	id := pending(t, e, "c1")
+	e.Clock.Advance(time.Hour)
+	a, ok, err := e.Approvals.Decide(context.Background(), operator, id, approval.DecisionApprovedOnce)
+	if err != nil || ok || a.Status != "expired" {
+		t.Errorf("late approval = %s applied %v, %v; want expired, not applied", a.Status, ok, err)
+	}
+	if n, err := e.Approvals.Expire(context.Background(), id); n || err != nil {
+		t.Errorf("expire again = %v, %v", n, err)
+	}
+	_, _, err = e.Approvals.Decide(context.Background(), operator, "apr_none", approval.DecisionDenied)
+	if !errors.Is(err, approval.ErrNotFound) {
+		t.Errorf("unknown approval = %v", err)
+	}
+}
+
+func TestSessionGrantAndRevoke(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := calltest.NewEnv(t, policyText)
+	id := pending(t, e, "c1")
+	if _, ok, err := e.Approvals.Decide(ctx, operator, id, approval.DecisionApproved); !ok || err != nil {
+		t.Fatalf("approve for the session: %v %v", ok, err)
+	}
+	if ans, err := e.Bash(t, "c2", "git push origin main", 0); err != nil || ans.Decision != call.Allowed {
+		t.Errorf("covered call = %+v, %v", ans, err)
+	}
+	grants, _ := e.St.Grants(ctx, e.RunID)
+	if len(grants) != 1 {
+		t.Fatalf("grants = %+v", grants)
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(e.Approvals.RevokeGrant(ctx, operator, e.RunID, grants[0].ScopeKey))
+	if err := e.Approvals.RevokeGrant(ctx, operator, e.RunID, grants[0].ScopeKey); !errors.Is(err, call.ErrNoGrant) {
+		t.Errorf("second revoke = %v, want call.ErrNoGrant", err)
+	}
+	if ans, _ := e.Bash(t, "c3", "git push origin main", 0); ans.Decision != call.Pending {
+		t.Errorf("after revoke = %+v, want pending", ans)
+	}
+	if evs := e.Events(t); count(evs, "grant.revoked") != 1 || !slices.Contains(evs, "tool.decision") {
+		t.Errorf("events = %v", evs)
+	}
+}
