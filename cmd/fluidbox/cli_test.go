@@ -52,7 +52,12 @@ func newStack(t testing.TB, wrap func(http.Handler) http.Handler) *stack {
 	if err != nil {
 		t.Fatalf("start minidyn: %v", err)
 	}
-	t.Cleanup(func() { _ = db.Close() })
+	t.Cleanup(func() {
+		_ = db.Close()
+		for _, r := range db.Layer.Refused() {
+			t.Errorf("DynamoDB on AWS refuses this request: %s", r)
+		}
+	})
 	st := store.New(devstack.DynamoClient(db.URL), fmt.Sprintf("cli%d", tables.Add(1)))
 	if err := st.CreateTable(context.Background()); err != nil {
 		t.Fatalf("create table: %v", err)

@@ -24,7 +24,12 @@ func TestDevRestartMidPause(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	defer func() {
+		_ = db.Close()
+		for _, r := range db.Layer.Refused() {
+			t.Errorf("DynamoDB on AWS refuses this request: %s", r)
+		}
+	}()
 	addr := freeAddr(t)
 	const token = "restart-admin-token-0123456789"
 	env := map[string]string{"FLUIDBOX_ADDR": addr, "FLUIDBOX_ADMIN_TOKEN": token, "AWS_ENDPOINT_URL_DYNAMODB": db.URL, "FLUIDBOX_TABLE": "restart"}

@@ -34,7 +34,12 @@ func TestEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = db.Close() })
+	t.Cleanup(func() {
+		_ = db.Close()
+		for _, r := range db.Layer.Refused() {
+			t.Errorf("DynamoDB on AWS refuses this request: %s", r)
+		}
+	})
 	st := store.New(devstack.DynamoClient(db.URL), "broker")
 	if err := st.CreateTable(context.Background()); err != nil {
 		t.Fatal(err)

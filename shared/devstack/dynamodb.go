@@ -1,6 +1,8 @@
 // Package devstack runs fluidbox's local stand-ins for AWS: minidyn's
-// DynamoDB-API server on loopback, and SDK clients for local endpoints. The
-// dev server and the tests use it; no Lambda function imports it.
+// DynamoDB-API server on loopback, behind a layer that refuses what
+// DynamoDB refuses and can fail requests the way DynamoDB fails them
+// (shared/internal/ddbchaos), and SDK clients for local endpoints. The dev
+// server and the tests use it; no Lambda function imports it.
 package devstack
 
 import (
@@ -15,12 +17,17 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/truora/minidyn/server"
+
+	"github.com/fluidbox/fluidbox/shared/internal/ddbchaos"
 )
 
 // DynamoDB is minidyn's DynamoDB server listening on a loopback address.
 type DynamoDB struct {
 	// Server is minidyn's handler, for failure emulation in tests.
 	Server *server.Server
+	// Layer is the validator and fault injector in front of Server: every
+	// request goes through it.
+	Layer *ddbchaos.Layer
 	// URL is the endpoint to give the SDK.
 	URL string
 	srv *http.Server
@@ -41,7 +48,8 @@ func StartDynamoDB(addr string) (*DynamoDB, error) {
 		return nil, fmt.Errorf("devstack: listen %s: %w", addr, err)
 	}
 	d := &DynamoDB{Server: server.NewServer(), URL: "http://" + ln.Addr().String()}
-	d.srv = &http.Server{Handler: d.Server, ReadHeaderTimeout: 10 * time.Second}
+	d.Layer = ddbchaos.New(d.Server, ddbchaos.Chaos{})
+	d.srv = &http.Server{Handler: d.Layer, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = d.srv.Serve(ln) }()
 	return d, nil
 }
@@ -67,3 +75,7 @@ func DynamoClient(endpoint string, opts ...func(*dynamodb.Options)) *dynamodb.Cl
 		DisableValidateResponseChecksum: true,
 	}, opts...)
 }
+
+// ParseChaos reads a chaos specification ("conflict=0.2,throttle=0.05";
+// see ddbchaos.ParseChaos) for Layer.SetChaos.
+func ParseChaos(s string) (ddbchaos.Chaos, error) { return ddbchaos.ParseChaos(s) }

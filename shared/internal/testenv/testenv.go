@@ -1,5 +1,8 @@
 // Package testenv starts the real local servers tests run against: a
-// minidyn DynamoDB server and a fresh table for each test.
+// minidyn DynamoDB server and a fresh table for each test. Every request
+// to the table goes through ddbchaos's validator; a test whose code sent
+// anything DynamoDB would refuse fails, even if that code swallowed the
+// ValidationException.
 package testenv
 
 import (
@@ -17,17 +20,29 @@ import (
 
 var tables atomic.Int64
 
-// DynamoDB starts a minidyn server for one test and stops it at cleanup.
-// Tests do not share a server: minidyn's CreateTable races with requests
-// on other tables.
+// DynamoDB starts a minidyn server for one test and stops it at cleanup,
+// failing the test if the validator refused any of its requests. Tests do
+// not share a server: minidyn's CreateTable races with requests on other
+// tables.
 func DynamoDB(t testing.TB) *devstack.DynamoDB {
 	t.Helper()
 	db, err := devstack.StartDynamoDB("127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("start minidyn: %v", err)
 	}
-	t.Cleanup(func() { _ = db.Close() })
+	t.Cleanup(func() {
+		_ = db.Close()
+		CheckRefused(t, db)
+	})
 	return db
+}
+
+// CheckRefused fails t for every request of db the validator refused.
+func CheckRefused(t testing.TB, db *devstack.DynamoDB) {
+	t.Helper()
+	for _, r := range db.Layer.Refused() {
+		t.Errorf("DynamoDB on AWS refuses this request: %s", r)
+	}
 }
 
 var unsafe = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)

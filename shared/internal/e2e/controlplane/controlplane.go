@@ -29,6 +29,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/client"
 	"github.com/fluidbox/fluidbox/shared/devstack"
 	"github.com/fluidbox/fluidbox/shared/internal/scriptedmodel"
+	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -68,7 +69,10 @@ func Start(t *testing.T, o Options, script ...scriptedmodel.Step) *Stack {
 	if err != nil {
 		t.Fatalf("start minidyn: %v", err)
 	}
-	t.Cleanup(func() { _ = db.Close() })
+	t.Cleanup(func() {
+		_ = db.Close()
+		testenv.CheckRefused(t, db)
+	})
 	st := store.New(devstack.DynamoClient(db.URL), fmt.Sprintf("%s%d", o.TablePrefix, tables.Add(1)))
 	if err := st.CreateTable(context.Background()); err != nil {
 		t.Fatalf("create table: %v", err)
