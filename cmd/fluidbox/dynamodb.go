@@ -11,12 +11,20 @@ import (
 
 // dynamodb serves minidyn's DynamoDB-API server on its own, so that a
 // `fluidbox dev` pointed at it (AWS_ENDPOINT_URL_DYNAMODB) keeps its table
-// across restarts of the control plane.
+// across restarts of the control plane, and so that several `fluidbox dev`
+// processes can share one table as Lambda instances do. It refuses what
+// DynamoDB refuses; --chaos makes it fail a share of requests the way
+// DynamoDB does under contention ("conflict=0.2,throttle=0.05").
 func dynamodb(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("dynamodb", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8000", "loopback address to listen on")
+	spec := fs.String("chaos", "", "fail requests as DynamoDB does under contention: conflict=SHARE (transactions cancelled for TransactionConflict), itemconflict=SHARE (single-item TransactionConflictException), throttle=SHARE, latency=DURATION, seed=N; e.g. conflict=0.2,throttle=0.05")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	chaos, err := devstack.ParseChaos(*spec)
+	if err != nil {
 		return err
 	}
 	db, err := devstack.StartDynamoDB(*addr)
@@ -24,8 +32,15 @@ func dynamodb(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer db.Close()
+	db.Layer.SetChaos(chaos)
 	fmt.Fprintf(stdout, "DynamoDB API (minidyn, in memory) on %s\n", db.URL)
+	if !chaos.Zero() {
+		fmt.Fprintf(stdout, "  chaos: %s\n", chaos)
+	}
 	fmt.Fprintf(stdout, "  AWS_ENDPOINT_URL_DYNAMODB=%s make run\npress Ctrl-C to stop\n", db.URL)
 	<-ctx.Done()
+	if st := db.Layer.Stats(); st.Requests > 0 {
+		fmt.Fprintf(stdout, "%d requests, %d refused as invalid, %d failed by chaos\n", st.Requests, st.Refused, st.Faulted)
+	}
 	return nil
 }

@@ -18,7 +18,8 @@ const usage = `usage: fluidbox <command> [arguments]
 
 commands:
   dev                       run the local control plane on 127.0.0.1 (what "make run" starts)
-  dynamodb [--addr A]       serve the local DynamoDB API alone, so dev can restart and keep its data
+  dynamodb [--addr A]       serve the local DynamoDB API alone, so dev can restart and keep its data;
+                            --chaos conflict=0.2,throttle=0.05 fails requests as DynamoDB does under load
   approvals                 list pending approvals: run, tool, input, rule, time left
   approve ID [--session]    approve one call once, or for the rest of its run
   deny ID                   deny a pending call

@@ -19,6 +19,7 @@ import (
 	"github.com/truora/minidyn/server"
 
 	"github.com/fluidbox/fluidbox/shared/internal/ddbchaos"
+	"github.com/fluidbox/fluidbox/shared/store"
 )
 
 // DynamoDB is minidyn's DynamoDB server listening on a loopback address.
@@ -65,15 +66,16 @@ func (d *DynamoDB) Close() error {
 }
 
 // DynamoClient returns an SDK client for a local DynamoDB endpoint, with
-// static credentials. minidyn sends no CRC header, so response checksum
-// validation is off.
+// static credentials and the retry policy of every fluidbox client
+// (store.RetryConflicts); opts apply after it. minidyn sends no CRC
+// header, so response checksum validation is off.
 func DynamoClient(endpoint string, opts ...func(*dynamodb.Options)) *dynamodb.Client {
 	return dynamodb.New(dynamodb.Options{
 		Region:                          "us-east-1",
 		Credentials:                     credentials.NewStaticCredentialsProvider("local", "local", ""),
 		BaseEndpoint:                    aws.String(endpoint),
 		DisableValidateResponseChecksum: true,
-	}, opts...)
+	}, append([]func(*dynamodb.Options){store.RetryConflicts}, opts...)...)
 }
 
 // ParseChaos reads a chaos specification ("conflict=0.2,throttle=0.05";

@@ -55,7 +55,7 @@ func Load(_ context.Context, getenv func(string) string, mode config.Mode) (Deps
 	if err != nil {
 		return Deps{}, err
 	}
-	st := store.New(dynamodb.NewFromConfig(awsCfg), cfg.Table)
+	st := store.New(dynamodb.NewFromConfig(awsCfg, store.RetryConflicts), cfg.Table)
 	return Deps{
 		Config: cfg,
 		AWS:    awsCfg,

@@ -61,7 +61,9 @@ type Op struct {
 // the counter still being seen.LastSeq. Every write to a run goes through
 // here, so a successful Append also proves that nothing in the run changed
 // since seen. On a counter conflict it returns *SeqConflictError with the
-// current head; on an op's condition, that op's error; it never retries.
+// current head; on an op's condition, that op's error. It retries only
+// what DynamoDB cancelled for conflict or throttling (transactWrite), never
+// a failed condition: that is the caller's to resolve.
 func (s *Store) Append(ctx context.Context, seen Head, at string, b Batch) (Head, error) {
 	if len(b.Events) == 0 {
 		return Head{}, errors.New("store: append without events")
@@ -127,7 +129,7 @@ func (s *Store) Append(ctx context.Context, seen Head, at string, b Batch) (Head
 		items = append(items, op.item)
 	}
 
-	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+	err := s.transactWrite(ctx, items)
 	if err == nil {
 		h := seen
 		h.LastSeq = next

@@ -2,11 +2,9 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -45,12 +43,14 @@ func (s *Store) PutPolicyVersion(ctx context.Context, v PolicyVersion) error {
 		latestPut.ConditionExpression = aws.String("version = :prev")
 		latestPut.ExpressionAttributeValues = map[string]types.AttributeValue{":prev": num(int64(v.Version - 1))}
 	}
-	_, err = s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+	err = s.transactWrite(ctx, []types.TransactWriteItem{
 		putNew(s.table, ver),
 		{Put: latestPut},
-	}})
-	var tce *types.TransactionCanceledException
-	if errors.As(err, &tce) {
+	})
+	// Only a failed condition means another version won; a cancellation
+	// for anything else (conflict, throttling past the retries) is not a
+	// "policy changed".
+	if conditionFailed(err) {
 		return fmt.Errorf("store: policy %s v%d: %w", v.PolicyID, v.Version, ErrConditionFailed)
 	}
 	return translate("put policy "+v.PolicyID, err)

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -237,17 +236,9 @@ func (s *Store) transact(ctx context.Context, items []types.TransactWriteItem) e
 // transactOp writes items in one transaction. A failed condition of any of
 // them is ErrExists; op names the write in any other error.
 func (s *Store) transactOp(ctx context.Context, op string, items []types.TransactWriteItem) error {
-	_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
-	if err == nil {
-		return nil
-	}
-	var tce *types.TransactionCanceledException
-	if errors.As(err, &tce) {
-		for _, r := range tce.CancellationReasons {
-			if aws.ToString(r.Code) == "ConditionalCheckFailed" {
-				return ErrExists
-			}
-		}
+	err := s.transactWrite(ctx, items)
+	if conditionFailed(err) {
+		return ErrExists
 	}
 	return translate(op, err)
 }

@@ -3,9 +3,14 @@
 // Everything lives in one table keyed by pk/sk strings; a run's items share
 // its partition, so everything one decision touches is one partition and
 // one transaction. DynamoDB's errors never leave this package: conditional
-// failures become the sentinels below, and anything else (throttling, a
-// 5xx, a closed connection) becomes ErrUnavailable, which callers answer
-// with deny / 503 — never allow.
+// failures become the sentinels below; a request DynamoDB refuses as
+// invalid becomes ErrInvalidRequest (a bug in fluidbox, answered 500, not
+// worth a retry); anything else (throttling, a 5xx, a closed connection, a
+// transaction still cancelled for conflict after its retries) becomes
+// ErrUnavailable, which callers answer with deny / 503 — never allow.
+// Transactions DynamoDB cancels for conflict or throttling are retried
+// here, in one place (transactWrite); single-item conflicts by the SDK
+// (RetryConflicts).
 package store
 
 import (
@@ -17,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 )
 
 // Sentinels. Callers test them with errors.Is.
@@ -29,6 +35,10 @@ var (
 	ErrConditionFailed = errors.New("store: condition failed")
 	// ErrUnavailable: DynamoDB could not be reached or refused to work.
 	ErrUnavailable = errors.New("store: unavailable")
+	// ErrInvalidRequest: DynamoDB refused a request as malformed (a
+	// ValidationException, or a transaction cancelled with
+	// ValidationError). Retrying cannot help: it is a bug.
+	ErrInvalidRequest = errors.New("store: request refused as invalid")
 )
 
 // Store reads and writes fluidbox's table.
@@ -97,6 +107,18 @@ func translate(op string, err error) error {
 	if errors.As(err, &ccf) {
 		return fmt.Errorf("store: %s: %w", op, ErrConditionFailed)
 	}
+	var api smithy.APIError
+	if errors.As(err, &api) && api.ErrorCode() == "ValidationException" {
+		return fmt.Errorf("store: %s: %w: %s", op, ErrInvalidRequest, api.ErrorMessage())
+	}
+	var tce *types.TransactionCanceledException
+	if errors.As(err, &tce) {
+		for _, r := range tce.CancellationReasons {
+			if aws.ToString(r.Code) == "ValidationError" {
+				return fmt.Errorf("store: %s: %w: %s", op, ErrInvalidRequest, aws.ToString(r.Message))
+			}
+		}
+	}
 	var rnf *types.ResourceNotFoundException
 	if errors.As(err, &rnf) {
 		return fmt.Errorf("store: %s: table missing: %w", op, ErrUnavailable)
@@ -105,6 +127,21 @@ func translate(op string, err error) error {
 		return fmt.Errorf("store: %s: %w: %w", op, ErrUnavailable, err)
 	}
 	return fmt.Errorf("store: %s: %w: %v", op, ErrUnavailable, err)
+}
+
+// conditionFailed says whether a transaction was cancelled because a
+// condition of one of its items did not hold.
+func conditionFailed(err error) bool {
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		return false
+	}
+	for _, r := range tce.CancellationReasons {
+		if aws.ToString(r.Code) == "ConditionalCheckFailed" {
+			return true
+		}
+	}
+	return false
 }
 
 // TimeLayout is how times are stored: RFC 3339 in UTC with a fixed nine

@@ -158,14 +158,18 @@ func (l *Layer) update(w http.ResponseWriter, r *http.Request, a action) {
 	l.updates.Lock()
 	defer l.updates.Unlock()
 	get := map[string]any{"TableName": a.table, "Key": a.key, "ConsistentRead": true}
-	var before struct{ Item map[string]*server.AttributeValue }
+	var before struct {
+		Item map[string]*server.AttributeValue
+	}
 	if status, body := l.call("GetItem", get); status == http.StatusOK {
 		_ = json.Unmarshal(body, &before)
 	}
 	rec := httptest.NewRecorder()
 	l.next.ServeHTTP(rec, r)
 	if rec.Code == http.StatusOK {
-		var after struct{ Item map[string]*server.AttributeValue }
+		var after struct {
+			Item map[string]*server.AttributeValue
+		}
 		if status, body := l.call("GetItem", get); status == http.StatusOK && json.Unmarshal(body, &after) == nil {
 			if n := itemSize(after.Item); n > MaxItemBytes {
 				if before.Item != nil {

@@ -211,7 +211,10 @@ func TestFaults(t *testing.T) {
 	}{
 		{ddbchaos.ItemConflict, func(err error) bool { var e *types.TransactionConflictException; return errors.As(err, &e) }},
 		{ddbchaos.Throughput, func(err error) bool { var e *types.ProvisionedThroughputExceededException; return errors.As(err, &e) }},
-		{ddbchaos.Throttling, func(err error) bool { var e smithy.APIError; return errors.As(err, &e) && e.ErrorCode() == "ThrottlingException" }},
+		{ddbchaos.Throttling, func(err error) bool {
+			var e smithy.APIError
+			return errors.As(err, &e) && e.ErrorCode() == "ThrottlingException"
+		}},
 		{ddbchaos.Internal, func(err error) bool { var e *types.InternalServerError; return errors.As(err, &e) }},
 	}
 	for _, c := range single {

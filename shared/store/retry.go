@@ -1,0 +1,77 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// RetryConflicts is the SDK client option every DynamoDB client of
+// fluidbox's uses: on top of the standard retryer (which retries
+// throttling and 5xx), it retries TransactionConflictException, which
+// DynamoDB answers a single-item write that meets an item an in-flight
+// transaction holds, and which the SDK does not retry by itself. Nothing
+// was written, so the retry is safe.
+func RetryConflicts(o *dynamodb.Options) {
+	o.Retryer = retry.AddWithErrorCodes(retry.NewStandard(), "TransactionConflictException")
+}
+
+// Backoff of a retried transaction: full jitter over an exponentially
+// growing window, for at most txAttempts attempts, and never past the
+// context's deadline.
+const (
+	txAttempts   = 8
+	txBackoffMin = 5 * time.Millisecond
+	txBackoffMax = 250 * time.Millisecond
+)
+
+// retryableCancel says whether DynamoDB cancelled a transaction only for
+// reasons that go away: another transaction in flight on one of its items
+// (TransactionConflict) or throttling. A condition failure, or a reason
+// that says the request is wrong, is the caller's answer, not noise.
+func retryableCancel(tce *types.TransactionCanceledException) bool {
+	retry := false
+	for _, r := range tce.CancellationReasons {
+		switch aws.ToString(r.Code) {
+		case "", "None":
+		case "TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded":
+			retry = true
+		default:
+			return false
+		}
+	}
+	return retry
+}
+
+// transactWrite runs one TransactWriteItems, retrying it while DynamoDB
+// cancels it only for conflict or throttling and the context allows. A
+// cancelled transaction wrote nothing, so the retry is the same request.
+// It returns the last error as the SDK gave it.
+func (s *Store) transactWrite(ctx context.Context, items []types.TransactWriteItem) error {
+	window := txBackoffMin
+	for attempt := 1; ; attempt++ {
+		_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
+		var tce *types.TransactionCanceledException
+		if err == nil || attempt == txAttempts || !errors.As(err, &tce) || !retryableCancel(tce) {
+			return err
+		}
+		wait := rand.N(window) + time.Millisecond
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		window = min(window*2, txBackoffMax)
+	}
+}
