@@ -64,6 +64,12 @@ const (
 	MaxIDBytes        = 128
 	MaxNameBytes      = 64
 	MaxDescriptionLen = 16 << 10
+	// MaxToolBytes bounds one tool as stored (name, description, class,
+	// canonical schema): a run freezes each tool as one DynamoDB item.
+	MaxToolBytes = 64 << 10
+	// MaxBundleBytes bounds a bundle's tools as stored: a bundle is one
+	// DynamoDB item, at most 400 KB with its other attributes.
+	MaxBundleBytes = 300 << 10
 )
 
 var (
@@ -135,6 +141,20 @@ func NewBundle(id, name string, tools []Tool) (Bundle, error) {
 			return Bundle{}, fieldErr(f+".input_schema", "cannot be canonicalized")
 		}
 		out[i] = Tool{Name: t.Name, Description: t.Description, Class: t.Class, InputSchema: canon}
+	}
+	total := 0
+	for i, t := range out {
+		b, err := encode(t)
+		if err != nil {
+			return Bundle{}, fieldErr(fmt.Sprintf("tools[%d]", i), "cannot be encoded: %v", err)
+		}
+		if len(b) > MaxToolBytes {
+			return Bundle{}, fieldErr(fmt.Sprintf("tools[%d]", i), "is %d bytes as stored, over the %d-byte limit", len(b), MaxToolBytes)
+		}
+		total += len(b) + 1
+	}
+	if total > MaxBundleBytes {
+		return Bundle{}, fieldErr("tools", "are %d bytes as stored, over the %d-byte limit of a bundle", total, MaxBundleBytes)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	digest, err := toolsDigest(out)

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/broker"
@@ -128,13 +130,68 @@ func photograph(c store.Connection, photo broker.Photo, at string) (store.Photo,
 		default:
 			pt.Reason = "the tool's input schema could not be checked"
 		}
+		schema, annotations := def.InputSchema, def.Annotations
+		if reason := bound(&pt); reason != "" {
+			pt.Callable, pt.Reason = false, reason
+			if pt.InputSchema == "" {
+				schema = nil
+			}
+			if pt.Annotations == "" {
+				annotations = nil
+			}
+		}
 		sp.Tools = append(sp.Tools, pt)
 		tools = append(tools, Tool{
-			Name: pt.Name, Description: pt.Description, InputSchema: def.InputSchema, Annotations: def.Annotations,
+			Name: pt.Name, Description: pt.Description, InputSchema: schema, Annotations: annotations,
 			Class: pt.Class, Callable: pt.Callable, Reason: pt.Reason,
 		})
 	}
 	return sp, tools, nil
+}
+
+// Bounds on a photographed tool's fields. The upstream chose them, so each
+// is bounded: a tool over a bound stays in the photograph, un-callable,
+// with the reason and the field cut (a schema or annotations dropped), so
+// that one careless or hostile tool can neither make every refresh fail
+// nor a stored item exceed DynamoDB's 400 KB.
+const (
+	MaxToolNameBytes        = 128
+	MaxToolDescriptionBytes = 16 << 10
+	MaxToolSchemaBytes      = 64 << 10
+	MaxToolAnnotationsBytes = 4 << 10
+)
+
+// bound cuts pt's fields to the bounds and says why, or returns "".
+func bound(pt *store.PhotoTool) string {
+	var over []string
+	if len(pt.Name) > MaxToolNameBytes {
+		pt.Name = cut(pt.Name, MaxToolNameBytes)
+		over = append(over, fmt.Sprintf("name over %d bytes", MaxToolNameBytes))
+	}
+	if len(pt.Description) > MaxToolDescriptionBytes {
+		pt.Description = cut(pt.Description, MaxToolDescriptionBytes)
+		over = append(over, fmt.Sprintf("description over %d bytes", MaxToolDescriptionBytes))
+	}
+	if len(pt.InputSchema) > MaxToolSchemaBytes {
+		pt.InputSchema = ""
+		over = append(over, fmt.Sprintf("input schema over %d bytes", MaxToolSchemaBytes))
+	}
+	if len(pt.Annotations) > MaxToolAnnotationsBytes {
+		pt.Annotations = ""
+		over = append(over, fmt.Sprintf("annotations over %d bytes", MaxToolAnnotationsBytes))
+	}
+	if len(over) == 0 {
+		return ""
+	}
+	return "the tool is too large to keep: " + strings.Join(over, ", ")
+}
+
+// cut shortens s to at most n bytes without splitting a UTF-8 sequence.
+func cut(s string, n int) string {
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // brokerPhoto rebuilds the upstream's photo from a stored photograph.
@@ -142,6 +199,11 @@ func brokerPhoto(p store.Photo) (broker.Photo, error) {
 	defs := make([]broker.ToolDef, 0, len(p.Tools))
 	for _, t := range p.Tools {
 		def := broker.ToolDef{Name: t.Name, Description: t.Description, InputSchema: json.RawMessage(t.InputSchema)}
+		if t.InputSchema == "" {
+			// Dropped for its size (bound): any schema keeps the
+			// rebuilt photo digestible; the tool is un-callable.
+			def.InputSchema = json.RawMessage(`{}`)
+		}
 		if t.Annotations != "" {
 			def.Annotations = &broker.Annotations{}
 			if err := json.Unmarshal([]byte(t.Annotations), def.Annotations); err != nil {

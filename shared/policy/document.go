@@ -40,8 +40,11 @@ const (
 	// document's approval defaults and in rules.
 	MinTTLSeconds = 1
 	MaxTTLSeconds = 7 * 24 * 3600
-	// MaxDocumentBytes bounds the documents Parse accepts.
-	MaxDocumentBytes = 1 << 20
+	// MaxDocumentBytes bounds the documents Parse accepts, and the
+	// document as stored: a policy version is one DynamoDB item (400 KB
+	// at most), and so is the copy a run freezes; the rest of the budget
+	// is the item's other attributes and the stored form's normalization.
+	MaxDocumentBytes = 300 << 10
 	// MaxRules bounds the rules of one document.
 	MaxRules = 10000
 )

@@ -102,15 +102,42 @@ func keyOf(pk, sk string) map[string]types.AttributeValue {
 	}
 }
 
-// item marshals v and adds the keys.
+// item marshals v and adds the keys. Empty maps, lists and sets are left
+// out, at any depth of maps: DynamoDB refuses empty sets, and minidyn reads
+// an empty map or list back as another type, so an item that held one
+// would decode here and not on AWS, or the reverse. A missing attribute
+// decodes to the nil map or slice.
 func item(pk, sk string, v any) (map[string]types.AttributeValue, error) {
 	av, err := attributevalue.MarshalMap(v)
 	if err != nil {
 		return nil, fmt.Errorf("store: marshal %s/%s: %w", pk, sk, err)
 	}
+	dropEmpty(av)
 	av[attrPK] = &types.AttributeValueMemberS{Value: pk}
 	av[attrSK] = &types.AttributeValueMemberS{Value: sk}
 	return av, nil
+}
+
+func dropEmpty(m map[string]types.AttributeValue) {
+	for k, v := range m {
+		empty := false
+		switch v := v.(type) {
+		case *types.AttributeValueMemberM:
+			dropEmpty(v.Value)
+			empty = len(v.Value) == 0
+		case *types.AttributeValueMemberL:
+			empty = len(v.Value) == 0
+		case *types.AttributeValueMemberSS:
+			empty = len(v.Value) == 0
+		case *types.AttributeValueMemberNS:
+			empty = len(v.Value) == 0
+		case *types.AttributeValueMemberBS:
+			empty = len(v.Value) == 0
+		}
+		if empty {
+			delete(m, k)
+		}
+	}
 }
 
 // Limits of one TransactWriteItems call, with room to spare.

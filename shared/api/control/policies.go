@@ -48,6 +48,9 @@ func (s *Server) storePolicy(w http.ResponseWriter, r *http.Request, id string, 
 	if err != nil {
 		return err
 	}
+	if len(doc) > policy.MaxDocumentBytes {
+		return invalid("the policy document is %d bytes as stored, over the %d-byte limit", len(doc), policy.MaxDocumentBytes)
+	}
 	v := store.PolicyVersion{
 		PolicyID:  id,
 		Version:   version,
