@@ -360,32 +360,28 @@ func recorded(r store.Reservation) Settled {
 	return Settled{Cost: budget.Micros(r.Cost), Settlement: Settlement(r.Settlement)}
 }
 
-// SweepBatch bounds how many stale reservations one sweep settles.
-const SweepBatch = 500
-
 // SweepReservations settles every reservation still open that was booked
 // before olderThan as spent in full (pessimistic: its request may have been
 // billed without anyone reporting it), with a budget.reconciled event whose
 // settlement is "swept". It returns how many it settled. A reservation
-// closed meanwhile by a reconciliation is left as that closed it.
+// closed meanwhile by a reconciliation is left as that closed it. It pages
+// through every open reservation; one that fails to close is reported and
+// the sweep goes on.
 func (s *Service) SweepReservations(ctx context.Context, olderThan time.Time) (int, error) {
-	open, err := s.st.OpenReservations(ctx, store.FormatTime(olderThan), SweepBatch)
-	if err != nil {
-		return 0, err
-	}
 	n := 0
 	var errs []error
-	for _, r := range open {
+	err := s.st.EachOpenReservation(ctx, store.FormatTime(olderThan), func(r store.Reservation) error {
 		st, err := s.close(ctx, r.RunID, r.RequestID, func(r store.Reservation) (budget.Usage, budget.Micros, Settlement, error) {
 			return budget.Usage{}, budget.Micros(r.Amount), SettlementSwept, nil
 		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("admission: sweep %s/%s: %w", r.RunID, r.RequestID, err))
-			continue
+			return ctx.Err()
 		}
 		if st.Applied {
 			n++
 		}
-	}
-	return n, errors.Join(errs...)
+		return nil
+	})
+	return n, errors.Join(append(errs, err)...)
 }

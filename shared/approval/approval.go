@@ -260,28 +260,25 @@ func (s *Service) Expire(ctx context.Context, id string) (bool, error) {
 	return applied, err
 }
 
-// Sweep expires every overdue pending approval and returns how many it
-// expired: the backstop when a timer was lost.
+// Sweep expires every overdue pending approval, paging through all of
+// them, and returns how many it expired: the backstop when a timer was
+// lost.
 func (s *Service) Sweep(ctx context.Context) (int, error) {
-	const page = 1000
-	rows, err := s.st.PendingApprovals(ctx, page)
-	if err != nil {
-		return 0, err
-	}
 	n := 0
-	for _, a := range rows {
+	err := s.st.EachPendingApproval(ctx, func(a store.Approval) error {
 		if !s.overdue(a) {
-			continue
+			return nil
 		}
 		applied, err := s.Expire(ctx, a.ID)
 		if err != nil && !errors.Is(err, ErrNotFound) {
-			return n, err
+			return err
 		}
 		if applied {
 			n++
 		}
-	}
-	return n, nil
+		return nil
+	})
+	return n, err
 }
 
 // settle is the compare-and-swap (call.Settle). It returns the approval as

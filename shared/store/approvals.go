@@ -2,6 +2,9 @@ package store
 
 import (
 	"context"
+
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // Approval is a call waiting for (or settled by) a human. It is kept in its
@@ -100,4 +103,26 @@ func (s *Store) RunApprovals(ctx context.Context, runID string) ([]Approval, err
 // before acting on it.
 func (s *Store) PendingApprovals(ctx context.Context, limit int) ([]Approval, error) {
 	return listIndex[Approval](ctx, s, indexQuery{op: "pending approvals", item: "approval", pk: PendingIndex, limit: limit})
+}
+
+// EachPendingApproval visits every pending approval, oldest first, one
+// page of the index at a time, until visit returns an error (returned as
+// is). visit may settle the approval it is given.
+func (s *Store) EachPendingApproval(ctx context.Context, visit func(Approval) error) error {
+	var decodeErr error
+	err := s.queryIndex(ctx, indexQuery{op: "pending approvals", item: "approval", pk: PendingIndex}, func(av map[string]types.AttributeValue) error {
+		var a Approval
+		if err := attributevalue.UnmarshalMap(av, &a); err != nil {
+			return err
+		}
+		if err := visit(a); err != nil {
+			decodeErr = err
+			return err
+		}
+		return nil
+	})
+	if decodeErr != nil {
+		return decodeErr
+	}
+	return err
 }

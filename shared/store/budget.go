@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -182,6 +183,38 @@ func (s *Store) OpenReservations(ctx context.Context, before string, limit int) 
 		}
 	}
 	return out, nil
+}
+
+// EachOpenReservation visits every reservation still open that was created
+// before `before`, shard by shard, one page of the index at a time, until
+// visit returns an error (returned as is). visit may close the reservation
+// it is given.
+func (s *Store) EachOpenReservation(ctx context.Context, before string, visit func(Reservation) error) error {
+	if before == "" {
+		return nil
+	}
+	for shard := range uint32(openShards) {
+		var visitErr error
+		q := indexQuery{op: "open reservations", item: "reservation", pk: openShardPK(shard), before: before}
+		err := s.queryIndex(ctx, q, func(av map[string]types.AttributeValue) error {
+			var r Reservation
+			if err := attributevalue.UnmarshalMap(av, &r); err != nil {
+				return err
+			}
+			if err := visit(r); err != nil {
+				visitErr = err
+				return err
+			}
+			return nil
+		})
+		if visitErr != nil {
+			return visitErr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ModelUpstream is where the model proxy forwards to and the operator's
