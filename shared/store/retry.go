@@ -17,10 +17,16 @@ import (
 // throttling and 5xx), it retries TransactionConflictException, which
 // DynamoDB answers a single-item write that meets an item an in-flight
 // transaction holds, and which the SDK does not retry by itself. Nothing
-// was written, so the retry is safe.
+// was written, so the retry is safe. It allows sdkAttempts attempts
+// rather than the SDK's 3, as AWS's SDKs long did for DynamoDB: its
+// throttling and conflicts are short-lived. A client's RetryMaxAttempts,
+// when set, still wins.
 func RetryConflicts(o *dynamodb.Options) {
-	o.Retryer = retry.AddWithErrorCodes(retry.NewStandard(), "TransactionConflictException")
+	std := retry.NewStandard(func(so *retry.StandardOptions) { so.MaxAttempts = sdkAttempts })
+	o.Retryer = retry.AddWithErrorCodes(std, "TransactionConflictException")
 }
+
+const sdkAttempts = 5
 
 // Backoff of a retried transaction: full jitter over an exponentially
 // growing window, for at most txAttempts attempts, and never past the

@@ -162,6 +162,13 @@ func (l *Layer) Inject(f Fault) *Injection {
 	return in
 }
 
+// ClearFaults disarms every targeted fault not yet fired.
+func (l *Layer) ClearFaults() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.faults = nil
+}
+
 // delay picks the wait of one request.
 func (l *Layer) delay() time.Duration {
 	l.mu.Lock()

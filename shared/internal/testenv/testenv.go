@@ -8,6 +8,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"os"
 	"regexp"
 	"sync/atomic"
 	"testing"
@@ -15,21 +16,49 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
 	"github.com/fluidbox/fluidbox/shared/devstack"
+	"github.com/fluidbox/fluidbox/shared/internal/ddbchaos"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
 var tables atomic.Int64
 
+// ChaosEnv names the environment variable that runs every test's DynamoDB
+// under chaos (ddbchaos.ParseChaos's form, e.g. "conflict=0.2,throttle=0.05"):
+// the chaos job (make test-chaos) sets it.
+const ChaosEnv = "FLUIDBOX_TEST_CHAOS"
+
+// Chaos is the chaos the environment asks for; none when ChaosEnv is
+// unset. A malformed value fails the test.
+func Chaos(t testing.TB) ddbchaos.Chaos {
+	t.Helper()
+	c, err := ddbchaos.ParseChaos(os.Getenv(ChaosEnv))
+	if err != nil {
+		t.Fatalf("%s: %v", ChaosEnv, err)
+	}
+	return c
+}
+
+// Calm turns db's random chaos off, for a test that counts requests or
+// injects failures of its own; it says so in the test's log.
+func Calm(t testing.TB, db *devstack.DynamoDB) {
+	t.Helper()
+	if !Chaos(t).Zero() {
+		t.Logf("runs without %s chaos: it counts or injects DynamoDB failures itself", ChaosEnv)
+	}
+	db.Layer.SetChaos(ddbchaos.Chaos{})
+}
+
 // DynamoDB starts a minidyn server for one test and stops it at cleanup,
-// failing the test if the validator refused any of its requests. Tests do
-// not share a server: minidyn's CreateTable races with requests on other
-// tables.
+// failing the test if the validator refused any of its requests. Under
+// ChaosEnv its requests fail as that says. Tests do not share a server:
+// minidyn's CreateTable races with requests on other tables.
 func DynamoDB(t testing.TB) *devstack.DynamoDB {
 	t.Helper()
 	db, err := devstack.StartDynamoDB("127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("start minidyn: %v", err)
 	}
+	db.Layer.SetChaos(Chaos(t))
 	t.Cleanup(func() {
 		_ = db.Close()
 		CheckRefused(t, db)
