@@ -62,6 +62,10 @@ func DynamoDB(t testing.TB) *devstack.DynamoDB {
 	t.Cleanup(func() {
 		_ = db.Close()
 		CheckRefused(t, db)
+		if c := Chaos(t); !c.Zero() {
+			st := db.Layer.Stats()
+			t.Logf("ddbchaos %s: %d requests, %d failed by chaos", c, st.Requests, st.Faulted)
+		}
 	})
 	return db
 }
