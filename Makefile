@@ -5,7 +5,7 @@ BUILD     := .build
 FN        ?= control
 EVENT     ?= events/control/create-session.json
 
-.PHONY: run test build invoke bench validate e2e e2e-asl e2e-browser e2e-mcp e2e-claude e2e-agent-sdk fmt
+.PHONY: run test test-chaos build invoke bench validate e2e e2e-asl e2e-browser e2e-mcp e2e-claude e2e-agent-sdk fmt
 
 ## run: the local control plane on 127.0.0.1:8080 (FLUIDBOX_ADDR to change)
 run:
@@ -15,6 +15,11 @@ run:
 test:
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 15m ./...
+
+## test-chaos: the table-talking suites with every test's DynamoDB failing
+## 20% of transactions for TransactionConflict and 5% of requests for throttling
+test-chaos:
+	FLUIDBOX_TEST_CHAOS=conflict=0.2,throttle=0.05 $(GO) test -count=1 -timeout 15m ./shared/api/ ./shared/admission/ ./shared/approval/ ./shared/ledger/ ./shared/client/ ./shared/connection/ ./shared/expiry/
 
 ## build: each function as a linux/arm64 bootstrap in .build/<fn>/
 build:
@@ -35,6 +40,7 @@ invoke:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./shared/ledger/ ./shared/run/ ./shared/gate/ ./bench/cedar/ ./shared/schemaguard/ ./shared/policy/
 	$(GO) test -run '^$$' -bench . -benchtime 20x ./bench/lambdainit/
+	$(GO) test -run '^$$' -bench MultiProcess -benchtime 400x ./cmd/fluidbox/
 
 ## validate: template.yaml against the SAM schema and our IAM rules, offline
 validate:

@@ -97,7 +97,7 @@ func TestDevRestartMidPause(t *testing.T) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -107,7 +107,7 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-func waitHealthy(t *testing.T, url string) {
+func waitHealthy(t testing.TB, url string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
