@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -9,8 +10,11 @@ const strictPolicy = `{"name":"strict","default_verdict":"require_approval","rul
  {"id":"read","tool":"Bash","match":{"command_prefix":["git status","git diff","git log","ls","echo","cat","grep","wc","find","head"]},"verdict":"allow"}]}`
 
 // anyGitPolicy allows every git subcommand, to exercise the git option checks.
+// The rule opts in to any options, so only what no allow rule may ever
+// cover (opaque lines, git options that load another configuration) is
+// refused.
 const anyGitPolicy = `{"name":"git","default_verdict":"deny","rules":[
- {"id":"git","tool":"Bash","match":{"command_prefix":["git","bash build.sh","sh"]},"verdict":"allow"}]}`
+ {"id":"git","tool":"Bash","match":{"command_prefix":["git","bash build.sh","sh"],"options":"any"},"verdict":"allow"}]}`
 
 func mustParse(t testing.TB, doc string) *Policy {
 	t.Helper()
@@ -42,7 +46,16 @@ func TestBashAllowIsStrict(t *testing.T) {
 		{"ls 2>/dev/null", true},
 		{"ls >/dev/null 2>&1", true},
 		{"cat < README.md", true},
-		{"ls *.go", true},
+		// A pattern that could expand to an option (a file named
+		// "--prefix=x.go") never rides an allow rule; after "--" or behind
+		// a literal directory it cannot be an option.
+		{"ls *.go", false},
+		{"ls -- *.go", true},
+		{"ls src/*.go", true},
+		// A compound line is allowed when every part is.
+		{"git status && git diff", true},
+		{"ls; echo done", true},
+		{"git status || ls", true},
 		{"echo 'a;b' \"c && d\"", true},
 		{"! ls", true},
 		{"find . -name '*.go'", true},
@@ -168,7 +181,7 @@ func TestBashAllowGitOptions(t *testing.T) {
 		{"git status", true},
 		{"git --no-pager log", true},
 		{"git fetch origin", true},
-		{"bash build.sh", true},
+		{"bash build.sh", false}, // a script file is opaque
 		{"git -c core.pager=x diff", false},
 		{"git -C dir status", false},
 		{"git --exec-path=/x status", false},
@@ -290,7 +303,9 @@ var pushEvasions = []string{
 
 func TestBashDenyNormalized(t *testing.T) {
 	t.Parallel()
-	deny := mustParse(t, `{"name":"d","default_verdict":"allow","rules":[
+	// Lines the analyser cannot establish get bash.opaque, naming the
+	// rule: deny here, the default (require_approval) in ra.
+	deny := mustParse(t, `{"name":"d","default_verdict":"allow","bash":{"opaque":"deny"},"rules":[
 	  {"id":"no-push","tool":"Bash","match":{"command_prefix":["git push"]},"verdict":"deny"}]}`)
 	ra := mustParse(t, `{"name":"r","default_verdict":"allow","rules":[
 	  {"id":"ask-push","tool":"Bash","match":{"command_prefix":["git push"]},"verdict":"require_approval"}]}`)
@@ -315,7 +330,6 @@ func TestBashDenyDoesNotOvermatch(t *testing.T) {
 	for _, cmd := range []string{
 		"git pull",
 		"git status",
-		"git pushx",
 		"echo git push",
 		"ls -la",
 		"git log --grep push",
@@ -325,6 +339,11 @@ func TestBashDenyDoesNotOvermatch(t *testing.T) {
 		if got := p.Evaluate("Bash", bashInput(cmd)); got.Verdict != VerdictAllow {
 			t.Errorf("Evaluate(%q) = %v (%s), want allow", cmd, got.Verdict, got.Reason)
 		}
+	}
+	// An unknown git subcommand may be an alias for push: opaque, so
+	// bash.opaque (require_approval by default) rather than allow.
+	if got := p.Evaluate("Bash", bashInput("git pushx")); got.Verdict != VerdictRequireApproval || got.RuleID != "no-push" || !strings.Contains(got.Reason, "bash.opaque") {
+		t.Errorf("Evaluate(%q) = %v %q (%s), want require_approval by no-push (bash.opaque)", "git pushx", got.Verdict, got.RuleID, got.Reason)
 	}
 }
 

@@ -55,8 +55,35 @@ type Document struct {
 	DefaultVerdict Verdict           `json:"default_verdict"`
 	Approval       *ApprovalDefaults `json:"approval,omitempty"`
 	Autonomy       *Autonomy         `json:"autonomy,omitempty"`
+	Bash           *BashSettings     `json:"bash,omitempty"`
 	Rules          []Rule            `json:"rules"`
 }
+
+// BashSettings say how Bash lines the analyser cannot establish are
+// decided.
+type BashSettings struct {
+	// Opaque is the verdict of an opaque line (inline code for an
+	// interpreter, a builtin running a string, an unknown wrapper, ...)
+	// wherever Bash has a deny or require_approval rule: deny or
+	// require_approval (the default).
+	Opaque Verdict `json:"opaque,omitempty"`
+}
+
+// Options says which words after an allow rule's command prefix it
+// accepts. Options are persisted: never rename them.
+type Options string
+
+// Options.
+const (
+	// OptionsCatalogue (the default, also written as "") accepts only the
+	// words the read-only catalogue lists as safe for the program.
+	OptionsCatalogue Options = "catalogue"
+	// OptionsAny accepts any words after the prefix except options that
+	// change what a project runner runs or where, and unquoted patterns
+	// that could expand to an option. The rule then allows whatever the
+	// prefixed program can do with any arguments.
+	OptionsAny Options = "any"
+)
 
 // ApprovalDefaults apply to require_approval results whose rule does not say.
 type ApprovalDefaults struct {
@@ -93,6 +120,9 @@ type Match struct {
 	Path []string `json:"path,omitzero"`
 	// Input: JSON pointer -> accepted values (globs over the value's text).
 	Input map[string][]string `json:"input,omitzero"`
+	// Options: Bash allow rules only. Which words may follow the prefix:
+	// "catalogue" (default) or "any".
+	Options Options `json:"options,omitempty"`
 }
 
 // ValidationError says which field of a document is wrong.
@@ -121,15 +151,26 @@ func (w Warning) String() string {
 	return w.Field + ": " + w.Message
 }
 
-// fileTools maps the file tools to the input field that holds their path.
-var fileTools = map[string]string{
-	"Read":         "file_path",
-	"Write":        "file_path",
-	"Edit":         "file_path",
-	"MultiEdit":    "file_path",
-	"NotebookEdit": "notebook_path",
-	"Glob":         "path",
-	"Grep":         "path",
+// pathField is one path-bearing input field of a file tool.
+type pathField struct {
+	name string
+	// pattern: the field is a glob searched from the tool's directory
+	// field (Glob's pattern, Grep's glob).
+	pattern bool
+	// dir: the field is the directory a pattern field searches from.
+	dir bool
+}
+
+// fileTools maps the file tools to every input field that names a path,
+// directory fields before the pattern fields that search from them.
+var fileTools = map[string][]pathField{
+	"Read":         {{name: "file_path"}},
+	"Write":        {{name: "file_path"}},
+	"Edit":         {{name: "file_path"}},
+	"MultiEdit":    {{name: "file_path"}},
+	"NotebookEdit": {{name: "notebook_path"}},
+	"Glob":         {{name: "path", dir: true}, {name: "pattern", pattern: true}},
+	"Grep":         {{name: "path", dir: true}, {name: "glob", pattern: true}},
 }
 
 // bashTool is the tool whose input.command is analysed as a shell command.
@@ -197,11 +238,12 @@ func jsonKind(k string) string {
 }
 
 var knownFields = map[string][]string{
-	"document": {"name", "default_verdict", "approval", "autonomy", "rules"},
+	"document": {"name", "default_verdict", "approval", "autonomy", "bash", "rules"},
 	"approval": {"scope", "ttl_seconds"},
+	"bash":     {"opaque"},
 	"autonomy": {"on_approval_rule"},
 	"rule":     {"id", "tool", "match", "verdict", "scope", "ttl_seconds", "on_autonomous"},
-	"match":    {"command_prefix", "path", "input"},
+	"match":    {"command_prefix", "path", "input", "options"},
 }
 
 // checkShape rejects unknown fields with the path of the field, which the
@@ -214,7 +256,7 @@ func checkShape(raw any) error {
 	if err := checkKeys("", top, "document"); err != nil {
 		return err
 	}
-	for _, sub := range []string{"approval", "autonomy"} {
+	for _, sub := range []string{"approval", "autonomy", "bash"} {
 		if m, ok := top[sub].(map[string]any); ok {
 			if err := checkKeys(sub+".", m, sub); err != nil {
 				return err
@@ -310,6 +352,18 @@ func normalize(doc Document) (Document, error) {
 		au.OnApprovalRule = doc.Autonomy.OnApprovalRule
 	}
 	doc.Autonomy = &au
+	bs := BashSettings{Opaque: VerdictRequireApproval}
+	if doc.Bash != nil && doc.Bash.Opaque != "" {
+		switch doc.Bash.Opaque {
+		case VerdictDeny, VerdictRequireApproval:
+			bs.Opaque = doc.Bash.Opaque
+		case VerdictAllow:
+			return doc, verr("bash.opaque", "must be deny or require_approval: an opaque line is never allowed")
+		default:
+			return doc, verr("bash.opaque", "unknown verdict %q", doc.Bash.Opaque)
+		}
+	}
+	doc.Bash = &bs
 	if doc.Rules == nil {
 		doc.Rules = []Rule{}
 	}
@@ -371,6 +425,14 @@ func checkFallback(field string, v Verdict) error {
 func checkMatch(field, tool string, m *Match) error {
 	if m.CommandPrefix != nil && tool != bashTool {
 		return verr(field+".command_prefix", "only for tool %q, not %q", bashTool, tool)
+	}
+	switch m.Options {
+	case "", OptionsCatalogue, OptionsAny:
+	default:
+		return verr(field+".options", "unknown value %q (catalogue or any)", m.Options)
+	}
+	if m.Options != "" && m.CommandPrefix == nil {
+		return verr(field+".options", "only with command_prefix")
 	}
 	for i, p := range m.CommandPrefix {
 		if strings.TrimSpace(p) == "" {

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"path"
 	"strings"
 	"time"
 
@@ -14,9 +15,12 @@ type Result struct {
 	Verdict Verdict
 	// RuleID names the deciding rule; "" when default_verdict applied
 	// (or when the call was refused because its Bash command could not be
-	// parsed).
+	// parsed). For an opaque Bash line it names the rule the line was
+	// treated as matching (bash.opaque).
 	RuleID string
-	// Reason is human text naming the rule or the default.
+	// Reason is human text naming the rule or the default, and for Bash
+	// the part or construct that decided. It never quotes a command's
+	// arguments, only program names and option names.
 	Reason string
 	// Scope and TTL are the approval defaults of a require_approval result
 	// (zero otherwise). Scope is always once when ScopeKey is "".
@@ -27,20 +31,42 @@ type Result struct {
 	// Empty for other verdicts.
 	OnAutonomous Verdict
 	// ScopeKey is the key a session grant for this call is stored under
-	// ("" when no session grant can safely describe the call). For Bash,
-	// "Bash:<matched prefix words>", e.g. "Bash:git push"; for other tools,
-	// the tool name.
+	// ("" when no session grant can safely describe the call). For Bash it
+	// is built from the parse, never from the raw text: "Bash:<matched
+	// prefix words>" (e.g. "Bash:git push"), else "Bash:<program>" for a
+	// line that runs one program; for other tools, the tool name.
 	ScopeKey string
+}
+
+// Env is what a run knows about where a call happens. The zero value is a
+// run without a workspace, asked without a working directory.
+type Env struct {
+	// Workspace is the run's declared workspace, an absolute path;
+	// relative path globs resolve against it.
+	Workspace string
+	// Cwd is the caller's working directory (the hook sends Claude
+	// Code's cwd); relative paths in the input resolve against it, else
+	// against the workspace.
+	Cwd string
+	// Resolved maps a path-bearing input field ("file_path", "path", ...)
+	// to the path the sandbox resolved it to (symlinks followed). A call
+	// is allowed only if both the given and the resolved path are, and
+	// denied if either is.
+	Resolved map[string]string
 }
 
 // call holds what Evaluate learns about one call, computed at most once.
 type call struct {
 	tool     string
 	input    any
+	env      *Env
 	analysis *bash.Analysis
 	command  string
 	hasCmd   bool
 	analyzed bool
+	paths    []pathValue
+	pathsOK  bool
+	pathsSet bool
 }
 
 func (c *call) bash() *bash.Analysis {
@@ -54,6 +80,19 @@ func (c *call) bash() *bash.Analysis {
 	return c.analysis
 }
 
+// opaque reports whether this is a Bash call whose effect cannot be
+// established, and why.
+func (c *call) opaque() (bool, string) {
+	if c.tool != bashTool {
+		return false, ""
+	}
+	a := c.bash()
+	if a == nil {
+		return true, "the call has no string command"
+	}
+	return a.Opaque()
+}
+
 // bashCommand returns input.command of a Bash call.
 func bashCommand(input any) (string, bool) {
 	m, ok := input.(map[string]any)
@@ -64,39 +103,61 @@ func bashCommand(input any) (string, bool) {
 	return s, ok
 }
 
-// Evaluate decides one call. Precedence is by restriction, not by order:
+// Evaluate decides one call for a run without a workspace; see EvaluateIn.
+func (p *Policy) Evaluate(toolName string, input any) Result {
+	return p.EvaluateIn(Env{}, toolName, input)
+}
+
+// EvaluateIn decides one call. Precedence is by restriction, not by order:
 // any matching deny beats any matching require_approval, which beats any
 // matching allow; with no match the default verdict applies. Among rules of
 // the same verdict the first in document order is reported.
 //
-// Matching is asymmetric. Allow rules match strictly (a Bash command only
-// through a real parse of a plain command or pipeline, a path only when it
-// stays inside the working directory). Deny and require_approval rules
-// match conservatively (every command the line could run, after stripping
-// wrappers; any path that could reach the glob; a Bash command that cannot
-// be analysed matches every command_prefix). A Bash call whose command is
-// missing or does not parse is never allowed.
-func (p *Policy) Evaluate(toolName string, input any) Result {
-	c := call{tool: toolName, input: input}
-	var ra, allow *rule
+// Matching is asymmetric. Allow rules match strictly: a Bash line only when
+// every simple command in it starts with an allowed prefix followed by
+// words the read-only catalogue accepts (or any words, for a rule that opts
+// in with "options": "any"), a path only when every path of the call (the
+// given and the resolved) stays inside the glob. Deny and require_approval
+// rules match conservatively: every command the line could run, after
+// stripping known wrappers; any path (given or resolved, case folded) that
+// could reach the glob. A Bash line whose effect cannot be established
+// (opaque) matches no allow rule, and where Bash has any deny or
+// require_approval rule it gets the document's bash.opaque verdict. A Bash
+// call whose command is missing or does not parse is never allowed.
+func (p *Policy) EvaluateIn(env Env, toolName string, input any) Result {
+	c := call{tool: toolName, input: input, env: &env}
+	var ra, allow, restrictive *rule
 	var allowWhy string
-	// Pipeline elements covered by allow prefixes, across rules.
+	// Simple commands covered by allow prefixes, across rules, and why
+	// each uncovered one was not.
 	var covered []bool
+	var missed []string
 	var coveredBy *rule
+	isBash := toolName == bashTool
+	opaque, opaqueWhy := false, ""
+	if isBash {
+		opaque, opaqueWhy = c.opaque()
+	}
 
 	for _, idx := range p.rulesFor(toolName) {
 		r := p.rules[idx]
 		switch r.verdict {
 		case VerdictDeny:
+			if restrictive == nil || restrictive.verdict != VerdictDeny {
+				restrictive = r
+			}
 			if r.matchLoose(&c) {
 				return Result{Verdict: VerdictDeny, RuleID: r.id, Reason: fmt.Sprintf("denied by rule %q", r.id)}
 			}
 		case VerdictRequireApproval:
+			if restrictive == nil {
+				restrictive = r
+			}
 			if ra == nil && r.matchLoose(&c) {
 				ra = r
 			}
 		case VerdictAllow:
-			if allow != nil || ra != nil {
+			if allow != nil || ra != nil || opaque {
 				continue // cannot change the outcome unless a deny follows
 			}
 			if !r.hasPrefix {
@@ -111,24 +172,31 @@ func (p *Policy) Evaluate(toolName string, input any) Result {
 			a := c.bash()
 			n := 0
 			if a != nil {
-				n = a.Elements()
+				n = a.Parts()
 			}
 			if n == 0 {
 				continue
 			}
 			if covered == nil {
-				covered = make([]bool, n)
+				covered, missed = make([]bool, n), make([]string, n)
 			}
 			all := true
 			for i := range covered {
 				if !covered[i] {
 					for _, pf := range r.prefixes {
-						if a.ElementHasPrefix(i, pf) {
+						ok, why := a.PartAllowed(i, pf, r.anyOptions)
+						if ok {
 							covered[i] = true
 							if coveredBy == nil {
 								coveredBy = r
 							}
 							break
+						}
+						if why != "" && missed[i] == "" {
+							missed[i] = fmt.Sprintf("%s starts with a prefix of rule %q but %s", a.PartName(i), r.id, why)
+							if !r.anyOptions {
+								missed[i] += " (the rule does not opt in to other options)"
+							}
 						}
 					}
 				}
@@ -139,9 +207,20 @@ func (p *Policy) Evaluate(toolName string, input any) Result {
 				if coveredBy == r {
 					allowWhy = fmt.Sprintf("allowed by rule %q", r.id)
 				} else {
-					allowWhy = fmt.Sprintf("allowed by rule %q and rule %q (pipeline)", coveredBy.id, r.id)
+					allowWhy = fmt.Sprintf("allowed by rule %q and rule %q (every part of the line)", coveredBy.id, r.id)
 				}
 			}
+		}
+	}
+	if opaque && restrictive != nil {
+		why := fmt.Sprintf("%s; treated as matching rule %q (bash.opaque)", opaqueWhy, restrictive.id)
+		if p.opaqueVerdict == VerdictDeny {
+			return Result{Verdict: VerdictDeny, RuleID: restrictive.id, Reason: why}
+		}
+		if ra == nil {
+			res := p.approval(&c, restrictive)
+			res.Reason = why
+			return res
 		}
 	}
 	switch {
@@ -150,14 +229,45 @@ func (p *Policy) Evaluate(toolName string, input any) Result {
 	case allow != nil:
 		return p.neverAllowUnparsed(&c, Result{Verdict: VerdictAllow, RuleID: allow.id, Reason: allowWhy})
 	}
+	detail := ""
+	if isBash {
+		detail = p.unmatchedDetail(&c, covered, missed, opaqueWhy)
+	}
 	switch p.doc.DefaultVerdict {
 	case VerdictAllow:
-		return p.neverAllowUnparsed(&c, Result{Verdict: VerdictAllow, Reason: "no rule matched; default verdict allow"})
+		return p.neverAllowUnparsed(&c, Result{Verdict: VerdictAllow, Reason: "no rule matched" + detail + "; default verdict allow"})
 	case VerdictRequireApproval:
-		return p.approval(&c, nil)
+		res := p.approval(&c, nil)
+		res.Reason = "no rule matched" + detail + "; default verdict require_approval"
+		return res
 	default:
-		return Result{Verdict: VerdictDeny, Reason: "no rule matched; default verdict deny"}
+		return Result{Verdict: VerdictDeny, Reason: "no rule matched" + detail + "; default verdict deny"}
 	}
+}
+
+// unmatchedDetail says, for a Bash line no rule decided, which part did not
+// match an allow rule and why.
+func (p *Policy) unmatchedDetail(c *call, covered []bool, missed []string, opaqueWhy string) string {
+	a := c.bash()
+	if a == nil {
+		return ""
+	}
+	if opaqueWhy != "" {
+		return " (" + opaqueWhy + ", so no allow rule can match)"
+	}
+	if ok, why := a.Strict(); !ok {
+		return " (allow rules judge only plain command lines: " + why + ")"
+	}
+	for i := 0; i < a.Parts(); i++ {
+		if covered != nil && covered[i] {
+			continue
+		}
+		if missed != nil && missed[i] != "" {
+			return " (" + missed[i] + ")"
+		}
+		return " (" + a.PartName(i) + " matches no allow rule)"
+	}
+	return ""
 }
 
 // neverAllowUnparsed turns an allow of a Bash call whose command is missing
@@ -206,15 +316,20 @@ func (p *Policy) approval(c *call, r *rule) Result {
 }
 
 // scopeKey names what a session grant for this call covers. For Bash it
-// comes from the parse: the first prefix of the rule that the command hits
-// (loosely, so "git -C x push" under "git push" is keyed "Bash:git push"),
-// else the whole command when it is one strict simple command, else nothing.
+// comes from the parse, never from the raw text: the first prefix of the
+// rule that the line hits (loosely, so "git -C x push" under "git push" is
+// keyed "Bash:git push"), else the one program the line runs
+// ("Bash:rm"), else nothing. An opaque line has no key: no grant may cover
+// what the analysis cannot see.
 func (p *Policy) scopeKey(c *call, r *rule) string {
 	if c.tool != bashTool {
 		return c.tool
 	}
 	a := c.bash()
-	if a == nil || !a.Parsed() {
+	if a == nil {
+		return ""
+	}
+	if op, _ := a.Opaque(); op {
 		return ""
 	}
 	if r != nil {
@@ -224,12 +339,8 @@ func (p *Policy) scopeKey(c *call, r *rule) string {
 			}
 		}
 	}
-	if a.Elements() == 1 {
-		keys := a.ElementKeys(0)
-		words := a.ElementWords(0)
-		if len(keys) > 0 && len(keys) == len(words) {
-			return bashKeyPrefix + keys[len(keys)-1]
-		}
+	if prog := a.Program(); prog != "" {
+		return bashKeyPrefix + prog
 	}
 	return ""
 }
@@ -242,12 +353,20 @@ func (r *rule) matchLoose(c *call) bool {
 		return false
 	}
 	if r.hasPath {
-		v, ok := pathValue(c.tool, c.input)
+		if len(r.paths) == 0 {
+			return false
+		}
+		vals, ok := c.pathValues()
 		if ok {
 			hit := false
-			for _, g := range r.paths {
-				if g.matchLoose(v) {
-					hit = true
+			for _, v := range vals {
+				for _, g := range r.paths {
+					if g.matchLoose(v, c.env) {
+						hit = true
+						break
+					}
+				}
+				if hit {
 					break
 				}
 			}
@@ -256,11 +375,7 @@ func (r *rule) matchLoose(c *call) bool {
 			}
 		}
 		// A missing path could be anything (Grep without a path searches
-		// the working directory): conservatively a match, unless the
-		// rule lists no globs at all.
-		if !ok && len(r.paths) == 0 {
-			return false
-		}
+		// the working directory): conservatively a match.
 	}
 	if r.hasPrefix {
 		if len(r.prefixes) == 0 {
@@ -290,20 +405,24 @@ func (r *rule) matchStrictNonPrefix(c *call) bool {
 		return false
 	}
 	if r.hasPath {
-		v, ok := pathValue(c.tool, c.input)
-		if !ok {
+		vals, ok := c.pathValues()
+		if !ok || len(vals) == 0 {
 			return false
 		}
-		cleaned, ok := strictPath(v)
-		if !ok {
-			return false
-		}
-		for _, g := range r.paths {
-			if g.matchStrict(cleaned) {
-				return true
+		// Every path of the call, given and resolved, must be inside.
+		for _, v := range vals {
+			inside := false
+			for _, g := range r.paths {
+				if g.matchStrict(v, c.env) {
+					inside = true
+					break
+				}
+			}
+			if !inside {
+				return false
 			}
 		}
-		return false
+		return true
 	}
 	return true
 }
@@ -332,29 +451,87 @@ func (r *rule) matchInput(input any) bool {
 	return true
 }
 
-// pathValue returns the path field of a file tool call.
-func pathValue(tool string, input any) (string, bool) {
-	field, ok := fileTools[tool]
-	if !ok {
-		return "", false
+// pathValue is one path the call touches: a path, or a glob pattern joined
+// to the directory it searches.
+type pathValue struct {
+	text    string
+	pattern bool
+}
+
+// pathValues returns every path-bearing field of a file tool call, given
+// and resolved, made absolute where the working directory or workspace is
+// known. ok is false when the call names no path at all, or a field holds
+// something other than a string.
+func (c *call) pathValues() ([]pathValue, bool) {
+	if c.pathsSet {
+		return c.paths, c.pathsOK
 	}
-	m, ok := input.(map[string]any)
-	if !ok {
-		return "", false
+	c.pathsSet = true
+	fields, isFile := fileTools[c.tool]
+	m, isMap := c.input.(map[string]any)
+	if !isFile || !isMap {
+		return nil, false
 	}
-	s, ok := m[field].(string)
-	if !ok || s == "" {
-		return "", false
+	base := c.env.Cwd
+	if base == "" {
+		base = c.env.Workspace
 	}
-	return s, true
+	var dir string
+	var out []pathValue
+	for _, f := range fields {
+		raw, present := m[f.name]
+		if !present {
+			continue
+		}
+		s, ok := raw.(string)
+		if !ok || s == "" {
+			return nil, false
+		}
+		if !f.pattern {
+			out = append(out, pathValue{text: absolute(s, base)})
+			if f.dir {
+				dir = s
+			}
+			if r, ok := c.env.Resolved[f.name]; ok && r != "" {
+				out = append(out, pathValue{text: absolute(r, base)})
+			}
+			continue
+		}
+		// A pattern searches from the tool's directory field, else the
+		// working directory. rg's glob without a '/' matches a file name
+		// at any depth.
+		d := dir
+		if d == "" {
+			d = base
+		}
+		pat := s
+		if c.tool == "Grep" && !strings.Contains(pat, "/") {
+			pat = "**/" + pat
+		}
+		if !strings.HasPrefix(pat, "/") && d != "" {
+			pat = strings.TrimSuffix(d, "/") + "/" + pat
+		}
+		out = append(out, pathValue{text: pat, pattern: true})
+	}
+	c.paths, c.pathsOK = out, len(out) > 0
+	return c.paths, c.pathsOK
+}
+
+// absolute joins a relative path to base when base is known.
+func absolute(p, base string) string {
+	if strings.HasPrefix(p, "/") || base == "" || !strings.HasPrefix(base, "/") {
+		return p
+	}
+	return path.Join(base, p)
 }
 
 // Covered reports whether session grants cover a call, matching strictly:
-// for Bash the command must parse as a plain command or pipeline and every
-// element must start with the words of some granted key ("Bash:git push"
-// covers "git push --force origin main", not "git pull", not
-// "git push && rm -rf x", not "GIT_SSH_COMMAND=x git push"). For other tools
-// the key is the tool name. granted is asked about candidate keys only.
+// for Bash the line must be strict (not opaque, nothing but simple commands
+// joined by lists and pipes) and every simple command must start with the
+// words of some granted key ("Bash:git push" covers "git push --force
+// origin main", not "git pull", not "GIT_SSH_COMMAND=x git push"). For
+// other tools the key is the tool name. granted is asked about candidate
+// keys only.
 func Covered(toolName string, input any, granted func(scopeKey string) bool) bool {
 	if granted == nil || toolName == "" {
 		return false
@@ -370,13 +547,13 @@ func Covered(toolName string, input any, granted func(scopeKey string) bool) boo
 		return false
 	}
 	a := bash.Analyze(cmd)
-	n := a.Elements()
+	n := a.Parts()
 	if n == 0 {
 		return false
 	}
 	for i := 0; i < n; i++ {
 		hit := false
-		for _, k := range a.ElementKeys(i) {
+		for _, k := range a.PartKeys(i) {
 			if granted(bashKeyPrefix + k) {
 				hit = true
 				break
@@ -387,4 +564,17 @@ func Covered(toolName string, input any, granted func(scopeKey string) bool) boo
 		}
 	}
 	return true
+}
+
+// BashReadOnly reports whether a Bash call only reads: every simple
+// command of its line is read-only by the catalogue (it cannot write a
+// file, run another program, reach the network or read beyond the paths
+// its words name). The gate gives such a call the class read. If not, why
+// says which part is not, naming programs and options only.
+func BashReadOnly(input any) (bool, string) {
+	cmd, ok := bashCommand(input)
+	if !ok {
+		return false, "the call has no string command"
+	}
+	return bash.Analyze(cmd).ReadOnly()
 }

@@ -12,12 +12,21 @@ import (
 // path segment, '**' crosses segments).
 type pathGlob struct {
 	pattern string
+	// lower is the pattern case-folded: deny and require_approval match
+	// case-insensitively, because /work/.ENV is /work/.env on macOS and
+	// Windows file systems.
+	lower string
 	// relative holds, for an absolute pattern, the relative patterns a
 	// relative path could be matched against when the working directory
 	// is unknown: "/repo/secrets/**" -> "repo/secrets/**", "secrets/**".
-	// Only the deny side uses them.
+	// Case-folded; only the deny side uses them.
 	relative []string
+	// lastLiteral is the pattern's last segment when it has no pattern
+	// characters (".env" of "**/.env"), case-folded.
+	lastLiteral string
 }
+
+const globMeta = `*?[{\`
 
 func compilePathGlob(p string) (*pathGlob, error) {
 	if p == "" {
@@ -26,16 +35,19 @@ func compilePathGlob(p string) (*pathGlob, error) {
 	if !doublestar.ValidatePattern(p) {
 		return nil, errors.New("bad glob " + `"` + p + `"`)
 	}
-	g := &pathGlob{pattern: p}
+	g := &pathGlob{pattern: p, lower: strings.ToLower(p)}
+	segs := strings.Split(strings.TrimPrefix(g.lower, "/"), "/")
+	if last := segs[len(segs)-1]; last != "" && !strings.ContainsAny(last, globMeta) {
+		g.lastLiteral = last
+	}
 	if strings.HasPrefix(p, "/") {
-		segs := strings.Split(strings.TrimPrefix(p, "/"), "/")
 		for i := range segs {
 			rest := segs[i:]
 			if !hasLiteralSegment(rest) {
 				break
 			}
 			g.relative = append(g.relative, strings.Join(rest, "/"))
-			if strings.ContainsAny(segs[i], `*?[{\`) {
+			if strings.ContainsAny(segs[i], globMeta) {
 				break // cannot strip a non-literal segment
 			}
 		}
@@ -43,9 +55,13 @@ func compilePathGlob(p string) (*pathGlob, error) {
 	return g, nil
 }
 
+// isRelative reports whether the glob is relative (resolved against a
+// run's workspace).
+func (g *pathGlob) isRelative() bool { return !strings.HasPrefix(g.pattern, "/") }
+
 func hasLiteralSegment(segs []string) bool {
 	for _, s := range segs {
-		if s != "" && !strings.ContainsAny(s, `*?[{\`) {
+		if s != "" && !strings.ContainsAny(s, globMeta) {
 			return true
 		}
 	}
@@ -65,28 +81,110 @@ func strictPath(p string) (string, bool) {
 	return c, true
 }
 
-func (g *pathGlob) matchStrict(cleaned string) bool {
+// matchStrict is the allow-side reading of one path of a call. A relative
+// glob with a workspace covers paths under the workspace. A pattern value
+// (Glob's pattern, Grep's glob) is inside only when the glob allows the
+// whole tree the pattern searches ("dir/**" covering its literal
+// directory), and never when it climbs with "..".
+func (g *pathGlob) matchStrict(v pathValue, env *Env) bool {
+	if v.pattern {
+		return g.coversPattern(v.text, env)
+	}
+	cleaned, ok := strictPath(v.text)
+	if !ok {
+		return false
+	}
+	return g.matchStrictPath(cleaned, env)
+}
+
+func (g *pathGlob) matchStrictPath(cleaned string, env *Env) bool {
+	if g.isRelative() && env.Workspace != "" && strings.HasPrefix(cleaned, "/") {
+		rel, ok := under(cleaned, env.Workspace)
+		if !ok {
+			return false
+		}
+		return doublestar.MatchUnvalidated(g.pattern, rel)
+	}
 	return doublestar.MatchUnvalidated(g.pattern, cleaned)
 }
 
-// matchLoose is the deny-side reading. The working directory is unknown, so
-// a path matches when it could name something the pattern covers: the
-// cleaned path itself; with leading ".." segments removed; any trailing run
-// of its segments for a relative pattern ("/home/u/repo/secrets/k" matches
-// "secrets/**"); and, for an absolute pattern, a relative path against the
-// pattern's trailing segments.
-func (g *pathGlob) matchLoose(p string) bool {
-	c := path.Clean(p)
-	if doublestar.MatchUnvalidated(g.pattern, c) {
+// under returns p relative to dir when p is strictly inside dir.
+func under(p, dir string) (string, bool) {
+	dir = path.Clean(dir)
+	if dir == "/" {
+		return strings.TrimPrefix(p, "/"), p != "/"
+	}
+	rest, ok := strings.CutPrefix(p, dir+"/")
+	return rest, ok && rest != ""
+}
+
+func (g *pathGlob) coversPattern(pat string, env *Env) bool {
+	if strings.IndexByte(pat, 0) >= 0 {
+		return false
+	}
+	segs := strings.Split(pat, "/")
+	static := make([]string, 0, len(segs))
+	for _, s := range segs {
+		if s == ".." {
+			return false
+		}
+		if strings.ContainsAny(s, globMeta) {
+			break
+		}
+		static = append(static, s)
+	}
+	if len(static) == len(segs) {
+		// No pattern characters: an ordinary path.
+		cleaned, ok := strictPath(pat)
+		return ok && g.matchStrictPath(cleaned, env)
+	}
+	tree, ok := strings.CutSuffix(g.pattern, "/**")
+	if !ok {
+		return false
+	}
+	dir := strings.Join(static, "/")
+	if dir == "" && strings.HasPrefix(pat, "/") {
+		dir = "/"
+	}
+	sub := &pathGlob{pattern: tree}
+	// The tree is covered when the literal directory, or one of its
+	// ancestors, is the glob's tree root.
+	for d := path.Clean(dir); ; d = path.Dir(d) {
+		if tree == "" || sub.matchStrictPath(d, env) {
+			return true
+		}
+		if d == "/" || d == "." || !strings.Contains(d, "/") {
+			return false
+		}
+	}
+}
+
+// matchLoose is the deny-side reading, case-insensitive. The working
+// directory may be unknown, so a path matches when it could name something
+// the pattern covers: the cleaned path itself; with leading ".." segments
+// removed; any trailing run of its segments for a relative pattern
+// ("/home/u/repo/secrets/k" matches "secrets/**"); and, for an absolute
+// pattern, a relative path against the pattern's trailing segments. A
+// pattern value matches when the glob matches its text, or when its last
+// segment could name the file the glob's last segment names ("*.env" could
+// be ".env").
+func (g *pathGlob) matchLoose(v pathValue, _ *Env) bool {
+	c := path.Clean(strings.ToLower(v.text))
+	if v.pattern && g.lastLiteral != "" {
+		last := c[strings.LastIndexByte(c, '/')+1:]
+		if strings.ContainsAny(last, globMeta) && doublestar.MatchUnvalidated(last, g.lastLiteral) {
+			return true
+		}
+	}
+	if doublestar.MatchUnvalidated(g.lower, c) {
 		return true
 	}
 	for c == ".." || strings.HasPrefix(c, "../") {
 		c = strings.TrimPrefix(strings.TrimPrefix(c, ".."), "/")
 	}
-	abs := strings.HasPrefix(g.pattern, "/")
-	if !abs {
+	if g.isRelative() {
 		for s := strings.TrimPrefix(c, "/"); s != ""; {
-			if doublestar.MatchUnvalidated(g.pattern, s) {
+			if doublestar.MatchUnvalidated(g.lower, s) {
 				return true
 			}
 			i := strings.IndexByte(s, '/')

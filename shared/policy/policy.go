@@ -28,8 +28,10 @@ type Policy struct {
 	applicable sync.Map // string -> []int
 	cached     atomic.Int64
 	fallback   Verdict // autonomy.on_approval_rule
-	scope      Scope   // approval.scope
-	ttl        time.Duration
+	// opaqueVerdict is bash.opaque.
+	opaqueVerdict Verdict
+	scope         Scope // approval.scope
+	ttl           time.Duration
 }
 
 type rule struct {
@@ -44,10 +46,12 @@ type rule struct {
 	// Criteria; a nil slice/map means "not constrained".
 	hasPrefix bool
 	prefixes  []*bash.Prefix // valid prefixes only
-	hasPath   bool
-	paths     []*pathGlob
-	inputs    []inputCond
-	hasInput  bool
+	// anyOptions: the rule opted in to any words after its prefixes.
+	anyOptions bool
+	hasPath    bool
+	paths      []*pathGlob
+	inputs     []inputCond
+	hasInput   bool
 }
 
 type inputCond struct {
@@ -83,12 +87,13 @@ func compile(doc Document) (*Policy, []Warning, error) {
 	}
 	sum := sha256.Sum256(canon)
 	p := &Policy{
-		doc:      doc,
-		digest:   "sha256:" + hex.EncodeToString(sum[:]),
-		byTool:   make(map[string][]int),
-		fallback: doc.Autonomy.OnApprovalRule,
-		scope:    doc.Approval.Scope,
-		ttl:      time.Duration(doc.Approval.TTLSeconds) * time.Second,
+		doc:           doc,
+		digest:        "sha256:" + hex.EncodeToString(sum[:]),
+		byTool:        make(map[string][]int),
+		fallback:      doc.Autonomy.OnApprovalRule,
+		opaqueVerdict: doc.Bash.Opaque,
+		scope:         doc.Approval.Scope,
+		ttl:           time.Duration(doc.Approval.TTLSeconds) * time.Second,
 	}
 	var warns []Warning
 	for i, r := range doc.Rules {
@@ -138,6 +143,13 @@ func compileRule(i int, r Rule) (*rule, []Warning) {
 	}
 	if m.CommandPrefix == nil && m.Path == nil && m.Input == nil {
 		warn(f+".match", "no criteria: the rule matches every %s call", r.Tool)
+	}
+	if m.Options == OptionsAny {
+		if r.Verdict != VerdictAllow {
+			warn(f+".match.options", "ignored: only allow rules read options; deny and require_approval rules match every option")
+		} else {
+			cr.anyOptions = true
+		}
 	}
 	if m.CommandPrefix != nil {
 		cr.hasPrefix = true
@@ -266,6 +278,22 @@ func restriction(v Verdict) int {
 	}
 }
 
+// RelativeGlobs returns, as "rules[i].match.path[j]", the path globs
+// that are relative. They resolve against a run's workspace; in a run
+// without one they match only relative paths, which Claude Code never
+// sends, so run creation warns about them.
+func (p *Policy) RelativeGlobs() []string {
+	var out []string
+	for _, r := range p.rules {
+		for j, g := range r.paths {
+			if g.isRelative() {
+				out = append(out, fmt.Sprintf("rules[%d].match.path[%d] (%q)", r.index, j, g.pattern))
+			}
+		}
+	}
+	return out
+}
+
 // Document returns a deep copy of the normalized document (defaults filled).
 func (p *Policy) Document() Document { return copyDocument(p.doc) }
 
@@ -283,6 +311,10 @@ func copyDocument(d Document) Document {
 		a := *d.Autonomy
 		out.Autonomy = &a
 	}
+	if d.Bash != nil {
+		b := *d.Bash
+		out.Bash = &b
+	}
 	if d.Rules != nil {
 		out.Rules = make([]Rule, len(d.Rules))
 		for i, r := range d.Rules {
@@ -291,6 +323,7 @@ func copyDocument(d Document) Document {
 				m := Match{
 					CommandPrefix: slices.Clone(r.Match.CommandPrefix),
 					Path:          slices.Clone(r.Match.Path),
+					Options:       r.Match.Options,
 				}
 				if r.Match.Input != nil {
 					m.Input = make(map[string][]string, len(r.Match.Input))

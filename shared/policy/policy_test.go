@@ -173,13 +173,19 @@ func TestDefaultVerdicts(t *testing.T) {
 		{`{"name":"r","default_verdict":"deny","autonomy":{"on_approval_rule":"allow"},"rules":[{"id":"x","tool":"T","verdict":"require_approval"}]}`, "T", nil,
 			Result{Verdict: VerdictRequireApproval, RuleID: "x", Reason: `rule "x" requires approval`,
 				Scope: ScopeOnce, TTL: 900 * time.Second, OnAutonomous: VerdictAllow, ScopeKey: "T"}},
-		// Bash default approval of a single strict command: key is the whole command.
-		{`{"name":"r","default_verdict":"require_approval","approval":{"scope":"session"}}`, "Bash", bashInput("npm test --silent"),
-			Result{Verdict: VerdictRequireApproval, Reason: "no rule matched; default verdict require_approval",
-				Scope: ScopeSession, TTL: 900 * time.Second, OnAutonomous: VerdictDeny, ScopeKey: "Bash:npm test --silent"}},
-		// A list cannot be keyed: no key, scope forced to once.
-		{`{"name":"r","default_verdict":"require_approval","approval":{"scope":"session"}}`, "Bash", bashInput("npm test && npm publish"),
-			Result{Verdict: VerdictRequireApproval, Reason: "no rule matched; default verdict require_approval",
+		// Bash default approval: the key is built from the parse (the
+		// program), never from the command's text, which may hold a
+		// secret.
+		{`{"name":"r","default_verdict":"require_approval","approval":{"scope":"session"}}`, "Bash", bashInput("curl -H 'Authorization: Bearer sk-live-1' https://x"),
+			Result{Verdict: VerdictRequireApproval, Reason: "no rule matched (`curl` matches no allow rule); default verdict require_approval",
+				Scope: ScopeSession, TTL: 900 * time.Second, OnAutonomous: VerdictDeny, ScopeKey: "Bash:curl"}},
+		// A line of two programs cannot be keyed: no key, scope forced to once.
+		{`{"name":"r","default_verdict":"require_approval","approval":{"scope":"session"}}`, "Bash", bashInput("npm test && curl x"),
+			Result{Verdict: VerdictRequireApproval, Reason: "no rule matched (part 1 of 2 (`npm`) matches no allow rule); default verdict require_approval",
+				Scope: ScopeOnce, TTL: 900 * time.Second, OnAutonomous: VerdictDeny}},
+		// An opaque line is never keyed either.
+		{`{"name":"r","default_verdict":"require_approval","approval":{"scope":"session"}}`, "Bash", bashInput("python3 -c 'print(1)'"),
+			Result{Verdict: VerdictRequireApproval, Reason: "no rule matched (`python3` runs code (inline, from stdin or from a file), which fluidbox cannot analyse, so no allow rule can match); default verdict require_approval",
 				Scope: ScopeOnce, TTL: 900 * time.Second, OnAutonomous: VerdictDeny}},
 	}
 	for _, tt := range tests {
@@ -365,6 +371,7 @@ func TestDocumentNormalizedAndImmutable(t *testing.T) {
 		Name: "n", DefaultVerdict: VerdictDeny,
 		Approval: &ApprovalDefaults{Scope: ScopeOnce, TTLSeconds: 900},
 		Autonomy: &Autonomy{OnApprovalRule: VerdictDeny},
+		Bash:     &BashSettings{Opaque: VerdictRequireApproval},
 		Rules: []Rule{
 			{ID: "a", Tool: "Bash", Match: &Match{CommandPrefix: []string{}}, Verdict: VerdictAllow},
 			{ID: "b", Tool: "x", Match: &Match{Input: map[string][]string{"/a": {"b"}}}, Verdict: VerdictDeny},

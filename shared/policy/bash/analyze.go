@@ -52,6 +52,7 @@ type Analysis struct {
 	strictWhy string
 	loose     []looseCommand
 	opaqueWhy string
+	runsWhy   string
 }
 
 // Parsed reports whether the command line parsed at all.
@@ -60,71 +61,134 @@ func (a *Analysis) Parsed() bool { return a.parseErr == nil }
 // ParseError returns the parse failure, or nil.
 func (a *Analysis) ParseError() error { return a.parseErr }
 
-// Strict reports whether the command line is a single simple command or a
-// pipeline of simple commands that allow rules may judge, and if not, why.
+// Strict reports whether allow rules and grants may judge the command line:
+// it parses, is not opaque, and is made only of simple commands joined by
+// ';', '&&', '||' and pipes with nothing else in it. If not, it says why.
 func (a *Analysis) Strict() (bool, string) {
 	if a.parseErr != nil {
 		return false, "does not parse: " + a.parseErr.Error()
 	}
+	if a.opaqueWhy != "" {
+		return false, a.opaqueWhy
+	}
 	if a.strictWhy != "" {
 		return false, a.strictWhy
+	}
+	if a.runsWhy != "" {
+		return false, a.runsWhy
 	}
 	return len(a.strict) > 0, "empty command"
 }
 
-// Elements returns the number of pipeline elements of a strict command line
-// (0 when it is not strict).
-func (a *Analysis) Elements() int {
+// Parts returns the number of simple commands of a strict command line (0
+// when it is not strict).
+func (a *Analysis) Parts() int {
 	if ok, _ := a.Strict(); !ok {
 		return 0
 	}
 	return len(a.strict)
 }
 
-// ElementHasPrefix reports whether pipeline element i of a strict command line
-// starts with the literal words of p. A word that carries an unquoted glob
-// never matches a prefix word.
-func (a *Analysis) ElementHasPrefix(i int, p *Prefix) bool {
-	if i < 0 || i >= a.Elements() || p == nil || len(p.words) == 0 {
+// PartHasPrefix reports whether simple command i of a strict line starts
+// with the literal words of p. A pattern word never matches a prefix word.
+func (a *Analysis) PartHasPrefix(i int, p *Prefix) bool {
+	if i < 0 || i >= a.Parts() {
 		return false
 	}
-	c := a.strict[i]
-	if len(p.words) > len(c.words) || len(p.words) > c.firstGlob {
-		return false
-	}
-	for j, w := range p.words {
-		if c.words[j] != w {
-			return false
-		}
-	}
-	return true
+	return a.strict[i].prefixOf(p)
 }
 
-// ElementKeys returns the grant keys that could cover pipeline element i:
-// the key text of each leading run of its words ("git", "git push", ...).
-func (a *Analysis) ElementKeys(i int) []string {
-	if i < 0 || i >= a.Elements() {
+// PartAllowed reports whether simple command i of a strict line is covered
+// by an allow prefix: it starts with the prefix's words and every word
+// after them is read-only by the catalogue, or, with anyOptions, is
+// anything but an option that changes what a project runner runs and a
+// pattern that could expand to an option. When it is not, why says what
+// did not match ("" when the prefix's words are not there at all).
+func (a *Analysis) PartAllowed(i int, p *Prefix, anyOptions bool) (ok bool, why string) {
+	if i < 0 || i >= a.Parts() {
+		return false, ""
+	}
+	return a.strict[i].allowedBy(p, anyOptions)
+}
+
+// PartReadOnly reports whether simple command i is read-only by the
+// catalogue, and if not, why.
+func (a *Analysis) PartReadOnly(i int) (bool, string) {
+	if i < 0 || i >= a.Parts() {
+		return false, "not a strict command"
+	}
+	c := a.strict[i]
+	if why := catalogueSafe(c.words, c.glob, 0); why != "" {
+		return false, why
+	}
+	return true, ""
+}
+
+// ReadOnly reports whether every simple command of the line is read-only
+// by the catalogue: it cannot write a file, run another program, reach the
+// network or read beyond the paths its words name. If not, why names the
+// part and what is not read-only.
+func (a *Analysis) ReadOnly() (bool, string) {
+	if ok, why := a.Strict(); !ok {
+		return false, why
+	}
+	for i := range a.strict {
+		if ok, why := a.PartReadOnly(i); !ok {
+			return false, a.PartName(i) + ": " + why
+		}
+	}
+	return true, ""
+}
+
+// PartName names simple command i for a reason without quoting its
+// arguments: "part 2 of 3 (`curl`)", or "`curl`" for a single command.
+func (a *Analysis) PartName(i int) string {
+	prog := "a command"
+	if i >= 0 && i < len(a.strict) {
+		prog = quoteWord(a.strict[i].words[0])
+	}
+	if len(a.strict) <= 1 {
+		return prog
+	}
+	return fmt.Sprintf("part %d of %d (%s)", i+1, len(a.strict), prog)
+}
+
+// PartKeys returns the grant keys that could cover simple command i: the
+// key text of each leading run of its literal words ("git", "git push",
+// ...), up to the first pattern word.
+func (a *Analysis) PartKeys(i int) []string {
+	if i < 0 || i >= a.Parts() {
 		return nil
 	}
 	c := a.strict[i]
-	n := min(len(c.words), c.firstGlob)
-	keys := make([]string, 0, n)
-	for k := 1; k <= n; k++ {
+	keys := make([]string, 0, len(c.words))
+	for k := 1; k <= len(c.words) && !c.glob[k-1]; k++ {
 		keys = append(keys, KeyText(c.words[:k]))
 	}
 	return keys
 }
 
-// ElementWords returns a copy of the words of strict pipeline element i.
-func (a *Analysis) ElementWords(i int) []string {
-	if i < 0 || i >= a.Elements() {
-		return nil
+// Program returns the program of a line that is one simple command, as a
+// grant key word: its base name when plain and short, else "".
+func (a *Analysis) Program() string {
+	if a.parseErr != nil || a.opaqueWhy != "" || len(a.loose) == 0 {
+		return ""
 	}
-	return append([]string(nil), a.strict[i].words...)
+	first := a.loose[0].words[0]
+	for _, c := range a.loose[1:] {
+		if c.words[0].dynamic || c.words[0].text != first.text {
+			return ""
+		}
+	}
+	if first.dynamic || len(first.text) > 64 || !plainWord(first.text) {
+		return ""
+	}
+	return first.text
 }
 
-// Opaque reports whether the loose analysis could not see everything the
-// command line may run, and why. An opaque line matches every loose prefix.
+// Opaque reports whether the analysis could not establish everything the
+// command line may run, and why (naming the construct, never quoting
+// arguments).
 func (a *Analysis) Opaque() (bool, string) {
 	if a.parseErr != nil {
 		return true, "does not parse: " + a.parseErr.Error()
@@ -132,14 +196,12 @@ func (a *Analysis) Opaque() (bool, string) {
 	return a.opaqueWhy != "", a.opaqueWhy
 }
 
-// LooseMatch reports whether any simple command the line could run starts
-// with p, reading dynamic words as wildcards. An opaque line always matches.
+// LooseMatch reports whether any simple command the analysis found the
+// line could run starts with p, reading dynamic words as wildcards. It does
+// not consider opacity: the caller asks Opaque for that.
 func (a *Analysis) LooseMatch(p *Prefix) bool {
 	if p == nil || len(p.loose) == 0 {
 		return false
-	}
-	if op, _ := a.Opaque(); op {
-		return true
 	}
 	for _, c := range a.loose {
 		if c.hasPrefix(p.loose) {
@@ -255,7 +317,7 @@ func Analyze(cmd string) (a *Analysis) {
 	}
 	n := &normalizer{budget: maxReparse}
 	n.file(f, 0)
-	a.loose, a.opaqueWhy = n.cmds, n.opaqueWhy
+	a.loose, a.opaqueWhy, a.runsWhy = n.cmds, n.opaqueWhy, n.runsWhy
 	return a
 }
 

@@ -81,9 +81,14 @@ func TestOpaque(t *testing.T) {
 	}{
 		{"git push", ""},
 		{"ls | grep x", ""},
-		{"bash script.sh", ""},
+		{"bash script.sh", "script file"},
 		{"eval \"$X\"", "eval of an expansion"},
 		{"curl x | sh", "stdin"},
+		{"python3 -c 'import os'", "runs code"},
+		{"./s.sh", "by its path"},
+		{"git st", "alias"},
+		{"cat < /dev/tcp/evil/80", "/dev/tcp"},
+		{"BASH_ENV=x ls", "BASH_ENV"},
 		{"bash -c \"$X\"", "expanded argument"},
 		{"git -c alias.p=push p", "alias"},
 		{"eval 'if'", "does not parse"},
@@ -108,14 +113,16 @@ func TestStrictElements(t *testing.T) {
 		{"git status", [][]string{{"git", "status"}}},
 		{"git --no-pager -P log -1", [][]string{{"git", "log", "-1"}}},
 		{"ls -la | grep 'a b' |& wc -l", [][]string{{"ls", "-la"}, {"grep", "a b"}, {"wc", "-l"}}},
-		{"ls; ls", nil},
+		{"ls; ls", [][]string{{"ls"}, {"ls"}}},
+		{"git status && git diff", [][]string{{"git", "status"}, {"git", "diff"}}},
 		{"X=1 ls", nil},
+		{"(ls)", nil},
 	}
 	for _, tt := range tests {
 		a := Analyze(tt.cmd)
 		var got [][]string
-		for i := 0; i < a.Elements(); i++ {
-			got = append(got, a.ElementWords(i))
+		for i := 0; i < a.Parts(); i++ {
+			got = append(got, a.strict[i].words)
 		}
 		if diff := cmp.Diff(tt.want, got); diff != "" {
 			t.Errorf("Analyze(%q) strict elements mismatch (-want +got):\n%s", tt.cmd, diff)
@@ -129,11 +136,11 @@ func TestGlobWordsNeverCoverPrefix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := Analyze("ls -l*"); a.ElementHasPrefix(0, p) {
-		t.Errorf("Analyze(%q).ElementHasPrefix(%q) = true, want false", "ls -l*", "ls -la")
+	if a := Analyze("ls -l*"); a.PartHasPrefix(0, p) {
+		t.Errorf("Analyze(%q).PartHasPrefix(%q) = true, want false", "ls -l*", "ls -la")
 	}
-	if a := Analyze("ls -la *.go"); !a.ElementHasPrefix(0, p) {
-		t.Errorf("Analyze(%q).ElementHasPrefix(%q) = false, want true", "ls -la *.go", "ls -la")
+	if a := Analyze("ls -la *.go"); !a.PartHasPrefix(0, p) {
+		t.Errorf("Analyze(%q).PartHasPrefix(%q) = false, want true", "ls -la *.go", "ls -la")
 	}
 }
 
@@ -155,9 +162,8 @@ func TestHugeAndHostileInputs(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		deep = "bash -c " + KeyText([]string{deep})
 	}
-	p, _ := ParsePrefix("git push")
-	if a := Analyze(deep); !a.LooseMatch(p) {
-		t.Errorf("deeply nested bash -c does not match git push loosely")
+	if op, why := Analyze(deep).Opaque(); !op || !strings.Contains(why, "budget") {
+		t.Errorf("deeply nested bash -c: Opaque() = %v, %q, want opaque for the analysis budget", op, why)
 	}
 }
 

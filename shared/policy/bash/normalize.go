@@ -1,6 +1,9 @@
 package bash
 
 import (
+	"fmt"
+	"path"
+	"regexp"
 	"strings"
 
 	"mvdan.cc/sh/v3/syntax"
@@ -35,7 +38,11 @@ func (c looseCommand) hasPrefix(p []string) bool {
 type normalizer struct {
 	cmds      []looseCommand
 	opaqueWhy string
-	budget    int
+	// runsWhy is set when a simple command runs another command given in
+	// its words (git rebase --exec, git bisect run): the analysis sees it,
+	// but no allow prefix on the outer command may cover it.
+	runsWhy string
+	budget  int
 }
 
 func (n *normalizer) opaque(why string) {
@@ -47,11 +54,13 @@ func (n *normalizer) opaque(why string) {
 // script re-parses text that a shell would run as code. When mustParse is
 // false the text is only possibly code (a quoted string containing "$(",
 // an assignment value), so a failure to parse it is not suspicious.
+//
+// When the depth or the re-parse budget is used up, the line is opaque
+// whatever mustParse says: text that was not read could be anything, and
+// skipping it would let a line hide a command behind harmless strings.
 func (n *normalizer) script(text string, depth int, mustParse bool, what string) {
 	if depth > maxDepth || n.budget <= 0 {
-		if mustParse {
-			n.opaque(what + ": nested too deeply")
-		}
+		n.opaque("the analysis budget ran out (" + what + " nested too deeply, or too many strings to re-read)")
 		return
 	}
 	n.budget--
@@ -83,12 +92,21 @@ func (n *normalizer) walk(root syntax.Node, depth int) {
 				n.emit([]word{{text: x.Variant.Value}})
 			}
 		case *syntax.Assign:
+			if x.Name != nil {
+				n.assignment(x.Name.Value)
+			}
 			// Values of assignments may be run later by the program
 			// (GIT_SSH_COMMAND, PAGER, PROMPT_COMMAND, ...).
 			if x.Value != nil {
 				if cw := convertWord(x.Value); !cw.dynamic {
 					n.script(cw.text, depth+1, false, "assignment value")
 				}
+			}
+		case *syntax.Redirect:
+			n.redirect(x)
+		case *syntax.FuncDecl:
+			if x.Name != nil && x.Name.Value == "command_not_found_handle" {
+				n.opaque("a command_not_found_handle function runs for every unknown program")
 			}
 		case *syntax.Lit:
 			n.maybeCode(x.Value, depth)
@@ -110,6 +128,7 @@ func (n *normalizer) maybeCode(s string, depth int) {
 	}
 	n.script(s, depth+1, false, "quoted text")
 	if depth+1 > maxDepth || n.budget <= 0 || len(s) > MaxCommandBytes {
+		n.opaque("the analysis budget ran out (quoted text nested too deeply, or too many strings to re-read)")
 		return
 	}
 	n.budget--
@@ -177,6 +196,7 @@ func (n *normalizer) skipAssignments(words []word, depth int) []word {
 		if !ok || !validName(name) {
 			break
 		}
+		n.assignment(name)
 		n.script(value, depth+1, false, "assignment value")
 		words = words[1:]
 	}
@@ -210,13 +230,147 @@ func joinStatic(words []word) (string, bool) {
 	return strings.Join(parts, " "), true
 }
 
+// wrapperGrammar is how a known wrapper reads its own words before the
+// command it runs, so that deny rules see that command.
+type wrapperGrammar struct {
+	short string   // short options that take a value (attached or next word)
+	long  []string // long options that take the next word as value
+	// operands before the command (timeout's duration, taskset's mask).
+	operands int
+	// stop: options after which no command follows (command -v, taskset -p).
+	stop []string
+	// bare: what the wrapper runs without a command ("" for nothing).
+	bare string
+}
+
+var wrapperGrammars = map[string]wrapperGrammar{
+	"nice":     {short: "n", long: []string{"--adjustment"}},
+	"nohup":    {},
+	"setsid":   {},
+	"builtin":  {},
+	"unbuffer": {},
+	"stdbuf":   {short: "ioe", long: []string{"--input", "--output", "--error"}},
+	"timeout":  {short: "sk", long: []string{"--signal", "--kill-after"}, operands: 1},
+	"ionice":   {short: "cnpPu", long: []string{"--class", "--classdata", "--pid", "--pgid", "--uid"}, stop: []string{"-p", "--pid", "-P", "--pgid", "-u", "--uid"}},
+	"time":     {short: "fo", long: []string{"--format", "--output"}},
+	"command":  {stop: []string{"-v", "-V"}},
+	"exec":     {short: "a"},
+	"strace":   {short: "eopsuabEIOPSX"},
+	"ltrace":   {short: "eopsuabEIOPSX"},
+	"taskset":  {operands: 1, stop: []string{"-p", "--pid"}},
+	"chrt":     {short: "TPD", long: []string{"--sched-runtime", "--sched-period", "--sched-deadline"}, operands: 1, stop: []string{"-p", "--pid", "-m", "--max"}},
+	"prlimit":  {short: "p", long: []string{"--pid"}, stop: []string{"-p", "--pid"}},
+	"unshare":  {short: "SGRw", long: []string{"--setuid", "--setgid", "--root", "--wd"}, bare: "a shell"},
+	"nsenter":  {short: "tSG", long: []string{"--target", "--setuid", "--setgid"}, bare: "a shell"},
+	"fakeroot": {short: "lsib", long: []string{"--lib", "--faked"}, bare: "a shell"},
+	"chroot":   {long: []string{"--userspec", "--groups"}, operands: 1, bare: "a shell"},
+}
+
+// runsOther lists programs that run another program in a way the analyser
+// does not follow (sandboxes, remote shells, container exec, supervisors,
+// benchmark harnesses): a line with one is opaque.
+var runsOther = map[string]bool{
+	"firejail": true, "bwrap": true, "proot": true, "systemd-run": true, "newgrp": true,
+	"valgrind": true, "perf": true, "faketime": true, "proxychains": true, "proxychains4": true,
+	"torsocks": true, "tsocks": true, "daemonize": true, "start-stop-daemon": true,
+	"screen": true, "tmux": true, "dtach": true, "rlwrap": true, "sshpass": true, "ssh": true,
+	"setpriv": true, "capsh": true, "numactl": true, "cgexec": true, "catchsegv": true,
+	"nocache": true, "eatmydata": true, "chpst": true, "softlimit": true, "envdir": true,
+	"setuidgid": true, "entr": true, "nodemon": true, "xvfb-run": true, "dbus-launch": true,
+	"pkexec": true, "machinectl": true, "cpulimit": true, "trickle": true, "tini": true,
+	"dumb-init": true, "gosu": true, "su-exec": true, "chronic": true, "hyperfine": true,
+	"retry": true, "winpty": true, "expect": true, "parallel": true, "xargs": true,
+	"sg": true, "dbus-run-session": true, "flatpak-spawn": true,
+}
+
+// interpreters run code given inline (-c, -e), on stdin or in a script
+// file, which the analyser does not read: any use but printing their
+// version is opaque.
+var interpreters = map[string]bool{
+	"python": true, "python2": true, "python3": true, "pypy": true, "pypy3": true,
+	"perl": true, "ruby": true, "node": true, "nodejs": true, "deno": true, "php": true,
+	"lua": true, "luajit": true, "tclsh": true, "wish": true, "Rscript": true, "R": true,
+	"julia": true, "osascript": true, "pwsh": true, "powershell": true, "groovy": true,
+	"jshell": true, "irb": true, "ghci": true, "runghc": true, "swift": true, "elixir": true,
+	"erl": true, "escript": true, "racket": true, "guile": true, "sbcl": true, "clisp": true,
+	"sqlite3": true, "psql": true, "mysql": true, "dc": true, "m4": true, "ed": true,
+	"red": true, "ex": true, "vi": true, "vim": true, "nvim": true, "view": true, "rvim": true,
+	"emacs": true, "gdb": true, "lldb": true, "jrunscript": true,
+	"source": true, ".": true, "trap": true, "alias": true, "fc": true, "enable": true,
+	"bind": true,
+}
+
+// interpreter reports whether prog is one, including versioned names
+// (python3.12, perl5.36).
+func interpreter(prog string) bool {
+	if interpreters[prog] {
+		return true
+	}
+	for _, base := range []string{"python", "pypy", "perl", "ruby", "node", "php", "lua", "tclsh"} {
+		if strings.HasPrefix(prog, base) && len(prog) > len(base) && strings.Trim(prog[len(base):], "0123456789.") == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// versionOnly: the words only ask a program for its version or help.
+func versionOnly(words []word) bool {
+	if len(words) < 2 {
+		return false
+	}
+	for _, w := range words[1:] {
+		switch w.text {
+		case "--version", "-V", "-v", "--help", "-h", "version":
+		default:
+			return false
+		}
+		if w.dynamic {
+			return false
+		}
+	}
+	return true
+}
+
+// systemDirs are where a program named by path is still the program its
+// base name says; anywhere else the path is a script or binary the
+// analyser knows nothing about.
+var systemDirs = map[string]bool{
+	"/bin": true, "/usr/bin": true, "/usr/local/bin": true, "/sbin": true, "/usr/sbin": true,
+	"/usr/local/sbin": true, "/opt/homebrew/bin": true,
+}
+
+// program normalizes a literal program word: a system directory is
+// dropped; git's own executables (/usr/lib/git-core/git-push, git-push)
+// become "git push". ok is false for a program named by any other path.
+func program(words []word) ([]word, bool) {
+	t := words[0].text
+	if i := strings.LastIndexByte(t, '/'); i >= 0 {
+		dir := path.Clean(t[:i+1])
+		if !systemDirs[dir] && path.Base(dir) != "git-core" {
+			return words, false
+		}
+	}
+	base := basename(t)
+	if sub, ok := strings.CutPrefix(base, "git-"); ok && sub != "" {
+		out := make([]word, 0, len(words)+1)
+		out = append(out, word{text: "git"}, word{text: sub})
+		return append(out, words[1:]...), true
+	}
+	return words, true
+}
+
 // command records one simple command and, for wrappers, the command they
-// run, repeatedly.
+// run, repeatedly. What it cannot follow makes the line opaque; what it can
+// is still recorded, so a deny rule that matches decides before opacity.
 func (n *normalizer) command(words []word, redirs []*syntax.Redirect, depth int) {
 	for guard := 0; len(words) > 0 && guard < 64; guard++ {
-		n.emit(words)
 		w0 := words[0]
 		if w0.dynamic {
+			n.emit(words)
+			if w0.execs {
+				n.opaque("the program name comes from a command substitution")
+			}
 			return // a dynamic program name matches every prefix
 		}
 		if strings.ContainsAny(w0.text, " \t\n;&|<>()$`") {
@@ -224,50 +378,59 @@ func (n *normalizer) command(words []word, redirs []*syntax.Redirect, depth int)
 			// (sudo -s "git push", watch "git push").
 			n.script(w0.text, depth+1, false, "program name")
 		}
-		switch prog := basename(w0.text); prog {
+		norm, ok := program(words)
+		if !ok {
+			n.emit(words)
+			n.opaque(fmt.Sprintf("%s is run by its path, so fluidbox cannot tell what it runs", quoteWord(basename(w0.text))))
+			return
+		}
+		words = norm
+		n.emit(words)
+		prog := basename(words[0].text)
+		if g, ok := wrapperGrammars[prog]; ok {
+			words = n.wrapped(prog, g, words)
+			continue
+		}
+		switch {
+		case interpreter(prog):
+			if !versionOnly(words) {
+				n.opaque(fmt.Sprintf("%s runs code (inline, from stdin or from a file), which fluidbox cannot analyse", quoteWord(prog)))
+			}
+			return
+		case runsOther[prog]:
+			n.opaque(fmt.Sprintf("%s runs another program in a way fluidbox does not follow", quoteWord(prog)))
+			if prog == "xargs" {
+				rest := skipOptions(words, "adEILnPs", "--arg-file", "--delimiter", "--max-lines", "--max-args", "--max-procs", "--max-chars", "--process-slot-var", "--replace")
+				if len(rest) > 0 {
+					// xargs appends words read from stdin.
+					n.emit(append(append([]word(nil), rest...), word{dynamic: true, split: true}))
+				}
+			}
+			if prog == "parallel" {
+				if text, ok := joinStatic(skipOptions(words, "nd", "--interval")); ok {
+					n.script(text, depth+1, true, "parallel argument")
+				}
+			}
+			return
+		}
+		switch prog {
 		case "env":
 			words = n.env(words, depth)
-		case "command", "builtin", "nohup", "setsid", "unbuffer", "time":
-			words = skipOptions(words, "fo", "--format", "--output")
-		case "exec":
-			words = skipOptions(words, "a")
-		case "nice":
-			words = skipOptions(words, "n", "--adjustment")
-		case "ionice":
-			words = skipOptions(words, "cnpPu", "--class", "--classdata", "--pid", "--pgid", "--uid")
-		case "stdbuf":
-			words = skipOptions(words, "ioe", "--input", "--output", "--error")
-		case "timeout":
-			words = skipOptions(words, "sk", "--signal", "--kill-after")
-			if len(words) > 0 && !words[0].dynamic {
-				words = words[1:] // the duration
-			}
-		case "strace", "ltrace":
-			words = skipOptions(words, "eopsuabEIOPSX")
-		case "chroot":
-			words = skipOptions(words, "", "--userspec", "--groups")
-			if len(words) > 0 && !words[0].dynamic {
-				words = words[1:] // the new root
-			}
-			if len(words) == 0 {
-				n.opaque("chroot runs an interactive shell")
-			}
-		case "sudo", "doas":
+		case "sudo":
 			rest := skipOptions(words, "ugCDhprtUTR", "--user", "--group", "--close-from", "--chdir", "--host", "--prompt", "--role", "--type", "--other-user", "--command-timeout")
 			rest = n.skipAssignments(rest, depth)
 			if len(rest) == 0 && hasShellFlag(words) {
 				n.opaque(prog + " runs a shell reading stdin")
 			}
 			words = rest
+		case "doas":
+			rest := skipOptions(words, "uC")
+			if len(rest) == 0 && hasShellFlag(words) {
+				n.opaque(prog + " runs a shell reading stdin")
+			}
+			words = rest
 		case "busybox":
 			words = words[1:]
-		case "xargs":
-			rest := skipOptions(words, "adEILnPs", "--arg-file", "--delimiter", "--max-lines", "--max-args", "--max-procs", "--max-chars", "--process-slot-var")
-			if len(rest) == 0 {
-				rest = []word{{text: "echo"}}
-			}
-			// xargs appends words read from stdin.
-			words = append(append([]word(nil), rest...), word{dynamic: true, split: true})
 		case "eval":
 			text, ok := joinStatic(words[1:])
 			if !ok {
@@ -276,7 +439,7 @@ func (n *normalizer) command(words []word, redirs []*syntax.Redirect, depth int)
 			}
 			n.script(text, depth+1, true, "eval argument")
 			return
-		case "watch", "parallel":
+		case "watch":
 			rest := skipOptions(words, "nd", "--interval")
 			text, ok := joinStatic(rest)
 			if !ok {
@@ -285,7 +448,7 @@ func (n *normalizer) command(words []word, redirs []*syntax.Redirect, depth int)
 			}
 			n.script(text, depth+1, true, prog+" argument")
 			return
-		case "su", "runuser", "flock":
+		case "su", "runuser", "flock", "script":
 			n.commandString(words, prog, depth)
 			return
 		case "find":
@@ -294,6 +457,42 @@ func (n *normalizer) command(words []word, redirs []*syntax.Redirect, depth int)
 		case "git":
 			n.git(words, depth)
 			return
+		case "awk", "gawk", "mawk", "nawk":
+			n.awk(words)
+			return
+		case "sed":
+			n.sed(words)
+			return
+		case "make", "gmake":
+			n.make(words)
+			return
+		case "hash":
+			if len(words) > 1 && strings.HasPrefix(words[1].text, "-") && strings.Contains(words[1].text, "p") || anyDynamic(words[1:]) {
+				n.opaque("hash -p makes a name run another program")
+			}
+			return
+		case "shopt":
+			for _, w := range words[1:] {
+				if w.dynamic || w.text == "expand_aliases" {
+					n.opaque("shopt expand_aliases lets aliases rename commands")
+				}
+			}
+			return
+		case "complete":
+			for _, w := range words[1:] {
+				if w.dynamic || strings.HasPrefix(w.text, "-") && strings.ContainsAny(w.text, "CF") {
+					n.opaque("complete -C runs a command")
+				}
+			}
+			return
+		case "docker", "podman", "kubectl", "nerdctl":
+			for _, w := range words[1:] {
+				if w.dynamic || w.text == "exec" || w.text == "run" || w.text == "debug" || w.text == "attach" {
+					n.opaque(fmt.Sprintf("%s runs a command in a container, which fluidbox does not follow", quoteWord(prog)))
+					return
+				}
+			}
+			return
 		default:
 			if shells[prog] {
 				n.shell(words, redirs, depth)
@@ -301,6 +500,216 @@ func (n *normalizer) command(words []word, redirs []*syntax.Redirect, depth int)
 			return
 		}
 	}
+}
+
+func anyDynamic(words []word) bool {
+	for _, w := range words {
+		if w.dynamic {
+			return true
+		}
+	}
+	return false
+}
+
+// wrapped returns the command a known wrapper runs.
+func (n *normalizer) wrapped(prog string, g wrapperGrammar, words []word) []word {
+	for _, w := range words[1:] {
+		if w.dynamic {
+			break
+		}
+		for _, s := range g.stop {
+			if w.text == s || strings.HasPrefix(w.text, s+"=") {
+				return nil
+			}
+		}
+		if !strings.HasPrefix(w.text, "-") {
+			break
+		}
+	}
+	rest := skipOptions(words, g.short, g.long...)
+	for k := 0; k < g.operands && len(rest) > 0; k++ {
+		if rest[0].dynamic {
+			break
+		}
+		rest = rest[1:]
+	}
+	if len(rest) == 0 && g.bare != "" {
+		n.opaque(fmt.Sprintf("%s without a command runs %s", quoteWord(prog), g.bare))
+	}
+	return rest
+}
+
+// awk runs a command with system() or a pipe, and code from a file with -f.
+func (n *normalizer) awk(words []word) {
+	for i := 1; i < len(words); i++ {
+		w := words[i]
+		if w.dynamic {
+			n.opaque("awk with an expanded program or option")
+			return
+		}
+		t := w.text
+		switch {
+		case t == "--":
+			continue
+		case t == "-F" || t == "-v":
+			i++
+			continue
+		case strings.HasPrefix(t, "-F") || strings.HasPrefix(t, "-v"):
+			continue
+		case strings.HasPrefix(t, "-"):
+			n.opaque(fmt.Sprintf("awk option %s loads or runs code fluidbox cannot analyse", quoteWord(t)))
+			return
+		}
+		if awkRuns.MatchString(t) {
+			n.opaque("awk program runs a command (system() or a pipe)")
+		}
+		return
+	}
+}
+
+var awkRuns = regexp.MustCompile(`system|\||@load|@include`)
+
+// sed runs a command with its e command and the e flag of s.
+func (n *normalizer) sed(words []word) {
+	var scripts []string
+	script := false
+	for i := 1; i < len(words); i++ {
+		w := words[i]
+		if w.dynamic {
+			n.opaque("sed with an expanded script or option")
+			return
+		}
+		t := w.text
+		switch {
+		case t == "-e" || t == "--expression":
+			if i+1 < len(words) {
+				if words[i+1].dynamic {
+					n.opaque("sed with an expanded script")
+					return
+				}
+				scripts = append(scripts, words[i+1].text)
+				script = true
+				i++
+			}
+		case strings.HasPrefix(t, "--expression="):
+			scripts, script = append(scripts, strings.TrimPrefix(t, "--expression=")), true
+		case t == "-f" || strings.HasPrefix(t, "--file") || strings.HasPrefix(t, "-") && !strings.HasPrefix(t, "--") && strings.Contains(t, "f"):
+			n.opaque("sed reads its script from a file, which fluidbox cannot analyse")
+			return
+		case strings.HasPrefix(t, "-") && len(t) > 1 && !strings.HasPrefix(t, "--") && strings.Contains(t, "e"):
+			n.opaque("sed -e inside an option cluster")
+			return
+		case strings.HasPrefix(t, "-"):
+		case !script:
+			scripts, script = append(scripts, t), true
+		}
+	}
+	for _, s := range scripts {
+		if sedScript(s) != "" && sedMayRun(s) {
+			n.opaque("sed script may run a command (the e command or the e flag of s)")
+			return
+		}
+	}
+}
+
+// sedMayRun is true when a script that is not read-only could contain the
+// e command or flag; only scripts whose sole problem is w, r, a, i or c
+// with no 'e' anywhere are known not to run anything.
+func sedMayRun(s string) bool { return strings.ContainsRune(s, 'e') }
+
+// make reads code from stdin (-f -, -f /dev/stdin) or inline (--eval).
+func (n *normalizer) make(words []word) {
+	for i := 1; i < len(words); i++ {
+		w := words[i]
+		if w.dynamic {
+			n.opaque("make with an expanded argument")
+			return
+		}
+		t := w.text
+		var file string
+		switch {
+		case t == "-f" || t == "--file" || t == "--makefile":
+			if i+1 < len(words) {
+				if words[i+1].dynamic {
+					n.opaque("make -f of an expansion")
+					return
+				}
+				file = words[i+1].text
+				i++
+			}
+		case strings.HasPrefix(t, "--file=") || strings.HasPrefix(t, "--makefile="):
+			_, file, _ = strings.Cut(t, "=")
+		case strings.HasPrefix(t, "-f") && len(t) > 2:
+			file = t[2:]
+		case t == "-E" || t == "--eval" || strings.HasPrefix(t, "--eval="):
+			n.opaque("make --eval runs inline make code")
+			return
+		}
+		if file == "-" || strings.HasPrefix(file, "/dev/") || strings.HasPrefix(file, "/proc/") {
+			n.opaque("make reads its makefile from stdin or a device")
+			return
+		}
+	}
+}
+
+// redirect: /dev/tcp and /dev/udp are bash's network connections; a target
+// known only at run time could be one.
+func (n *normalizer) redirect(r *syntax.Redirect) {
+	if r.Word == nil {
+		return
+	}
+	switch r.Op {
+	case syntax.Hdoc, syntax.DashHdoc, syntax.WordHdoc, syntax.DplIn, syntax.DplOut:
+		if r.Op == syntax.DplIn || r.Op == syntax.DplOut {
+			if cw := convertWord(r.Word); cw.dynamic {
+				n.opaque("a redirection to an expanded file descriptor")
+			}
+		}
+		return
+	}
+	cw := convertWord(r.Word)
+	switch {
+	case cw.dynamic:
+		n.opaque("a redirection to an expanded file name (it could be /dev/tcp)")
+	case strings.HasPrefix(path.Clean(cw.text), "/dev/tcp/") || strings.HasPrefix(path.Clean(cw.text), "/dev/udp/"):
+		n.opaque("a redirection to /dev/tcp or /dev/udp reaches the network")
+	}
+}
+
+// assignment: variables that make the shell or the next programs run
+// something else (PATH, BASH_ENV, LD_PRELOAD, GIT_CONFIG_*, PS4, HOME for
+// git's ~/.gitconfig, npm_config_script_shell, ...). The class is closed by
+// allowing only names known to be inert; anything else is opaque.
+func (n *normalizer) assignment(name string) {
+	if inertVariable(name) {
+		return
+	}
+	n.opaque(fmt.Sprintf("assigning %s can change what later commands run", quoteWord(name)))
+}
+
+var inertVariables = map[string]bool{
+	"LANG": true, "LANGUAGE": true, "TZ": true, "TERM": true, "NO_COLOR": true, "FORCE_COLOR": true,
+	"CLICOLOR": true, "CLICOLOR_FORCE": true, "CI": true, "COLUMNS": true, "LINES": true,
+	"DEBUG": true, "VERBOSE": true, "NODE_ENV": true, "RUST_BACKTRACE": true, "RUST_LOG": true,
+	"GOOS": true, "GOARCH": true, "CGO_ENABLED": true, "PYTHONUNBUFFERED": true,
+	"PYTHONDONTWRITEBYTECODE": true, "GIT_AUTHOR_NAME": true, "GIT_AUTHOR_EMAIL": true,
+	"GIT_AUTHOR_DATE": true, "GIT_COMMITTER_NAME": true, "GIT_COMMITTER_EMAIL": true,
+	"GIT_COMMITTER_DATE": true, "GIT_TERMINAL_PROMPT": true,
+}
+
+func inertVariable(name string) bool {
+	if inertVariables[name] || strings.HasPrefix(name, "LC_") {
+		return true
+	}
+	lower := strings.ToLower(name)
+	for _, p := range []string{"npm_", "yarn_", "pnpm_", "bun_"} {
+		if strings.HasPrefix(lower, p) {
+			return false
+		}
+	}
+	// Lowercase names are shell variables by convention, not read by
+	// programs as configuration.
+	return name != strings.ToUpper(name) && !strings.HasPrefix(name, "BASH")
 }
 
 func hasShellFlag(words []word) bool {
@@ -420,8 +829,9 @@ func (n *normalizer) shell(words []word, redirs []*syntax.Redirect, depth int) {
 		}
 		if cflag {
 			n.script(t, depth+1, true, "shell -c string")
+			return
 		}
-		// Otherwise a script file, which is not inspected.
+		n.opaque(fmt.Sprintf("%s runs a script file, which fluidbox cannot analyse", quoteWord(basename(words[0].text))))
 		return
 	}
 	if cflag {
@@ -445,7 +855,7 @@ func (n *normalizer) shell(words []word, redirs []*syntax.Redirect, depth int) {
 			}
 		}
 	}
-	n.opaque("shell reading commands from stdin")
+	n.opaque(fmt.Sprintf("%s reads code from stdin (a pipe or a redirection), which fluidbox cannot analyse", quoteWord(basename(words[0].text))))
 }
 
 func (n *normalizer) findExec(words []word, depth int) {
@@ -478,25 +888,46 @@ func (n *normalizer) findExec(words []word, depth int) {
 // gitArgOptions are git global options that take the next word as value.
 var gitArgOptions = map[string]bool{
 	"-C": true, "-c": true, "--git-dir": true, "--work-tree": true, "--namespace": true,
-	"--super-prefix": true, "--config-env": true, "--attr-source": true, "--exec-path": false,
+	"--super-prefix": true, "--config-env": true, "--attr-source": true,
+}
+
+// gitRunOptions are options, after the subcommand, whose value is a program
+// or a template git runs (--upload-pack, difftool --extcmd, grep
+// --open-files-in-pager, clone --template, ...).
+var gitRunOptions = []string{
+	"--upload-pack", "--receive-pack", "--exec", "--extcmd", "--tool", "--open-files-in-pager",
+	"--template",
+}
+
+// gitRunShort are short options with the same effect, per subcommand.
+var gitRunShort = map[string]string{
+	"clone": "u", "ls-remote": "u", "archive": "", "grep": "O", "difftool": "xt", "mergetool": "t",
+	"fetch-pack": "", "send-pack": "",
 }
 
 func (n *normalizer) git(words []word, depth int) {
 	i := 1
 	for i < len(words) {
 		w := words[i]
-		if w.dynamic || !strings.HasPrefix(w.text, "-") {
+		if w.dynamic {
+			n.opaque("git with an expanded option")
+			return
+		}
+		if !strings.HasPrefix(w.text, "-") {
 			break
 		}
 		t := w.text
-		if t == "-c" || t == "--config-env" {
+		switch {
+		case t == "-c":
 			if i+1 < len(words) {
-				n.gitConfig(words[i+1], depth)
+				n.gitConfig(words[i+1], "git -c")
 			}
-		} else if strings.HasPrefix(t, "--config-env=") {
-			n.gitConfig(word{text: strings.TrimPrefix(t, "--config-env=")}, depth)
-		} else if strings.HasPrefix(t, "-c") {
-			n.gitConfig(word{text: t[2:]}, depth)
+		case strings.HasPrefix(t, "-c"):
+			n.gitConfig(word{text: t[2:]}, "git -c")
+		case t == "--config-env" || strings.HasPrefix(t, "--config-env="):
+			n.opaque("git --config-env sets configuration from the environment")
+		case t == "--exec-path" || strings.HasPrefix(t, "--exec-path="):
+			n.opaque("git --exec-path runs git's programs from another directory")
 		}
 		if gitArgOptions[t] {
 			i += 2
@@ -511,14 +942,50 @@ func (n *normalizer) git(words []word, depth int) {
 	if i > 1 {
 		n.emit(rest)
 	}
-	if len(rest) < 2 || rest[1].dynamic {
+	if len(rest) < 2 {
 		return
 	}
-	// Subcommands that run a command string.
-	switch rest[1].text {
+	if rest[1].dynamic {
+		n.opaque("git with an expanded subcommand")
+		return
+	}
+	sub := rest[1].text
+	if !gitCommands[sub] {
+		n.opaque(fmt.Sprintf("git %s is not a git command fluidbox knows: it may be an alias or a git-%s program", quoteWord(sub), quoteWord(sub)))
+		return
+	}
+	for _, a := range rest[2:] {
+		if a.dynamic {
+			continue
+		}
+		for _, opt := range gitRunOptions {
+			if a.text == opt || strings.HasPrefix(a.text, opt+"=") {
+				n.opaque(fmt.Sprintf("git %s %s runs a program", sub, opt))
+				return
+			}
+		}
+		if short := gitRunShort[sub]; short != "" && len(a.text) > 1 && a.text[0] == '-' && a.text[1] != '-' && strings.ContainsAny(a.text[1:], short) {
+			n.opaque(fmt.Sprintf("git %s option %s runs a program", sub, quoteWord(a.text)))
+			return
+		}
+		if a.text == "--config" || a.text == "-c" && sub == "clone" {
+			n.opaque("git " + sub + " --config sets configuration")
+			return
+		}
+		if strings.HasPrefix(a.text, "--config=") {
+			n.gitConfig(word{text: strings.TrimPrefix(a.text, "--config=")}, "git "+sub+" --config")
+		}
+	}
+	// Subcommands that run a command string or set what git runs.
+	switch sub {
+	case "filter-branch", "filter-repo":
+		n.opaque("git " + sub + " runs filter commands")
+	case "config":
+		n.gitConfigCommand(rest[2:])
 	case "submodule":
 		for j := 2; j < len(rest); j++ {
 			if !rest[j].dynamic && rest[j].text == "foreach" {
+				n.runsWhy = "git submodule foreach runs a command"
 				if text, ok := joinStatic(skipOptions(rest[j:], "")); ok {
 					n.script(text, depth+1, true, "git submodule foreach")
 				} else {
@@ -530,6 +997,9 @@ func (n *normalizer) git(words []word, depth int) {
 	case "rebase":
 		for j := 2; j < len(rest); j++ {
 			t := rest[j].text
+			if t == "-x" || t == "--exec" || strings.HasPrefix(t, "--exec=") {
+				n.runsWhy = "git rebase --exec runs a command"
+			}
 			if (t == "-x" || t == "--exec") && j+1 < len(rest) {
 				if rest[j+1].dynamic {
 					n.opaque("git rebase --exec of an expansion")
@@ -542,22 +1012,112 @@ func (n *normalizer) git(words []word, depth int) {
 		}
 	case "bisect":
 		if len(rest) > 3 && !rest[2].dynamic && rest[2].text == "run" {
+			n.runsWhy = "git bisect run runs a command"
 			n.command(rest[3:], nil, depth)
 		}
 	}
 }
 
-// gitConfig inspects a "-c key=value": an alias can rename any subcommand,
-// and many values are commands git runs (core.pager, core.sshCommand, ...).
-func (n *normalizer) gitConfig(w word, depth int) {
-	if w.dynamic {
-		n.opaque("git -c of an expansion")
-		return
+// inertGitConfig: configuration keys that cannot make git run a command or
+// rename a subcommand. Any other key set by -c, --config or git config is
+// opaque (alias.*, core.sshCommand, core.fsmonitor, core.pager, diff.external,
+// help.autocorrect, includeIf, url.*.insteadOf, ...).
+func inertGitConfig(key string) bool {
+	k := strings.ToLower(key)
+	for _, p := range []string{"color.", "advice.", "column.", "status."} {
+		if strings.HasPrefix(k, p) {
+			return true
+		}
 	}
-	key, value, _ := strings.Cut(w.text, "=")
-	if strings.HasPrefix(strings.ToLower(key), "alias.") {
-		n.opaque("git -c defines an alias")
-		return
+	switch k {
+	case "user.name", "user.email", "init.defaultbranch", "core.quotepath", "core.autocrlf",
+		"core.safecrlf", "core.filemode", "core.ignorecase", "pull.rebase", "pull.ff",
+		"push.default", "push.autosetupremote", "commit.gpgsign", "tag.gpgsign", "log.date",
+		"diff.renames", "merge.conflictstyle", "rebase.autosquash", "fetch.prune":
+		return true
 	}
-	n.script(strings.TrimPrefix(value, "!"), depth+1, false, "git config value")
+	return false
 }
+
+// gitConfig inspects a "-c key=value".
+func (n *normalizer) gitConfig(w word, what string) {
+	if w.dynamic {
+		n.opaque(what + " of an expansion")
+		return
+	}
+	key, _, _ := strings.Cut(w.text, "=")
+	if strings.HasPrefix(strings.ToLower(key), "alias.") {
+		n.opaque(what + " defines an alias, which can rename any git subcommand")
+		return
+	}
+	if !inertGitConfig(key) {
+		n.opaque(fmt.Sprintf("%s sets %s, which can make git run a command", what, quoteWord(key)))
+	}
+}
+
+// gitConfigCommand: git config writes when it is not reading (--get*,
+// --list, get, list); a write of a key that is not inert is opaque.
+func (n *normalizer) gitConfigCommand(args []word) {
+	var pos []word
+	for j := 0; j < len(args); j++ {
+		a := args[j]
+		if a.dynamic {
+			n.opaque("git config with an expanded argument")
+			return
+		}
+		switch {
+		case strings.HasPrefix(a.text, "--get") || a.text == "--list" || a.text == "-l":
+			return
+		case a.text == "--file" || a.text == "-f" || a.text == "--blob" || a.text == "--type" || a.text == "--default" || a.text == "--comment":
+			j++
+		case a.text == "-e" || a.text == "--edit":
+			n.opaque("git config --edit runs an editor")
+			return
+		case strings.HasPrefix(a.text, "-"):
+		default:
+			pos = append(pos, a)
+		}
+	}
+	if len(pos) == 0 {
+		return
+	}
+	switch pos[0].text {
+	case "get", "list":
+		return
+	case "set", "unset", "rename-section", "remove-section", "edit":
+		if pos[0].text == "edit" {
+			n.opaque("git config edit runs an editor")
+			return
+		}
+		pos = pos[1:]
+	}
+	if len(pos) == 0 {
+		return
+	}
+	n.gitConfig(word{text: pos[0].text}, "git config")
+}
+
+// gitCommands are the subcommands git itself provides (git help -a, git
+// 2.39 to 2.50). Any other word after git is an alias from some
+// configuration or a git-<name> program on PATH: opaque.
+var gitCommands = func() map[string]bool {
+	m := map[string]bool{}
+	for _, c := range strings.Fields(`add am annotate apply archimport archive bisect blame branch bugreport bundle
+cat-file check-attr check-ignore check-mailmap check-ref-format checkout checkout-index cherry cherry-pick
+citool clean clone column commit commit-graph commit-tree config count-objects credential credential-cache
+credential-store cvsexportcommit cvsimport cvsserver daemon describe diagnose diff diff-files diff-index
+diff-tree difftool fast-export fast-import fetch fetch-pack filter-branch fmt-merge-msg for-each-ref
+for-each-repo format-patch fsck fsck-objects gc get-tar-commit-id grep gui hash-object help hook
+http-backend imap-send index-pack init init-db instaweb interpret-trailers log ls-files ls-remote ls-tree
+mailinfo mailsplit maintenance merge merge-base merge-file merge-index merge-one-file merge-tree mergetool
+mktag mktree multi-pack-index mv name-rev notes p4 pack-objects pack-redundant pack-refs patch-id prune
+prune-packed pull push quiltimport range-diff read-tree rebase reflog refs remote repack replace
+request-pull rerere reset restore rev-list rev-parse revert rm scalar send-email send-pack shortlog show
+show-branch show-index show-ref sparse-checkout stage stash status stripspace submodule svn switch
+symbolic-ref tag unpack-file unpack-objects update-index update-ref update-server-info upload-archive
+upload-pack var verify-commit verify-pack verify-tag version whatchanged worktree write-tree replay
+backfill last-modified repo`) {
+		m[c] = true
+	}
+	return m
+}()

@@ -7,12 +7,13 @@ import (
 	"mvdan.cc/sh/v3/syntax"
 )
 
-// strictCommand is one pipeline element accepted by the strict analysis.
+// strictCommand is one simple command of a line the strict analysis
+// accepted: its words after quote removal, and which of them are unquoted
+// glob, brace or tilde patterns (the shell expands those, so their text is
+// not what the program receives).
 type strictCommand struct {
 	words []string
-	// firstGlob is the index of the first word with an unquoted glob, or
-	// len(words). A prefix may only cover words before it.
-	firstGlob int
+	glob  []bool
 }
 
 // wrappers run another command, or change how it runs, so a prefix on the
@@ -26,10 +27,12 @@ var wrappers = map[string]bool{
 	"unshare": true, "script": true, "busybox": true, "source": true, ".": true,
 	"trap": true, "alias": true, "unalias": true, "fc": true, "enable": true,
 	"coproc": true, "declare": true, "typeset": true, "export": true, "readonly": true,
-	"local": true, "let": true, "set": true, "shopt": true,
+	"local": true, "let": true, "set": true, "shopt": true, "hash": true, "taskset": true,
+	"chrt": true, "prlimit": true, "fakeroot": true, "cd": true, "pushd": true, "popd": true,
+	"umask": true, "ulimit": true, "unset": true, "bind": true, "complete": true,
 }
 
-// shells run a script given with -c or read from stdin.
+// shells run a script given with -c, a file or stdin.
 var shells = map[string]bool{
 	"sh": true, "bash": true, "rbash": true, "dash": true, "zsh": true, "ksh": true,
 	"mksh": true, "ash": true, "yash": true, "posh": true, "fish": true, "csh": true,
@@ -40,35 +43,28 @@ var shells = map[string]bool{
 // what git does; the strict form drops them so that "git --no-pager diff"
 // is judged as "git diff". Every other option before the subcommand
 // (-c, -C, --git-dir, --exec-path, --config-env, ...) can make git load
-// another configuration or binary, so it makes the line not strict.
+// another configuration or binary, so it makes the line not strict, even
+// for a rule that opts in to any options.
 var gitSafeGlobals = map[string]bool{
 	"--no-pager": true, "-P": true, "--no-optional-locks": true,
 	"--literal-pathspecs": true, "--no-replace-objects": true,
 }
 
-// gitExecOptions are git arguments, anywhere after the subcommand, that name
-// a program or template for git to run.
-var gitExecOptions = []string{
-	"--upload-pack", "--receive-pack", "--exec", "--config", "--template",
-	"--open-files-in-pager", "--extcmd", "--tool",
-}
-
-// findExecOptions run a command or write files from find.
-var findExecOptions = map[string]bool{
-	"-exec": true, "-execdir": true, "-ok": true, "-okdir": true, "-delete": true,
-	"-fprint": true, "-fprint0": true, "-fprintf": true, "-fls": true,
-}
-
+// analyzeStrict accepts a line of simple commands joined by ';', newlines,
+// '&&', '||' and pipes (a compound line is judged part by part), with
+// nothing else in it: no subshell or other compound command, background
+// job, substitution, expansion, assignment or redirection to a file.
 func analyzeStrict(f *syntax.File) ([]strictCommand, string) {
-	if len(f.Stmts) != 1 {
-		if len(f.Stmts) == 0 {
-			return nil, "empty command"
-		}
-		return nil, "more than one command (';', '&' or newline)"
+	if len(f.Stmts) == 0 {
+		return nil, "empty command"
 	}
 	var out []strictCommand
-	why := strictStmt(f.Stmts[0], &out)
-	return out, why
+	for _, s := range f.Stmts {
+		if why := strictStmt(s, &out); why != "" {
+			return nil, why
+		}
+	}
+	return out, ""
 }
 
 func strictStmt(s *syntax.Stmt, out *[]strictCommand) string {
@@ -92,7 +88,9 @@ func strictStmt(s *syntax.Stmt, out *[]strictCommand) string {
 		*out = append(*out, cmd)
 		return ""
 	case *syntax.BinaryCmd:
-		if c.Op != syntax.Pipe && c.Op != syntax.PipeAll {
+		switch c.Op {
+		case syntax.Pipe, syntax.PipeAll, syntax.AndStmt, syntax.OrStmt:
+		default:
 			return fmt.Sprintf("command list with %q", c.Op.String())
 		}
 		if why := strictStmt(c.X, out); why != "" {
@@ -189,15 +187,12 @@ func strictCall(c *syntax.CallExpr) (strictCommand, string) {
 	if len(c.Args) == 0 {
 		return strictCommand{}, "empty command"
 	}
-	cmd := strictCommand{words: make([]string, 0, len(c.Args)), firstGlob: len(c.Args)}
+	cmd := strictCommand{words: make([]string, 0, len(c.Args)), glob: make([]bool, 0, len(c.Args))}
 	for i, w := range c.Args {
 		cw := convertWord(w)
 		switch {
 		case !cw.dynamic:
 		case i > 0 && cw.glob:
-			if cmd.firstGlob > i {
-				cmd.firstGlob = i
-			}
 		case cw.execs:
 			return strictCommand{}, "command substitution, process substitution or arithmetic expansion"
 		case i == 0:
@@ -206,94 +201,73 @@ func strictCall(c *syntax.CallExpr) (strictCommand, string) {
 			return strictCommand{}, fmt.Sprintf("word %d is an expansion", i)
 		}
 		cmd.words = append(cmd.words, cw.text)
+		cmd.glob = append(cmd.glob, cw.dynamic)
 	}
 	prog := basename(cmd.words[0])
 	switch {
 	case wrappers[prog]:
-		return strictCommand{}, fmt.Sprintf("%q runs or alters another command", prog)
+		return strictCommand{}, fmt.Sprintf("%s runs or alters another command", quoteWord(prog))
 	case shells[prog]:
-		if why := strictShell(cmd); why != "" {
-			return strictCommand{}, why
-		}
-	case prog == "find":
-		if cmd.firstGlob < len(cmd.words) {
-			return strictCommand{}, "find with an unquoted glob"
-		}
-		for _, w := range cmd.words[1:] {
-			if findExecOptions[w] {
-				return strictCommand{}, fmt.Sprintf("find %s", w)
+		return strictCommand{}, fmt.Sprintf("%s runs a script", quoteWord(prog))
+	case prog == "git":
+		// Drop the global options that only reduce what git does.
+		out := strictCommand{words: cmd.words[:1:1], glob: cmd.glob[:1:1]}
+		i := 1
+		for ; i < len(cmd.words) && !cmd.glob[i] && strings.HasPrefix(cmd.words[i], "-"); i++ {
+			if !gitSafeGlobals[cmd.words[i]] && cmd.words[i] != "--version" {
+				return strictCommand{}, fmt.Sprintf("git option %s before the subcommand", quoteWord(cmd.words[i]))
 			}
 		}
-	case prog == "git":
-		return strictGit(cmd)
+		out.words = append(out.words, cmd.words[i:]...)
+		out.glob = append(out.glob, cmd.glob[i:]...)
+		return out, ""
 	}
 	return cmd, ""
 }
 
-func strictShell(cmd strictCommand) string {
-	script := false
-	for _, w := range cmd.words[1:] {
-		if len(w) > 1 && (w[0] == '-' || w[0] == '+') {
-			if strings.ContainsRune(w, 'c') {
-				return "shell with -c"
-			}
-			continue
+// prefixOf reports whether the command starts with the prefix's literal
+// words; a pattern word never matches a prefix word.
+func (c strictCommand) prefixOf(p *Prefix) bool {
+	if p == nil || len(p.words) == 0 || len(p.words) > len(c.words) {
+		return false
+	}
+	for j, w := range p.words {
+		if c.glob[j] || c.words[j] != w {
+			return false
 		}
-		script = true
 	}
-	if !script {
-		return "shell reading commands from stdin"
-	}
-	return ""
+	return true
 }
 
-func strictGit(cmd strictCommand) (strictCommand, string) {
-	if cmd.firstGlob < len(cmd.words) {
-		return strictCommand{}, "git with an unquoted glob"
+// allowedBy judges the command against an allow prefix: the prefix's words,
+// then words that are safe for the program by the catalogue, or, when the
+// rule opts in (anyOptions), any words but those that change what a project
+// runner runs or where, and pattern words that could expand to an option.
+func (c strictCommand) allowedBy(p *Prefix, anyOptions bool) (bool, string) {
+	if !c.prefixOf(p) {
+		return false, ""
 	}
-	out := strictCommand{words: []string{cmd.words[0]}}
-	i := 1
-	for ; i < len(cmd.words) && strings.HasPrefix(cmd.words[i], "-"); i++ {
-		if !gitSafeGlobals[cmd.words[i]] {
-			return strictCommand{}, fmt.Sprintf("git option %q before the subcommand", cmd.words[i])
-		}
+	n := len(p.words)
+	if len(c.words) == n {
+		return true, ""
 	}
-	out.words = append(out.words, cmd.words[i:]...)
-	out.firstGlob = len(out.words)
-	if i >= len(cmd.words) {
-		return out, ""
-	}
-	sub, args := cmd.words[i], cmd.words[i+1:]
-	for _, a := range args {
-		for _, opt := range gitExecOptions {
-			if a == opt || strings.HasPrefix(a, opt+"=") || strings.HasPrefix(a, opt+"-") {
-				return strictCommand{}, fmt.Sprintf("git option %q", a)
+	if anyOptions {
+		for j := n; j < len(c.words); j++ {
+			if c.glob[j] && optionLike(c.words[j]) {
+				return false, fmt.Sprintf("unquoted pattern %s could expand to an option", quoteWord(c.words[j]))
 			}
 		}
-		if len(a) > 1 && a[0] == '-' && a[1] != '-' {
-			var bad string
-			switch sub {
-			case "clone":
-				bad = "cu"
-			case "grep":
-				bad = "O"
-			case "rebase", "difftool", "mergetool":
-				bad = "xt"
-			}
-			if bad != "" && strings.ContainsAny(a[1:], bad) {
-				return strictCommand{}, fmt.Sprintf("git %s option %q", sub, a)
-			}
+		if why := runnerSafe(c.words, c.glob, n); why != "" {
+			return false, why
 		}
+		return true, ""
 	}
-	switch sub {
-	case "filter-branch", "filter-repo":
-		return strictCommand{}, "git " + sub + " runs commands"
-	case "submodule", "bisect":
-		for _, a := range args {
-			if a == "foreach" || a == "run" {
-				return strictCommand{}, "git " + sub + " " + a + " runs commands"
-			}
-		}
+	why := catalogueSafe(c.words, c.glob, n)
+	switch why {
+	case "":
+		return true, ""
+	case errTrusted:
+		return false, "the words after the prefix are not read-only by the catalogue"
 	}
-	return out, ""
+	return false, why
 }

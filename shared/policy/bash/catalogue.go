@@ -1,0 +1,296 @@
+package bash
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The read-only catalogue: for each program agents use to look at a
+// repository, the options that cannot write a file, run another program,
+// reach the network or read anything but the paths the words name. It is
+// data (catalogueSpecs below, one entry per program or git subcommand) read
+// by one small option parser; catalogue_test.go holds a safe and an unsafe
+// line for every entry. An option outside a program's entry is not safe,
+// and neither is a program outside the catalogue.
+//
+// Option spelling in a spec:
+//
+//	-a         a short flag (clusters such as -la are split)
+//	-n:        a short option taking a value, attached (-n5) or next word
+//	-M?        a short option with an optional attached value only (-M, -M50%)
+//	--all      a long flag
+//	--lines=   a long option taking a value (--lines=5 or --lines 5)
+//	--arg::    a long option taking the next two words
+//	--color?   a long option with an optional =value only
+//	-NUM       the program accepts -<digits> (head -5)
+//
+// Long options are matched exactly: GNU getopt and git accept unambiguous
+// abbreviations (sort --out=x is --output=x), and an abbreviation is not in
+// any entry, so it is refused.
+
+// optKind is how an option takes its value.
+type optKind uint8
+
+const (
+	optFlag     optKind = iota
+	optValue            // attached or the next word
+	optAttached         // optional, attached only
+	optTwo              // two values, the next two words (jq --arg name value)
+)
+
+// entry is one catalogue entry.
+type entry struct {
+	name  string
+	opts  map[string]optKind
+	num   bool // -NUM
+	ddash bool // "--" ends the options
+	// maxPos bounds the positional words (-1: any). A glob word may expand
+	// to several, so it counts as unbounded.
+	maxPos int
+	// check judges the parsed words (scripts, expressions, subcommand
+	// forms); "" when safe.
+	check func(p *parsed) string
+	// subs are subcommands (git), chosen by the first positional word.
+	subs map[string]*entry
+	// literal: every word is printed, none is an option (echo).
+	literal bool
+	// custom replaces the option parser for programs whose words are
+	// not options and operands (find's expression).
+	custom func(words []string, glob []bool, trusted int) string
+	// source names where the entry was checked.
+	source string
+}
+
+// parsed is one command line read against an entry.
+type parsed struct {
+	words []string
+	glob  []bool
+	// opts maps each option given to its values ("" for a flag).
+	opts map[string][]string
+	// pos lists positional word indexes.
+	pos []int
+	// globPos: some positional word is a glob (count unknown).
+	globPos bool
+}
+
+func (p *parsed) has(names ...string) bool {
+	for _, n := range names {
+		if _, ok := p.opts[n]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *parsed) posText(i int) string { return p.words[p.pos[i]] }
+
+func parseSpec(spec string) (map[string]optKind, bool) {
+	m := map[string]optKind{}
+	num := false
+	for _, f := range strings.Fields(spec) {
+		switch {
+		case f == "-NUM":
+			num = true
+		case strings.HasSuffix(f, "::"):
+			m[f[:len(f)-2]] = optTwo
+		case strings.HasSuffix(f, ":") || strings.HasSuffix(f, "="):
+			m[f[:len(f)-1]] = optValue
+		case strings.HasSuffix(f, "?"):
+			m[f[:len(f)-1]] = optAttached
+		default:
+			m[f] = optFlag
+		}
+	}
+	return m, num
+}
+
+func mk(name, spec string, maxPos int, source string) *entry {
+	opts, num := parseSpec(spec)
+	return &entry{name: name, opts: opts, num: num, ddash: true, maxPos: maxPos, source: source}
+}
+
+func (e *entry) with(check func(p *parsed) string) *entry {
+	e.check = check
+	return e
+}
+
+// optionLike reports whether a glob word could expand to a word that a
+// program reads as an option: it starts with '-' or with a pattern
+// character (so a file named "--prefix=sub" could be what it expands to).
+func optionLike(w string) bool {
+	return w == "" || strings.IndexByte("-*?[{~", w[0]) >= 0
+}
+
+// parseWords reads words[start:] against e. words[:trusted] come from a
+// rule's prefix: they are parsed but not judged. It returns "" when every
+// judged word is safe, else a reason naming the first unsafe word.
+func (e *entry) parseWords(words []string, glob []bool, start, trusted int) (*parsed, string) {
+	p := &parsed{words: words, glob: glob, opts: map[string][]string{}}
+	if e.literal {
+		return p, ""
+	}
+	bad := func(i int, format string, args ...any) (*parsed, string) {
+		if i < trusted {
+			return nil, errTrusted
+		}
+		return nil, fmt.Sprintf(format, args...)
+	}
+	opts := true
+	for i := start; i < len(words); i++ {
+		w := words[i]
+		if glob[i] {
+			if opts && optionLike(w) {
+				return bad(i, "unquoted pattern %s could expand to an option", quoteWord(w))
+			}
+			p.pos = append(p.pos, i)
+			p.globPos = true
+			continue
+		}
+		if !opts || w == "-" || !strings.HasPrefix(w, "-") {
+			p.pos = append(p.pos, i)
+			continue
+		}
+		if w == "--" && e.ddash {
+			opts = false
+			continue
+		}
+		if strings.HasPrefix(w, "--") {
+			name, val, hasVal := strings.Cut(w, "=")
+			k, ok := e.opts[name]
+			switch {
+			case !ok:
+				return bad(i, "option %s is not in the read-only catalogue for %s", quoteWord(name), e.name)
+			case k == optFlag && hasVal:
+				return bad(i, "option %s takes no value", quoteWord(name))
+			case k == optValue && !hasVal:
+				if i+1 >= len(words) {
+					return bad(i, "option %s needs a value", quoteWord(name))
+				}
+				i++
+				val = words[i]
+			case k == optTwo:
+				if hasVal || i+2 >= len(words) {
+					return bad(i, "option %s needs two values", quoteWord(name))
+				}
+				i += 2
+				val = words[i-1]
+			}
+			p.opts[name] = append(p.opts[name], val)
+			continue
+		}
+		if e.num && isDigits(w[1:]) {
+			p.opts["-NUM"] = append(p.opts["-NUM"], w[1:])
+			continue
+		}
+		// A cluster of short options.
+		for j := 1; j < len(w); j++ {
+			name := "-" + w[j:j+1]
+			k, ok := e.opts[name]
+			if !ok {
+				return bad(i, "option %s is not in the read-only catalogue for %s", quoteWord(name), e.name)
+			}
+			if k == optFlag {
+				p.opts[name] = append(p.opts[name], "")
+				continue
+			}
+			val := w[j+1:]
+			if k == optValue && val == "" {
+				if i+1 >= len(words) {
+					return bad(i, "option %s needs a value", quoteWord(name))
+				}
+				i++
+				val = words[i]
+			}
+			p.opts[name] = append(p.opts[name], val)
+			break
+		}
+	}
+	if e.maxPos >= 0 && (len(p.pos) > e.maxPos || p.globPos) {
+		return nil, fmt.Sprintf("%s takes at most %d operands here (another would be written to)", e.name, e.maxPos)
+	}
+	return p, ""
+}
+
+// errTrusted marks a prefix word the catalogue cannot read; the caller then
+// accepts only the prefix itself.
+const errTrusted = "\x00trusted"
+
+// quoteWord shows a word in a reason: plain short words only, so that a
+// reason never carries arbitrary input text.
+func quoteWord(w string) string {
+	if len(w) > 40 || !plainWord(w) {
+		return "a word"
+	}
+	return "`" + w + "`"
+}
+
+// Safe reports whether words (one simple command, program first, quote
+// removal done; glob marks unquoted pattern words) are read-only by the
+// catalogue. words[:trusted] are a rule's prefix: judged only for context.
+func catalogueSafe(words []string, glob []bool, trusted int) string {
+	if len(words) == 0 {
+		return "empty command"
+	}
+	if glob[0] {
+		return "the program name is a pattern"
+	}
+	e := catalogue[words[0]]
+	if e == nil {
+		return fmt.Sprintf("%s is not in the read-only catalogue", quoteWord(words[0]))
+	}
+	if e.custom != nil {
+		return e.custom(words, glob, trusted)
+	}
+	if e.subs != nil {
+		return subSafe(e, words, glob, 1, trusted)
+	}
+	p, why := e.parseWords(words, glob, 1, trusted)
+	if why != "" {
+		return why
+	}
+	if e.check != nil {
+		return e.check(p)
+	}
+	return ""
+}
+
+// subSafe judges a program with subcommands (git) from words[start]:
+// global options, then the subcommand's entry.
+func subSafe(e *entry, words []string, glob []bool, start, trusted int) string {
+	i := start
+	for ; i < len(words) && strings.HasPrefix(words[i], "-") && !glob[i]; i++ {
+		if _, ok := e.opts[words[i]]; !ok {
+			if i < trusted {
+				return errTrusted
+			}
+			return fmt.Sprintf("%s option %s is not in the read-only catalogue", e.name, quoteWord(words[i]))
+		}
+	}
+	if i >= len(words) {
+		if i > start && words[i-1] == "--version" {
+			return ""
+		}
+		return fmt.Sprintf("%s without a subcommand is not in the read-only catalogue", e.name)
+	}
+	if glob[i] {
+		return fmt.Sprintf("%s subcommand is a pattern", e.name)
+	}
+	sub := e.subs[words[i]]
+	if sub == nil {
+		if i < trusted {
+			return errTrusted
+		}
+		return fmt.Sprintf("%s %s is not in the read-only catalogue", e.name, quoteWord(words[i]))
+	}
+	if sub.subs != nil {
+		return subSafe(sub, words, glob, i+1, trusted)
+	}
+	p, why := sub.parseWords(words, glob, i+1, trusted)
+	if why != "" {
+		return why
+	}
+	if sub.check != nil {
+		return sub.check(p)
+	}
+	return ""
+}

@@ -1,0 +1,91 @@
+package bash
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Programs that run the project's own code (package scripts, makefiles,
+// test suites) carry options that change what runs or from where. Those
+// options never ride an allow rule, even one that opts in to any options:
+// "npm test" allowed must not become another package's script
+// (--prefix=DIR) or another shell (--script-shell).
+type runner struct {
+	// never lists the options, without leading dashes.
+	never []string
+	// style is how the program reads options: "getopt" (short clusters,
+	// -Cdir), "nopt" (npm's parser: long options may be abbreviated), or
+	// "go" (one or two dashes, names matched whole).
+	style string
+	// noAssign: an operand NAME=value overrides a variable (make SHELL=...).
+	noAssign bool
+}
+
+var runners = map[string]runner{
+	"npm":    {never: npmNever, style: "nopt"},
+	"npx":    {never: npmNever, style: "nopt"},
+	"pnpm":   {never: npmNever, style: "nopt"},
+	"yarn":   {never: append([]string{"cwd"}, npmNever...), style: "nopt"},
+	"bun":    {never: append([]string{"cwd", "preload", "r", "config"}, npmNever...), style: "nopt"},
+	"make":   {never: []string{"C", "directory", "f", "file", "makefile", "I", "include-dir", "e", "environment-overrides", "eval", "E"}, style: "getopt", noAssign: true},
+	"gmake":  {never: []string{"C", "directory", "f", "file", "makefile", "I", "include-dir", "e", "environment-overrides", "eval", "E"}, style: "getopt", noAssign: true},
+	"go":     {never: []string{"C", "exec", "toolexec", "overlay", "modfile", "ldflags", "gcflags", "asmflags", "gccgoflags", "compiler", "vettool", "o", "pkgdir", "pgo"}, style: "go"},
+	"cargo":  {never: []string{"manifest-path", "config", "Z", "target-dir", "C", "lockfile-path"}, style: "getopt"},
+	"pytest": {never: []string{"p", "c", "config-file", "rootdir", "confcutdir", "o", "override-ini", "basetemp", "pyargs", "inifile"}, style: "getopt"},
+	"tox":    {never: []string{"c", "conf", "workdir", "root", "x", "override"}, style: "getopt"},
+	"jest":   {never: []string{"c", "config", "rootDir", "roots", "setupFiles", "testRunner", "globalSetup", "preset"}, style: "nopt"},
+	"vitest": {never: []string{"c", "config", "root", "dir", "globalSetup", "setupFiles"}, style: "nopt"},
+	"mvn":    {never: []string{"f", "file", "s", "settings", "gs", "global-settings"}, style: "getopt"},
+	"gradle": {never: []string{"b", "build-file", "c", "settings-file", "p", "project-dir", "I", "init-script", "g", "gradle-user-home"}, style: "getopt"},
+}
+
+var npmNever = []string{"prefix", "C", "dir", "script-shell", "userconfig", "globalconfig", "node-options", "shell", "call", "c", "global", "g", "location", "workspace", "w", "workspaces", "include-workspace-root"}
+
+// runnerSafe returns "" unless a word after the trusted prefix is one of a
+// project runner's never options.
+func runnerSafe(words []string, glob []bool, trusted int) string {
+	r, ok := runners[basename(words[0])]
+	if !ok {
+		return ""
+	}
+	for i := trusted; i < len(words); i++ {
+		w := words[i]
+		if w == "--" {
+			return "" // the rest are operands passed to the scripts or tests
+		}
+		if r.noAssign && !strings.HasPrefix(w, "-") && strings.Contains(w, "=") {
+			name, _, _ := strings.Cut(w, "=")
+			if validName(name) {
+				return fmt.Sprintf("%s operand %s overrides a variable, which changes what runs", quoteWord(words[0]), quoteWord(name))
+			}
+		}
+		if !strings.HasPrefix(w, "-") || len(w) < 2 {
+			continue
+		}
+		if o := r.hits(w); o != "" {
+			return fmt.Sprintf("%s option %s changes what runs or where, so no allow rule covers it", quoteWord(basename(words[0])), quoteWord(o))
+		}
+	}
+	return ""
+}
+
+// hits returns the never option a word names, or "".
+func (r runner) hits(w string) string {
+	long := strings.HasPrefix(w, "--")
+	name, _, _ := strings.Cut(strings.TrimLeft(w, "-"), "=")
+	for _, o := range r.never {
+		switch {
+		case name == o:
+			return "-" + o
+		case r.style == "go":
+		case long && r.style == "nopt" && len(name) >= 2 && strings.HasPrefix(o, name):
+			// npm accepts any unambiguous abbreviation: --pre is --prefix.
+			return "--" + o
+		case !long && len(o) == 1 && strings.Contains(name, o):
+			// A short option in a cluster or with an attached value
+			// (-Cdir, -sC dir). Conservatively, anywhere in the word.
+			return "-" + o
+		}
+	}
+	return ""
+}
