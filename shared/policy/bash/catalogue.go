@@ -127,6 +127,9 @@ func optionLike(w string) bool {
 func (e *entry) parseWords(words []string, glob []bool, start, trusted int) (*parsed, string) {
 	p := &parsed{words: words, glob: glob, opts: map[string][]string{}}
 	if e.literal {
+		for i := start; i < len(words); i++ {
+			p.pos = append(p.pos, i)
+		}
 		return p, ""
 	}
 	bad := func(i int, format string, args ...any) (*parsed, string) {

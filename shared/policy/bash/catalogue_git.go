@@ -49,7 +49,7 @@ func gitEntry() *entry {
 	sub("diff-files", gitDiffOpts+" -q -0 -1 -2 -3 --base --ours --theirs", nil)
 	sub("rev-list", gitLogOpts+" --count --objects --objects-edge --no-object-names --timestamp --header", nil)
 	sub("shortlog", "-n --numbered -s --summary -e --email -c --committer --group= -w? --format= --all --branches? --tags? --remotes? --since= --until= --author= --no-merges --merges --first-parent", nil)
-	sub("branch", "-a --all -r --remotes -l --list -v -vv --verbose --contains? --no-contains? --merged? --no-merged? --points-at= --sort= --format= --show-current --color? --no-color --column? --no-column --abbrev? --no-abbrev -i --ignore-case --omit-empty", listOnly("branch"))
+	sub("branch", "-a --all -r --remotes -l --list -v --verbose --contains? --no-contains? --merged? --no-merged? --points-at= --sort= --format= --show-current --color? --no-color --column? --no-column --abbrev? --no-abbrev -i --ignore-case --omit-empty", listOnly("branch"))
 	sub("tag", "-l --list -n? --contains? --no-contains? --merged? --no-merged? --points-at= --sort= --format= --column? --no-column -i --ignore-case --color? --omit-empty", listOnly("tag"))
 	sub("rev-parse", "--abbrev-ref? --short? --verify -q --quiet --show-toplevel --show-prefix --show-cdup --git-dir --git-common-dir --absolute-git-dir --is-inside-work-tree --is-inside-git-dir --is-bare-repository --is-shallow-repository --show-superproject-working-tree --symbolic --symbolic-full-name --all --branches? --tags? --remotes? --default= --revs-only --no-revs --flags --no-flags --sq --not --show-object-format? --show-ref-format", nil)
 	sub("ls-files", "-c --cached -d --deleted -m --modified -o --others -i --ignored -s --stage -u --unmerged -k --killed -z -t -v -f --full-name --exclude-standard -x: --exclude= -X: --exclude-from= --exclude-per-directory= --error-unmatch --abbrev? --debug --eol --directory --no-empty-directory --recurse-submodules --deduplicate --sparse --format=", nil)
@@ -91,10 +91,11 @@ func gitEntry() *entry {
 }
 
 // listOnly: git branch and git tag create, rename or delete with a name
-// operand unless they are listing (--list, or a listing filter).
+// operand unless they are listing: --list, or a filter that makes git
+// list (builtin/branch.c and builtin/tag.c switch to listing for them).
 func listOnly(name string) func(p *parsed) string {
 	return func(p *parsed) string {
-		if len(p.pos) == 0 || p.has("-l", "--list") {
+		if len(p.pos) == 0 || p.has("-l", "--list", "--contains", "--no-contains", "--merged", "--no-merged", "--points-at", "-v", "--verbose", "-n") {
 			return ""
 		}
 		return "git " + name + " with a name operand and no --list creates a " + name

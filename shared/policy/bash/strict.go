@@ -213,8 +213,8 @@ func strictCall(c *syntax.CallExpr) (strictCommand, string) {
 		// Drop the global options that only reduce what git does.
 		out := strictCommand{words: cmd.words[:1:1], glob: cmd.glob[:1:1]}
 		i := 1
-		for ; i < len(cmd.words) && !cmd.glob[i] && strings.HasPrefix(cmd.words[i], "-"); i++ {
-			if !gitSafeGlobals[cmd.words[i]] && cmd.words[i] != "--version" {
+		for ; i < len(cmd.words) && !cmd.glob[i] && strings.HasPrefix(cmd.words[i], "-") && cmd.words[i] != "--version"; i++ {
+			if !gitSafeGlobals[cmd.words[i]] {
 				return strictCommand{}, fmt.Sprintf("git option %s before the subcommand", quoteWord(cmd.words[i]))
 			}
 		}
