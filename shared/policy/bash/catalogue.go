@@ -126,17 +126,21 @@ func optionLike(w string) bool {
 // judged word is safe, else a reason naming the first unsafe word.
 func (e *entry) parseWords(words []string, glob []bool, start, trusted int) (*parsed, string) {
 	p := &parsed{words: words, glob: glob, opts: map[string][]string{}}
-	if e.literal {
-		for i := start; i < len(words); i++ {
-			p.pos = append(p.pos, i)
-		}
-		return p, ""
-	}
+
 	bad := func(i int, format string, args ...any) (*parsed, string) {
 		if i < trusted {
 			return nil, errTrusted
 		}
 		return nil, fmt.Sprintf(format, args...)
+	}
+	if e.literal {
+		for i := start; i < len(words); i++ {
+			if glob[i] && optionLike(words[i]) {
+				return bad(i, "unquoted pattern %s could expand to an option", quoteWord(words[i]))
+			}
+			p.pos = append(p.pos, i)
+		}
+		return p, ""
 	}
 	opts := true
 	for i := start; i < len(words); i++ {

@@ -403,7 +403,7 @@ func (n *normalizer) command(words []word, redirs []*syntax.Redirect, depth int)
 				rest := skipOptions(words, "adEILnPs", "--arg-file", "--delimiter", "--max-lines", "--max-args", "--max-procs", "--max-chars", "--process-slot-var", "--replace")
 				if len(rest) > 0 {
 					// xargs appends words read from stdin.
-					n.emit(append(append([]word(nil), rest...), word{dynamic: true, split: true}))
+					n.command(append(append([]word(nil), rest...), word{dynamic: true, split: true}), nil, depth)
 				}
 			}
 			if prog == "parallel" {
@@ -669,6 +669,9 @@ func (n *normalizer) redirect(r *syntax.Redirect) {
 	}
 	cw := convertWord(r.Word)
 	switch {
+	case cw.glob && !strings.HasPrefix(cw.text, "/dev/"):
+		// A pattern or ~/ names existing files or the home directory,
+		// never bash's /dev/tcp, which is not a file.
 	case cw.dynamic:
 		n.opaque("a redirection to an expanded file name (it could be /dev/tcp)")
 	case strings.HasPrefix(path.Clean(cw.text), "/dev/tcp/") || strings.HasPrefix(path.Clean(cw.text), "/dev/udp/"):
@@ -779,7 +782,7 @@ func (n *normalizer) commandString(words []word, prog string, depth int) {
 		t := w.text
 		var s string
 		switch {
-		case t == "-c" || t == "--command":
+		case t == "-c" || t == "--command" || len(t) > 2 && t[0] == '-' && t[1] != '-' && t[len(t)-1] == 'c':
 			if i+1 >= len(words) || words[i+1].dynamic {
 				n.opaque(prog + " -c of an expansion")
 				return
@@ -868,6 +871,7 @@ func (n *normalizer) findExec(words []word, depth int) {
 		default:
 			continue
 		}
+		n.opaque(fmt.Sprintf("find %s runs a program for every file, which fluidbox does not follow", words[i].text))
 		j := i + 1
 		var sub []word
 		for ; j < len(words); j++ {
@@ -920,10 +924,10 @@ func (n *normalizer) git(words []word, depth int) {
 		switch {
 		case t == "-c":
 			if i+1 < len(words) {
-				n.gitConfig(words[i+1], "git -c")
+				n.gitConfig(words[i+1], "git -c", depth)
 			}
 		case strings.HasPrefix(t, "-c"):
-			n.gitConfig(word{text: t[2:]}, "git -c")
+			n.gitConfig(word{text: t[2:]}, "git -c", depth)
 		case t == "--config-env" || strings.HasPrefix(t, "--config-env="):
 			n.opaque("git --config-env sets configuration from the environment")
 		case t == "--exec-path" || strings.HasPrefix(t, "--exec-path="):
@@ -959,6 +963,9 @@ func (n *normalizer) git(words []word, depth int) {
 			continue
 		}
 		for _, opt := range gitRunOptions {
+			if opt == "--exec" && sub == "rebase" {
+				continue // read below: its command is visible
+			}
 			if a.text == opt || strings.HasPrefix(a.text, opt+"=") {
 				n.opaque(fmt.Sprintf("git %s %s runs a program", sub, opt))
 				return
@@ -973,15 +980,20 @@ func (n *normalizer) git(words []word, depth int) {
 			return
 		}
 		if strings.HasPrefix(a.text, "--config=") {
-			n.gitConfig(word{text: strings.TrimPrefix(a.text, "--config=")}, "git "+sub+" --config")
+			n.gitConfig(word{text: strings.TrimPrefix(a.text, "--config=")}, "git "+sub+" --config", depth)
 		}
 	}
 	// Subcommands that run a command string or set what git runs.
 	switch sub {
 	case "filter-branch", "filter-repo":
 		n.opaque("git " + sub + " runs filter commands")
+		for j := 2; j+1 < len(rest); j++ {
+			if t := rest[j].text; strings.HasPrefix(t, "--") && strings.HasSuffix(t, "-filter") && !rest[j+1].dynamic {
+				n.script(rest[j+1].text, depth+1, false, "git "+sub+" filter")
+			}
+		}
 	case "config":
-		n.gitConfigCommand(rest[2:])
+		n.gitConfigCommand(rest[2:], depth)
 	case "submodule":
 		for j := 2; j < len(rest); j++ {
 			if !rest[j].dynamic && rest[j].text == "foreach" {
@@ -1040,12 +1052,15 @@ func inertGitConfig(key string) bool {
 }
 
 // gitConfig inspects a "-c key=value".
-func (n *normalizer) gitConfig(w word, what string) {
+func (n *normalizer) gitConfig(w word, what string, depth int) {
 	if w.dynamic {
 		n.opaque(what + " of an expansion")
 		return
 	}
-	key, _, _ := strings.Cut(w.text, "=")
+	key, value, _ := strings.Cut(w.text, "=")
+	// The value may be a command git runs (core.sshCommand, core.pager):
+	// read it, so that a deny on what it runs still decides.
+	n.script(strings.TrimPrefix(value, "!"), depth+1, false, what+" value")
 	if strings.HasPrefix(strings.ToLower(key), "alias.") {
 		n.opaque(what + " defines an alias, which can rename any git subcommand")
 		return
@@ -1057,7 +1072,7 @@ func (n *normalizer) gitConfig(w word, what string) {
 
 // gitConfigCommand: git config writes when it is not reading (--get*,
 // --list, get, list); a write of a key that is not inert is opaque.
-func (n *normalizer) gitConfigCommand(args []word) {
+func (n *normalizer) gitConfigCommand(args []word, depth int) {
 	var pos []word
 	for j := 0; j < len(args); j++ {
 		a := args[j]
@@ -1094,7 +1109,7 @@ func (n *normalizer) gitConfigCommand(args []word) {
 	if len(pos) == 0 {
 		return
 	}
-	n.gitConfig(word{text: pos[0].text}, "git config")
+	n.gitConfig(word{text: pos[0].text}, "git config", depth)
 }
 
 // gitCommands are the subcommands git itself provides (git help -a, git
