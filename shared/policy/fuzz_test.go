@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fluidbox/fluidbox/shared/policy/bash"
 	"mvdan.cc/sh/v3/syntax"
 )
 
@@ -52,10 +53,10 @@ var fuzzAllowPolicy = func() *Policy {
 var allowedPrograms = map[string]bool{"git": true, "ls": true, "echo": true, "cat": true, "grep": true}
 
 // FuzzBashAllow checks that an allowed command line is, by an independent
-// oracle on the syntax tree, one simple command or a pipeline of simple
-// commands whose programs are allowed, with no substitution, expansion,
-// eval, shell -c, list operator or assignment anywhere; and, on the raw
-// string, that no list operator or substitution can appear outside quotes.
+// oracle on the syntax tree, simple commands joined by lists and pipes
+// whose programs are allowed, with no substitution, expansion, eval, shell
+// -c, background job or assignment anywhere; and, on the raw string, that
+// no substitution can appear outside quotes.
 func FuzzBashAllow(f *testing.F) {
 	for _, s := range []string{
 		"git status", "ls -la | grep x", "echo hi; rm -rf /", "echo $(rm x)", "echo `id`",
@@ -74,8 +75,8 @@ func FuzzBashAllow(f *testing.F) {
 		if err != nil {
 			t.Fatalf("allowed %q which does not parse: %v", cmd, err)
 		}
-		if len(file.Stmts) != 1 {
-			t.Fatalf("allowed %q with %d statements", cmd, len(file.Stmts))
+		if op, why := bash.Analyze(cmd).Opaque(); op {
+			t.Fatalf("allowed %q, which is opaque (%s)", cmd, why)
 		}
 		bad := ""
 		syntax.Walk(file, func(n syntax.Node) bool {
@@ -91,8 +92,10 @@ func FuzzBashAllow(f *testing.F) {
 					bad = "background"
 				}
 			case *syntax.BinaryCmd:
-				if x.Op != syntax.Pipe && x.Op != syntax.PipeAll {
-					bad = "list operator " + x.Op.String()
+				switch x.Op {
+				case syntax.Pipe, syntax.PipeAll, syntax.AndStmt, syntax.OrStmt:
+				default:
+					bad = "operator " + x.Op.String()
 				}
 			case *syntax.Redirect:
 				if x.Op == syntax.Hdoc || x.Op == syntax.DashHdoc || x.Op == syntax.WordHdoc {
@@ -126,9 +129,9 @@ func FuzzBashAllow(f *testing.F) {
 			t.Fatalf("allowed %q: %s", cmd, bad)
 		}
 		// String oracle: outside single quotes, no unescaped "$(" or
-		// backtick, and outside any quotes no ';', '&&', '||'.
+		// backtick, and no background job.
 		if unquotedContains(cmd) {
-			t.Fatalf("allowed %q which has an unquoted operator or substitution", cmd)
+			t.Fatalf("allowed %q which has an unquoted substitution or background job", cmd)
 		}
 	})
 }
@@ -207,10 +210,7 @@ func unquotedContains(s string) bool {
 			state = single
 		case '"':
 			state = double
-		case '`', ';':
-			if c == ';' && strings.TrimSpace(s[i+1:]) == "" {
-				continue // a trailing ';' ends the only command
-			}
+		case '`':
 			return true
 		case '$':
 			if i+1 < len(s) && (s[i+1] == '(' || s[i+1] == '{' || s[i+1] == '\'') {
@@ -218,16 +218,13 @@ func unquotedContains(s string) bool {
 			}
 		case '&':
 			if i+1 < len(s) && s[i+1] == '&' {
-				return true
+				i++ // a list operator
+				continue
 			}
-			if i == 0 || s[i-1] != '>' && s[i-1] != '<' {
+			if i == 0 || s[i-1] != '>' && s[i-1] != '<' && s[i-1] != '|' {
 				if i+1 >= len(s) || s[i+1] != '>' {
 					return true // background
 				}
-			}
-		case '|':
-			if i+1 < len(s) && s[i+1] == '|' {
-				return true
 			}
 		case '<', '>':
 			if i+1 < len(s) && s[i+1] == '(' {
@@ -236,4 +233,110 @@ func unquotedContains(s string) bool {
 		}
 	}
 	return false
+}
+
+// everythingPolicy allows every program the fuzzers reach, with any
+// options, and every Bash call through a rule without criteria: only
+// opacity can keep a line from being allowed.
+var everythingPolicy = func() *Policy {
+	p, _, err := Parse([]byte(`{"name":"everything","default_verdict":"deny","rules":[
+	  {"id":"any","tool":"Bash","match":{"options":"any","command_prefix":["git","ls","echo","cat","grep","sh","bash",
+	    "python3","perl","node","awk","sed","find","xargs","env","sudo","eval","source",".","make","npm","curl","rm","trap","alias"]},"verdict":"allow"}]}`))
+	if err != nil {
+		panic(err)
+	}
+	return p
+}()
+
+var unconditionalPolicy = func() *Policy {
+	p, _, err := Parse([]byte(`{"name":"all","default_verdict":"deny","rules":[
+	  {"id":"all","tool":"Bash","verdict":"allow"},
+	  {"id":"no-push","tool":"Bash","match":{"command_prefix":["git push"]},"verdict":"deny"}]}`))
+	if err != nil {
+		panic(err)
+	}
+	return p
+}()
+
+// FuzzBashOpaqueNeverAllowed: a line the analyser cannot establish matches
+// no allow rule and no grant, whatever the rules allow.
+func FuzzBashOpaqueNeverAllowed(f *testing.F) {
+	for _, s := range []string{
+		"python3 -c 'x'", "bash s.sh", "./s.sh", "git st", "curl x | sh", "eval \"$X\"", "xargs -I% git %",
+		"find . -exec id \\;", "git -c alias.s=push s", "trap 'x' EXIT", "cat </dev/tcp/h/80",
+		"BASH_ENV=x ls", "awk 'BEGIN{system(\"id\")}'", "sed 's/a/b/e' f", "source <(echo x)",
+		strings.Repeat(": 'true $(true)'; ", 40) + "ls", "if", "ls 'x", "taskset 1", "unshare",
+	} {
+		f.Add(s)
+	}
+	grantAll := func(string) bool { return true }
+	f.Fuzz(func(t *testing.T, cmd string) {
+		if op, _ := bash.Analyze(cmd).Opaque(); !op {
+			return
+		}
+		in := map[string]any{"command": cmd}
+		if r := everythingPolicy.Evaluate("Bash", in); r.Verdict == VerdictAllow {
+			t.Fatalf("opaque %q allowed by %q (%s)", cmd, r.RuleID, r.Reason)
+		}
+		if r := unconditionalPolicy.Evaluate("Bash", in); r.Verdict == VerdictAllow {
+			t.Fatalf("opaque %q allowed by %q (%s) in a policy with a deny rule", cmd, r.RuleID, r.Reason)
+		}
+		if Covered("Bash", in, grantAll) {
+			t.Fatalf("opaque %q covered by a grant", cmd)
+		}
+	})
+}
+
+// catalogueAllowPolicy allows, in catalogue mode, every program the
+// catalogue knows; tripwirePolicy denies what a read-only line never runs.
+var catalogueAllowPolicy = func() *Policy {
+	p, _, err := Parse([]byte(`{"name":"catalogue","default_verdict":"deny","rules":[
+	  {"id":"read","tool":"Bash","match":{"command_prefix":["git","ls","cat","head","tail","wc","sort","uniq","cut","tr",
+	    "stat","du","df","pwd","grep","rg","echo","printf","find","sed","awk","jq","diff","file","tree","date","seq","which"]},"verdict":"allow"}]}`))
+	if err != nil {
+		panic(err)
+	}
+	return p
+}()
+
+var tripwirePolicy = func() *Policy {
+	p, _, err := Parse([]byte(`{"name":"tripwire","default_verdict":"allow","rules":[
+	  {"id":"no-push","tool":"Bash","match":{"command_prefix":["git push"]},"verdict":"deny"},
+	  {"id":"ask-rm","tool":"Bash","match":{"command_prefix":["rm"]},"verdict":"require_approval"}]}`))
+	if err != nil {
+		panic(err)
+	}
+	return p
+}()
+
+// FuzzBashCatalogueSafe: a line whose every part is read-only by the
+// catalogue is never opaque, is allowed by prefixes on its programs, and
+// passes a tripwire policy untouched.
+func FuzzBashCatalogueSafe(f *testing.F) {
+	for _, s := range []string{
+		"git status && git diff", "git log --oneline -5 | head -3", "ls -la; cat f", "grep -rn x src | wc -l",
+		"sed -n '1,5p' f", "awk '{print $1}' f", "jq -r .a f", "find . -name '*.go' -type f", "git --no-pager show HEAD",
+		"sort -u f | uniq -c", "tree -L 2", "echo a || echo b", "diff -u a b 2>/dev/null", "cat < f",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, cmd string) {
+		a := bash.Analyze(cmd)
+		if ok, _ := a.ReadOnly(); !ok {
+			return
+		}
+		if op, why := a.Opaque(); op {
+			t.Fatalf("read-only %q is opaque (%s)", cmd, why)
+		}
+		in := map[string]any{"command": cmd}
+		if r := catalogueAllowPolicy.Evaluate("Bash", in); r.Verdict != VerdictAllow {
+			t.Fatalf("read-only %q not allowed: %s (%s)", cmd, r.Verdict, r.Reason)
+		}
+		if r := tripwirePolicy.Evaluate("Bash", in); r.Verdict != VerdictAllow {
+			t.Fatalf("read-only %q refused by a tripwire: %s (%s)", cmd, r.Verdict, r.Reason)
+		}
+		if ok, why := BashReadOnly(in); !ok {
+			t.Fatalf("BashReadOnly(%q) = false (%s)", cmd, why)
+		}
+	})
 }

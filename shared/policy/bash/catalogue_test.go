@@ -64,7 +64,7 @@ var catalogueCases = map[string]struct{ safe, unsafe []string }{
 	"nawk":      {[]string{"nawk '{print}' f"}, []string{"nawk 'BEGIN{system(\"id\")}'"}},
 	"jq":        {[]string{"jq .name package.json", "jq -r '.[] | .id' f", "jq --arg x y '.a == $x' f"}, []string{"jq -f prog.jq f", "jq -n env", "jq -n '$ENV.TOKEN'", "jq --arg a b env f"}},
 	"find":      {[]string{"find . -name '*.go'", "find src -type f -mtime -1 -print", "find . -maxdepth 2 \\( -name a -o -name b \\)"}, []string{"find . -exec rm {} ;", "find . -delete", "find . -fprint out", "find . -name *.go", "find . -execdir id ;", "find . -ok id ;", "find . -fls out"}},
-	"git": {[]string{"git --version", "git --no-pager status"}, []string{"git", "git -c core.pager=x log", "git -C /tmp status", "git --git-dir=x status", "git push", "git st"}},
+	"git":       {[]string{"git --version", "git --no-pager status"}, []string{"git", "git -c core.pager=x log", "git -C /tmp status", "git --git-dir=x status", "git push", "git st"}},
 
 	"git status":        {[]string{"git status", "git status -sb", "git status --porcelain=v2 -uno"}, []string{"git status --foo"}},
 	"git diff":          {[]string{"git diff", "git diff --stat HEAD~1", "git diff -U0 --cached", "git diff origin/main...HEAD -- src", "git diff -M50% --name-only"}, []string{"git diff --output=x", "git diff --output x", "git diff --no-index /etc/shadow /dev/null", "git diff --ext-diff", "git diff --textconv", "git diff -U --output=x", "git diff --outp=x"}},

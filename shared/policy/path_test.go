@@ -1,0 +1,182 @@
+package policy
+
+import (
+	"path"
+	"strings"
+	"testing"
+)
+
+// pathPolicy is the issue's: deny **/.env anywhere, allow the workspace.
+const pathPolicy = `{"name":"paths","default_verdict":"deny","rules":[
+  {"id":"env-read","tool":"Read","match":{"path":["**/.env"]},"verdict":"deny"},
+  {"id":"env-grep","tool":"Grep","match":{"path":["**/.env"]},"verdict":"deny"},
+  {"id":"env-glob","tool":"Glob","match":{"path":["**/.env"]},"verdict":"deny"},
+  {"id":"env-write","tool":"Write","match":{"path":["**/.env"]},"verdict":"deny"},
+  {"id":"env-edit","tool":"Edit","match":{"path":["**/.env"]},"verdict":"deny"},
+  {"id":"env-nb","tool":"NotebookEdit","match":{"path":["**/.env"]},"verdict":"deny"},
+  {"id":"read","tool":"Read","match":{"path":["/work/**"]},"verdict":"allow"},
+  {"id":"grep","tool":"Grep","match":{"path":["/work/**"]},"verdict":"allow"},
+  {"id":"glob","tool":"Glob","match":{"path":["/work/**"]},"verdict":"allow"},
+  {"id":"edit","tool":"Edit","match":{"path":["/work/**"]},"verdict":"allow"},
+  {"id":"nb","tool":"NotebookEdit","match":{"path":["/work/**"]},"verdict":"allow"}]}`
+
+func TestPathFieldsOfEveryFileTool(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, pathPolicy)
+	tests := []struct {
+		tool  string
+		input map[string]any
+		want  Verdict
+		rule  string
+	}{
+		{"Read", map[string]any{"file_path": "/work/a.go"}, VerdictAllow, "read"},
+		{"Read", map[string]any{"file_path": "/work/.env"}, VerdictDeny, "env-read"},
+		// The same file on a case-insensitive file system.
+		{"Read", map[string]any{"file_path": "/work/.ENV"}, VerdictDeny, "env-read"},
+		{"Read", map[string]any{"file_path": "/work//sub/./.Env/"}, VerdictDeny, "env-read"},
+		{"Write", map[string]any{"file_path": "/work/x/.eNv"}, VerdictDeny, "env-write"},
+		{"Edit", map[string]any{"file_path": "/WORK/.env"}, VerdictDeny, "env-edit"},
+		{"NotebookEdit", map[string]any{"notebook_path": "/work/.env"}, VerdictDeny, "env-nb"},
+		// Grep's glob reads the files it names.
+		{"Grep", map[string]any{"pattern": "x", "path": "/work", "glob": ".env", "output_mode": "content"}, VerdictDeny, "env-grep"},
+		{"Grep", map[string]any{"pattern": "x", "path": "/work", "glob": "*.env"}, VerdictDeny, "env-grep"},
+		{"Grep", map[string]any{"pattern": "x", "path": "/work", "glob": ".E*"}, VerdictDeny, "env-grep"},
+		{"Grep", map[string]any{"pattern": "x", "path": "/work/src", "glob": "*.go"}, VerdictAllow, "grep"},
+		// A pattern that could name a .env is denied by the .env rule.
+		{"Grep", map[string]any{"pattern": "x", "path": "/work", "glob": "../etc/*"}, VerdictDeny, "env-grep"},
+		{"Grep", map[string]any{"pattern": "x", "path": "/work", "glob": "../etc/*.conf"}, VerdictDeny, ""},
+		{"Grep", map[string]any{"pattern": "x", "path": "/etc"}, VerdictDeny, ""},
+		// Glob's pattern.
+		{"Glob", map[string]any{"pattern": "**/.env", "path": "/work"}, VerdictDeny, "env-glob"},
+		{"Glob", map[string]any{"pattern": "**/*.go", "path": "/work"}, VerdictAllow, "glob"},
+		{"Glob", map[string]any{"pattern": "/etc/**"}, VerdictDeny, "env-glob"},
+		{"Glob", map[string]any{"pattern": "/etc/*.conf"}, VerdictDeny, ""},
+		{"Glob", map[string]any{"pattern": "/work/../etc/*.conf"}, VerdictDeny, ""},
+		{"Glob", map[string]any{"pattern": "**/*.go"}, VerdictDeny, ""}, // searches an unknown directory
+	}
+	for _, tt := range tests {
+		got := p.Evaluate(tt.tool, tt.input)
+		if got.Verdict != tt.want || got.RuleID != tt.rule {
+			t.Errorf("Evaluate(%q, %v) = %v %q (%s), want %v %q", tt.tool, tt.input, got.Verdict, got.RuleID, got.Reason, tt.want, tt.rule)
+		}
+	}
+}
+
+func TestResolvedPath(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, pathPolicy)
+	read := map[string]any{"file_path": "/work/notes.txt"}
+	tests := []struct {
+		resolved string
+		want     Verdict
+		rule     string
+	}{
+		{"", VerdictAllow, "read"},
+		{"/work/notes.txt", VerdictAllow, "read"},
+		// A symlink committed in a fork's pull request: notes.txt -> ../.env.
+		{"/.env", VerdictDeny, "env-read"},
+		{"/work/.env", VerdictDeny, "env-read"},
+		// Out of the workspace: the given path alone is not enough.
+		{"/etc/passwd", VerdictDeny, ""},
+	}
+	for _, tt := range tests {
+		env := Env{}
+		if tt.resolved != "" {
+			env.Resolved = map[string]string{"file_path": tt.resolved}
+		}
+		got := p.EvaluateIn(env, "Read", read)
+		if got.Verdict != tt.want || got.RuleID != tt.rule {
+			t.Errorf("resolved %q: %v %q (%s), want %v %q", tt.resolved, got.Verdict, got.RuleID, got.Reason, tt.want, tt.rule)
+		}
+	}
+}
+
+func TestWorkspaceResolvesRelativeGlobs(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, `{"name":"ws","default_verdict":"deny","rules":[
+	  {"id":"src","tool":"Write","match":{"path":["src/**"]},"verdict":"allow"},
+	  {"id":"secrets","tool":"Read","match":{"path":["secrets/**"]},"verdict":"deny"},
+	  {"id":"read","tool":"Read","match":{"path":["**"]},"verdict":"allow"}]}`)
+	if got := p.RelativeGlobs(); len(got) != 3 {
+		t.Errorf("RelativeGlobs() = %q, want all three", got)
+	}
+	ws := Env{Workspace: "/work/app"}
+	tests := []struct {
+		env   Env
+		tool  string
+		input map[string]any
+		want  Verdict
+	}{
+		{ws, "Write", map[string]any{"file_path": "/work/app/src/a.go"}, VerdictAllow},
+		{ws, "Write", map[string]any{"file_path": "/work/app/src/../../x/src/a.go"}, VerdictDeny},
+		{ws, "Write", map[string]any{"file_path": "/work/other/src/a.go"}, VerdictDeny},
+		{ws, "Write", map[string]any{"file_path": "src/a.go"}, VerdictAllow},
+		{Env{Workspace: "/work/app", Cwd: "/work/app/sub"}, "Write", map[string]any{"file_path": "../src/a.go"}, VerdictAllow},
+		{Env{Workspace: "/work/app", Cwd: "/tmp"}, "Write", map[string]any{"file_path": "src/a.go"}, VerdictDeny},
+		// Without a workspace an absolute path never matches a relative glob.
+		{Env{}, "Write", map[string]any{"file_path": "/work/app/src/a.go"}, VerdictDeny},
+		{ws, "Read", map[string]any{"file_path": "/work/app/SECRETS/k"}, VerdictDeny},
+		{ws, "Read", map[string]any{"file_path": "/work/app/README"}, VerdictAllow},
+	}
+	for _, tt := range tests {
+		got := p.EvaluateIn(tt.env, tt.tool, tt.input)
+		if got.Verdict != tt.want {
+			t.Errorf("EvaluateIn(%+v, %q, %v) = %v (%s), want %v", tt.env, tt.tool, tt.input, got.Verdict, got.Reason, tt.want)
+		}
+	}
+}
+
+// FuzzPathRules checks that path decisions depend on the file a path names,
+// not on its spelling: "//", "/./", a trailing slash and (for deny) letter
+// case never change them, and ".." is read as the kernel reads it; and
+// that a resolved path is allowed only when both are, denied when either is.
+func FuzzPathRules(f *testing.F) {
+	for _, s := range []string{"/work/.env", "/work/a/b.go", "/etc/passwd", "/work/../etc/x", "/work/.ENV", "/w/x/..", "/work/src/"} {
+		f.Add(s, "/work/x")
+	}
+	p := mustParse(f, pathPolicy)
+	read := func(file string, resolved string) Result {
+		env := Env{}
+		if resolved != "" {
+			env.Resolved = map[string]string{"file_path": resolved}
+		}
+		return p.EvaluateIn(env, "Read", map[string]any{"file_path": file})
+	}
+	f.Fuzz(func(t *testing.T, file, resolved string) {
+		if !strings.HasPrefix(file, "/") || strings.IndexByte(file, 0) >= 0 || len(file) > 256 {
+			return
+		}
+		base := read(file, "")
+		cleaned := path.Clean(file)
+		for _, v := range []string{cleaned, strings.ReplaceAll(file, "/", "//"), file + "/", strings.Replace(file, "/", "/./", 1)} {
+			if got := read(v, ""); got.Verdict != base.Verdict {
+				t.Fatalf("Read %q = %v but %q = %v", file, base.Verdict, v, got.Verdict)
+			}
+		}
+		if base.Verdict == VerdictDeny && base.RuleID != "" {
+			for _, v := range []string{strings.ToUpper(file), strings.ToLower(file)} {
+				if got := read(v, ""); got.Verdict != VerdictDeny || got.RuleID == "" {
+					t.Fatalf("Read %q denied by %q but %q = %v", file, base.RuleID, v, got.Verdict)
+				}
+			}
+		}
+		if !strings.HasPrefix(resolved, "/") || strings.IndexByte(resolved, 0) >= 0 || len(resolved) > 256 {
+			return
+		}
+		other, both := read(resolved, ""), read(file, resolved)
+		switch {
+		case base.Verdict == VerdictDeny && base.RuleID != "" || other.Verdict == VerdictDeny && other.RuleID != "":
+			if both.Verdict != VerdictDeny || both.RuleID == "" {
+				t.Fatalf("Read %q resolved to %q = %v, want denied by a rule", file, resolved, both.Verdict)
+			}
+		case base.Verdict == VerdictAllow && other.Verdict == VerdictAllow:
+			if both.Verdict != VerdictAllow {
+				t.Fatalf("Read %q resolved to %q = %v (%s), want allow", file, resolved, both.Verdict, both.Reason)
+			}
+		default:
+			if both.Verdict == VerdictAllow {
+				t.Fatalf("Read %q resolved to %q allowed, but %q alone = %v and %q alone = %v", file, resolved, file, base.Verdict, resolved, other.Verdict)
+			}
+		}
+	})
+}
