@@ -128,7 +128,11 @@ func FuzzDecide(f *testing.F) {
 			t.Fatalf("Decide(%q) = %s for a tool not in the frozen set", name, d.Outcome)
 		}
 		if run.TrustTier != trust.Trusted && d.Outcome == OutcomeAllow {
-			if tool == nil || tool.Class != capability.ClassRead || tool.ConnectionID != "" || run.TrustTier != trust.ReadOnly {
+			readOnlyBash := false
+			if tool != nil && tool.Name == "Bash" && tool.Class == capability.ClassExecute {
+				readOnlyBash, _ = policy.BashReadOnly(r.Input)
+			}
+			if tool == nil || tool.Class != capability.ClassRead && !readOnlyBash || tool.ConnectionID != "" || run.TrustTier != trust.ReadOnly {
 				t.Fatalf("Decide(%q) = allow in a %q run for %+v", name, run.TrustTier, tool)
 			}
 		}

@@ -138,6 +138,9 @@ type Run struct {
 	Policy *policy.Policy
 	// Bindings are the frozen connection bindings, by connection id.
 	Bindings map[string]Binding
+	// Workspace is the run's declared workspace ("" for none): relative
+	// path globs of the policy resolve against it.
+	Workspace string
 }
 
 // Request is one tool call.
@@ -151,6 +154,13 @@ type Request struct {
 	// Granted reports whether the run holds a session grant for a scope
 	// key; nil means none. It is consulted only by the approval stage.
 	Granted func(scopeKey string) bool
+	// Cwd is the runner's working directory, when it sent one; relative
+	// paths of the input resolve against it.
+	Cwd string
+	// Resolved maps path-bearing input fields to the paths the sandbox
+	// resolved them to (symlinks followed), when the runner sent them. A
+	// file call is allowed only if both paths are, denied if either is.
+	Resolved map[string]string
 }
 
 // stage is one step of the gate. decide returns the decision and true when

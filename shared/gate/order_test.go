@@ -68,8 +68,10 @@ func TestFirstDenialWins(t *testing.T) {
 			tool: "Write", input: `{"file_path":"a"}`, grant: true, auto: true, wantOut: OutcomeDeny, wantSource: SourceSchema, wantStage: "schema"},
 		{name: "un-callable + policy allow", tool: toolBroken, input: `{}`, grant: true,
 			wantOut: OutcomeDeny, wantSource: SourceSchema, wantStage: "schema"},
+		// The tier is a floor a policy allow cannot lower: a Bash line
+		// that is not read-only is refused before the policy is asked.
 		{name: "read_only + policy allow", run: readOnly,
-			tool: "Bash", input: `{"command":"git status"}`, wantOut: OutcomeDeny, wantSource: SourceTrustTier, wantStage: "trust_tier"},
+			tool: "Bash", input: `{"command":"git status > out"}`, wantOut: OutcomeDeny, wantSource: SourceTrustTier, wantStage: "trust_tier"},
 		{name: "read_only + brokered read + policy allow", run: readOnly,
 			tool: toolGetIssue, input: getIssueInput, wantOut: OutcomeDeny, wantSource: SourceTrustTier, wantStage: "trust_tier"},
 		{name: "read_only + grant", run: readOnly,

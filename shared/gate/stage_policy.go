@@ -19,7 +19,8 @@ func checkPolicy(c *call) (Decision, bool) {
 	if p == nil {
 		return deny(SourcePolicy, "this run has no frozen policy, so no tool call can be allowed")
 	}
-	res := p.Evaluate(c.req.ToolName, c.req.Input)
+	env := policy.Env{Workspace: c.run.Workspace, Cwd: c.req.Cwd, Resolved: c.req.Resolved}
+	res := p.EvaluateIn(env, c.req.ToolName, c.req.Input)
 	switch res.Verdict {
 	case policy.VerdictAllow:
 		return Decision{Outcome: OutcomeAllow, Verdict: res.Verdict, RuleID: res.RuleID, Reason: res.Reason}, true

@@ -2,8 +2,12 @@ package gate
 
 import (
 	"github.com/fluidbox/fluidbox/shared/capability"
+	"github.com/fluidbox/fluidbox/shared/policy"
 	"github.com/fluidbox/fluidbox/shared/trust"
 )
+
+// bashTool is the sandbox tool whose class is decided per call.
+const bashTool = "Bash"
 
 // Stage 4, trust tier: a read_only run (a pull request from a fork, or any
 // run that asked for it) calls only sandbox tools of class read.
@@ -16,6 +20,12 @@ import (
 // stage 6, so nothing can pass a denial here. It comes after the schema
 // stage only because a malformed call is the model's mistake to fix first;
 // whichever stage denies, the call is denied.
+//
+// Bash is the one sandbox tool whose class is decided per call, not per
+// tool: a line whose every simple command the read-only catalogue accepts
+// (git diff, git log, ls, grep, ...) is of class read, any other line of
+// class execute. So a read_only run can look at a repository with the
+// shell, and nothing it runs can write, execute or reach out.
 //
 // A brokered tool reaches a secret and the network, so a read_only run may
 // not call it whatever class the operator gave it. The class comes from the
@@ -37,6 +47,14 @@ func checkTrustTier(c *call) (Decision, bool) {
 	case trust.ReadOnly:
 		if t.ConnectionID != "" {
 			return deny(SourceTrustTier, "this run is read_only: tool %s is brokered through a connection, which a read_only run may never use; no approval can change that", quote(t.Name))
+		}
+		if t.Class == capability.ClassExecute && t.Name == bashTool {
+			// Bash's class is decided per call: read when every simple
+			// command of the line is read-only by the catalogue.
+			if ok, why := policy.BashReadOnly(c.req.Input); !ok {
+				return deny(SourceTrustTier, "this run is read_only: this Bash line is of class \"execute\" (%s) and only read commands may run (those the read-only catalogue lists: git diff, git log, ls, grep, ...); no approval can change that", why)
+			}
+			return next()
 		}
 		if t.Class != capability.ClassRead {
 			return deny(SourceTrustTier, "this run is read_only: tool %s is of class %s and only read tools may run; no approval can change that", quote(t.Name), quote(string(t.Class)))

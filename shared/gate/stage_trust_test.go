@@ -18,8 +18,18 @@ func TestStageTrustTier(t *testing.T) {
 
 		{name: "read_only write", run: readOnly, tool: "Write", input: `{"file_path":"a","content":"b"}`,
 			wantDone: true, wantOut: OutcomeDeny, wantSource: SourceTrustTier, wantReason: `class "write"`},
-		{name: "read_only execute", run: readOnly, tool: "Bash", input: `{"command":"ls"}`,
+		// Bash's class is per call: read-only lines run in a read_only run.
+		{name: "read_only bash read", run: readOnly, tool: "Bash", input: `{"command":"ls"}`},
+		{name: "read_only bash git diff", run: readOnly, tool: "Bash", input: `{"command":"git diff && git log --oneline -5 | head -3"}`},
+		{name: "read_only bash push", run: readOnly, tool: "Bash", input: `{"command":"git push"}`,
 			wantDone: true, wantOut: OutcomeDeny, wantSource: SourceTrustTier, wantReason: "no approval can change that"},
+		{name: "read_only bash diff output", run: readOnly, tool: "Bash", input: `{"command":"git diff --output=.git/config"}`,
+			wantDone: true, wantOut: OutcomeDeny, wantSource: SourceTrustTier, wantReason: "--output"},
+		{name: "read_only bash redirect", run: readOnly, tool: "Bash", input: `{"command":"ls > out"}`,
+			wantDone: true, wantOut: OutcomeDeny, wantSource: SourceTrustTier, wantReason: "execute"},
+		{name: "read_only bash opaque", run: readOnly, tool: "Bash", input: `{"command":"python3 -c 'print(1)'"}`,
+			wantDone: true, wantOut: OutcomeDeny, wantSource: SourceTrustTier, wantReason: "python3"},
+
 		{name: "read_only egress", run: readOnly, tool: "WebFetch", input: `{"file_path":"a"}`,
 			wantDone: true, wantOut: OutcomeDeny, wantSource: SourceTrustTier},
 		{name: "read_only brokered write", run: readOnly, tool: toolIssue, input: issueInput,
