@@ -31,6 +31,10 @@ type PermissionRequest struct {
 	ToolCallID string          `json:"tool_call_id"`
 	ToolName   string          `json:"tool_name"`
 	Input      json.RawMessage `json:"input"`
+	// Cwd and ResolvedPaths are the runner's path context: its working
+	// directory, and the sandbox's realpath of each path-bearing field.
+	Cwd           string            `json:"cwd,omitempty"`
+	ResolvedPaths map[string]string `json:"resolved_paths,omitempty"`
 }
 
 // Answer is the gate's answer.

@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/approval"
@@ -46,6 +47,35 @@ type Request struct {
 	ToolCallID string          `json:"tool_call_id"`
 	ToolName   string          `json:"tool_name"`
 	Input      json.RawMessage `json:"input"`
+	// Cwd is the runner's working directory; relative paths of the input
+	// resolve against it (optional; the hook sends Claude Code's cwd).
+	Cwd string `json:"cwd,omitempty"`
+	// ResolvedPaths maps path-bearing input fields to the paths the
+	// sandbox resolved them to (realpath); a file call is allowed only if
+	// both are allowed, denied if either is (optional).
+	ResolvedPaths map[string]string `json:"resolved_paths,omitempty"`
+}
+
+// Bounds on the runner's path context.
+const (
+	maxPathLen       = 4096
+	maxResolvedPaths = 8
+)
+
+// checkPaths validates the runner's path context: absolute paths, bounded.
+func checkPaths(req Request) error {
+	if req.Cwd != "" && (len(req.Cwd) > maxPathLen || req.Cwd[0] != '/' || strings.IndexByte(req.Cwd, 0) >= 0) {
+		return &InvalidError{fmt.Sprintf("cwd: must be an absolute path of at most %d bytes", maxPathLen)}
+	}
+	if len(req.ResolvedPaths) > maxResolvedPaths {
+		return &InvalidError{fmt.Sprintf("resolved_paths: at most %d fields", maxResolvedPaths)}
+	}
+	for k, v := range req.ResolvedPaths {
+		if len(k) > maxIDLen || v == "" || len(v) > maxPathLen || v[0] != '/' || strings.IndexByte(v, 0) >= 0 {
+			return &InvalidError{fmt.Sprintf("resolved_paths: each value must be an absolute path of at most %d bytes", maxPathLen)}
+		}
+	}
+	return nil
 }
 
 // InvalidError is a malformed request.
@@ -118,7 +148,7 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 	asked := call.Asked{RunID: runID, ToolCallID: req.ToolCallID, ToolName: req.ToolName, Input: input, Digest: digest}
 	_, err = s.led.Append(ctx, runID, func(h store.Head) (store.Batch, error) {
 		g := grants{ctx: ctx, st: s.st, runID: runID}
-		d := gate.Decide(fr.gateRun(h), gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Granted: g.has})
+		d := gate.Decide(fr.gateRun(h), gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Granted: g.has, Cwd: req.Cwd, Resolved: req.ResolvedPaths})
 		if g.err != nil {
 			return store.Batch{}, g.err
 		}
@@ -190,6 +220,9 @@ func checkRequest(req Request) (any, redact.Digest, error) {
 	}
 	if req.ToolName == "" || len(req.ToolName) > maxIDLen {
 		return nil, "", &InvalidError{fmt.Sprintf("tool_name: must be 1 to %d characters", maxIDLen)}
+	}
+	if err := checkPaths(req); err != nil {
+		return nil, "", err
 	}
 	raw := req.Input
 	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
@@ -292,5 +325,6 @@ func (fr *frozenRun) gateRun(h store.Head) *gate.Run {
 		Tools:           fr.tools,
 		Policy:          fr.policy,
 		Bindings:        fr.bindings,
+		Workspace:       h.Workspace,
 	}
 }

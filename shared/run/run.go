@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -27,6 +28,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/capability"
 	"github.com/fluidbox/fluidbox/shared/ids"
 	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/policy"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/schemaguard"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -84,6 +86,9 @@ type CreateRequest struct {
 	} `json:"budget"`
 	TrustTier string   `json:"trust_tier,omitempty"`
 	Trigger   *Trigger `json:"trigger,omitempty"`
+	// Workspace is the absolute directory the agent works in (e.g.
+	// "/work/app"); the policy's relative path globs resolve against it.
+	Workspace string `json:"workspace,omitempty"`
 }
 
 // Trigger says what started a run.
@@ -108,9 +113,13 @@ type View struct {
 	// GitHub names the delivery that created the run (trigger "github").
 	GitHub    *store.GitHubTrigger `json:"github,omitempty"`
 	Invoker   string               `json:"invoker"`
+	Workspace string               `json:"workspace,omitempty"`
 	CreatedAt string               `json:"created_at"`
-	LastSeq   *int64               `json:"last_seq,omitempty"`
-	Budget    BudgetView           `json:"budget"`
+	// Warnings are shown once, when the run is created: parts of the
+	// frozen policy that cannot do what they seem to in this run.
+	Warnings []string   `json:"warnings,omitempty"`
+	LastSeq  *int64     `json:"last_seq,omitempty"`
+	Budget   BudgetView `json:"budget"`
 }
 
 // BudgetView is a run's budget in USD.
@@ -206,6 +215,8 @@ type prepared struct {
 	limit      budget.Micros
 	tier       trust.Tier
 	autonomous bool
+	workspace  string
+	warnings   []string
 }
 
 // origin is who or what starts a run, and the run's id and token hash.
@@ -260,6 +271,11 @@ func (s *Service) prepare(ctx context.Context, req CreateRequest, derived trust.
 		return prepared{}, err
 	}
 
+	ws, warnings, err := checkWorkspace(req.Workspace, pv.Document)
+	if err != nil {
+		return prepared{}, err
+	}
+
 	tools, bundles, err := s.resolveTools(ctx, req.Capabilities)
 	if err != nil {
 		return prepared{}, err
@@ -282,7 +298,31 @@ func (s *Service) prepare(ctx context.Context, req CreateRequest, derived trust.
 		tools = append(tools, brokered...)
 		slices.SortFunc(tools, func(a, b store.Tool) int { return strings.Compare(a.Name, b.Name) })
 	}
-	return prepared{policy: pv, tools: tools, bundles: bundles, bindings: bindings, limit: limit, tier: tier, autonomous: req.Autonomous}, nil
+	return prepared{policy: pv, tools: tools, bundles: bundles, bindings: bindings, limit: limit, tier: tier, autonomous: req.Autonomous, workspace: ws, warnings: warnings}, nil
+}
+
+// maxWorkspace bounds the workspace path.
+const maxWorkspace = 1024
+
+// checkWorkspace validates a run's workspace (absolute and clean) and warns
+// about the policy's relative path globs in a run without one: they would
+// match only relative paths, and Claude Code sends absolute ones.
+func checkWorkspace(ws, document string) (string, []string, error) {
+	if ws != "" {
+		if len(ws) > maxWorkspace || !strings.HasPrefix(ws, "/") || path.Clean(ws) != ws || strings.ContainsAny(ws, "\x00\n\r") {
+			return "", nil, invalid("workspace", "must be an absolute, clean path of at most %d bytes, such as \"/work/app\"", maxWorkspace)
+		}
+		return ws, nil, nil
+	}
+	p, _, err := policy.Parse([]byte(document))
+	if err != nil {
+		return "", nil, fmt.Errorf("run: frozen policy does not compile: %w", err)
+	}
+	var warnings []string
+	for _, g := range p.RelativeGlobs() {
+		warnings = append(warnings, "policy path glob "+g+" is relative and this run has no workspace, so it matches only relative paths (Claude Code sends absolute ones); set \"workspace\" to resolve it")
+	}
+	return "", warnings, nil
 }
 
 // write freezes p into a new run with o's id and writes it.
@@ -306,6 +346,7 @@ func (s *Service) write(ctx context.Context, p prepared, o origin) (View, error)
 		CreatedAt:       now,
 		BudgetLimit:     int64(p.limit),
 		BudgetAvailable: int64(p.limit),
+		Workspace:       p.workspace,
 	}
 	for _, t := range tools {
 		head.Tools = append(head.Tools, t.Name)
@@ -338,7 +379,9 @@ func (s *Service) write(ctx context.Context, p prepared, o origin) (View, error)
 		return View{}, fmt.Errorf("run: create: %w", err)
 	}
 	head.LastSeq = 1
-	return view(head), nil
+	v := view(head)
+	v.Warnings = p.warnings
+	return v, nil
 }
 
 func redactGitHub(g *store.GitHubTrigger) *redact.GitHubTrigger {
@@ -505,6 +548,7 @@ func view(h store.Head) View {
 		Trigger:       h.Trigger,
 		GitHub:        h.GitHub,
 		Invoker:       h.Invoker,
+		Workspace:     h.Workspace,
 		CreatedAt:     h.CreatedAt,
 		Budget: BudgetView{
 			LimitUSD:     budget.Micros(h.BudgetLimit).USD(),

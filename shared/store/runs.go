@@ -41,6 +41,8 @@ type Head struct {
 	// PendingApprovals counts the run's approvals still pending; the run is
 	// awaiting_approval while it is above zero.
 	PendingApprovals int64 `dynamodbav:"pending_approvals"`
+	// Workspace is the run's declared workspace ("" for none).
+	Workspace string `dynamodbav:"workspace,omitempty"`
 }
 
 // Tool is a tool frozen into a run.

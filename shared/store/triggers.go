@@ -24,8 +24,10 @@ type Trigger struct {
 	BudgetLimit int64    `dynamodbav:"budget_limit"`
 	TrustTier   string   `dynamodbav:"trust_tier"`
 	Events      []string `dynamodbav:"events"`
-	CreatedAt   string   `dynamodbav:"created_at"`
-	CreatedBy   string   `dynamodbav:"created_by"`
+	// Workspace is the runs' declared workspace ("" for none).
+	Workspace string `dynamodbav:"workspace,omitempty"`
+	CreatedAt string `dynamodbav:"created_at"`
+	CreatedBy string `dynamodbav:"created_by"`
 }
 
 // ErrRepositoryTaken: the repository already has a trigger configuration.

@@ -37,6 +37,7 @@ type triggerRequest struct {
 	} `json:"budget"`
 	TrustTier string   `json:"trust_tier,omitempty"`
 	Events    []string `json:"events,omitempty"`
+	Workspace string   `json:"workspace,omitempty"`
 }
 
 type triggerBudget struct {
@@ -83,6 +84,7 @@ func (req triggerRequest) runRequest() run.CreateRequest {
 		Autonomous:    req.Autonomous,
 		Budget:        req.Budget,
 		TrustTier:     req.TrustTier,
+		Workspace:     req.Workspace,
 	}
 }
 
@@ -96,6 +98,7 @@ func triggerRunRequest(t store.Trigger) run.CreateRequest {
 		Connections:   t.Connections,
 		Autonomous:    t.Autonomous,
 		TrustTier:     t.TrustTier,
+		Workspace:     t.Workspace,
 	}
 	req.Budget = &struct {
 		LimitUSD *float64 `json:"limit_usd"`
@@ -165,6 +168,7 @@ func (s *Server) createTrigger(w http.ResponseWriter, r *http.Request, who auth.
 		BudgetLimit:   int64(limit),
 		TrustTier:     req.TrustTier,
 		Events:        req.Events,
+		Workspace:     req.Workspace,
 		CreatedAt:     store.FormatTime(s.cfg.Now()),
 		CreatedBy:     who.Subject,
 	}
