@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +19,11 @@ import (
 // The Claude Code hook: `fluidbox hook claude-code`, configured as a
 // PreToolUse command hook, asks the gate about every tool call Claude Code
 // is about to make.
+//
+// Paths: the hook sends Claude Code's cwd and, for every path field of a
+// file tool, the path resolved in the sandbox (symlinks followed); the
+// gate allows the call only if both the given and the resolved path are
+// allowed, and denies it if either is denied.
 //
 // Protocol (code.claude.com/docs/en/hooks, PreToolUse): one JSON object on
 // stdin with session_id, transcript_path, cwd, permission_mode,
@@ -164,6 +171,13 @@ func claudeCodeDecision(ctx context.Context, getenv func(string) string, stdin i
 	// session_id; Claude Code's tool_use_id names the call, so a retried
 	// hook re-attaches to the same decision or approval.
 	req := client.PermissionRequest{ToolCallID: in.ToolUseID, ToolName: in.ToolName, Input: in.ToolInput}
+	// The gate judges the path as given and as the sandbox resolves it, so
+	// a symlink a pull request committed (notes.txt -> ../.env) is judged
+	// by what it points at.
+	if filepath.IsAbs(in.Cwd) {
+		req.Cwd = filepath.Clean(in.Cwd)
+	}
+	req.ResolvedPaths = resolvePaths(in.ToolInput, req.Cwd)
 	ans, err := c.Permission(ctx, cfg.sessionID, req, cfg.timeout)
 	switch {
 	case errors.Is(err, client.ErrBadToken):
@@ -188,6 +202,65 @@ func claudeCodeDecision(ctx context.Context, getenv func(string) string, stdin i
 		return fail("no human decided on approval %s within %s (FLUIDBOX_HOOK_TIMEOUT_SECONDS); ask again later or ask the operator to approve it", ans.ApprovalID, cfg.timeout)
 	}
 	return fail("the control plane answered an unknown decision %q", clean(ans.Decision, 40))
+}
+
+// pathFields are the input fields of Claude Code's file tools that name
+// one path (the pattern fields Glob.pattern and Grep.glob are globs the
+// gate judges as given).
+var pathFields = []string{"file_path", "notebook_path", "path"}
+
+// resolvePaths returns, for each path field of the input, the path with
+// every symbolic link resolved (realpath) in the sandbox. A path that does
+// not exist yet (a Write's new file) resolves through its deepest existing
+// parent. Relative paths resolve against cwd. Fields that cannot be
+// resolved are left out; the given path is still judged.
+func resolvePaths(input json.RawMessage, cwd string) map[string]string {
+	var fields map[string]any
+	if json.Unmarshal(input, &fields) != nil {
+		return nil
+	}
+	var out map[string]string
+	for _, f := range pathFields {
+		p, ok := fields[f].(string)
+		if !ok || p == "" {
+			continue
+		}
+		if !filepath.IsAbs(p) {
+			if cwd == "" {
+				continue
+			}
+			p = filepath.Join(cwd, p)
+		}
+		r, ok := realpath(filepath.Clean(p))
+		if !ok {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[f] = r
+	}
+	return out
+}
+
+// realpath resolves symbolic links in an absolute path, through the
+// deepest existing ancestor when the path itself does not exist.
+func realpath(p string) (string, bool) {
+	rest := ""
+	for dir := p; ; dir = filepath.Dir(dir) {
+		r, err := filepath.EvalSymlinks(dir)
+		if err == nil {
+			return filepath.Join(r, rest), true
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", false
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", false
+		}
+		rest = filepath.Join(filepath.Base(dir), rest)
+	}
 }
 
 // provenance is " (source, rule id)" for a reason, or "".

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -218,3 +219,75 @@ func TestHookExits2WhenStdoutFails(t *testing.T) {
 type failWriter struct{}
 
 func (failWriter) Write([]byte) (int, error) { return 0, os.ErrClosed }
+
+// A symlink committed in a fork's pull request (notes.txt -> ../.env) is
+// judged by what it points at: the hook sends the resolved path, and the
+// gate denies when either path is denied.
+func TestHookJudgesResolvedPaths(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := filepath.Join(root, "work")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, ".env"), []byte("SECRET=1"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, "README.md"), []byte("hi"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../.env", filepath.Join(work, "notes.txt")); err != nil {
+		t.Fatal(err)
+	}
+	s := newStack(t, nil)
+	ctx := context.Background()
+	doc := fmt.Sprintf(`{"name":"paths","default_verdict":"deny","rules":[
+	  {"id":"no-env","tool":"Read","match":{"path":["**/.env"]},"verdict":"deny"},
+	  {"id":"work","tool":"Read","match":{"path":[%q]},"verdict":"allow"}]}`, work+"/**")
+	var pol struct{ ID string }
+	if err := s.admin.Do(ctx, "POST", "/v1/policies", json.RawMessage(doc), &pol); err != nil {
+		t.Fatal(err)
+	}
+	var ses struct{ ID, Token string }
+	if err := s.admin.Do(ctx, "POST", "/v1/sessions", map[string]any{"policy_id": pol.ID, "capabilities": []string{"claude-code"}, "budget": map[string]any{"limit_usd": 1}}, &ses); err != nil {
+		t.Fatal(err)
+	}
+	vars := s.env("FLUIDBOX_SESSION_ID", ses.ID, "FLUIDBOX_SESSION_TOKEN", ses.Token)
+	for i, tt := range []struct{ file, want, reason string }{
+		{"README.md", "allow", "rule work"},
+		{"notes.txt", "deny", "rule no-env"},
+		{filepath.Join(work, "notes.txt"), "deny", "rule no-env"},
+	} {
+		in := fmt.Sprintf(`{"hook_event_name":"PreToolUse","cwd":%q,"tool_name":"Read","tool_input":{"file_path":%q},"tool_use_id":"toolu_path%d"}`, work, tt.file, i)
+		got, reason := hookAnswer(t, fluidbox(ctx, vars, in, "hook", "claude-code"))
+		if got != tt.want || !strings.Contains(reason, tt.reason) {
+			t.Errorf("Read %s = %s %q, want %s (%s)", tt.file, got, reason, tt.want, tt.reason)
+		}
+	}
+}
+
+func TestResolvePaths(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := filepath.Join(root, "real")
+	if err := os.Mkdir(real, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, filepath.Join(root, "link")); err != nil {
+		t.Fatal(err)
+	}
+	got := resolvePaths(json.RawMessage(`{"file_path":"link/new/file.go","path":"`+root+`/link","pattern":"**/*.go","notebook_path":7}`), root)
+	want := map[string]string{"file_path": filepath.Join(real, "new", "file.go"), "path": real}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("resolvePaths = %v, want %v", got, want)
+	}
+	if got := resolvePaths(json.RawMessage(`{"file_path":"relative"}`), ""); got != nil {
+		t.Errorf("a relative path without cwd resolved to %v", got)
+	}
+}
