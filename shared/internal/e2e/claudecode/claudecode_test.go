@@ -290,6 +290,62 @@ func TestReadOnlyRun(t *testing.T) {
 	s.CheckModelTraffic(t, r, v)
 }
 
+// TestReadOnlyRunGitDiff: Bash's class is decided per call, so a read_only
+// run's Claude Code can run git diff (read-only by the catalogue), and is
+// refused git push, with the tier named; the remote receives nothing.
+func TestReadOnlyRunGitDiff(t *testing.T) {
+	t.Parallel()
+	const allowAll = `{"name":"allow-all","default_verdict":"allow","rules":[]}`
+	dir := project(t, map[string]string{"notes.md": "original\n"})
+	remote := filepath.Join(t.TempDir(), "remote.git")
+	gitRun := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=e2e", "-c", "user.email=e2e@example.invalid", "-c", "init.defaultBranch=main"}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = []string{"HOME=" + t.TempDir(), "PATH=/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM=1"}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	gitRun("init", "-q", "--bare", remote)
+	gitRun("init", "-q")
+	gitRun("add", "notes.md")
+	gitRun("commit", "-qm", "first")
+	gitRun("remote", "add", "origin", remote)
+	if err := os.WriteFile(filepath.Join(dir, "notes.md"), []byte("changed by the pull request\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := newStack(t,
+		call("toolu_diff", "Bash", bash("git diff")),
+		then("toolu_push", "Bash", bash("git push origin HEAD:main")),
+		scriptedmodel.SayText("done"),
+	)
+	r := s.newRun(t, allowAll, map[string]any{"trust_tier": "read_only"})
+	res := s.claude(t, r, dir, "review the change", cliOpts{})
+	v := s.ledger(t, r)
+
+	if d := v.decisions["toolu_diff"]; d.Decision != "allow" {
+		t.Errorf("git diff: tool.decision %+v, want allow (read-only by the catalogue)", d)
+	}
+	if tr := s.toolResult(t, "toolu_diff"); tr.IsError || !strings.Contains(tr.Content, "changed by the pull request") {
+		t.Errorf("git diff: tool_result %+v, want the diff", tr)
+	}
+	if _, ok := res.denied()["toolu_push"]; !ok {
+		t.Errorf("git push is not in permission_denials %+v", res.PermissionDenials)
+	}
+	if d := v.decisions["toolu_push"]; d.Decision != "deny" || d.Source != "trust_tier" {
+		t.Errorf("git push: tool.decision %+v, want deny by trust_tier", d)
+	}
+	if tr := s.toolResult(t, "toolu_push"); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied (trust_tier") || !strings.Contains(tr.Content, "read_only") {
+		t.Errorf("git push: tool_result %+v, want is_error with fluidbox's read_only denial", tr)
+	}
+	refs, err := os.ReadDir(filepath.Join(remote, "refs", "heads"))
+	if err != nil || len(refs) != 0 {
+		t.Errorf("remote refs/heads = %v (%v), want empty: the push ran", refs, err)
+	}
+	s.checkModelTraffic(t, r, v)
+}
+
 // TestDangerouslyDisableSandbox: Bash's dangerouslyDisableSandbox reaches
 // the gate as a field a policy matches (match.input
 // /dangerouslyDisableSandbox): the same command runs sandboxed and is
