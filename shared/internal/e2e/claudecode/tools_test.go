@@ -122,7 +122,7 @@ func TestBundleCoversTheCLI(t *testing.T) {
 func TestBundleAcceptsRealInputs(t *testing.T) {
 	t.Parallel()
 	const policy = `{"name":"tools","default_verdict":"deny","rules":[
- {"id":"touch","tool":"Bash","match":{"command_prefix":["touch"]},"verdict":"allow"},
+ {"id":"touch","tool":"Bash","match":{"command_prefix":["touch"],"options":"any"},"verdict":"allow"},
  {"id":"reads","tool":"Read","verdict":"allow"},
  {"id":"writes","tool":"Write","match":{"path":["**"]},"verdict":"allow"},
  {"id":"edits","tool":"Edit","match":{"path":["**"]},"verdict":"allow"},
