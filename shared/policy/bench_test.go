@@ -68,3 +68,24 @@ func BenchmarkEvaluateBashEvasion(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEvaluateBashCompound20: a 20-command compound line, every part
+// judged against the catalogue, under the 200-rule policy plus a read rule.
+func BenchmarkEvaluateBashCompound20(b *testing.B) {
+	doc := strings.Replace(bench200Doc(), `"rules":[`, `"rules":[{"id":"read","tool":"Bash","match":{"command_prefix":["git status","git diff","git log","ls","grep","head","wc","cat"]},"verdict":"allow"},`, 1)
+	p := mustParse(b, doc)
+	parts := []string{"git status -sb", "git diff --stat HEAD~1", "git log --oneline -20 | head -5", "ls -la src", "grep -rn TODO src | wc -l"}
+	var line []string
+	for len(line) < 20 {
+		line = append(line, parts[len(line)%len(parts)])
+	}
+	input := bashInput(strings.Join(line, " && "))
+	if a := p.Evaluate("Bash", input); a.Verdict != VerdictAllow {
+		b.Fatalf("verdict %v (%s)", a.Verdict, a.Reason)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		p.Evaluate("Bash", input)
+	}
+}

@@ -59,7 +59,7 @@ type Env struct {
 type call struct {
 	tool     string
 	input    any
-	env      *Env
+	env      Env
 	analysis *bash.Analysis
 	command  string
 	hasCmd   bool
@@ -125,7 +125,7 @@ func (p *Policy) Evaluate(toolName string, input any) Result {
 // require_approval rule it gets the document's bash.opaque verdict. A Bash
 // call whose command is missing or does not parse is never allowed.
 func (p *Policy) EvaluateIn(env Env, toolName string, input any) Result {
-	c := call{tool: toolName, input: input, env: &env}
+	c := call{tool: toolName, input: input, env: env}
 	var ra, allow, restrictive *rule
 	var allowWhy string
 	// Simple commands covered by allow prefixes, across rules, and why
@@ -233,15 +233,21 @@ func (p *Policy) EvaluateIn(env Env, toolName string, input any) Result {
 	if isBash {
 		detail = p.unmatchedDetail(&c, covered, missed, opaqueWhy)
 	}
+	reason := func(constant string) string {
+		if detail == "" {
+			return constant // no allocation on the common path
+		}
+		return "no rule matched" + detail + constant[len("no rule matched"):]
+	}
 	switch p.doc.DefaultVerdict {
 	case VerdictAllow:
-		return p.neverAllowUnparsed(&c, Result{Verdict: VerdictAllow, Reason: "no rule matched" + detail + "; default verdict allow"})
+		return p.neverAllowUnparsed(&c, Result{Verdict: VerdictAllow, Reason: reason("no rule matched; default verdict allow")})
 	case VerdictRequireApproval:
 		res := p.approval(&c, nil)
-		res.Reason = "no rule matched" + detail + "; default verdict require_approval"
+		res.Reason = reason("no rule matched; default verdict require_approval")
 		return res
 	default:
-		return Result{Verdict: VerdictDeny, Reason: "no rule matched" + detail + "; default verdict deny"}
+		return Result{Verdict: VerdictDeny, Reason: reason("no rule matched; default verdict deny")}
 	}
 }
 
@@ -361,7 +367,7 @@ func (r *rule) matchLoose(c *call) bool {
 			hit := false
 			for _, v := range vals {
 				for _, g := range r.paths {
-					if g.matchLoose(v, c.env) {
+					if g.matchLoose(v, &c.env) {
 						hit = true
 						break
 					}
@@ -413,7 +419,7 @@ func (r *rule) matchStrictNonPrefix(c *call) bool {
 		for _, v := range vals {
 			inside := false
 			for _, g := range r.paths {
-				if g.matchStrict(v, c.env) {
+				if g.matchStrict(v, &c.env) {
 					inside = true
 					break
 				}
