@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -328,5 +329,12 @@ func parse(s string) (*syntax.File, error) {
 	if strings.IndexByte(s, 0) >= 0 {
 		return nil, errors.New("command contains a NUL byte")
 	}
-	return syntax.NewParser(syntax.Variant(syntax.LangBash)).Parse(strings.NewReader(s), "")
+	p := parsers.Get().(*syntax.Parser)
+	defer parsers.Put(p)
+	return p.Parse(strings.NewReader(s), "")
 }
+
+// parsers are reused: a Parser is not safe for concurrent use, but may
+// parse one input after another, and making one is a large part of the
+// cost of a short line.
+var parsers = sync.Pool{New: func() any { return syntax.NewParser(syntax.Variant(syntax.LangBash)) }}

@@ -65,8 +65,9 @@ type entry struct {
 type parsed struct {
 	words []string
 	glob  []bool
-	// opts maps each option given to its values ("" for a flag).
-	opts map[string][]string
+	// opts lists each option given with its value ("" for a flag), in
+	// order. A slice, not a map: lines are short and this is the hot path.
+	opts []givenOpt
 	// pos lists positional word indexes.
 	pos []int
 	// globPos: some positional word is a glob (count unknown).
@@ -75,12 +76,27 @@ type parsed struct {
 
 func (p *parsed) has(names ...string) bool {
 	for _, n := range names {
-		if _, ok := p.opts[n]; ok {
+		if len(p.values(n)) > 0 {
 			return true
 		}
 	}
 	return false
 }
+
+// values returns the values given for an option, in order.
+func (p *parsed) values(name string) []string {
+	var out []string
+	for _, o := range p.opts {
+		if o.name == name {
+			out = append(out, o.value)
+		}
+	}
+	return out
+}
+
+type givenOpt struct{ name, value string }
+
+func (p *parsed) add(name, value string) { p.opts = append(p.opts, givenOpt{name, value}) }
 
 func (p *parsed) posText(i int) string { return p.words[p.pos[i]] }
 
@@ -125,7 +141,7 @@ func optionLike(w string) bool {
 // rule's prefix: they are parsed but not judged. It returns "" when every
 // judged word is safe, else a reason naming the first unsafe word.
 func (e *entry) parseWords(words []string, glob []bool, start, trusted int) (*parsed, string) {
-	p := &parsed{words: words, glob: glob, opts: map[string][]string{}}
+	p := &parsed{words: words, glob: glob}
 
 	bad := func(i int, format string, args ...any) (*parsed, string) {
 		if i < trusted {
@@ -182,11 +198,11 @@ func (e *entry) parseWords(words []string, glob []bool, start, trusted int) (*pa
 				i += 2
 				val = words[i-1]
 			}
-			p.opts[name] = append(p.opts[name], val)
+			p.add(name, val)
 			continue
 		}
 		if e.num && isDigits(w[1:]) {
-			p.opts["-NUM"] = append(p.opts["-NUM"], w[1:])
+			p.add("-NUM", w[1:])
 			continue
 		}
 		// A cluster of short options.
@@ -197,7 +213,7 @@ func (e *entry) parseWords(words []string, glob []bool, start, trusted int) (*pa
 				return bad(i, "option %s is not in the read-only catalogue for %s", quoteWord(name), e.name)
 			}
 			if k == optFlag {
-				p.opts[name] = append(p.opts[name], "")
+				p.add(name, "")
 				continue
 			}
 			val := w[j+1:]
@@ -208,7 +224,7 @@ func (e *entry) parseWords(words []string, glob []bool, start, trusted int) (*pa
 				i++
 				val = words[i]
 			}
-			p.opts[name] = append(p.opts[name], val)
+			p.add(name, val)
 			break
 		}
 	}

@@ -129,8 +129,8 @@ func (e *entry) lit() *entry {
 // substitute (flags g, p, i, I, m, M, digits) or move between lines; e, w,
 // W, r, R, and s///e and s///w are refused, as is a script from a file.
 func sedCheck(p *parsed) string {
-	scripts := p.opts["-e"]
-	scripts = append(scripts, p.opts["--expression"]...)
+	scripts := p.values("-e")
+	scripts = append(scripts, p.values("--expression")...)
 	if len(scripts) == 0 {
 		if len(p.pos) == 0 {
 			return "sed without a script"
