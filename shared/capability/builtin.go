@@ -14,12 +14,13 @@ const (
 	ClaudeCodeName = "claude-code"
 )
 
-//go:embed builtin/claude-code/*.json
+//go:embed builtin/claude-code/*.json builtin/anthropic-server-tools/*.json
 var builtinFS embed.FS
 
 var builtins = sync.OnceValues(loadBuiltins)
 
-// Builtin returns the built-in bundles (today: claude-code), freshly copied
+// Builtin returns the built-in bundles (claude-code, then
+// anthropic-server-tools), freshly copied
 // on every call. It returns nil only if the embedded files are broken, which
 // the package tests rule out.
 func Builtin() []Bundle {
@@ -35,27 +36,42 @@ func Builtin() []Bundle {
 }
 
 func loadBuiltins() ([]Bundle, error) {
-	files, err := fs.Glob(builtinFS, "builtin/claude-code/*.json")
+	var out []Bundle
+	for _, def := range []struct{ id, name, dir string }{
+		{ClaudeCodeID, ClaudeCodeName, "claude-code"},
+		{ServerToolsID, ServerToolsName, "anthropic-server-tools"},
+	} {
+		b, err := loadBuiltin(def.id, def.name, def.dir)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+func loadBuiltin(id, name, dir string) (Bundle, error) {
+	files, err := fs.Glob(builtinFS, "builtin/"+dir+"/*.json")
 	if err != nil {
-		return nil, err
+		return Bundle{}, err
 	}
 	tools := make([]Tool, 0, len(files))
 	for _, f := range files {
 		raw, err := builtinFS.ReadFile(f)
 		if err != nil {
-			return nil, err
+			return Bundle{}, err
 		}
 		var t Tool
 		if err := json.Unmarshal(raw, &t); err != nil {
-			return nil, fmt.Errorf("capability: %s: %w", f, err)
+			return Bundle{}, fmt.Errorf("capability: %s: %w", f, err)
 		}
 		tools = append(tools, t)
 	}
-	b, err := NewBundle(ClaudeCodeID, ClaudeCodeName, tools)
+	b, err := NewBundle(id, name, tools)
 	if err != nil {
-		return nil, fmt.Errorf("capability: built-in %s: %w", ClaudeCodeName, err)
+		return Bundle{}, fmt.Errorf("capability: built-in %s: %w", name, err)
 	}
-	return []Bundle{b}, nil
+	return b, nil
 }
 
 // Runners of Claude Code, as builtin/claude-code-excluded.json names them.

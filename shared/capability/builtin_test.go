@@ -12,9 +12,9 @@ import (
 func claudeCode(t *testing.T) Bundle {
 	t.Helper()
 	bs := Builtin()
-	if len(bs) != 1 {
+	if len(bs) != 2 {
 		_, err := loadBuiltins()
-		t.Fatalf("Builtin() = %d bundles (%v), want 1", len(bs), err)
+		t.Fatalf("Builtin() = %d bundles (%v), want 2", len(bs), err)
 	}
 	return bs[0]
 }
@@ -166,5 +166,54 @@ func TestClaudeCodeExcluded(t *testing.T) {
 	}
 	if ClaudeCodeExcluded("other") == nil || len(ClaudeCodeExcluded("other")) != 0 {
 		t.Error("an unknown runner offers nothing")
+	}
+}
+
+func TestBuiltinServerTools(t *testing.T) {
+	t.Parallel()
+	b := Builtin()[1]
+	if b.ID != ServerToolsID || b.Name != ServerToolsName {
+		t.Fatalf("Builtin()[1] = %q %q, want %s %s", b.ID, b.Name, ServerToolsID, ServerToolsName)
+	}
+	want := map[string]Class{ToolWebSearch: ClassEgress, ToolWebFetch: ClassEgress, ToolCodeExecution: ClassExecute}
+	if len(b.Tools) != len(want) {
+		t.Errorf("%s has %d tools, want %d", ServerToolsName, len(b.Tools), len(want))
+	}
+	for _, tool := range b.Tools {
+		if c, ok := want[tool.Name]; !ok || c != tool.Class {
+			t.Errorf("tool %s class %q, want %q", tool.Name, tool.Class, c)
+		}
+	}
+	tests := []struct {
+		tool, input string
+		ok          bool
+	}{
+		{ToolWebSearch, `{"type":"web_search_20250305","name":"web_search","max_uses":8}`, true},
+		{ToolWebSearch, `{"type":"web_search_20250305","name":"web_search","max_uses":3,"allowed_domains":["go.dev"]}`, true},
+		{ToolWebSearch, `{"type":"web_search_20250305","name":"web_search"}`, false},
+		{ToolWebSearch, `{"type":"web_search_20260209","name":"web_search","max_uses":1}`, false},
+		{ToolWebSearch, `{"type":"web_search_20250305","name":"web_search","max_uses":1,"extra":1}`, false},
+		{ToolWebFetch, `{"type":"web_fetch_20250910","name":"web_fetch","max_uses":2,"max_content_tokens":5000}`, true},
+		{ToolWebFetch, `{"url":"https://example.com/a.pdf"}`, true},
+		{ToolWebFetch, `{"type":"web_fetch_20250910","name":"web_fetch","max_uses":0}`, false},
+		{ToolCodeExecution, `{"type":"code_execution_20250825","name":"code_execution"}`, true},
+		{ToolCodeExecution, `{"type":"code_execution_20250825","name":"code_execution","container":"x"}`, false},
+	}
+	byName := map[string]Tool{}
+	for _, tool := range b.Tools {
+		byName[tool.Name] = tool
+	}
+	for _, tt := range tests {
+		s, err := schemaguard.Compile(byName[tt.tool].InputSchema)
+		if err != nil {
+			t.Fatalf("%s: compile: %v", tt.tool, err)
+		}
+		var v any
+		if err := json.Unmarshal([]byte(tt.input), &v); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Validate(v); (err == nil) != tt.ok {
+			t.Errorf("%s %s: Validate = %v, want ok=%v", tt.tool, tt.input, err, tt.ok)
+		}
 	}
 }
