@@ -43,7 +43,7 @@ func TestCost(t *testing.T) {
 		{"cache write only", sonnet45, Usage{CacheCreationInputTokens: 1_000_000}, 3_750_000, nil},
 		{"largest token count at a small price", Price{InputPerMTok: 1, OutputPerMTok: 1}, Usage{InputTokens: math.MaxInt64}, 9_223_372_036_855, nil},
 		{"overflow", sonnet45, Usage{InputTokens: math.MaxInt64}, 0, ErrOverflow},
-		{"overflow at every field and rate", big, Usage{math.MaxInt64, math.MaxInt64, math.MaxInt64, math.MaxInt64}, 0, ErrOverflow},
+		{"overflow at every field and rate", big, Usage{math.MaxInt64, math.MaxInt64, math.MaxInt64, math.MaxInt64, 0, 0, 0}, 0, ErrOverflow},
 		{"negative input", sonnet45, Usage{InputTokens: -1}, 0, ErrNegative},
 		{"negative cache write", sonnet45, Usage{CacheCreationInputTokens: -5}, 0, ErrNegative},
 		{"negative price", Price{InputPerMTok: -1}, Usage{InputTokens: 1}, 0, ErrNegative},
@@ -144,8 +144,8 @@ func FuzzCost(f *testing.F) {
 	f.Add(int64(1), int64(0), int64(0), int64(0), int64(250_000), int64(1_250_000), int64(30_000), int64(300_000), uint8(1), int64(999_999))
 	f.Add(int64(math.MaxInt64), int64(0), int64(0), int64(0), int64(1), int64(1), int64(1), int64(1), uint8(2), int64(0))
 	f.Fuzz(func(t *testing.T, in, out, cr, cw, pin, pout, pcr, pcw int64, field uint8, delta int64) {
-		p := Price{Micros(pin), Micros(pout), Micros(pcr), Micros(pcw)}
-		u := Usage{in, out, cr, cw}
+		p := Price{Micros(pin), Micros(pout), Micros(pcr), Micros(pcw), Micros(pcw), 0}
+		u := Usage{in, out, cr, cw, 0, 0, 0}
 		c, err := Cost(p, u)
 		negative := in < 0 || out < 0 || cr < 0 || cw < 0 || pin < 0 || pout < 0 || pcr < 0 || pcw < 0
 		if negative {
@@ -182,4 +182,34 @@ func FuzzCost(f *testing.F) {
 			t.Fatalf("Cost(%+v) = %d < Cost(%+v) = %d: not monotone", u2, c2, u, c)
 		}
 	})
+}
+
+// TestCostServerToolsAndCacheTTL: 100 web searches cost exactly $1.00 more; 1-hour cache
+// writes are billed at the 1-hour rate and the rest of the writes at the 5-minute rate.
+func TestCostServerToolsAndCacheTTL(t *testing.T) {
+	t.Parallel()
+	p, err := DefaultPrices().Lookup("claude-sonnet-4-5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := Usage{InputTokens: 1000, OutputTokens: 500}
+	plain, _ := Cost(p, base)
+	searched := base
+	searched.WebSearchRequests = 100
+	withSearch, _ := Cost(p, searched)
+	if withSearch-plain != MicrosPerUSD {
+		t.Errorf("100 web searches add %s, want $1.00", withSearch-plain)
+	}
+	mixed, _ := Cost(p, Usage{CacheCreationInputTokens: 1_000_000, CacheCreation1hInputTokens: 400_000})
+	if want := Micros(600_000*3.75 + 400_000*6); mixed != want {
+		t.Errorf("600k 5m + 400k 1h cache writes cost %s, want %s", mixed, want)
+	}
+	over, _ := Cost(p, Usage{CacheCreationInputTokens: 10, CacheCreation1hInputTokens: 1_000_000})
+	if over != 6*MicrosPerUSD {
+		t.Errorf("a 1h count above the total costs %s, want it counted in full ($6)", over)
+	}
+	r, _ := ReserveBound(p, Bound{MaxOutputTokens: 0, InputTokens: 1_000_000, WebSearches: 5})
+	if r != 6*MicrosPerUSD+50_000 {
+		t.Errorf("reserve of 1M input tokens and 5 searches = %s, want the 1h cache rate ($6) plus $0.05", r)
+	}
 }

@@ -21,27 +21,55 @@ var ErrUnknownModel = errors.New("budget: unknown model")
 var ErrInvalidPrices = errors.New("budget: invalid price table")
 
 // Price is what one model costs, in micro-USD per million tokens ($3/MTok = 3_000_000).
-// CacheWritePerMTok is the 5-minute cache-write rate, the one `cache_creation_input_tokens`
-// is billed at unless the request asked for a 1-hour cache.
+// CacheWritePerMTok is the 5-minute cache-write rate; CacheWrite1hPerMTok the 1-hour one,
+// which `usage.cache_creation.ephemeral_1h_input_tokens` is billed at. WebSearchPerUse is the
+// fee of one server-side web search, in micro-USD.
 type Price struct {
-	InputPerMTok      Micros
-	OutputPerMTok     Micros
-	CacheReadPerMTok  Micros
-	CacheWritePerMTok Micros
+	InputPerMTok        Micros
+	OutputPerMTok       Micros
+	CacheReadPerMTok    Micros
+	CacheWritePerMTok   Micros
+	CacheWrite1hPerMTok Micros
+	WebSearchPerUse     Micros
 }
 
 func (p Price) validate() error {
-	if p.InputPerMTok < 0 || p.OutputPerMTok < 0 || p.CacheReadPerMTok < 0 || p.CacheWritePerMTok < 0 {
+	if p.InputPerMTok < 0 || p.OutputPerMTok < 0 || p.CacheReadPerMTok < 0 || p.CacheWritePerMTok < 0 ||
+		p.CacheWrite1hPerMTok < 0 || p.WebSearchPerUse < 0 {
 		return fmt.Errorf("budget: price %+v: %w", p, ErrNegative)
 	}
 	return nil
+}
+
+// Model is one entry of the table: its Price, and what bounds a request to it.
+type Model struct {
+	// Name is the table's own name for the model; an alias resolves to it,
+	// so a response naming the dated id of an admitted alias is the same model.
+	Name  string
+	Price Price
+	// ContextWindow is the most input tokens one sampling step can read.
+	ContextWindow int64
+	// USMultiplierPermille scales every rate for inference_geo "us" (1100 =
+	// 1.1x); 0 means the table does not price US-only inference for it.
+	USMultiplierPermille int64
+}
+
+// DefaultContextWindow is assumed for a model whose entry names none: the
+// largest window Anthropic's models offer, so a bound taken from it is never short.
+const DefaultContextWindow = 1_000_000
+
+// Scale returns p with every rate multiplied by permille/1000, rounded up.
+func (p Price) Scale(permille int64) Price {
+	up := func(m Micros) Micros { return Micros((int64(m)*permille + 999) / 1000) }
+	return Price{up(p.InputPerMTok), up(p.OutputPerMTok), up(p.CacheReadPerMTok), up(p.CacheWritePerMTok),
+		up(p.CacheWrite1hPerMTok), up(p.WebSearchPerUse)}
 }
 
 // Prices is an immutable price table keyed by the exact model id a request names (aliases
 // such as "claude-sonnet-4-5" and dated ids such as "claude-sonnet-4-5-20250929" are separate
 // keys with the same price). Build one with DefaultPrices, ParsePrices or Merge.
 type Prices struct {
-	byModel map[string]Price
+	byModel map[string]Model
 	source  string
 }
 
@@ -59,7 +87,7 @@ func DefaultPrices() *Prices { return defaultPrices() }
 var defaultPrices = sync.OnceValue(func() *Prices {
 	p, err := ParsePrices(defaultPricesJSON)
 	if err != nil {
-		return &Prices{byModel: map[string]Price{}, source: "invalid embedded prices.json: " + err.Error()}
+		return &Prices{byModel: map[string]Model{}, source: "invalid embedded prices.json: " + err.Error()}
 	}
 	return p
 })
@@ -67,12 +95,18 @@ var defaultPrices = sync.OnceValue(func() *Prices {
 // Lookup returns the price of model, or an error wrapping ErrUnknownModel. Matching is exact:
 // a model the table does not name is refused, never guessed from a prefix.
 func (p *Prices) Lookup(model string) (Price, error) {
+	m, err := p.Model(model)
+	return m.Price, err
+}
+
+// Model returns the whole entry of model, or an error wrapping ErrUnknownModel.
+func (p *Prices) Model(model string) (Model, error) {
 	if p != nil {
-		if price, ok := p.byModel[model]; ok {
-			return price, nil
+		if m, ok := p.byModel[model]; ok {
+			return m, nil
 		}
 	}
-	return Price{}, fmt.Errorf("budget: price of model %q: %w", model, ErrUnknownModel)
+	return Model{}, fmt.Errorf("budget: price of model %q: %w", model, ErrUnknownModel)
 }
 
 // Merge returns a new table: p with every model of override added or replaced by override's
@@ -81,7 +115,7 @@ func (p *Prices) Merge(override *Prices) *Prices {
 	if override == nil {
 		return p
 	}
-	out := &Prices{byModel: make(map[string]Price, p.len()+override.len())}
+	out := &Prices{byModel: make(map[string]Model, p.len()+override.len())}
 	if p != nil {
 		maps.Copy(out.byModel, p.byModel)
 		out.source = p.source
@@ -128,13 +162,19 @@ const maxRatePerMTok = 100_000 * MicrosPerUSD
 //	    "claude-sonnet-4-5": {
 //	      "aliases": ["claude-sonnet-4-5-20250929"],
 //	      "input_usd_per_mtok": 3, "output_usd_per_mtok": 15,
-//	      "cache_read_usd_per_mtok": 0.30, "cache_write_usd_per_mtok": 3.75
+//	      "cache_read_usd_per_mtok": 0.30, "cache_write_usd_per_mtok": 3.75,
+//	      "cache_write_1h_usd_per_mtok": 6, "context_window_tokens": 1000000,
+//	      "us_inference_multiplier": 1.1
 //	    }
-//	  }
+//	  },
+//	  "server_tools": {"web_search_usd_per_1k": 10}
 //	}
 //
 // Rates are USD per million tokens written as plain decimals with at most six fractional
-// digits, parsed exactly. It is strict: unknown fields, duplicate keys, a missing rate, a zero
+// digits, parsed exactly. cache_write_1h_usd_per_mtok defaults to twice the input rate (the
+// rule Anthropic's pricing states), context_window_tokens to DefaultContextWindow; without
+// us_inference_multiplier a request for US-only inference is refused. The web search fee
+// applies to every model of the table (default: $10 per 1,000). It is strict: unknown fields, duplicate keys, a missing rate, a zero
 // input or output rate, a negative or absurd rate, a name or alias given twice, and trailing
 // data are errors (wrapping ErrInvalidPrices). Keys starting with "_" are comments and must
 // hold strings.
@@ -148,18 +188,43 @@ func ParsePrices(data []byte) (*Prices, error) {
 
 type priceEntry struct {
 	aliases []string
-	rates   [4]*Micros // input, output, cache read, cache write
+	rates   [5]*Micros // input, output, cache read, cache write, 1h cache write
+	window  int64
+	us      int64 // permille
 }
 
-var rateFields = [4]string{"input_usd_per_mtok", "output_usd_per_mtok", "cache_read_usd_per_mtok", "cache_write_usd_per_mtok"}
+var rateFields = [5]string{"input_usd_per_mtok", "output_usd_per_mtok", "cache_read_usd_per_mtok", "cache_write_usd_per_mtok", "cache_write_1h_usd_per_mtok"}
+
+// defaultWebSearchPerUse is $10 per 1,000 searches.
+const defaultWebSearchPerUse = 10 * MicrosPerUSD / 1000
 
 func parsePrices(data []byte) (*Prices, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	out := &Prices{byModel: map[string]Price{}}
+	out := &Prices{byModel: map[string]Model{}}
 	sawModels := false
+	webSearch := Micros(defaultWebSearchPerUse)
 	err := decodeObject(dec, func(key string) error {
 		switch {
+		case key == "server_tools":
+			return decodeObject(dec, func(k string) error {
+				if k != "web_search_usd_per_1k" {
+					return fmt.Errorf("server_tools: unknown field %q", k)
+				}
+				var raw json.RawMessage
+				if err := dec.Decode(&raw); err != nil {
+					return err
+				}
+				m, err := parseDecimalUSD(string(raw))
+				if err != nil {
+					return fmt.Errorf("server_tools.%s: %w", k, err)
+				}
+				if m%1000 != 0 {
+					return fmt.Errorf("server_tools.%s: must be a whole number of micro-dollars per search", k)
+				}
+				webSearch = m / 1000
+				return nil
+			})
 		case key == "models":
 			sawModels = true
 			return decodeObject(dec, func(model string) error {
@@ -170,12 +235,13 @@ func parsePrices(data []byte) (*Prices, error) {
 				if err != nil {
 					return fmt.Errorf("model %q: %w", model, err)
 				}
-				price := Price{*e.rates[0], *e.rates[1], *e.rates[2], *e.rates[3]}
+				entry := Model{Name: model, Price: Price{*e.rates[0], *e.rates[1], *e.rates[2], *e.rates[3], *e.rates[4], 0},
+					ContextWindow: e.window, USMultiplierPermille: e.us}
 				for _, name := range append([]string{model}, e.aliases...) {
 					if _, dup := out.byModel[name]; dup {
 						return fmt.Errorf("model %q is named twice", name)
 					}
-					out.byModel[name] = price
+					out.byModel[name] = entry
 				}
 				return nil
 			})
@@ -196,6 +262,10 @@ func parsePrices(data []byte) (*Prices, error) {
 	}
 	if !sawModels || len(out.byModel) == 0 {
 		return nil, errors.New(`no "models"`)
+	}
+	for name, m := range out.byModel {
+		m.Price.WebSearchPerUse = webSearch
+		out.byModel[name] = m
 	}
 	return out, nil
 }
@@ -223,6 +293,29 @@ func decodeEntry(dec *json.Decoder) (priceEntry, error) {
 			var comment string
 			return dec.Decode(&comment)
 		}
+		switch key {
+		case "context_window_tokens":
+			if e.window != 0 {
+				return errors.New("duplicate context_window_tokens")
+			}
+			var n int64
+			if err := dec.Decode(&n); err != nil || n < 1 || n > 100_000_000 {
+				return errors.New("context_window_tokens: want a positive integer")
+			}
+			e.window = n
+			return nil
+		case "us_inference_multiplier":
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
+				return err
+			}
+			m, err := parseDecimalUSD(string(raw))
+			if err != nil || m < MicrosPerUSD || m > 10*MicrosPerUSD || m%1000 != 0 {
+				return errors.New("us_inference_multiplier: want a decimal from 1 to 10 with at most three fractional digits")
+			}
+			e.us = int64(m / 1000)
+			return nil
+		}
 		i := slices.Index(rateFields[:], key)
 		if i < 0 {
 			return fmt.Errorf("unknown field %q", key)
@@ -246,10 +339,17 @@ func decodeEntry(dec *json.Decoder) (priceEntry, error) {
 	if err != nil {
 		return e, err
 	}
+	if e.rates[4] == nil && e.rates[0] != nil {
+		twice := 2 * *e.rates[0]
+		e.rates[4] = &twice
+	}
 	for i, r := range e.rates {
 		if r == nil {
 			return e, fmt.Errorf("missing %s", rateFields[i])
 		}
+	}
+	if e.window == 0 {
+		e.window = DefaultContextWindow
 	}
 	if *e.rates[0] == 0 || *e.rates[1] == 0 {
 		return e, errors.New("input and output rates must be above zero (an unpriced model is refused, not free)")

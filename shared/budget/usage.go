@@ -10,10 +10,26 @@ import (
 // ErrNoUsage reports a response that does not carry a usable `usage` object.
 var ErrNoUsage = errors.New("budget: no usage in response")
 
-// MaxSSELine caps one line (and one event's data) that StreamUsage buffers. Anthropic's events
-// are small (a delta carries a few tokens), so a longer line means something other than a
-// Messages stream is passing through; StreamUsage then stops tracking rather than grow.
+// MaxSSELine is how much of one event's data StreamUsage buffers before it decides, from the
+// event's leading "type", whether it needs the rest. An event that cannot carry usage
+// (content_block_delta, content_block_start: a web fetch or MCP result can be megabytes on one
+// line) is skipped past the cap without being held; one that can (message_start,
+// message_delta, error) is held whole, up to MaxUsageEvent. Only an event whose type cannot be
+// read from its first MaxSSELine bytes, or a usage event over MaxUsageEvent, stops tracking.
 const MaxSSELine = 1 << 20
+
+// MaxUsageEvent bounds one usage-bearing event held in memory: the bound of a whole
+// non-streaming response.
+const MaxUsageEvent = 64 << 20
+
+// usageEvents are the event types that may carry usage or end the stream's accounting.
+func usageEvent(typ string) bool {
+	switch typ {
+	case "message_start", "message_delta", "message_stop", "error", "content_block_start":
+		return true
+	}
+	return false
+}
 
 // wireUsage is the `usage` object as sent: every field may be absent or null, and in a
 // message_delta each present field is the cumulative value so far.
@@ -22,10 +38,24 @@ type wireUsage struct {
 	OutputTokens             *int64 `json:"output_tokens"`
 	CacheReadInputTokens     *int64 `json:"cache_read_input_tokens"`
 	CacheCreationInputTokens *int64 `json:"cache_creation_input_tokens"`
+	CacheCreation            *struct {
+		Ephemeral1h *int64 `json:"ephemeral_1h_input_tokens"`
+	} `json:"cache_creation"`
+	ServerToolUse *struct {
+		WebSearchRequests *int64 `json:"web_search_requests"`
+		WebFetchRequests  *int64 `json:"web_fetch_requests"`
+	} `json:"server_tool_use"`
 }
 
 // applyTo overwrites the fields of u that w carries; it reports false for a negative count.
 func (w *wireUsage) applyTo(u *Usage) bool {
+	var oneHour, search, fetch *int64
+	if w.CacheCreation != nil {
+		oneHour = w.CacheCreation.Ephemeral1h
+	}
+	if w.ServerToolUse != nil {
+		search, fetch = w.ServerToolUse.WebSearchRequests, w.ServerToolUse.WebFetchRequests
+	}
 	for _, f := range []struct {
 		src *int64
 		dst *int64
@@ -34,6 +64,9 @@ func (w *wireUsage) applyTo(u *Usage) bool {
 		{w.OutputTokens, &u.OutputTokens},
 		{w.CacheReadInputTokens, &u.CacheReadInputTokens},
 		{w.CacheCreationInputTokens, &u.CacheCreationInputTokens},
+		{oneHour, &u.CacheCreation1hInputTokens},
+		{search, &u.WebSearchRequests},
+		{fetch, &u.WebFetchRequests},
 	} {
 		if f.src == nil {
 			continue
@@ -51,24 +84,45 @@ func (w *wireUsage) applyTo(u *Usage) bool {
 // a body without usage, or one without input_tokens and output_tokens wraps ErrNoUsage; a
 // negative count wraps ErrNegative.
 func UsageFromBody(body []byte) (Usage, error) {
+	u, _, _, err := ResponseFromBody(body)
+	return u, err
+}
+
+// ResponseFromBody is UsageFromBody that also returns the response's model and how many
+// server_tool_use blocks it holds, by tool name (web_search, web_fetch, ...).
+func ResponseFromBody(body []byte) (Usage, string, map[string]int64, error) {
 	var resp struct {
-		Type  string     `json:"type"`
-		Usage *wireUsage `json:"usage"`
+		Type    string     `json:"type"`
+		Model   string     `json:"model"`
+		Usage   *wireUsage `json:"usage"`
+		Content []struct {
+			Type string `json:"type"`
+			Name string `json:"name"`
+		} `json:"content"`
 	}
 	if err := json.Unmarshal(body, &resp); err != nil {
-		return Usage{}, fmt.Errorf("%w: %w", ErrNoUsage, err)
+		return Usage{}, "", nil, fmt.Errorf("%w: %w", ErrNoUsage, err)
 	}
 	if resp.Type == "error" {
-		return Usage{}, fmt.Errorf("%w: the response is an error", ErrNoUsage)
+		return Usage{}, "", nil, fmt.Errorf("%w: the response is an error", ErrNoUsage)
 	}
 	if resp.Usage == nil || resp.Usage.InputTokens == nil || resp.Usage.OutputTokens == nil {
-		return Usage{}, fmt.Errorf("%w: usage.input_tokens and usage.output_tokens are required", ErrNoUsage)
+		return Usage{}, resp.Model, nil, fmt.Errorf("%w: usage.input_tokens and usage.output_tokens are required", ErrNoUsage)
 	}
 	var u Usage
 	if !resp.Usage.applyTo(&u) {
-		return Usage{}, fmt.Errorf("budget: usage in response: %w", ErrNegative)
+		return Usage{}, resp.Model, nil, fmt.Errorf("budget: usage in response: %w", ErrNegative)
 	}
-	return u, nil
+	var uses map[string]int64
+	for _, b := range resp.Content {
+		if b.Type == "server_tool_use" {
+			if uses == nil {
+				uses = map[string]int64{}
+			}
+			uses[b.Name]++
+		}
+	}
+	return u, resp.Model, uses, nil
 }
 
 // StreamUsage follows the usage of a streaming Messages response as its server-sent events
@@ -76,14 +130,23 @@ func UsageFromBody(body []byte) (Usage, error) {
 //
 // It tracks message_start.message.usage (input, cache and the first output count) and the
 // model, then each message_delta.usage, whose present fields are cumulative and replace the
-// earlier values. It never fails a Write, so it can sit behind an io.MultiWriter or
-// io.TeeReader; what it could not follow shows in Usage's ok and in Complete. Memory is
-// bounded by MaxSSELine. It is not safe for concurrent use.
+// earlier values, and counts the server_tool_use blocks the stream opens. It never fails a
+// Write, so it can sit behind an io.MultiWriter or io.TeeReader; what it could not follow
+// shows in Usage's ok and in Complete. Lines have no length cap: an event that cannot carry
+// usage is skipped past MaxSSELine without being held (see MaxSSELine). It is not safe for
+// concurrent use.
 type StreamUsage struct {
 	line    []byte // the current, unterminated line
 	data    []byte // the current event's data field
 	hasData bool
 	afterCR bool // the previous byte ended a line with '\r': a following '\n' is part of it
+	// skipLine: the rest of the current line is dropped unread; skipEvent: so is the rest of
+	// the current event (its type says it carries no usage). limit is what the current event
+	// may be held up to: MaxSSELine until its type is known to need more.
+	skipLine  bool
+	skipEvent bool
+	limit     int
+	uses      map[string]int64
 
 	lost    bool // a line or event over MaxSSELine, or an event that did not parse
 	started bool // message_start carried usage
@@ -95,7 +158,7 @@ type StreamUsage struct {
 }
 
 // NewStreamUsage returns a StreamUsage ready for the first byte of a stream.
-func NewStreamUsage() *StreamUsage { return &StreamUsage{} }
+func NewStreamUsage() *StreamUsage { return &StreamUsage{limit: MaxSSELine} }
 
 // Write consumes the next bytes of the stream. It always returns len(p), nil.
 func (s *StreamUsage) Write(p []byte) (int, error) {
@@ -118,19 +181,102 @@ func (s *StreamUsage) Write(p []byte) (int, error) {
 			break
 		}
 		s.afterCR = p[i] == '\r'
-		s.processLine(s.line)
+		if s.skipLine {
+			s.skipLine = false
+		} else {
+			s.processLine(s.line)
+		}
 		s.line = s.line[:0]
+		if cap(s.line) > MaxSSELine {
+			s.line = nil // do not keep a large event's buffer for the rest of the stream
+		}
 		p = p[i+1:]
 	}
 	return n, nil
 }
 
 func (s *StreamUsage) appendLine(b []byte) {
-	if len(s.line)+len(b) > MaxSSELine {
+	if s.skipLine {
+		return
+	}
+	if s.skipEvent {
+		// The lines of a skipped event are never read; only whether a line is
+		// empty (the event's end) matters.
+		if len(s.line) == 0 && len(b) > 0 {
+			s.line = append(s.line, ':')
+		}
+		return
+	}
+	if room := s.limit - len(s.data) - len(s.line); len(b) > room {
+		// Take what fits, so the decision sees the event's start, then decide.
+		s.line = append(s.line, b[:max(room, 0)]...)
+		b = b[max(room, 0):]
+		s.overLimit()
+		if s.lost || s.skipLine {
+			return
+		}
+		if len(s.data)+len(s.line)+len(b) > s.limit {
+			s.stopTracking()
+			return
+		}
+	}
+	s.line = append(s.line, b...)
+}
+
+// overLimit decides what to do with an event that reached its limit: skip the rest of it if
+// its type says it carries no usage, hold it up to MaxUsageEvent if it may, and give up if the
+// type cannot be read or the event is over even that.
+func (s *StreamUsage) overLimit() {
+	field, value := splitField(s.line)
+	if string(field) != "data" {
+		s.skipLine = true // event:, id:, retry: and comments are never read
+		s.line = s.line[:0]
+		return
+	}
+	if s.limit >= MaxUsageEvent {
 		s.stopTracking()
 		return
 	}
-	s.line = append(s.line, b...)
+	prefix := value
+	if s.hasData {
+		prefix = s.data
+	}
+	typ, ok := leadingType(prefix)
+	switch {
+	case !ok:
+		s.stopTracking()
+	case usageEvent(typ):
+		s.limit = MaxUsageEvent
+	default:
+		s.skipLine, s.skipEvent = true, true
+		s.line, s.data = s.line[:0], s.data[:0]
+	}
+}
+
+// leadingType reads the "type" member that opens an event's JSON data, from however much of
+// the data has arrived.
+func leadingType(prefix []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(prefix))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return "", false
+	}
+	if tok, err := dec.Token(); err != nil || tok != "type" {
+		return "", false
+	}
+	tok, err := dec.Token()
+	typ, isString := tok.(string)
+	return typ, err == nil && isString && typ != ""
+}
+
+func splitField(line []byte) (field, value []byte) {
+	field = line
+	if i := bytes.IndexByte(line, ':'); i >= 0 {
+		field, value = line[:i], line[i+1:]
+		if len(value) > 0 && value[0] == ' ' {
+			value = value[1:]
+		}
+	}
+	return field, value
 }
 
 // stopTracking gives up on the stream and frees its buffers: usage can no longer be trusted.
@@ -142,28 +288,21 @@ func (s *StreamUsage) stopTracking() {
 // processLine applies one SSE line (https://html.spec.whatwg.org/multipage/server-sent-events.html).
 func (s *StreamUsage) processLine(line []byte) {
 	if len(line) == 0 {
-		if s.hasData {
+		if s.hasData && !s.skipEvent {
 			s.dispatch(s.data)
 		}
-		s.data, s.hasData = s.data[:0], false
+		s.data, s.hasData, s.skipEvent, s.limit = s.data[:0], false, false, MaxSSELine
+		if cap(s.data) > MaxSSELine {
+			s.data = nil // do not keep a large event's buffer for the rest of the stream
+		}
 		return
 	}
-	if line[0] == ':' {
-		return // comment
+	if line[0] == ':' || s.skipEvent {
+		return // a comment, or more of an event being skipped
 	}
-	field, value := line, []byte(nil)
-	if i := bytes.IndexByte(line, ':'); i >= 0 {
-		field, value = line[:i], line[i+1:]
-		if len(value) > 0 && value[0] == ' ' {
-			value = value[1:]
-		}
-	}
+	field, value := splitField(line)
 	if string(field) != "data" {
 		return // event, id, retry: the JSON's "type" says what the event is
-	}
-	if len(s.data)+len(value)+1 > MaxSSELine {
-		s.stopTracking()
-		return
 	}
 	if s.hasData {
 		s.data = append(s.data, '\n')
@@ -179,7 +318,11 @@ func (s *StreamUsage) dispatch(data []byte) {
 			Model string     `json:"model"`
 			Usage *wireUsage `json:"usage"`
 		} `json:"message"`
-		Usage *wireUsage `json:"usage"`
+		Usage        *wireUsage `json:"usage"`
+		ContentBlock *struct {
+			Type string `json:"type"`
+			Name string `json:"name"`
+		} `json:"content_block"`
 	}
 	if err := json.Unmarshal(data, &ev); err != nil || ev.Type == "" {
 		// An event we cannot read may be the one that carried the final counts.
@@ -208,6 +351,13 @@ func (s *StreamUsage) dispatch(data []byte) {
 			}
 			s.delta = true
 		}
+	case "content_block_start":
+		if ev.ContentBlock != nil && ev.ContentBlock.Type == "server_tool_use" {
+			if s.uses == nil {
+				s.uses = map[string]int64{}
+			}
+			s.uses[ev.ContentBlock.Name]++
+		}
 	case "message_stop":
 		s.stopped = true
 	case "error":
@@ -227,6 +377,9 @@ func (s *StreamUsage) Usage() (Usage, bool) {
 
 // Model returns the model named by message_start, or "".
 func (s *StreamUsage) Model() string { return s.model }
+
+// ServerToolUses returns how many server_tool_use blocks the stream opened, by tool name.
+func (s *StreamUsage) ServerToolUses() map[string]int64 { return s.uses }
 
 // Complete reports whether the stream ran to message_stop with final usage from a
 // message_delta, no error event, and nothing lost: Usage is then the upstream's final count.

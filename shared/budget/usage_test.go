@@ -173,3 +173,41 @@ func FuzzStreamUsage(f *testing.F) {
 		}
 	})
 }
+
+// TestStreamUsageLongLines: a content event of 2 MiB on one line (a web fetch result) is
+// skipped without being held and the usage still reconciles exactly; a long usage event is
+// read whole; every split of the stream gives the same answer.
+func TestStreamUsageLongLines(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("z", 2<<20)
+	start := `event: message_start` + "\n" + `data: {"type":"message_start","message":{"model":"claude-sonnet-4-5","usage":{"input_tokens":7,"output_tokens":1,"cache_creation_input_tokens":40,"cache_creation":{"ephemeral_1h_input_tokens":30}}}}` + "\n\n"
+	srv := `data: {"type":"content_block_start","index":0,"content_block":{"type":"server_tool_use","id":"srvtoolu_1","name":"web_fetch","input":{}}}` + "\n\n"
+	fetched := `event: content_block_start` + "\n" + `data: {"type":"content_block_start","index":1,"content_block":{"type":"web_fetch_tool_result","content":"` + big + `"}}` + "\n\n"
+	delta := `data: {"type":"content_block_delta","index":2,"delta":{"type":"text_delta","text":"` + big + `"},` + "\n" + `data: "more":1}` + "\n\n"
+	longUsage := `data: {"type":"message_delta","delta":{"stop_reason":"end_turn","pad":"` + big + `"},"usage":{"output_tokens":99,"server_tool_use":{"web_fetch_requests":1}}}` + "\n\n"
+	stop := `data: {"type":"message_stop"}` + "\n\n"
+	data := []byte(start + srv + fetched + delta + longUsage + stop)
+	want := Usage{InputTokens: 7, OutputTokens: 99, CacheCreationInputTokens: 40, CacheCreation1hInputTokens: 30, WebFetchRequests: 1}
+	for _, step := range []int{len(data), 1 << 20, 65536, 4093} {
+		s := NewStreamUsage()
+		for i := 0; i < len(data); i += step {
+			s.Write(data[i:min(i+step, len(data))])
+		}
+		u, ok := s.Usage()
+		if !ok || !s.Complete() || u != want {
+			t.Errorf("chunks of %d: Usage() = %+v, %v, Complete() = %v; want %+v, complete", step, u, ok, s.Complete(), want)
+		}
+		if n := s.ServerToolUses()["web_fetch"]; n != 1 {
+			t.Errorf("chunks of %d: %d web_fetch server_tool_use blocks, want 1", step, n)
+		}
+		if cap(s.data) > MaxSSELine+1 || cap(s.line) > MaxSSELine+1 {
+			t.Errorf("chunks of %d: a large event's buffer was kept (data %d, line %d)", step, cap(s.data), cap(s.line))
+		}
+	}
+	// A usage event whose type cannot be read from its start gives up, never guesses.
+	s := NewStreamUsage()
+	s.Write([]byte(start + `data: {"usage":{"output_tokens":1},"type":"message_delta","pad":"` + big + `"}` + "\n\n" + stop))
+	if _, ok := s.Usage(); ok {
+		t.Error("an event over the cap whose type is not its first member was trusted")
+	}
+}
