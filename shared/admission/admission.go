@@ -19,6 +19,11 @@
 //     available below zero; stage 1 then denies every further tool call.
 //   - Unknown models are refused, never priced at zero, and a reservation
 //     keeps the price it was booked at.
+//   - One meter: a reservation the model proxy booked is settled only by the
+//     proxy (Reconcile/Settle) and the sweep; a runner's report
+//     (ReconcileReported) on it is refused, so nothing a sandbox holds can
+//     lower what its requests cost. A settlement that fails on the request
+//     path is retried in the background before the sweep books it in full.
 //   - Only ids, the model name, token counts and money reach the ledger.
 package admission
 
@@ -27,6 +32,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/budget"
@@ -51,6 +57,9 @@ var (
 	ErrReservationNotFound = errors.New("admission: reservation not found")
 	// ErrSessionEnded: the run has ended and admits nothing more.
 	ErrSessionEnded = errors.New("admission: session ended")
+	// ErrProxyReservation: a runner reported usage for a reservation the
+	// model proxy booked, which only the proxy settles.
+	ErrProxyReservation = errors.New("admission: reservation booked by the model proxy")
 )
 
 // InvalidError is a malformed request; Message names the field, never a value.
@@ -88,6 +97,17 @@ type Request struct {
 	InputTokensUpperBound int64  `json:"input_tokens_upper_bound"`
 }
 
+// Proxied is an admission the model proxy books: the price already scaled
+// for the request's options (inference_geo), the web searches its server
+// tools may run, and what the ledger shows of it.
+type Proxied struct {
+	Request
+	Price              budget.Price
+	WebSearches        int64
+	ServerTools        []string
+	MaxTokensRequested int64 // set when the proxy lowered max_tokens
+}
+
 // Reservation is an admitted request.
 type Reservation struct {
 	ID        string
@@ -110,6 +130,7 @@ type Settled struct {
 
 // Service admits and settles model requests.
 type Service struct {
+	bg     sync.WaitGroup
 	led    *ledger.Ledger
 	st     *store.Store
 	prices *budget.Prices
@@ -158,8 +179,26 @@ func validRequestID(id string) bool {
 	return true
 }
 
-// Admit books a reservation for req on runID.
+// Admit books a reservation for req on runID, as a runner reports it.
 func (s *Service) Admit(ctx context.Context, runID string, req Request) (Reservation, error) {
+	price, err := s.prices.Lookup(req.Model)
+	if err != nil && req.Model != "" {
+		return Reservation{}, ErrUnknownModel
+	}
+	return s.admit(ctx, runID, Proxied{Request: req, Price: price}, "")
+}
+
+// AdmitProxied books the model proxy's reservation for p: only the proxy
+// and the sweep can settle it.
+func (s *Service) AdmitProxied(ctx context.Context, runID string, p Proxied) (Reservation, error) {
+	return s.admit(ctx, runID, p, store.ReservationByProxy)
+}
+
+// Prices is the table the service prices with.
+func (s *Service) Prices() *budget.Prices { return s.prices }
+
+func (s *Service) admit(ctx context.Context, runID string, p Proxied, origin string) (Reservation, error) {
+	req, price := p.Request, p.Price
 	switch {
 	case !validRequestID(req.RequestID):
 		return Reservation{}, &InvalidError{"request_id: must be 1 to 256 printable ASCII characters"}
@@ -170,11 +209,7 @@ func (s *Service) Admit(ctx context.Context, runID string, req Request) (Reserva
 	case req.InputTokensUpperBound < 0:
 		return Reservation{}, &InvalidError{"input_tokens_upper_bound: must not be negative"}
 	}
-	price, err := s.prices.Lookup(req.Model)
-	if err != nil {
-		return Reservation{}, ErrUnknownModel
-	}
-	amount, err := budget.Reserve(price, req.MaxOutputTokens, req.InputTokensUpperBound)
+	amount, err := budget.ReserveBound(price, budget.Bound{MaxOutputTokens: req.MaxOutputTokens, InputTokens: req.InputTokensUpperBound, WebSearches: p.WebSearches})
 	if err != nil {
 		return Reservation{}, &InvalidError{"max_output_tokens, input_tokens_upper_bound: the reservation would overflow"}
 	}
@@ -190,13 +225,22 @@ func (s *Service) Admit(ctx context.Context, runID string, req Request) (Reserva
 		OutputPerMTok:         int64(price.OutputPerMTok),
 		CacheReadPerMTok:      int64(price.CacheReadPerMTok),
 		CacheWritePerMTok:     int64(price.CacheWritePerMTok),
+		CacheWrite1hPerMTok:   int64(price.CacheWrite1hPerMTok),
+		WebSearchPerUse:       int64(price.WebSearchPerUse),
+		WebSearches:           p.WebSearches,
+		Origin:                origin,
 		CreatedAt:             store.FormatTime(s.now()),
 	}
 	op, err := s.st.PutReservation(res)
 	if err != nil {
 		return Reservation{}, err
 	}
-	ev, err := redact.New(redact.BudgetReserved{ReservationID: res.ID, RequestID: res.RequestID, Model: res.Model, ReservedMicros: res.Amount})
+	reserved := redact.BudgetReserved{ReservationID: res.ID, RequestID: res.RequestID, Model: res.Model, ReservedMicros: res.Amount,
+		ServerTools: p.ServerTools}
+	if p.MaxTokensRequested > 0 {
+		reserved.MaxTokensRequested, reserved.MaxTokensForwarded = p.MaxTokensRequested, req.MaxOutputTokens
+	}
+	ev, err := redact.New(reserved)
 	if err != nil {
 		return Reservation{}, err
 	}
@@ -247,13 +291,25 @@ func (s *Service) replay(ctx context.Context, runID string, req Request) (Reserv
 	return Reservation{ID: r.ID, RequestID: r.RequestID, Model: r.Model, Amount: budget.Micros(r.Amount)}, nil
 }
 
+// ReconcileReported closes a runner's own reservation at the cost of the
+// usage it reports. A reservation the model proxy booked is refused with
+// ErrProxyReservation: the proxy read its usage from the upstream itself.
+func (s *Service) ReconcileReported(ctx context.Context, runID, requestID string, u budget.Usage) (Settled, error) {
+	return s.reconcile(ctx, runID, requestID, u, nil, false)
+}
+
 // Reconcile closes runID's reservation for requestID at the cost of u,
-// priced at the rates the reservation was booked at.
-func (s *Service) Reconcile(ctx context.Context, runID, requestID string, u budget.Usage) (Settled, error) {
+// priced at the rates the reservation was booked at; uses are the server
+// tools' run counts for the ledger. Only the model proxy calls it.
+func (s *Service) Reconcile(ctx context.Context, runID, requestID string, u budget.Usage, uses map[string]int64) (Settled, error) {
+	return s.reconcile(ctx, runID, requestID, u, uses, true)
+}
+
+func (s *Service) reconcile(ctx context.Context, runID, requestID string, u budget.Usage, uses map[string]int64, proxy bool) (Settled, error) {
 	if err := u.Validate(); err != nil {
 		return Settled{}, &InvalidError{"token counts must not be negative"}
 	}
-	return s.close(ctx, runID, requestID, func(r store.Reservation) (budget.Usage, budget.Micros, Settlement, error) {
+	return s.close(ctx, runID, requestID, uses, !proxy, func(r store.Reservation) (budget.Usage, budget.Micros, Settlement, error) {
 		cost, err := budget.Cost(priceOf(r), u)
 		if err != nil {
 			return budget.Usage{}, 0, "", &InvalidError{"token counts are too large to price"}
@@ -265,8 +321,8 @@ func (s *Service) Reconcile(ctx context.Context, runID, requestID string, u budg
 // Settle closes a reservation that cannot be reconciled from complete usage:
 // with usage seen (ok) at its cost and the given settlement, otherwise at
 // the full amount (pessimistic) or, for SettlementReleased, at zero.
-func (s *Service) Settle(ctx context.Context, runID, requestID string, settlement Settlement, u budget.Usage, ok bool) (Settled, error) {
-	return s.close(ctx, runID, requestID, func(r store.Reservation) (budget.Usage, budget.Micros, Settlement, error) {
+func (s *Service) Settle(ctx context.Context, runID, requestID string, settlement Settlement, u budget.Usage, ok bool, uses map[string]int64) (Settled, error) {
+	return s.close(ctx, runID, requestID, uses, false, func(r store.Reservation) (budget.Usage, budget.Micros, Settlement, error) {
 		switch {
 		case settlement == SettlementReleased:
 			return budget.Usage{}, 0, SettlementReleased, nil
@@ -280,11 +336,22 @@ func (s *Service) Settle(ctx context.Context, runID, requestID string, settlemen
 }
 
 func priceOf(r store.Reservation) budget.Price {
+	oneHour := r.CacheWrite1hPerMTok
+	if oneHour == 0 {
+		// Booked before the 1-hour rate was kept: Anthropic's rule, twice input.
+		oneHour = max(2*r.InputPerMTok, r.CacheWritePerMTok)
+	}
+	search := r.WebSearchPerUse
+	if search == 0 {
+		search = 10_000 // $10 per 1,000 searches, for items booked before fees were kept
+	}
 	return budget.Price{
-		InputPerMTok:      budget.Micros(r.InputPerMTok),
-		OutputPerMTok:     budget.Micros(r.OutputPerMTok),
-		CacheReadPerMTok:  budget.Micros(r.CacheReadPerMTok),
-		CacheWritePerMTok: budget.Micros(r.CacheWritePerMTok),
+		InputPerMTok:        budget.Micros(r.InputPerMTok),
+		OutputPerMTok:       budget.Micros(r.OutputPerMTok),
+		CacheReadPerMTok:    budget.Micros(r.CacheReadPerMTok),
+		CacheWritePerMTok:   budget.Micros(r.CacheWritePerMTok),
+		CacheWrite1hPerMTok: budget.Micros(oneHour),
+		WebSearchPerUse:     budget.Micros(search),
 	}
 }
 
@@ -292,7 +359,8 @@ type costFunc func(store.Reservation) (budget.Usage, budget.Micros, Settlement, 
 
 // close is the one way a reservation ends: usage entry, reservation flip,
 // head change and budget.reconciled event in one append.
-func (s *Service) close(ctx context.Context, runID, requestID string, price costFunc) (Settled, error) {
+// reported is true when a runner's usage report asks.
+func (s *Service) close(ctx context.Context, runID, requestID string, uses map[string]int64, reported bool, price costFunc) (Settled, error) {
 	if !validRequestID(requestID) {
 		return Settled{}, &InvalidError{"request_id: must be 1 to 256 printable ASCII characters"}
 	}
@@ -302,6 +370,10 @@ func (s *Service) close(ctx context.Context, runID, requestID string, price cost
 	}
 	if err != nil {
 		return Settled{}, err
+	}
+	if reported && r.Origin == store.ReservationByProxy {
+		// Open or closed: a runner's word never touches the proxy's meter.
+		return Settled{}, ErrProxyReservation
 	}
 	if r.Status != store.ReservationOpen {
 		return recorded(r), nil
@@ -319,6 +391,8 @@ func (s *Service) close(ctx context.Context, runID, requestID string, price cost
 		ReservationID: r.ID, RequestID: r.RequestID,
 		InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 		CacheReadInputTokens: u.CacheReadInputTokens, CacheCreationInputTokens: u.CacheCreationInputTokens,
+		CacheCreation1hInputTokens: u.CacheCreation1hInputTokens, WebSearchRequests: u.WebSearchRequests,
+		WebFetchRequests: u.WebFetchRequests, ServerToolUses: nonEmpty(uses),
 		Cost: int64(cost), Settlement: string(settlement), At: at,
 	})
 	if err != nil {
@@ -329,6 +403,8 @@ func (s *Service) close(ctx context.Context, runID, requestID string, price cost
 		InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 		CacheReadInputTokens: u.CacheReadInputTokens, CacheCreationInputTokens: u.CacheCreationInputTokens,
 		CostMicros: int64(cost), Settlement: string(settlement),
+		CacheCreation1hInputTokens: u.CacheCreation1hInputTokens, WebSearchRequests: u.WebSearchRequests,
+		WebFetchRequests: u.WebFetchRequests, ServerToolUses: nonEmpty(uses),
 	})
 	if err != nil {
 		return Settled{}, err
@@ -356,6 +432,14 @@ func (s *Service) close(ctx context.Context, runID, requestID string, price cost
 	return Settled{}, err
 }
 
+// nonEmpty keeps empty maps out of the store and the ledger.
+func nonEmpty(m map[string]int64) map[string]int64 {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
 func recorded(r store.Reservation) Settled {
 	return Settled{Cost: budget.Micros(r.Cost), Settlement: Settlement(r.Settlement)}
 }
@@ -371,7 +455,7 @@ func (s *Service) SweepReservations(ctx context.Context, olderThan time.Time) (i
 	n := 0
 	var errs []error
 	err := s.st.EachOpenReservation(ctx, store.FormatTime(olderThan), func(r store.Reservation) error {
-		st, err := s.close(ctx, r.RunID, r.RequestID, func(r store.Reservation) (budget.Usage, budget.Micros, Settlement, error) {
+		st, err := s.close(ctx, r.RunID, r.RequestID, nil, false, func(r store.Reservation) (budget.Usage, budget.Micros, Settlement, error) {
 			return budget.Usage{}, budget.Micros(r.Amount), SettlementSwept, nil
 		})
 		if err != nil {

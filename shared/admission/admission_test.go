@@ -58,9 +58,9 @@ func TestSettlementRace(t *testing.T) {
 			switch i % 3 {
 			case 0:
 				_, err = svc.SweepReservations(ctx, time.Now().Add(time.Second))
-				s, _ = svc.Reconcile(ctx, id, "r", budget.Usage{})
+				s, _ = svc.ReconcileReported(ctx, id, "r", budget.Usage{})
 			default:
-				s, err = svc.Reconcile(ctx, id, "r", budget.Usage{InputTokens: int64(i), OutputTokens: int64(100 * i)})
+				s, err = svc.ReconcileReported(ctx, id, "r", budget.Usage{InputTokens: int64(i), OutputTokens: int64(100 * i)})
 			}
 			if err != nil {
 				t.Errorf("caller %d: %v", i, err)
@@ -114,7 +114,7 @@ func TestAdmitErrors(t *testing.T) {
 	if _, err := svc.Admit(ctx, "ses_missing", admission.Request{RequestID: "c", Model: "claude-haiku-4-5", MaxOutputTokens: 1}); !errors.Is(err, admission.ErrRunNotFound) {
 		t.Errorf("Admit on a missing run = %v, want ErrRunNotFound", err)
 	}
-	if _, err := svc.Reconcile(ctx, id, "never-admitted", budget.Usage{}); !errors.Is(err, admission.ErrReservationNotFound) {
+	if _, err := svc.ReconcileReported(ctx, id, "never-admitted", budget.Usage{}); !errors.Is(err, admission.ErrReservationNotFound) {
 		t.Errorf("Reconcile of nothing = %v, want ErrReservationNotFound", err)
 	}
 	if _, err := admission.LoadPrices("/nonexistent/prices.json"); err == nil {
@@ -137,7 +137,7 @@ func BenchmarkAdmitReconcile(b *testing.B) {
 		if _, err := svc.Admit(ctx, id, admission.Request{RequestID: req, Model: "claude-haiku-4-5", MaxOutputTokens: 1000, InputTokensUpperBound: 4000}); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := svc.Reconcile(ctx, id, req, budget.Usage{InputTokens: 900, OutputTokens: 200}); err != nil {
+		if _, err := svc.ReconcileReported(ctx, id, req, budget.Usage{InputTokens: 900, OutputTokens: 200}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -166,4 +166,93 @@ func BenchmarkAdmitParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestProxyReservationOneMeter: a reservation the proxy booked cannot be
+// settled by a runner's report, however many race the proxy's own
+// reconcile; the charge is the proxy's.
+func TestProxyReservationOneMeter(t *testing.T) {
+	t.Parallel()
+	st := testenv.Store(t)
+	led := ledger.New(st, time.Now)
+	svc := admission.New(led, nil, time.Now)
+	id := newRun(t, st, 100_000_000)
+	ctx := context.Background()
+	price, _ := budget.DefaultPrices().Lookup("claude-sonnet-4-5")
+	if _, err := svc.AdmitProxied(ctx, id, admission.Proxied{Request: admission.Request{RequestID: "p", Model: "claude-sonnet-4-5", MaxOutputTokens: 100_000, InputTokensUpperBound: 1000}, Price: price}); err != nil {
+		t.Fatal(err)
+	}
+	real := budget.Usage{InputTokens: 900, OutputTokens: 50_000}
+	want, _ := budget.Cost(price, real)
+	var wg sync.WaitGroup
+	for range 24 {
+		wg.Go(func() {
+			if _, err := svc.ReconcileReported(ctx, id, "p", budget.Usage{}); !errors.Is(err, admission.ErrProxyReservation) {
+				t.Errorf("runner report on a proxy reservation: %v, want ErrProxyReservation", err)
+			}
+		})
+	}
+	wg.Go(func() {
+		if st, err := svc.Reconcile(ctx, id, "p", real, map[string]int64{"web_search": 2}); err != nil || st.Cost != want {
+			t.Errorf("proxy reconcile = %+v, %v; want cost %s", st, err, want)
+		}
+	})
+	wg.Wait()
+	h, err := led.Head(ctx, id)
+	if err != nil || h.BudgetSpent != int64(want) || h.BudgetReserved != 0 {
+		t.Errorf("head spent %d reserved %d (%v), want %d and 0", h.BudgetSpent, h.BudgetReserved, err, want)
+	}
+}
+
+// TestSettleRetrying: a settlement that fails for a passing reason is
+// retried, inline and then in the background, and lands at its real cost;
+// one that fails for good is not retried.
+func TestSettleRetrying(t *testing.T) {
+	t.Parallel()
+	st := testenv.Store(t)
+	led := ledger.New(st, time.Now)
+	svc := admission.New(led, nil, time.Now)
+	id := newRun(t, st, 100_000_000)
+	ctx := context.Background()
+	price, _ := budget.DefaultPrices().Lookup("claude-haiku-4-5")
+	if _, err := svc.AdmitProxied(ctx, id, admission.Proxied{Request: admission.Request{RequestID: "q", Model: "claude-haiku-4-5", MaxOutputTokens: 100_000, InputTokensUpperBound: 10}, Price: price}); err != nil {
+		t.Fatal(err)
+	}
+	u := budget.Usage{InputTokens: 10, OutputTokens: 10}
+	want, _ := budget.Cost(price, u)
+	var mu sync.Mutex
+	tries := 0
+	attempt := func(ctx context.Context) (admission.Settled, error) {
+		mu.Lock()
+		tries++
+		n := tries
+		mu.Unlock()
+		if n <= 4 { // every inline try and the first background one
+			return admission.Settled{}, fmt.Errorf("conflict: %w", store.ErrUnavailable)
+		}
+		return svc.Reconcile(ctx, id, "q", u, nil)
+	}
+	done := make(chan admission.Settled, 1)
+	if _, err := svc.SettleRetrying(ctx, attempt, func(s admission.Settled, err error) {
+		if err != nil {
+			t.Errorf("background settlement: %v", err)
+		}
+		done <- s
+	}); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("inline result = %v, want the conflict (the retry goes on in the background)", err)
+	}
+	svc.Wait()
+	if s := <-done; s.Cost != want || s.Settlement != admission.SettlementUsage {
+		t.Errorf("settled %+v, want %s by usage", s, want)
+	}
+	if n, _ := svc.SweepReservations(ctx, time.Now().Add(time.Hour)); n != 0 {
+		t.Errorf("the sweep settled %d reservations after the retry landed, want 0", n)
+	}
+	calls := 0
+	if _, err := svc.SettleRetrying(ctx, func(context.Context) (admission.Settled, error) {
+		calls++
+		return admission.Settled{}, admission.ErrReservationNotFound
+	}, nil); !errors.Is(err, admission.ErrReservationNotFound) || calls != 1 {
+		t.Errorf("terminal error: %v after %d calls, want it at once", err, calls)
+	}
 }

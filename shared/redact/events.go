@@ -110,6 +110,12 @@ type BudgetReserved struct {
 	RequestID      string `json:"request_id"`
 	Model          string `json:"model"`
 	ReservedMicros int64  `json:"reserved_micros"`
+	// ServerTools are the anthropic-server-tools a proxied request offered
+	// (names only). MaxTokensRequested is set when the proxy lowered the
+	// request's max_tokens to MaxTokensForwarded to fit the budget.
+	ServerTools        []string `json:"server_tools,omitempty"`
+	MaxTokensRequested int64    `json:"max_tokens_requested,omitempty"`
+	MaxTokensForwarded int64    `json:"max_tokens_forwarded,omitempty"`
 }
 
 func (BudgetReserved) eventType() Type { return TypeBudgetReserved }
@@ -124,7 +130,31 @@ type BudgetReconciled struct {
 	CacheCreationInputTokens int64  `json:"cache_creation_input_tokens"`
 	CostMicros               int64  `json:"cost_micros"`
 	Settlement               string `json:"settlement"`
+	// Server tools: the 1-hour share of the cache writes, the billed
+	// counts, and how many times each server tool ran (names and counts).
+	CacheCreation1hInputTokens int64            `json:"cache_creation_1h_input_tokens,omitempty"`
+	WebSearchRequests          int64            `json:"web_search_requests,omitempty"`
+	WebFetchRequests           int64            `json:"web_fetch_requests,omitempty"`
+	ServerToolUses             map[string]int64 `json:"server_tool_uses,omitempty"`
 }
+
+// ModelRefused records a model request the proxy refused before anything
+// was forwarded: why (a fixed reason code), and for a gate refusal the
+// server tool and the stage that denied it. Never the request's content.
+type ModelRefused struct {
+	RequestID string `json:"request_id"`
+	Model     string `json:"model,omitempty"`
+	Status    int    `json:"status"`
+	Reason    string `json:"reason"`
+	Tool      string `json:"tool,omitempty"`
+	Stage     string `json:"stage,omitempty"`
+	Source    string `json:"source,omitempty"`
+	// NeededMicros and AvailableMicros explain a budget refusal.
+	NeededMicros    int64 `json:"needed_micros,omitempty"`
+	AvailableMicros int64 `json:"available_micros,omitempty"`
+}
+
+func (ModelRefused) eventType() Type { return TypeModelRefused }
 
 func (BudgetReconciled) eventType() Type { return TypeBudgetReconciled }
 

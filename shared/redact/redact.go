@@ -30,6 +30,7 @@ const (
 	TypeToolBrokered      Type = "tool.brokered"
 	TypeBudgetReserved    Type = "budget.reserved"
 	TypeBudgetReconciled  Type = "budget.reconciled"
+	TypeModelRefused      Type = "model.refused"
 	TypeSessionEnded      Type = "session.ended"
 	TypeGrantRevoked      Type = "grant.revoked"
 )

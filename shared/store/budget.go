@@ -12,6 +12,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
+// ReservationByProxy is the Origin of a reservation the model proxy booked.
+// Persisted: never rename.
+const ReservationByProxy = "proxy"
+
 // Reservation statuses. They are persisted: never rename.
 const (
 	ReservationOpen       = "open"
@@ -38,7 +42,14 @@ type Reservation struct {
 	OutputPerMTok     int64  `dynamodbav:"price_output"`
 	CacheReadPerMTok  int64  `dynamodbav:"price_cache_read"`
 	CacheWritePerMTok int64  `dynamodbav:"price_cache_write"`
-	CreatedAt         string `dynamodbav:"created_at"`
+	// Added with the model proxy's inspection; absent on older items.
+	CacheWrite1hPerMTok int64 `dynamodbav:"price_cache_write_1h,omitempty"`
+	WebSearchPerUse     int64 `dynamodbav:"price_web_search,omitempty"`
+	WebSearches         int64 `dynamodbav:"web_searches,omitempty"`
+	// Origin is ReservationByProxy for what the model proxy booked, which
+	// only the proxy and the sweep may settle; "" for a runner's own.
+	Origin    string `dynamodbav:"origin,omitempty"`
+	CreatedAt string `dynamodbav:"created_at"`
 	Status            string `dynamodbav:"status"`
 	// Set when the reservation is closed.
 	Cost       int64  `dynamodbav:"cost"`
@@ -57,7 +68,12 @@ type Usage struct {
 	OutputTokens             int64  `dynamodbav:"output_tokens"`
 	CacheReadInputTokens     int64  `dynamodbav:"cache_read_input_tokens"`
 	CacheCreationInputTokens int64  `dynamodbav:"cache_creation_input_tokens"`
-	Cost                     int64  `dynamodbav:"cost"`
+	// Added with server tools and cache TTLs; absent when zero or empty.
+	CacheCreation1hInputTokens int64            `dynamodbav:"cache_creation_1h_input_tokens,omitempty"`
+	WebSearchRequests          int64            `dynamodbav:"web_search_requests,omitempty"`
+	WebFetchRequests           int64            `dynamodbav:"web_fetch_requests,omitempty"`
+	ServerToolUses             map[string]int64 `dynamodbav:"server_tool_uses,omitempty"`
+	Cost                       int64            `dynamodbav:"cost"`
 	Settlement               string `dynamodbav:"settlement"`
 	At                       string `dynamodbav:"at"`
 }
