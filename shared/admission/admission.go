@@ -469,3 +469,30 @@ func (s *Service) SweepReservations(ctx context.Context, olderThan time.Time) (i
 	})
 	return n, errors.Join(append(errs, err)...)
 }
+
+// Available returns what runID can still book, and whether it has ended.
+func (s *Service) Available(ctx context.Context, runID string) (int64, bool, error) {
+	h, err := s.led.Head(ctx, runID)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, false, ErrRunNotFound
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	return h.BudgetAvailable, run.Status(h.Status) == run.StatusEnded, nil
+}
+
+// Refused records a model request the proxy refused: one event, no money.
+func (s *Service) Refused(ctx context.Context, runID string, ev redact.ModelRefused) error {
+	env, err := redact.New(ev)
+	if err != nil {
+		return err
+	}
+	_, err = s.led.Append(ctx, runID, func(store.Head) (store.Batch, error) {
+		return store.Batch{Events: []redact.Envelope{env}}, nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return ErrRunNotFound
+	}
+	return err
+}

@@ -146,9 +146,9 @@ func TestAdmissionIdempotentAndValidated(t *testing.T) {
 	path := "/v1/sessions/" + id + "/admissions"
 
 	first := s.must(201, "POST", path, tok, admissionBody("req-a", 1000, 2000))
-	// 1000 x $5 + 2000 x max($1, $1.25) per MTok = 5000 + 2500 micros.
-	if first["reserved_usd"] != 0.0075 || first["reservation_id"] == nil {
-		t.Fatalf("admission = %v, want reserved_usd 0.0075 and an id", first)
+	// 1000 x $5 + 2000 x max($1, $1.25, $2 for 1-hour writes) per MTok = 5000 + 4000 micros.
+	if first["reserved_usd"] != 0.009 || first["reservation_id"] == nil {
+		t.Fatalf("admission = %v, want reserved_usd 0.009 and an id", first)
 	}
 	again := s.must(200, "POST", path, tok, admissionBody("req-a", 1000, 2000))
 	if again["reservation_id"] != first["reservation_id"] || again["reserved_usd"] != first["reserved_usd"] {
@@ -160,8 +160,8 @@ func TestAdmissionIdempotentAndValidated(t *testing.T) {
 	if got := s.ledger(id); len(got) != 2 || got[1].Type != "budget.reserved" {
 		t.Errorf("ledger = %v, want session.created + one budget.reserved", got)
 	}
-	if h := s.head(id); h.BudgetReserved != 7500 {
-		t.Errorf("reserved = %d, want 7500 (booked once)", h.BudgetReserved)
+	if h := s.head(id); h.BudgetReserved != 9000 {
+		t.Errorf("reserved = %d, want 9000 (booked once)", h.BudgetReserved)
 	}
 
 	for _, c := range []struct {
@@ -202,7 +202,7 @@ func TestUsageBookedOnce(t *testing.T) {
 	// 1000 x 1 + 2000 x 5 + 5000 x 0.1 + 400 x 1.25 = 12,000 micros: over the $0.01 limit.
 	const cost = 12_000
 	for i := range 3 {
-		out := s.must(200, "POST", "/v1/sessions/"+id+"/admissions/req-1/usage", tok, usage)
+		out := s.must(200, "POST", "/v1/sessions/"+id+"/admissions/req-1/usage", s.runner(id), usage)
 		if out["cost_usd"] != 0.012 || out["reconciled"] != true {
 			t.Errorf("usage #%d = %v, want cost_usd 0.012 reconciled true", i+1, out)
 		}
@@ -231,10 +231,10 @@ func TestUsageBookedOnce(t *testing.T) {
 	if len(got) != 8 { // the two ids, four counts, cost and settlement: nothing else
 		t.Errorf("budget.reconciled carries %v", got)
 	}
-	if r := s.do("POST", "/v1/sessions/"+id+"/admissions/nope/usage", tok, usage); r.status != 404 {
+	if r := s.do("POST", "/v1/sessions/"+id+"/admissions/nope/usage", s.runner(id), usage); r.status != 404 {
 		t.Errorf("usage of an unknown request = %d, want 404", r.status)
 	}
-	if r := s.do("POST", "/v1/sessions/"+id+"/admissions/req-1/usage", tok, map[string]any{"input_tokens": 1}); r.status != 400 {
+	if r := s.do("POST", "/v1/sessions/"+id+"/admissions/req-1/usage", s.runner(id), map[string]any{"input_tokens": 1}); r.status != 400 {
 		t.Errorf("usage without output_tokens = %d, want 400", r.status)
 	}
 	// available < 0: the gate denies, and a further admission is refused.
@@ -281,7 +281,7 @@ func TestSweepSettlesStaleReservations(t *testing.T) {
 	id, tok := s.gateRun(s.policy(basicPolicy), runOpts{budget: 1})
 	s.must(201, "POST", "/v1/sessions/"+id+"/admissions", tok, admissionBody("stale", 10_000, 0))
 	s.must(201, "POST", "/v1/sessions/"+id+"/admissions", tok, admissionBody("settled", 10_000, 0))
-	s.must(200, "POST", "/v1/sessions/"+id+"/admissions/settled/usage", tok, map[string]any{"input_tokens": 10, "output_tokens": 10})
+	s.must(200, "POST", "/v1/sessions/"+id+"/admissions/settled/usage", s.runner(id), map[string]any{"input_tokens": 10, "output_tokens": 10})
 
 	svc := admission.New(s.led, nil, time.Now)
 	if n, err := svc.SweepReservations(context.Background(), time.Now().Add(-time.Hour)); err != nil || n != 0 {
@@ -300,7 +300,7 @@ func TestSweepSettlesStaleReservations(t *testing.T) {
 	if last.Type != "budget.reconciled" || got["request_id"] != "stale" || got["settlement"] != "swept" || got["cost_micros"] != 50_000.0 {
 		t.Errorf("last event = %s %v, want budget.reconciled of stale, swept, 50000", last.Type, got)
 	}
-	out := s.must(200, "POST", "/v1/sessions/"+id+"/admissions/stale/usage", tok, map[string]any{"input_tokens": 1, "output_tokens": 1})
+	out := s.must(200, "POST", "/v1/sessions/"+id+"/admissions/stale/usage", s.runner(id), map[string]any{"input_tokens": 1, "output_tokens": 1})
 	if out["cost_usd"] != 0.05 || out["settlement"] != "swept" {
 		t.Errorf("late usage = %v, want the swept cost 0.05", out)
 	}

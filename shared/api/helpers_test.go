@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,6 +31,8 @@ type stack struct {
 	st  *store.Store
 	db  *devstack.DynamoDB
 	led *ledger.Ledger
+	// runners holds each run's runner token, by run id.
+	runners sync.Map
 }
 
 func newStack(t *testing.T) *stack {
@@ -100,7 +103,20 @@ func (s *stack) policy(doc string) string {
 func (s *stack) session(body map[string]any) (string, string) {
 	s.t.Helper()
 	out := s.must(201, "POST", "/v1/sessions", adminToken, body)
+	if rt, ok := out["runner_token"].(string); ok {
+		s.runners.Store(out["id"], rt)
+	}
 	return out["id"].(string), out["token"].(string)
+}
+
+// runner returns the runner token issued with run id.
+func (s *stack) runner(id string) string {
+	s.t.Helper()
+	rt, ok := s.runners.Load(id)
+	if !ok {
+		s.t.Fatalf("run %s was created without a runner token", id)
+	}
+	return rt.(string)
 }
 
 // items scans the whole table: what a test expects to find stored.

@@ -189,8 +189,11 @@ func haikuCost(u budget.Usage) int64 {
 	return (micros + 999_999) / 1_000_000
 }
 
+// haikuReserve is the proxy's bound for a request without server tools: the
+// output at $5, the body's bytes plus the API's own prompt (8192 tokens) at
+// the 1-hour cache-write rate, $2.
 func haikuReserve(maxTokens int64, bodyBytes int) int64 {
-	micros := maxTokens*5_000_000 + int64(bodyBytes)*1_250_000
+	micros := maxTokens*5_000_000 + (int64(bodyBytes)+8192)*2_000_000
 	return (micros + 999_999) / 1_000_000
 }
 
@@ -330,9 +333,14 @@ func TestModelProxyHTTP(t *testing.T) {
 		{"no max_tokens", tok, `{"model":"claude-haiku-4-5","messages":[]}`, 400, "invalid_request_error"},
 		{"unknown model", tok, `{"model":"claude-imaginary-9","max_tokens":5,"messages":[{"role":"user","content":"` + promptCanary + `"}]}`, 400, "invalid_request_error"},
 		{"too large", tok, `{"model":"claude-haiku-4-5","max_tokens":5,"messages":[{"role":"user","content":"` + strings.Repeat("x", 33<<20) + `"}]}`, 413, "request_too_large"},
-		{"over budget", tok, `{"model":"claude-haiku-4-5","max_tokens":1000000,"messages":[]}`, 402, "billing_error"},
+		{"an unknown beta", tok, good, 400, "invalid_request_error"},
+		{"an unknown field", tok, `{"model":"claude-haiku-4-5","max_tokens":5,"mcp_servers":[],"messages":[]}`, 400, "invalid_request_error"},
 	} {
-		st, body := post(c.key, c.body)
+		var hdr []string
+		if c.name == "an unknown beta" {
+			hdr = []string{"anthropic-beta", "context-1m-2025-08-07"}
+		}
+		st, body := post(c.key, c.body, hdr...)
 		if st != c.status || !strings.Contains(body, `"type":"error"`) || !strings.Contains(body, `"type":"`+c.errType+`"`) {
 			t.Errorf("%s: %d %s, want %d %s", c.name, st, body, c.status, c.errType)
 		}
@@ -380,16 +388,17 @@ func TestModelProxySettlesFailures(t *testing.T) {
 	released := make(chan struct{})
 	var once sync.Once
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
+		b, _ := io.ReadAll(r.Body)
+		mode := string(b) // the test names the upstream's behaviour in the prompt
 		switch {
-		case strings.Contains(r.Header.Get("Anthropic-Beta"), "fail-500"):
+		case strings.Contains(mode, "fail-500"):
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(500)
 			io.WriteString(w, `{"type":"error","error":{"type":"api_error","message":"Internal server error"}}`)
-		case strings.Contains(r.Header.Get("Anthropic-Beta"), "no-usage"):
+		case strings.Contains(mode, "no-usa"):
 			w.Header().Set("Content-Type", "application/json")
 			io.WriteString(w, `{"type":"message","content":[]}`)
-		case strings.Contains(r.Header.Get("Anthropic-Beta"), "cut"):
+		case strings.Contains(mode, "cut"):
 			w.Header().Set("Content-Type", "text/event-stream")
 			io.WriteString(w, messageStart)
 			w.(http.Flusher).Flush()
@@ -398,7 +407,7 @@ func TestModelProxySettlesFailures(t *testing.T) {
 				_ = buf.Flush()
 				conn.Close() // mid-stream, without a terminating chunk
 			}
-		case strings.Contains(r.Header.Get("Anthropic-Beta"), "hang"):
+		case strings.Contains(mode, "hang"):
 			w.Header().Set("Content-Type", "text/event-stream")
 			io.WriteString(w, messageStart)
 			w.(http.Flusher).Flush()
@@ -409,15 +418,16 @@ func TestModelProxySettlesFailures(t *testing.T) {
 	defer upstream.Close()
 	p := newProxyStack(t, upstream.URL)
 	id, tok := p.gateRun(p.policy(basicPolicy), runOpts{budget: 1})
-	body := `{"model":"claude-haiku-4-5","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"` + promptCanary + `"}]}`
-	send := func(ctx context.Context, beta string) (*http.Response, error) {
-		req, _ := http.NewRequestWithContext(ctx, "POST", p.url+"/v1/sessions/"+id+"/model/v1/messages", strings.NewReader(body))
+	bodyOf := func(mode string) string {
+		return `{"model":"claude-haiku-4-5","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"` + promptCanary + ` ` + mode + `"}]}`
+	}
+	send := func(ctx context.Context, mode string) (*http.Response, error) {
+		req, _ := http.NewRequestWithContext(ctx, "POST", p.url+"/v1/sessions/"+id+"/model/v1/messages", strings.NewReader(bodyOf(mode)))
 		req.Header.Set("x-api-key", tok)
-		req.Header.Set("anthropic-beta", beta)
 		return http.DefaultClient.Do(req)
 	}
 	seen := haikuCost(budget.Usage{InputTokens: 700, OutputTokens: 1})
-	reserve := haikuReserve(100, len(body))
+	reserve := haikuReserve(100, len(bodyOf("no-usa")))
 
 	for i, c := range []struct {
 		beta       string
@@ -426,7 +436,7 @@ func TestModelProxySettlesFailures(t *testing.T) {
 		cost       int64
 	}{
 		{"fail-500", 500, "released", 0},
-		{"no-usage", 200, "pessimistic", reserve},
+		{"no-usa", 200, "pessimistic", reserve},
 		{"cut", 200, "partial", seen},
 	} {
 		resp, err := send(context.Background(), c.beta)

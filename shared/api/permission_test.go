@@ -31,6 +31,7 @@ const gatePolicy = `{"name":"gate","default_verdict":"deny","rules":[
  {"id":"web","tool":"WebFetch","match":{"input":{"/url":["https://docs.example.com/*"]}},"verdict":"allow"}]}`
 
 type runOpts struct {
+	bundle     string // a second bundle, besides claude-code
 	tier       string
 	budget     float64
 	autonomous bool
@@ -39,7 +40,11 @@ type runOpts struct {
 
 func (s *stack) gateRun(pol string, o runOpts) (string, string) {
 	s.t.Helper()
-	body := map[string]any{"policy_id": pol, "capabilities": []string{"claude-code"}, "budget": map[string]any{"limit_usd": o.budget}, "autonomous": o.autonomous}
+	bundles := []string{"claude-code"}
+	if o.bundle != "" {
+		bundles = append(bundles, o.bundle)
+	}
+	body := map[string]any{"policy_id": pol, "capabilities": bundles, "budget": map[string]any{"limit_usd": o.budget}, "autonomous": o.autonomous}
 	if o.tier != "" {
 		body["trust_tier"] = o.tier
 	}

@@ -3,7 +3,14 @@
 // through an OIDC issuer, whose JWTs package sso verifies into the same
 // Principal. auth itself links no OIDC code, so every function can import it.
 //
-// Session tokens are 256 random bits behind a recognisable prefix. Only
+// A run has two bearer credentials, both issued once when it is created:
+// the session token, which goes into the sandbox (the hook's credential and
+// the model proxy's API key), and the runner token, which stays with the
+// runner outside the sandbox: it alone (besides the operator) may report
+// model usage for the run's own admissions and end the run, so nothing the
+// sandbox holds can lower what the run is charged.
+//
+// Tokens are 256 random bits behind a recognisable prefix. Only
 // their SHA-256 is stored (a token has too much entropy to need a slow
 // hash), and comparisons are constant-time. A session token authorises one
 // run and nothing else; that scoping is enforced by the API layer, which
@@ -32,6 +39,9 @@ const (
 	KindSession Kind = "session"
 	// KindUser is a person signed in through the OIDC issuer (SSO mode).
 	KindUser Kind = "user"
+	// KindRunner is a run's runner token: admissions, usage reports and
+	// ending its one run.
+	KindRunner Kind = "runner"
 )
 
 // Roles an SSO user may hold, read from the token's roles claim. They are
@@ -73,8 +83,19 @@ func (p Principal) MayActOnRun(runID string) bool {
 	return p.Kind == KindAdmin || (p.Kind == KindSession && p.RunID == runID)
 }
 
-// SessionTokenPrefix starts every session token.
-const SessionTokenPrefix = "fbx_sess_"
+// MayReportUsage reports whether p may settle runID's own admissions with
+// usage it reports, or end the run: the operator or the run's runner token,
+// never its session token.
+func (p Principal) MayReportUsage(runID string) bool {
+	return p.Kind == KindAdmin || (p.Kind == KindRunner && p.RunID == runID)
+}
+
+// SessionTokenPrefix starts every session token; RunnerTokenPrefix every
+// runner token.
+const (
+	SessionTokenPrefix = "fbx_sess_"
+	RunnerTokenPrefix  = "fbx_run_"
+)
 
 // Token is a secret bearer token. It never prints.
 type Token string
@@ -86,12 +107,17 @@ func (t Token) Reveal() string             { return string(t) }
 func (Token) MarshalText() ([]byte, error) { return []byte("[redacted token]"), nil }
 
 // NewSessionToken returns a fresh session token and the hash to store.
-func NewSessionToken() (Token, string, error) {
+func NewSessionToken() (Token, string, error) { return newToken(SessionTokenPrefix) }
+
+// NewRunnerToken returns a fresh runner token and the hash to store.
+func NewRunnerToken() (Token, string, error) { return newToken(RunnerTokenPrefix) }
+
+func newToken(prefix string) (Token, string, error) {
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", "", fmt.Errorf("auth: random: %w", err)
 	}
-	tok := SessionTokenPrefix + base64.RawURLEncoding.EncodeToString(b[:])
+	tok := prefix + base64.RawURLEncoding.EncodeToString(b[:])
 	return Token(tok), HashToken(tok), nil
 }
 

@@ -4,25 +4,45 @@
 // sandbox.
 //
 // What it guarantees:
-//   - Nothing is forwarded without an admission. Each request books a
-//     reservation first, pessimistically: the declared max_tokens as the
-//     output bound and the request's byte length as the input bound (a token
-//     is never shorter than a byte, so that bound is genuine). A run short of
-//     money gets a 402 billing_error, in the shape Anthropic clients decode.
-//   - Every reservation it books is settled on every path it controls:
-//     complete usage reconciles it; a stream that ends early (cut upstream,
-//     error event, client gone) reconciles what was seen; a response without
-//     usage settles the full reservation; an upstream that refused the
-//     request outright (an error status, or no connection at all) releases
-//     it, since neither is billed. If even the settlement cannot be written
-//     (the store is down), the sweep settles it in full later.
+//   - Nothing is forwarded that the proxy did not fully understand. The
+//     request is read by a strict inspector (inspect.go): top-level
+//     members, message members, content block types, image and document
+//     sources, tool types and their members, and anthropic-beta values are
+//     allowlists; duplicate member names are refused; mcp_servers,
+//     mcp_toolset, container and file_id are refused by name. A refusal is
+//     a 4xx in Anthropic's error shape that says what to change, and a
+//     model.refused event in the run's ledger; nothing reaches the upstream.
+//   - The model channel is a tool channel. Every server tool a request
+//     offers (web_search, web_fetch, code_execution) and every URL-sourced
+//     image or document is judged by the gate as a call of the
+//     anthropic-server-tools bundle: frozen tool set, schema, trust tier,
+//     policy, in the gate's own order. Anything but allow is refused; a
+//     read_only run can offer none of them.
+//   - The reservation is a genuine upper bound: max_tokens at the output
+//     rate; an input bound taken from the body's bytes, or from the model's
+//     context window for each sampling step when server tools or documents
+//     bring in content the bytes do not bound; at the highest input or
+//     cache-write rate; plus every web search max_uses allows at its fee.
+//     Server tools without max_uses (web fetch without max_content_tokens)
+//     get one imposed in the forwarded request. What the price table cannot
+//     price (code execution, fast mode, US-only inference where no
+//     multiplier is known) is refused. When max_tokens does not fit the
+//     budget, it is lowered to what does (never below MinMaxTokens); below
+//     that the answer is a 402 with the amounts needed and available.
+//   - One meter. Reservations booked here are settled only by this proxy
+//     and the sweep; the usage endpoint refuses them. The usage comes from
+//     the upstream's own response: a stream is followed without a line cap
+//     on the usage path; a response naming another model than the admitted
+//     one is cut and settled in full; no usage settles in full; an upstream
+//     error answer or a refused connection releases. A settlement that
+//     fails is retried, inline and then in the background, before the
+//     sweep settles it in full.
 //   - The operator's credential is opened per request, in this process
 //     only, and set on the upstream request alone; the session token is
 //     never forwarded, and only allow-listed headers cross in either
 //     direction.
-//   - Prompts and completions pass through and are kept nowhere: not in the
-//     ledger (only ids, token counts and cost), not in logs, not in error
-//     bodies (which are fixed texts).
+//   - Prompts and completions pass through and are kept nowhere: the ledger
+//     holds ids, server-tool names and counts, token counts and cost.
 package modelproxy
 
 import (
@@ -30,6 +50,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -39,7 +60,11 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/admission"
 	"github.com/fluidbox/fluidbox/shared/budget"
+	"github.com/fluidbox/fluidbox/shared/capability"
+	"github.com/fluidbox/fluidbox/shared/gate"
 	"github.com/fluidbox/fluidbox/shared/ids"
+	"github.com/fluidbox/fluidbox/shared/redact"
+	"github.com/fluidbox/fluidbox/shared/run"
 )
 
 // Bounds of one proxied request.
@@ -55,12 +80,27 @@ const (
 	settleTimeout = 15 * time.Second
 	// defaultVersion is sent when the client named no anthropic-version.
 	defaultVersion = "2023-06-01"
+	// MinMaxTokens is the floor below which the proxy does not lower a
+	// request's max_tokens to fit a budget: a reply shorter than that is
+	// rarely worth its input, so the run is told it is out of money instead.
+	MinMaxTokens = 1024
+	// promptOverhead covers the tokens the API adds to a request itself
+	// (the tool-use system prompt, server tools' instructions), which its
+	// bytes do not show.
+	promptOverhead = 8192
 )
+
+// Judge is the gate as the proxy asks it about the server tools of one
+// request (permission.Service.JudgeModelTools).
+type Judge interface {
+	JudgeModelTools(ctx context.Context, runID string, calls []gate.Request) ([]gate.Decision, error)
+}
 
 // Proxy forwards Messages API requests of runs to the model upstream.
 type Proxy struct {
 	admit     *admission.Service
 	upstreams *Upstreams
+	judge     Judge
 	client    *http.Client
 	log       *slog.Logger
 }
@@ -68,7 +108,7 @@ type Proxy struct {
 // New returns a proxy. client may be nil for a default without an overall
 // timeout (a stream lasts as long as the model writes) but with bounded
 // connection setup.
-func New(admit *admission.Service, upstreams *Upstreams, client *http.Client, log *slog.Logger) *Proxy {
+func New(admit *admission.Service, upstreams *Upstreams, judge Judge, client *http.Client, log *slog.Logger) *Proxy {
 	if client == nil {
 		client = &http.Client{Transport: &http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
@@ -86,14 +126,17 @@ func New(admit *admission.Service, upstreams *Upstreams, client *http.Client, lo
 	// Never follow a redirect: it would carry the operator's key elsewhere.
 	c := *client
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &Proxy{admit: admit, upstreams: upstreams, client: &c, log: log}
+	return &Proxy{admit: admit, upstreams: upstreams, judge: judge, client: &c, log: log}
 }
 
-// head is what the proxy reads of a request body; the rest passes through.
-type head struct {
-	Model     *string `json:"model"`
-	MaxTokens *int64  `json:"max_tokens"`
-	Stream    *bool   `json:"stream"`
+// plan is an inspected request, judged and priced, ready to admit.
+type plan struct {
+	in          *Inspection
+	model       budget.Model
+	price       budget.Price
+	input       int64 // the input token bound
+	webSearches int64
+	requested   int64 // max_tokens as the client sent it, when lowered
 }
 
 // ServeMessages proxies one POST .../v1/messages of runID, whose caller the
@@ -111,17 +154,20 @@ func (p *Proxy) ServeMessages(w http.ResponseWriter, r *http.Request, runID stri
 		WriteError(w, http.StatusBadRequest, "invalid_request_error", "could not read the request body")
 		return
 	}
-	var h head
-	if err := json.Unmarshal(body, &h); err != nil {
-		WriteError(w, http.StatusBadRequest, "invalid_request_error", "the body must be a JSON object with model (string) and max_tokens (integer)")
+	requestID := ids.New("req_")
+	in, ref := Inspect(body, r.Header, r.URL.RawQuery)
+	if ref != nil {
+		p.refuse(ctx, w, runID, requestID, "", ref)
 		return
 	}
-	if h.Model == nil || *h.Model == "" {
-		WriteError(w, http.StatusBadRequest, "invalid_request_error", "model: field required")
+	pl, ref := p.plan(ctx, runID, in, len(body))
+	if ref != nil {
+		p.refuse(ctx, w, runID, requestID, in.Model, ref)
 		return
 	}
-	if h.MaxTokens == nil || *h.MaxTokens < 1 {
-		WriteError(w, http.StatusBadRequest, "invalid_request_error", "max_tokens: must be an integer of at least 1")
+	fwd, err := in.Body(body)
+	if err != nil {
+		p.refuse(ctx, w, runID, requestID, in.Model, refuse(ReasonMalformed, "the request could not be re-encoded"))
 		return
 	}
 	up, err := p.upstreams.Open(ctx)
@@ -131,42 +177,24 @@ func (p *Proxy) ServeMessages(w http.ResponseWriter, r *http.Request, runID stri
 		return
 	}
 
-	requestID := ids.New("req_")
-	res, err := p.admit.Admit(ctx, runID, admission.Request{
-		RequestID: requestID, Model: *h.Model, MaxOutputTokens: *h.MaxTokens, InputTokensUpperBound: int64(len(body)),
+	res, err := p.admit.AdmitProxied(ctx, runID, admission.Proxied{
+		Request: admission.Request{RequestID: requestID, Model: in.Model, MaxOutputTokens: in.MaxTokens, InputTokensUpperBound: pl.input},
+		Price:   pl.price, WebSearches: pl.webSearches, ServerTools: in.Offered(), MaxTokensRequested: pl.requested,
 	})
 	if err != nil {
-		p.refuse(w, r, runID, err)
+		p.admissionFailed(ctx, w, runID, requestID, in, pl, err)
 		return
 	}
 
 	out := outcome{settlement: admission.SettlementPessimistic}
-	defer func() {
-		// The client may be gone; the reservation still has to be settled.
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-		defer cancel()
-		var st admission.Settled
-		var err error
-		if out.settlement == admission.SettlementUsage {
-			st, err = p.admit.Reconcile(sctx, runID, requestID, out.usage)
-		} else {
-			st, err = p.admit.Settle(sctx, runID, requestID, out.settlement, out.usage, out.haveUsage)
-		}
-		if err != nil {
-			p.log.ErrorContext(ctx, "model proxy: settle; the sweep will settle it in full", "run", runID, "request", requestID, "err", err)
-			return
-		}
-		p.log.InfoContext(ctx, "model request", "run", runID, "request", requestID, "reservation", res.ID,
-			"model", res.Model, "stream", h.Stream != nil && *h.Stream, "status", out.status,
-			"reserved", res.Amount.String(), "cost", st.Cost.String(), "settlement", st.Settlement, "ms", p.upstreams.now().Sub(start).Milliseconds())
-	}()
+	defer func() { p.settle(ctx, runID, requestID, res, pl, &out, start) }()
 
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, up.URL+"/v1/messages", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, up.URL+"/v1/messages", bytes.NewReader(fwd))
 	if err != nil {
 		WriteError(w, http.StatusInternalServerError, "api_error", "fluidbox could not build the upstream request")
 		return
 	}
-	req.URL.RawQuery = r.URL.RawQuery // ?beta=true, as Claude Code sends
+	req.URL.RawQuery = r.URL.RawQuery // "" or beta=true: the inspector admits nothing else
 	copyRequestHeaders(req.Header, r.Header)
 	up.Credential.Apply(req.Header)
 
@@ -184,28 +212,278 @@ func (p *Proxy) ServeMessages(w http.ResponseWriter, r *http.Request, runID stri
 	}
 	defer resp.Body.Close()
 	out.status = resp.StatusCode
-	copyResponseHeaders(w.Header(), resp.Header)
 
 	switch {
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		// An error answer is not billed: release, and pass it on.
+		copyResponseHeaders(w.Header(), resp.Header)
 		out.settlement = admission.SettlementReleased
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 		w.WriteHeader(resp.StatusCode)
 		_, _ = w.Write(b)
 	case strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"):
-		p.stream(w, resp.Body, &out)
+		copyResponseHeaders(w.Header(), resp.Header)
+		p.stream(w, resp.Body, pl, &out)
 	default:
 		b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
 		if err != nil {
 			WriteError(w, http.StatusBadGateway, "api_error", "the model upstream's answer was cut short")
 			return
 		}
-		if u, err := budget.UsageFromBody(b); err == nil {
-			out.settlement, out.usage, out.haveUsage = admission.SettlementUsage, u, true
+		u, model, uses, err := budget.ResponseFromBody(b)
+		if model != "" && !p.sameModel(in.Model, model) {
+			// Billed at a price nobody admitted: settle in full, pass nothing.
+			out.status = http.StatusBadGateway
+			WriteError(w, http.StatusBadGateway, "api_error", "fluidbox: the model upstream answered with a model other than the one admitted")
+			return
 		}
+		if err == nil {
+			out.settlement, out.usage, out.haveUsage, out.uses = admission.SettlementUsage, u, true, uses
+		}
+		copyResponseHeaders(w.Header(), resp.Header)
 		w.WriteHeader(resp.StatusCode)
 		_, _ = w.Write(b)
+	}
+}
+
+// plan judges the request's server tools, prices it and bounds it, lowering
+// max_tokens to what the run can afford.
+func (p *Proxy) plan(ctx context.Context, runID string, in *Inspection, bodyLen int) (plan, *Refusal) {
+	m, err := p.admit.Prices().Model(in.Model)
+	if err != nil {
+		return plan{}, refuse(ReasonUnpriced, "model %s is not in fluidbox's price table; unpriced models are refused", quoteName(in.Model))
+	}
+	if ref := p.judgeTools(ctx, runID, in); ref != nil {
+		return plan{}, ref
+	}
+	pl := plan{in: in, model: m, price: m.Price}
+	for _, st := range in.ServerTools {
+		if st.Tool == capability.ToolCodeExecution {
+			return plan{}, refuse(ReasonUnpriced, "tools: code_execution is billed per container-hour, which one request cannot bound, so fluidbox cannot price it; remove the tool")
+		}
+	}
+	if in.InferenceGeo == "us" {
+		if m.USMultiplierPermille == 0 {
+			return plan{}, refuse(ReasonUnpriced, `inference_geo "us" has no known price for model %s; remove inference_geo`, quoteName(in.Model))
+		}
+		pl.price = m.Price.Scale(m.USMultiplierPermille)
+	}
+	pl.input, pl.webSearches = inputBound(in, bodyLen, m.ContextWindow)
+
+	available, ended, err := p.admit.Available(ctx, runID)
+	switch {
+	case errors.Is(err, admission.ErrRunNotFound):
+		return plan{}, &Refusal{Status: http.StatusNotFound, Type: "not_found_error", Reason: ReasonRun, Message: "fluidbox: no such run"}
+	case err != nil:
+		p.log.ErrorContext(ctx, "model proxy: read budget", "run", runID, "err", err)
+		return plan{}, &Refusal{Status: http.StatusServiceUnavailable, Type: "api_error", Reason: ReasonRun, Message: "fluidbox cannot admit model requests right now"}
+	case ended:
+		return plan{}, &Refusal{Status: http.StatusForbidden, Type: "permission_error", Reason: ReasonRun, Message: "fluidbox: this run has ended"}
+	}
+	amount, err := p.reserve(pl, in.MaxTokens)
+	if err != nil {
+		return plan{}, refuse(ReasonMalformed, "max_tokens: the reservation would overflow")
+	}
+	if int64(amount) <= available {
+		return pl, nil
+	}
+	// Lower max_tokens to what the budget affords, never below the floor
+	// (nor to where extended thinking no longer fits).
+	floor := max(int64(MinMaxTokens), in.ThinkingBudget+1)
+	fixed, _ := p.reserve(pl, 0)
+	afford := int64(0)
+	if left := available - int64(fixed); left > 0 && pl.price.OutputPerMTok > 0 {
+		afford = left * 1_000_000 / int64(pl.price.OutputPerMTok)
+	}
+	if afford < floor || afford >= in.MaxTokens {
+		need, _ := p.reserve(pl, min(floor, in.MaxTokens))
+		return plan{}, &Refusal{Status: http.StatusPaymentRequired, Type: "billing_error", Reason: ReasonBudget,
+			Needed: int64(need), Available: max(available, 0),
+			Message: fmt.Sprintf("fluidbox: this run's budget cannot cover this request: it needs %s (max_tokens %d, the input bound and server-tool fees) and %s is available; raise the run's budget or send less",
+				need, min(floor, in.MaxTokens), budget.Micros(max(available, 0)))}
+	}
+	pl.requested = in.MaxTokens
+	in.SetMaxTokens(afford)
+	return pl, nil
+}
+
+func (p *Proxy) reserve(pl plan, maxTokens int64) (budget.Micros, error) {
+	return budget.ReserveBound(pl.price, budget.Bound{MaxOutputTokens: maxTokens, InputTokens: pl.input, WebSearches: pl.webSearches})
+}
+
+// inputBound is the most input tokens the request can be billed for, and
+// the most web searches it can run. Without server tools the API samples
+// once and reads at most the request (a token is never shorter than a
+// byte, plus the prompt the API adds), within the context window; a PDF or
+// a URL source is bounded only by the window. Each server tool use is one
+// more sampling step reading the context again with the tool's result
+// added: a web fetch adds at most twice its max_content_tokens (the limit
+// is approximate), a web search an unbounded result, so the window.
+func inputBound(in *Inspection, bodyLen int, window int64) (input, searches int64) {
+	first := min(int64(bodyLen)+promptOverhead, window)
+	if in.Documents {
+		first = window
+	}
+	steps, growth := int64(0), int64(0)
+	for _, st := range in.ServerTools {
+		steps += st.MaxUses
+		switch st.Tool {
+		case capability.ToolWebSearch:
+			searches += st.MaxUses
+			growth = window
+		case capability.ToolWebFetch:
+			growth = max(growth, 2*st.MaxContentTokens)
+		}
+	}
+	input, cur := first, first
+	for range steps {
+		cur = min(cur+growth, window)
+		input += cur
+	}
+	return input, searches
+}
+
+// judgeTools asks the gate about every server tool and URL source.
+func (p *Proxy) judgeTools(ctx context.Context, runID string, in *Inspection) *Refusal {
+	var calls []gate.Request
+	for _, st := range in.ServerTools {
+		calls = append(calls, gate.Request{ToolName: st.Tool, Input: st.Input})
+	}
+	for _, u := range in.URLSources {
+		calls = append(calls, gate.Request{ToolName: capability.ToolWebFetch, Input: map[string]any{"url": u}})
+	}
+	if len(calls) == 0 {
+		return nil
+	}
+	if p.judge == nil {
+		return &Refusal{Status: http.StatusForbidden, Type: "permission_error", Reason: ReasonGate, Tool: calls[0].ToolName,
+			Message: "fluidbox: this proxy has no gate to judge server tools, so none is allowed"}
+	}
+	ds, err := p.judge.JudgeModelTools(ctx, runID, calls)
+	switch {
+	case errors.Is(err, run.ErrNotFound):
+		return &Refusal{Status: http.StatusNotFound, Type: "not_found_error", Reason: ReasonRun, Message: "fluidbox: no such run"}
+	case err != nil:
+		p.log.ErrorContext(ctx, "model proxy: gate", "run", runID, "err", err)
+		return &Refusal{Status: http.StatusServiceUnavailable, Type: "api_error", Reason: ReasonGate, Message: "fluidbox cannot judge this request's server tools right now"}
+	}
+	for i, d := range ds {
+		name := calls[i].ToolName
+		what := "server tool " + name
+		if i >= len(in.ServerTools) {
+			what = "a URL source (judged as " + name + ")"
+		}
+		switch d.Outcome {
+		case gate.OutcomeAllow:
+			continue
+		case gate.OutcomeApproval:
+			return &Refusal{Status: http.StatusForbidden, Type: "permission_error", Reason: ReasonGate, Tool: name, Stage: "approval", Source: string(gate.SourcePolicy),
+				Message: fmt.Sprintf("fluidbox: the policy requires approval for %s, and a model request cannot wait for a human; allow it by a policy rule or a session grant, or remove it from the request", what)}
+		default:
+			return &Refusal{Status: http.StatusForbidden, Type: "permission_error", Reason: ReasonGate, Tool: name, Stage: d.Stage, Source: string(d.Source),
+				Message: fmt.Sprintf("fluidbox denied %s (stage %s): %s; remove it from the request", what, d.Stage, d.Reason)}
+		}
+	}
+	return nil
+}
+
+// sameModel reports whether the model a response names is the admitted one
+// (an alias and its dated id are one entry of the price table).
+func (p *Proxy) sameModel(admitted, answered string) bool {
+	if admitted == answered {
+		return true
+	}
+	a, err1 := p.admit.Prices().Model(admitted)
+	b, err2 := p.admit.Prices().Model(answered)
+	return err1 == nil && err2 == nil && a.Name == b.Name
+}
+
+// admissionFailed answers a failed admission and records it.
+func (p *Proxy) admissionFailed(ctx context.Context, w http.ResponseWriter, runID, requestID string, in *Inspection, pl plan, err error) {
+	var inv *admission.InvalidError
+	var ref *Refusal
+	switch {
+	case errors.Is(err, admission.ErrBudgetExhausted):
+		// Another request took the money between the read and the booking.
+		need, _ := p.reserve(pl, in.MaxTokens)
+		available, _, _ := p.admit.Available(ctx, runID)
+		ref = &Refusal{Status: http.StatusPaymentRequired, Type: "billing_error", Reason: ReasonBudget, Needed: int64(need), Available: max(available, 0),
+			Message: fmt.Sprintf("fluidbox: this run's budget cannot cover this request: it needs %s and %s is available", need, budget.Micros(max(available, 0)))}
+	case errors.As(err, &inv):
+		ref = refuse(ReasonMalformed, "%s", inv.Message)
+	case errors.Is(err, admission.ErrSessionEnded):
+		ref = &Refusal{Status: http.StatusForbidden, Type: "permission_error", Reason: ReasonRun, Message: "fluidbox: this run has ended"}
+	case errors.Is(err, admission.ErrRunNotFound):
+		ref = &Refusal{Status: http.StatusNotFound, Type: "not_found_error", Reason: ReasonRun, Message: "fluidbox: no such run"}
+	default:
+		p.log.ErrorContext(ctx, "model proxy: admission", "run", runID, "err", err)
+		WriteError(w, http.StatusServiceUnavailable, "api_error", "fluidbox cannot admit model requests right now")
+		return
+	}
+	p.refuse(ctx, w, runID, requestID, in.Model, ref)
+}
+
+// refuse records a refusal in the run's ledger and answers it. A run that
+// does not exist has no ledger to record in.
+func (p *Proxy) refuse(ctx context.Context, w http.ResponseWriter, runID, requestID, model string, ref *Refusal) {
+	if ref.Reason != ReasonRun || ref.Status != http.StatusNotFound {
+		err := p.admit.Refused(ctx, runID, redact.ModelRefused{
+			RequestID: requestID, Model: model, Status: ref.Status, Reason: string(ref.Reason),
+			Tool: ref.Tool, Stage: ref.Stage, Source: ref.Source, NeededMicros: ref.Needed, AvailableMicros: ref.Available,
+		})
+		if err != nil && !errors.Is(err, admission.ErrRunNotFound) {
+			// Nothing was forwarded either way; the refusal stands.
+			p.log.ErrorContext(ctx, "model proxy: record refusal", "run", runID, "request", requestID, "err", err)
+		}
+	}
+	p.log.InfoContext(ctx, "model request refused", "run", runID, "request", requestID, "reason", ref.Reason, "tool", ref.Tool, "stage", ref.Stage, "status", ref.Status)
+	WriteError(w, ref.Status, ref.Type, ref.Message)
+}
+
+// settle closes the reservation on every path, retrying a settlement that
+// fails off the request path.
+func (p *Proxy) settle(ctx context.Context, runID, requestID string, res admission.Reservation, pl plan, out *outcome, start time.Time) {
+	// The client may be gone; the reservation still has to be settled.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	u := out.usage
+	if pl.in.Cache1h && u.CacheCreation1hInputTokens == 0 {
+		// The request asked for 1-hour writes and the answer did not split
+		// them: bill every write at the 1-hour rate, never under it.
+		u.CacheCreation1hInputTokens = u.CacheCreationInputTokens
+	}
+	uses := map[string]int64{}
+	for name, n := range out.uses {
+		uses["anthropic__"+name] = n
+	}
+	u.WebSearchRequests = max(u.WebSearchRequests, out.uses["web_search"])
+	u.WebFetchRequests = max(u.WebFetchRequests, out.uses["web_fetch"])
+	if u.WebSearchRequests > 0 {
+		uses[capability.ToolWebSearch] = u.WebSearchRequests
+	}
+	if u.WebFetchRequests > 0 {
+		uses[capability.ToolWebFetch] = u.WebFetchRequests
+	}
+	attempt := func(ctx context.Context) (admission.Settled, error) {
+		if out.settlement == admission.SettlementUsage {
+			return p.admit.Reconcile(ctx, runID, requestID, u, uses)
+		}
+		return p.admit.Settle(ctx, runID, requestID, out.settlement, u, out.haveUsage, uses)
+	}
+	log := func(st admission.Settled, err error) {
+		if err != nil {
+			p.log.ErrorContext(ctx, "model proxy: settle failed after retries; the sweep will settle it in full", "run", runID, "request", requestID, "err", err)
+			return
+		}
+		p.log.InfoContext(ctx, "model request", "run", runID, "request", requestID, "reservation", res.ID,
+			"model", res.Model, "status", out.status, "reserved", res.Amount.String(), "cost", st.Cost.String(),
+			"settlement", st.Settlement, "server_tools", len(uses), "ms", p.upstreams.now().Sub(start).Milliseconds())
+	}
+	st, err := p.admit.SettleRetrying(sctx, attempt, log)
+	if err == nil {
+		log(st, nil)
+	} else {
+		p.log.WarnContext(ctx, "model proxy: settle failed; retrying in the background", "run", runID, "request", requestID, "err", err)
 	}
 }
 
@@ -214,12 +492,13 @@ type outcome struct {
 	settlement admission.Settlement
 	usage      budget.Usage
 	haveUsage  bool
+	uses       map[string]int64 // server_tool_use blocks by name
 	status     int
 }
 
 // stream passes a server-sent-event stream through, flushing as it goes,
 // and follows its usage.
-func (p *Proxy) stream(w http.ResponseWriter, body io.Reader, out *outcome) {
+func (p *Proxy) stream(w http.ResponseWriter, body io.Reader, pl plan, out *outcome) {
 	su := budget.NewStreamUsage()
 	rc := http.NewResponseController(w)
 	w.WriteHeader(http.StatusOK)
@@ -229,6 +508,11 @@ func (p *Proxy) stream(w http.ResponseWriter, body io.Reader, out *outcome) {
 		n, err := body.Read(buf)
 		if n > 0 {
 			_, _ = su.Write(buf[:n])
+			if m := su.Model(); m != "" && !p.sameModel(pl.in.Model, m) {
+				// Another model than admitted: cut, and settle in full.
+				out.settlement = admission.SettlementPessimistic
+				return
+			}
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				break // the client left; settle on what was seen
 			}
@@ -241,6 +525,7 @@ func (p *Proxy) stream(w http.ResponseWriter, body io.Reader, out *outcome) {
 		}
 	}
 	u, ok := su.Usage()
+	out.uses = su.ServerToolUses()
 	switch {
 	case ok && su.Complete():
 		out.settlement, out.usage, out.haveUsage = admission.SettlementUsage, u, true
@@ -248,26 +533,6 @@ func (p *Proxy) stream(w http.ResponseWriter, body io.Reader, out *outcome) {
 		out.settlement, out.usage, out.haveUsage = admission.SettlementPartial, u, true
 	default:
 		out.settlement = admission.SettlementPessimistic
-	}
-}
-
-// refuse answers a failed admission in Anthropic's error shape.
-func (p *Proxy) refuse(w http.ResponseWriter, r *http.Request, runID string, err error) {
-	var inv *admission.InvalidError
-	switch {
-	case errors.Is(err, admission.ErrBudgetExhausted):
-		WriteError(w, http.StatusPaymentRequired, "billing_error", "fluidbox: this run's budget cannot cover this request (max_tokens plus the request size); the run is out of budget")
-	case errors.Is(err, admission.ErrUnknownModel):
-		WriteError(w, http.StatusBadRequest, "invalid_request_error", "model: not in fluidbox's price table; unpriced models are refused")
-	case errors.As(err, &inv):
-		WriteError(w, http.StatusBadRequest, "invalid_request_error", inv.Message)
-	case errors.Is(err, admission.ErrSessionEnded):
-		WriteError(w, http.StatusForbidden, "permission_error", "fluidbox: this run has ended")
-	case errors.Is(err, admission.ErrRunNotFound):
-		WriteError(w, http.StatusNotFound, "not_found_error", "fluidbox: no such run")
-	default:
-		p.log.ErrorContext(r.Context(), "model proxy: admission", "run", runID, "err", err)
-		WriteError(w, http.StatusServiceUnavailable, "api_error", "fluidbox cannot admit model requests right now")
 	}
 }
 

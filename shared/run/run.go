@@ -98,8 +98,11 @@ type Trigger struct {
 
 // View is a run as the API shows it.
 type View struct {
-	ID            string     `json:"id"`
-	Token         string     `json:"token,omitempty"`
+	ID    string `json:"id"`
+	Token string `json:"token,omitempty"`
+	// RunnerToken is shown once, beside Token, and stays with the runner:
+	// it reports model usage and ends the run; the sandbox never gets it.
+	RunnerToken   string     `json:"runner_token,omitempty"`
 	Status        Status     `json:"status"`
 	TrustTier     trust.Tier `json:"trust_tier"`
 	Autonomous    bool       `json:"autonomous"`
@@ -145,11 +148,15 @@ func (s *Service) Create(ctx context.Context, who auth.Principal, req CreateRequ
 	if err != nil {
 		return View{}, err
 	}
-	v, err := s.write(ctx, p, origin{id: ids.New("ses_"), invoker: who.Subject, trigger: "manual", tokenHash: hash})
+	runner, runnerHash, err := auth.NewRunnerToken()
 	if err != nil {
 		return View{}, err
 	}
-	v.Token = token.Reveal()
+	v, err := s.write(ctx, p, origin{id: ids.New("ses_"), invoker: who.Subject, trigger: "manual", tokenHash: hash, runnerHash: runnerHash})
+	if err != nil {
+		return View{}, err
+	}
+	v.Token, v.RunnerToken = token.Reveal(), runner.Reveal()
 	return v, nil
 }
 
@@ -221,11 +228,12 @@ type prepared struct {
 
 // origin is who or what starts a run, and the run's id and token hash.
 type origin struct {
-	id        string
-	invoker   string
-	trigger   string
-	github    *store.GitHubTrigger
-	tokenHash string
+	id         string
+	invoker    string
+	trigger    string
+	github     *store.GitHubTrigger
+	tokenHash  string
+	runnerHash string
 }
 
 // prepare validates req and resolves its policy, bundles and connections.
@@ -333,6 +341,7 @@ func (s *Service) write(ctx context.Context, p prepared, o origin) (View, error)
 		RunID:           o.id,
 		Status:          string(StatusRunning),
 		TokenHash:       o.tokenHash,
+		RunnerTokenHash: o.runnerHash,
 		Invoker:         o.invoker,
 		TrustTier:       string(p.tier),
 		Autonomous:      p.autonomous,

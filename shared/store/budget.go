@@ -38,10 +38,10 @@ type Reservation struct {
 	InputTokensUpperBound int64  `dynamodbav:"input_tokens_upper_bound"`
 	Amount                int64  `dynamodbav:"amount"`
 	// The price booked at, micro-USD per million tokens.
-	InputPerMTok      int64  `dynamodbav:"price_input"`
-	OutputPerMTok     int64  `dynamodbav:"price_output"`
-	CacheReadPerMTok  int64  `dynamodbav:"price_cache_read"`
-	CacheWritePerMTok int64  `dynamodbav:"price_cache_write"`
+	InputPerMTok      int64 `dynamodbav:"price_input"`
+	OutputPerMTok     int64 `dynamodbav:"price_output"`
+	CacheReadPerMTok  int64 `dynamodbav:"price_cache_read"`
+	CacheWritePerMTok int64 `dynamodbav:"price_cache_write"`
 	// Added with the model proxy's inspection; absent on older items.
 	CacheWrite1hPerMTok int64 `dynamodbav:"price_cache_write_1h,omitempty"`
 	WebSearchPerUse     int64 `dynamodbav:"price_web_search,omitempty"`
@@ -50,7 +50,7 @@ type Reservation struct {
 	// only the proxy and the sweep may settle; "" for a runner's own.
 	Origin    string `dynamodbav:"origin,omitempty"`
 	CreatedAt string `dynamodbav:"created_at"`
-	Status            string `dynamodbav:"status"`
+	Status    string `dynamodbav:"status"`
 	// Set when the reservation is closed.
 	Cost       int64  `dynamodbav:"cost"`
 	Settlement string `dynamodbav:"settlement,omitempty"`
@@ -74,8 +74,8 @@ type Usage struct {
 	WebFetchRequests           int64            `dynamodbav:"web_fetch_requests,omitempty"`
 	ServerToolUses             map[string]int64 `dynamodbav:"server_tool_uses,omitempty"`
 	Cost                       int64            `dynamodbav:"cost"`
-	Settlement               string `dynamodbav:"settlement"`
-	At                       string `dynamodbav:"at"`
+	Settlement                 string           `dynamodbav:"settlement"`
+	At                         string           `dynamodbav:"at"`
 }
 
 type openReservation struct {

@@ -15,20 +15,23 @@ import (
 // Head is a run's mutable record: status, ledger counter and budget, plus
 // the digests and settings frozen at creation.
 type Head struct {
-	RunID         string   `dynamodbav:"run_id"`
-	Status        string   `dynamodbav:"status"`
-	LastSeq       int64    `dynamodbav:"last_seq"`
-	TokenHash     string   `dynamodbav:"token_hash"`
-	Invoker       string   `dynamodbav:"invoker"`
-	TrustTier     string   `dynamodbav:"trust_tier"`
-	Autonomous    bool     `dynamodbav:"autonomous"`
-	PolicyID      string   `dynamodbav:"policy_id"`
-	PolicyVersion int      `dynamodbav:"policy_version"`
-	PolicyDigest  string   `dynamodbav:"policy_digest"`
-	ToolSetDigest string   `dynamodbav:"tool_set_digest"`
-	Tools         []string `dynamodbav:"tools"`
-	Capabilities  []string `dynamodbav:"capabilities"`
-	Trigger       string   `dynamodbav:"trigger"`
+	RunID     string `dynamodbav:"run_id"`
+	Status    string `dynamodbav:"status"`
+	LastSeq   int64  `dynamodbav:"last_seq"`
+	TokenHash string `dynamodbav:"token_hash"`
+	// RunnerTokenHash is the runner token's hash; absent on runs created
+	// without one (triggered runs), which no runner token then opens.
+	RunnerTokenHash string   `dynamodbav:"runner_token_hash,omitempty"`
+	Invoker         string   `dynamodbav:"invoker"`
+	TrustTier       string   `dynamodbav:"trust_tier"`
+	Autonomous      bool     `dynamodbav:"autonomous"`
+	PolicyID        string   `dynamodbav:"policy_id"`
+	PolicyVersion   int      `dynamodbav:"policy_version"`
+	PolicyDigest    string   `dynamodbav:"policy_digest"`
+	ToolSetDigest   string   `dynamodbav:"tool_set_digest"`
+	Tools           []string `dynamodbav:"tools"`
+	Capabilities    []string `dynamodbav:"capabilities"`
+	Trigger         string   `dynamodbav:"trigger"`
 	// GitHub is set on runs a GitHub delivery created (Trigger "github").
 	GitHub    *GitHubTrigger `dynamodbav:"github,omitempty"`
 	CreatedAt string         `dynamodbav:"created_at"`

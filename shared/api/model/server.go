@@ -22,6 +22,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/budget"
 	"github.com/fluidbox/fluidbox/shared/modelproxy"
+	"github.com/fluidbox/fluidbox/shared/permission"
 	"github.com/fluidbox/fluidbox/shared/seal"
 )
 
@@ -56,8 +57,11 @@ func New(cfg Config) *Server {
 	st := cfg.Ledger.Store()
 	admit := admission.New(cfg.Ledger, cfg.Prices, cfg.Now)
 	upstreams := modelproxy.NewUpstreams(st, cfg.Sealer, cfg.Now)
+	// The proxy asks the gate about a request's server tools; it holds no
+	// request for a human, so the judge needs no approval service.
+	judge := permission.NewService(cfg.Ledger, nil, nil, cfg.Logger, cfg.Now)
 	return &Server{
-		budget: budgetDeps{upstreams: upstreams, proxy: modelproxy.New(admit, upstreams, cfg.Client, cfg.Logger)},
+		budget: budgetDeps{upstreams: upstreams, proxy: modelproxy.New(admit, upstreams, judge, cfg.Client, cfg.Logger)},
 		keys:   route.NewSessionKeys(st, cfg.Logger),
 		log:    cfg.Logger,
 	}

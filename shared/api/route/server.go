@@ -187,6 +187,12 @@ func authorize(who auth.Principal, acc Access, runID string) *Error {
 		return nil
 	case (acc == RunScoped || acc == Runner) && who.MayActOnRun(runID):
 		return nil
+	case acc == Admitters && (who.MayActOnRun(runID) || who.MayReportUsage(runID)):
+		return nil
+	case acc == Reporters && who.MayReportUsage(runID):
+		return nil
+	case acc == Reporters && who.Kind == auth.KindSession && who.RunID == runID:
+		return errSessionCannotReport
 	case acc == Approvers && who.HasRole(auth.RoleApprover):
 		return nil
 	case acc == Deciders && who.Kind == auth.KindUser:
@@ -199,17 +205,26 @@ func authorize(who auth.Principal, acc Access, runID string) *Error {
 
 // authenticate identifies the caller. A session token is checked against
 // the hash stored on the run named in the path; it is good for that run only.
-// In SSO mode any other bearer is a person's (UserAuthenticator), except on
-// Runner routes.
+// A runner token is checked the same way. In SSO mode any other bearer is
+// a person's (UserAuthenticator), except on Runner and Admitters routes.
 func (s *Server) authenticate(r *http.Request, acc Access) (auth.Principal, *Error) {
 	tok := auth.Bearer(r)
 	if auth.AdminMatches(tok, s.cfg.AdminToken) {
 		return auth.Principal{Kind: auth.KindAdmin, Subject: string(call.Operator)}, nil
 	}
-	if s.cfg.Users != nil && acc != Runner && tok != "" && !strings.HasPrefix(tok, auth.SessionTokenPrefix) {
+	if s.cfg.Users != nil && !acc.personless() && tok != "" && !strings.HasPrefix(tok, auth.SessionTokenPrefix) && !strings.HasPrefix(tok, auth.RunnerTokenPrefix) {
 		return s.cfg.Users.AuthenticateUser(r, tok)
 	}
 	runID := r.PathValue("id")
+	if strings.HasPrefix(tok, auth.RunnerTokenPrefix) {
+		switch s.keys.CheckRunner(r, tok, runID) {
+		case KeyOK:
+			return auth.Principal{Kind: auth.KindRunner, Subject: runID, RunID: runID}, nil
+		case KeyUnavailable:
+			return auth.Principal{}, ErrUnavailable
+		}
+		return auth.Principal{}, ErrUnauthenticated
+	}
 	switch s.keys.Check(r, tok, runID) {
 	case KeyOK:
 		return auth.Principal{Kind: auth.KindSession, Subject: runID, RunID: runID}, nil
@@ -250,6 +265,29 @@ func (k *SessionKeys) Check(r *http.Request, tok, runID string) KeyCheck {
 		return KeyRefused
 	}
 	hash, err := k.tokens.hash(r.Context(), k.st, runID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return KeyRefused
+	case err != nil:
+		k.log.ErrorContext(r.Context(), "authenticate", "run", runID, "err", err)
+		return KeyUnavailable
+	case !auth.TokenMatches(tok, hash):
+		return KeyRefused
+	}
+	return KeyOK
+}
+
+// errSessionCannotReport answers a session token on a Reporters route.
+var errSessionCannotReport = &Error{Status: http.StatusForbidden, Code: "forbidden",
+	Message: "a session token cannot report usage or end its run: the runner does, with the runner token issued beside it, which never enters the sandbox"}
+
+// CheckRunner checks a runner token against the hash stored on runID, as
+// Check does a session token.
+func (k *SessionKeys) CheckRunner(r *http.Request, tok, runID string) KeyCheck {
+	if runID == "" || !strings.HasPrefix(tok, auth.RunnerTokenPrefix) {
+		return KeyRefused
+	}
+	hash, err := k.tokens.runnerHash(r.Context(), k.st, runID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return KeyRefused

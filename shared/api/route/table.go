@@ -78,14 +78,14 @@ var Table = []Route{
 	// Runs and their ledger.
 	{Pattern: "POST /v1/sessions", Access: Admin, Function: Control, Via: APIGateway},
 	{Pattern: "GET /v1/sessions/{id}", Access: RunScoped, Function: Control, Via: APIGateway},
-	{Pattern: "POST /v1/sessions/{id}/end", Access: Admin, Function: Control, Via: APIGateway},
+	{Pattern: "POST /v1/sessions/{id}/end", Access: Reporters, Function: Control, Via: APIGateway},
 	{Pattern: "GET /v1/sessions/{id}/events", Access: RunScoped, Function: Control, Via: APIGateway},
 
 	// The gate and budget admission: what the runner calls on every tool
 	// call and model request.
 	{Pattern: "POST /v1/sessions/{id}/permission", Access: Runner, Function: Gate, Via: APIGateway},
-	{Pattern: "POST /v1/sessions/{id}/admissions", Access: Runner, Function: Gate, Via: APIGateway},
-	{Pattern: "POST /v1/sessions/{id}/admissions/{request_id}/usage", Access: Runner, Function: Gate, Via: APIGateway},
+	{Pattern: "POST /v1/sessions/{id}/admissions", Access: Admitters, Function: Gate, Via: APIGateway},
+	{Pattern: "POST /v1/sessions/{id}/admissions/{request_id}/usage", Access: Reporters, Function: Gate, Via: APIGateway},
 
 	// Approvals and session grants. The approval's id is {approval}, not
 	// {id}: {id} is always a run, the one a session token is checked on.
@@ -135,7 +135,7 @@ var Table = []Route{
 
 // Access says who may call a route. The operator (admin token) and SSO
 // users with role admin may call every route that takes a bearer at all,
-// except that Runner routes never verify a person's JWT.
+// except that Runner and Admitters routes never verify a person's JWT.
 type Access string
 
 const (
@@ -153,6 +153,16 @@ const (
 	// token. A person's JWT is never verified here: these are the calls a
 	// runner makes, and the gate function links no OIDC code.
 	Runner Access = "runner"
+	// Admitters: the operator, or the session or runner token of the run
+	// in the path (booking a reservation only ever raises a charge). Like
+	// Runner, never a person's JWT.
+	Admitters Access = "admitters"
+	// Reporters: the operator, an SSO admin, or the runner token of the
+	// run in the path, never its session token: reports of usage and the
+	// end of the run come from the runner, which keeps the runner token
+	// out of the sandbox, so a hostile sandbox cannot settle its own spend
+	// low or end its run to escape the ledger's tail.
+	Reporters Access = "reporters"
 	// RunScoped: the operator, an SSO admin, or the session token of the
 	// run in the path.
 	RunScoped Access = "run_scoped"
@@ -179,6 +189,10 @@ func (a Access) bearer() bool {
 	}
 	return true
 }
+
+// personless reports whether the route is one a runner calls on the
+// gate function, which verifies no person's JWT (and links no OIDC code).
+func (a Access) personless() bool { return a == Runner || a == Admitters }
 
 // Target selects the rows one handler serves.
 type Target struct {

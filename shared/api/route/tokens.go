@@ -11,12 +11,25 @@ import (
 // requests authenticate without a read after the first.
 type tokenCache struct {
 	mu     sync.Mutex
-	hashes map[string]string
+	hashes map[string]runHashes
 }
+
+// runHashes are a run's session and runner token hashes.
+type runHashes struct{ session, runner string }
 
 const maxCachedTokens = 10000
 
 func (c *tokenCache) hash(ctx context.Context, st *store.Store, runID string) (string, error) {
+	h, err := c.get(ctx, st, runID)
+	return h.session, err
+}
+
+func (c *tokenCache) runnerHash(ctx context.Context, st *store.Store, runID string) (string, error) {
+	h, err := c.get(ctx, st, runID)
+	return h.runner, err
+}
+
+func (c *tokenCache) get(ctx context.Context, st *store.Store, runID string) (runHashes, error) {
 	c.mu.Lock()
 	h, ok := c.hashes[runID]
 	c.mu.Unlock()
@@ -25,13 +38,14 @@ func (c *tokenCache) hash(ctx context.Context, st *store.Store, runID string) (s
 	}
 	head, err := st.GetHead(ctx, runID)
 	if err != nil {
-		return "", err
+		return runHashes{}, err
 	}
+	h = runHashes{session: head.TokenHash, runner: head.RunnerTokenHash}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.hashes == nil || len(c.hashes) >= maxCachedTokens {
-		c.hashes = map[string]string{}
+		c.hashes = map[string]runHashes{}
 	}
-	c.hashes[runID] = head.TokenHash
-	return head.TokenHash, nil
+	c.hashes[runID] = h
+	return h, nil
 }

@@ -47,10 +47,13 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, _ auth.Principal)
 
 // usageRequest is the body of .../admissions/{request_id}/usage.
 type usageRequest struct {
-	InputTokens              *int64 `json:"input_tokens"`
-	OutputTokens             *int64 `json:"output_tokens"`
-	CacheReadInputTokens     int64  `json:"cache_read_input_tokens"`
-	CacheCreationInputTokens int64  `json:"cache_creation_input_tokens"`
+	InputTokens                *int64 `json:"input_tokens"`
+	OutputTokens               *int64 `json:"output_tokens"`
+	CacheReadInputTokens       int64  `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens   int64  `json:"cache_creation_input_tokens"`
+	CacheCreation1hInputTokens int64  `json:"cache_creation_1h_input_tokens"`
+	WebSearchRequests          int64  `json:"web_search_requests"`
+	WebFetchRequests           int64  `json:"web_fetch_requests"`
 }
 
 type reconcileView struct {
@@ -72,9 +75,10 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, _ auth.Princi
 		return invalid("input_tokens and output_tokens are required")
 	}
 	u := budget.Usage{InputTokens: *req.InputTokens, OutputTokens: *req.OutputTokens,
-		CacheReadInputTokens: req.CacheReadInputTokens, CacheCreationInputTokens: req.CacheCreationInputTokens}
+		CacheReadInputTokens: req.CacheReadInputTokens, CacheCreationInputTokens: req.CacheCreationInputTokens,
+		CacheCreation1hInputTokens: req.CacheCreation1hInputTokens, WebSearchRequests: req.WebSearchRequests, WebFetchRequests: req.WebFetchRequests}
 	reqID := r.PathValue("request_id")
-	st, err := s.budget.admit.Reconcile(r.Context(), id, reqID, u)
+	st, err := s.budget.admit.ReconcileReported(r.Context(), id, reqID, u)
 	if err != nil {
 		return admissionError(r, err)
 	}
@@ -105,6 +109,8 @@ func admissionError(r *http.Request, err error) error {
 		return notFound("session " + r.PathValue("id"))
 	case errors.Is(err, admission.ErrReservationNotFound):
 		return notFound("admission")
+	case errors.Is(err, admission.ErrProxyReservation):
+		return conflict("this reservation was booked by the model proxy, which settles it from the upstream's own usage; it takes no report")
 	}
 	return err
 }
