@@ -742,6 +742,12 @@ func readTools(in *Inspection, v jsontext.Value) *Refusal {
 	}
 	for i, raw := range in.tools {
 		at := fmt.Sprintf("tools[%d]", i)
+		var peek struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(raw, &peek) == nil && peek.Type == "mcp_toolset" {
+			return refuse(ReasonConnector, "%s: mcp_toolset is refused; attach the MCP server to the run as a fluidbox connection", at)
+		}
 		var t tool
 		if err := json.Unmarshal(raw, &t, strict); err != nil {
 			return refuse(ReasonField, "%s: a member is not one fluidbox understands for a tool (%s); remove it", at, jsonProblem(err))
@@ -752,9 +758,6 @@ func readTools(in *Inspection, v jsontext.Value) *Refusal {
 		}
 		def, ok := toolTypes[typ]
 		if !ok {
-			if typ == "mcp_toolset" {
-				return refuse(ReasonConnector, "%s: mcp_toolset is refused; attach the MCP server to the run as a fluidbox connection", at)
-			}
 			return refuse(ReasonToolType, "%s.type %s is not admitted; fluidbox admits %s", at, quoteName(typ), strings.Join(ToolTypes(), ", "))
 		}
 		for _, p := range t.present() {
