@@ -1,0 +1,186 @@
+package modelproxy
+
+import (
+	"bytes"
+	stdjson "encoding/json"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func ccHeader() http.Header {
+	h := http.Header{}
+	h.Add("Anthropic-Beta", "claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27,per-turn-control-2026-07-01,mid-conversation-tool-changes-2026-07-01,thinking-token-count-2026-05-13,effort-2025-11-24")
+	return h
+}
+
+// TestInspectClaudeCode: the requests Claude Code 2.1.332 actually sends
+// (captured by the scripted model in make e2e-claude) are understood as
+// they are, and its WebSearch sub-request offers exactly one server tool.
+func TestInspectClaudeCode(t *testing.T) {
+	t.Parallel()
+	for _, f := range []string{"claude-code-2.1.332-messages.json", "claude-code-2.1.332-tool-result.json", "claude-code-2.1.332-websearch.json"} {
+		b, err := os.ReadFile("testdata/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, ref := Inspect(b, ccHeader(), "beta=true")
+		if ref != nil {
+			t.Errorf("%s: refused: %+v", f, ref)
+			continue
+		}
+		if in.Model != "claude-opus-5-5" || in.MaxTokens != 128000 {
+			t.Errorf("%s: model %s max_tokens %d", f, in.Model, in.MaxTokens)
+		}
+		if out, _ := in.Body(b); !bytes.Equal(out, b) {
+			t.Errorf("%s: the forwarded body differs from the request although nothing was imposed", f)
+		}
+		wantTools := []string(nil)
+		if strings.Contains(f, "websearch") {
+			wantTools = []string{"anthropic__web_search"}
+		}
+		if got := in.Offered(); !slices.Equal(got, wantTools) {
+			t.Errorf("%s: offered %v, want %v", f, got, wantTools)
+		}
+	}
+}
+
+// TestInspectAllowlists is the allowlists' table: each row is one member,
+// type, source or beta, admitted or refused with its reason.
+func TestInspectAllowlists(t *testing.T) {
+	t.Parallel()
+	base := func(extra string) string {
+		return `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}]` + extra + `}`
+	}
+	blocks := func(b string) string {
+		return `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[` + b + `]}]}`
+	}
+	tools := func(tl string) string { return base(`,"tools":[` + tl + `]`) }
+	tests := []struct {
+		name, body string
+		beta       string
+		want       Reason // "" = admitted
+	}{
+		{"minimal", base(""), "", ""},
+		{"system string", base(`,"system":"s"`), "", ""},
+		{"system blocks with cache_control 1h", base(`,"system":[{"type":"text","text":"s","cache_control":{"type":"ephemeral","ttl":"1h"}}]`), "", ""},
+		{"system image", base(`,"system":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"x"}}]`), "", ReasonBlockType},
+		{"metadata user_id", base(`,"metadata":{"user_id":"u"}`), "", ""},
+		{"metadata other", base(`,"metadata":{"x":"u"}`), "", ReasonField},
+		{"sampling", base(`,"temperature":0.5,"top_p":0.9,"top_k":5,"stop_sequences":["x"]`), "", ""},
+		{"stream", base(`,"stream":true`), "", ""},
+		{"thinking enabled", base(`,"thinking":{"type":"enabled","budget_tokens":5}`), "", ""},
+		{"thinking adaptive", base(`,"thinking":{"type":"adaptive","display":"omitted"}`), "", ""},
+		{"thinking unknown", base(`,"thinking":{"type":"turbo"}`), "", ReasonField},
+		{"context clear edits", base(`,"context_management":{"edits":[{"type":"clear_thinking_20251015","keep":"all"},{"type":"clear_tool_uses_20250919","trigger":{"type":"input_tokens","value":1}}]}`), "", ""},
+		{"context compaction", base(`,"context_management":{"edits":[{"type":"compact_20260112"}]}`), "", ReasonField},
+		{"output_config", base(`,"output_config":{"effort":"high","format":{"type":"json_schema","schema":{}}}`), "", ""},
+		{"output_config other", base(`,"output_config":{"task_budget":1}`), "", ReasonField},
+		{"tool_choice", base(`,"tool_choice":{"type":"tool","name":"x","disable_parallel_tool_use":true}`), "", ""},
+		{"service_tier standard_only", base(`,"service_tier":"standard_only"`), "", ""},
+		{"service_tier priority", base(`,"service_tier":"priority"`), "", ReasonUnpriced},
+		{"inference_geo us", base(`,"inference_geo":"us"`), "", ""},
+		{"inference_geo eu", base(`,"inference_geo":"eu"`), "", ReasonMalformed},
+		{"speed fast", base(`,"speed":"fast"`), "", ReasonUnpriced},
+		{"mcp_servers", base(`,"mcp_servers":[]`), "", ReasonConnector},
+		{"container", base(`,"container":"c"`), "", ReasonContainer},
+		{"unknown top-level", base(`,"extra":1`), "", ReasonField},
+		{"duplicate nested member", blocks(`{"type":"text","text":"a","text":"b"}`), "", ReasonMalformed},
+		{"not an object", `[1]`, "", ReasonMalformed},
+		{"trailing data", base("") + `{}`, "", ReasonMalformed},
+		{"no max_tokens", `{"model":"m","messages":[]}`, "", ReasonMalformed},
+		{"role other", `{"model":"m","max_tokens":1,"messages":[{"role":"tool","content":"x"}]}`, "", ReasonMalformed},
+		{"system role with an image", `{"model":"m","max_tokens":1,"messages":[{"role":"system","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"x"}}]}]}`, "", ReasonBlockType},
+		{"message member other", `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"x","name":"n"}]}`, "", ReasonField},
+		{"text block", blocks(`{"type":"text","text":"a","citations":[]}`), "", ""},
+		{"text with a number", blocks(`{"type":"text","text":1}`), "", ReasonMalformed},
+		{"image base64", blocks(`{"type":"image","source":{"type":"base64","media_type":"image/png","data":"x"}}`), "", ""},
+		{"image url", blocks(`{"type":"image","source":{"type":"url","url":"https://x/y.png"}}`), "", ""},
+		{"image file", blocks(`{"type":"image","source":{"type":"file","file_id":"f"}}`), "", ReasonSource},
+		{"image text source", blocks(`{"type":"image","source":{"type":"text","media_type":"text/plain","data":"x"}}`), "", ReasonSource},
+		{"document pdf", blocks(`{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"x"},"title":"t"}`), "", ""},
+		{"document content", blocks(`{"type":"document","source":{"type":"content","content":[{"type":"text","text":"x"}]}}`), "", ""},
+		{"document content with a document", blocks(`{"type":"document","source":{"type":"content","content":[{"type":"document","source":{"type":"file","file_id":"f"}}]}}`), "", ReasonBlockType},
+		{"document file_id member", blocks(`{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"x","file_id":"f"}}`), "", ReasonSource},
+		{"search_result", blocks(`{"type":"search_result","source":"s","title":"t","content":[{"type":"text","text":"x"}]}`), "", ""},
+		{"tool_use", blocks(`{"type":"tool_use","id":"t","name":"Bash","input":{"command":"ls"}}`), "", ""},
+		{"tool_result with an image", blocks(`{"type":"tool_result","tool_use_id":"t","content":[{"type":"image","source":{"type":"url","url":"https://x"}}],"is_error":false}`), "", ""},
+		{"tool_result with a tool_use", blocks(`{"type":"tool_result","tool_use_id":"t","content":[{"type":"tool_use","id":"x","name":"y","input":{}}]}`), "", ReasonBlockType},
+		{"thinking blocks", blocks(`{"type":"thinking","thinking":"x","signature":"s"},{"type":"redacted_thinking","data":"d"}`), "", ""},
+		{"server tool history", blocks(`{"type":"server_tool_use","id":"s","name":"web_search","input":{}},{"type":"web_search_tool_result","tool_use_id":"s","content":[]}`), "", ""},
+		{"code execution history", blocks(`{"type":"server_tool_use","id":"s","name":"code_execution","input":{}}`), "", ReasonBlockType},
+		{"mcp_tool_use block", blocks(`{"type":"mcp_tool_use","id":"m"}`), "", ReasonConnector},
+		{"unknown block", blocks(`{"type":"video"}`), "", ReasonBlockType},
+		{"block member of another type", blocks(`{"type":"text","text":"a","source":{}}`), "", ReasonField},
+		{"cache_control persistent", blocks(`{"type":"text","text":"a","cache_control":{"type":"persistent"}}`), "", ReasonField},
+		{"custom tool", tools(`{"name":"x","description":"d","input_schema":{"type":"object"},"strict":true}`), "", ""},
+		{"custom tool without a schema", tools(`{"name":"x"}`), "", ReasonMalformed},
+		{"custom tool extra", tools(`{"name":"x","input_schema":{},"defer_loading":true}`), "", ReasonField},
+		{"bash tool", tools(`{"type":"bash_20250124","name":"bash"}`), "", ""},
+		{"text editor", tools(`{"type":"text_editor_20250728","name":"str_replace_based_edit_tool","max_characters":100}`), "", ""},
+		{"web search", tools(`{"type":"web_search_20250305","name":"web_search","max_uses":3,"allowed_domains":["a.b"],"user_location":{"type":"approximate","city":"x"}}`), "", ""},
+		{"web search other member", tools(`{"type":"web_search_20250305","name":"web_search","max_content_tokens":3}`), "", ReasonField},
+		{"web search max_uses 0", tools(`{"type":"web_search_20250305","name":"web_search","max_uses":0}`), "", ReasonMalformed},
+		{"web fetch", tools(`{"type":"web_fetch_20250910","name":"web_fetch","citations":{"enabled":true}}`), "web-fetch-2025-09-10", ""},
+		{"code execution", tools(`{"type":"code_execution_20250825","name":"code_execution"}`), "", ""},
+		{"dynamic filtering search", tools(`{"type":"web_search_20260209","name":"web_search"}`), "", ReasonToolType},
+		{"computer use", tools(`{"type":"computer_20250124","name":"computer","display_width_px":1}`), "", ReasonField},
+		{"memory tool", tools(`{"type":"memory_20250818","name":"memory"}`), "", ReasonToolType},
+		{"mcp_toolset", tools(`{"type":"mcp_toolset","mcp_server_name":"x"}`), "", ReasonConnector},
+		{"beta allowed", base(""), "prompt-caching-2024-07-31, extended-cache-ttl-2025-04-11", ""},
+		{"beta 1m", base(""), "context-1m-2025-08-07", ReasonBeta},
+		{"beta files", base(""), "files-api-2025-04-14", ReasonBeta},
+		{"beta code execution", base(""), "code-execution-2025-08-25", ReasonBeta},
+		{"beta skills", base(""), "skills-2025-10-02", ReasonBeta},
+	}
+	for _, tt := range tests {
+		h := http.Header{}
+		if tt.beta != "" {
+			h.Set("Anthropic-Beta", tt.beta)
+		}
+		in, ref := Inspect([]byte(tt.body), h, "")
+		switch {
+		case tt.want == "" && ref != nil:
+			t.Errorf("%s: refused %s: %s", tt.name, ref.Reason, ref.Message)
+		case tt.want != "" && ref == nil:
+			t.Errorf("%s: admitted, want refused for %s", tt.name, tt.want)
+		case tt.want != "" && ref.Reason != tt.want:
+			t.Errorf("%s: refused for %s (%s), want %s", tt.name, ref.Reason, ref.Message, tt.want)
+		case ref != nil && (ref.Status < 400 || ref.Status > 499 || !strings.HasPrefix(ref.Message, "fluidbox: ")):
+			t.Errorf("%s: refusal %+v, want a 4xx with fluidbox's message", tt.name, ref)
+		case ref == nil && in == nil:
+			t.Errorf("%s: no inspection", tt.name)
+		}
+	}
+}
+
+// TestInspectImposesLimits: a server tool without limits is forwarded with
+// fluidbox's, and only what was read is forwarded.
+func TestInspectImposesLimits(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"web_fetch_20250910","name":"web_fetch"},{"type":"web_search_20250305","name":"web_search","max_uses":2}]}`)
+	in, ref := Inspect(body, http.Header{}, "")
+	if ref != nil {
+		t.Fatal(ref.Message)
+	}
+	in.SetMaxTokens(7)
+	out, err := in.Body(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		MaxTokens int64 `json:"max_tokens"`
+		Tools     []map[string]any
+	}
+	if err := stdjson.Unmarshal(out, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.MaxTokens != 7 || got.Tools[0]["max_uses"] != float64(DefaultMaxUses) || got.Tools[0]["max_content_tokens"] != float64(DefaultMaxContentTokens) || got.Tools[1]["max_uses"] != 2.0 {
+		t.Errorf("forwarded %s", out)
+	}
+	if in.ServerTools[0].MaxUses != DefaultMaxUses || in.ServerTools[1].MaxUses != 2 {
+		t.Errorf("server tools %+v", in.ServerTools)
+	}
+}
