@@ -258,7 +258,7 @@ func TestGitHubDeliveryCreatesRun(t *testing.T) {
 				t.Fatalf("delivery = %d %s, want 201", r.status, r.raw)
 			}
 			id, _ := r.body["session_id"].(string)
-			if want := triggers.DeliveryRunID(deliveryID); id != want || r.body["trust_tier"] != c.tier {
+			if want := triggers.DeliveryRunID(payload(t, c.file)); id != want || r.body["trust_tier"] != c.tier {
 				t.Errorf("delivery = %s, want session_id %s, trust_tier %s", r.raw, want, c.tier)
 			}
 			if _, ok := r.body["token"]; ok {
@@ -356,7 +356,7 @@ func TestGitHubClaimWithoutRun(t *testing.T) {
 	s := newWebhookStack(t, webhookSecret)
 	s.trigger("KaTeX/KaTeX", nil)
 	const id = "crashed-delivery-1"
-	runID := triggers.DeliveryRunID(id)
+	runID := triggers.DeliveryRunID(payload(t, "fork.opened.json"))
 	if err := s.st.ClaimDelivery(context.Background(), store.Delivery{ID: id, SessionID: runID, Repository: "KaTeX/KaTeX"}); err != nil {
 		t.Fatal(err)
 	}
@@ -394,8 +394,8 @@ func TestGitHubConcurrentDuplicates(t *testing.T) {
 		case r.status != 200:
 			t.Errorf("delivery %d = %d %s, want 201 or 200", i, r.status, r.raw)
 		}
-		if r.body["session_id"] != triggers.DeliveryRunID(d.id) {
-			t.Errorf("delivery %d session_id = %v, want %s", i, r.body["session_id"], triggers.DeliveryRunID(d.id))
+		if r.body["session_id"] != triggers.DeliveryRunID(d.body) {
+			t.Errorf("delivery %d session_id = %v, want %s", i, r.body["session_id"], triggers.DeliveryRunID(d.body))
 		}
 	}
 	if created != 1 {
@@ -506,15 +506,107 @@ func TestGitHubDeliveriesThatStartNothing(t *testing.T) {
 	s.unchanged("deliveries that start nothing", before)
 }
 
+// TestGitHubDeliveryTooLarge: GitHub caps payloads at 25 MB, and so does
+// the webhook; a body just over it is 413 and writes nothing, a body of
+// several MiB (over the 1 MiB of every other route) is accepted.
 func TestGitHubDeliveryTooLarge(t *testing.T) {
 	t.Parallel()
 	s := newWebhookStack(t, webhookSecret)
 	s.trigger("KaTeX/KaTeX", nil)
 	before := s.items()
-	big := append(payload(t, "fork.opened.json"), bytes.Repeat([]byte(" "), 1<<20)...)
+	body := payload(t, "fork.opened.json")
+	big := append(append([]byte{}, body...), bytes.Repeat([]byte(" "), 25<<20-len(body)+1)...)
 	r := s.deliver(signed("big-1", big))
 	if r.status != 413 || errorCode(r) != "too_large" {
-		t.Errorf("1 MiB+ delivery = %d %s, want 413 too_large", r.status, r.raw)
+		t.Errorf("25 MiB+ delivery = %d %s, want 413 too_large", r.status, r.raw)
 	}
 	s.unchanged("an oversize delivery", before)
+
+	large := append(append([]byte{}, body...), bytes.Repeat([]byte(" "), 3<<20)...)
+	if r := s.deliver(signed("large-1", large)); r.status != 201 {
+		t.Errorf("3 MiB delivery = %d %s, want 201", r.status, r.raw)
+	}
+}
+
+// TestGitHubReplayedBody: X-GitHub-Delivery is not signed, so an attacker
+// holding one signed body can send it again under fresh delivery ids. A
+// hundred replays, some at once, make one run, and every answer names it.
+func TestGitHubReplayedBody(t *testing.T) {
+	t.Parallel()
+	s := newWebhookStack(t, webhookSecret)
+	s.trigger("Codertocat/Hello-World", nil)
+	body := payload(t, "same_repo.opened.json")
+	first := s.deliver(signed("replay-0", body))
+	if first.status != 201 {
+		t.Fatalf("first delivery = %d %s, want 201", first.status, first.raw)
+	}
+	const n = 100
+	results := make([]response, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 10)
+	for i := range n {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			results[i] = s.deliver(signed(fmt.Sprintf("replay-%d", i+1), body))
+		})
+	}
+	wg.Wait()
+	for i, r := range results {
+		if r.status != 200 || r.body["session_id"] != first.body["session_id"] || r.body["duplicate"] != true {
+			t.Errorf("replay %d = %d %s, want 200 naming %v, duplicate", i+1, r.status, r.raw, first.body["session_id"])
+		}
+	}
+	if got := s.runHeads(); got != 1 {
+		t.Errorf("runs after %d replays = %d, want 1", n, got)
+	}
+	// The same signed body with one byte changed is not signed.
+	tampered := append(append([]byte{}, body...), ' ')
+	d := signed("replay-tampered", body)
+	d.body = tampered
+	if r := s.deliver(d); r.status != 401 {
+		t.Errorf("tampered replay = %d %s, want 401", r.status, r.raw)
+	}
+}
+
+// TestGitHubOwnSecret: a trigger with its own webhook secret accepts
+// deliveries signed with that secret only: the server's secret, and
+// another trigger's secret, do not sign for it.
+func TestGitHubOwnSecret(t *testing.T) {
+	t.Parallel()
+	s := newWebhookStack(t, webhookSecret)
+	own := s.must(201, "POST", "/v1/triggers", adminToken, map[string]any{
+		"repository": "KaTeX/KaTeX", "policy_id": s.policy(basicPolicy), "capabilities": []string{"claude-code"},
+		"budget": map[string]any{"limit_usd": 1}, "own_webhook_secret": true,
+	})
+	secret, _ := own["webhook_secret"].(string)
+	if len(secret) != 64 || own["own_webhook_secret"] != true || strings.Contains(secret, webhookSecret) {
+		t.Fatalf("trigger with own secret = %v, want own_webhook_secret and a 64-hex webhook_secret", own)
+	}
+	other := s.must(201, "POST", "/v1/triggers", adminToken, map[string]any{
+		"repository": "Codertocat/Hello-World", "policy_id": s.policy(basicPolicy), "capabilities": []string{"claude-code"},
+		"budget": map[string]any{"limit_usd": 1}, "own_webhook_secret": true,
+	})
+	otherSecret, _ := other["webhook_secret"].(string)
+	if otherSecret == secret || otherSecret == "" {
+		t.Fatalf("two triggers' secrets: %q and %q, want two different secrets", secret, otherSecret)
+	}
+	got := s.must(200, "GET", "/v1/triggers/"+own["id"].(string), adminToken, nil)
+	if _, ok := got["webhook_secret"]; ok || got["own_webhook_secret"] != true {
+		t.Errorf("GET trigger = %v, want own_webhook_secret and no secret", got)
+	}
+
+	body := payload(t, "fork.opened.json")
+	before := s.items()
+	for name, key := range map[string]string{"server secret": webhookSecret, "another trigger's secret": otherSecret} {
+		r := s.deliver(delivery{event: "pull_request", id: "own-" + strings.ReplaceAll(name, " ", "-"), signature: sign(key, body), body: body})
+		if r.status != 401 {
+			t.Errorf("delivery signed with the %s = %d %s, want 401", name, r.status, r.raw)
+		}
+	}
+	s.unchanged("deliveries signed with the wrong secret", before)
+	r := s.deliver(delivery{event: "pull_request", id: "own-right", signature: sign(secret, body), body: body})
+	if r.status != 201 {
+		t.Errorf("delivery signed with the trigger's secret = %d %s, want 201", r.status, r.raw)
+	}
 }

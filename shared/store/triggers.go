@@ -26,6 +26,10 @@ type Trigger struct {
 	Events      []string `dynamodbav:"events"`
 	// Workspace is the runs' declared workspace ("" for none).
 	Workspace string `dynamodbav:"workspace,omitempty"`
+	// OwnSecret: deliveries for this repository must be signed with the
+	// trigger's own webhook secret (derived from its id, never stored), and
+	// the server's secret does not sign for it.
+	OwnSecret bool   `dynamodbav:"own_secret,omitempty"`
 	CreatedAt string `dynamodbav:"created_at"`
 	CreatedBy string `dynamodbav:"created_by"`
 }
@@ -80,8 +84,9 @@ func (s *Store) ListTriggers(ctx context.Context) ([]Trigger, error) {
 
 // Delivery is the claim of one webhook delivery, at DELIVERY#<id>/HEAD. It
 // is written before the run it creates, and names that run's id, which is
-// derived from the delivery id: a retry after a crash between the claim and
-// the run finds the claim, creates the same run, and a duplicate finds both.
+// derived from the signed body: a retry after a crash between the claim and
+// the run finds the claim, creates the same run, and a duplicate or a
+// replay under another delivery id finds the run.
 type Delivery struct {
 	ID         string `dynamodbav:"id"`
 	SessionID  string `dynamodbav:"session_id"`
@@ -90,7 +95,8 @@ type Delivery struct {
 	Number     int    `dynamodbav:"number"`
 	HeadSHA    string `dynamodbav:"head_sha"`
 	// BodyDigest is the digest of the signed body, so an audit can tell a
-	// redelivery (same body) from a reused delivery id.
+	// redelivery (same body) from a reused delivery id, and a replay (same
+	// body, new id) from a new event.
 	BodyDigest string `dynamodbav:"body_digest"`
 	ReceivedAt string `dynamodbav:"received_at"`
 }

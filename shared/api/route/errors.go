@@ -74,9 +74,18 @@ const MaxBody = 1 << 20
 
 // ReadBody reads a request body of at most MaxBody bytes.
 func ReadBody(w http.ResponseWriter, r *http.Request) ([]byte, *Error) {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	return ReadBodyMax(w, r, MaxBody)
+}
+
+// ReadBodyMax reads a request body of at most limit bytes (a webhook's
+// sender decides its size, not us).
+func ReadBodyMax(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, *Error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
+		if limit != MaxBody {
+			return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf("request body is over %d bytes", limit)}
+		}
 		return nil, ErrTooLarge
 	}
 	if err != nil {

@@ -57,10 +57,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 // The core's helpers, under the names the handlers use.
 var (
-	writeJSON = route.WriteJSON
-	decode    = route.Decode
-	readBody  = route.ReadBody
-	invalid   = route.Invalid
-	notFound  = route.NotFound
-	conflict  = route.Conflict
+	writeJSON   = route.WriteJSON
+	decode      = route.Decode
+	readBody    = route.ReadBody
+	readBodyMax = route.ReadBodyMax
+	invalid     = route.Invalid
+	notFound    = route.NotFound
+	conflict    = route.Conflict
 )

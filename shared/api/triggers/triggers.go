@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/budget"
 	"github.com/fluidbox/fluidbox/shared/ids"
@@ -38,6 +39,9 @@ type triggerRequest struct {
 	TrustTier string   `json:"trust_tier,omitempty"`
 	Events    []string `json:"events,omitempty"`
 	Workspace string   `json:"workspace,omitempty"`
+	// OwnWebhookSecret gives the trigger its own webhook secret, returned
+	// once in the creation's answer, instead of the server's.
+	OwnWebhookSecret bool `json:"own_webhook_secret,omitempty"`
 }
 
 type triggerBudget struct {
@@ -57,8 +61,12 @@ type triggerView struct {
 	Budget        triggerBudget `json:"budget"`
 	TrustTier     string        `json:"trust_tier,omitempty"`
 	Events        []string      `json:"events"`
-	CreatedAt     string        `json:"created_at"`
-	CreatedBy     string        `json:"created_by"`
+	// OwnWebhookSecret: deliveries must be signed with the trigger's own
+	// secret. WebhookSecret is that secret, in the creation's answer only.
+	OwnWebhookSecret bool   `json:"own_webhook_secret,omitempty"`
+	WebhookSecret    string `json:"webhook_secret,omitempty"`
+	CreatedAt        string `json:"created_at"`
+	CreatedBy        string `json:"created_by"`
 }
 
 // repositoryPattern is GitHub's "owner/name": an owner of at most 39
@@ -108,18 +116,19 @@ func triggerRunRequest(t store.Trigger) run.CreateRequest {
 
 func triggerOut(t store.Trigger) triggerView {
 	return triggerView{
-		ID:            t.ID,
-		Repository:    t.Repository,
-		PolicyID:      t.PolicyID,
-		PolicyVersion: t.PolicyVersion,
-		Capabilities:  nonNilStrings(t.Capabilities),
-		Connections:   nonNilStrings(t.Connections),
-		Autonomous:    t.Autonomous,
-		Budget:        triggerBudget{LimitUSD: budget.Micros(t.BudgetLimit).USD()},
-		TrustTier:     t.TrustTier,
-		Events:        nonNilStrings(t.Events),
-		CreatedAt:     t.CreatedAt,
-		CreatedBy:     t.CreatedBy,
+		ID:               t.ID,
+		Repository:       t.Repository,
+		PolicyID:         t.PolicyID,
+		PolicyVersion:    t.PolicyVersion,
+		Capabilities:     nonNilStrings(t.Capabilities),
+		Connections:      nonNilStrings(t.Connections),
+		Autonomous:       t.Autonomous,
+		Budget:           triggerBudget{LimitUSD: budget.Micros(t.BudgetLimit).USD()},
+		TrustTier:        t.TrustTier,
+		Events:           nonNilStrings(t.Events),
+		OwnWebhookSecret: t.OwnSecret,
+		CreatedAt:        t.CreatedAt,
+		CreatedBy:        t.CreatedBy,
 	}
 }
 
@@ -153,6 +162,10 @@ func (s *Server) createTrigger(w http.ResponseWriter, r *http.Request, who auth.
 	if err := s.runs.Check(r.Context(), req.runRequest()); err != nil {
 		return err
 	}
+	if req.OwnWebhookSecret && s.cfg.GitHubWebhookSecret == "" {
+		// The trigger's secret is derived from the server's.
+		return &route.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "own_webhook_secret needs FLUIDBOX_GITHUB_WEBHOOK_SECRET set on the server"}
+	}
 	limit, err := budget.FromUSD(*req.Budget.LimitUSD) // Check proved it converts
 	if err != nil {
 		return invalid("budget.limit_usd: must be a non-negative amount in USD")
@@ -169,6 +182,7 @@ func (s *Server) createTrigger(w http.ResponseWriter, r *http.Request, who auth.
 		TrustTier:     req.TrustTier,
 		Events:        req.Events,
 		Workspace:     req.Workspace,
+		OwnSecret:     req.OwnWebhookSecret,
 		CreatedAt:     store.FormatTime(s.cfg.Now()),
 		CreatedBy:     who.Subject,
 	}
@@ -179,7 +193,11 @@ func (s *Server) createTrigger(w http.ResponseWriter, r *http.Request, who auth.
 	if err != nil {
 		return fmt.Errorf("api: create trigger: %w", err)
 	}
-	writeJSON(w, http.StatusCreated, triggerOut(t))
+	out := triggerOut(t)
+	if t.OwnSecret {
+		out.WebhookSecret = triggerSecret(s.cfg.GitHubWebhookSecret, t.ID)
+	}
+	writeJSON(w, http.StatusCreated, out)
 	return nil
 }
 

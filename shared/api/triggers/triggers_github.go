@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"mime"
@@ -24,16 +25,25 @@ import (
 // The GitHub webhook, POST /v1/triggers/github.
 //
 // A delivery carries no bearer token; it is authenticated by its
-// X-Hub-Signature-256 header, the HMAC-SHA256 of the raw body under the
-// shared secret (FLUIDBOX_GITHUB_WEBHOOK_SECRET), compared in constant
-// time. The order of the checks is the security argument:
+// X-Hub-Signature-256 header, the HMAC-SHA256 of the raw body, compared in
+// constant time. The key is the server's secret
+// (FLUIDBOX_GITHUB_WEBHOOK_SECRET) or, for a trigger created with
+// own_webhook_secret, that trigger's own secret: an HMAC of the trigger id
+// under the server's secret, so nothing secret is stored and a secret
+// leaked from one repository's webhook settings signs for that repository
+// only. The order of the checks is the security argument:
 //
 //  1. No secret configured: 503 before anything is read. An empty key is
 //     a key anyone can sign with, so an unconfigured server accepts nothing.
-//  2. The raw body is read, at most 1 MiB (413), and nothing is parsed yet.
+//  2. The raw body is read, at most 25 MB (GitHub's own cap; 413), and
+//     nothing is trusted yet.
 //  3. The signature is checked over exactly those bytes (401 when missing,
-//     malformed or wrong). Nothing before this point writes, and nothing
-//     after it trusts a byte that was not signed.
+//     malformed or wrong): first under the server's secret; failing that,
+//     the unsigned body is read only for the repository it names, whose
+//     trigger's own secret (if it has one) is tried. A trigger with its
+//     own secret accepts nothing else, so the server's secret cannot sign
+//     for it. Nothing before this point writes, and nothing after it
+//     trusts a byte that was not signed.
 //  4. Only then the headers and the payload are interpreted. Whatever is
 //     not a pull_request opened/synchronize/reopened for a configured
 //     repository is answered 202 "ignored" and writes nothing.
@@ -41,13 +51,16 @@ import (
 //     another repository, or a hidden head repository is read_only), and
 //     the configuration can only narrow it (trust.Narrow, in run).
 //
-// Duplicates: GitHub redelivers with the same X-GitHub-Delivery. The
-// delivery is claimed with a conditional put (DELIVERY#<id>) and the run's
-// id is derived from the delivery id, so whichever request gets there —
-// a duplicate, a concurrent twin, or a retry after a crash between the
-// claim and the run — either creates that one run or finds it. The run is
-// written in one conditional transaction, so exactly one request creates
-// it (201); every other answers 200 with the same session_id.
+// Duplicates and replays: X-GitHub-Delivery is not covered by the
+// signature, so a delivery id proves nothing. What is signed is the body,
+// so the run's id is derived from the body's digest: GitHub's redelivery
+// (same id, same body), a concurrent twin, a retry after a crash, and an
+// attacker replaying a captured body under a fresh delivery id all name
+// the same run, and whichever gets there either creates it or finds it.
+// The run is written in one conditional transaction, so exactly one
+// request creates it (201); every other answers 200 with the same
+// session_id. The delivery id is still claimed (DELIVERY#<id>), for the
+// audit trail and so a reused id keeps naming its first run.
 //
 // The run's session token is not returned: the response goes to GitHub.
 // A trigger-created run is stored with the hash of a token nobody holds.
@@ -63,6 +76,7 @@ var githubPullRequestActions = []string{"opened", "synchronize", "reopened"}
 var (
 	errWebhookUnconfigured = &route.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "GitHub webhooks are not configured on this server (FLUIDBOX_GITHUB_WEBHOOK_SECRET)"}
 	errBadSignature        = &route.Error{Status: http.StatusUnauthorized, Code: "unauthenticated", Message: "X-Hub-Signature-256 is missing or does not match the body"}
+	errNeedsOwnSecret      = &route.Error{Status: http.StatusUnauthorized, Code: "unauthenticated", Message: "this repository's trigger has its own webhook secret; the server's secret does not sign for it"}
 )
 
 // deliveryPattern bounds what a delivery id may be before it becomes part
@@ -90,12 +104,41 @@ func validSignature(secret string, body []byte, header string) bool {
 
 var runIDEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
 
-// DeliveryRunID is the id of the run a delivery creates (exported so a
+// DeliveryRunID is the id of the run a signed body creates (exported so a
 // test can stage a claim whose run was never written): 128 bits of a
-// hash of the delivery id, in the alphabet of ids.New.
-func DeliveryRunID(delivery string) string {
-	sum := sha256.Sum256([]byte("fluidbox/github-delivery/v1\x00" + delivery))
-	return "ses_" + strings.ToLower(runIDEncoding.EncodeToString(sum[:16]))
+// hash of the body, in the alphabet of ids.New. The body is what the
+// signature covers, so two deliveries share a run exactly when they carry
+// the same signed bytes.
+func DeliveryRunID(body []byte) string {
+	h := sha256.New()
+	h.Write([]byte("fluidbox/github-body/v1\x00"))
+	h.Write(body)
+	return "ses_" + strings.ToLower(runIDEncoding.EncodeToString(h.Sum(nil)[:16]))
+}
+
+// triggerSecret is a trigger's own webhook secret: an HMAC of its id under
+// the server's secret, in hex. Deriving it means no secret is stored, and
+// knowing one trigger's secret tells nothing about another's or the
+// server's.
+func triggerSecret(serverSecret, triggerID string) string {
+	mac := hmac.New(sha256.New, []byte(serverSecret))
+	mac.Write([]byte("fluidbox/github-trigger-secret/v1\x00" + triggerID))
+	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// unsignedRepository is the repository an unverified body names, read
+// only to choose which trigger's secret to check it against. Nothing else
+// of an unverified body is used.
+func unsignedRepository(body []byte) string {
+	var p struct {
+		Repository *struct {
+			FullName string `json:"full_name"`
+		} `json:"repository"`
+	}
+	if json.Unmarshal(body, &p) != nil || p.Repository == nil || !validRepository(p.Repository.FullName) {
+		return ""
+	}
+	return p.Repository.FullName
 }
 
 type webhookAnswer struct {
@@ -122,13 +165,22 @@ func (s *Server) githubDelivery(w http.ResponseWriter, r *http.Request) error {
 	if secret == "" {
 		return errWebhookUnconfigured
 	}
-	body, e := readBody(w, r)
+	body, e := readBodyMax(w, r, trust.MaxPayloadBytes)
 	if e != nil {
 		return e
 	}
-	if !validSignature(secret, body, r.Header.Get("X-Hub-Signature-256")) {
-		s.log.WarnContext(r.Context(), "github delivery refused: bad signature", "delivery", safeDelivery(r))
-		return errBadSignature
+	signature := r.Header.Get("X-Hub-Signature-256")
+	signedBy := "" // the id of the trigger whose own secret signed, or ""
+	if !validSignature(secret, body, signature) {
+		id, err := s.ownSecretSigner(r, body, signature)
+		if err != nil {
+			return err
+		}
+		if id == "" {
+			s.log.WarnContext(r.Context(), "github delivery refused: bad signature", "delivery", safeDelivery(r))
+			return errBadSignature
+		}
+		signedBy = id
 	}
 	// Signed from here on.
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
@@ -163,11 +215,20 @@ func (s *Server) githubDelivery(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if cfg.OwnSecret && signedBy != cfg.ID {
+		s.log.WarnContext(r.Context(), "github delivery refused: server secret used for a trigger with its own", "delivery", safeDelivery(r), "trigger", cfg.ID)
+		return errNeedsOwnSecret
+	}
 	if !slices.Contains(cfg.Events, githubEventPullRequest) {
 		return s.ignore(w, r, "the trigger of repository %s does not handle pull_request", pr.BaseRepo)
 	}
 
-	runID := DeliveryRunID(delivery)
+	runID := DeliveryRunID(body)
+	// A replay of a body seen before (under any delivery id) answers with
+	// its run before writing anything.
+	if done, err := s.answerDuplicate(w, r, runID); done || err != nil {
+		return err
+	}
 	err = s.st.ClaimDelivery(r.Context(), store.Delivery{
 		ID:         delivery,
 		SessionID:  runID,
@@ -228,6 +289,27 @@ func (s *Server) githubDelivery(w http.ResponseWriter, r *http.Request) error {
 		"repository", pr.BaseRepo, "pull_request", pr.Number, "trigger", cfg.ID, "run", v.ID, "trust_tier", v.TrustTier)
 	writeJSON(w, http.StatusCreated, webhookRun{SessionID: v.ID, TrustTier: v.TrustTier})
 	return nil
+}
+
+// ownSecretSigner returns the id of the trigger whose own secret signed
+// body, or "" when none did. The body is unverified here: it is read only
+// for the repository it names.
+func (s *Server) ownSecretSigner(r *http.Request, body []byte, signature string) (string, error) {
+	repo := unsignedRepository(body)
+	if repo == "" {
+		return "", nil
+	}
+	cfg, err := s.st.TriggerForRepository(r.Context(), repo)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	if !cfg.OwnSecret || !validSignature(triggerSecret(s.cfg.GitHubWebhookSecret, cfg.ID), body, signature) {
+		return "", nil
+	}
+	return cfg.ID, nil
 }
 
 // answerDuplicate answers 200 with the run if it exists. done is false
