@@ -108,6 +108,8 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 		GitHubWebhookSecret: cfg.GitHubWebhookSecret,
 		UpstreamToolsTTL:    time.Duration(cfg.UpstreamToolsTTLSeconds) * time.Second,
+
+		MaxPendingApprovals: cfg.MaxPendingApprovals,
 	})
 	if err != nil {
 		return err

@@ -95,9 +95,10 @@ func handlers(d function.Deps, verifier *sso.Verifier, sealer seal.Sealer) (api,
 	}
 	api, err = route.New(base, route.Target{Function: route.Broker, Via: route.APIGateway},
 		connections.New(connections.Config{
-			Config:           base,
-			Sealer:           sealer,
-			UpstreamToolsTTL: time.Duration(d.Config.UpstreamToolsTTLSeconds) * time.Second,
+			Config:              base,
+			Sealer:              sealer,
+			UpstreamToolsTTL:    time.Duration(d.Config.UpstreamToolsTTLSeconds) * time.Second,
+			MaxPendingApprovals: d.Config.MaxPendingApprovals,
 		}))
 	if err != nil {
 		return nil, nil, err

@@ -54,7 +54,7 @@ func handler(d function.Deps) (*route.Server, error) {
 		sched = expiry.NewStepFunctions(sfn.NewFromConfig(d.AWS), d.Config.StateMachineARN)
 	}
 	return route.New(apiConfig(d), route.Target{Function: route.Gate, Via: route.APIGateway},
-		runner.New(runner.Config{Config: apiConfig(d), Scheduler: sched, Prices: prices}))
+		runner.New(runner.Config{Config: apiConfig(d), Scheduler: sched, Prices: prices, MaxPendingApprovals: d.Config.MaxPendingApprovals}))
 }
 
 // apiConfig is what every handler package takes from the function's

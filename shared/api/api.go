@@ -68,6 +68,9 @@ type Config struct {
 	UpstreamToolsTTL time.Duration
 	// ModelClient forwards model-proxy requests upstream; nil is a default.
 	ModelClient *http.Client
+	// MaxPendingApprovals is how many approvals one run may have waiting
+	// (FLUIDBOX_MAX_PENDING_APPROVALS); 0 is gate.DefaultMaxPendingApprovals.
+	MaxPendingApprovals int
 }
 
 // Build builds the handler of every route.
@@ -79,9 +82,9 @@ func Build(cfg Config) (*route.Server, error) {
 	}
 	return route.New(base, route.Everything,
 		control.New(control.Config{Config: base, SSEMaxDuration: cfg.SSEMaxDuration}),
-		runner.New(runner.Config{Config: base, Scheduler: cfg.Scheduler, Observer: cfg.Observer, Prices: cfg.Prices}),
+		runner.New(runner.Config{Config: base, Scheduler: cfg.Scheduler, Observer: cfg.Observer, Prices: cfg.Prices, MaxPendingApprovals: cfg.MaxPendingApprovals}),
 		approvals.New(approvals.Config{Config: base, Observer: cfg.Observer}),
-		connections.New(connections.Config{Config: base, Sealer: cfg.Sealer, UpstreamToolsTTL: cfg.UpstreamToolsTTL, Scheduler: cfg.Scheduler, Observer: cfg.Observer}),
+		connections.New(connections.Config{Config: base, Sealer: cfg.Sealer, UpstreamToolsTTL: cfg.UpstreamToolsTTL, Scheduler: cfg.Scheduler, Observer: cfg.Observer, MaxPendingApprovals: cfg.MaxPendingApprovals}),
 		model.New(model.Config{Config: base, Sealer: cfg.Sealer, Prices: cfg.Prices, Client: cfg.ModelClient}),
 		triggers.New(triggers.Config{Config: base, GitHubWebhookSecret: cfg.GitHubWebhookSecret}),
 		people,

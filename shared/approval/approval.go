@@ -128,22 +128,41 @@ func (s *Service) overdue(a store.Approval) bool {
 	return a.ExpiresAt <= store.FormatTime(s.now())
 }
 
-// Pending lists pending approvals, oldest first; overdue ones are expired
-// on the way and left out.
-func (s *Service) Pending(ctx context.Context, limit int) ([]store.Approval, error) {
-	rows, err := s.st.PendingApprovals(ctx, limit)
-	if err != nil {
-		return nil, err
+// Page is one page of the pending list.
+type Page struct {
+	Approvals []store.Approval
+	// Next is the position to list after for the next page; "" when this
+	// page ends the list.
+	Next string
+}
+
+// PendingPage lists pending approvals in request order after position
+// after ("" from the start), at most limit, all runs' or (runID set) one
+// run's. Overdue ones are expired on the way and left out, so a page may
+// hold fewer than limit and still have a next one.
+func (s *Service) PendingPage(ctx context.Context, runID, after string, limit int) (Page, error) {
+	var rows []store.Approval
+	var err error
+	if runID != "" {
+		rows, err = s.st.RunPendingApprovals(ctx, runID, after, limit)
+	} else {
+		rows, err = s.st.PendingApprovalsAfter(ctx, after, limit)
 	}
-	out := []store.Approval{}
+	if err != nil {
+		return Page{}, err
+	}
+	page := Page{Approvals: []store.Approval{}}
+	if len(rows) == limit {
+		page.Next = store.ApprovalPosition(rows[len(rows)-1])
+	}
 	for _, a := range rows {
 		// An overdue one whose expiry could not be written is left out
 		// too: it can no longer be approved.
 		if a = s.Current(ctx, a); call.State(a.Status) == call.Pending && !s.overdue(a) {
-			out = append(out, a)
+			page.Approvals = append(page.Approvals, a)
 		}
 	}
-	return out, nil
+	return page, nil
 }
 
 // ForRun lists all of a run's approvals, any status.

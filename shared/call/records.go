@@ -106,7 +106,7 @@ func Record(st *store.Store, h store.Head, c Asked, d gate.Decision, pin Pin, no
 			ConnectionID: pin.ConnectionID, Personal: pin.Personal,
 		}
 		row, err := st.PutNew(store.ApprovalKey(a.RunID, a.ToolCallID),
-			store.PendingApproval{Approval: a, GSI1PK: store.PendingIndex, GSI1SK: a.RequestedAt + "#" + a.ID}, ErrRecorded)
+			store.PendingApproval{Approval: a, GSI1PK: store.PendingIndex, GSI1SK: store.ApprovalPosition(a)}, ErrRecorded)
 		if err != nil {
 			return Recorded{}, err
 		}

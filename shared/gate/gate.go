@@ -30,7 +30,15 @@ const (
 	SourceApproval        Source = "approval"
 	SourceApprovalExpired Source = "approval_expired"
 	SourceSession         Source = "session"
+	// SourceApprovalLimit: the run already has as many approvals waiting
+	// as it may, so a further require_approval is denied instead of
+	// filing one more.
+	SourceApprovalLimit Source = "approval_limit"
 )
+
+// DefaultMaxPendingApprovals is how many approvals a run may have waiting
+// at once when the operator sets no other limit.
+const DefaultMaxPendingApprovals = 20
 
 // Outcome is the gate's answer. Outcomes are persisted and on the wire:
 // never rename them. They are the policy's verdicts, as the gate settles
@@ -141,6 +149,10 @@ type Run struct {
 	// Workspace is the run's declared workspace ("" for none): relative
 	// path globs of the policy resolve against it.
 	Workspace string
+	// PendingApprovals is how many of the run's approvals are waiting for a
+	// human; MaxPendingApprovals is how many may (0: the default).
+	PendingApprovals    int64
+	MaxPendingApprovals int
 }
 
 // Request is one tool call.

@@ -1,6 +1,10 @@
 package gate
 
-import "github.com/fluidbox/fluidbox/shared/policy"
+import (
+	"fmt"
+
+	"github.com/fluidbox/fluidbox/shared/policy"
+)
 
 // Stage 6, approval: the policy said require_approval. A session grant that
 // covers the call allows it; otherwise an autonomous run takes the policy's
@@ -17,6 +21,11 @@ import "github.com/fluidbox/fluidbox/shared/policy"
 // are recorded; any fallback other than allow (including an empty or
 // unknown one) is a deny. An approval whose scope or TTL is unknown is a
 // deny: the caller could not create a well-formed pending approval from it.
+//
+// A run may have only so many approvals waiting (MaxPendingApprovals): one
+// sandbox filing hundreds would push other runs' approvals out of a human's
+// sight and let them expire unseen. Past the limit the call is denied, as
+// an answer the model can act on (wait, then ask again), not filed.
 func checkApproval(c *call) (Decision, bool) {
 	res := c.result
 	if !c.evaluated || res.Verdict != policy.VerdictRequireApproval {
@@ -75,8 +84,22 @@ func checkApproval(c *call) (Decision, bool) {
 		d.Reason = res.Reason + "; the approval has no time limit, so the call is denied"
 		return d, true
 	}
+	if limit := maxPending(c.run); c.run.PendingApprovals >= int64(limit) {
+		d := base
+		d.Outcome, d.Source = OutcomeDeny, SourceApprovalLimit
+		d.Reason = fmt.Sprintf("%s; this run already has %d approvals waiting for a human, the most a run may have (%d), so the call is denied: ask again once some are decided",
+			res.Reason, c.run.PendingApprovals, limit)
+		return d, true
+	}
 	d := base
 	d.Outcome, d.Reason = OutcomeApproval, res.Reason
 	d.ScopeKey, d.Scope, d.TTL = res.ScopeKey, scope, res.TTL
 	return d, true
+}
+
+func maxPending(r *Run) int {
+	if r.MaxPendingApprovals <= 0 {
+		return DefaultMaxPendingApprovals
+	}
+	return r.MaxPendingApprovals
 }

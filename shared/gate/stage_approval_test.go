@@ -34,7 +34,22 @@ func TestStageApproval(t *testing.T) {
 			wantDone: true, wantOut: OutcomeDeny, wantSource: SourcePolicy, wantReason: "rewritten to deny"},
 		{name: "autonomous, grant first", run: autonomous, req: granting("Write"), tool: "Write", input: `{"file_path":"a","content":"b"}`,
 			wantDone: true, wantOut: OutcomeAllow, wantReason: "session grant"},
+		{name: "below the default pending limit", run: pending(19, 0), tool: toolIssue, input: issueInput,
+			wantDone: true, wantOut: OutcomeApproval},
+		{name: "at the default pending limit", run: pending(20, 0), tool: toolIssue, input: issueInput,
+			wantDone: true, wantOut: OutcomeDeny, wantSource: SourceApprovalLimit, wantReason: "already has 20 approvals waiting for a human, the most a run may have (20)"},
+		{name: "at a configured pending limit", run: pending(3, 3), tool: toolIssue, input: issueInput,
+			wantDone: true, wantOut: OutcomeDeny, wantSource: SourceApprovalLimit, wantReason: "the most a run may have (3)"},
+		{name: "below a configured pending limit", run: pending(25, 30), tool: toolIssue, input: issueInput,
+			wantDone: true, wantOut: OutcomeApproval},
+		{name: "a grant needs no approval at the limit", run: pending(20, 0), req: granting(toolIssue), tool: toolIssue, input: issueInput,
+			wantDone: true, wantOut: OutcomeAllow},
 	})
+}
+
+// pending sets how many approvals the run has waiting, and its limit.
+func pending(n int64, limit int) func(*Run) {
+	return func(r *Run) { r.PendingApprovals, r.MaxPendingApprovals = n, limit }
 }
 
 func TestStageApprovalFields(t *testing.T) {

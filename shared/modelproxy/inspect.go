@@ -232,7 +232,7 @@ func Inspect(body []byte, h http.Header, rawQuery string) (*Inspection, *Refusal
 	}
 	in := &Inspection{}
 	var top struct {
-		Messages *[]message               `json:"messages"`
+		Messages *[]message                `json:"messages"`
 		Rest     map[string]jsontext.Value `json:",unknown"`
 	}
 	if err := json.Unmarshal(body, &top); err != nil {

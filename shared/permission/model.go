@@ -35,7 +35,7 @@ func (s *Service) JudgeModelTools(ctx context.Context, runID string, calls []gat
 	out := make([]gate.Decision, len(calls))
 	for i, c := range calls {
 		c.Connections, c.Granted = nil, g.has // server tools are never brokered
-		out[i] = gate.Decide(fr.gateRun(h), c)
+		out[i] = gate.Decide(fr.gateRun(h, s.maxPending), c)
 		if g.err != nil {
 			return nil, g.err
 		}

@@ -102,7 +102,15 @@ type Service struct {
 	approvals *approval.Service
 	sched     approval.Scheduler
 	log       *slog.Logger
+	// maxPending is how many approvals a run may have waiting; 0 is the
+	// gate's default.
+	maxPending int
 }
+
+// LimitPending sets how many approvals one run may have waiting at once;
+// n <= 0 is gate.DefaultMaxPendingApprovals. Past it, a require_approval is
+// denied (source approval_limit) instead of filed.
+func (s *Service) LimitPending(n int) { s.maxPending = n }
 
 // NewService returns a permission service. sched arranges each new
 // approval's expiry; lazy expiry and the sweep cover it if that fails.
@@ -148,7 +156,7 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 	asked := call.Asked{RunID: runID, ToolCallID: req.ToolCallID, ToolName: req.ToolName, Input: input, Digest: digest}
 	_, err = s.led.Append(ctx, runID, func(h store.Head) (store.Batch, error) {
 		g := grants{ctx: ctx, st: s.st, runID: runID}
-		d := gate.Decide(fr.gateRun(h), gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Granted: g.has, Cwd: req.Cwd, Resolved: req.ResolvedPaths})
+		d := gate.Decide(fr.gateRun(h, s.maxPending), gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Granted: g.has, Cwd: req.Cwd, Resolved: req.ResolvedPaths})
 		if g.err != nil {
 			return store.Batch{}, g.err
 		}
@@ -316,15 +324,17 @@ func (s *Service) await(ctx context.Context, runID string, req Request, fr *froz
 const pollEvery = time.Second
 
 // gateRun combines a run's frozen state with the head a decision is made on.
-func (fr *frozenRun) gateRun(h store.Head) *gate.Run {
+func (fr *frozenRun) gateRun(h store.Head, maxPending int) *gate.Run {
 	return &gate.Run{
-		Ended:           run.Status(h.Status) == run.StatusEnded,
-		AvailableMicros: h.BudgetAvailable,
-		TrustTier:       trust.Tier(h.TrustTier),
-		Autonomous:      h.Autonomous,
-		Tools:           fr.tools,
-		Policy:          fr.policy,
-		Bindings:        fr.bindings,
-		Workspace:       h.Workspace,
+		PendingApprovals:    h.PendingApprovals,
+		MaxPendingApprovals: maxPending,
+		Ended:               run.Status(h.Status) == run.StatusEnded,
+		AvailableMicros:     h.BudgetAvailable,
+		TrustTier:           trust.Tier(h.TrustTier),
+		Autonomous:          h.Autonomous,
+		Tools:               fr.tools,
+		Policy:              fr.policy,
+		Bindings:            fr.bindings,
+		Workspace:           h.Workspace,
 	}
 }

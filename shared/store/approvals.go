@@ -2,8 +2,13 @@ package store
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
@@ -125,4 +130,53 @@ func (s *Store) EachPendingApproval(ctx context.Context, visit func(Approval) er
 		return decodeErr
 	}
 	return err
+}
+
+// ApprovalPosition is an approval's place in the order pending approvals
+// are listed in (request time, then id): its sort key in the pending index.
+func ApprovalPosition(a Approval) string { return a.RequestedAt + "#" + a.ID }
+
+// PendingApprovalsAfter lists pending approvals across runs in request
+// order, those after position after ("" from the start), at most limit.
+// Like PendingApprovals it reads an eventually consistent index.
+func (s *Store) PendingApprovalsAfter(ctx context.Context, after string, limit int) ([]Approval, error) {
+	return listIndex[Approval](ctx, s, indexQuery{op: "pending approvals", item: "approval", pk: PendingIndex, after: after, limit: limit})
+}
+
+// RunPendingApprovals lists one run's pending approvals in request order,
+// those after position after, at most limit: a consistent read of the
+// run's partition, so an approval filed a moment ago is listed.
+func (s *Store) RunPendingApprovals(ctx context.Context, runID, after string, limit int) ([]Approval, error) {
+	in := &dynamodb.QueryInput{
+		TableName:                aws.String(s.table),
+		KeyConditionExpression:   aws.String("pk = :pk AND begins_with(sk, :p)"),
+		FilterExpression:         aws.String("#status = :pending"),
+		ExpressionAttributeNames: map[string]string{"#status": "status"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":pk":      &types.AttributeValueMemberS{Value: runPK(runID)},
+			":p":       &types.AttributeValueMemberS{Value: "APR#"},
+			":pending": &types.AttributeValueMemberS{Value: "pending"},
+		},
+		ConsistentRead: aws.Bool(true),
+	}
+	var all []Approval
+	visit := collect(&all)
+	err := s.query(ctx, "run pending approvals "+runID, in, func(av map[string]types.AttributeValue) (bool, error) {
+		if err := visit(av); err != nil {
+			return false, fmt.Errorf("store: decode approval: %w", err)
+		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The partition is ordered by tool_call_id; the list is in request order.
+	slices.SortFunc(all, func(a, b Approval) int { return strings.Compare(ApprovalPosition(a), ApprovalPosition(b)) })
+	out := []Approval{}
+	for _, a := range all {
+		if ApprovalPosition(a) > after && (limit <= 0 || len(out) < limit) {
+			out = append(out, a)
+		}
+	}
+	return out, nil
 }

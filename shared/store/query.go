@@ -59,6 +59,7 @@ type indexQuery struct {
 	item   string // an item, in a decode error ("member")
 	pk     string // the gsi1 partition
 	before string // when set, only sort keys below it
+	after  string // when set, only sort keys above it
 	limit  int    // when above zero, stop after this many items
 }
 
@@ -69,6 +70,10 @@ func (s *Store) queryIndex(ctx context.Context, q indexQuery, visit func(map[str
 	if q.before != "" {
 		cond += " AND gsi1sk < :before"
 		values[":before"] = &types.AttributeValueMemberS{Value: q.before}
+	}
+	if q.after != "" {
+		cond += " AND gsi1sk > :after"
+		values[":after"] = &types.AttributeValueMemberS{Value: q.after}
 	}
 	in := &dynamodb.QueryInput{
 		TableName:                 aws.String(s.table),

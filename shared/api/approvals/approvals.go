@@ -1,9 +1,13 @@
 package approvals
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"regexp"
+	"strconv"
+	"unicode/utf8"
 
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/auth"
@@ -29,6 +33,15 @@ type approvalView struct {
 	DecidedAt    string          `json:"decided_at,omitempty"`
 	ConnectionID string          `json:"connection_id,omitempty"`
 	Applied      *bool           `json:"applied,omitempty"`
+	// InputSize (bytes of the input's JSON) and InputDigest describe the
+	// whole input, also where the list shows only its beginning.
+	InputSize   int    `json:"input_size"`
+	InputDigest string `json:"input_digest"`
+	// InputTruncated: in a list, the input was over listInputBytes, so
+	// input is absent and InputPreview holds its first bytes; GET
+	// /v1/approvals/{id} has it whole.
+	InputTruncated bool   `json:"input_truncated,omitempty"`
+	InputPreview   string `json:"input_preview,omitempty"`
 }
 
 func approvalOut(a store.Approval) approvalView {
@@ -37,26 +50,80 @@ func approvalOut(a store.Approval) approvalView {
 		RuleID: a.RuleID, ScopeKey: a.ScopeKey, DefaultScope: a.DefaultScope, Status: a.Status,
 		RequestedAt: a.RequestedAt, ExpiresAt: a.ExpiresAt, Decision: a.Decision, DecidedBy: a.DecidedBy,
 		DecidedAt: a.DecidedAt, ConnectionID: a.ConnectionID,
+		InputSize: len(a.Input), InputDigest: a.InputDigest,
 	}
+}
+
+// listInputBytes is how much of an input a list shows. A list is one
+// response (Lambda's limit is 6 MB) of at most maxListPage approvals, and
+// an input may be hundreds of KiB: cut, 100 approvals stay under 1 MB
+// whatever their inputs. The human deciding opens the approval for the
+// rest.
+const listInputBytes = 4 << 10
+
+// approvalListOut is an approval as a list shows it: an input over
+// listInputBytes is cut, saying so, with its full size and digest.
+func approvalListOut(a store.Approval) approvalView {
+	v := approvalOut(a)
+	if len(a.Input) > listInputBytes {
+		cut := listInputBytes
+		for cut > 0 && !utf8.RuneStart(a.Input[cut]) {
+			cut--
+		}
+		v.Input, v.InputTruncated, v.InputPreview = nil, true, a.Input[:cut]
+	}
+	return v
 }
 
 func approvalsOut(list []store.Approval) []approvalView {
 	out := make([]approvalView, len(list))
 	for i, a := range list {
-		out[i] = approvalOut(a)
+		out[i] = approvalListOut(a)
 	}
 	return out
 }
 
-// maxPending bounds one listing of pending approvals.
-const maxPending = 500
+// Pages of GET /v1/approvals.
+const (
+	defaultListPage = 50
+	maxListPage     = 100
+)
+
+// cursorPattern is what a decoded cursor must be: an approval's position
+// in the pending list (a request time, '#', an approval id).
+var cursorPattern = regexp.MustCompile(`^[0-9T:.Z-]{1,40}#apr_[a-z2-7]{1,40}$`)
 
 func (s *Server) listPendingApprovals(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
-	list, err := s.approvals.Pending(r.Context(), maxPending)
+	q := r.URL.Query()
+	limit := defaultListPage
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxListPage {
+			return invalid("limit: must be an integer from 1 to %d", maxListPage)
+		}
+		limit = n
+	}
+	runID := q.Get("session_id")
+	if runID != "" && !ids.Valid("ses_", runID) {
+		return invalid("session_id: must be a session id (ses_...)")
+	}
+	var after string
+	if c := q.Get("cursor"); c != "" {
+		b, err := base64.RawURLEncoding.DecodeString(c)
+		if err != nil || !cursorPattern.Match(b) {
+			return invalid("cursor: must be a next_cursor from an earlier page")
+		}
+		after = string(b)
+	}
+	page, err := s.approvals.PendingPage(r.Context(), runID, after, limit)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"approvals": approvalsOut(list)})
+	out := map[string]any{"approvals": approvalsOut(page.Approvals)}
+	if page.Next != "" {
+		out["next_cursor"] = base64.RawURLEncoding.EncodeToString([]byte(page.Next))
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

@@ -37,6 +37,10 @@ type Config struct {
 	Scheduler approval.Scheduler
 	// Observer, when set, is told of every committed approval transition.
 	Observer approval.Observer
+	// MaxPendingApprovals is how many approvals one run may have waiting;
+	// 0 is gate.DefaultMaxPendingApprovals. Past it a require_approval is
+	// denied (source approval_limit).
+	MaxPendingApprovals int
 }
 
 // Server serves the connection routes.
@@ -58,6 +62,7 @@ func New(cfg Config) *Server {
 		approvals.Observe(cfg.Observer)
 	}
 	perm := permission.NewService(cfg.Ledger, approvals, cfg.Scheduler, cfg.Logger, cfg.Now)
+	perm.LimitPending(cfg.MaxPendingApprovals)
 	conns := connection.NewService(cfg.Ledger.Store(), cfg.Sealer, connection.Options{Now: cfg.Now, UpstreamToolsTTL: cfg.UpstreamToolsTTL})
 	return &Server{
 		cfg:    cfg,

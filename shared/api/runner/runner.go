@@ -27,6 +27,10 @@ type Config struct {
 	Scheduler approval.Scheduler
 	// Observer, when set, is told of every committed approval transition.
 	Observer approval.Observer
+	// MaxPendingApprovals is how many approvals one run may have waiting;
+	// 0 is gate.DefaultMaxPendingApprovals. Past it a require_approval is
+	// denied (source approval_limit).
+	MaxPendingApprovals int
 	// Prices prices admissions; nil is budget.DefaultPrices().
 	Prices *budget.Prices
 }
@@ -49,9 +53,11 @@ func New(cfg Config) *Server {
 	if cfg.Observer != nil {
 		approvals.Observe(cfg.Observer)
 	}
+	perm := permission.NewService(cfg.Ledger, approvals, cfg.Scheduler, cfg.Logger, cfg.Now)
+	perm.LimitPending(cfg.MaxPendingApprovals)
 	return &Server{
 		cfg:    cfg,
-		perm:   permission.NewService(cfg.Ledger, approvals, cfg.Scheduler, cfg.Logger, cfg.Now),
+		perm:   perm,
 		budget: budgetDeps{admit: admission.New(cfg.Ledger, cfg.Prices, cfg.Now)},
 		log:    cfg.Logger,
 	}

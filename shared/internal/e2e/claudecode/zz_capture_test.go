@@ -5,11 +5,11 @@ package claudecode
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"fmt"
 	"strings"
 	"testing"
 
