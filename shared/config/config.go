@@ -5,7 +5,6 @@ package config
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -44,14 +43,6 @@ type Config struct {
 	// MaxPendingApprovals is how many approvals one run may have waiting
 	// at once (FLUIDBOX_MAX_PENDING_APPROVALS); 0 is the gate's default.
 	MaxPendingApprovals int
-	// RunRequestsPerMinute bounds the requests one run's session token may
-	// make per minute (FLUIDBOX_RUN_REQUESTS_PER_MINUTE); 0 is the API's
-	// default.
-	RunRequestsPerMinute int
-	// ConnectionAllowCIDRs are address ranges the broker may dial although
-	// they are loopback, link-local, private or unique-local
-	// (FLUIDBOX_CONNECTION_ALLOW_CIDRS, comma-separated).
-	ConnectionAllowCIDRs []netip.Prefix
 	// KMSKeyID is the key that seals credentials (FLUIDBOX_KMS_KEY_ID):
 	// Encrypt in the control function, Decrypt in the broker only. Empty in
 	// dev: a local sealer stands in.
@@ -135,27 +126,6 @@ func Load(getenv func(string) string, mode Mode) (Config, error) {
 			problems = append(problems, "FLUIDBOX_MAX_PENDING_APPROVALS must be an integer from 1 to 1000")
 		}
 		c.MaxPendingApprovals = n
-	}
-	if s := getenv("FLUIDBOX_RUN_REQUESTS_PER_MINUTE"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			problems = append(problems, "FLUIDBOX_RUN_REQUESTS_PER_MINUTE must be a positive integer")
-		}
-		c.RunRequestsPerMinute = n
-	}
-	if s := getenv("FLUIDBOX_CONNECTION_ALLOW_CIDRS"); s != "" {
-		for _, part := range strings.Split(s, ",") {
-			p, err := netip.ParsePrefix(strings.TrimSpace(part))
-			if err != nil {
-				problems = append(problems, fmt.Sprintf("FLUIDBOX_CONNECTION_ALLOW_CIDRS: %q is not a CIDR range", strings.TrimSpace(part)))
-				continue
-			}
-			c.ConnectionAllowCIDRs = append(c.ConnectionAllowCIDRs, p.Masked())
-		}
-	}
-	if mode == Dev && len(c.ConnectionAllowCIDRs) == 0 {
-		// Local MCP servers are the point of a dev server.
-		c.ConnectionAllowCIDRs = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 	}
 	problems = append(problems, c.loadSSO(getenv, mode)...)
 	if mode == Dev {
