@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -318,5 +319,44 @@ func TestConcurrentDecisions(t *testing.T) {
 	}
 	if counts["approval.decided"] != 1 || counts["tool.decision"] != 1 {
 		t.Fatalf("event counts = %v, want one approval.decided and one tool.decision", counts)
+	}
+}
+
+// TestDenyReasonIsKept: a deny's reason is recorded on the approval, shown
+// by GET, and given to the runner with its answer; the ledger, which holds
+// no free text, does not carry it.
+func TestDenyReasonIsKept(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	id, tok := s.gateRun(s.policy(approvalPolicy), runOpts{budget: 1})
+	apr := s.pending(id, tok, "c1", "git push origin main")
+	const why = "pushes to main need a review first CANARY-REASON-7"
+	got := s.must(200, "POST", "/v1/approvals/"+apr+"/decision", adminToken, map[string]any{"decision": "denied", "reason": why})
+	if got["applied"] != true || got["reason"] != why {
+		t.Fatalf("decision = %v, want applied with the reason", got)
+	}
+	if a := s.must(200, "GET", "/v1/approvals/"+apr, adminToken, nil); a["reason"] != why || a["status"] != "denied" {
+		t.Fatalf("GET approval = %v, want the reason kept", a)
+	}
+	r := s.ask(id, tok, "c1", "Bash", bash("git push origin main"))
+	if r.body["decision"] != "deny" || r.body["reason"] != "a human denied this call: "+why {
+		t.Fatalf("re-ask after deny = %s, want the reviewer's reason", r.raw)
+	}
+	events := 0
+	for _, it := range s.items() {
+		if strings.Contains(it["sk"], `"EV#`) {
+			events++
+			if strings.Contains(fmt.Sprint(it), "CANARY-REASON-7") {
+				t.Errorf("ledger event %v carries the reviewer's reason", it)
+			}
+		}
+	}
+	if events < 4 {
+		t.Errorf("found %d ledger events, want the run's (at least 4)", events)
+	}
+	long := strings.Repeat("x", approval.MaxReason+1)
+	apr2 := s.pending(id, tok, "c2", "git push origin dev")
+	if r := s.do("POST", "/v1/approvals/"+apr2+"/decision", adminToken, map[string]any{"decision": "denied", "reason": long}); r.status != 400 {
+		t.Errorf("deny with a %d-character reason = %d %s, want 400", len(long), r.status, r.raw)
 	}
 }

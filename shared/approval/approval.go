@@ -20,7 +20,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/call"
@@ -116,7 +118,7 @@ func (s *Service) Current(ctx context.Context, a store.Approval) store.Approval 
 	if call.State(a.Status) != call.Pending || !s.overdue(a) {
 		return a
 	}
-	settled, _, err := s.settle(ctx, a, expiredBy, call.Expired)
+	settled, _, err := s.settle(ctx, a, expiredBy, call.Expired, "")
 	if err != nil {
 		s.log.WarnContext(ctx, "lazy expiry failed; the approval stays pending past its time and can no longer be approved", "approval", a.ID, "run", a.RunID, "err", err)
 		return a
@@ -177,10 +179,25 @@ func (s *Service) ForRun(ctx context.Context, runID string) ([]store.Approval, e
 	return rows, nil
 }
 
+// MaxReason bounds a decider's note, in characters.
+const MaxReason = 500
+
 // Decide settles an approval by a human's decision. It reports whether
 // this call was the one that settled it; if not, the approval is returned
 // as it was settled (by someone else, or by expiry).
 func (s *Service) Decide(ctx context.Context, who auth.Principal, id, decision string) (store.Approval, bool, error) {
+	return s.DecideWithReason(ctx, who, id, decision, "")
+}
+
+// DecideWithReason is Decide with the decider's note (why a call was
+// denied, say). The note is kept on the approval and, for a deny, given to
+// the runner with the answer; the ledger records no free text, so it is
+// not in approval.decided.
+func (s *Service) DecideWithReason(ctx context.Context, who auth.Principal, id, decision, reason string) (store.Approval, bool, error) {
+	if !utf8.ValidString(reason) || utf8.RuneCountInString(reason) > MaxReason {
+		return store.Approval{}, false, &InvalidError{fmt.Sprintf("a reason is at most %d characters of valid UTF-8", MaxReason)}
+	}
+	reason = strings.TrimSpace(reason)
 	a, err := s.st.GetApprovalByID(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Approval{}, false, ErrNotFound
@@ -228,10 +245,10 @@ func (s *Service) Decide(ctx context.Context, who auth.Principal, id, decision s
 	if s.overdue(a) {
 		// Expire it (a decision is refused past the time); unlike a read,
 		// a decision reports a failed write.
-		settled, _, err := s.settle(ctx, a, expiredBy, call.Expired)
+		settled, _, err := s.settle(ctx, a, expiredBy, call.Expired, "")
 		return settled, false, err
 	}
-	return s.settle(ctx, a, call.Subject(who.Subject), to)
+	return s.settle(ctx, a, call.Subject(who.Subject), to, reason)
 }
 
 // MayDecide reports whether who may settle a, where invoker is the sub of
@@ -275,7 +292,7 @@ func (s *Service) Expire(ctx context.Context, id string) (bool, error) {
 	if call.State(a.Status) != call.Pending || !s.overdue(a) {
 		return false, nil
 	}
-	_, applied, err := s.settle(ctx, a, expiredBy, call.Expired)
+	_, applied, err := s.settle(ctx, a, expiredBy, call.Expired, "")
 	return applied, err
 }
 
@@ -302,8 +319,8 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 
 // settle is the compare-and-swap (call.Settle). It returns the approval as
 // settled and whether this call settled it.
-func (s *Service) settle(ctx context.Context, a store.Approval, by call.Subject, to call.State) (store.Approval, bool, error) {
-	build, after, err := call.Settle(s.st, a, to, by, s.now())
+func (s *Service) settle(ctx context.Context, a store.Approval, by call.Subject, to call.State, reason string) (store.Approval, bool, error) {
+	build, after, err := call.Settle(s.st, a, to, by, reason, s.now())
 	if err != nil {
 		return store.Approval{}, false, err
 	}

@@ -253,8 +253,11 @@ func cutStrings(v any, limit int) any {
 // approval.decided and tool.decision. The swap holds only while the
 // approval is pending and, for a decision, unexpired at now, for an expiry
 // overdue at now; otherwise the Append fails with ErrSettled. It returns
-// the build for ledger.Append and the approval as it will stand.
-func Settle(st *store.Store, a store.Approval, to State, by Subject, now time.Time) (func(store.Head) (store.Batch, error), store.Approval, error) {
+// the build for ledger.Append and the approval as it will stand. note is
+// the decider's own words ("" for none): kept on the approval and, for a
+// deny, given to the runner in the call's reason; free text from a person
+// never enters the ledger, so it is in neither event.
+func Settle(st *store.Store, a store.Approval, to State, by Subject, note string, now time.Time) (func(store.Head) (store.Batch, error), store.Approval, error) {
 	actor := Decider
 	if to == Expired {
 		actor = Expiry
@@ -263,18 +266,21 @@ func Settle(st *store.Store, a store.Approval, to State, by Subject, now time.Ti
 		return nil, store.Approval{}, err
 	}
 	at := store.FormatTime(now)
-	decision, source, reason := Allowed, "", "approved by "+string(by)
+	decision, source, answer := Allowed, "", "approved by "+string(by)
 	switch to {
 	case Rejected:
-		decision, source, reason = Denied, string(gate.SourceApproval), "a human denied this call"
+		decision, source, answer = Denied, string(gate.SourceApproval), "a human denied this call"
+		if note != "" {
+			answer += ": " + note
+		}
 	case Expired:
-		decision, source, reason = Denied, string(gate.SourceApprovalExpired), "nobody approved this call in time"
+		decision, source, answer = Denied, string(gate.SourceApprovalExpired), "nobody approved this call in time"
 	}
 	decided, err := redact.New(redact.ApprovalDecided{ApprovalID: a.ID, ToolCallID: a.ToolCallID, Status: string(to), DecidedBy: string(by)})
 	if err != nil {
 		return nil, store.Approval{}, err
 	}
-	answer, err := redact.New(redact.ToolDecision{
+	decisionEvent, err := redact.New(redact.ToolDecision{
 		ToolCallID: a.ToolCallID, ToolName: a.ToolName, Decision: string(decision), Source: source,
 		RuleID: a.RuleID, Verdict: string(policy.VerdictRequireApproval), ApprovalID: a.ID,
 	})
@@ -285,8 +291,12 @@ func Settle(st *store.Store, a store.Approval, to State, by Subject, now time.Ti
 	if to == Expired {
 		cond = "#s = :pending AND expires_at <= :now"
 	}
+	set := map[string]any{"status": string(to), "decision": string(to), "decided_by": string(by), "decided_at": at}
+	if note != "" {
+		set["reason"] = note
+	}
 	row, err := st.UpdateOp(store.ApprovalKey(a.RunID, a.ToolCallID), store.Update{
-		Set:    map[string]any{"status": string(to), "decision": string(to), "decided_by": string(by), "decided_at": at},
+		Set:    set,
 		Remove: []string{"gsi1pk", "gsi1sk"},
 		Cond:   cond, Names: map[string]string{"#s": "status"},
 		Values: map[string]any{":pending": string(Pending), ":now": at},
@@ -295,7 +305,7 @@ func Settle(st *store.Store, a store.Approval, to State, by Subject, now time.Ti
 		return nil, store.Approval{}, err
 	}
 	rec, err := st.UpdateOp(store.CallKey(a.RunID, a.ToolCallID), store.Update{
-		Set:  map[string]any{"decision": string(decision), "source": source, "reason": reason, "decided_at": at},
+		Set:  map[string]any{"decision": string(decision), "source": source, "reason": answer, "decided_at": at},
 		Cond: "#d = :pending", Names: map[string]string{"#d": "decision"},
 		Values: map[string]any{":pending": string(Pending)},
 	}, ErrSettled)
@@ -311,9 +321,9 @@ func Settle(st *store.Store, a store.Approval, to State, by Subject, now time.Ti
 		ops = append(ops, g)
 	}
 	after := a
-	after.Status, after.Decision, after.DecidedBy, after.DecidedAt = string(to), string(to), string(by), at
+	after.Status, after.Decision, after.DecidedBy, after.DecidedAt, after.Reason = string(to), string(to), string(by), at, note
 	return func(h store.Head) (store.Batch, error) {
-		b := store.Batch{Events: []redact.Envelope{decided, answer}, Ops: ops, Head: store.HeadChange{Pending: -1}}
+		b := store.Batch{Events: []redact.Envelope{decided, decisionEvent}, Ops: ops, Head: store.HeadChange{Pending: -1}}
 		if h.Status != runEnded {
 			b.Head.Status = runRunning
 			if h.PendingApprovals > 1 {

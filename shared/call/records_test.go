@@ -130,14 +130,14 @@ func TestPendingThenSettled(t *testing.T) {
 	}
 
 	// An expiry before the time does not hold.
-	build, _, err := call.Settle(f.st, rec.Approval, call.Expired, call.System(call.ExpiryRole), t0.Add(30*time.Second))
+	build, _, err := call.Settle(f.st, rec.Approval, call.Expired, call.System(call.ExpiryRole), "", t0.Add(30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.led.Append(ctx, f.run, build); !errors.Is(err, call.ErrSettled) {
 		t.Fatalf("early expiry = %v, want ErrSettled", err)
 	}
-	build, after, err := call.Settle(f.st, rec.Approval, call.ApprovedSession, "carol", t0.Add(30*time.Second))
+	build, after, err := call.Settle(f.st, rec.Approval, call.ApprovedSession, "carol", "", t0.Add(30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestPendingThenSettled(t *testing.T) {
 	// Settled once: neither a second decision nor an expiry holds.
 	for _, to := range []call.State{call.Rejected, call.Expired} {
 		pend := rec.Approval // as a racer read it, still pending
-		build, _, err := call.Settle(f.st, pend, to, "dave", t0.Add(2*time.Minute))
+		build, _, err := call.Settle(f.st, pend, to, "dave", "", t0.Add(2*time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +182,7 @@ func TestPendingThenSettled(t *testing.T) {
 		}
 	}
 	// From a settled state the machine has no move.
-	if _, _, err := call.Settle(f.st, a, call.Rejected, "dave", t0); !errors.Is(err, call.ErrIllegal) {
+	if _, _, err := call.Settle(f.st, a, call.Rejected, "dave", "", t0); !errors.Is(err, call.ErrIllegal) {
 		t.Errorf("settle a settled approval = %v, want ErrIllegal", err)
 	}
 
@@ -200,14 +200,14 @@ func TestDecisionAfterExpiryIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	build, _, err := call.Settle(f.st, rec.Approval, call.ApprovedOnce, "carol", t0.Add(time.Minute))
+	build, _, err := call.Settle(f.st, rec.Approval, call.ApprovedOnce, "carol", "", t0.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.led.Append(ctx, f.run, build); !errors.Is(err, call.ErrSettled) {
 		t.Fatalf("approval at its expiry = %v, want ErrSettled", err)
 	}
-	build, _, err = call.Settle(f.st, rec.Approval, call.Expired, call.System(call.ExpiryRole), t0.Add(time.Minute))
+	build, _, err = call.Settle(f.st, rec.Approval, call.Expired, call.System(call.ExpiryRole), "", t0.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ func TestGrantKeysAreHashes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	build, _, err := call.Settle(f.st, rec.Approval, call.ApprovedSession, "carol", t0)
+	build, _, err := call.Settle(f.st, rec.Approval, call.ApprovedSession, "carol", "", t0)
 	if err != nil {
 		t.Fatal(err)
 	}

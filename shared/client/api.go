@@ -64,6 +64,7 @@ type Approval struct {
 	Decision     string          `json:"decision,omitempty"`
 	DecidedBy    string          `json:"decided_by,omitempty"`
 	DecidedAt    string          `json:"decided_at,omitempty"`
+	Reason       string          `json:"reason,omitempty"`
 	ConnectionID string          `json:"connection_id,omitempty"`
 	// Applied is set on a decision's answer: false when someone settled it
 	// first or it had expired.

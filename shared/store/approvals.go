@@ -34,6 +34,10 @@ type Approval struct {
 	Decision     string `dynamodbav:"decision,omitempty"`
 	DecidedBy    string `dynamodbav:"decided_by,omitempty"`
 	DecidedAt    string `dynamodbav:"decided_at,omitempty"`
+	// Reason is the decider's note (a deny's reason): free text from a
+	// person, kept here for the people who read the approval and never in
+	// the ledger.
+	Reason       string `dynamodbav:"reason,omitempty"`
 	ConnectionID string `dynamodbav:"connection_id,omitempty"`
 	// Personal marks a call riding a personal connection (set by the broker
 	// when it creates the approval): only the run's invoker may decide it.

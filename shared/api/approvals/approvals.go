@@ -31,6 +31,7 @@ type approvalView struct {
 	Decision     string          `json:"decision,omitempty"`
 	DecidedBy    string          `json:"decided_by,omitempty"`
 	DecidedAt    string          `json:"decided_at,omitempty"`
+	Reason       string          `json:"reason,omitempty"`
 	ConnectionID string          `json:"connection_id,omitempty"`
 	Applied      *bool           `json:"applied,omitempty"`
 	// InputSize (bytes of the input's JSON) and InputDigest describe the
@@ -49,7 +50,7 @@ func approvalOut(a store.Approval) approvalView {
 		ID: a.ID, SessionID: a.RunID, ToolCallID: a.ToolCallID, ToolName: a.ToolName, Input: json.RawMessage(a.Input),
 		RuleID: a.RuleID, ScopeKey: a.ScopeKey, DefaultScope: a.DefaultScope, Status: a.Status,
 		RequestedAt: a.RequestedAt, ExpiresAt: a.ExpiresAt, Decision: a.Decision, DecidedBy: a.DecidedBy,
-		DecidedAt: a.DecidedAt, ConnectionID: a.ConnectionID,
+		DecidedAt: a.DecidedAt, Reason: a.Reason, ConnectionID: a.ConnectionID,
 		InputSize: len(a.Input), InputDigest: a.InputDigest,
 	}
 }
@@ -165,7 +166,7 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request, who auth
 	if e := decode(w, r, &req); e != nil {
 		return e
 	}
-	a, applied, err := s.approvals.Decide(r.Context(), who, id, req.Decision)
+	a, applied, err := s.approvals.DecideWithReason(r.Context(), who, id, req.Decision, req.Reason)
 	var bad *approval.InvalidError
 	switch {
 	case errors.Is(err, approval.ErrNotFound):
