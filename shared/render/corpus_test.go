@@ -61,7 +61,11 @@ func TestCorpus(t *testing.T) {
 		}
 	}
 	for i, k := range c.Clips {
-		got := render.Clip(k.Text, k.Lines, k.MaxChars, k.MaxLines)
+		rendered := render.Line(k.Text)
+		if k.Lines {
+			rendered = render.Block(k.Text)
+		}
+		got := render.Clip(rendered, k.MaxChars, k.MaxLines)
 		if *update {
 			c.Clips[i].Want, c.Clips[i].Notice = got, got.Notice()
 		} else if diff := cmp.Diff(k.Want, got); diff != "" || got.Notice() != k.Notice {

@@ -126,15 +126,14 @@ var invisible = [][2]rune{
 
 // Clipped is a rendering cut to a size.
 type Clipped struct {
-	// Text is the rendering of the shown part.
-	Text string
-	// HiddenChars is how many characters of the original were not shown;
-	// HiddenLines how many of its line breaks fell in the hidden part.
+	// Text is the shown part of the rendering.
+	Text string `json:"text"`
+	// HiddenChars is how many characters of the rendering were not shown;
+	// HiddenLines how many line breaks fell in the hidden part.
 	HiddenChars int `json:"hidden_chars"`
 	HiddenLines int `json:"hidden_lines"`
-	// TotalChars and TotalBytes are the original's size.
+	// TotalChars is the whole rendering's length.
 	TotalChars int `json:"total_chars"`
-	TotalBytes int `json:"total_bytes"`
 }
 
 // Cut reports whether anything was hidden.
@@ -148,49 +147,76 @@ func (c Clipped) Notice() string {
 	}
 	s := fmt.Sprintf("%d more characters hidden", c.HiddenChars)
 	if c.HiddenLines > 0 {
-		s += fmt.Sprintf(", %d more lines", c.HiddenLines)
+		s += fmt.Sprintf(" (%d more lines)", c.HiddenLines)
 	}
-	return s + fmt.Sprintf(" (%d characters, %d bytes in all)", c.TotalChars, c.TotalBytes)
+	return s + fmt.Sprintf(", %d in all", c.TotalChars)
 }
 
-// Clip renders s (as a Block when lines is true, else as a Line) showing at
-// most maxChars characters of the rendering and, for a block, at most
-// maxLines lines; it never cuts inside an escape.
-func Clip(s string, lines bool, maxChars, maxLines int) Clipped {
-	rs := []rune(s)
-	c := Clipped{TotalChars: len(rs), TotalBytes: len(s)}
+// Clip cuts a rendering (of Line or Block) to at most maxChars characters
+// and maxLines lines. It never cuts inside an escape, so what it shows
+// still reads as what the input holds.
+func Clip(rendered string, maxChars, maxLines int) Clipped {
+	toks := tokens(rendered)
+	c := Clipped{}
+	for _, t := range toks {
+		c.TotalChars += utf8.RuneCountInString(t)
+	}
 	var text strings.Builder
-	shown, width, breaks := 0, 0, 0
-	for shown < len(rs) {
-		// Render a whole run of spaces or newlines together, as escape does.
-		j := shown + 1
-		if rs[shown] == ' ' || (lines && rs[shown] == '\n') {
-			for j < len(rs) && rs[j] == rs[shown] {
-				j++
-			}
-		}
-		piece := escape(string(rs[shown:j]), lines)
-		n := utf8.RuneCountInString(piece)
+	width, breaks, i := 0, 0, 0
+	for ; i < len(toks); i++ {
+		n := utf8.RuneCountInString(toks[i])
 		nl := 0
-		if lines && rs[shown] == '\n' {
+		if toks[i] == "\n" {
 			nl = 1
 		}
-		if width+n > maxChars || (lines && breaks+nl >= maxLines) {
+		if width+n > maxChars || breaks+nl >= maxLines {
 			break
 		}
-		text.WriteString(piece)
+		text.WriteString(toks[i])
 		width += n
 		breaks += nl
-		shown = j
 	}
 	c.Text = text.String()
-	c.HiddenChars = len(rs) - shown
-	for _, r := range rs[shown:] {
-		if r == '\n' {
+	c.HiddenChars = c.TotalChars - width
+	for _, t := range toks[i:] {
+		if t == "\n" {
 			c.HiddenLines++
 		}
 	}
 	return c
+}
+
+// tokens splits a rendering into what must not be split: each escape
+// (with its ×N count), each line break, each other character.
+func tokens(s string) []string {
+	var out []string
+	for len(s) > 0 {
+		n := 1
+		if s[0] == '\\' && len(s) > 1 {
+			switch s[1] {
+			case 'x':
+				n = min(4, len(s))
+			case 'u':
+				if j := strings.IndexByte(s, '}'); j > 0 {
+					n = j + 1
+					if rest := s[n:]; strings.HasPrefix(rest, "×") {
+						k := len("×")
+						for k < len(rest) && rest[k] >= '0' && rest[k] <= '9' {
+							k++
+						}
+						n += k
+					}
+				}
+			default:
+				n = 2
+			}
+		} else {
+			_, n = utf8.DecodeRuneInString(s)
+		}
+		out = append(out, s[:n])
+		s = s[n:]
+	}
+	return out
 }
 
 // Section is one part of a call's rendering.

