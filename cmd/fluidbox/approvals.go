@@ -10,11 +10,19 @@ import (
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/client"
+	"github.com/fluidbox/fluidbox/shared/render"
 )
 
-// approvals lists the pending approvals: `fluidbox approvals [--json]`.
+// inputWidth is how much of an input the approvals table shows.
+const inputWidth = 60
+
+// approvals lists the pending approvals: `fluidbox approvals [--json]`, or
+// shows one whole: `fluidbox approvals show ID`.
 func approvals(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("approvals", stderr, "approvals [--json] [--url URL] [--token TOKEN]")
+	if len(args) > 0 && args[0] == "show" {
+		return showApproval(ctx, args[1:], getenv, stdout, stderr)
+	}
+	fs := newFlagSet("approvals", stderr, "approvals [--json] [--url URL] [--token TOKEN] | approvals show ID")
 	f := addAPIFlags(fs, getenv)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -44,15 +52,114 @@ func approvals(ctx context.Context, args []string, getenv func(string) string, s
 	now := time.Now()
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "APPROVAL\tRUN\tTOOL\tINPUT\tRULE\tLEFT")
+	cut := 0
 	for _, a := range list {
 		rule := a.RuleID
 		if rule == "" {
 			rule = "(default)"
 		}
+		in := inputCell(a)
+		if in.Cut() {
+			cut++
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", clean(a.ID, 40), clean(a.SessionID, 40), clean(a.ToolName, 40),
-			inputSummary(a.Input, 60), clean(rule, 30), timeLeft(a.ExpiresAt, now))
+			cellText(in), clean(rule, 30), timeLeft(a.ExpiresAt, now))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if cut > 0 {
+		_, err = fmt.Fprintf(stdout, "%d inputs cut at %d characters ([+N] says how many are hidden): `fluidbox approvals show ID` prints one whole, with what each decision allows\n", cut, inputWidth)
+	}
+	return err
+}
+
+// inputCell is an approval's input as the table shows it: the rendered
+// summary, cut to inputWidth.
+func inputCell(a client.Approval) render.Clipped {
+	return render.Clip(render.Call(a.ToolName, a.Input).Summary, inputWidth, 1)
+}
+
+func cellText(c render.Clipped) string {
+	if !c.Cut() {
+		return c.Text
+	}
+	return fmt.Sprintf("%s…[+%d]", c.Text, c.HiddenChars)
+}
+
+// showApproval prints one approval whole: the call as rendered for a
+// human (a Write as its file, an Edit as its diff, every hidden character
+// escaped), its rule, run and times, and what each decision allows.
+func showApproval(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("approvals show", stderr, "approvals show ID [--json] [--url URL] [--token TOKEN]")
+	f := addAPIFlags(fs, getenv)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return fmt.Errorf("want exactly one approval id (apr_...), got %d arguments", len(pos))
+	}
+	c, err := f.client()
+	if err != nil {
+		return err
+	}
+	a, err := c.Approval(ctx, pos[0])
+	if err != nil {
+		return explain(err)
+	}
+	if f.json {
+		return writeJSON(stdout, a)
+	}
+	_, err = io.WriteString(stdout, describeApproval(a, time.Now()))
+	return err
+}
+
+// describeApproval is `approvals show` as text.
+func describeApproval(a client.Approval, now time.Time) string {
+	var b strings.Builder
+	line := func(k, v string) { fmt.Fprintf(&b, "%-13s %s\n", k, v) }
+	rule := render.Line(a.RuleID)
+	if rule == "" {
+		rule = "(the policy's default verdict)"
+	}
+	line("approval", render.Line(a.ID))
+	line("run", render.Line(a.SessionID))
+	line("tool", render.Line(a.ToolName))
+	line("rule", rule)
+	line("status", render.Line(a.Status))
+	line("requested", clock(a.RequestedAt))
+	if a.Status == client.DecisionPending {
+		line("expires", clock(a.ExpiresAt)+" ("+timeLeft(a.ExpiresAt, now)+" left)")
+	}
+	if a.DecidedBy != "" {
+		line("decided", render.Line(a.DecidedBy)+" at "+clock(a.DecidedAt))
+	}
+	if a.Reason != "" {
+		line("reason", render.Line(a.Reason))
+	}
+	v := render.Call(a.ToolName, a.Input)
+	b.WriteString("\n")
+	for _, sec := range v.Sections {
+		fmt.Fprintf(&b, "%s:\n", sec.Label)
+		for _, l := range strings.Split(sec.Text, "\n") {
+			b.WriteString("  " + l + "\n")
+		}
+	}
+	if a.Status == client.DecisionPending {
+		sc := render.Scope(a.ScopeKey, a.SessionID, a.DefaultScope)
+		id := render.Line(a.ID)
+		b.WriteString("\n")
+		fmt.Fprintf(&b, "fluidbox approve %s\n  %s\n", id, sc.Once)
+		if sc.RunOK {
+			fmt.Fprintf(&b, "fluidbox approve %s --session\n  %s\n", id, sc.Run)
+		} else {
+			fmt.Fprintf(&b, "approve for run\n  %s\n", sc.Run)
+		}
+		fmt.Fprintf(&b, "fluidbox deny %s --reason TEXT\n  %s\n", id, sc.Deny)
+	}
+	return b.String()
 }
 
 // approve settles an approval: `fluidbox approve ID [--session]`.
@@ -103,7 +210,7 @@ func decide(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(st
 		}
 	} else if applied {
 		fmt.Fprintf(stdout, "%s %s: applied (run %s, %s %s)\n", clean(a.ID, 40), clean(a.Status, 20),
-			clean(a.SessionID, 40), clean(a.ToolName, 40), inputSummary(a.Input, 60))
+			clean(a.SessionID, 40), clean(a.ToolName, 40), cellText(inputCell(a)))
 	}
 	if applied || a.Status == want {
 		if !applied && !f.json {

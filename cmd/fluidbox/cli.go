@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -128,24 +127,6 @@ func clean(s string, max int) string {
 		n++
 	}
 	return strings.TrimRight(b.String(), " ")
-}
-
-// inputSummary is the part of a tool input a human needs to decide: the
-// command, the path or the URL, or else the compact JSON.
-func inputSummary(raw json.RawMessage, max int) string {
-	var m map[string]any
-	if json.Unmarshal(raw, &m) == nil {
-		for _, k := range []string{"command", "file_path", "path", "url", "pattern"} {
-			if s, ok := m[k].(string); ok && s != "" {
-				return clean(s, max)
-			}
-		}
-	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, raw); err != nil {
-		return clean(string(raw), max)
-	}
-	return clean(buf.String(), max)
 }
 
 // timeLeft says how long until an RFC 3339 time, to the second.

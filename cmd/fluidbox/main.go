@@ -21,8 +21,9 @@ commands:
   dynamodb [--addr A]       serve the local DynamoDB API alone, so dev can restart and keep its data;
                             --chaos conflict=0.2,throttle=0.05 fails requests as DynamoDB does under load
   approvals                 list pending approvals: run, tool, input, rule, time left
+  approvals show ID         one approval whole: the call (a Write as its file, an Edit as its diff), what each decision allows
   approve ID [--session]    approve one call once, or for the rest of its run
-  deny ID                   deny a pending call
+  deny ID [--reason TEXT]   deny a pending call, telling the agent why
   events RUN [--follow]     a run's timeline; --follow streams it, resuming exactly
   hook claude-code          a Claude Code PreToolUse hook: asks the gate, answers allow/deny
 
