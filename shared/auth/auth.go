@@ -68,6 +68,9 @@ type Principal struct {
 	// Roles are an SSO user's known roles (RoleAdmin, RoleApprover,
 	// RoleMember), each at most once; empty for every other kind.
 	Roles []string
+	// Email is an SSO user's email, lower-cased, when the token carries one
+	// its issuer has not marked unverified; "" otherwise.
+	Email string
 }
 
 // IsAdmin reports whether p is the operator or an SSO user with role admin.

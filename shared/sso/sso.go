@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
@@ -157,7 +158,21 @@ func (o *Verifier) Verify(ctx context.Context, raw string) (auth.Principal, erro
 	if err := tok.Claims(&claims); err != nil {
 		return auth.Principal{}, fmt.Errorf("%w: claims are not a JSON object", ErrInvalidToken)
 	}
-	return auth.Principal{Kind: auth.KindUser, Subject: tok.Subject, Roles: knownRoles(claims[o.rolesClaim])}, nil
+	return auth.Principal{Kind: auth.KindUser, Subject: tok.Subject, Roles: knownRoles(claims[o.rolesClaim]), Email: verifiedEmail(claims)}, nil
+}
+
+// verifiedEmail is the token's email claim, lower-cased, unless the issuer
+// says it is unverified (email_verified false); "" when there is none.
+func verifiedEmail(claims map[string]json.RawMessage) string {
+	var email string
+	if json.Unmarshal(claims["email"], &email) != nil || !strings.Contains(email, "@") {
+		return ""
+	}
+	var verified bool
+	if raw, ok := claims["email_verified"]; ok && (json.Unmarshal(raw, &verified) != nil || !verified) {
+		return ""
+	}
+	return strings.ToLower(email)
 }
 
 // knownRoles reads a roles claim: a list of strings or one string. It keeps

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
@@ -26,6 +27,9 @@ type Member struct {
 	Sub           string   `dynamodbav:"sub" json:"sub"`
 	Status        string   `dynamodbav:"status" json:"status"`
 	Roles         []string `dynamodbav:"roles,omitempty" json:"roles"`
+	// Email is the verified email of the member's last token, how a Slack
+	// user is matched to the member.
+	Email         string   `dynamodbav:"email,omitempty" json:"email,omitempty"`
 	FirstSeen     string   `dynamodbav:"first_seen" json:"first_seen"`
 	LastSeen      string   `dynamodbav:"last_seen" json:"last_seen"`
 	DeactivatedBy string   `dynamodbav:"deactivated_by,omitempty" json:"deactivated_by,omitempty"`
@@ -84,16 +88,28 @@ func (m Member) normal() Member {
 
 // TouchMember records a member's current roles and when it was last seen.
 // It never changes the status, and never creates a member.
-func (s *Store) TouchMember(ctx context.Context, sub string, roles []string, at string) error {
-	// No roles is no attribute: an empty list is stored as nothing.
-	expr := "SET last_seen = :at REMOVE #roles"
+func (s *Store) TouchMember(ctx context.Context, sub string, roles []string, email, at string) error {
+	// No roles is no attribute: an empty list is stored as nothing; the
+	// same for no email.
+	set, remove := []string{"last_seen = :at"}, []string{}
 	values := map[string]types.AttributeValue{":at": &types.AttributeValueMemberS{Value: at}}
 	if len(roles) > 0 {
 		rv, err := attributevalue.Marshal(roles)
 		if err != nil {
 			return fmt.Errorf("store: marshal roles: %w", err)
 		}
-		expr, values[":roles"] = "SET #roles = :roles, last_seen = :at", rv
+		set, values[":roles"] = append(set, "#roles = :roles"), rv
+	} else {
+		remove = append(remove, "#roles")
+	}
+	if email != "" {
+		set, values[":email"] = append(set, "email = :email"), &types.AttributeValueMemberS{Value: email}
+	} else {
+		remove = append(remove, "email")
+	}
+	expr := "SET " + strings.Join(set, ", ")
+	if len(remove) > 0 {
+		expr += " REMOVE " + strings.Join(remove, ", ")
 	}
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),

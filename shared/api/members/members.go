@@ -48,7 +48,7 @@ func (s *Server) AuthenticateUser(r *http.Request, tok string) (auth.Principal, 
 	now := store.FormatTime(s.cfg.Now())
 	m, err := s.st.GetMember(ctx, who.Subject)
 	if errors.Is(err, store.ErrNoMember) {
-		err = s.st.PutMember(ctx, store.Member{Sub: who.Subject, Status: store.MemberActive, Roles: who.Roles, FirstSeen: now, LastSeen: now})
+		err = s.st.PutMember(ctx, store.Member{Sub: who.Subject, Status: store.MemberActive, Roles: who.Roles, Email: who.Email, FirstSeen: now, LastSeen: now})
 		if err == nil {
 			s.log.InfoContext(ctx, "member recorded", "sub", who.Subject, "roles", who.Roles)
 			return who, nil
@@ -65,9 +65,9 @@ func (s *Server) AuthenticateUser(r *http.Request, tok string) (auth.Principal, 
 	if m.Status != store.MemberActive {
 		return auth.Principal{}, errDeactivated
 	}
-	if !slices.Equal(m.Roles, who.Roles) || m.LastSeen < store.FormatTime(s.cfg.Now().Add(-lastSeenEvery)) {
+	if !slices.Equal(m.Roles, who.Roles) || m.Email != who.Email || m.LastSeen < store.FormatTime(s.cfg.Now().Add(-lastSeenEvery)) {
 		// Bookkeeping only: a failure to record it refuses nobody.
-		if err := s.st.TouchMember(ctx, who.Subject, who.Roles, now); err != nil {
+		if err := s.st.TouchMember(ctx, who.Subject, who.Roles, who.Email, now); err != nil {
 			s.log.WarnContext(ctx, "touch member", "sub", who.Subject, "err", err)
 		}
 	}

@@ -1,0 +1,103 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+)
+
+// SlackMessage is where an approval's Slack message is, at
+// RUN#<run>/SLACK#<approval id>: in the run's partition, beside the
+// approval it shows. Status is the approval status the message last
+// showed ("" while it is being posted).
+type SlackMessage struct {
+	ApprovalID string `dynamodbav:"approval_id"`
+	Channel    string `dynamodbav:"channel,omitempty"`
+	TS         string `dynamodbav:"ts,omitempty"`
+	Status     string `dynamodbav:"status,omitempty"`
+	ClaimedAt  string `dynamodbav:"claimed_at"`
+}
+
+func slackSK(approvalID string) string { return "SLACK#" + approvalID }
+
+// ErrSlackMessageClaimed: another worker holds the claim to post the
+// message (or has posted it).
+var ErrSlackMessageClaimed = fmt.Errorf("store: slack message claimed: %w", ErrExists)
+
+// ClaimSlackMessage records that this worker is posting approvalID's
+// message. It fails with ErrSlackMessageClaimed when a record exists,
+// unless that record is an unfinished claim made before staleBefore
+// (a worker that died mid-post), which it takes over.
+func (s *Store) ClaimSlackMessage(ctx context.Context, runID, approvalID, at, staleBefore string) error {
+	av, err := item(runPK(runID), slackSK(approvalID), SlackMessage{ApprovalID: approvalID, ClaimedAt: at})
+	if err != nil {
+		return err
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:           aws.String(s.table),
+		Item:                av,
+		ConditionExpression: aws.String("attribute_not_exists(pk) OR (attribute_not_exists(ts) AND claimed_at < :stale)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":stale": &types.AttributeValueMemberS{Value: staleBefore},
+		},
+	})
+	if err = translate("claim slack message "+approvalID, err); errors.Is(err, ErrConditionFailed) {
+		return fmt.Errorf("store: claim slack message %s: %w", approvalID, ErrSlackMessageClaimed)
+	}
+	return err
+}
+
+// GetSlackMessage reads approvalID's message record.
+func (s *Store) GetSlackMessage(ctx context.Context, runID, approvalID string) (SlackMessage, error) {
+	var m SlackMessage
+	err := s.get(ctx, runPK(runID), slackSK(approvalID), &m)
+	return m, err
+}
+
+// PutSlackMessage records the posted message and the status it shows.
+func (s *Store) PutSlackMessage(ctx context.Context, runID string, m SlackMessage) error {
+	av, err := item(runPK(runID), slackSK(m.ApprovalID), m)
+	if err != nil {
+		return err
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(s.table), Item: av})
+	return translate("put slack message "+m.ApprovalID, err)
+}
+
+// DeleteSlackMessage drops a claim whose post failed, so a retry posts.
+func (s *Store) DeleteSlackMessage(ctx context.Context, runID, approvalID string) error {
+	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
+		TableName: aws.String(s.table),
+		Key:       keyOf(runPK(runID), slackSK(approvalID)),
+	})
+	return translate("delete slack message "+approvalID, err)
+}
+
+// ErrReplayed: a request with this digest was seen before.
+var ErrReplayed = fmt.Errorf("store: request replayed: %w", ErrExists)
+
+// seenRequest is a signed request's digest, at SLACKREQ#<digest>/HEAD,
+// kept until the request's signature could no longer pass (expires_epoch,
+// the table's TTL attribute, removes it later; the refusal does not
+// depend on that).
+type seenRequest struct {
+	Seen    string `dynamodbav:"seen"`
+	Expires int64  `dynamodbav:"expires_epoch"`
+}
+
+// ClaimRequest records a signed request by its digest; it fails with
+// ErrReplayed when the same digest was recorded before.
+func (s *Store) ClaimRequest(ctx context.Context, digest, at string, expiresEpoch int64) error {
+	av, err := item("SLACKREQ#"+digest, "HEAD", seenRequest{Seen: at, Expires: expiresEpoch})
+	if err != nil {
+		return err
+	}
+	if err = s.putItemNew(ctx, "claim request", av); errors.Is(err, ErrConditionFailed) {
+		return ErrReplayed
+	}
+	return err
+}
