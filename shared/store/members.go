@@ -24,18 +24,18 @@ const (
 // member row is fluidbox's own switch to refuse a user whose tokens are
 // still valid.
 type Member struct {
-	Sub           string   `dynamodbav:"sub" json:"sub"`
-	Status        string   `dynamodbav:"status" json:"status"`
-	Roles         []string `dynamodbav:"roles,omitempty" json:"roles"`
+	Sub    string   `dynamodbav:"sub" json:"sub"`
+	Status string   `dynamodbav:"status" json:"status"`
+	Roles  []string `dynamodbav:"roles,omitempty" json:"roles"`
 	// Email is the verified email of the member's last token, how a Slack
 	// user is matched to the member.
-	Email         string   `dynamodbav:"email,omitempty" json:"email,omitempty"`
-	FirstSeen     string   `dynamodbav:"first_seen" json:"first_seen"`
-	LastSeen      string   `dynamodbav:"last_seen" json:"last_seen"`
-	DeactivatedBy string   `dynamodbav:"deactivated_by,omitempty" json:"deactivated_by,omitempty"`
-	DeactivatedAt string   `dynamodbav:"deactivated_at,omitempty" json:"deactivated_at,omitempty"`
-	ActivatedBy   string   `dynamodbav:"activated_by,omitempty" json:"activated_by,omitempty"`
-	ActivatedAt   string   `dynamodbav:"activated_at,omitempty" json:"activated_at,omitempty"`
+	Email         string `dynamodbav:"email,omitempty" json:"email,omitempty"`
+	FirstSeen     string `dynamodbav:"first_seen" json:"first_seen"`
+	LastSeen      string `dynamodbav:"last_seen" json:"last_seen"`
+	DeactivatedBy string `dynamodbav:"deactivated_by,omitempty" json:"deactivated_by,omitempty"`
+	DeactivatedAt string `dynamodbav:"deactivated_at,omitempty" json:"deactivated_at,omitempty"`
+	ActivatedBy   string `dynamodbav:"activated_by,omitempty" json:"activated_by,omitempty"`
+	ActivatedAt   string `dynamodbav:"activated_at,omitempty" json:"activated_at,omitempty"`
 }
 
 type memberItem struct {
