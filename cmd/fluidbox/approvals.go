@@ -119,7 +119,7 @@ func showApproval(ctx context.Context, args []string, getenv func(string) string
 // describeApproval is `approvals show` as text.
 func describeApproval(a client.Approval, now time.Time) string {
 	var b strings.Builder
-	line := func(k, v string) { fmt.Fprintf(&b, "%-13s %s\n", k, v) }
+	line := func(k, v string) { fmt.Fprintf(&b, "%-17s %s\n", k, v) }
 	rule := render.Line(a.RuleID)
 	if rule == "" {
 		rule = "(the policy's default verdict)"
@@ -128,6 +128,37 @@ func describeApproval(a client.Approval, now time.Time) string {
 	line("run", render.Line(a.SessionID))
 	line("tool", render.Line(a.ToolName))
 	line("rule", rule)
+	if f := a.Review; f != nil {
+		if len(f.Rule) > 0 {
+			line("rule (as frozen)", render.Value(f.Rule))
+		} else {
+			line("rule", "none matched; the policy's default verdict is "+render.Line(f.DefaultVerdict))
+		}
+		if f.Reason != "" {
+			line("why asked", render.Line(f.Reason))
+		}
+		line("policy", render.Line(f.Policy))
+		line("trust tier", render.Line(f.TrustTier))
+		if f.Trigger != "" {
+			line("trigger", render.Line(f.Trigger))
+		}
+		if f.Repository != "" {
+			line("repository", render.Line(f.Repository))
+		}
+		if f.PullRequest != 0 {
+			pr := fmt.Sprintf("#%d", f.PullRequest)
+			if f.HeadRepository != "" {
+				pr += " from " + render.Line(f.HeadRepository)
+			}
+			if f.Fork {
+				pr += " (a fork)"
+			}
+			line("pull request", pr)
+		}
+		if f.Invoker != "" {
+			line("invoked by", render.Line(f.Invoker))
+		}
+	}
 	line("status", render.Line(a.Status))
 	line("requested", clock(a.RequestedAt))
 	if a.Status == client.DecisionPending {

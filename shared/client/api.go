@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/fluidbox/fluidbox/shared/review"
 )
 
 // Decisions of the gate.
@@ -66,6 +68,8 @@ type Approval struct {
 	DecidedAt    string          `json:"decided_at,omitempty"`
 	Reason       string          `json:"reason,omitempty"`
 	ConnectionID string          `json:"connection_id,omitempty"`
+	// Review is the rule and run the call came from (list and get).
+	Review *review.Facts `json:"review,omitempty"`
 	// Applied is set on a decision's answer: false when someone settled it
 	// first or it had expired.
 	Applied *bool `json:"applied,omitempty"`

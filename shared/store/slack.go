@@ -101,3 +101,11 @@ func (s *Store) ClaimRequest(ctx context.Context, digest, at string, expiresEpoc
 	}
 	return err
 }
+
+// GetRunPolicy reads only the policy snapshot a run froze (GetFrozen reads
+// its tools too).
+func (s *Store) GetRunPolicy(ctx context.Context, runID string) (PolicySnapshot, error) {
+	var p PolicySnapshot
+	err := s.get(ctx, runPK(runID), "POLICY", &p)
+	return p, err
+}

@@ -1,6 +1,7 @@
 package approvals
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/ids"
+	"github.com/fluidbox/fluidbox/shared/review"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
@@ -33,7 +35,6 @@ type approvalView struct {
 	DecidedAt    string          `json:"decided_at,omitempty"`
 	Reason       string          `json:"reason,omitempty"`
 	ConnectionID string          `json:"connection_id,omitempty"`
-	Applied      *bool           `json:"applied,omitempty"`
 	// InputSize (bytes of the input's JSON) and InputDigest describe the
 	// whole input, also where the list shows only its beginning.
 	InputSize   int    `json:"input_size"`
@@ -43,6 +44,10 @@ type approvalView struct {
 	// /v1/approvals/{id} has it whole.
 	InputTruncated bool   `json:"input_truncated,omitempty"`
 	InputPreview   string `json:"input_preview,omitempty"`
+	// Review is what a human needs beside the call to decide it: the rule
+	// and the run it came from.
+	Review  *review.Facts `json:"review,omitempty"`
+	Applied *bool         `json:"applied,omitempty"`
 }
 
 func approvalOut(a store.Approval) approvalView {
@@ -120,11 +125,27 @@ func (s *Server) listPendingApprovals(w http.ResponseWriter, r *http.Request, _ 
 	if err != nil {
 		return err
 	}
-	out := map[string]any{"approvals": approvalsOut(page.Approvals)}
-	if page.Next != "" {
-		out["next_cursor"] = base64.RawURLEncoding.EncodeToString([]byte(page.Next))
+	out := approvalsOut(page.Approvals)
+	for i := range out {
+		if err := s.withReview(r.Context(), &out[i], page.Approvals[i]); err != nil {
+			return err
+		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	body := map[string]any{"approvals": out}
+	if page.Next != "" {
+		body["next_cursor"] = base64.RawURLEncoding.EncodeToString([]byte(page.Next))
+	}
+	writeJSON(w, http.StatusOK, body)
+	return nil
+}
+
+// withReview adds the facts a reviewer decides by.
+func (s *Server) withReview(ctx context.Context, v *approvalView, a store.Approval) error {
+	f, err := review.Load(ctx, s.st, a)
+	if err != nil {
+		return err
+	}
+	v.Review = &f
 	return nil
 }
 
@@ -148,7 +169,11 @@ func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, _ auth.Prin
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, approvalOut(a))
+	out := approvalOut(a)
+	if err := s.withReview(r.Context(), &out, a); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
