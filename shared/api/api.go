@@ -34,6 +34,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/budget"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/seal"
+	"github.com/fluidbox/fluidbox/shared/slackbot"
 	"github.com/fluidbox/fluidbox/shared/sso"
 )
 
@@ -68,6 +69,10 @@ type Config struct {
 	UpstreamToolsTTL time.Duration
 	// ModelClient forwards model-proxy requests upstream; nil is a default.
 	ModelClient *http.Client
+	// Slack, with a signing secret, serves Slack's interactions; SlackAPI
+	// is the Slack client they call (nil: one built from Slack).
+	Slack    slackbot.Config
+	SlackAPI slackbot.API
 	// MaxPendingApprovals is how many approvals one run may have waiting
 	// (FLUIDBOX_MAX_PENDING_APPROVALS); 0 is gate.DefaultMaxPendingApprovals.
 	MaxPendingApprovals int
@@ -83,7 +88,7 @@ func Build(cfg Config) (*route.Server, error) {
 	return route.New(base, route.Everything,
 		control.New(control.Config{Config: base, SSEMaxDuration: cfg.SSEMaxDuration}),
 		runner.New(runner.Config{Config: base, Scheduler: cfg.Scheduler, Observer: cfg.Observer, Prices: cfg.Prices, MaxPendingApprovals: cfg.MaxPendingApprovals}),
-		approvals.New(approvals.Config{Config: base, Observer: cfg.Observer}),
+		approvals.New(approvals.Config{Config: base, Observer: cfg.Observer, Slack: cfg.Slack, SlackAPI: cfg.SlackAPI}),
 		connections.New(connections.Config{Config: base, Sealer: cfg.Sealer, UpstreamToolsTTL: cfg.UpstreamToolsTTL, Scheduler: cfg.Scheduler, Observer: cfg.Observer, MaxPendingApprovals: cfg.MaxPendingApprovals}),
 		model.New(model.Config{Config: base, Sealer: cfg.Sealer, Prices: cfg.Prices, Client: cfg.ModelClient}),
 		triggers.New(triggers.Config{Config: base, GitHubWebhookSecret: cfg.GitHubWebhookSecret}),

@@ -10,10 +10,12 @@ package approvals
 
 import (
 	"log/slog"
+	"net/http"
 
 	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/run"
+	"github.com/fluidbox/fluidbox/shared/slackbot"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
@@ -23,6 +25,11 @@ type Config struct {
 	// Observer, when set, is told of every committed approval transition
 	// (the dev server prints them as notifications).
 	Observer approval.Observer
+	// Slack, with a signing secret, serves Slack's interactions (approve
+	// and deny from a message); SlackAPI is the Slack client it calls (nil:
+	// one built from Slack).
+	Slack    slackbot.Config
+	SlackAPI slackbot.API
 }
 
 // Server serves the approvals routes.
@@ -31,6 +38,8 @@ type Server struct {
 	runs      *run.Service
 	approvals *approval.Service
 	log       *slog.Logger
+	// slack answers POST /v1/integrations/slack/interactions.
+	slack http.Handler
 }
 
 // New builds the approvals routes' handlers.
@@ -45,6 +54,17 @@ func New(cfg Config) *Server {
 	if cfg.Observer != nil {
 		s.approvals.Observe(cfg.Observer)
 	}
+	// The interactions route takes no bearer: Slack signs each request,
+	// and slackbot.Interactions checks the signature before it reads or
+	// writes anything.
+	s.slack = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { route.WriteError(w, errSlackOff) })
+	if cfg.Slack.SigningSecret != "" {
+		api := cfg.SlackAPI
+		if api == nil {
+			api = slackbot.NewClient(cfg.Slack)
+		}
+		s.slack = slackbot.NewInteractions(cfg.Slack, api, s.approvals, s.st, s.st, s.log, cfg.Now)
+	}
 	return s
 }
 
@@ -57,8 +77,11 @@ func (s *Server) Endpoints() route.Endpoints {
 		"GET /v1/sessions/{id}/approvals":                route.Authenticated(s.listRunApprovals),
 		"GET /v1/sessions/{id}/grants":                   route.Authenticated(s.listGrants),
 		"DELETE /v1/sessions/{id}/grants/{scope_key...}": route.Authenticated(s.revokeGrant),
+		"POST /v1/integrations/slack/interactions":       route.Raw(s.slack),
 	}
 }
+
+var errSlackOff = &route.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "Slack is not configured on this control plane (FLUIDBOX_SLACK_SIGNING_SECRET and friends)"}
 
 // The core's helpers, under the names the handlers use.
 var (

@@ -95,6 +95,8 @@ var Table = []Route{
 	{Pattern: "GET /v1/sessions/{id}/approvals", Access: RunScoped, Function: Approvals, Via: APIGateway},
 	{Pattern: "GET /v1/sessions/{id}/grants", Access: RunScoped, Function: Approvals, Via: APIGateway},
 	{Pattern: "DELETE /v1/sessions/{id}/grants/{scope_key...}", Access: Admin, Function: Approvals, Via: APIGateway},
+	// Slack's clicks on an approval message, signed by Slack.
+	{Pattern: "POST /v1/integrations/slack/interactions", Access: Signed, Function: Approvals, Via: APIGateway},
 
 	// Connections: sealed here with kms:Encrypt, never opened by Control.
 	{Pattern: "POST /v1/connections", Access: People, Function: Control, Via: APIGateway},

@@ -1,0 +1,172 @@
+package slackbot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/slack-go/slack"
+
+	"github.com/fluidbox/fluidbox/shared/approval"
+	"github.com/fluidbox/fluidbox/shared/ids"
+	"github.com/fluidbox/fluidbox/shared/notify"
+	"github.com/fluidbox/fluidbox/shared/review"
+	"github.com/fluidbox/fluidbox/shared/store"
+)
+
+// ErrBusy: another worker is posting the same message; try again later.
+var ErrBusy = errors.New("slackbot: message being posted by another worker")
+
+// claimStale is how long a claim to post may stay unfinished before
+// another worker takes it over (its holder died mid-post).
+const claimStale = time.Minute
+
+// Poster is the part of the Slack Web API the Notifier uses.
+type Poster interface {
+	PostMessageContext(ctx context.Context, channelID string, options ...slack.MsgOption) (string, string, error)
+	UpdateMessageContext(ctx context.Context, channelID, timestamp string, options ...slack.MsgOption) (string, string, string, error)
+}
+
+var _ Poster = (*slack.Client)(nil)
+
+// Notifier keeps one Slack message per approval in step with the
+// approval's committed state.
+type Notifier struct {
+	api     Poster
+	st      *store.Store
+	channel string
+	log     *slog.Logger
+	now     func() time.Time
+	// Retry paces the in-process retries of Observer; tests shorten it.
+	Retry []time.Duration
+}
+
+// NewNotifier returns a Notifier posting to channel.
+func NewNotifier(api Poster, st *store.Store, channel string, log *slog.Logger, now func() time.Time) *Notifier {
+	return &Notifier{api: api, st: st, channel: channel, log: log, now: now,
+		Retry: []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 15 * time.Second, 30 * time.Second}}
+}
+
+// Show brings approvalID's message in line with the approval as committed
+// now: it posts the message if there is none, and updates it (removing
+// its buttons) once the approval is settled. Calling it again changes
+// nothing, so every delivery of a notification may call it.
+func (n *Notifier) Show(ctx context.Context, approvalID string) error {
+	a, err := n.st.GetApprovalByID(ctx, approvalID)
+	if err != nil {
+		return fmt.Errorf("slackbot: read approval %s: %w", approvalID, err)
+	}
+	f, err := review.Load(ctx, n.st, a)
+	if err != nil {
+		return err
+	}
+	m, err := n.st.GetSlackMessage(ctx, a.RunID, a.ID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return n.post(ctx, a, f)
+	case err != nil:
+		return err
+	case m.TS == "":
+		if m.ClaimedAt < store.FormatTime(n.now().Add(-claimStale)) {
+			return n.post(ctx, a, f)
+		}
+		return ErrBusy
+	case m.Status != "pending" || a.Status == "pending":
+		// Already showing the settled state, or nothing has changed: a
+		// settled message never goes back to pending.
+		return nil
+	}
+	blocks, text := Blocks(a, f, n.now())
+	if _, _, _, err := n.api.UpdateMessageContext(ctx, m.Channel, m.TS, slack.MsgOptionBlocks(blocks...), slack.MsgOptionText(text, false)); err != nil {
+		return fmt.Errorf("slackbot: update message of %s: %w", a.ID, err)
+	}
+	m.Status = a.Status
+	if err := n.st.PutSlackMessage(ctx, a.RunID, m); err != nil {
+		return err
+	}
+	n.log.InfoContext(ctx, "slack message updated", "approval", a.ID, "status", a.Status)
+	return nil
+}
+
+func (n *Notifier) post(ctx context.Context, a store.Approval, f review.Facts) error {
+	now := n.now()
+	at := store.FormatTime(now)
+	err := n.st.ClaimSlackMessage(ctx, a.RunID, a.ID, at, store.FormatTime(now.Add(-claimStale)))
+	if errors.Is(err, store.ErrSlackMessageClaimed) {
+		return ErrBusy
+	}
+	if err != nil {
+		return err
+	}
+	blocks, text := Blocks(a, f, now)
+	channel, ts, err := n.api.PostMessageContext(ctx, n.channel, slack.MsgOptionBlocks(blocks...), slack.MsgOptionText(text, false))
+	if err != nil {
+		if derr := n.st.DeleteSlackMessage(ctx, a.RunID, a.ID); derr != nil {
+			n.log.ErrorContext(ctx, "slackbot: drop claim after a failed post", "approval", a.ID, "err", derr)
+		}
+		return fmt.Errorf("slackbot: post message of %s: %w", a.ID, err)
+	}
+	if err := n.st.PutSlackMessage(ctx, a.RunID, store.SlackMessage{ApprovalID: a.ID, Channel: channel, TS: ts, Status: a.Status, ClaimedAt: at}); err != nil {
+		return err
+	}
+	n.log.InfoContext(ctx, "slack message posted", "approval", a.ID, "status", a.Status)
+	if a.Status == "pending" {
+		// Settled while we posted? Show it now rather than at the next
+		// delivery.
+		return n.Show(ctx, a.ID)
+	}
+	return nil
+}
+
+// HandleEvent is the Lambda entry point: one EventBridge notification
+// (approval.requested or approval.decided from source fluidbox). An error
+// makes Lambda deliver it again.
+func (n *Notifier) HandleEvent(ctx context.Context, ev events.EventBridgeEvent) error {
+	if ev.Source != notify.Source || (ev.DetailType != string(notify.Requested) && ev.DetailType != string(notify.Decided)) {
+		n.log.WarnContext(ctx, "slackbot: event ignored", "source", ev.Source, "detail_type", ev.DetailType)
+		return nil
+	}
+	var d notify.Detail
+	if err := json.Unmarshal(ev.Detail, &d); err != nil || !ids.Valid("apr_", d.ApprovalID) {
+		n.log.ErrorContext(ctx, "slackbot: undecodable notification skipped", "id", ev.ID)
+		return nil
+	}
+	if err := n.Show(ctx, d.ApprovalID); err != nil {
+		n.log.ErrorContext(ctx, "slackbot: show approval failed; Lambda retries", "approval", d.ApprovalID, "err", err)
+		return err
+	}
+	return nil
+}
+
+// Observer is the dev server's feed: each committed transition shows its
+// approval in the background, retried with Retry's pauses, so Slack never
+// delays the transition that caused it.
+func (n *Notifier) Observer() approval.Observer {
+	return func(_ context.Context, before, after store.Approval) {
+		if len(notify.Entries(before, after)) == 0 {
+			return
+		}
+		go n.showRetrying(after.ID)
+	}
+}
+
+func (n *Notifier) showRetrying(approvalID string) {
+	for attempt := 0; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		err := n.Show(ctx, approvalID)
+		cancel()
+		if err == nil {
+			return
+		}
+		if attempt == len(n.Retry) {
+			n.log.Error("slackbot: giving up on a message", "approval", approvalID, "attempts", attempt+1, "err", err)
+			return
+		}
+		n.log.Warn("slackbot: show approval failed; retrying", "approval", approvalID, "attempt", attempt+1, "err", err)
+		time.Sleep(n.Retry[attempt])
+	}
+}
