@@ -308,7 +308,7 @@ func (s *stack) clickBody(user, action, approvalID string, n int) string {
 	p := map[string]any{
 		"type": "block_actions", "user": map[string]any{"id": user}, "trigger_id": fmt.Sprintf("trigger-%d", n),
 		"response_url": s.slack.url() + fmt.Sprintf("response/%d", n),
-		"actions": []map[string]any{{"action_id": action, "block_id": "fluidbox_decide", "type": "button", "value": approvalID, "action_ts": fmt.Sprintf("1700000000.%d", n)}},
+		"actions":      []map[string]any{{"action_id": action, "block_id": "fluidbox_decide", "type": "button", "value": approvalID, "action_ts": fmt.Sprintf("1700000000.%d", n)}},
 	}
 	b, _ := json.Marshal(p)
 	return url.Values{"payload": {string(b)}}.Encode()
@@ -373,9 +373,9 @@ func (s *stack) markPersonal(runID, toolCallID, owner string) {
 		{"HEAD", "SET invoker = :v", &types.AttributeValueMemberS{Value: owner}},
 	} {
 		_, err := db.UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
-			TableName:        aws.String(s.st.Table()),
-			Key:              map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "RUN#" + runID}, "sk": &types.AttributeValueMemberS{Value: u.sk}},
-			UpdateExpression: aws.String(u.expr),
+			TableName:                 aws.String(s.st.Table()),
+			Key:                       map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "RUN#" + runID}, "sk": &types.AttributeValueMemberS{Value: u.sk}},
+			UpdateExpression:          aws.String(u.expr),
 			ExpressionAttributeValues: map[string]types.AttributeValue{":v": u.v},
 		})
 		if err != nil {
