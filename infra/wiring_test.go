@@ -169,3 +169,57 @@ func TestApprovalPlumbingPrivileges(t *testing.T) {
 		t.Error("no AWS::Lambda::EventSourceMapping feeds NotifyFunction")
 	}
 }
+
+// TestSlackPrivileges: the Slack function reads the table and writes only
+// its own message records; the approvals function's only write outside a
+// transaction is the replay claim of a Slack request; the signing secret
+// reaches the approvals function alone; the Slack function hears only
+// fluidbox's approval notifications.
+func TestSlackPrivileges(t *testing.T) {
+	t.Parallel()
+	l := mustLoad(t)
+	fns := resources(l.doc, "AWS::Serverless::Function")
+	leading := func(st statement) []string {
+		return asStrings(dig(st.fields, "Condition", "ForAllValues:StringLike", "dynamodb:LeadingKeys"))
+	}
+	sts, errs := functionStatements("SlackFunction", fns["SlackFunction"])
+	for _, err := range errs {
+		t.Error(err)
+	}
+	for _, st := range sts {
+		for _, a := range asStrings(st.fields["Action"]) {
+			switch strings.ToLower(a) {
+			case "dynamodb:getitem":
+			case "dynamodb:putitem", "dynamodb:deleteitem":
+				if got := leading(st); !slices.Equal(got, []string{"SLACKMSG#*"}) {
+					t.Errorf("SlackFunction %s limited to leading keys %v, want [SLACKMSG#*]", a, got)
+				}
+			default:
+				t.Errorf("SlackFunction holds %s; it reads the table and writes its message records only", a)
+			}
+		}
+	}
+	sts, _ = functionStatements("ApprovalsFunction", fns["ApprovalsFunction"])
+	for _, st := range sts {
+		if !slices.Contains(asStrings(st.fields["Action"]), "dynamodb:PutItem") {
+			continue
+		}
+		inTx := slices.Contains(asStrings(dig(st.fields, "Condition", "ForAnyValue:StringEquals", "dynamodb:EnclosingOperation")), "TransactWriteItems")
+		if !inTx && !slices.Equal(leading(st), []string{"SLACKREQ#*"}) {
+			t.Errorf("ApprovalsFunction %s: PutItem outside a transaction beyond SLACKREQ#* (%v)", st.where, st.fields["Condition"])
+		}
+	}
+	for _, id := range sortedKeys(fns) {
+		v := dig(props(fns[id]), "Environment", "Variables", "FLUIDBOX_SLACK_SIGNING_SECRET")
+		if (v != nil) != (id == "ApprovalsFunction") {
+			t.Errorf("%s FLUIDBOX_SLACK_SIGNING_SECRET = %v; only ApprovalsFunction verifies interactions", id, v)
+		}
+	}
+	ev, _ := dig(props(fns["SlackFunction"]), "Events", "ApprovalNotifications").(map[string]any)
+	p, _ := ev["Properties"].(map[string]any)
+	if ev["Type"] != "EventBridgeRule" || p["EventBusName"] != "REF:EventBus" ||
+		!slices.Equal(asStrings(dig(p, "Pattern", "source")), []string{"fluidbox"}) ||
+		!slices.Equal(asStrings(dig(p, "Pattern", "detail-type")), []string{"approval.requested", "approval.decided"}) {
+		t.Errorf("SlackFunction's event = %v, want the fluidbox bus's approval notifications", ev)
+	}
+}

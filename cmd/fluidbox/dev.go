@@ -29,6 +29,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/modelproxy"
 	"github.com/fluidbox/fluidbox/shared/notify"
 	"github.com/fluidbox/fluidbox/shared/seal"
+	"github.com/fluidbox/fluidbox/shared/slackbot"
 	"github.com/fluidbox/fluidbox/shared/sso"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
@@ -85,6 +86,21 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// stderr as `notification <type> <detail>` by the same conversion the
 	// notify function applies to the table's stream.
 	notifications := notify.NewHandler(notify.NewPrinter(stderr), log).Observer()
+	slackCfg, err := slackbot.FromConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if slackCfg.Enabled() {
+		// The Slack function's code, fed in-process by the same observer:
+		// it posts in the background and retries, never delaying a decision.
+		n := slackbot.NewNotifier(slackbot.NewClient(slackCfg), st, slackCfg.Channel, log, time.Now)
+		printed, posted := notifications, n.Observer()
+		notifications = func(ctx context.Context, before, after store.Approval) {
+			printed(ctx, before, after)
+			posted(ctx, before, after)
+		}
+		log.Info("Slack approvals on", "channel", slackCfg.Channel, "interactions", "POST /v1/integrations/slack/interactions")
+	}
 	expirer := approval.NewService(led, time.Now)
 	expirer.Observe(notifications)
 	timers := approval.NewTimers(expirer, log)
@@ -105,6 +121,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Prices:     prices,
 		Sealer:     sealer,
 		Observer:   notifications,
+		Slack:      slackCfg,
 
 		GitHubWebhookSecret: cfg.GitHubWebhookSecret,
 		UpstreamToolsTTL:    time.Duration(cfg.UpstreamToolsTTLSeconds) * time.Second,

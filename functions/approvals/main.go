@@ -1,6 +1,7 @@
 // Command approvals is the Lambda function for humans deciding approvals:
-// list, get, decide, and a run's approvals and session grants (route.Table,
-// Function Approvals). It holds DynamoDB permissions only.
+// list, get, decide, a run's approvals and session grants, and Slack's
+// signed clicks on approval messages (route.Table, Function Approvals). It
+// holds DynamoDB permissions only.
 package main
 
 import (
@@ -13,6 +14,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/config"
 	"github.com/fluidbox/fluidbox/shared/function"
+	"github.com/fluidbox/fluidbox/shared/slackbot"
 	"github.com/fluidbox/fluidbox/shared/sso"
 )
 
@@ -32,7 +34,11 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	h, err := handler(d, verifier)
+	slack, err := slackbot.FromConfig(d.Config)
+	if err != nil {
+		return err
+	}
+	h, err := handler(d, verifier, slack)
 	if err != nil {
 		return err
 	}
@@ -42,13 +48,13 @@ func run(ctx context.Context, getenv func(string) string) error {
 
 // handler serves the approvals rows of the route table; in SSO mode people
 // are authenticated by the members package, whose routes are Control's.
-func handler(d function.Deps, verifier *sso.Verifier) (*route.Server, error) {
+func handler(d function.Deps, verifier *sso.Verifier, slack slackbot.Config) (*route.Server, error) {
 	base := apiConfig(d)
 	if verifier != nil {
 		base.Users = members.New(members.Config{Config: base, OIDC: verifier})
 	}
 	return route.New(base, route.Target{Function: route.Approvals, Via: route.APIGateway},
-		approvals.New(approvals.Config{Config: base}))
+		approvals.New(approvals.Config{Config: base, Slack: slack}))
 }
 
 // apiConfig is what every handler package takes from the function's

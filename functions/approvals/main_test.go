@@ -8,6 +8,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/function"
 	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/slackbot"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
@@ -17,7 +18,7 @@ func TestServesItsRows(t *testing.T) {
 	t.Parallel()
 	st := store.New(nil, "unused") // building the handler does no I/O
 	d := function.Deps{Store: st, Ledger: ledger.New(st, time.Now)}
-	h, err := handler(d, nil)
+	h, err := handler(d, nil, slackbot.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

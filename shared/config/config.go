@@ -58,6 +58,16 @@ type Config struct {
 	// PUT /v1/model-upstream would.
 	ModelUpstreamURL string
 	ModelUpstreamKey string
+	// Slack (FLUIDBOX_SLACK_*): the bot token and signing secret are
+	// secrets; the channel takes approval messages; the API URL defaults
+	// to Slack's; SlackUsers maps Slack user ids to subjects explicitly
+	// ("U123=alice-sub,U456=admin"). Set all of token, secret and channel,
+	// or none.
+	SlackBotToken      string
+	SlackSigningSecret string
+	SlackChannel       string
+	SlackAPIURL        string
+	SlackUsers         string
 }
 
 // DefaultReservationSweepAfter is the sweep's default horizon: well past
@@ -87,6 +97,9 @@ const (
 	// GitHub: the GitHub webhook function: the table and the webhook
 	// secret are required; it takes no admin token, having no use for one.
 	GitHub
+	// Slack: the function that keeps Slack messages in step with approvals:
+	// the table and the Slack variables are required.
+	Slack
 )
 
 // Load reads the configuration through getenv.
@@ -101,6 +114,12 @@ func Load(getenv func(string) string, mode Mode) (Config, error) {
 		EventBus:         getenv("FLUIDBOX_EVENT_BUS"),
 
 		GitHubWebhookSecret: getenv("FLUIDBOX_GITHUB_WEBHOOK_SECRET"),
+
+		SlackBotToken:      getenv("FLUIDBOX_SLACK_BOT_TOKEN"),
+		SlackSigningSecret: getenv("FLUIDBOX_SLACK_SIGNING_SECRET"),
+		SlackChannel:       getenv("FLUIDBOX_SLACK_CHANNEL"),
+		SlackAPIURL:        getenv("FLUIDBOX_SLACK_API_URL"),
+		SlackUsers:         getenv("FLUIDBOX_SLACK_USERS"),
 
 		KMSKeyID:              getenv("FLUIDBOX_KMS_KEY_ID"),
 		PricesFile:            getenv("FLUIDBOX_PRICES_FILE"),
@@ -128,6 +147,7 @@ func Load(getenv func(string) string, mode Mode) (Config, error) {
 		c.MaxPendingApprovals = n
 	}
 	problems = append(problems, c.loadSSO(getenv, mode)...)
+	problems = append(problems, c.checkSlack(mode)...)
 	if mode == Dev {
 		c.ModelUpstreamURL = getenv("FLUIDBOX_MODEL_UPSTREAM_URL")
 		c.ModelUpstreamKey = getenv("FLUIDBOX_MODEL_UPSTREAM_KEY")
@@ -165,6 +185,13 @@ func Load(getenv func(string) string, mode Mode) (Config, error) {
 		if c.KMSKeyID == "" {
 			problems = append(problems, "FLUIDBOX_KMS_KEY_ID is not set")
 		}
+	case Slack:
+		if c.Table == "" {
+			problems = append(problems, "FLUIDBOX_TABLE is not set")
+		}
+		if c.SlackBotToken == "" || c.SlackChannel == "" {
+			problems = append(problems, "FLUIDBOX_SLACK_BOT_TOKEN and FLUIDBOX_SLACK_CHANNEL are not set")
+		}
 	case GitHub:
 		if c.Table == "" {
 			problems = append(problems, "FLUIDBOX_TABLE is not set")
@@ -183,6 +210,30 @@ func Load(getenv func(string) string, mode Mode) (Config, error) {
 		return Config{}, fmt.Errorf("config: %w", errors.New(strings.Join(problems, "; ")))
 	}
 	return c, nil
+}
+
+// checkSlack reports what is wrong with the Slack variables: all of token,
+// secret and channel or none (the Slack function needs no secret), and an
+// API URL that is https, or http on loopback in dev.
+func (c *Config) checkSlack(mode Mode) []string {
+	var problems []string
+	set := 0
+	for _, v := range []string{c.SlackBotToken, c.SlackSigningSecret, c.SlackChannel} {
+		if v != "" {
+			set++
+		}
+	}
+	if mode != Slack && set != 0 && set != 3 {
+		problems = append(problems, "FLUIDBOX_SLACK_BOT_TOKEN, FLUIDBOX_SLACK_SIGNING_SECRET and FLUIDBOX_SLACK_CHANNEL must be set together")
+	}
+	if c.SlackAPIURL != "" {
+		u, err := url.Parse(c.SlackAPIURL)
+		loop := err == nil && u.Scheme == "http" && (u.Hostname() == "127.0.0.1" || u.Hostname() == "localhost" || u.Hostname() == "::1")
+		if err != nil || u.Host == "" || !(u.Scheme == "https" || (loop && mode == Dev)) {
+			problems = append(problems, "FLUIDBOX_SLACK_API_URL must be an https URL (http only on loopback, in dev)")
+		}
+	}
+	return problems
 }
 
 // loadSSO reads the SSO variables into c and returns what is wrong with

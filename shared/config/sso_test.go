@@ -69,3 +69,43 @@ func TestLoadSSO(t *testing.T) {
 		}
 	}
 }
+
+func TestSlackVariables(t *testing.T) {
+	t.Parallel()
+	base := map[string]string{"FLUIDBOX_TABLE": "t", "FLUIDBOX_ADMIN_TOKEN": "0123456789abcdef0123"}
+	with := func(extra map[string]string) map[string]string {
+		m := map[string]string{}
+		for k, v := range base {
+			m[k] = v
+		}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+	all := map[string]string{"FLUIDBOX_SLACK_BOT_TOKEN": "xoxb-1", "FLUIDBOX_SLACK_SIGNING_SECRET": "s", "FLUIDBOX_SLACK_CHANNEL": "C1"}
+	cases := []struct {
+		name string
+		env  map[string]string
+		mode config.Mode
+		ok   bool
+	}{
+		{"none", base, config.Lambda, true},
+		{"all", with(all), config.Lambda, true},
+		{"token only", with(map[string]string{"FLUIDBOX_SLACK_BOT_TOKEN": "xoxb-1"}), config.Lambda, false},
+		{"http API URL in Lambda", with(map[string]string{"FLUIDBOX_SLACK_API_URL": "http://127.0.0.1:9/api/"}), config.Lambda, false},
+		{"loopback API URL in dev", with(map[string]string{"FLUIDBOX_SLACK_API_URL": "http://127.0.0.1:9/api/"}), config.Dev, true},
+		{"http elsewhere in dev", with(map[string]string{"FLUIDBOX_SLACK_API_URL": "http://slack.example/api/"}), config.Dev, false},
+		{"slack function without a channel", with(map[string]string{"FLUIDBOX_SLACK_BOT_TOKEN": "xoxb-1"}), config.Slack, false},
+		{"slack function", with(map[string]string{"FLUIDBOX_SLACK_BOT_TOKEN": "xoxb-1", "FLUIDBOX_SLACK_CHANNEL": "C1"}), config.Slack, true},
+	}
+	for _, c := range cases {
+		_, err := config.Load(env(c.env), c.mode)
+		if (err == nil) != c.ok {
+			t.Errorf("Load(%s) = %v, want ok %v", c.name, err, c.ok)
+		}
+		if err != nil && strings.Contains(err.Error(), "xoxb-1") {
+			t.Errorf("Load(%s) error %v names the token", c.name, err)
+		}
+	}
+}

@@ -64,7 +64,7 @@ func (n *Notifier) Show(ctx context.Context, approvalID string) error {
 	if err != nil {
 		return err
 	}
-	m, err := n.st.GetSlackMessage(ctx, a.RunID, a.ID)
+	m, err := n.st.GetSlackMessage(ctx, a.ID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return n.post(ctx, a, f)
@@ -85,7 +85,7 @@ func (n *Notifier) Show(ctx context.Context, approvalID string) error {
 		return fmt.Errorf("slackbot: update message of %s: %w", a.ID, err)
 	}
 	m.Status = a.Status
-	if err := n.st.PutSlackMessage(ctx, a.RunID, m); err != nil {
+	if err := n.st.PutSlackMessage(ctx, m); err != nil {
 		return err
 	}
 	n.log.InfoContext(ctx, "slack message updated", "approval", a.ID, "status", a.Status)
@@ -95,7 +95,7 @@ func (n *Notifier) Show(ctx context.Context, approvalID string) error {
 func (n *Notifier) post(ctx context.Context, a store.Approval, f review.Facts) error {
 	now := n.now()
 	at := store.FormatTime(now)
-	err := n.st.ClaimSlackMessage(ctx, a.RunID, a.ID, at, store.FormatTime(now.Add(-claimStale)))
+	err := n.st.ClaimSlackMessage(ctx, a.ID, at, store.FormatTime(now.Add(-claimStale)))
 	if errors.Is(err, store.ErrSlackMessageClaimed) {
 		return ErrBusy
 	}
@@ -105,12 +105,12 @@ func (n *Notifier) post(ctx context.Context, a store.Approval, f review.Facts) e
 	blocks, text := Blocks(a, f, now)
 	channel, ts, err := n.api.PostMessageContext(ctx, n.channel, slack.MsgOptionBlocks(blocks...), slack.MsgOptionText(text, false))
 	if err != nil {
-		if derr := n.st.DeleteSlackMessage(ctx, a.RunID, a.ID); derr != nil {
+		if derr := n.st.DeleteSlackMessage(ctx, a.ID); derr != nil {
 			n.log.ErrorContext(ctx, "slackbot: drop claim after a failed post", "approval", a.ID, "err", derr)
 		}
 		return fmt.Errorf("slackbot: post message of %s: %w", a.ID, err)
 	}
-	if err := n.st.PutSlackMessage(ctx, a.RunID, store.SlackMessage{ApprovalID: a.ID, Channel: channel, TS: ts, Status: a.Status, ClaimedAt: at}); err != nil {
+	if err := n.st.PutSlackMessage(ctx, store.SlackMessage{ApprovalID: a.ID, Channel: channel, TS: ts, Status: a.Status, ClaimedAt: at}); err != nil {
 		return err
 	}
 	n.log.InfoContext(ctx, "slack message posted", "approval", a.ID, "status", a.Status)

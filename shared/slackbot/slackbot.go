@@ -29,12 +29,15 @@ package slackbot
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/slack-go/slack"
+
+	"github.com/fluidbox/fluidbox/shared/config"
 )
 
 // Config is what Slack needs, from FLUIDBOX_SLACK_*.
@@ -124,4 +127,20 @@ func NewClient(cfg Config) *slack.Client {
 		slack.OptionAPIURL(url),
 		slack.OptionHTTPClient(&http.Client{Timeout: 5 * time.Second}),
 	)
+}
+
+// FromConfig is the Slack part of a function's or the dev server's
+// configuration (FLUIDBOX_SLACK_*).
+func FromConfig(cfg config.Config) (Config, error) {
+	users, err := ParseUsers(cfg.SlackUsers)
+	if err != nil {
+		return Config{}, fmt.Errorf("slackbot: %w", err)
+	}
+	return Config{
+		BotToken:      Secret(cfg.SlackBotToken),
+		SigningSecret: Secret(cfg.SlackSigningSecret),
+		Channel:       cfg.SlackChannel,
+		APIURL:        cfg.SlackAPIURL,
+		Users:         users,
+	}, nil
 }

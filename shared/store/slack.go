@@ -11,9 +11,10 @@ import (
 )
 
 // SlackMessage is where an approval's Slack message is, at
-// RUN#<run>/SLACK#<approval id>: in the run's partition, beside the
-// approval it shows. Status is the approval status the message last
-// showed ("" while it is being posted).
+// SLACKMSG#<approval id>/HEAD: a partition of its own, so that the Slack
+// function's IAM role can be limited to these items (dynamodb:LeadingKeys)
+// and can write nothing of a run's. Status is the approval status the
+// message last showed ("" while it is being posted).
 type SlackMessage struct {
 	ApprovalID string `dynamodbav:"approval_id"`
 	Channel    string `dynamodbav:"channel,omitempty"`
@@ -22,7 +23,7 @@ type SlackMessage struct {
 	ClaimedAt  string `dynamodbav:"claimed_at"`
 }
 
-func slackSK(approvalID string) string { return "SLACK#" + approvalID }
+func slackPK(approvalID string) string { return "SLACKMSG#" + approvalID }
 
 // ErrSlackMessageClaimed: another worker holds the claim to post the
 // message (or has posted it).
@@ -32,8 +33,8 @@ var ErrSlackMessageClaimed = fmt.Errorf("store: slack message claimed: %w", ErrE
 // message. It fails with ErrSlackMessageClaimed when a record exists,
 // unless that record is an unfinished claim made before staleBefore
 // (a worker that died mid-post), which it takes over.
-func (s *Store) ClaimSlackMessage(ctx context.Context, runID, approvalID, at, staleBefore string) error {
-	av, err := item(runPK(runID), slackSK(approvalID), SlackMessage{ApprovalID: approvalID, ClaimedAt: at})
+func (s *Store) ClaimSlackMessage(ctx context.Context, approvalID, at, staleBefore string) error {
+	av, err := item(slackPK(approvalID), "HEAD", SlackMessage{ApprovalID: approvalID, ClaimedAt: at})
 	if err != nil {
 		return err
 	}
@@ -52,15 +53,15 @@ func (s *Store) ClaimSlackMessage(ctx context.Context, runID, approvalID, at, st
 }
 
 // GetSlackMessage reads approvalID's message record.
-func (s *Store) GetSlackMessage(ctx context.Context, runID, approvalID string) (SlackMessage, error) {
+func (s *Store) GetSlackMessage(ctx context.Context, approvalID string) (SlackMessage, error) {
 	var m SlackMessage
-	err := s.get(ctx, runPK(runID), slackSK(approvalID), &m)
+	err := s.get(ctx, slackPK(approvalID), "HEAD", &m)
 	return m, err
 }
 
 // PutSlackMessage records the posted message and the status it shows.
-func (s *Store) PutSlackMessage(ctx context.Context, runID string, m SlackMessage) error {
-	av, err := item(runPK(runID), slackSK(m.ApprovalID), m)
+func (s *Store) PutSlackMessage(ctx context.Context, m SlackMessage) error {
+	av, err := item(slackPK(m.ApprovalID), "HEAD", m)
 	if err != nil {
 		return err
 	}
@@ -69,10 +70,10 @@ func (s *Store) PutSlackMessage(ctx context.Context, runID string, m SlackMessag
 }
 
 // DeleteSlackMessage drops a claim whose post failed, so a retry posts.
-func (s *Store) DeleteSlackMessage(ctx context.Context, runID, approvalID string) error {
+func (s *Store) DeleteSlackMessage(ctx context.Context, approvalID string) error {
 	_, err := s.db.DeleteItem(ctx, &dynamodb.DeleteItemInput{
 		TableName: aws.String(s.table),
-		Key:       keyOf(runPK(runID), slackSK(approvalID)),
+		Key:       keyOf(slackPK(approvalID), "HEAD"),
 	})
 	return translate("delete slack message "+approvalID, err)
 }

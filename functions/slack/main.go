@@ -1,0 +1,41 @@
+// Command slack keeps each approval's Slack message in step with the
+// approval: subscribed to the fluidbox bus (approval.requested,
+// approval.decided), it reads the approval as committed and posts or
+// updates its message. It may read the table and write only its own
+// message records; it never decides anything (the approvals function
+// serves Slack's clicks).
+package main
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/fluidbox/fluidbox/shared/config"
+	"github.com/fluidbox/fluidbox/shared/function"
+	"github.com/fluidbox/fluidbox/shared/slackbot"
+)
+
+func main() {
+	if err := run(context.Background(), os.Getenv); err != nil {
+		slog.Error("slack: start", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, getenv func(string) string) error {
+	d, err := function.Load(ctx, getenv, config.Slack)
+	if err != nil {
+		return err
+	}
+	cfg, err := slackbot.FromConfig(d.Config)
+	if err != nil {
+		return err
+	}
+	n := slackbot.NewNotifier(slackbot.NewClient(cfg), d.Store, cfg.Channel, d.Logger, time.Now)
+	lambda.StartWithOptions(n.HandleEvent, lambda.WithContext(ctx))
+	return nil
+}
