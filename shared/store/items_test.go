@@ -101,16 +101,16 @@ func TestMembers(t *testing.T) {
 	_, err := st.GetMember(ctx, "zed")
 	wantErr(t, "missing member", err, store.ErrNoMember)
 
-	must(t, st.TouchMember(ctx, "ada", []string{"admin", "approver"}, at(time.Hour)))
+	must(t, st.TouchMember(ctx, "ada", []string{"admin", "approver"}, "ada@example.com", at(time.Hour)))
 	m, err := st.GetMember(ctx, "ada")
-	if err != nil || len(m.Roles) != 2 || m.LastSeen != at(time.Hour) {
+	if err != nil || len(m.Roles) != 2 || m.LastSeen != at(time.Hour) || m.Email != "ada@example.com" {
 		t.Errorf("touched = %+v, %v", m, err)
 	}
-	must(t, st.TouchMember(ctx, "ada", nil, at(2*time.Hour)))
+	must(t, st.TouchMember(ctx, "ada", nil, "", at(2*time.Hour)))
 	if m, _ := st.GetMember(ctx, "ada"); m.Roles == nil || m.LastSeen != at(2*time.Hour) {
 		t.Errorf("touched without roles = %+v (roles must read as empty, not nil)", m)
 	}
-	wantErr(t, "touch a missing member", st.TouchMember(ctx, "zed", nil, at(0)), store.ErrNoMember)
+	wantErr(t, "touch a missing member", st.TouchMember(ctx, "zed", nil, "", at(0)), store.ErrNoMember)
 
 	m, err = st.SetMemberStatus(ctx, "bob", store.MemberInactive, "ada", at(time.Minute))
 	if err != nil || m.Status != store.MemberInactive || m.DeactivatedBy != "ada" {
