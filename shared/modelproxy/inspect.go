@@ -106,7 +106,7 @@ type Inspection struct {
 	// InferenceGeo is "" (default), "global" or "us".
 	InferenceGeo string
 
-	top     map[string]jsontext.Value // every top-level member but messages
+	top     map[string]jsontext.Value
 	tools   []jsontext.Value
 	changed bool
 }
@@ -136,29 +136,24 @@ func (in *Inspection) Body(orig []byte) ([]byte, error) {
 	if !in.changed {
 		return orig, nil
 	}
-	var full map[string]jsontext.Value
-	if err := json.Unmarshal(orig, &full); err != nil {
-		return nil, err
-	}
-	full["max_tokens"] = in.top["max_tokens"]
 	if in.tools != nil {
 		b, err := json.Marshal(in.tools)
 		if err != nil {
 			return nil, err
 		}
-		full["tools"] = b
+		in.top["tools"] = b
 	}
-	return json.Marshal(full, json.Deterministic(true))
+	return json.Marshal(in.top, json.Deterministic(true))
 }
 
 var strict = json.JoinOptions(json.RejectUnknownMembers(true))
 
-// topFields is the allowlist of the request's top-level members besides
-// messages (read in the same pass as the body, being most of it), each with
+// topFields is the allowlist of the request's top-level members, each with
 // its reader. mcp_servers and container are refused by name below.
 var topFields = map[string]func(in *Inspection, v jsontext.Value) *Refusal{
 	"model":              readModel,
 	"max_tokens":         readMaxTokens,
+	"messages":           readMessages,
 	"system":             readSystem,
 	"metadata":           readMetadata,
 	"stop_sequences":     readStrings("stop_sequences"),
@@ -179,7 +174,7 @@ var topFields = map[string]func(in *Inspection, v jsontext.Value) *Refusal{
 
 // TopFields returns the allowlisted top-level members, sorted.
 func TopFields() []string {
-	out := []string{"messages"}
+	out := make([]string, 0, len(topFields))
 	for k := range topFields {
 		out = append(out, k)
 	}
@@ -231,20 +226,11 @@ func Inspect(body []byte, h http.Header, rawQuery string) (*Inspection, *Refusal
 		}
 	}
 	in := &Inspection{}
-	var top struct {
-		Messages *[]message                `json:"messages"`
-		Rest     map[string]jsontext.Value `json:",unknown"`
-	}
-	if err := json.Unmarshal(body, &top); err != nil {
-		var se *json.SemanticError
-		if errors.As(err, &se) && strings.HasPrefix(string(se.JSONPointer), "/messages") {
-			return nil, refuse(ReasonMalformed, "messages: each message is {role, content, output_config?}; %s", jsonProblem(err))
-		}
+	if err := json.Unmarshal(body, &in.top); err != nil {
 		return nil, refuse(ReasonMalformed, "the body must be one JSON object with unique member names (%s)", jsonProblem(err))
 	}
-	in.top = top.Rest
 	if in.top == nil {
-		in.top = map[string]jsontext.Value{}
+		return nil, refuse(ReasonMalformed, "the body must be a JSON object")
 	}
 	if _, ok := in.top["mcp_servers"]; ok {
 		return nil, refuse(ReasonConnector, "mcp_servers is refused: the MCP connector would reach servers with the operator's key outside the gate; attach the server to the run as a fluidbox connection instead")
@@ -271,11 +257,8 @@ func Inspect(body []byte, h http.Header, rawQuery string) (*Inspection, *Refusal
 		return nil, refuse(ReasonMalformed, "model: field required")
 	case in.MaxTokens < 1:
 		return nil, refuse(ReasonMalformed, "max_tokens: must be an integer of at least 1")
-	case top.Messages == nil:
+	case in.top["messages"] == nil:
 		return nil, refuse(ReasonMalformed, "messages: field required")
-	}
-	if r := in.readMessages(*top.Messages); r != nil {
-		return nil, r
 	}
 	return in, nil
 }
@@ -468,20 +451,16 @@ func readSystem(in *Inspection, v jsontext.Value) *Refusal {
 	return refuse(ReasonMalformed, "system: must be a string or an array of text blocks")
 }
 
-// message is one entry of messages.
-type message struct {
-	Role         string         `json:"role"`
-	Content      jsontext.Value `json:"content"`
-	OutputConfig jsontext.Value `json:"output_config"`
-	// Other holds any other member, which is refused.
-	Other map[string]jsontext.Value `json:",unknown"`
-}
-
-func (in *Inspection) readMessages(msgs []message) *Refusal {
+func readMessages(in *Inspection, v jsontext.Value) *Refusal {
+	var msgs []struct {
+		Role         string         `json:"role"`
+		Content      jsontext.Value `json:"content"`
+		OutputConfig jsontext.Value `json:"output_config"`
+	}
+	if err := json.Unmarshal(v, &msgs, strict); err != nil {
+		return refuse(ReasonField, "messages: each message is {role, content, output_config?}; %s", jsonProblem(err))
+	}
 	for i, m := range msgs {
-		if len(m.Other) > 0 {
-			return refuse(ReasonField, "messages[%d]: a message is {role, content, output_config?}; remove the other members", i)
-		}
 		allowed := messageBlocks
 		switch m.Role {
 		case "user", "assistant":
