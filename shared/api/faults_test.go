@@ -52,8 +52,8 @@ func TestSingleFaultOnEveryAppend(t *testing.T) {
 		{"admission", func(id, tok string, _ *string) {
 			s.must(201, "POST", "/v1/sessions/"+id+"/admissions", tok, admissionBody("req-1", 1000, 1000))
 		}},
-		{"reconcile", func(id, tok string, _ *string) {
-			s.must(200, "POST", "/v1/sessions/"+id+"/admissions/req-1/usage", tok, map[string]any{"input_tokens": 100, "output_tokens": 200})
+		{"reconcile", func(id, _ string, _ *string) {
+			s.must(200, "POST", "/v1/sessions/"+id+"/admissions/req-1/usage", s.runner(id), map[string]any{"input_tokens": 100, "output_tokens": 200})
 		}},
 		{"end", func(id, _ string, _ *string) { s.must(200, "POST", "/v1/sessions/"+id+"/end", adminToken, nil) }},
 	}

@@ -100,7 +100,8 @@ func TestGateEndToEnd(t *testing.T) {
 		{"unknown tool", trusted, "mcp__jira__create_issue", map[string]any{}, denied("capability", "")},
 		{"schema: missing field", trusted, "Bash", map[string]any{"cmd": "ls"}, denied("schema", "")},
 		{"schema: wrong type", trusted, "Read", map[string]any{"file_path": 7}, denied("schema", "")},
-		{"read_only denies execute", runOpts{budget: 1, tier: "read_only"}, "Bash", bash("git status"), denied("trust_tier", "")},
+		{"read_only denies execute", runOpts{budget: 1, tier: "read_only"}, "Bash", bash("rm -rf build"), denied("trust_tier", "")},
+		{"read_only runs a catalogue-safe line", runOpts{budget: 1, tier: "read_only"}, "Bash", bash("git status && git diff --stat"), allowed},
 		{"read_only denies write", runOpts{budget: 1, tier: "read_only"}, "Write", map[string]any{"file_path": "/work/src/a.go", "content": "x"}, denied("trust_tier", "")},
 		{"read_only allows read", runOpts{budget: 1, tier: "read_only"}, "Read", map[string]any{"file_path": "/work/src/a.go"}, allowed},
 		{"read_only autonomous still cannot write", runOpts{budget: 1, tier: "read_only", autonomous: true}, "Bash", bash("rm x"), denied("trust_tier", "")},
@@ -240,7 +241,10 @@ func TestRetriesAreIdempotent(t *testing.T) {
 func TestCanaryNeverStored(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
-	id, tok := s.gateRun(s.policy(gatePolicy), runOpts{budget: 1})
+	// The unparsable line is denied, not filed: an approval keeps its
+	// input for the human deciding it, by design, so none may be filed.
+	pol := strings.Replace(gatePolicy, `{"name":"gate",`, `{"name":"gate","bash":{"opaque":"deny"},`, 1)
+	id, tok := s.gateRun(s.policy(pol), runOpts{budget: 1})
 	const canary = "CANARY-7f3e9b21"
 	inputs := []map[string]any{
 		bash("echo " + canary),

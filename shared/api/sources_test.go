@@ -48,7 +48,7 @@ func TestGateReachesEverySource(t *testing.T) {
 			return id, tok
 		}, tool: "mcp__jira__echo", input: map[string]any{"text": "hi"}, events: decided},
 		{source: "schema", run: func() (string, string) { return s.gateRun(pol, runOpts{budget: 1}) }, tool: "Bash", input: map[string]any{"cmd": "ls"}, events: decided},
-		{source: "trust_tier", run: func() (string, string) { return s.gateRun(pol, runOpts{budget: 1, tier: "read_only"}) }, tool: "Bash", input: bash("git status"), events: decided},
+		{source: "trust_tier", run: func() (string, string) { return s.gateRun(pol, runOpts{budget: 1, tier: "read_only"}) }, tool: "Bash", input: bash("rm -rf build"), events: decided},
 		{source: "policy", run: func() (string, string) { return s.gateRun(pol, runOpts{budget: 1}) }, tool: "Bash", input: bash("git -C /repo push"), events: decided},
 		{source: "approval", run: func() (string, string) { return s.gateRun(pol, runOpts{budget: 1}) }, tool: "Bash", input: bash("make deploy"),
 			setup: func(id, tok, call string) {

@@ -183,8 +183,9 @@ func storedReason(d gate.Decision) string {
 }
 
 // MaxShownInput bounds the input an approval row keeps for display, so the
-// row stays far below DynamoDB's 400 KB item limit whatever the input.
-const MaxShownInput = 64 << 10
+// row stays below DynamoDB's 400 KB item limit whatever the input; an
+// input up to this size is kept whole, for the human deciding it.
+const MaxShownInput = 256 << 10
 
 // displayInput is the input as the approval row keeps it: the whole JSON
 // when it fits MaxShownInput; otherwise the same object with its long

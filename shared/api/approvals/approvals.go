@@ -39,9 +39,10 @@ type approvalView struct {
 	// whole input, also where the list shows only its beginning.
 	InputSize   int    `json:"input_size"`
 	InputDigest string `json:"input_digest"`
-	// InputTruncated: in a list, the input was over listInputBytes, so
-	// input is absent and InputPreview holds its first bytes; GET
-	// /v1/approvals/{id} has it whole.
+	// InputTruncated: the input is not shown whole. Either the approval
+	// keeps it cut for display (over call.MaxShownInput), or, in a list,
+	// it was over listInputBytes, so input is absent and InputPreview
+	// holds its first bytes; GET /v1/approvals/{id} has it as kept.
 	InputTruncated bool   `json:"input_truncated,omitempty"`
 	InputPreview   string `json:"input_preview,omitempty"`
 	// Review is what a human needs beside the call to decide it: the rule
@@ -56,7 +57,7 @@ func approvalOut(a store.Approval) approvalView {
 		RuleID: a.RuleID, ScopeKey: a.ScopeKey, DefaultScope: a.DefaultScope, Status: a.Status,
 		RequestedAt: a.RequestedAt, ExpiresAt: a.ExpiresAt, Decision: a.Decision, DecidedBy: a.DecidedBy,
 		DecidedAt: a.DecidedAt, Reason: a.Reason, ConnectionID: a.ConnectionID,
-		InputSize: len(a.Input), InputDigest: a.InputDigest,
+		InputSize: a.InputSize, InputDigest: a.InputDigest, InputTruncated: a.InputTruncated,
 	}
 }
 

@@ -28,6 +28,9 @@ const (
 	PendingApproval = "apr_fixturepending"
 )
 
+// fixturePolicy is FixtureRun's frozen policy: the rule its approvals cite.
+const fixturePolicy = `{"name":"fixture","default_verdict":"deny","rules":[{"id":"fixture","tool":"Bash","verdict":"require_approval"}]}`
+
 // seedApprovals writes FixtureRun with two pending approvals, the way the
 // gate records them (approval row, pending call, approval.requested, the
 // run's pending count): one overdue a minute ago, one due in an hour.
@@ -38,7 +41,8 @@ func seedApprovals(ctx context.Context, st *store.Store, now time.Time) error {
 	}
 	at := store.FormatTime(now)
 	err = st.CreateRun(ctx, store.NewRun{
-		Head:    store.Head{RunID: FixtureRun, Status: "running", Invoker: "admin", TrustTier: "trusted", CreatedAt: at},
+		Head:    store.Head{RunID: FixtureRun, Status: "running", Invoker: "admin", TrustTier: "trusted", CreatedAt: at, PolicyID: "pol_fixture", PolicyVersion: 1},
+		Policy:  store.PolicySnapshot{PolicyID: "pol_fixture", Version: 1, Digest: "sha256:fixture", Document: fixturePolicy},
 		Created: created,
 	})
 	if err != nil {
