@@ -15,7 +15,7 @@ const governed = `{"name":"e2e-agentsdk","default_verdict":"deny","approval":{"s
  {"id":"no-denied","tool":"Bash","match":{"command_prefix":["touch denied.txt"]},"verdict":"deny"},
  {"id":"ask","tool":"Bash","match":{"command_prefix":["touch approved.txt"]},"verdict":"require_approval","ttl_seconds":120},
  {"id":"ask-briefly","tool":"Bash","match":{"command_prefix":["touch unanswered.txt"]},"verdict":"require_approval","ttl_seconds":1},
- {"id":"touch","tool":"Bash","match":{"command_prefix":["touch"]},"verdict":"allow"},
+ {"id":"touch","tool":"Bash","match":{"command_prefix":["touch"],"options":"any"},"verdict":"allow"},
  {"id":"reads","tool":"Read","verdict":"allow"}]}`
 
 // TestAllowAndDeny: an allowed command runs, a denied one does not, and the
