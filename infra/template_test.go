@@ -22,6 +22,8 @@ import (
 	"github.com/awslabs/goformation/v7/intrinsics"
 	"github.com/awslabs/goformation/v7/schema"
 	"github.com/santhosh-tekuri/jsonschema/v5"
+
+	"github.com/fluidbox/fluidbox/shared/store"
 )
 
 const (
@@ -579,6 +581,7 @@ func TestTableShape(t *testing.T) {
 		check("StreamViewType", dig(p, "StreamSpecification", "StreamViewType"), "NEW_AND_OLD_IMAGES")
 		check("PointInTimeRecoveryEnabled", dig(p, "PointInTimeRecoverySpecification", "PointInTimeRecoveryEnabled"), true)
 		check("SSEEnabled", dig(p, "SSESpecification", "SSEEnabled"), true)
+		check("TimeToLiveSpecification", fmt.Sprint(dig(p, "TimeToLiveSpecification", "AttributeName"), " ", dig(p, "TimeToLiveSpecification", "Enabled")), store.TTLAttribute+" true")
 		check("DeletionPolicy", tbl["DeletionPolicy"], "Retain")
 	}
 }

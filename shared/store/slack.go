@@ -81,13 +81,19 @@ func (s *Store) DeleteSlackMessage(ctx context.Context, approvalID string) error
 // ErrReplayed: a request with this digest was seen before.
 var ErrReplayed = fmt.Errorf("store: request replayed: %w", ErrExists)
 
+// TTLAttribute is the table's time-to-live attribute (template.yaml's
+// TimeToLiveSpecification names it): DynamoDB deletes an item some time
+// after the Unix time in it has passed. Only items that may vanish carry
+// it; nothing of the ledger does.
+const TTLAttribute = "expires_epoch"
+
 // seenRequest is a signed request's digest, at SLACKREQ#<digest>/HEAD,
-// kept until the request's signature could no longer pass (expires_epoch,
-// the table's TTL attribute, removes it later; the refusal does not
-// depend on that).
+// kept until the request's signature could no longer pass (then the
+// table's TTL removes it; the refusal never depends on that, as a request
+// that old fails its timestamp check first).
 type seenRequest struct {
 	Seen    string `dynamodbav:"seen"`
-	Expires int64  `dynamodbav:"expires_epoch"`
+	Expires int64  `dynamodbav:"expires_epoch"` // TTLAttribute
 }
 
 // ClaimRequest records a signed request by its digest; it fails with
