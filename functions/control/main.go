@@ -68,7 +68,7 @@ func handler(d function.Deps, verifier *sso.Verifier, sealer seal.Sealer) (*rout
 		base.Users = people
 	}
 	return route.New(base, route.Target{Function: route.Control, Via: route.APIGateway},
-		control.New(control.Config{Config: base, SSEMaxDuration: function.SSEWindow}),
+		control.New(control.Config{Config: base, SSEMaxDuration: function.SSEWindow, Page: control.PageConfig(verifier)}),
 		connections.New(connections.Config{Config: base, Sealer: sealer}),
 		model.New(model.Config{Config: base, Sealer: sealer, Prices: prices}),
 		// No webhook secret: deliveries are the github function's.

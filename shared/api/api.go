@@ -86,7 +86,7 @@ func Build(cfg Config) (*route.Server, error) {
 		base.Users = people
 	}
 	return route.New(base, route.Everything,
-		control.New(control.Config{Config: base, SSEMaxDuration: cfg.SSEMaxDuration}),
+		control.New(control.Config{Config: base, SSEMaxDuration: cfg.SSEMaxDuration, Page: control.PageConfig(cfg.OIDC)}),
 		runner.New(runner.Config{Config: base, Scheduler: cfg.Scheduler, Observer: cfg.Observer, Prices: cfg.Prices, MaxPendingApprovals: cfg.MaxPendingApprovals}),
 		approvals.New(approvals.Config{Config: base, Observer: cfg.Observer, Slack: cfg.Slack, SlackAPI: cfg.SlackAPI}),
 		connections.New(connections.Config{Config: base, Sealer: cfg.Sealer, UpstreamToolsTTL: cfg.UpstreamToolsTTL, Scheduler: cfg.Scheduler, Observer: cfg.Observer, MaxPendingApprovals: cfg.MaxPendingApprovals}),

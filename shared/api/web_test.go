@@ -24,6 +24,8 @@ func TestApprovalsPageRoutes(t *testing.T) {
 		{"HEAD", "/", 200, "text/html; charset=utf-8", true},
 		{"GET", "/app.js", 200, "text/javascript; charset=utf-8", true},
 		{"GET", "/app.css", 200, "text/css; charset=utf-8", true},
+		{"GET", "/render.js", 200, "text/javascript; charset=utf-8", true},
+		{"GET", "/config.json", 200, "application/json", true},
 		{"GET", "/index.html", 404, "application/json", false},
 		{"POST", "/", 405, "application/json", false},
 	}
@@ -41,7 +43,7 @@ func TestApprovalsPageRoutes(t *testing.T) {
 		if resp.StatusCode != tt.wantStatus || resp.Header.Get("Content-Type") != tt.wantType {
 			t.Errorf("%s %s = %d %q, want %d %q", tt.method, tt.path, resp.StatusCode, resp.Header.Get("Content-Type"), tt.wantStatus, tt.wantType)
 		}
-		if got := resp.Header.Get("Content-Security-Policy"); (got == web.ContentSecurityPolicy) != tt.wantCSP {
+		if got := resp.Header.Get("Content-Security-Policy"); (got == web.New(web.Config{}).ContentSecurityPolicy()) != tt.wantCSP {
 			t.Errorf("%s %s: Content-Security-Policy = %q, want it set: %v", tt.method, tt.path, got, tt.wantCSP)
 		}
 		if tt.path == "/" && tt.method == "GET" && !strings.Contains(string(body), "Needs attention") {

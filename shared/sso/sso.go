@@ -62,7 +62,23 @@ type Config struct {
 type Verifier struct {
 	verifier   *oidc.IDTokenVerifier
 	rolesClaim string
+	signIn     BrowserSignIn
 }
+
+// BrowserSignIn is what a browser needs to sign a person in with the
+// issuer (authorization code with PKCE, as a public client): the
+// verifier's audience is the client id, since the ID token the browser
+// gets back must be for it.
+type BrowserSignIn struct {
+	Issuer                string
+	ClientID              string
+	AuthorizationEndpoint string
+	TokenEndpoint         string
+	RolesClaim            string
+}
+
+// BrowserSignIn says how the approvals page signs people in.
+func (v *Verifier) BrowserSignIn() BrowserSignIn { return v.signIn }
 
 // NewVerifier reads the issuer's discovery document and returns a verifier. The
 // signing keys are fetched on first use.
@@ -98,7 +114,11 @@ func NewVerifier(ctx context.Context, cfg Config) (*Verifier, error) {
 		SupportedSigningAlgs: signingAlgs(meta.Algorithms),
 		Now:                  cfg.Now,
 	})
-	return &Verifier{verifier: v, rolesClaim: cfg.RolesClaim}, nil
+	ep := provider.Endpoint()
+	return &Verifier{verifier: v, rolesClaim: cfg.RolesClaim, signIn: BrowserSignIn{
+		Issuer: cfg.Issuer, ClientID: cfg.Audience, RolesClaim: cfg.RolesClaim,
+		AuthorizationEndpoint: ep.AuthURL, TokenEndpoint: ep.TokenURL,
+	}}, nil
 }
 
 // signingAlgs keeps the asymmetric algorithms of the issuer's list; with

@@ -16,6 +16,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/run"
+	"github.com/fluidbox/fluidbox/shared/sso"
 	"github.com/fluidbox/fluidbox/shared/store"
 	"github.com/fluidbox/fluidbox/shared/web"
 )
@@ -27,6 +28,21 @@ type Config struct {
 	// client leaves. Behind API Gateway (which buffers a Lambda's response)
 	// it is short, and clients resume with Last-Event-ID.
 	SSEMaxDuration time.Duration
+	// Page is the approvals page's configuration (PageConfig).
+	Page web.Config
+}
+
+// PageConfig is the approvals page's configuration: with SSO (v not nil)
+// it signs people in with v's issuer, else it asks for the admin token.
+func PageConfig(v *sso.Verifier) web.Config {
+	if v == nil {
+		return web.Config{}
+	}
+	b := v.BrowserSignIn()
+	return web.Config{OIDC: &web.OIDC{
+		Issuer: b.Issuer, ClientID: b.ClientID, RolesClaim: b.RolesClaim,
+		AuthorizationEndpoint: b.AuthorizationEndpoint, TokenEndpoint: b.TokenEndpoint,
+	}}
 }
 
 // Server serves the control routes.
@@ -36,6 +52,7 @@ type Server struct {
 	led  *ledger.Ledger
 	runs *run.Service
 	log  *slog.Logger
+	site *web.Site
 }
 
 // New builds the control routes' handlers.
@@ -47,17 +64,20 @@ func New(cfg Config) *Server {
 		led:  cfg.Ledger,
 		runs: run.NewService(cfg.Ledger, cfg.Now),
 		log:  cfg.Logger,
+		site: web.New(cfg.Page),
 	}
 }
 
 // Endpoints gives the handler of each control row. The approvals page
-// needs no token to load: it asks the user for one and calls the API with
-// it like any other client.
+// needs no token to load: it signs the user in (or asks for the admin
+// token) and calls the API like any other client.
 func (s *Server) Endpoints() route.Endpoints {
 	return route.Endpoints{
-		"GET /{$}":                           route.Raw(web.Page()),
-		"GET /app.js":                        route.Raw(web.Script()),
-		"GET /app.css":                       route.Raw(web.Style()),
+		"GET /{$}":                           route.Raw(s.site.Page()),
+		"GET /app.js":                        route.Raw(s.site.Script()),
+		"GET /render.js":                     route.Raw(s.site.Render()),
+		"GET /app.css":                       route.Raw(s.site.Style()),
+		"GET /config.json":                   route.Raw(s.site.ConfigJSON()),
 		"POST /v1/policies":                  route.Authenticated(s.createPolicy),
 		"GET /v1/policies/{id}":              route.Authenticated(s.getPolicy),
 		"PUT /v1/policies/{id}":              route.Authenticated(s.updatePolicy),

@@ -65,6 +65,8 @@ var Table = []Route{
 	{Pattern: "GET /{$}", Access: Public, Function: Control, Via: APIGateway},
 	{Pattern: "GET /app.js", Access: Public, Function: Control, Via: APIGateway},
 	{Pattern: "GET /app.css", Access: Public, Function: Control, Via: APIGateway},
+	{Pattern: "GET /render.js", Access: Public, Function: Control, Via: APIGateway},
+	{Pattern: "GET /config.json", Access: Public, Function: Control, Via: APIGateway},
 
 	// Policies and capability bundles.
 	{Pattern: "POST /v1/policies", Access: Admin, Function: Control, Via: APIGateway},

@@ -1,17 +1,24 @@
 // fluidbox approvals page. Plain JS, no framework, public API only.
 //
 // Security: everything shown comes from the API and may come from an agent
-// (tool inputs, tool names), so it is only ever set with textContent on
-// elements built here; this file never assigns HTML. The Content-Security-
-// Policy allows scripts and styles from this origin only and connections
-// to it. The token lives in this tab's sessionStorage and goes only into
-// the Authorization header of requests to the same origin.
+// (tool inputs, tool names, repository names), so it is rendered by
+// render.js (every invisible or control character escaped) and only ever
+// set with textContent on elements built here; this file never assigns
+// HTML. The Content-Security-Policy allows scripts and styles from this
+// origin only, and connections to it and (with SSO) the issuer's token
+// endpoint. Tokens live in this tab's sessionStorage and go only into the
+// Authorization header of requests to this origin; never into a URL.
 "use strict";
 
 (function () {
+  const R = window.fluidboxRender;
   const TOKEN_KEY = "fluidbox.token";
+  const PKCE_KEY = "fluidbox.signin";
   const RUN_KEY = "fluidbox.run";
   const POLL_MS = 2000;
+  // How much of an input a card shows before "Show all".
+  const CLIP_CHARS = 1500;
+  const CLIP_LINES = 24;
 
   const $ = (id) => document.getElementById(id);
 
@@ -21,6 +28,8 @@
     if (text !== undefined && text !== null) e.textContent = String(text);
     return e;
   }
+
+  let config = { sign_in: "token" };
 
   function token() {
     return sessionStorage.getItem(TOKEN_KEY) || "";
@@ -35,7 +44,8 @@
   }
 
   // api calls the public API relative to this page, so the page works at
-  // "/" and under an API Gateway stage prefix alike.
+  // "/" and under an API Gateway stage prefix alike. Numbers keep their
+  // source text (render.js's parse), so inputs show as written.
   async function api(method, path, body, signal) {
     const headers = { Authorization: "Bearer " + token(), Accept: "application/json" };
     const init = { method, headers, signal, cache: "no-store", credentials: "omit" };
@@ -52,7 +62,7 @@
     }
     let data = null;
     try {
-      data = await resp.json();
+      data = R.parse(await resp.text());
     } catch (_) {
       data = null;
     }
@@ -79,35 +89,140 @@
   function handleError(err) {
     if (err instanceof APIError && err.status === 401) {
       sessionStorage.removeItem(TOKEN_KEY);
-      showToken("The server refused that token. Enter the admin token or an SSO bearer.");
+      signedOut(config.sign_in === "sso" ? "Your sign-in has ended; sign in again." : "The server refused that token.");
       return true;
     }
     if (err instanceof APIError && err.status === 0) {
       setConn("cannot reach the control plane; retrying…", "bad");
     } else if (err instanceof APIError) {
-      setConn(err.status + " " + err.code + ": " + err.message, "bad");
+      setConn(err.status + " " + err.code + ": " + R.line(err.message), "bad");
     }
     return false;
   }
 
-  // ---- token ----
+  // ---- signing in ----
 
-  function showToken(message) {
-    $("token-panel").hidden = false;
-    $("app").hidden = true;
-    $("token-forget").hidden = true;
-    setConn(message || "not connected", message ? "bad" : "");
+  function b64url(bytes) {
+    let s = "";
+    for (const b of new Uint8Array(bytes)) s += String.fromCharCode(b);
+    return btoa(s).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  }
+
+  function randomString(n) {
+    return b64url(crypto.getRandomValues(new Uint8Array(n)));
+  }
+
+  // claims reads a JWT's payload to show who is signed in and when the
+  // sign-in ends. The server verifies the token; this only displays it.
+  function claims(jwt) {
+    try {
+      const part = jwt.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
+      const bin = atob(part + "=".repeat((4 - (part.length % 4)) % 4));
+      return JSON.parse(new TextDecoder().decode(Uint8Array.from(bin, (c) => c.charCodeAt(0))));
+    } catch (_) {
+      return null;
+    }
+  }
+
+  function redirectURI() {
+    return location.origin + location.pathname;
+  }
+
+  // signIn sends the browser to the issuer: authorization code with PKCE
+  // (S256), a fresh state and nonce kept in sessionStorage until it comes
+  // back.
+  async function signIn() {
+    const o = config.oidc;
+    const verifier = randomString(32);
+    const challenge = b64url(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(verifier)));
+    const pending = { verifier, state: randomString(16), nonce: randomString(16) };
+    sessionStorage.setItem(PKCE_KEY, JSON.stringify(pending));
+    const u = new URL(o.authorization_endpoint);
+    u.searchParams.set("response_type", "code");
+    u.searchParams.set("client_id", o.client_id);
+    u.searchParams.set("redirect_uri", redirectURI());
+    u.searchParams.set("scope", "openid email profile");
+    u.searchParams.set("state", pending.state);
+    u.searchParams.set("nonce", pending.nonce);
+    u.searchParams.set("code_challenge", challenge);
+    u.searchParams.set("code_challenge_method", "S256");
+    location.assign(u.toString());
+  }
+
+  // completeSignIn handles the issuer's redirect back: the code leaves the
+  // address bar at once, the state must be the one sent, the code is
+  // redeemed with the PKCE verifier, and the ID token's nonce must be ours.
+  async function completeSignIn(params) {
+    history.replaceState(null, "", location.pathname + location.hash);
+    const pending = JSON.parse(sessionStorage.getItem(PKCE_KEY) || "null");
+    sessionStorage.removeItem(PKCE_KEY);
+    if (params.get("error")) throw new Error("the identity provider said: " + R.line(params.get("error")));
+    if (!pending || params.get("state") !== pending.state) throw new Error("the sign-in response does not match a sign-in started here");
+    const o = config.oidc;
+    const form = new URLSearchParams({
+      grant_type: "authorization_code",
+      code: params.get("code") || "",
+      redirect_uri: redirectURI(),
+      client_id: o.client_id,
+      code_verifier: pending.verifier,
+    });
+    let resp;
+    try {
+      resp = await fetch(o.token_endpoint, { method: "POST", body: form, cache: "no-store", credentials: "omit" });
+    } catch (_) {
+      throw new Error("cannot reach the identity provider");
+    }
+    const data = await resp.json().catch(() => null);
+    const idToken = data && typeof data.id_token === "string" ? data.id_token : "";
+    if (!resp.ok || !idToken) throw new Error("the identity provider refused the sign-in" + (data && data.error ? ": " + R.line(String(data.error)) : ""));
+    const c = claims(idToken);
+    if (!c || c.nonce !== pending.nonce) throw new Error("the identity provider's answer is not for this sign-in");
+    sessionStorage.setItem(TOKEN_KEY, idToken);
+  }
+
+  function who() {
+    const c = claims(token());
+    if (!c) return null;
+    const name = c.email || c.preferred_username || c.name || c.sub || "?";
+    const roles = (config.oidc && Array.isArray(c[config.oidc.roles_claim]) ? c[config.oidc.roles_claim] : []).filter((r) => typeof r === "string");
+    return { name: String(name), roles, exp: typeof c.exp === "number" ? c.exp : 0 };
+  }
+
+  function signedOut(message) {
     stopAll();
-    $("token").focus();
+    $("app").hidden = true;
+    $("sign-out").hidden = true;
+    $("who").textContent = "";
+    const sso = config.sign_in === "sso";
+    $("token-panel").hidden = sso || config.sign_in === "unavailable";
+    $("sso-panel").hidden = !sso;
+    $("unavailable-panel").hidden = config.sign_in !== "unavailable";
+    setConn(message || "not signed in", message ? "bad" : "");
+    if (sso) {
+      $("sso-issuer").textContent = R.line(config.oidc.issuer);
+      $("sign-in").focus();
+    } else if (config.sign_in === "token") {
+      $("token").focus();
+    }
   }
 
   function start() {
     $("token-panel").hidden = true;
+    $("sso-panel").hidden = true;
+    $("unavailable-panel").hidden = true;
     $("app").hidden = false;
-    $("token-forget").hidden = false;
+    $("sign-out").hidden = false;
+    if (config.sign_in === "sso") {
+      const w = who();
+      $("who").textContent = w ? "signed in as " + R.line(w.name) + (w.roles.length ? " (" + w.roles.join(", ") + ")" : "") : "";
+      $("sign-out").textContent = "Sign out";
+    } else {
+      $("who").textContent = "admin token";
+      $("sign-out").textContent = "Forget token";
+    }
     setConn("connecting…");
     pollApprovals();
-    const run = sessionStorage.getItem(RUN_KEY);
+    const run = runFromHash() || sessionStorage.getItem(RUN_KEY);
     if (run) {
       $("run-id").value = run;
       followRun(run);
@@ -117,15 +232,19 @@
   $("token-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     const t = $("token").value.trim();
-    if (!t) return;
+    if (!t || config.sign_in !== "token") return;
     sessionStorage.setItem(TOKEN_KEY, t);
     $("token").value = "";
     start();
   });
 
-  $("token-forget").addEventListener("click", () => {
+  $("sign-in").addEventListener("click", () => {
+    signIn().catch((err) => signedOut("could not start the sign-in: " + err.message));
+  });
+
+  $("sign-out").addEventListener("click", () => {
     sessionStorage.removeItem(TOKEN_KEY);
-    showToken();
+    signedOut();
   });
 
   // ---- attention strip ----
@@ -156,20 +275,6 @@
     pollTimer = setTimeout(pollApprovals, POLL_MS);
   }
 
-  function inputText(input) {
-    if (input && typeof input === "object") {
-      for (const k of ["command", "file_path", "path", "url"]) {
-        if (typeof input[k] === "string" && input[k] !== "") {
-          const rest = Object.assign({}, input);
-          delete rest[k];
-          const extra = Object.keys(rest).length ? "\n" + JSON.stringify(rest, null, 2) : "";
-          return input[k] + extra;
-        }
-      }
-    }
-    return JSON.stringify(input, null, 2);
-  }
-
   function timeLeft(expiresAt) {
     const ms = Date.parse(expiresAt) - Date.now();
     if (!(ms > 0)) return "expired";
@@ -177,6 +282,13 @@
     const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = s % 60;
     const pad = (n) => String(n).padStart(2, "0");
     return (h ? h + ":" + pad(m) : String(m)) + ":" + pad(sec) + " left";
+  }
+
+  function ago(at) {
+    const s = Math.max(0, Math.floor((Date.now() - Date.parse(at)) / 1000));
+    if (s < 60) return s + " s ago";
+    if (s < 3600) return Math.floor(s / 60) + " min ago";
+    return Math.floor(s / 3600) + " h ago";
   }
 
   function renderApprovals() {
@@ -194,42 +306,161 @@
     tick();
   }
 
+  // clipped shows a rendered text cut to the card's size, saying what it
+  // hid, with a button that shows the rest.
+  function clipped(tag, cls, text) {
+    const box = el("div", "clip");
+    const c = R.clip(text, CLIP_CHARS, CLIP_LINES);
+    const pre = el(tag, cls, c.text);
+    box.appendChild(pre);
+    const n = R.notice(c);
+    if (n) {
+      const more = el("p", "hidden-note", n + ".");
+      const all = el("button", "show-all", "Show all");
+      all.type = "button";
+      all.addEventListener("click", () => {
+        pre.textContent = text;
+        more.remove();
+      });
+      more.appendChild(document.createTextNode(" "));
+      more.appendChild(all);
+      box.appendChild(more);
+    }
+    return box;
+  }
+
+  function renderInput(box, a) {
+    box.replaceChildren();
+    if (a.input === null || a.input === undefined) {
+      box.appendChild(el("p", "hint", "The list shows the start of this input (" + a.input_size + " bytes in all); loading it whole…"));
+      box.appendChild(clipped("pre", "input", R.block(a.input_preview || "")));
+      return;
+    }
+    const v = R.call(a.tool_name, a.input);
+    box.appendChild(clipped("pre", "summary", v.summary));
+    for (const s of v.sections) {
+      const sec = el("div", "section " + s.kind);
+      sec.appendChild(el("div", "label", s.label));
+      sec.appendChild(clipped("pre", "input", s.text));
+      box.appendChild(sec);
+    }
+    if (a.input_truncated) {
+      box.appendChild(el("p", "hidden-note", "The input is kept cut for display: " + a.input_size + " bytes in all, digest " + R.line(a.input_digest) + "."));
+    }
+  }
+
+  function fact(dl, term, text) {
+    if (text === undefined || text === null || text === "") return null;
+    dl.appendChild(el("dt", "", term));
+    const dd = el("dd", "", text);
+    dl.appendChild(dd);
+    return dd;
+  }
+
+  function facts(a) {
+    const f = a.review || {};
+    const dl = el("dl", "facts");
+    fact(dl, "why", f.reason ? R.line(f.reason) : "");
+    if (f.rule) {
+      fact(dl, "rule", R.line(a.rule_id || "") + " " + R.value(f.rule, null, ""));
+    } else {
+      fact(dl, "rule", "no rule matched: the policy's default (" + R.line(f.default_verdict || "require_approval") + ")");
+    }
+    fact(dl, "policy", R.line(f.policy || ""));
+    const run = fact(dl, "run", R.line(a.session_id) + " ");
+    const link = el("a", "timeline-link", "timeline");
+    link.href = "#run=" + encodeURIComponent(a.session_id);
+    run.appendChild(link);
+    fact(dl, "trigger", R.line(f.trigger || "") + (f.invoker ? " by " + R.line(f.invoker) : ""));
+    if (f.repository) {
+      fact(dl, "repository", R.line(f.repository) + (f.pull_request ? " #" + f.pull_request : ""));
+    }
+    if (f.head_repository) {
+      fact(dl, "head", R.line(f.head_repository) + (f.fork ? " (a fork)" : "") + (f.head_sha ? " @ " + R.line(f.head_sha).slice(0, 12) : ""));
+    }
+    fact(dl, "trust tier", R.line(f.trust_tier || "") + (f.autonomous ? ", autonomous" : ""));
+    if (a.connection_id) fact(dl, "connection", R.line(a.connection_id));
+    const asked = fact(dl, "requested", new Date(a.requested_at).toLocaleString() + " ");
+    asked.appendChild(el("span", "ago", ago(a.requested_at)));
+    asked.dataset.requestedAt = a.requested_at;
+    return dl;
+  }
+
   function approvalCard(a) {
     const li = el("li", "approval");
     li.dataset.approvalId = a.id;
     li.dataset.expiresAt = a.expires_at;
     const head = el("div", "head");
-    head.appendChild(el("span", "tool", a.tool_name));
-    head.appendChild(el("span", "meta", "rule " + (a.rule_id || "(default)")));
-    head.appendChild(el("span", "meta", "run " + a.session_id));
-    head.appendChild(el("span", "meta", a.id));
+    head.appendChild(el("span", "tool", R.line(a.tool_name)));
+    head.appendChild(el("span", "meta", a.rule_id ? "rule " + R.line(a.rule_id) : "policy default"));
+    head.appendChild(el("span", "meta id", R.line(a.id)));
     head.appendChild(el("span", "left", timeLeft(a.expires_at)));
     li.appendChild(head);
-    li.appendChild(el("pre", "input", inputText(a.input)));
+    const input = el("div", "call");
+    renderInput(input, a);
+    li.appendChild(input);
+    if (a.input === null || a.input === undefined) {
+      api("GET", "v1/approvals/" + encodeURIComponent(a.id))
+        .then((whole) => renderInput(input, whole))
+        .catch((err) => {
+          if (!handleError(err)) input.appendChild(el("p", "hidden-note", "could not load the whole input: " + R.line(err.message)));
+        });
+    }
+    li.appendChild(facts(a));
+
+    const sc = R.scope(a.scope_key || "", a.session_id, a.default_scope);
     const actions = el("div", "actions");
-    const buttons = [
-      ["approve-once", "Approve once", "approved_once"],
-      ["approve-session", "Approve for run", "approved_session"],
-      ["deny", "Deny", "denied"],
-    ];
-    for (const [cls, label, decision] of buttons) {
+    const choice = (cls, label, words, onClick, disabled) => {
+      const box = el("div", "choice");
       const b = el("button", cls, label);
       b.type = "button";
-      b.addEventListener("click", () => decide(a, decision, li));
-      actions.appendChild(b);
-    }
+      b.disabled = !!disabled;
+      b.addEventListener("click", onClick);
+      box.appendChild(b);
+      box.appendChild(el("p", "scope", words));
+      actions.appendChild(box);
+    };
+    choice("approve-once", "Approve once" + (sc.default === "once" ? " (the rule's default)" : ""), sc.once, () => decide(a, "approved_once", "", li));
+    choice("approve-session", "Approve for run" + (sc.default === "run" ? " (the rule's default)" : ""), sc.run, () => decide(a, "approved_session", "", li), !sc.run_ok);
+    choice("deny", "Deny…", sc.deny, () => {
+      form.hidden = false;
+      form.querySelector("input").focus();
+    });
     li.appendChild(actions);
+
+    const form = el("form", "deny-form");
+    form.hidden = true;
+    form.autocomplete = "off";
+    const reason = el("input", "deny-reason");
+    reason.placeholder = "reason, told to the agent (optional)";
+    reason.setAttribute("aria-label", "reason for denying");
+    reason.maxLength = 500;
+    const confirm = el("button", "deny-confirm", "Deny this call");
+    confirm.type = "submit";
+    const cancel = el("button", "deny-cancel", "Cancel");
+    cancel.type = "button";
+    cancel.addEventListener("click", () => {
+      form.hidden = true;
+    });
+    form.append(reason, confirm, cancel);
+    form.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      decide(a, "denied", reason.value.trim(), li);
+    });
+    li.appendChild(form);
     return li;
   }
 
-  async function decide(a, decision, li) {
+  async function decide(a, decision, reason, li) {
     for (const b of li.querySelectorAll("button")) b.disabled = true;
     try {
-      const res = await api("POST", "v1/approvals/" + encodeURIComponent(a.id) + "/decision", { decision });
+      const body = { decision };
+      if (reason) body.reason = reason;
+      const res = await api("POST", "v1/approvals/" + encodeURIComponent(a.id) + "/decision", body);
       if (res.applied) {
-        notice(a.id + " " + res.status + ": applied (" + a.tool_name + ")", "ok");
+        notice(a.id + " " + res.status + ": applied (" + R.line(a.tool_name) + ")", "ok");
       } else {
-        notice(a.id + " was already " + res.status + (res.decided_by ? " by " + res.decided_by : ""), "bad");
+        notice(a.id + " was already " + res.status + (res.decided_by ? " by " + R.line(res.decided_by) : ""), "bad");
       }
       li.remove();
       approvals = approvals.filter((x) => x.id !== a.id);
@@ -237,8 +468,10 @@
       $("attention-empty").hidden = approvals.length > 0;
     } catch (err) {
       if (handleError(err)) return;
-      notice("could not decide " + a.id + ": " + err.message, "bad");
+      notice("could not decide " + a.id + ": " + R.line(err.message), "bad");
       for (const b of li.querySelectorAll("button")) b.disabled = false;
+      const sc = R.scope(a.scope_key || "", a.session_id, a.default_scope);
+      li.querySelector("button.approve-session").disabled = !sc.run_ok;
     }
     pollApprovals();
   }
@@ -249,6 +482,8 @@
       const text = timeLeft(li.dataset.expiresAt);
       left.textContent = text;
       left.classList.toggle("expired", text === "expired");
+      const asked = li.querySelector("dd[data-requested-at] .ago");
+      if (asked) asked.textContent = ago(asked.parentElement.dataset.requestedAt);
     }
   }
   setInterval(tick, 1000);
@@ -262,6 +497,25 @@
     runCtl = null;
   }
 
+  function runFromHash() {
+    const m = /^#run=(.+)$/.exec(location.hash);
+    if (!m) return "";
+    try {
+      return decodeURIComponent(m[1]);
+    } catch (_) {
+      return "";
+    }
+  }
+
+  window.addEventListener("hashchange", () => {
+    const id = runFromHash();
+    if (!id || $("app").hidden) return;
+    $("run-id").value = id;
+    sessionStorage.setItem(RUN_KEY, id);
+    followRun(id);
+    $("timeline-panel").scrollIntoView();
+  });
+
   $("run-form").addEventListener("submit", (ev) => {
     ev.preventDefault();
     const id = $("run-id").value.trim();
@@ -272,35 +526,36 @@
 
   function describe(e) {
     const d = e.data || {};
+    const L = (s) => (s === undefined || s === null ? s : R.line(String(s)));
     const j = (...parts) => parts.filter((p) => p !== undefined && p !== null && p !== "").join(" ");
     switch (e.type) {
       case "session.created":
-        return j("policy", d.policy_id, "v" + d.policy_version + ",", d.tools, "tools, trust", d.trust_tier + (d.autonomous ? ", autonomous" : "") + ",", d.trigger ? "trigger " + d.trigger : "", d.invoker ? "by " + d.invoker : "");
+        return j("policy", L(d.policy_id), "v" + d.policy_version + ",", d.tools, "tools, trust", L(d.trust_tier) + (d.autonomous ? ", autonomous" : "") + ",", d.trigger ? "trigger " + L(d.trigger) : "", d.invoker ? "by " + L(d.invoker) : "");
       case "tool.requested":
-        return j(d.tool_call_id, d.tool_name);
+        return j(L(d.tool_call_id), L(d.tool_name));
       case "tool.decision": {
-        const why = [d.source, d.rule_id && "rule " + d.rule_id, d.approval_id && "approval " + d.approval_id, d.grant && "grant " + d.grant].filter(Boolean);
-        const rw = d.rewritten_verdict ? "[" + d.verdict + " rewritten to " + d.rewritten_verdict + "]" : "";
-        return j(d.tool_call_id, d.tool_name, "→", d.decision, rw, why.length ? "(" + why.join(", ") + ")" : "");
+        const why = [L(d.source), d.rule_id && "rule " + L(d.rule_id), d.approval_id && "approval " + L(d.approval_id), d.grant && "grant " + L(d.grant)].filter(Boolean);
+        const rw = d.rewritten_verdict ? "[" + L(d.verdict) + " rewritten to " + L(d.rewritten_verdict) + "]" : "";
+        return j(L(d.tool_call_id), L(d.tool_name), "→", L(d.decision), rw, why.length ? "(" + why.join(", ") + ")" : "");
       }
       case "approval.requested":
-        return j(d.approval_id, d.tool_call_id, d.tool_name, d.rule_id && "rule " + d.rule_id, d.default_scope && "scope " + d.default_scope, "expires " + new Date(d.expires_at).toLocaleTimeString());
+        return j(L(d.approval_id), L(d.tool_call_id), L(d.tool_name), d.rule_id && "rule " + L(d.rule_id), d.default_scope && "scope " + L(d.default_scope), "expires " + new Date(d.expires_at).toLocaleTimeString());
       case "approval.decided":
-        return j(d.approval_id, d.tool_call_id, d.status, d.decided_by && "by " + d.decided_by);
+        return j(L(d.approval_id), L(d.tool_call_id), L(d.status), d.decided_by && "by " + L(d.decided_by));
       case "session.ended":
-        return j(d.ended_by && "by " + d.ended_by);
+        return j(d.ended_by && "by " + L(d.ended_by));
       case "grant.revoked":
-        return j(d.scope_key, d.revoked_by && "by " + d.revoked_by);
+        return j(L(d.scope_key), d.revoked_by && "by " + L(d.revoked_by));
     }
-    return JSON.stringify(d);
+    return R.value(d, null, "");
   }
 
   function addEvent(e) {
     const mark = (e.data && (e.data.decision || e.data.status)) || "";
     const tr = el("tr", ["allow", "deny", "pending", "denied"].includes(mark) ? mark : "");
     tr.dataset.seq = String(e.seq);
-    tr.appendChild(el("td", "", e.seq));
-    tr.appendChild(el("td", "", new Date(e.at).toLocaleTimeString()));
+    tr.appendChild(el("td", "seq", e.seq));
+    tr.appendChild(el("td", "at", new Date(e.at).toLocaleTimeString()));
     tr.appendChild(el("td", "type", e.type));
     tr.appendChild(el("td", "what", describe(e)));
     $("timeline-body").appendChild(tr);
@@ -312,7 +567,7 @@
     runCtl = ctl;
     $("timeline-body").replaceChildren();
     const status = $("run-status");
-    status.textContent = "following " + id + "…";
+    status.textContent = "following " + R.line(id) + "…";
     let after = 0;
     let backoff = 500;
     while (!ctl.signal.aborted) {
@@ -325,13 +580,13 @@
           addEvent(e);
           after = e.seq;
         }
-        status.textContent = "following " + id + " · last seq " + after;
+        status.textContent = "following " + R.line(id) + " · last seq " + after;
         backoff = 500;
       } catch (err) {
         if (ctl.signal.aborted || (err && err.name === "AbortError")) return;
         if (handleError(err)) return;
         if (err instanceof APIError && err.status >= 400 && err.status < 500) {
-          status.textContent = id + ": " + err.message;
+          status.textContent = R.line(id) + ": " + R.line(err.message);
           return;
         }
         status.textContent = "connection lost; resuming after seq " + after + "…";
@@ -343,6 +598,35 @@
 
   // ---- boot ----
 
-  if (token()) start();
-  else showToken();
+  async function boot() {
+    try {
+      const resp = await fetch("config.json", { cache: "no-store", credentials: "omit" });
+      config = await resp.json();
+    } catch (_) {
+      config = { sign_in: "unavailable" };
+    }
+    if (config.sign_in === "sso") {
+      const params = new URLSearchParams(location.search);
+      if (params.has("code") || params.has("error")) {
+        try {
+          await completeSignIn(params);
+        } catch (err) {
+          sessionStorage.removeItem(TOKEN_KEY);
+          signedOut("sign-in failed: " + err.message);
+          return;
+        }
+      }
+      const w = who();
+      if (!w || w.exp * 1000 <= Date.now()) {
+        sessionStorage.removeItem(TOKEN_KEY);
+        signedOut();
+        return;
+      }
+      start();
+      return;
+    }
+    if (config.sign_in === "token" && token()) start();
+    else signedOut();
+  }
+  boot();
 })();
