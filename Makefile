@@ -49,7 +49,9 @@ validate:
 ## e2e: suites that need Node or a browser. Installs what it needs into
 ## .build/node (ignored): asl-validator over infra/*.asl.json, offline; and
 ## the approvals page in headless Chromium (Debian's chromium package,
-## installed with apt-get when missing), screenshots in .build/e2e.
+## installed with apt-get when missing): admin token, SSO sign-in through a
+## test issuer, phone width, render.js against shared/render; screenshots
+## in .build/e2e.
 NODE_DIR      := $(BUILD)/node
 ASL_VALIDATOR := $(NODE_DIR)/node_modules/.bin/asl-validator
 ASL_VERSION   := 4.0.0
@@ -83,7 +85,7 @@ e2e-browser:
 	fi
 	@mkdir -p $(E2E_OUT)
 	FLUIDBOX_CHROMIUM="$$(command -v $(or $(CHROMIUM),chromium))" $(GO) test -tags e2e -count=1 -timeout 5m -run 'TestBrowser' -v \
-	  -artifacts -outputdir $(E2E_OUT) ./cmd/fluidbox/
+	  -artifacts -outputdir $(E2E_OUT) ./cmd/fluidbox/ ./shared/web/
 
 # MCP interop: refresh and a brokered call against a server nobody here wrote,
 # @modelcontextprotocol/server-everything in Streamable HTTP mode, pinned to

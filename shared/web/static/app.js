@@ -337,7 +337,9 @@
       return;
     }
     const v = R.call(a.tool_name, a.input);
-    box.appendChild(clipped("pre", "summary", v.summary));
+    // The summary line, unless a section already shows exactly it (a
+    // command).
+    if (!v.sections.some((s) => s.text === v.summary)) box.appendChild(clipped("pre", "summary", v.summary));
     for (const s of v.sections) {
       const sec = el("div", "section " + s.kind);
       sec.appendChild(el("div", "label", s.label));
@@ -585,6 +587,10 @@
       } catch (err) {
         if (ctl.signal.aborted || (err && err.name === "AbortError")) return;
         if (handleError(err)) return;
+        if (err instanceof APIError && err.status === 403) {
+          status.textContent = R.line(id) + ": a run's timeline is for admins; you can still decide its calls above";
+          return;
+        }
         if (err instanceof APIError && err.status >= 400 && err.status < 500) {
           status.textContent = R.line(id) + ": " + R.line(err.message);
           return;

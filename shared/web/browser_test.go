@@ -1,0 +1,564 @@
+//go:build e2e
+
+// The approvals page in headless Chromium (make e2e-browser; never make
+// test): a reviewer signs in through a real OIDC issuer on loopback
+// (authorization code with PKCE) and decides a waiting call; the page at
+// phone width; the page's render.js against the Go renderer on the same
+// inputs. Chromium comes from Debian's chromium package; FLUIDBOX_CHROMIUM
+// names another binary.
+
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"image/png"
+	"math/rand/v2"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fluidbox/fluidbox/shared/api"
+	"github.com/fluidbox/fluidbox/shared/client"
+	"github.com/fluidbox/fluidbox/shared/internal/oidcissuer"
+	"github.com/fluidbox/fluidbox/shared/internal/testenv"
+	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/render"
+	"github.com/fluidbox/fluidbox/shared/sso"
+)
+
+const (
+	adminToken = "web-e2e-admin-token-0123456789"
+	clientID   = "fluidbox-approvals"
+	// Phone: the narrowest width the page must fit.
+	phoneWidth, phoneHeight = 390, 844
+)
+
+const testPolicy = `{"name":"web","default_verdict":"deny","approval":{"scope":"once","ttl_seconds":900},"rules":[
+ {"id":"ask-rm","tool":"Bash","match":{"command_prefix":["rm"]},"verdict":"require_approval"}]}`
+
+type stack struct {
+	url    string
+	admin  *client.Client
+	issuer *oidcissuer.Issuer
+}
+
+// newStack runs the whole API (what fluidbox dev serves) on 127.0.0.1
+// over minidyn, in SSO mode with a test issuer when sso is set.
+func newStack(t *testing.T, withSSO bool) *stack {
+	t.Helper()
+	ctx := context.Background()
+	cfg := api.Config{AdminToken: adminToken, Ledger: ledger.New(testenv.Store(t), time.Now)}
+	s := &stack{}
+	if withSSO {
+		s.issuer = oidcissuer.Start(t, clientID)
+		v, err := sso.NewVerifier(ctx, sso.Config{Issuer: s.issuer.URL, Audience: clientID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.OIDC = v
+	}
+	h, err := api.Build(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	s.url = srv.URL
+	if s.admin, err = client.New(srv.URL, adminToken); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// waitingCall creates a run and has its runner ask for command, which the
+// policy sends to a human; it returns the run, the approval and where the
+// runner's answer arrives.
+func (s *stack) waitingCall(t *testing.T, command string) (string, client.Approval, <-chan client.Answer) {
+	t.Helper()
+	ctx := context.Background()
+	var pol struct{ ID string }
+	if err := s.admin.Do(ctx, "POST", "/v1/policies", json.RawMessage(testPolicy), &pol); err != nil {
+		t.Fatalf("create policy: %v", err)
+	}
+	var ses struct{ ID, Token string }
+	body := map[string]any{"policy_id": pol.ID, "capabilities": []string{"claude-code"}, "budget": map[string]any{"limit_usd": 5}}
+	if err := s.admin.Do(ctx, "POST", "/v1/sessions", body, &ses); err != nil {
+		t.Fatalf("create session: %v", err)
+	}
+	runner, err := client.New(s.url, ses.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan client.Answer, 1)
+	go func() {
+		in, _ := json.Marshal(map[string]string{"command": command, "description": "clean the build"})
+		ans, err := runner.Permission(context.Background(), ses.ID,
+			client.PermissionRequest{ToolCallID: "toolu_web_1", ToolName: "Bash", Input: in}, 90*time.Second)
+		if err != nil {
+			ans = client.Answer{Decision: "error: " + err.Error()}
+		}
+		got <- ans
+	}()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		list, err := s.admin.Approvals(ctx)
+		if err != nil {
+			t.Fatalf("list approvals: %v", err)
+		}
+		for _, a := range list {
+			if a.SessionID == ses.ID {
+				return ses.ID, a, got
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("no pending approval for run %s", ses.ID)
+	return "", client.Approval{}, nil
+}
+
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("FLUIDBOX_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Fatal("no Chromium found: install Debian's chromium package (apt-get install -y chromium) or set FLUIDBOX_CHROMIUM; `make e2e` installs it")
+	return ""
+}
+
+// browser starts headless Chromium (as root, no sandbox; no background
+// networking on a closed network) with an empty profile, its viewport
+// width x height.
+func browser(t *testing.T, width, height int64, mobile bool) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(cancel)
+	var vopts []chromedp.EmulateViewportOption
+	if mobile {
+		vopts = append(vopts, chromedp.EmulateMobile, chromedp.EmulateScale(1))
+	}
+	// The first Run starts the browser; it must not carry a timeout.
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(width, height, vopts...)); err != nil {
+		t.Fatalf("start Chromium: %v", err)
+	}
+	return ctx
+}
+
+func text(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		t.Fatalf("text of %s: %v", sel, err)
+	}
+	return s
+}
+
+func eval[T any](t *testing.T, ctx context.Context, js string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js))
+	if err != nil {
+		t.Fatalf("evaluate %.80s: %v", js, err)
+	}
+	return v
+}
+
+// TestBrowserSignInAndDecide: with SSO on, the page asks for no token: the
+// reviewer signs in at the issuer (code + PKCE), the page shows who is
+// signed in, keeps no code or token in the address bar, shows the facts
+// a reviewer decides by and each button's scope, and a deny with a reason
+// reaches the waiting runner, decided by the signed-in person. At phone
+// width nothing spills off the screen. (The timeline itself, as an admin
+// sees it, is cmd/fluidbox's TestBrowserApproveByClick.)
+func TestBrowserSignInAndDecide(t *testing.T) {
+	s := newStack(t, true)
+	s.issuer.SignInAs(map[string]any{"sub": "u-alice", "email": "alice@example.com", "fluidbox_roles": []string{"approver"}})
+	ses, apr, answered := s.waitingCall(t, "rm -rf build/\u202e --no-preserve-root")
+
+	for _, size := range []struct {
+		name          string
+		width, height int64
+		mobile        bool
+	}{{"desktop", 1280, 900, false}, {"phone", phoneWidth, phoneHeight, true}} {
+		t.Run(size.name, func(t *testing.T) {
+			ctx := browser(t, size.width, size.height, size.mobile)
+			step, cancel := context.WithTimeout(ctx, 60*time.Second)
+			defer cancel()
+			card := `li.approval[data-approval-id="` + apr.ID + `"]`
+			err := chromedp.Do(step,
+				chromedp.Navigate(s.url+"/"),
+				chromedp.WaitVisible(chromedp.ID("sign-in")),
+			)
+			if err != nil {
+				t.Fatalf("open the page: %v", err)
+			}
+			if n := eval[int](t, step, `document.querySelectorAll("input[type=password]:not([hidden])").length - document.querySelectorAll("#token-panel[hidden] input[type=password]").length`); n != 0 {
+				t.Errorf("with SSO on the page shows %d token inputs, want none", n)
+			}
+			shot(t, step, size.name+"-sign-in.png", size.width, size.height)
+			before := s.issuer.Exchanged()
+			err = chromedp.Do(step,
+				chromedp.Click(chromedp.ID("sign-in")),
+				chromedp.WaitVisible(chromedp.CSS(card)),
+			)
+			if err != nil {
+				t.Fatalf("sign in and find approval %s: %v", apr.ID, err)
+			}
+			if got := s.issuer.Exchanged(); got != before+1 {
+				t.Errorf("the issuer redeemed %d codes with a good PKCE verifier, want 1", got-before)
+			}
+			if who := text(t, step, "#who"); who != "signed in as alice@example.com (approver)" {
+				t.Errorf("header says %q, want who is signed in", who)
+			}
+			href := eval[string](t, step, `location.href`)
+			tok := eval[string](t, step, `sessionStorage.getItem("fluidbox.token") || ""`)
+			if tok == "" || strings.Contains(href, "code=") || strings.Contains(href, "state=") || strings.Contains(href, tok) || strings.TrimSuffix(href, "#run="+ses) != s.url+"/" {
+				t.Errorf("after sign-in the address is %q (token kept: %v); want %s/ with no code, state or token", href, tok != "", s.url)
+			}
+
+			got := text(t, step, card)
+			for _, want := range []string{
+				"Bash", `rm -rf build/\u{202E} --no-preserve-root`, "clean the build", "rule ask-rm",
+				"why", "policy", "trust tier", "trusted", "trigger", "requested", "ago", ses, "timeline", "left",
+				"Approve once", "allows this one call only; the next one asks again",
+				"Approve for run", "allows every `rm ...` command for the rest of this run (" + ses + ")",
+				"Deny", "refuses this call; the agent is told it was denied, with your reason",
+			} {
+				if !strings.Contains(got, want) {
+					t.Errorf("the card reads %q, want %q in it", got, want)
+				}
+			}
+			if strings.Contains(got, "\u202e") {
+				t.Errorf("the card shows a raw bidi override: %q", got)
+			}
+			if w := eval[int](t, step, `document.documentElement.scrollWidth`); w > int(size.width) {
+				t.Errorf("the page is %d px wide in a %d px window: it spills off the screen", w, size.width)
+			}
+			shot(t, step, size.name+"-pending.png", size.width, size.height)
+			if err := chromedp.Do(step, chromedp.ScrollIntoView(chromedp.CSS(card+" .actions"))); err != nil {
+				t.Fatal(err)
+			}
+			shot(t, step, size.name+"-pending-buttons.png", size.width, size.height)
+			if size.name != "phone" {
+				return // decide once, on the phone
+			}
+
+			// The card's timeline link follows the run below; an approver
+			// who is not an admin is told the timeline is for admins
+			// (GET /v1/sessions/{id}/events is run-scoped).
+			if err := chromedp.Do(step, chromedp.Click(chromedp.CSS(card+" a.timeline-link"))); err != nil {
+				t.Fatal(err)
+			}
+			waitText(t, step, "#run-status", ses+": a run's timeline is for admins")
+			if href := eval[string](t, step, `location.href`); href != s.url+"/#run="+ses {
+				t.Errorf("after the timeline link the address is %q, want %s/#run=%s", href, s.url, ses)
+			}
+			const reason = "not on a Friday"
+			err = chromedp.Do(step,
+				chromedp.Click(chromedp.CSS(card+" button.deny")),
+				chromedp.WaitVisible(chromedp.CSS(card+" input.deny-reason")),
+				chromedp.SendKeys(chromedp.CSS(card+" input.deny-reason"), reason),
+				chromedp.Click(chromedp.CSS(card+" button.deny-confirm")),
+			)
+			if err != nil {
+				t.Fatalf("deny with a reason: %v", err)
+			}
+			select {
+			case a := <-answered:
+				if a.Decision != client.DecisionDeny || !strings.Contains(a.Reason, reason) {
+					t.Errorf("the runner's waiting request = %+v; want deny with the reason %q", a, reason)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the runner got no answer after the deny")
+			}
+			if err := chromedp.Do(step, chromedp.WaitNotPresent(chromedp.CSS(card))); err != nil {
+				t.Fatalf("the card after the deny: %v", err)
+			}
+			waitText(t, step, "#notice", apr.ID+" denied: applied")
+			a, err := s.admin.Approval(context.Background(), apr.ID)
+			if err != nil || a.Status != client.Denied || a.DecidedBy != "u-alice" || a.Reason != reason {
+				t.Errorf("approval = %+v, %v; want denied by u-alice with the reason", a, err)
+			}
+			shot(t, step, size.name+"-decided.png", size.width, size.height)
+
+			// Signing out forgets the token; the page asks to sign in again.
+			if err := chromedp.Do(step, chromedp.Click(chromedp.ID("sign-out")), chromedp.WaitVisible(chromedp.ID("sign-in"))); err != nil {
+				t.Fatalf("sign out: %v", err)
+			}
+			if tok := eval[string](t, step, `sessionStorage.getItem("fluidbox.token") || ""`); tok != "" {
+				t.Error("after signing out the tab still holds a token")
+			}
+		})
+	}
+}
+
+// TestBrowserSignInRefused: a sign-in the issuer refuses, and a redirect
+// carrying a code for a sign-in this tab never started, sign nobody in.
+func TestBrowserSignInRefused(t *testing.T) {
+	s := newStack(t, true)
+	ctx := browser(t, 1280, 900, false)
+	step, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	s.issuer.SignInAs(nil)
+	err := chromedp.Do(step,
+		chromedp.Navigate(s.url+"/"),
+		chromedp.WaitVisible(chromedp.ID("sign-in")),
+		chromedp.Click(chromedp.ID("sign-in")),
+		chromedp.WaitVisible(chromedp.ID("sign-in")),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, step, "#conn", "access_denied")
+	if err := chromedp.Do(step,
+		chromedp.Navigate(s.url+"/?code=forged&state=forged"),
+		chromedp.WaitVisible(chromedp.ID("sign-in")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, step, "#conn", "does not match a sign-in started here")
+	if href := eval[string](t, step, `location.href`); href != s.url+"/" {
+		t.Errorf("address after a forged redirect = %q, want the code taken out", href)
+	}
+	if tok := eval[string](t, step, `sessionStorage.getItem("fluidbox.token") || ""`); tok != "" || !eval[bool](t, step, `document.getElementById("app").hidden`) {
+		t.Error("a refused or forged sign-in left the page signed in")
+	}
+}
+
+// TestBrowserSingleAdminAsksForToken: without SSO the page offers the
+// admin token form and no sign-in.
+func TestBrowserSingleAdminAsksForToken(t *testing.T) {
+	s := newStack(t, false)
+	ctx := browser(t, 1280, 900, false)
+	step, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(step, chromedp.Navigate(s.url+"/"), chromedp.WaitVisible(chromedp.ID("token"))); err != nil {
+		t.Fatal(err)
+	}
+	if eval[bool](t, step, `!document.getElementById("sso-panel").hidden`) {
+		t.Error("a single-admin page offers SSO sign-in")
+	}
+}
+
+func waitText(t *testing.T, ctx context.Context, sel, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	var got string
+	for time.Now().Before(deadline) {
+		got = text(t, ctx, sel)
+		if strings.Contains(got, want) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Errorf("%s reads %q, want %q in it", sel, got, want)
+}
+
+// TestBrowserRenderMatchesGo: render.js gives what shared/render gives on
+// the corpus (shared/render/testdata/corpus.json) and on generated inputs
+// full of the characters that hide or fake text.
+func TestBrowserRenderMatchesGo(t *testing.T) {
+	s := newStack(t, false)
+	ctx := browser(t, 1280, 900, false)
+	step, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := chromedp.Do(step, chromedp.Navigate(s.url+"/"), chromedp.WaitVisible(chromedp.ID("token"))); err != nil {
+		t.Fatal(err)
+	}
+
+	type callCase struct{ Tool, Input string }
+	type clipCase struct {
+		Text               string
+		Lines              bool
+		MaxChars, MaxLines int
+	}
+	type scopeCase struct{ Key, Run, Default string }
+	var corpus struct {
+		Calls []struct{ Tool, Input string } `json:"calls"`
+		Clips []struct {
+			Text     string `json:"text"`
+			Lines    bool   `json:"lines"`
+			MaxChars int    `json:"max_chars"`
+			MaxLines int    `json:"max_lines"`
+		} `json:"clips"`
+		Scopes []struct {
+			ScopeKey     string `json:"scope_key"`
+			RunID        string `json:"run_id"`
+			DefaultScope string `json:"default_scope"`
+		} `json:"scopes"`
+	}
+	raw, err := os.ReadFile("../render/testdata/corpus.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &corpus); err != nil {
+		t.Fatal(err)
+	}
+	var calls []callCase
+	var clips []clipCase
+	var scopes []scopeCase
+	for _, c := range corpus.Calls {
+		calls = append(calls, callCase{c.Tool, c.Input})
+	}
+	for _, c := range corpus.Clips {
+		clips = append(clips, clipCase{c.Text, c.Lines, c.MaxChars, c.MaxLines})
+	}
+	for _, c := range corpus.Scopes {
+		scopes = append(scopes, scopeCase{c.ScopeKey, c.RunID, c.DefaultScope})
+	}
+	// Generated cases: strings from an alphabet of the characters that
+	// matter (controls, bidi, zero-width, separators, odd spaces, astral,
+	// backslashes, escapes' look-alikes), as every tool and shape.
+	alphabet := []rune("ab \\\"{}x×u0123\n\t\r\x00\x1b\x7f\u0085\u00a0\u034f\u061c\u180e\u200b\u200d\u202a\u202e\u2066\u2069\u2028\u2029\u3000\u3164\ufe0f\ufeff\ue000\U000e0041\U000e0100\U0001f600é")
+	rng := rand.New(rand.NewPCG(19, 2026))
+	gen := func() string {
+		n := rng.IntN(40)
+		if rng.IntN(8) == 0 {
+			n += 200
+		}
+		var b strings.Builder
+		for range n {
+			r := alphabet[rng.IntN(len(alphabet))]
+			if rng.IntN(10) == 0 {
+				b.WriteString(strings.Repeat(string(r), 2+rng.IntN(12)))
+			} else {
+				b.WriteRune(r)
+			}
+		}
+		return b.String()
+	}
+	tools := []string{"Bash", "Write", "Edit", "mcp__x__y", "Read"}
+	fields := [][]string{{"command"}, {"file_path", "content"}, {"file_path", "old_string", "new_string"}, {"url", "n"}, {"file_path"}}
+	for i := range 300 {
+		k := rng.IntN(len(tools))
+		in := map[string]any{}
+		for _, f := range fields[k] {
+			in[f] = gen()
+		}
+		if i%5 == 0 {
+			in[gen()] = []any{gen(), json.Number("1.50"), json.Number("12345678901234567890"), nil, true, map[string]any{gen(): gen()}}
+		}
+		if i%7 == 0 {
+			in["n"] = nil
+		}
+		b, err := json.Marshal(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls = append(calls, callCase{tools[k], string(b)})
+		clips = append(clips, clipCase{gen(), i%2 == 0, 1 + rng.IntN(60), 1 + rng.IntN(6)})
+		scopes = append(scopes, scopeCase{[]string{"", "Bash:", "Bash:"}[i%3] + gen(), "ses_" + gen(), []string{"once", "session"}[i%2]})
+	}
+
+	type result struct {
+		Calls  []render.View    `json:"calls"`
+		Clips  []render.Clipped `json:"clips"`
+		Notes  []string         `json:"notes"`
+		Scopes []render.Scopes  `json:"scopes"`
+	}
+	var want result
+	for _, c := range calls {
+		want.Calls = append(want.Calls, render.Call(c.Tool, []byte(c.Input)))
+	}
+	for _, c := range clips {
+		r := render.Line(c.Text)
+		if c.Lines {
+			r = render.Block(c.Text)
+		}
+		cl := render.Clip(r, c.MaxChars, c.MaxLines)
+		want.Clips = append(want.Clips, cl)
+		want.Notes = append(want.Notes, cl.Notice())
+	}
+	for _, c := range scopes {
+		want.Scopes = append(want.Scopes, render.Scope(c.Key, c.Run, c.Default))
+	}
+	args, err := json.Marshal(map[string]any{"calls": calls, "clips": clips, "scopes": scopes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := fmt.Sprintf(`(() => {
+		const R = window.fluidboxRender, a = %s;
+		const clips = a.clips.map((c) => R.clip(c.Lines ? R.block(c.Text) : R.line(c.Text), c.MaxChars, c.MaxLines));
+		return JSON.stringify({
+			calls: a.calls.map((c) => R.callText(c.Tool, c.Input)),
+			clips, notes: clips.map(R.notice),
+			scopes: a.scopes.map((c) => R.scope(c.Key, c.Run, c.Default)),
+		});
+	})()`, args)
+	var got result
+	if err := json.Unmarshal([]byte(eval[string](t, step, js)), &got); err != nil {
+		t.Fatal(err)
+	}
+	mismatches := 0
+	check := func(what string, i int, w, g any) {
+		if diff := cmp.Diff(w, g); diff != "" {
+			mismatches++
+			if mismatches <= 10 {
+				t.Errorf("%s %d: render.js differs from shared/render (-go +js):\n%s", what, i, diff)
+			}
+		}
+	}
+	if len(got.Calls) != len(want.Calls) || len(got.Clips) != len(want.Clips) || len(got.Scopes) != len(want.Scopes) {
+		t.Fatalf("render.js answered %d/%d/%d cases, want %d/%d/%d", len(got.Calls), len(got.Clips), len(got.Scopes), len(want.Calls), len(want.Clips), len(want.Scopes))
+	}
+	for i := range want.Calls {
+		check(fmt.Sprintf("call %.60q", calls[i].Input), i, want.Calls[i], got.Calls[i])
+	}
+	for i := range want.Clips {
+		check("clip", i, want.Clips[i], got.Clips[i])
+		check("notice", i, want.Notes[i], got.Notes[i])
+	}
+	for i := range want.Scopes {
+		check("scope", i, want.Scopes[i], got.Scopes[i])
+	}
+	t.Logf("render.js and shared/render compared on %d calls, %d clips, %d scopes: %d differ", len(calls), len(clips), len(scopes), mismatches)
+}
+
+// shot saves a PNG of the viewport among the test's artifacts (under
+// -outputdir with -artifacts, as make e2e-browser runs it).
+func shot(t *testing.T, ctx context.Context, name string, width, height int64) {
+	t.Helper()
+	b, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	cfg, err := png.DecodeConfig(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("screenshot %s is not a PNG: %v", name, err)
+	}
+	if len(b) < 1000 || int64(cfg.Width) != width || int64(cfg.Height) != height {
+		t.Errorf("screenshot %s: %d bytes, %dx%d; want a non-empty %dx%d PNG", name, len(b), cfg.Width, cfg.Height, width, height)
+	}
+	path := filepath.Join(t.ArtifactDir(), name)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%dx%d, %d bytes)", path, cfg.Width, cfg.Height, len(b))
+}
