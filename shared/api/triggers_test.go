@@ -206,6 +206,9 @@ func TestTriggerConfigurations(t *testing.T) {
 		{"event twice", ok("events", []string{"pull_request", "pull_request"}), "events[1]"},
 		{"unknown field", ok("secret", "x"), "secret"},
 		{"trigger is not a field", ok("trigger", map[string]any{"type": "github"}), "trigger"},
+		{"slack channel by name", ok("slack_channel", "#approvals"), "slack_channel"},
+		{"slack channel a user", ok("slack_channel", "U0123ABC"), "slack_channel"},
+		{"slack channel lower case", ok("slack_channel", "c0123abc"), "slack_channel"},
 	}
 	for _, c := range bad {
 		r := s.do("POST", "/v1/triggers", adminToken, c.body)
@@ -229,6 +232,18 @@ func TestTriggerConfigurations(t *testing.T) {
 		}
 	}
 	s.unchanged("refused trigger configurations", before)
+
+	// A trigger may send its runs' approvals to its own Slack channel.
+	withChannel := s.must(201, "POST", "/v1/triggers", adminToken, map[string]any{
+		"repository": "octo/slack", "policy_id": pol, "capabilities": []string{"claude-code"},
+		"budget": map[string]any{"limit_usd": 1}, "slack_channel": "C0PRREVIEW",
+	})
+	if withChannel["slack_channel"] != "C0PRREVIEW" {
+		t.Errorf("POST /v1/triggers with slack_channel = %v, want it kept", withChannel)
+	}
+	if got := s.must(200, "GET", "/v1/triggers/"+withChannel["id"].(string), adminToken, nil); got["slack_channel"] != "C0PRREVIEW" {
+		t.Errorf("GET of a trigger with slack_channel = %v", got)
+	}
 }
 
 // TestGitHubDeliveryCreatesRun sends real GitHub payloads, signed, and

@@ -102,8 +102,15 @@ func (n *Notifier) post(ctx context.Context, a store.Approval, f review.Facts) e
 	if err != nil {
 		return err
 	}
+	to, err := n.channelFor(ctx, a)
+	if err != nil {
+		if derr := n.st.DeleteSlackMessage(ctx, a.ID); derr != nil {
+			n.log.ErrorContext(ctx, "slackbot: drop claim after a failed read", "approval", a.ID, "err", derr)
+		}
+		return err
+	}
 	blocks, text := Blocks(a, f, now)
-	channel, ts, err := n.api.PostMessageContext(ctx, n.channel, slack.MsgOptionBlocks(blocks...), slack.MsgOptionText(text, false))
+	channel, ts, err := n.api.PostMessageContext(ctx, to, slack.MsgOptionBlocks(blocks...), slack.MsgOptionText(text, false))
 	if err != nil {
 		if derr := n.st.DeleteSlackMessage(ctx, a.ID); derr != nil {
 			n.log.ErrorContext(ctx, "slackbot: drop claim after a failed post", "approval", a.ID, "err", derr)
@@ -120,6 +127,30 @@ func (n *Notifier) post(ctx context.Context, a store.Approval, f review.Facts) e
 		return n.Show(ctx, a.ID)
 	}
 	return nil
+}
+
+// channelFor is where approval a is announced: the channel its run's
+// trigger names, else the configured one. A trigger deleted since falls
+// back to the configured channel; any other failed read is an error (and
+// retried), so a throttled read never sends a message elsewhere.
+func (n *Notifier) channelFor(ctx context.Context, a store.Approval) (string, error) {
+	h, err := n.st.GetHead(ctx, a.RunID)
+	if err != nil {
+		return "", fmt.Errorf("slackbot: run of %s: %w", a.ID, err)
+	}
+	if h.GitHub == nil || h.GitHub.TriggerID == "" {
+		return n.channel, nil
+	}
+	t, err := n.st.GetTrigger(ctx, h.GitHub.TriggerID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return n.channel, nil
+	case err != nil:
+		return "", fmt.Errorf("slackbot: trigger of %s: %w", a.ID, err)
+	case t.SlackChannel != "":
+		return t.SlackChannel, nil
+	}
+	return n.channel, nil
 }
 
 // HandleEvent is the Lambda entry point: one EventBridge notification

@@ -29,9 +29,13 @@ type Trigger struct {
 	// OwnSecret: deliveries for this repository must be signed with the
 	// trigger's own webhook secret (derived from its id, never stored), and
 	// the server's secret does not sign for it.
-	OwnSecret bool   `dynamodbav:"own_secret,omitempty"`
-	CreatedAt string `dynamodbav:"created_at"`
-	CreatedBy string `dynamodbav:"created_by"`
+	OwnSecret bool `dynamodbav:"own_secret,omitempty"`
+	// SlackChannel is where the approvals of its runs are posted ("" for
+	// FLUIDBOX_SLACK_CHANNEL). It routes messages and grants nothing, so
+	// it is read when a message is posted, not frozen with the run.
+	SlackChannel string `dynamodbav:"slack_channel,omitempty"`
+	CreatedAt    string `dynamodbav:"created_at"`
+	CreatedBy    string `dynamodbav:"created_by"`
 }
 
 // ErrRepositoryTaken: the repository already has a trigger configuration.

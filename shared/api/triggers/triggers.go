@@ -42,6 +42,9 @@ type triggerRequest struct {
 	// OwnWebhookSecret gives the trigger its own webhook secret, returned
 	// once in the creation's answer, instead of the server's.
 	OwnWebhookSecret bool `json:"own_webhook_secret,omitempty"`
+	// SlackChannel, a Slack channel id, takes the approval messages of the
+	// trigger's runs instead of FLUIDBOX_SLACK_CHANNEL.
+	SlackChannel string `json:"slack_channel,omitempty"`
 }
 
 type triggerBudget struct {
@@ -65,6 +68,7 @@ type triggerView struct {
 	// secret. WebhookSecret is that secret, in the creation's answer only.
 	OwnWebhookSecret bool   `json:"own_webhook_secret,omitempty"`
 	WebhookSecret    string `json:"webhook_secret,omitempty"`
+	SlackChannel     string `json:"slack_channel,omitempty"`
 	CreatedAt        string `json:"created_at"`
 	CreatedBy        string `json:"created_by"`
 }
@@ -73,6 +77,10 @@ type triggerView struct {
 // letters, digits and hyphens, a name of at most 100 letters, digits,
 // '.', '-' and '_'.
 var repositoryPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-z0-9._-]{1,100}$`)
+
+// slackChannelPattern is a Slack conversation id: a public (C) or private
+// (G) channel. Names are refused: they can be renamed under a trigger.
+var slackChannelPattern = regexp.MustCompile(`^[CG][A-Z0-9]{2,30}$`)
 
 func validRepository(repo string) bool {
 	if !repositoryPattern.MatchString(repo) {
@@ -127,6 +135,7 @@ func triggerOut(t store.Trigger) triggerView {
 		TrustTier:        t.TrustTier,
 		Events:           nonNilStrings(t.Events),
 		OwnWebhookSecret: t.OwnSecret,
+		SlackChannel:     t.SlackChannel,
 		CreatedAt:        t.CreatedAt,
 		CreatedBy:        t.CreatedBy,
 	}
@@ -146,6 +155,9 @@ func (s *Server) createTrigger(w http.ResponseWriter, r *http.Request, who auth.
 	}
 	if !validRepository(req.Repository) {
 		return invalid("repository: must be a GitHub repository as \"owner/name\"")
+	}
+	if req.SlackChannel != "" && !slackChannelPattern.MatchString(req.SlackChannel) {
+		return invalid("slack_channel: must be a Slack channel id (C... or G...)")
 	}
 	if len(req.Events) == 0 {
 		req.Events = []string{eventPullRequest}
@@ -183,6 +195,7 @@ func (s *Server) createTrigger(w http.ResponseWriter, r *http.Request, who auth.
 		Events:        req.Events,
 		Workspace:     req.Workspace,
 		OwnSecret:     req.OwnWebhookSecret,
+		SlackChannel:  req.SlackChannel,
 		CreatedAt:     store.FormatTime(s.cfg.Now()),
 		CreatedBy:     who.Subject,
 	}
