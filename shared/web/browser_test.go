@@ -27,13 +27,19 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
 	"github.com/fluidbox/fluidbox/shared/api"
 	"github.com/fluidbox/fluidbox/shared/client"
+	"github.com/fluidbox/fluidbox/shared/devstack"
 	"github.com/fluidbox/fluidbox/shared/internal/oidcissuer"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/render"
 	"github.com/fluidbox/fluidbox/shared/sso"
+	"github.com/fluidbox/fluidbox/shared/store"
 )
 
 const (
@@ -50,6 +56,8 @@ type stack struct {
 	url    string
 	admin  *client.Client
 	issuer *oidcissuer.Issuer
+	st     *store.Store
+	dbURL  string
 }
 
 // newStack runs the whole API (what fluidbox dev serves) on 127.0.0.1
@@ -57,8 +65,9 @@ type stack struct {
 func newStack(t *testing.T, withSSO bool) *stack {
 	t.Helper()
 	ctx := context.Background()
-	cfg := api.Config{AdminToken: adminToken, Ledger: ledger.New(testenv.Store(t), time.Now)}
-	s := &stack{}
+	st, db := testenv.StoreOn(t)
+	cfg := api.Config{AdminToken: adminToken, Ledger: ledger.New(st, time.Now)}
+	s := &stack{st: st, dbURL: db.URL}
 	if withSSO {
 		s.issuer = oidcissuer.Start(t, clientID)
 		v, err := sso.NewVerifier(ctx, sso.Config{Issuer: s.issuer.URL, Audience: clientID})
@@ -124,6 +133,34 @@ func (s *stack) waitingCall(t *testing.T, command string) (string, client.Approv
 	}
 	t.Fatalf("no pending approval for run %s", ses.ID)
 	return "", client.Approval{}, nil
+}
+
+// fromPullRequest records on run runID's head that a GitHub pull request
+// from a fork created it, as a webhook delivery does (the trigger's own
+// tests cover the delivery), so the page has every review fact to show.
+func (s *stack) fromPullRequest(t *testing.T, runID string) {
+	t.Helper()
+	m := map[string]types.AttributeValue{
+		"trigger_id":      &types.AttributeValueMemberS{Value: "trg_web"},
+		"repository":      &types.AttributeValueMemberS{Value: "acme/app"},
+		"head_repository": &types.AttributeValueMemberS{Value: "mallory/app\u202e"},
+		"pull_request":    &types.AttributeValueMemberN{Value: "42"},
+		"head_sha":        &types.AttributeValueMemberS{Value: "0123456789abcdef0123456789abcdef01234567"},
+		"fork":            &types.AttributeValueMemberBOOL{Value: true},
+	}
+	_, err := devstack.DynamoClient(s.dbURL).UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+		TableName: aws.String(s.st.Table()),
+		Key: map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: "RUN#" + runID},
+			"sk": &types.AttributeValueMemberS{Value: "HEAD"},
+		},
+		UpdateExpression:          aws.String("SET github = :g, #trigger = :t"),
+		ExpressionAttributeNames:  map[string]string{"#trigger": "trigger"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":g": &types.AttributeValueMemberM{Value: m}, ":t": &types.AttributeValueMemberS{Value: "github"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func chromiumPath(t *testing.T) string {
@@ -201,6 +238,7 @@ func TestBrowserSignInAndDecide(t *testing.T) {
 	s := newStack(t, true)
 	s.issuer.SignInAs(map[string]any{"sub": "u-alice", "email": "alice@example.com", "fluidbox_roles": []string{"approver"}})
 	ses, apr, answered := s.waitingCall(t, "rm -rf build/\u202e --no-preserve-root")
+	s.fromPullRequest(t, ses)
 
 	for _, size := range []struct {
 		name          string
@@ -246,7 +284,8 @@ func TestBrowserSignInAndDecide(t *testing.T) {
 			got := text(t, step, card)
 			for _, want := range []string{
 				"Bash", `rm -rf build/\u{202E} --no-preserve-root`, "clean the build", "rule ask-rm",
-				"why", "policy", "trust tier", "trusted", "trigger", "requested", "ago", ses, "timeline", "left",
+				"why", "policy", "trust tier", "trusted", "trigger", "github", "requested", "ago", ses, "timeline", "left",
+				"repository", "acme/app #42", "head", `mallory/app\u{202E} (a fork) @ 0123456789ab`,
 				"Approve once", "allows this one call only; the next one asks again",
 				"Approve for run", "allows every `rm ...` command for the rest of this run (" + ses + ")",
 				"Deny", "refuses this call; the agent is told it was denied, with your reason",
