@@ -391,12 +391,14 @@ func TestBrowserSignInRefused(t *testing.T) {
 	}
 }
 
-// TestBrowserSingleAdminAsksForToken: without SSO the page offers the
-// admin token form and no sign-in.
-func TestBrowserSingleAdminAsksForToken(t *testing.T) {
+// TestBrowserSingleAdminOnPhone: without SSO the page offers the admin
+// token form and no sign-in; at phone width the admin approves, follows
+// the run through the card's link, and the timeline fits the screen.
+func TestBrowserSingleAdminOnPhone(t *testing.T) {
 	s := newStack(t, false)
-	ctx := browser(t, 1280, 900, false)
-	step, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ses, apr, answered := s.waitingCall(t, "rm -rf dist/")
+	ctx := browser(t, phoneWidth, phoneHeight, true)
+	step, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := chromedp.Do(step, chromedp.Navigate(s.url+"/"), chromedp.WaitVisible(chromedp.ID("token"))); err != nil {
 		t.Fatal(err)
@@ -404,6 +406,37 @@ func TestBrowserSingleAdminAsksForToken(t *testing.T) {
 	if eval[bool](t, step, `!document.getElementById("sso-panel").hidden`) {
 		t.Error("a single-admin page offers SSO sign-in")
 	}
+	card := `li.approval[data-approval-id="` + apr.ID + `"]`
+	err := chromedp.Do(step,
+		chromedp.SendKeys(chromedp.ID("token"), adminToken),
+		chromedp.Click(chromedp.ID("token-save")),
+		chromedp.WaitVisible(chromedp.CSS(card)),
+		chromedp.Click(chromedp.CSS(card+" a.timeline-link")),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline-body tr[data-seq="1"]`)),
+		chromedp.Click(chromedp.CSS(card+" button.approve-once")),
+		chromedp.WaitVisible(chromedp.CSS(`#timeline-body tr.allow`)),
+	)
+	if err != nil {
+		t.Fatalf("approve and follow the run: %v", err)
+	}
+	select {
+	case a := <-answered:
+		if a.Decision != client.DecisionAllow {
+			t.Errorf("the runner's answer = %+v, want allow", a)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the runner got no answer")
+	}
+	if tl := text(t, step, "#timeline-body"); !strings.Contains(tl, "approved_once by admin") || !strings.Contains(text(t, step, "#run-status"), "following "+ses) {
+		t.Errorf("timeline reads %q, want the approval by admin", tl)
+	}
+	if w := eval[int](t, step, `document.documentElement.scrollWidth`); w > phoneWidth {
+		t.Errorf("with the timeline the page is %d px wide in a %d px window", w, phoneWidth)
+	}
+	if err := chromedp.Do(step, chromedp.ScrollIntoView(chromedp.ID("timeline-panel"))); err != nil {
+		t.Fatal(err)
+	}
+	shot(t, step, "phone-admin-timeline.png", phoneWidth, phoneHeight)
 }
 
 func waitText(t *testing.T, ctx context.Context, sel, want string) {
