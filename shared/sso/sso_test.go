@@ -156,3 +156,18 @@ func TestPrincipalRoles(t *testing.T) {
 		}
 	}
 }
+
+// The page signs people in with what the issuer's discovery document
+// names, as a public client whose id is the verifier's audience.
+func TestBrowserSignIn(t *testing.T) {
+	t.Parallel()
+	iss := oidcissuer.Start(t, audience)
+	got := newVerifier(t, iss, "").BrowserSignIn()
+	want := sso.BrowserSignIn{
+		Issuer: iss.URL, ClientID: audience, RolesClaim: sso.DefaultRolesClaim,
+		AuthorizationEndpoint: iss.URL + "/authorize", TokenEndpoint: iss.URL + "/token",
+	}
+	if got != want {
+		t.Errorf("BrowserSignIn() = %+v, want %+v", got, want)
+	}
+}
