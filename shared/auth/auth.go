@@ -42,6 +42,10 @@ const (
 	// KindRunner is a run's runner token: admissions, usage reports and
 	// ending its one run.
 	KindRunner Kind = "runner"
+	// KindTrigger is a trigger's runner key: it may only have the tokens
+	// of a run that trigger created issued, once (the runner that picks
+	// triggered runs up holds it, outside every sandbox).
+	KindTrigger Kind = "trigger"
 )
 
 // Roles an SSO user may hold, read from the token's roles claim. They are
@@ -98,6 +102,8 @@ func (p Principal) MayReportUsage(runID string) bool {
 const (
 	SessionTokenPrefix = "fbx_sess_"
 	RunnerTokenPrefix  = "fbx_run_"
+	// TriggerKeyPrefix starts every trigger runner key.
+	TriggerKeyPrefix = "fbx_trg_"
 )
 
 // Token is a secret bearer token. It never prints.
@@ -114,6 +120,16 @@ func NewSessionToken() (Token, string, error) { return newToken(SessionTokenPref
 
 // NewRunnerToken returns a fresh runner token and the hash to store.
 func NewRunnerToken() (Token, string, error) { return newToken(RunnerTokenPrefix) }
+
+// NewTriggerKey returns a fresh trigger runner key and the hash to store.
+func NewTriggerKey() (Token, string, error) { return newToken(TriggerKeyPrefix) }
+
+// MayIssueTokens reports whether p may have runID's tokens issued: the
+// operator, an SSO admin, or the runner key of the trigger that created
+// the run (authentication checked the key against that trigger).
+func (p Principal) MayIssueTokens(runID string) bool {
+	return p.IsAdmin() || (p.Kind == KindTrigger && p.RunID == runID)
+}
 
 func newToken(prefix string) (Token, string, error) {
 	var b [32]byte

@@ -40,6 +40,17 @@ type SessionEnded struct {
 
 func (SessionEnded) eventType() Type { return TypeSessionEnded }
 
+// TokenIssued records that the tokens of a run created without usable ones
+// (a triggered run) were issued, and to whom: never the tokens.
+type TokenIssued struct {
+	IssuedBy string `json:"issued_by"`
+	// By is the kind of credential that asked: "admin", "user" or
+	// "trigger" (the runner key of the trigger that created the run).
+	By string `json:"by"`
+}
+
+func (TokenIssued) eventType() Type { return TypeTokenIssued }
+
 // ToolRequested records that a tool call was asked about. The input is kept
 // only as its digest.
 type ToolRequested struct {

@@ -33,6 +33,7 @@ const (
 	TypeModelRefused      Type = "model.refused"
 	TypeSessionEnded      Type = "session.ended"
 	TypeGrantRevoked      Type = "grant.revoked"
+	TypeTokenIssued       Type = "session.token_issued"
 )
 
 // Envelope is a redacted ledger entry. Only New constructs one.

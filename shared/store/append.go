@@ -46,6 +46,14 @@ type HeadChange struct {
 	WantStatus string
 	// Pending is added to the run's count of pending approvals.
 	Pending int64
+	// Tokens, when set, replaces the run's token hashes and records when:
+	// the one-time issue of a triggered run's tokens.
+	Tokens *TokenHashes
+}
+
+// TokenHashes are a run's new token hashes.
+type TokenHashes struct {
+	Session, Runner, IssuedAt string
 }
 
 // Op is one domain write inside an Append. Failed is what Append returns
@@ -87,6 +95,12 @@ func (s *Store) Append(ctx context.Context, seen Head, at string, b Batch) (Head
 		cond += " AND #status = :want"
 		names["#status"] = "status"
 		vals[":want"] = &types.AttributeValueMemberS{Value: b.Head.WantStatus}
+	}
+	if t := b.Head.Tokens; t != nil {
+		update += ", token_hash = :th, runner_token_hash = :rh, token_issued_at = :ti"
+		vals[":th"] = &types.AttributeValueMemberS{Value: t.Session}
+		vals[":rh"] = &types.AttributeValueMemberS{Value: t.Runner}
+		vals[":ti"] = &types.AttributeValueMemberS{Value: t.IssuedAt}
 	}
 	if b.Head.Reserved != 0 || b.Head.Spent != 0 {
 		update += " ADD budget_reserved :r, budget_spent :s, budget_available :a"
@@ -140,6 +154,9 @@ func (s *Store) Append(ctx context.Context, seen Head, at string, b Batch) (Head
 		h.BudgetSpent += b.Head.Spent
 		h.BudgetAvailable -= b.Head.Reserved + b.Head.Spent
 		h.PendingApprovals += b.Head.Pending
+		if t := b.Head.Tokens; t != nil {
+			h.TokenHash, h.RunnerTokenHash, h.TokenIssuedAt = t.Session, t.Runner, t.IssuedAt
+		}
 		return h, nil
 	}
 	var tce *types.TransactionCanceledException

@@ -188,8 +188,8 @@ func TestTriggersAndDeliveries(t *testing.T) {
 	if tr, err := st.GetTrigger(ctx, "trg_2"); err != nil || tr.Repository != "acme/three" {
 		t.Errorf("get = %+v, %v", tr, err)
 	}
-	if list, err := st.ListTriggers(ctx); err != nil || len(list) != 3 {
-		t.Errorf("list = %d, %v", len(list), err)
+	if page, err := st.ListTriggerPage(ctx, store.ListQuery{Limit: 10}); err != nil || len(page.Triggers) != 3 || page.Triggers[0].ID != "trg_2" || page.Next != "" {
+		t.Errorf("list = %+v, %v", page, err)
 	}
 	_, err := st.TriggerForRepository(ctx, "acme/none")
 	wantErr(t, "repository without a trigger", err, store.ErrNotFound)

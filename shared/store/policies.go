@@ -18,6 +18,13 @@ type PolicyVersion struct {
 	CreatedAt string `dynamodbav:"created_at"`
 }
 
+// policyListing is a policy's first version as the listing indexes it.
+type policyListing struct {
+	PolicyVersion
+	GSI1PK string `dynamodbav:"gsi1pk"`
+	GSI1SK string `dynamodbav:"gsi1sk"`
+}
+
 func policyPK(id string) string { return "POL#" + id }
 
 func versionSK(n int) string { return fmt.Sprintf("V#%010d", n) }
@@ -28,7 +35,13 @@ func versionSK(n int) string { return fmt.Sprintf("V#%010d", n) }
 // (the loser gets ErrConditionFailed). Versions are never overwritten.
 func (s *Store) PutPolicyVersion(ctx context.Context, v PolicyVersion) error {
 	pk := policyPK(v.PolicyID)
-	ver, err := item(pk, versionSK(v.Version), v)
+	var first any = v
+	if v.Version == 1 {
+		// The first version, never rewritten, is the policy's entry in
+		// the listing (ListPolicies).
+		first = policyListing{PolicyVersion: v, GSI1PK: policyIndex, GSI1SK: v.CreatedAt + "#" + v.PolicyID}
+	}
+	ver, err := item(pk, versionSK(v.Version), first)
 	if err != nil {
 		return err
 	}

@@ -46,7 +46,16 @@ type Head struct {
 	PendingApprovals int64 `dynamodbav:"pending_approvals"`
 	// Workspace is the run's declared workspace ("" for none).
 	Workspace string `dynamodbav:"workspace,omitempty"`
+	// TokenIssuedAt is when a triggered run's tokens were issued (POST
+	// /v1/sessions/{id}/token); "" until then, and on manual runs, whose
+	// tokens are issued at creation.
+	TokenIssuedAt string `dynamodbav:"token_issued_at,omitempty"`
 }
+
+// TokensPending reports whether the run still has no tokens anyone holds:
+// a triggered run whose tokens were never issued. Its stored session hash
+// is of a token thrown away at creation.
+func (h Head) TokensPending() bool { return h.Trigger != "manual" && h.TokenIssuedAt == "" }
 
 // Tool is a tool frozen into a run.
 type Tool struct {
@@ -191,7 +200,11 @@ func (s *Store) CreateRun(ctx context.Context, r NewRun) error {
 	if err != nil {
 		return err
 	}
-	final := []types.TransactWriteItem{putNew(s.table, head), putNew(s.table, ev)}
+	listing, err := runListingItem(r.Head)
+	if err != nil {
+		return err
+	}
+	final := []types.TransactWriteItem{putNew(s.table, head), putNew(s.table, ev), putNew(s.table, listing)}
 
 	chunks := chunk(frozen, maxTxItems-len(final))
 	last := chunks[len(chunks)-1]

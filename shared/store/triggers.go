@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // Trigger is a trigger configuration: which runs a repository's events
@@ -34,8 +38,14 @@ type Trigger struct {
 	// FLUIDBOX_SLACK_CHANNEL). It routes messages and grants nothing, so
 	// it is read when a message is posted, not frozen with the run.
 	SlackChannel string `dynamodbav:"slack_channel,omitempty"`
-	CreatedAt    string `dynamodbav:"created_at"`
-	CreatedBy    string `dynamodbav:"created_by"`
+	// RunnerKeyHash is the hash of the trigger's runner key, which may have
+	// the tokens of this trigger's runs issued; "" for none.
+	RunnerKeyHash string `dynamodbav:"runner_key_hash,omitempty"`
+	// Revision counts updates (0: never updated); UpdatedAt is the last.
+	Revision  int    `dynamodbav:"revision,omitempty"`
+	UpdatedAt string `dynamodbav:"updated_at,omitempty"`
+	CreatedAt string `dynamodbav:"created_at"`
+	CreatedBy string `dynamodbav:"created_by"`
 }
 
 // ErrRepositoryTaken: the repository already has a trigger configuration.
@@ -54,7 +64,7 @@ func triggerRepoPK(repo string) string { return "TRGREPO#" + strings.ToLower(rep
 // PutTrigger stores a new trigger configuration and claims its repository,
 // in one transaction: either both exist or neither.
 func (s *Store) PutTrigger(ctx context.Context, t Trigger) error {
-	err := s.putClaimed(ctx, "transact", triggerPK(t.ID), triggerItem{Trigger: t, GSI1PK: "TRIGGER", GSI1SK: t.CreatedAt + "#" + t.ID}, triggerRepoPK(t.Repository), t.ID)
+	err := s.putClaimed(ctx, "transact", triggerPK(t.ID), triggerItem{Trigger: t, GSI1PK: triggerIndex, GSI1SK: t.CreatedAt + "#" + t.ID}, triggerRepoPK(t.Repository), t.ID)
 	if errors.Is(err, ErrExists) {
 		return fmt.Errorf("store: trigger for %s: %w", t.Repository, ErrRepositoryTaken)
 	}
@@ -79,11 +89,6 @@ func (s *Store) TriggerForRepository(ctx context.Context, repo string) (Trigger,
 		return Trigger{}, err
 	}
 	return s.GetTrigger(ctx, n.ID)
-}
-
-// ListTriggers lists trigger configurations, oldest first.
-func (s *Store) ListTriggers(ctx context.Context) ([]Trigger, error) {
-	return listIndex[Trigger](ctx, s, indexQuery{op: "list triggers", item: "trigger", pk: "TRIGGER"})
 }
 
 // Delivery is the claim of one webhook delivery, at DELIVERY#<id>/HEAD. It
@@ -143,4 +148,71 @@ type GitHubTrigger struct {
 	PullRequest    int    `dynamodbav:"pull_request" json:"pull_request"`
 	HeadSHA        string `dynamodbav:"head_sha" json:"head_sha"`
 	Fork           bool   `dynamodbav:"fork" json:"fork"`
+}
+
+// ErrTriggerChanged: the configuration was updated or deleted since the
+// caller read it.
+var ErrTriggerChanged = fmt.Errorf("store: trigger changed: %w", ErrConditionFailed)
+
+// UpdateTrigger replaces a configuration whose revision was t.Revision-1
+// when the caller read it: a compare-and-swap, so of two concurrent updates
+// one wins and the other gets ErrTriggerChanged. The id, repository,
+// creation and listing position never change.
+func (s *Store) UpdateTrigger(ctx context.Context, t Trigger) error {
+	av, err := item(triggerPK(t.ID), "HEAD", triggerItem{Trigger: t, GSI1PK: triggerIndex, GSI1SK: t.CreatedAt + "#" + t.ID})
+	if err != nil {
+		return err
+	}
+	cond := "attribute_exists(pk) AND repository = :repo AND created_at = :created AND "
+	vals := map[string]types.AttributeValue{
+		":repo":    &types.AttributeValueMemberS{Value: t.Repository},
+		":created": &types.AttributeValueMemberS{Value: t.CreatedAt},
+	}
+	if t.Revision <= 1 {
+		cond += "attribute_not_exists(revision)"
+	} else {
+		cond += "revision = :prev"
+		vals[":prev"] = num(int64(t.Revision - 1))
+	}
+	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:                 aws.String(s.table),
+		Item:                      av,
+		ConditionExpression:       aws.String(cond),
+		ExpressionAttributeValues: vals,
+	})
+	err = translate("update trigger "+t.ID, err)
+	if errors.Is(err, ErrConditionFailed) {
+		return fmt.Errorf("store: update trigger %s: %w", t.ID, ErrTriggerChanged)
+	}
+	return err
+}
+
+// DeleteTrigger deletes a configuration and frees its repository, in one
+// transaction. Runs it created keep everything they froze. ErrNotFound: no
+// such configuration.
+func (s *Store) DeleteTrigger(ctx context.Context, id string) (Trigger, error) {
+	t, err := s.GetTrigger(ctx, id)
+	if err != nil {
+		return Trigger{}, err
+	}
+	err = s.transactWrite(ctx, []types.TransactWriteItem{
+		{Delete: &types.Delete{
+			TableName:           aws.String(s.table),
+			Key:                 keyOf(triggerPK(id), "HEAD"),
+			ConditionExpression: aws.String("attribute_exists(pk)"),
+		}},
+		{Delete: &types.Delete{
+			TableName:                 aws.String(s.table),
+			Key:                       keyOf(triggerRepoPK(t.Repository), "HEAD"),
+			ConditionExpression:       aws.String("id = :id"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":id": &types.AttributeValueMemberS{Value: id}},
+		}},
+	})
+	if conditionFailed(err) {
+		return Trigger{}, fmt.Errorf("store: delete trigger %s: %w", id, ErrNotFound)
+	}
+	if err := translate("delete trigger "+id, err); err != nil {
+		return Trigger{}, err
+	}
+	return t, nil
 }

@@ -89,6 +89,9 @@ func (s *Server) Endpoints() route.Endpoints {
 		"GET /v1/sessions/{id}":              route.Authenticated(s.getSession),
 		"POST /v1/sessions/{id}/end":         route.Authenticated(s.endSession),
 		"GET /v1/sessions/{id}/events":       route.Authenticated(s.events),
+		"GET /v1/sessions":                   route.Authenticated(s.listSessions),
+		"GET /v1/policies":                   route.Authenticated(s.listPolicies),
+		"POST /v1/sessions/{id}/token":       route.Authenticated(s.issueToken),
 	}
 }
 

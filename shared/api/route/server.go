@@ -199,6 +199,8 @@ func authorize(who auth.Principal, acc Access, runID string) *Error {
 		return nil
 	case acc == People && who.Kind == auth.KindUser:
 		return nil
+	case acc == Issuers && who.MayIssueTokens(runID):
+		return nil
 	}
 	return ErrForbidden
 }
@@ -212,10 +214,23 @@ func (s *Server) authenticate(r *http.Request, acc Access) (auth.Principal, *Err
 	if auth.AdminMatches(tok, s.cfg.AdminToken) {
 		return auth.Principal{Kind: auth.KindAdmin, Subject: string(call.Operator)}, nil
 	}
-	if s.cfg.Users != nil && !acc.personless() && tok != "" && !strings.HasPrefix(tok, auth.SessionTokenPrefix) && !strings.HasPrefix(tok, auth.RunnerTokenPrefix) {
+	if s.cfg.Users != nil && !acc.personless() && tok != "" && !strings.HasPrefix(tok, auth.SessionTokenPrefix) && !strings.HasPrefix(tok, auth.RunnerTokenPrefix) && !strings.HasPrefix(tok, auth.TriggerKeyPrefix) {
 		return s.cfg.Users.AuthenticateUser(r, tok)
 	}
 	runID := r.PathValue("id")
+	if strings.HasPrefix(tok, auth.TriggerKeyPrefix) {
+		if acc != Issuers {
+			return auth.Principal{}, ErrUnauthenticated
+		}
+		trigger, check := s.keys.CheckTrigger(r, tok, runID)
+		switch check {
+		case KeyOK:
+			return auth.Principal{Kind: auth.KindTrigger, Subject: trigger, RunID: runID}, nil
+		case KeyUnavailable:
+			return auth.Principal{}, ErrUnavailable
+		}
+		return auth.Principal{}, ErrUnauthenticated
+	}
 	if strings.HasPrefix(tok, auth.RunnerTokenPrefix) {
 		switch s.keys.CheckRunner(r, tok, runID) {
 		case KeyOK:
@@ -298,6 +313,33 @@ func (k *SessionKeys) CheckRunner(r *http.Request, tok, runID string) KeyCheck {
 		return KeyRefused
 	}
 	return KeyOK
+}
+
+// CheckTrigger checks a trigger runner key against the trigger that created
+// runID and returns that trigger's id. Nothing is cached: the key is used
+// once per run, and a trigger deleted or given a new key must stop it.
+func (k *SessionKeys) CheckTrigger(r *http.Request, tok, runID string) (string, KeyCheck) {
+	if runID == "" || !strings.HasPrefix(tok, auth.TriggerKeyPrefix) {
+		return "", KeyRefused
+	}
+	head, err := k.st.GetHead(r.Context(), runID)
+	if err == nil && head.GitHub == nil {
+		return "", KeyRefused
+	}
+	var t store.Trigger
+	if err == nil {
+		t, err = k.st.GetTrigger(r.Context(), head.GitHub.TriggerID)
+	}
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "", KeyRefused
+	case err != nil:
+		k.log.ErrorContext(r.Context(), "authenticate", "run", runID, "err", err)
+		return "", KeyUnavailable
+	case !auth.TokenMatches(tok, t.RunnerKeyHash):
+		return "", KeyRefused
+	}
+	return t.ID, KeyOK
 }
 
 // Fail answers an error a handler returned. API errors go out as they are;

@@ -70,6 +70,7 @@ var Table = []Route{
 
 	// Policies and capability bundles.
 	{Pattern: "POST /v1/policies", Access: Admin, Function: Control, Via: APIGateway},
+	{Pattern: "GET /v1/policies", Access: Admin, Function: Control, Via: APIGateway},
 	{Pattern: "GET /v1/policies/{id}", Access: Admin, Function: Control, Via: APIGateway},
 	{Pattern: "PUT /v1/policies/{id}", Access: Admin, Function: Control, Via: APIGateway},
 	{Pattern: "GET /v1/policies/{id}/versions/{n}", Access: Admin, Function: Control, Via: APIGateway},
@@ -82,6 +83,9 @@ var Table = []Route{
 	{Pattern: "GET /v1/sessions/{id}", Access: RunScoped, Function: Control, Via: APIGateway},
 	{Pattern: "POST /v1/sessions/{id}/end", Access: Reporters, Function: Control, Via: APIGateway},
 	{Pattern: "GET /v1/sessions/{id}/events", Access: RunScoped, Function: Control, Via: APIGateway},
+	{Pattern: "GET /v1/sessions", Access: Admin, Function: Control, Via: APIGateway},
+	// A triggered run's tokens, issued once to whoever drives it.
+	{Pattern: "POST /v1/sessions/{id}/token", Access: Issuers, Function: Control, Via: APIGateway},
 
 	// The gate and budget admission: what the runner calls on every tool
 	// call and model request.
@@ -129,6 +133,8 @@ var Table = []Route{
 	{Pattern: "POST /v1/triggers", Access: Admin, Function: Control, Via: APIGateway},
 	{Pattern: "GET /v1/triggers", Access: Admin, Function: Control, Via: APIGateway},
 	{Pattern: "GET /v1/triggers/{id}", Access: Admin, Function: Control, Via: APIGateway},
+	{Pattern: "PUT /v1/triggers/{id}", Access: Admin, Function: Control, Via: APIGateway},
+	{Pattern: "DELETE /v1/triggers/{id}", Access: Admin, Function: Control, Via: APIGateway},
 	{Pattern: "POST /v1/triggers/github", Access: Signed, Function: GitHub, Via: APIGateway},
 
 	// Members (SSO mode): who has been seen, and the admin's off switch.
@@ -178,6 +184,10 @@ const (
 	// approval.MayDecide, since the invoker of a run decides the calls on
 	// their personal connections whatever their role.
 	Deciders Access = "deciders"
+	// Issuers: the operator, an SSO admin, or the runner key of the
+	// trigger that created the run in the path (never a session or runner
+	// token: a run's own tokens cannot mint more).
+	Issuers Access = "issuers"
 	// People: the operator and every SSO user (never a session token); the
 	// handler decides further (connections: owner or admin).
 	People Access = "people"

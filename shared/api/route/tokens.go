@@ -7,8 +7,10 @@ import (
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
-// tokenCache remembers runs' token hashes, which never change, so a runner's
-// requests authenticate without a read after the first.
+// tokenCache remembers runs' token hashes, which never change once issued,
+// so a runner's requests authenticate without a read after the first. A
+// triggered run's hashes change once, when its tokens are issued, so they
+// are not remembered before that.
 type tokenCache struct {
 	mu     sync.Mutex
 	hashes map[string]runHashes
@@ -41,6 +43,9 @@ func (c *tokenCache) get(ctx context.Context, st *store.Store, runID string) (ru
 		return runHashes{}, err
 	}
 	h = runHashes{session: head.TokenHash, runner: head.RunnerTokenHash}
+	if head.TokensPending() {
+		return h, nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.hashes == nil || len(c.hashes) >= maxCachedTokens {

@@ -47,6 +47,8 @@ func (s *Server) Endpoints() route.Endpoints {
 		"POST /v1/triggers":        route.Authenticated(s.createTrigger),
 		"GET /v1/triggers":         route.Authenticated(s.listTriggers),
 		"GET /v1/triggers/{id}":    route.Authenticated(s.getTrigger),
+		"PUT /v1/triggers/{id}":    route.Authenticated(s.updateTrigger),
+		"DELETE /v1/triggers/{id}": route.Authenticated(s.deleteTrigger),
 		"POST /v1/triggers/github": route.Raw(http.HandlerFunc(s.githubWebhook)),
 	}
 }

@@ -45,6 +45,9 @@ type triggerRequest struct {
 	// SlackChannel, a Slack channel id, takes the approval messages of the
 	// trigger's runs instead of FLUIDBOX_SLACK_CHANNEL.
 	SlackChannel string `json:"slack_channel,omitempty"`
+	// RotateRunnerKey, on an update, replaces the trigger's runner key
+	// with a new one, returned once (the old one stops working).
+	RotateRunnerKey bool `json:"rotate_runner_key,omitempty"`
 }
 
 type triggerBudget struct {
@@ -69,8 +72,14 @@ type triggerView struct {
 	OwnWebhookSecret bool   `json:"own_webhook_secret,omitempty"`
 	WebhookSecret    string `json:"webhook_secret,omitempty"`
 	SlackChannel     string `json:"slack_channel,omitempty"`
-	CreatedAt        string `json:"created_at"`
-	CreatedBy        string `json:"created_by"`
+	// RunnerKey may have the tokens of this trigger's runs issued (POST
+	// /v1/sessions/{id}/token), once each; in the answer of the creation
+	// (or of an update that rotates it) only.
+	RunnerKey string `json:"runner_key,omitempty"`
+	CreatedAt string `json:"created_at"`
+	CreatedBy string `json:"created_by"`
+	Revision  int    `json:"revision"`
+	UpdatedAt string `json:"updated_at,omitempty"`
 }
 
 // repositoryPattern is GitHub's "owner/name": an owner of at most 39
@@ -138,6 +147,8 @@ func triggerOut(t store.Trigger) triggerView {
 		SlackChannel:     t.SlackChannel,
 		CreatedAt:        t.CreatedAt,
 		CreatedBy:        t.CreatedBy,
+		Revision:         t.Revision,
+		UpdatedAt:        t.UpdatedAt,
 	}
 }
 
@@ -153,37 +164,70 @@ func (s *Server) createTrigger(w http.ResponseWriter, r *http.Request, who auth.
 	if e := decode(w, r, &req); e != nil {
 		return e
 	}
+	if req.RotateRunnerKey {
+		return invalid("rotate_runner_key: only an update rotates the key; a new configuration always gets one")
+	}
+	t, err := s.checkTrigger(r, req)
+	if err != nil {
+		return err
+	}
+	t.ID = ids.New("trg_")
+	t.CreatedAt = store.FormatTime(s.cfg.Now())
+	t.CreatedBy = who.Subject
+	key, keyHash, err := auth.NewTriggerKey()
+	if err != nil {
+		return err
+	}
+	t.RunnerKeyHash = keyHash
+	err = s.st.PutTrigger(r.Context(), t)
+	if errors.Is(err, store.ErrRepositoryTaken) {
+		return conflict("repository %s already has a trigger configuration; a repository has at most one", req.Repository)
+	}
+	if err != nil {
+		return fmt.Errorf("api: create trigger: %w", err)
+	}
+	out := triggerOut(t)
+	if t.OwnSecret {
+		out.WebhookSecret = triggerSecret(s.cfg.GitHubWebhookSecret, t.ID)
+	}
+	out.RunnerKey = key.Reveal()
+	writeJSON(w, http.StatusCreated, out)
+	return nil
+}
+
+// checkTrigger validates a configuration as creation and update take it and
+// returns what it stores, without id, creation or keys.
+func (s *Server) checkTrigger(r *http.Request, req triggerRequest) (store.Trigger, error) {
 	if !validRepository(req.Repository) {
-		return invalid("repository: must be a GitHub repository as \"owner/name\"")
+		return store.Trigger{}, invalid("repository: must be a GitHub repository as \"owner/name\"")
 	}
 	if req.SlackChannel != "" && !slackChannelPattern.MatchString(req.SlackChannel) {
-		return invalid("slack_channel: must be a Slack channel id (C... or G...)")
+		return store.Trigger{}, invalid("slack_channel: must be a Slack channel id (C... or G...)")
 	}
 	if len(req.Events) == 0 {
 		req.Events = []string{eventPullRequest}
 	}
 	for i, ev := range req.Events {
 		if ev != eventPullRequest {
-			return invalid("events[%d]: %q is not an event a trigger handles (only %q)", i, ev, eventPullRequest)
+			return store.Trigger{}, invalid("events[%d]: %q is not an event a trigger handles (only %q)", i, ev, eventPullRequest)
 		}
 		if slices.Index(req.Events, ev) != i {
-			return invalid("events[%d]: %q is listed twice", i, ev)
+			return store.Trigger{}, invalid("events[%d]: %q is listed twice", i, ev)
 		}
 	}
 	// The same checks, in the same words, as creating the run by hand.
 	if err := s.runs.Check(r.Context(), req.runRequest()); err != nil {
-		return err
+		return store.Trigger{}, err
 	}
 	if req.OwnWebhookSecret && s.cfg.GitHubWebhookSecret == "" {
 		// The trigger's secret is derived from the server's.
-		return &route.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "own_webhook_secret needs FLUIDBOX_GITHUB_WEBHOOK_SECRET set on the server"}
+		return store.Trigger{}, &route.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "own_webhook_secret needs FLUIDBOX_GITHUB_WEBHOOK_SECRET set on the server"}
 	}
 	limit, err := budget.FromUSD(*req.Budget.LimitUSD) // Check proved it converts
 	if err != nil {
-		return invalid("budget.limit_usd: must be a non-negative amount in USD")
+		return store.Trigger{}, invalid("budget.limit_usd: must be a non-negative amount in USD")
 	}
-	t := store.Trigger{
-		ID:            ids.New("trg_"),
+	return store.Trigger{
 		Repository:    req.Repository,
 		PolicyID:      req.PolicyID,
 		PolicyVersion: req.PolicyVersion,
@@ -196,34 +240,25 @@ func (s *Server) createTrigger(w http.ResponseWriter, r *http.Request, who auth.
 		Workspace:     req.Workspace,
 		OwnSecret:     req.OwnWebhookSecret,
 		SlackChannel:  req.SlackChannel,
-		CreatedAt:     store.FormatTime(s.cfg.Now()),
-		CreatedBy:     who.Subject,
-	}
-	err = s.st.PutTrigger(r.Context(), t)
-	if errors.Is(err, store.ErrRepositoryTaken) {
-		return conflict("repository %s already has a trigger configuration; a repository has at most one", req.Repository)
-	}
-	if err != nil {
-		return fmt.Errorf("api: create trigger: %w", err)
-	}
-	out := triggerOut(t)
-	if t.OwnSecret {
-		out.WebhookSecret = triggerSecret(s.cfg.GitHubWebhookSecret, t.ID)
-	}
-	writeJSON(w, http.StatusCreated, out)
-	return nil
+	}, nil
 }
 
+// listTriggers serves GET /v1/triggers: configurations newest first, one
+// page at a time (limit, cursor, created_after, created_before).
 func (s *Server) listTriggers(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
-	list, err := s.st.ListTriggers(r.Context())
+	q, err := route.ParseList(r)
 	if err != nil {
 		return err
 	}
-	out := make([]triggerView, len(list))
-	for i, t := range list {
+	page, err := s.st.ListTriggerPage(r.Context(), q)
+	if err != nil {
+		return err
+	}
+	out := make([]triggerView, len(page.Triggers))
+	for i, t := range page.Triggers {
 		out[i] = triggerOut(t)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"triggers": out})
+	writeJSON(w, http.StatusOK, route.WithCursor(map[string]any{"triggers": out}, page.Next))
 	return nil
 }
 
