@@ -153,10 +153,16 @@ func TestTriggerConfigurations(t *testing.T) {
 		"id": id, "repository": "KaTeX/KaTeX", "policy_id": pol, "capabilities": []any{"claude-code"},
 		"connections": []any{}, "autonomous": true, "budget": map[string]any{"limit_usd": 3.25},
 		"events": []any{"pull_request"}, "created_by": "admin", "created_at": created["created_at"],
+		"revision": 0.0, "runner_key": created["runner_key"],
 	}
 	if diff := cmp.Diff(want, created); diff != "" {
 		t.Errorf("POST /v1/triggers (-want +got):\n%s", diff)
 	}
+	// The runner key is shown once, in the creation's answer.
+	if k, _ := created["runner_key"].(string); !strings.HasPrefix(k, "fbx_trg_") {
+		t.Errorf("runner_key = %v, want fbx_trg_...", created["runner_key"])
+	}
+	delete(created, "runner_key")
 	if got := s.must(200, "GET", "/v1/triggers/"+id, adminToken, nil); !cmp.Equal(got, created) {
 		t.Errorf("GET /v1/triggers/%s = %v, want %v", id, got, created)
 	}

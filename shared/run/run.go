@@ -123,6 +123,9 @@ type View struct {
 	Warnings []string   `json:"warnings,omitempty"`
 	LastSeq  *int64     `json:"last_seq,omitempty"`
 	Budget   BudgetView `json:"budget"`
+	// TokenPending: a triggered run whose tokens nobody holds yet (POST
+	// /v1/sessions/{id}/token issues them, once).
+	TokenPending bool `json:"token_pending,omitempty"`
 }
 
 // BudgetView is a run's budget in USD.
@@ -559,6 +562,7 @@ func view(h store.Head) View {
 		Invoker:       h.Invoker,
 		Workspace:     h.Workspace,
 		CreatedAt:     h.CreatedAt,
+		TokenPending:  h.TokensPending(),
 		Budget: BudgetView{
 			LimitUSD:     budget.Micros(h.BudgetLimit).USD(),
 			AvailableUSD: budget.Micros(h.BudgetAvailable).USD(),
