@@ -85,7 +85,8 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// Notifications: every committed approval transition, printed on
 	// stderr as `notification <type> <detail>` by the same conversion the
 	// notify function applies to the table's stream.
-	notifications := notify.NewHandler(notify.NewPrinter(stderr), log).Observer()
+	notifier := notify.NewHandler(notify.NewPrinter(stderr), log)
+	notifications := notifier.Observer()
 	slackCfg, err := slackbot.FromConfig(cfg)
 	if err != nil {
 		return err
@@ -124,6 +125,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Slack:      slackCfg,
 
 		GitHubWebhookSecret: cfg.GitHubWebhookSecret,
+		RunCreated:          notifier.RunCreated,
 		UpstreamToolsTTL:    time.Duration(cfg.UpstreamToolsTTLSeconds) * time.Second,
 
 		MaxPendingApprovals: cfg.MaxPendingApprovals,

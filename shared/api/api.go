@@ -18,6 +18,7 @@
 package api
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
@@ -36,6 +37,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/slackbot"
 	"github.com/fluidbox/fluidbox/shared/sso"
+	"github.com/fluidbox/fluidbox/shared/store"
 )
 
 // Config is what the whole API needs.
@@ -55,6 +57,8 @@ type Config struct {
 	// GitHubWebhookSecret verifies POST /v1/triggers/github deliveries.
 	// Empty: every delivery is refused.
 	GitHubWebhookSecret string
+	// RunCreated, when set, is told of each run a trigger created.
+	RunCreated func(context.Context, store.Head)
 	// OIDC, when set, is SSO mode: a bearer that is neither the admin token
 	// nor a session token is verified as a JWT from the issuer (members).
 	OIDC *sso.Verifier
@@ -91,7 +95,7 @@ func Build(cfg Config) (*route.Server, error) {
 		approvals.New(approvals.Config{Config: base, Observer: cfg.Observer, Slack: cfg.Slack, SlackAPI: cfg.SlackAPI}),
 		connections.New(connections.Config{Config: base, Sealer: cfg.Sealer, UpstreamToolsTTL: cfg.UpstreamToolsTTL, Scheduler: cfg.Scheduler, Observer: cfg.Observer, MaxPendingApprovals: cfg.MaxPendingApprovals}),
 		model.New(model.Config{Config: base, Sealer: cfg.Sealer, Prices: cfg.Prices, Client: cfg.ModelClient}),
-		triggers.New(triggers.Config{Config: base, GitHubWebhookSecret: cfg.GitHubWebhookSecret}),
+		triggers.New(triggers.Config{Config: base, GitHubWebhookSecret: cfg.GitHubWebhookSecret, RunCreated: cfg.RunCreated}),
 		people,
 	)
 }

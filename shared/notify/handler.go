@@ -24,7 +24,8 @@ func NewHandler(pub Publisher, log *slog.Logger) *Handler {
 	return &Handler{pub: pub, log: log}
 }
 
-// Stream handles one batch of stream records. Rows other than approvals
+// Stream handles one batch of stream records: approval rows, and the
+// insert of a run's head (session.created for a triggered run). Other rows
 // are skipped. When publishing fails, the answer names the first record
 // not published as a batch item failure: Lambda (with
 // ReportBatchItemFailures) retries the batch from that record, so nothing
@@ -36,6 +37,16 @@ func (h *Handler) Stream(ctx context.Context, ev events.DynamoDBEvent) (events.D
 	var entries []Entry
 	var from []int // from[i]: the record entries[i] came from
 	for i, rec := range ev.Records {
+		if head, ok, err := RunFromStreamRecord(rec); ok || err != nil {
+			if err != nil {
+				h.log.ErrorContext(ctx, "notify: undecodable run record skipped", "event_id", rec.EventID, "err", err)
+			}
+			for _, e := range RunEntries(head) {
+				entries = append(entries, e)
+				from = append(from, i)
+			}
+			continue
+		}
 		before, after, ok, err := FromStreamRecord(rec)
 		if err != nil {
 			h.log.ErrorContext(ctx, "notify: undecodable approval record skipped", "event_id", rec.EventID, "err", err)
@@ -62,6 +73,15 @@ func (h *Handler) Stream(ctx context.Context, ev events.DynamoDBEvent) (events.D
 	h.log.ErrorContext(ctx, "notify: publish failed; retrying from a record", "sequence_number", failed.Change.SequenceNumber, "published", pe.First, "err", pe.Err)
 	resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: failed.Change.SequenceNumber})
 	return resp, nil
+}
+
+// RunCreated publishes the notifications of a run's creation, for the dev
+// server (in AWS the stream carries the head's insert). Like Observer it
+// logs a failure.
+func (h *Handler) RunCreated(ctx context.Context, head store.Head) {
+	if err := h.pub.Publish(ctx, RunEntries(head)); err != nil {
+		h.log.ErrorContext(ctx, "notify", "run", head.RunID, "err", err)
+	}
 }
 
 // Observer returns an approval.Observer that publishes each committed

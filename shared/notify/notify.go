@@ -1,14 +1,17 @@
-// Package notify turns committed approval transitions into the
-// notifications of docs/api.md, "Notifications (EventBridge)": source
-// "fluidbox", detail-types approval.requested and approval.decided.
+// Package notify turns committed approval transitions, and the creation
+// of triggered runs, into the notifications of docs/api.md,
+// "Notifications (EventBridge)": source "fluidbox", detail-types
+// approval.requested, approval.decided and session.created.
 //
 // Guarantees:
 //   - A notification exists only for a committed transition. In AWS the
 //     input is the table's stream (a transactional outbox); in dev it is
 //     the approval service's observer, called after the commit.
-//   - The detail is exactly Detail: ids, tool name, rule, status, expiry and
-//     who decided. Never the call's input, a result or a secret: Detail is
-//     built field by field, not copied from the approval row.
+//   - The detail is exactly Detail (ids, tool name, rule, status, expiry and
+//     who decided) or SessionDetail (the run, its trust tier and the
+//     delivery's repository, pull request and head commit). Never the
+//     call's input, a result, a token or a secret: details are built field
+//     by field, not copied from the row.
 //   - A failed publish is reported, never dropped: the stream handler names
 //     the first record not published, and Lambda retries from there.
 package notify
@@ -39,6 +42,9 @@ type Type string
 const (
 	Requested Type = "approval.requested"
 	Decided   Type = "approval.decided"
+	// SessionCreated: a trigger created a run, which has no tokens yet; a
+	// runner picks it up and issues them (POST /v1/sessions/{id}/token).
+	SessionCreated Type = "session.created"
 )
 
 // Detail is a notification's detail, field for field docs/api.md's.
@@ -53,10 +59,56 @@ type Detail struct {
 	DecidedBy  string `json:"decided_by,omitempty"`
 }
 
-// Entry is one notification.
+// SessionDetail is a session.created notification's detail: what a runner
+// needs to start a sandbox for a triggered run, never a token.
+type SessionDetail struct {
+	SessionID      string `json:"session_id"`
+	Trigger        string `json:"trigger"`
+	TriggerID      string `json:"trigger_id,omitempty"`
+	TrustTier      string `json:"trust_tier"`
+	Autonomous     bool   `json:"autonomous"`
+	Repository     string `json:"repository,omitempty"`
+	HeadRepository string `json:"head_repository,omitempty"`
+	PullRequest    int    `json:"pull_request,omitempty"`
+	HeadSHA        string `json:"head_sha,omitempty"`
+	Fork           bool   `json:"fork"`
+	CreatedAt      string `json:"created_at"`
+}
+
+// Entry is one notification. Detail is a Detail or a SessionDetail.
 type Entry struct {
 	Type   Type
-	Detail Detail
+	Detail any
+}
+
+// RunEntries returns the notifications of a run's creation: session.created
+// for a run a trigger started, none for a manual one (its creator holds
+// its tokens already).
+func RunEntries(h store.Head) []Entry {
+	if h.Trigger == "" || h.Trigger == "manual" {
+		return nil
+	}
+	d := SessionDetail{SessionID: h.RunID, Trigger: h.Trigger, TrustTier: h.TrustTier, Autonomous: h.Autonomous, CreatedAt: h.CreatedAt}
+	if g := h.GitHub; g != nil {
+		d.TriggerID, d.Repository, d.HeadRepository = g.TriggerID, g.Repository, g.HeadRepository
+		d.PullRequest, d.HeadSHA, d.Fork = g.PullRequest, g.HeadSHA, g.Fork
+	}
+	return []Entry{{Type: SessionCreated, Detail: d}}
+}
+
+// FromStreamRecord's companion for runs: the head of a run as inserted
+// (RUN#<id> / HEAD, an INSERT). ok is false for every other record.
+func RunFromStreamRecord(rec events.DynamoDBEventRecord) (store.Head, bool, error) {
+	pk, sk := rec.Change.Keys["pk"], rec.Change.Keys["sk"]
+	if rec.EventName != string(events.DynamoDBOperationTypeInsert) || pk.DataType() != events.DataTypeString || sk.DataType() != events.DataTypeString ||
+		!strings.HasPrefix(pk.String(), "RUN#") || sk.String() != "HEAD" {
+		return store.Head{}, false, nil
+	}
+	var h store.Head
+	if err := decodeInto(rec.Change.NewImage, &h); err != nil {
+		return store.Head{}, false, fmt.Errorf("notify: record %s: new image: %w", rec.EventID, err)
+	}
+	return h, true, nil
 }
 
 // Entries returns the notifications of one transition of an approval:
@@ -112,19 +164,23 @@ func isApproval(keys map[string]events.DynamoDBAttributeValue) bool {
 // their common DynamoDB JSON form, then decodes it as the store wrote it.
 func decodeImage(img map[string]events.DynamoDBAttributeValue) (store.Approval, error) {
 	var a store.Approval
+	err := decodeInto(img, &a)
+	return a, err
+}
+
+func decodeInto(img map[string]events.DynamoDBAttributeValue, v any) error {
 	if len(img) == 0 {
-		return a, nil
+		return nil
 	}
 	raw, err := json.Marshal(img)
 	if err != nil {
-		return a, err
+		return err
 	}
 	av, err := attributevalue.UnmarshalMapJSON(raw)
 	if err != nil {
-		return a, err
+		return err
 	}
-	err = attributevalue.UnmarshalMap(av, &a)
-	return a, err
+	return attributevalue.UnmarshalMap(av, v)
 }
 
 // Publisher delivers notifications.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -246,6 +247,7 @@ func TestStreamSampleEvents(t *testing.T) {
 		"modify-approved-once.json": {`approval.decided {"approval_id":"apr_fixturepending","session_id":"ses_fixture","tool_call_id":"toolu_01","tool_name":"Bash","rule_id":"git-push","status":"approved_once","expires_at":"2030-01-01T00:15:00.000000000Z","decided_by":"admin"}`},
 		"modify-expired.json":       {`approval.decided {"approval_id":"apr_fixturepending","session_id":"ses_fixture","tool_call_id":"toolu_01","tool_name":"Bash","rule_id":"git-push","status":"expired","expires_at":"2030-01-01T00:15:00.000000000Z","decided_by":"system:expiry"}`},
 		"unrelated-event-row.json":  nil,
+		"insert-triggered-run.json": {`session.created {"session_id":"ses_fixturetriggered","trigger":"github","trigger_id":"trg_fixture","trust_tier":"read_only","autonomous":true,"repository":"octo-org/app","head_repository":"someone/app","pull_request":42,"head_sha":"ec26c3e57ca3a959ca5aad62de7213c562f8c821","fork":true,"created_at":"2030-01-01T00:00:00.000000000Z"}`},
 	}
 	if len(files) != len(want) {
 		t.Fatalf("events/notify has %d files, the test knows %d: add the new ones here", len(files), len(want))
@@ -265,7 +267,7 @@ func TestStreamSampleEvents(t *testing.T) {
 				t.Errorf("%s: entry %+v: wrong source or bus", name, e)
 			}
 			got = append(got, e.DetailType+" "+e.Detail)
-			if strings.Contains(e.Detail, "ghp_") || strings.Contains(e.Detail, "git push origin") {
+			if strings.Contains(e.Detail, "ghp_") || strings.Contains(e.Detail, "git push origin") || strings.Contains(e.Detail, "sha256:0000") {
 				t.Errorf("%s: detail carries the call's input: %s", name, e.Detail)
 			}
 		}
@@ -284,6 +286,23 @@ func TestFromStreamRecord(t *testing.T) {
 	}
 	if before.Status != "pending" || after.Status != "expired" || after.ID != "apr_fixturepending" || after.RunID != "ses_fixture" {
 		t.Errorf("FromStreamRecord = %+v -> %+v", before, after)
+	}
+	// A run's head is a notification only when inserted, and only for a
+	// triggered run.
+	run := streamEvent(t, "insert-triggered-run.json").Records[0]
+	if h, ok, err := notify.RunFromStreamRecord(run); !ok || err != nil || len(notify.RunEntries(h)) != 1 {
+		t.Errorf("RunFromStreamRecord(triggered insert) = %+v, %v, %v", h, ok, err)
+	}
+	modified := run
+	modified.EventName = "MODIFY"
+	if _, ok, _ := notify.RunFromStreamRecord(modified); ok {
+		t.Error("a head's MODIFY was taken for a creation")
+	}
+	manual := run
+	manual.Change.NewImage = maps.Clone(run.Change.NewImage)
+	manual.Change.NewImage["trigger"] = events.NewStringAttribute("manual")
+	if h, ok, err := notify.RunFromStreamRecord(manual); !ok || err != nil || len(notify.RunEntries(h)) != 0 {
+		t.Errorf("a manual run's insert = %v entries, want none", len(notify.RunEntries(h)))
 	}
 	if _, _, ok, err := notify.FromStreamRecord(streamEvent(t, "unrelated-event-row.json").Records[0]); ok || err != nil {
 		t.Errorf("FromStreamRecord(EV# row) = ok %v, %v; want not ok", ok, err)

@@ -10,6 +10,7 @@
 package triggers
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 
@@ -24,6 +25,10 @@ type Config struct {
 	// GitHubWebhookSecret verifies POST /v1/triggers/github deliveries
 	// (FLUIDBOX_GITHUB_WEBHOOK_SECRET). Empty: every delivery is refused.
 	GitHubWebhookSecret string
+	// RunCreated, when set, is told of each run a delivery created (the
+	// dev server publishes session.created with it; in AWS the notify
+	// function reads the head's insert from the table's stream).
+	RunCreated func(context.Context, store.Head)
 }
 
 // Server serves the trigger routes.

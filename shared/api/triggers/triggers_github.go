@@ -287,6 +287,13 @@ func (s *Server) githubDelivery(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.log.InfoContext(r.Context(), "github delivery", "delivery", delivery, "action", pr.Action,
 		"repository", pr.BaseRepo, "pull_request", pr.Number, "trigger", cfg.ID, "run", v.ID, "trust_tier", v.TrustTier)
+	if s.cfg.RunCreated != nil {
+		if h, err := s.st.GetHead(r.Context(), v.ID); err == nil {
+			s.cfg.RunCreated(r.Context(), h)
+		} else {
+			s.log.ErrorContext(r.Context(), "run created: read head for the notification", "run", v.ID, "err", err)
+		}
+	}
 	writeJSON(w, http.StatusCreated, webhookRun{SessionID: v.ID, TrustTier: v.TrustTier})
 	return nil
 }
