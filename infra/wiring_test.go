@@ -161,8 +161,10 @@ func TestApprovalPlumbingPrivileges(t *testing.T) {
 			t.Errorf("%s: FunctionResponseTypes lacks ReportBatchItemFailures", id)
 		}
 		filters := asList(dig(p, "FilterCriteria", "Filters"))
-		if len(filters) != 1 || !strings.Contains(filters[0]["Pattern"].(string), `"prefix":"APR#"`) {
-			t.Errorf("%s: FilterCriteria = %v, want the APR# filter", id, p["FilterCriteria"])
+		// Approval rows, and the insert of a run's head (session.created).
+		if len(filters) != 2 || !strings.Contains(filters[0]["Pattern"].(string), `"prefix":"APR#"`) ||
+			!strings.Contains(filters[1]["Pattern"].(string), `"eventName":["INSERT"]`) || !strings.Contains(filters[1]["Pattern"].(string), `"S":["HEAD"]`) {
+			t.Errorf("%s: FilterCriteria = %v, want the APR# filter and the run-head insert filter", id, p["FilterCriteria"])
 		}
 	}
 	if !found {
