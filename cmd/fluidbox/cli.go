@@ -80,11 +80,20 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-func newFlagSet(name string, stderr io.Writer, usage string) *flag.FlagSet {
+// newFlagSet is a command's flag set. Its usage (on -h, --help or a wrong
+// flag) is the command's help with synopsis as its usage line, then its
+// flags.
+func newFlagSet(name string, stderr io.Writer, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: fluidbox %s\n\nflags:\n", usage)
+		c, ok := lookup(strings.Fields(name)[0])
+		if !ok {
+			c = command{name: name}
+		}
+		help := commandHelp(c)
+		_, rest, _ := strings.Cut(help, "\n")
+		fmt.Fprintf(stderr, "usage: fluidbox %s\n%s\nflags:\n", synopsis, rest)
 		fs.PrintDefaults()
 	}
 	return fs

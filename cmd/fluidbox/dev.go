@@ -4,8 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -38,10 +38,13 @@ import (
 // functions serve, on loopback, over an embedded DynamoDB-API server unless
 // AWS_ENDPOINT_URL_DYNAMODB points at one.
 func dev(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("dev", stderr, "dev [--print-webhook-secret]")
+	printSecret := fs.Bool("print-webhook-secret", false, "when FLUIDBOX_GITHUB_WEBHOOK_SECRET is unset, generate a GitHub webhook secret and print it with the export lines, so a pull request can be tried without a restart")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
 	}
 	cfg, err := config.Load(getenv, config.Dev)
 	if err != nil {
@@ -54,6 +57,13 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if err != nil {
 			return err
 		}
+	}
+	printedSecret := ""
+	if *printSecret && cfg.GitHubWebhookSecret == "" {
+		if cfg.GitHubWebhookSecret, err = newWebhookSecret(); err != nil {
+			return err
+		}
+		printedSecret = cfg.GitHubWebhookSecret
 	}
 	endpoint := cfg.DynamoDBEndpoint
 	if endpoint == "" {
@@ -137,6 +147,9 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	url := "http://" + ln.Addr().String()
 	fmt.Fprintf(stdout, "fluidbox dev listening on %s\n", url)
 	fmt.Fprintf(stdout, "  export FLUIDBOX_URL=%s\n  export FLUIDBOX_ADMIN_TOKEN=%s\n", url, cfg.AdminToken)
+	if printedSecret != "" {
+		fmt.Fprintf(stdout, "  export FLUIDBOX_GITHUB_WEBHOOK_SECRET=%s\n", printedSecret)
+	}
 	fmt.Fprintf(stdout, "  curl -s -H \"Authorization: Bearer $FLUIDBOX_ADMIN_TOKEN\" $FLUIDBOX_URL/v1/capabilities\n")
 	fmt.Fprintf(stdout, "  model proxy for a run: ANTHROPIC_BASE_URL=$FLUIDBOX_URL/v1/sessions/<id>/model ANTHROPIC_API_KEY=<session token>\n")
 	fmt.Fprintf(stdout, "  approvals page: %s/ (paste the admin token)\n", url)
@@ -156,6 +169,15 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return srv.Close()
 	}
 	return nil
+}
+
+// newWebhookSecret is a GitHub webhook secret, as `openssl rand -hex 32`.
+func newWebhookSecret() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
 }
 
 func newAdminToken() (string, error) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 
@@ -16,8 +15,7 @@ import (
 // DynamoDB refuses; --chaos makes it fail a share of requests the way
 // DynamoDB does under contention ("conflict=0.2,throttle=0.05").
 func dynamodb(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("dynamodb", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("dynamodb", stderr, "dynamodb [--addr A] [--chaos SPEC]")
 	addr := fs.String("addr", "127.0.0.1:8000", "loopback address to listen on")
 	spec := fs.String("chaos", "", "fail requests as DynamoDB does under contention: conflict=SHARE (transactions cancelled for TransactionConflict), itemconflict=SHARE (single-item TransactionConflictException), throttle=SHARE, latency=DURATION, seed=N; e.g. conflict=0.2,throttle=0.05")
 	if err := fs.Parse(args); err != nil {

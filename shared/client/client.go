@@ -231,6 +231,12 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 	return c.do(ctx, method, path, nil, in, out, requestTimeout)
 }
 
+// Get is Do for a GET with query parameters (a listing's filters and
+// cursor).
+func (c *Client) Get(ctx context.Context, path string, q url.Values, out any) error {
+	return c.do(ctx, "GET", path, q, nil, out, requestTimeout)
+}
+
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, out any, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -1,0 +1,253 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fluidbox/fluidbox/shared/client"
+)
+
+// runView is a run as the CLI shows it: the fields of GET /v1/sessions/{id}
+// it prints, and the rest kept whole for --json.
+type runView struct {
+	ID        string `json:"id"`
+	Status    string `json:"status"`
+	TrustTier string `json:"trust_tier"`
+	Trigger   string `json:"trigger"`
+	CreatedAt string `json:"created_at"`
+	GitHub    *struct {
+		Repository  string `json:"repository"`
+		PullRequest int    `json:"pull_request"`
+		HeadSHA     string `json:"head_sha"`
+	} `json:"github"`
+	Budget struct {
+		LimitUSD float64 `json:"limit_usd"`
+		SpentUSD float64 `json:"spent_usd"`
+	} `json:"budget"`
+	TokenPending bool `json:"token_pending"`
+}
+
+type runsPage struct {
+	Sessions   []json.RawMessage `json:"sessions"`
+	NextCursor string            `json:"next_cursor,omitempty"`
+}
+
+// runs is `fluidbox runs list|get|token`.
+func runs(ctx context.Context, args []string, e cmdEnv) error {
+	if len(args) == 0 || isHelp(args[0]) {
+		c, _ := lookup("runs")
+		fmt.Fprint(e.stderr, commandHelp(c)+"\nsubcommands:\n  list [--status S] [--trigger T] [--repository OWNER/NAME] [--since T] [--until T] [--limit N] [--all] [--cursor C] [--json]\n  get ID [--json]\n  token ID [--json]   issue a triggered run's tokens, once (admin token, or FLUIDBOX_TRIGGER_KEY)\n")
+		if len(args) == 0 {
+			return usagef("want a subcommand: list, get or token")
+		}
+		return nil
+	}
+	switch args[0] {
+	case "list":
+		return runsList(ctx, args[1:], e)
+	case "get":
+		return runsGet(ctx, args[1:], e)
+	case "token":
+		return runsToken(ctx, args[1:], e)
+	}
+	return usagef("unknown subcommand %q: want list, get or token", args[0])
+}
+
+// parseTime reads an RFC 3339 time or a duration before now ("24h").
+func parseTime(s string, now time.Time) (string, error) {
+	if s == "" {
+		return "", nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		return now.Add(-d).UTC().Format(time.RFC3339), nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t.UTC().Format(time.RFC3339), nil
+	}
+	return "", usagef("%q is neither an RFC 3339 time nor a duration such as 24h", s)
+}
+
+func runsList(ctx context.Context, args []string, e cmdEnv) error {
+	fs := newFlagSet("runs list", e.stderr, "runs list [--status S] [--trigger T] [--repository OWNER/NAME] [--since T] [--until T] [--limit N] [--all] [--cursor C] [--json]")
+	f := addAPIFlags(fs, e.getenv)
+	status := fs.String("status", "", "only runs in this status: running, awaiting_approval or ended")
+	trigger := fs.String("trigger", "", "only runs started by this trigger: manual or github")
+	repo := fs.String("repository", "", "only runs a GitHub delivery of this owner/name started")
+	since := fs.String("since", "", "only runs created at or after this (RFC 3339, or a duration ago such as 24h)")
+	until := fs.String("until", "", "only runs created at or before this (RFC 3339, or a duration ago)")
+	limit := fs.Int("limit", 50, "runs per page (1-100)")
+	all := fs.Bool("all", false, "follow every page to the end (progress on stderr)")
+	cursor := fs.String("cursor", "", "continue from a page's next_cursor")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
+	}
+	now := time.Now()
+	q := url.Values{}
+	for k, v := range map[string]string{"status": *status, "trigger": *trigger, "repository": *repo} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	for k, v := range map[string]string{"created_after": *since, "created_before": *until} {
+		t, err := parseTime(v, now)
+		if err != nil {
+			return err
+		}
+		if t != "" {
+			q.Set(k, t)
+		}
+	}
+	q.Set("limit", fmt.Sprint(*limit))
+	c, err := f.client()
+	if err != nil {
+		return err
+	}
+	var list []json.RawMessage
+	next := *cursor
+	for page := 1; ; page++ {
+		if next != "" {
+			q.Set("cursor", next)
+		}
+		var p runsPage
+		if err := c.Get(ctx, "/v1/sessions", q, &p); err != nil {
+			return explain(err)
+		}
+		list = append(list, p.Sessions...)
+		next = p.NextCursor
+		if !*all || next == "" {
+			break
+		}
+		fmt.Fprintf(e.stderr, "page %d: %d runs so far...\n", page, len(list))
+	}
+	if f.json {
+		out := map[string]any{"sessions": nonNilRaw(list)}
+		if next != "" {
+			out["next_cursor"] = next
+		}
+		return writeJSON(e.stdout, out)
+	}
+	if len(list) == 0 && next == "" {
+		_, err := fmt.Fprintln(e.stdout, "no runs")
+		return err
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tSTATUS\tTIER\tTRIGGER\tPULL REQUEST\tSPENT\tCREATED")
+	for _, raw := range list {
+		var r runView
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return fmt.Errorf("a run in the answer is not what fluidbox sends: %w", err)
+		}
+		pr := "-"
+		if r.GitHub != nil {
+			pr = fmt.Sprintf("%s#%d", clean(r.GitHub.Repository, 60), r.GitHub.PullRequest)
+		}
+		st := clean(r.Status, 20)
+		if r.TokenPending {
+			st += " (no token yet)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t$%.4f of $%.2f\t%s\n", clean(r.ID, 64), st, clean(r.TrustTier, 12), clean(r.Trigger, 12), pr, r.Budget.SpentUSD, r.Budget.LimitUSD, clean(r.CreatedAt, 30))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if next != "" {
+		fmt.Fprintf(e.stderr, "more runs: --cursor %s (or --all)\n", next)
+	}
+	return nil
+}
+
+func nonNilRaw(l []json.RawMessage) []json.RawMessage {
+	if l == nil {
+		return []json.RawMessage{}
+	}
+	return l
+}
+
+func runsGet(ctx context.Context, args []string, e cmdEnv) error {
+	fs := newFlagSet("runs get", e.stderr, "runs get ID [--json]")
+	f := addAPIFlags(fs, e.getenv)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("want one run id (ses_...)")
+	}
+	c, err := f.client()
+	if err != nil {
+		return err
+	}
+	var raw json.RawMessage
+	if err := c.Do(ctx, "GET", "/v1/sessions/"+url.PathEscape(pos[0]), nil, &raw); err != nil {
+		return explain(err)
+	}
+	if f.json {
+		return writeJSON(e.stdout, raw)
+	}
+	var r runView
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return fmt.Errorf("the answer is not a run: %w", err)
+	}
+	fmt.Fprintf(e.stdout, "run      %s\nstatus   %s\ntier     %s\ntrigger  %s\ncreated  %s\nbudget   $%.4f spent of $%.2f\n", clean(r.ID, 64), clean(r.Status, 20), clean(r.TrustTier, 12), clean(r.Trigger, 12), clean(r.CreatedAt, 30), r.Budget.SpentUSD, r.Budget.LimitUSD)
+	if r.GitHub != nil {
+		fmt.Fprintf(e.stdout, "github   %s#%d at %s\n", clean(r.GitHub.Repository, 100), r.GitHub.PullRequest, clean(r.GitHub.HeadSHA, 40))
+	}
+	if r.TokenPending {
+		fmt.Fprintf(e.stdout, "tokens   none issued yet: fluidbox runs token %s\n", clean(r.ID, 64))
+	}
+	return nil
+}
+
+// runsToken issues a triggered run's tokens and prints them as the
+// variables the hook and the runner read.
+func runsToken(ctx context.Context, args []string, e cmdEnv) error {
+	fs := newFlagSet("runs token", e.stderr, "runs token ID [--key KEY] [--json]")
+	f := addAPIFlags(fs, e.getenv)
+	key := fs.String("key", e.getenv("FLUIDBOX_TRIGGER_KEY"), "a trigger's runner key instead of the admin token (FLUIDBOX_TRIGGER_KEY)")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("want one run id (ses_...)")
+	}
+	if *key != "" {
+		f.token = *key
+	}
+	c, err := f.client()
+	if err != nil {
+		return err
+	}
+	var t struct {
+		SessionID   string `json:"session_id"`
+		Token       string `json:"token"`
+		RunnerToken string `json:"runner_token"`
+	}
+	if err := c.Do(ctx, "POST", "/v1/sessions/"+url.PathEscape(pos[0])+"/token", nil, &t); err != nil {
+		var ae *client.APIError
+		if errors.As(err, &ae) && ae.Status == 409 {
+			return fmt.Errorf("%w (a run's tokens are issued once)", err)
+		}
+		return explain(err)
+	}
+	if f.json {
+		return writeJSON(e.stdout, t)
+	}
+	for _, v := range []string{t.SessionID, t.Token, t.RunnerToken} {
+		if strings.ContainsAny(v, " \t\n'\"$`\\") {
+			return fmt.Errorf("the server's answer holds characters a shell line cannot")
+		}
+	}
+	_, err = fmt.Fprintf(e.stdout, "export FLUIDBOX_SESSION_ID=%s\nexport FLUIDBOX_SESSION_TOKEN=%s\nexport FLUIDBOX_RUNNER_TOKEN=%s\n", t.SessionID, t.Token, t.RunnerToken)
+	return err
+}
