@@ -9,7 +9,7 @@ EVENT     ?= events/control/create-session.json
 
 ## run: the local control plane on 127.0.0.1:8080 (FLUIDBOX_ADDR to change)
 run:
-	$(GO) run ./cmd/fluidbox dev
+	$(GO) run ./cmd/fluidbox dev --print-webhook-secret
 
 ## test: vet, then every Go test with -race, against real local servers
 test:

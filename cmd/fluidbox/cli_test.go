@@ -232,8 +232,8 @@ func TestUsage(t *testing.T) {
 			t.Errorf("usage lacks %q:\n%s", cmd, r.stdout)
 		}
 	}
-	if r := fluidbox(context.Background(), nil, "", "approve", "-h"); r.code != 0 || !strings.Contains(r.stderr, "--session") {
-		t.Errorf("approve -h = %d %q, want 0 and the flags", r.code, r.stderr)
+	if r := fluidbox(context.Background(), nil, "", "approve", "-h"); r.code != 0 || !strings.Contains(r.stdout, "--session") {
+		t.Errorf("approve -h = %d %q, want 0 and the flags", r.code, r.stdout)
 	}
 }
 

@@ -148,7 +148,7 @@ func usage() string {
 	var b strings.Builder
 	b.WriteString("usage: fluidbox <command> [arguments]    (fluidbox <command> --help for one command)\n\ncommands:\n")
 	for _, c := range commands {
-		fmt.Fprintf(&b, "  %-11s %s\n", c.name, c.summary)
+		fmt.Fprintf(&b, "  %s %s\n      %s\n", c.name, c.synopsis, c.summary)
 	}
 	b.WriteString("\nenvironment (every command that calls the API):\n" + clientEnv + "\n" + exitCodes)
 	return b.String()

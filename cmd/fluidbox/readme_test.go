@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// readmeBlock returns the first ```sh block of the README section titled
+// heading.
+func readmeBlock(t *testing.T, readme, heading string) string {
+	t.Helper()
+	_, sec, ok := strings.Cut(readme, "\n## "+heading+"\n")
+	if !ok {
+		t.Fatalf("README has no section %q", heading)
+	}
+	if next := strings.Index(sec, "\n## "); next >= 0 {
+		sec = sec[:next]
+	}
+	_, block, ok := strings.Cut(sec, "```sh\n")
+	if !ok {
+		t.Fatalf("README section %q has no sh block", heading)
+	}
+	block, _, _ = strings.Cut(block, "```\n")
+	return block
+}
+
+// expectation is what a line's comment says its answer is: "# allow",
+// "# deny, rule no-push", "# pending ...", "# deny, source schema".
+type expectation struct{ decision, rule, source string }
+
+var (
+	expectComment = regexp.MustCompile(`#\s+(allow|deny|pending)\b([^#]*)$`)
+	ruleWord      = regexp.MustCompile(`\brule ([a-z0-9_-]+)`)
+	sourceWord    = regexp.MustCompile(`\bsource ([a-z_]+)`)
+)
+
+func expectations(script string) []expectation {
+	var out []expectation
+	for _, line := range strings.Split(script, "\n") {
+		m := expectComment.FindStringSubmatch(line)
+		if m == nil || strings.HasPrefix(strings.TrimSpace(line), "#") {
+			continue
+		}
+		e := expectation{decision: m[1]}
+		if r := ruleWord.FindStringSubmatch(m[2]); r != nil {
+			e.rule = r[1]
+		}
+		if s := sourceWord.FindStringSubmatch(m[2]); s != nil {
+			e.source = s[1]
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// TestREADMEWalkthrough pastes the README's walkthrough and its GitHub
+// section whole into bash against a fresh `fluidbox dev --print-webhook-secret`
+// (what make run starts), with only the export lines dev printed before
+// it, exactly as a reader would. It fails on any refused request (the
+// walkthrough's curl calls --fail-with-body, and the script runs under
+// set -eu), and checks every gate answer against the comment on
+// its line.
+func TestREADMEWalkthrough(t *testing.T) {
+	for _, tool := range []string{"bash", "curl", "grep"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("the README walkthrough needs %s", tool)
+		}
+	}
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(raw)
+	walk := readmeBlock(t, readme, "Walkthrough")
+	github := readmeBlock(t, readme, "GitHub pull requests")
+	script := walk + "\n" + github
+	for _, bad := range []string{"...", "fbx_admin_", "FLUIDBOX_ADMIN_TOKEN="} {
+		if strings.Contains(script, bad) {
+			t.Errorf("the walkthrough holds %q: a reader pasting it whole cannot run it", bad)
+		}
+	}
+
+	bin := fluidboxBinary(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	home := t.TempDir()
+	addr := freeAddr(t)
+	dev := exec.CommandContext(ctx, bin, "dev", "--print-webhook-secret")
+	dev.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "FLUIDBOX_ADDR=" + addr}
+	devErr := &syncBuffer{}
+	dev.Stderr = devErr
+	out, err := dev.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dev.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dev.Process.Kill(); _ = dev.Wait() })
+	var exports []string
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(line, "export ") {
+			exports = append(exports, line)
+		}
+		if strings.HasPrefix(line, "press Ctrl-C") {
+			break
+		}
+	}
+	go func() {
+		for sc.Scan() {
+		}
+	}()
+	if len(exports) != 3 {
+		t.Fatalf("dev printed %d export lines, want 3 (URL, admin token, webhook secret): %v\n%s", len(exports), exports, devErr.String())
+	}
+	waitHealthy(t, "http://"+addr)
+
+	// The reader's terminal: the export lines pasted, then the blocks,
+	// run from the repository's root as `go run ./cmd/fluidbox` is.
+	cli := regexp.MustCompile(`\bgo run \./cmd/fluidbox\b`)
+	body := cli.ReplaceAllString(script, bin)
+	// -e and -u but not pipefail: field's head -1 may close its pipe
+	// early, as on a reader's terminal; a refused request still shows
+	// (curl --fail-with-body prints it on stderr, checked below).
+	full := "set -eu\n" + strings.Join(exports, "\n") + "\n" + body
+	sh := exec.CommandContext(ctx, "bash", "-c", full)
+	sh.Dir = "../.."
+	sh.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home}
+	var stdout, stderr syncBuffer
+	sh.Stdout, sh.Stderr = &stdout, &stderr
+	if err := sh.Run(); err != nil {
+		t.Fatalf("the walkthrough failed: %v\nstderr:\n%s\nstdout:\n%s", err, stderr.String(), stdout.String())
+	}
+	if s := stderr.String(); strings.Contains(s, "curl: (") || strings.Contains(s, "fluidbox ") {
+		t.Errorf("the walkthrough printed errors:\n%s", s)
+	}
+
+	// Every gate answer, in order, is what its line's comment says.
+	want := expectations(script)
+	var got []map[string]any
+	for _, line := range strings.Split(stdout.String(), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["decision"] != nil {
+			got = append(got, m)
+		}
+	}
+	if len(got) != len(want) || len(want) < 7 {
+		t.Fatalf("%d gate answers for %d commented lines:\n%s", len(got), len(want), stdout.String())
+	}
+	for i, w := range want {
+		g := got[i]
+		if g["decision"] != w.decision || (w.rule != "" && g["rule_id"] != w.rule) || (w.source != "" && g["source"] != w.source) {
+			t.Errorf("answer %d = %v, want %+v", i+1, g, w)
+		}
+		if w.decision == "pending" && g["approval_id"] == nil {
+			t.Errorf("answer %d is pending without an approval_id: %v", i+1, g)
+		}
+	}
+	// What the other steps print.
+	for _, s := range []string{`"type":"session.created"`, "git-read", "octo-org/app", "(trusted)", "(read_only)", "octo-org/app#2", "octo-org/app#1"} {
+		if !strings.Contains(stdout.String(), s) {
+			t.Errorf("the walkthrough's output lacks %q:\n%s", s, stdout.String())
+		}
+	}
+	// session.created went out for each triggered run, without a token.
+	if n := strings.Count(devErr.String(), "notification session.created"); n != 2 {
+		t.Errorf("dev printed %d session.created notifications, want 2:\n%s", n, devErr.String())
+	}
+	for _, tok := range []string{"fbx_sess_", "fbx_run_", "fbx_trg_"} {
+		if strings.Contains(devErr.String(), tok) {
+			t.Errorf("dev's log holds a %s token", tok)
+		}
+	}
+}
