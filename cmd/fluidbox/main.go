@@ -74,7 +74,9 @@ func init() {
 			}},
 		{name: "dynamodb", synopsis: "[--addr A] [--chaos SPEC]", summary: "serve the local DynamoDB API alone, so dev can restart and keep its data",
 			words: []string{"--addr", "--chaos"},
-			run:   func(ctx context.Context, args []string, e cmdEnv) error { return dynamodb(ctx, args, e.stdout, e.stderr) }},
+			run: func(ctx context.Context, args []string, e cmdEnv) error {
+				return dynamodb(ctx, args, e.stdout, e.stderr)
+			}},
 		{name: "approvals", synopsis: "[show ID] [--json]", summary: "list pending approvals, or show one whole",
 			environment: clientEnv, words: []string{"show", "--json", "--url", "--token"},
 			run: func(ctx context.Context, args []string, e cmdEnv) error {
