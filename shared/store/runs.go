@@ -55,7 +55,9 @@ type Head struct {
 // TokensPending reports whether the run still has no tokens anyone holds:
 // a triggered run whose tokens were never issued. Its stored session hash
 // is of a token thrown away at creation.
-func (h Head) TokensPending() bool { return h.Trigger != "manual" && h.TokenIssuedAt == "" }
+func (h Head) TokensPending() bool {
+	return h.Trigger != "" && h.Trigger != "manual" && h.TokenIssuedAt == ""
+}
 
 // Tool is a tool frozen into a run.
 type Tool struct {
