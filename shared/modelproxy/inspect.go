@@ -10,9 +10,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/go-json-experiment/json"
-	"github.com/go-json-experiment/json/jsontext"
-
 	"github.com/fluidbox/fluidbox/shared/capability"
 )
 
@@ -24,7 +21,7 @@ import (
 // tool inputs are opaque values that the API only reads as data). Duplicate
 // member names are refused anywhere in the body: a JSON reader that keeps
 // the first of two "tools" and one that keeps the last would judge
-// different requests.
+// different requests. The reading is one pass over the body (scan.go).
 
 // Reason says why a model request was refused. Reasons are persisted (the
 // model.refused event) and on the wire: never rename one.
@@ -83,8 +80,6 @@ type ServerTool struct {
 	// MaxUses bounds how often it may run; MaxContentTokens bounds what
 	// one web fetch brings in (0 for the others).
 	MaxUses, MaxContentTokens int64
-
-	index int // in tools
 }
 
 // Inspection is what the proxy learned from a request it understood.
@@ -106,9 +101,16 @@ type Inspection struct {
 	// InferenceGeo is "" (default), "global" or "us".
 	InferenceGeo string
 
-	top     map[string]jsontext.Value
-	tools   []jsontext.Value
-	changed bool
+	body      []byte
+	doc       *doc
+	maxTokens span   // the max_tokens value in body
+	edits     []edit // what fluidbox changes in the forwarded body
+}
+
+// edit replaces body[at.s:at.e] with with.
+type edit struct {
+	at   span
+	with []byte
 }
 
 // Offered returns the names of the server tools offered, in order, each once.
@@ -125,32 +127,37 @@ func (in *Inspection) Offered() []string {
 // SetMaxTokens lowers max_tokens in the forwarded body.
 func (in *Inspection) SetMaxTokens(n int64) {
 	in.MaxTokens = n
-	in.top["max_tokens"] = jsontext.Value(strconv.FormatInt(n, 10))
-	in.changed = true
+	in.edits = slices.DeleteFunc(in.edits, func(e edit) bool { return e.at == in.maxTokens })
+	in.edits = append(in.edits, edit{in.maxTokens, strconv.AppendInt(nil, n, 10)})
 }
 
 // Body returns what to forward: the request's own bytes, or, when fluidbox
-// imposed a limit or lowered max_tokens, the request re-encoded from what
-// was read.
+// imposed a limit or lowered max_tokens, those bytes with just these values
+// replaced (every other byte as the client sent it).
 func (in *Inspection) Body(orig []byte) ([]byte, error) {
-	if !in.changed {
+	if len(in.edits) == 0 {
 		return orig, nil
 	}
-	if in.tools != nil {
-		b, err := json.Marshal(in.tools)
-		if err != nil {
-			return nil, err
-		}
-		in.top["tools"] = b
+	if !bytes.Equal(orig, in.body) {
+		return nil, errors.New("modelproxy: Body of another request than the one inspected")
 	}
-	return json.Marshal(in.top, json.Deterministic(true))
+	edits := slices.Clone(in.edits)
+	slices.SortFunc(edits, func(a, b edit) int { return a.at.s - b.at.s })
+	out := make([]byte, 0, len(orig)+64*len(edits))
+	at := 0
+	for _, e := range edits {
+		out = append(append(out, orig[at:e.at.s]...), e.with...)
+		at = e.at.e
+	}
+	return append(out, orig[at:]...), nil
 }
 
-var strict = json.JoinOptions(json.RejectUnknownMembers(true))
+// reader reads one top-level member's value.
+type reader func(in *Inspection, v span) *Refusal
 
 // topFields is the allowlist of the request's top-level members, each with
 // its reader. mcp_servers and container are refused by name below.
-var topFields = map[string]func(in *Inspection, v jsontext.Value) *Refusal{
+var topFields = map[string]reader{
 	"model":              readModel,
 	"max_tokens":         readMaxTokens,
 	"messages":           readMessages,
@@ -225,39 +232,44 @@ func Inspect(body []byte, h http.Header, rawQuery string) (*Inspection, *Refusal
 			}
 		}
 	}
-	in := &Inspection{}
-	if err := json.Unmarshal(body, &in.top); err != nil {
+	d, err := validate(body)
+	if err != nil {
 		return nil, refuse(ReasonMalformed, "the body must be one JSON object with unique member names (%s)", jsonProblem(err))
 	}
-	if in.top == nil {
+	in := &Inspection{body: body, doc: d}
+	defer func() { in.doc = nil; d.release() }()
+	root := span{skipWS(body, 0), len(body)}
+	if kind(body, root) != '{' {
 		return nil, refuse(ReasonMalformed, "the body must be a JSON object")
 	}
-	if _, ok := in.top["mcp_servers"]; ok {
-		return nil, refuse(ReasonConnector, "mcp_servers is refused: the MCP connector would reach servers with the operator's key outside the gate; attach the server to the run as a fluidbox connection instead")
-	}
-	if _, ok := in.top["container"]; ok {
-		return nil, refuse(ReasonContainer, "container is refused: it reuses server-side state fluidbox cannot see; remove it")
-	}
-	keys := make([]string, 0, len(in.top))
-	for k := range in.top {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys) // the same request is always refused for the same reason
-	for _, k := range keys {
-		read, ok := topFields[k]
-		if !ok {
-			return nil, refuse(ReasonField, "request field %s is not one fluidbox's model proxy understands; remove it", quoteName(k))
+	top := d.members(root)
+	for _, m := range top {
+		switch m.name {
+		case "mcp_servers":
+			return nil, refuse(ReasonConnector, "mcp_servers is refused: the MCP connector would reach servers with the operator's key outside the gate; attach the server to the run as a fluidbox connection instead")
+		case "container":
+			return nil, refuse(ReasonContainer, "container is refused: it reuses server-side state fluidbox cannot see; remove it")
 		}
-		if r := read(in, in.top[k]); r != nil {
+	}
+	// The same request is always refused for the same reason.
+	slices.SortFunc(top, func(a, b member) int { return strings.Compare(a.name, b.name) })
+	messages := false
+	for _, m := range top {
+		read, ok := topFields[m.name]
+		if !ok {
+			return nil, refuse(ReasonField, "request field %s is not one fluidbox's model proxy understands; remove it", quoteName(m.name))
+		}
+		if r := read(in, m.v); r != nil {
 			return nil, r
 		}
+		messages = messages || m.name == "messages"
 	}
 	switch {
 	case in.Model == "":
 		return nil, refuse(ReasonMalformed, "model: field required")
 	case in.MaxTokens < 1:
 		return nil, refuse(ReasonMalformed, "max_tokens: must be an integer of at least 1")
-	case in.top["messages"] == nil:
+	case !messages:
 		return nil, refuse(ReasonMalformed, "messages: field required")
 	}
 	return in, nil
@@ -272,125 +284,176 @@ func quoteName(s string) string {
 
 // jsonProblem names what was wrong without quoting the input.
 func jsonProblem(err error) string {
-	var se *json.SemanticError
-	var syn *jsontext.SyntacticError
-	switch {
-	case errors.As(err, &syn):
-		if strings.Contains(syn.Error(), "duplicate") {
-			return "duplicate member name at " + string(syn.JSONPointer)
-		}
-		return "invalid JSON at byte " + strconv.FormatInt(syn.ByteOffset, 10)
-	case errors.As(err, &se):
-		if se.JSONPointer != "" {
-			return "unexpected value at " + string(se.JSONPointer)
-		}
+	var se *syntaxError
+	if errors.As(err, &se) {
+		return se.Error()
 	}
 	return "not a JSON object"
 }
 
-func readModel(in *Inspection, v jsontext.Value) *Refusal {
-	if err := json.Unmarshal(v, &in.Model); err != nil {
+// object reads an object whose members must all be in allowed; what it
+// returns holds each member present by name.
+func (in *Inspection) object(v span, allowed ...string) (obj, bool) {
+	if kind(in.body, v) != '{' {
+		return nil, false
+	}
+	ms := in.doc.members(v)
+	for _, m := range ms {
+		if !slices.Contains(allowed, m.name) {
+			return nil, false
+		}
+	}
+	return ms, true
+}
+
+// obj is an object's members.
+type obj []member
+
+// get returns the value of the member name, if present.
+func (o obj) get(name string) (span, bool) {
+	for _, m := range o {
+		if m.name == name {
+			return m.v, true
+		}
+	}
+	return span{}, false
+}
+
+// val returns the value of the member name, or an absent value.
+func (o obj) val(name string) span {
+	v, _ := o.get(name)
+	return v
+}
+
+// optString reads a member that is absent, null or a string.
+func (in *Inspection) optString(o obj, name string) (string, bool) {
+	v, ok := o.get(name)
+	if !ok || kind(in.body, v) == 'n' {
+		return "", true
+	}
+	return str(in.body, v)
+}
+
+// optKind reports whether a member is absent, null or of kind k.
+func (in *Inspection) optKind(o obj, name string, k byte) bool {
+	v, ok := o.get(name)
+	return !ok || kind(in.body, v) == 'n' || kind(in.body, v) == k
+}
+
+func readModel(in *Inspection, v span) *Refusal {
+	s, ok := str(in.body, v)
+	if !ok {
 		return refuse(ReasonMalformed, "model: must be a string")
 	}
+	in.Model = s
 	return nil
 }
 
-func readMaxTokens(in *Inspection, v jsontext.Value) *Refusal {
-	if err := json.Unmarshal(v, &in.MaxTokens); err != nil || in.MaxTokens < 1 {
+func readMaxTokens(in *Inspection, v span) *Refusal {
+	n, ok := integer(in.body, v)
+	if !ok || n < 1 {
 		return refuse(ReasonMalformed, "max_tokens: must be an integer of at least 1")
 	}
+	in.MaxTokens, in.maxTokens = n, v
 	return nil
 }
 
-func readStream(in *Inspection, v jsontext.Value) *Refusal {
-	if err := json.Unmarshal(v, &in.Stream); err != nil {
+func readStream(in *Inspection, v span) *Refusal {
+	b, ok := boolean(in.body, v)
+	if !ok {
 		return refuse(ReasonMalformed, "stream: must be a boolean")
 	}
+	in.Stream = b
 	return nil
 }
 
-func readStrings(field string) func(*Inspection, jsontext.Value) *Refusal {
-	return func(_ *Inspection, v jsontext.Value) *Refusal {
-		var s []string
-		if err := json.Unmarshal(v, &s); err != nil {
+func readStrings(field string) reader {
+	return func(in *Inspection, v span) *Refusal {
+		if kind(in.body, v) != '[' {
 			return refuse(ReasonMalformed, "%s: must be an array of strings", field)
+		}
+		for _, e := range in.doc.elements(v) {
+			if kind(in.body, e) != '"' {
+				return refuse(ReasonMalformed, "%s: must be an array of strings", field)
+			}
 		}
 		return nil
 	}
 }
 
-func readNumber(field string) func(*Inspection, jsontext.Value) *Refusal {
-	return func(_ *Inspection, v jsontext.Value) *Refusal {
-		if v.Kind() != '0' {
+func readNumber(field string) reader {
+	return func(in *Inspection, v span) *Refusal {
+		if kind(in.body, v) != '0' {
 			return refuse(ReasonMalformed, "%s: must be a number", field)
 		}
 		return nil
 	}
 }
 
-func readObject(field string) func(*Inspection, jsontext.Value) *Refusal {
-	return func(_ *Inspection, v jsontext.Value) *Refusal {
-		if v.Kind() != '{' && v.Kind() != 'n' {
+func readObject(field string) reader {
+	return func(in *Inspection, v span) *Refusal {
+		if k := kind(in.body, v); k != '{' && k != 'n' {
 			return refuse(ReasonMalformed, "%s: must be an object", field)
 		}
 		return nil
 	}
 }
 
-func readEnum(field string, values ...string) func(*Inspection, jsontext.Value) *Refusal {
-	return func(_ *Inspection, v jsontext.Value) *Refusal {
-		var s string
-		if err := json.Unmarshal(v, &s); err != nil || !slices.Contains(values, s) {
+func readEnum(field string, values ...string) reader {
+	return func(in *Inspection, v span) *Refusal {
+		if s, ok := str(in.body, v); !ok || !slices.Contains(values, s) {
 			return refuse(ReasonUnpriced, "%s: fluidbox admits only %s (other values are not priced); change or remove it", field, strings.Join(values, ", "))
 		}
 		return nil
 	}
 }
 
-func readInferenceGeo(in *Inspection, v jsontext.Value) *Refusal {
-	if err := json.Unmarshal(v, &in.InferenceGeo); err != nil || (in.InferenceGeo != "global" && in.InferenceGeo != "us") {
+func readInferenceGeo(in *Inspection, v span) *Refusal {
+	s, ok := str(in.body, v)
+	if !ok || (s != "global" && s != "us") {
 		return refuse(ReasonMalformed, `inference_geo: must be "global" or "us"`)
 	}
+	in.InferenceGeo = s
 	return nil
 }
 
-func readMetadata(_ *Inspection, v jsontext.Value) *Refusal {
-	var m struct {
-		UserID *string `json:"user_id"`
-	}
-	if err := json.Unmarshal(v, &m, strict); err != nil {
+func readMetadata(in *Inspection, v span) *Refusal {
+	o, ok := in.object(v, "user_id")
+	if !ok || !in.optKind(o, "user_id", '"') {
 		return refuse(ReasonField, "metadata: only user_id (a string) is admitted")
 	}
 	return nil
 }
 
-func readToolChoice(_ *Inspection, v jsontext.Value) *Refusal {
-	var c struct {
-		Type                   string `json:"type"`
-		Name                   string `json:"name"`
-		DisableParallelToolUse *bool  `json:"disable_parallel_tool_use"`
+var toolChoices = []string{"auto", "any", "tool", "none"}
+
+func readToolChoice(in *Inspection, v span) *Refusal {
+	o, ok := in.object(v, "type", "name", "disable_parallel_tool_use")
+	if ok {
+		var typ string
+		typ, ok = str(in.body, o.val("type"))
+		ok = ok && slices.Contains(toolChoices, typ) && in.optKind(o, "name", '"') &&
+			(in.optKind(o, "disable_parallel_tool_use", 't') || in.optKind(o, "disable_parallel_tool_use", 'f'))
 	}
-	if err := json.Unmarshal(v, &c, strict); err != nil || !slices.Contains([]string{"auto", "any", "tool", "none"}, c.Type) {
+	if !ok {
 		return refuse(ReasonField, "tool_choice: must be {type: auto|any|tool|none, name?, disable_parallel_tool_use?}")
 	}
 	return nil
 }
 
-func readThinking(in *Inspection, v jsontext.Value) *Refusal {
-	var t struct {
-		Type         string `json:"type"`
-		BudgetTokens *int64 `json:"budget_tokens"`
-		Display      string `json:"display"`
-	}
-	if err := json.Unmarshal(v, &t, strict); err != nil {
+func readThinking(in *Inspection, v span) *Refusal {
+	o, ok := in.object(v, "type", "budget_tokens", "display")
+	if !ok || !in.optKind(o, "display", '"') || !in.optKind(o, "budget_tokens", '0') {
 		return refuse(ReasonField, "thinking: only type, budget_tokens and display are admitted")
 	}
-	switch t.Type {
+	typ, _ := in.optString(o, "type")
+	switch typ {
 	case "enabled":
-		if t.BudgetTokens == nil || *t.BudgetTokens < 1 {
+		n, ok := integer(in.body, o.val("budget_tokens"))
+		if !ok || n < 1 {
 			return refuse(ReasonMalformed, "thinking.budget_tokens: required with type enabled")
 		}
-		in.ThinkingBudget = *t.BudgetTokens
+		in.ThinkingBudget = n
 	case "disabled", "adaptive":
 	default:
 		return refuse(ReasonField, "thinking.type: must be enabled, disabled or adaptive")
@@ -403,46 +466,48 @@ func readThinking(in *Inspection, v jsontext.Value) *Refusal {
 // call) is not admitted.
 var contextEdits = []string{"clear_thinking_20251015", "clear_tool_uses_20250919"}
 
-func readContextManagement(_ *Inspection, v jsontext.Value) *Refusal {
-	var c struct {
-		// The clearing edits' own settings (keep, trigger, exclude_tools,
-		// ...) only choose what is dropped, so they are not read.
-		Edits []map[string]jsontext.Value `json:"edits"`
-	}
-	if err := json.Unmarshal(v, &c, strict); err != nil {
+func readContextManagement(in *Inspection, v span) *Refusal {
+	o, ok := in.object(v, "edits")
+	if !ok || !in.optKind(o, "edits", '[') {
 		return refuse(ReasonField, "context_management: only edits is admitted")
 	}
-	for i, e := range c.Edits {
+	if _, ok := o.get("edits"); !ok || kind(in.body, o.val("edits")) == 'n' {
+		return nil
+	}
+	for i, e := range in.doc.elements(o.val("edits")) {
+		if kind(in.body, e) != '{' {
+			return refuse(ReasonField, "context_management: only edits is admitted")
+		}
+		// The clearing edits' own settings (keep, trigger, exclude_tools,
+		// ...) only choose what is dropped, so they are not read.
 		var typ string
-		if err := json.Unmarshal(e["type"], &typ); err != nil || !slices.Contains(contextEdits, typ) {
+		for _, m := range in.doc.members(e) {
+			if m.name == "type" {
+				typ, _ = str(in.body, m.v)
+			}
+		}
+		if !slices.Contains(contextEdits, typ) {
 			return refuse(ReasonField, "context_management.edits[%d].type: only %s are admitted", i, strings.Join(contextEdits, " and "))
 		}
 	}
 	return nil
 }
 
-func readOutputConfig(_ *Inspection, v jsontext.Value) *Refusal {
-	var c struct {
-		Effort string         `json:"effort"`
-		Format jsontext.Value `json:"format"`
-	}
-	if err := json.Unmarshal(v, &c, strict); err != nil {
+func readOutputConfig(in *Inspection, v span) *Refusal {
+	o, ok := in.object(v, "effort", "format")
+	if !ok || !in.optKind(o, "effort", '"') {
 		return refuse(ReasonField, "output_config: only effort and format are admitted")
 	}
 	return nil
 }
 
-func readSystem(in *Inspection, v jsontext.Value) *Refusal {
-	switch v.Kind() {
+func readSystem(in *Inspection, v span) *Refusal {
+	switch kind(in.body, v) {
 	case '"':
 		return nil
 	case '[':
-		var blocks []jsontext.Value
-		if err := json.Unmarshal(v, &blocks); err != nil {
-			return refuse(ReasonMalformed, "system: must be a string or an array of text blocks")
-		}
-		for i, b := range blocks {
-			if r := in.readBlock(b, fmt.Sprintf("system[%d]", i), textOnly); r != nil {
+		for i, b := range in.doc.elements(v) {
+			if r := in.readBlock(b, root("system").at(i), textOnly); r != nil {
 				return r
 			}
 		}
@@ -451,18 +516,18 @@ func readSystem(in *Inspection, v jsontext.Value) *Refusal {
 	return refuse(ReasonMalformed, "system: must be a string or an array of text blocks")
 }
 
-func readMessages(in *Inspection, v jsontext.Value) *Refusal {
-	var msgs []struct {
-		Role         string         `json:"role"`
-		Content      jsontext.Value `json:"content"`
-		OutputConfig jsontext.Value `json:"output_config"`
+func readMessages(in *Inspection, v span) *Refusal {
+	if kind(in.body, v) != '[' {
+		return refuse(ReasonField, "messages: each message is {role, content, output_config?}; must be an array")
 	}
-	if err := json.Unmarshal(v, &msgs, strict); err != nil {
-		return refuse(ReasonField, "messages: each message is {role, content, output_config?}; %s", jsonProblem(err))
-	}
-	for i, m := range msgs {
+	for i, mv := range in.doc.elements(v) {
+		m, ok := in.object(mv, "role", "content", "output_config")
+		if !ok {
+			return refuse(ReasonField, "messages: each message is {role, content, output_config?}; messages[%d] is not", i)
+		}
+		role, _ := in.optString(m, "role")
 		allowed := messageBlocks
-		switch m.Role {
+		switch role {
 		case "user", "assistant":
 		case "system":
 			// Claude Code puts mid-conversation system text here; text only.
@@ -470,13 +535,13 @@ func readMessages(in *Inspection, v jsontext.Value) *Refusal {
 		default:
 			return refuse(ReasonMalformed, "messages[%d].role: must be user, assistant or system", i)
 		}
-		if m.OutputConfig != nil {
-			if r := readOutputConfig(in, m.OutputConfig); r != nil {
+		if oc, ok := m.get("output_config"); ok && kind(in.body, oc) != 'n' {
+			if r := readOutputConfig(in, oc); r != nil {
 				r.Message = strings.Replace(r.Message, "output_config", fmt.Sprintf("messages[%d].output_config", i), 1)
 				return r
 			}
 		}
-		if r := in.readContent(m.Content, fmt.Sprintf("messages[%d].content", i), allowed); r != nil {
+		if r := in.readContent(m.val("content"), root("messages").at(i).dot("content"), allowed); r != nil {
 			return r
 		}
 	}
@@ -489,22 +554,66 @@ var (
 		"thinking", "redacted_thinking", "server_tool_use", "web_search_tool_result", "web_fetch_tool_result"}
 	resultBlocks = []string{"text", "image", "document", "search_result"}
 	textOnly     = []string{"text"}
+	sourceBlocks = []string{"text", "image"}
 )
+
+// path is where in the request a value is, spelled out only for a
+// refusal; a value, so that reading allocates nothing for it.
+type path struct {
+	segs [8]seg
+	n    int
+}
+
+// seg is a member (or the root) by name, or an element by index.
+type seg struct {
+	name  string
+	index int
+}
+
+func root(name string) path { return path{segs: [8]seg{{name: name}}, n: 1} }
+
+func (p path) at(i int) path {
+	if p.n < len(p.segs) {
+		p.segs[p.n], p.n = seg{index: i}, p.n+1
+	}
+	return p
+}
+
+func (p path) dot(name string) path {
+	if p.n < len(p.segs) {
+		p.segs[p.n], p.n = seg{name: name}, p.n+1
+	}
+	return p
+}
+
+func (p path) String() string {
+	var sb strings.Builder
+	for i, s := range p.segs[:p.n] {
+		switch {
+		case s.name == "":
+			sb.WriteString("[" + strconv.Itoa(s.index) + "]")
+		case i > 0:
+			sb.WriteString("." + s.name)
+		default:
+			sb.WriteString(s.name)
+		}
+	}
+	if p.n == len(p.segs) {
+		sb.WriteString("...")
+	}
+	return sb.String()
+}
 
 // BlockTypes returns the allowlisted content block types of a message.
 func BlockTypes() []string { return slices.Clone(messageBlocks) }
 
-func (in *Inspection) readContent(v jsontext.Value, at string, allowed []string) *Refusal {
-	switch v.Kind() {
+func (in *Inspection) readContent(v span, at path, allowed []string) *Refusal {
+	switch kind(in.body, v) {
 	case '"':
 		return nil
 	case '[':
-		var blocks []jsontext.Value
-		if err := json.Unmarshal(v, &blocks); err != nil {
-			return refuse(ReasonMalformed, "%s: must be a string or an array of blocks", at)
-		}
-		for i, b := range blocks {
-			if r := in.readBlock(b, fmt.Sprintf("%s[%d]", at, i), allowed); r != nil {
+		for i, b := range in.doc.elements(v) {
+			if r := in.readBlock(b, at.at(i), allowed); r != nil {
 				return r
 			}
 		}
@@ -513,26 +622,10 @@ func (in *Inspection) readContent(v jsontext.Value, at string, allowed []string)
 	return refuse(ReasonMalformed, "%s: must be a string or an array of blocks", at)
 }
 
-// block is every member any admitted block type may have; which of them a
-// given type may carry is checked against blockMembers.
-type block struct {
-	Type         string         `json:"type"`
-	Text         jsontext.Value `json:"text"`
-	CacheControl jsontext.Value `json:"cache_control"`
-	Citations    jsontext.Value `json:"citations"`
-	Source       jsontext.Value `json:"source"`
-	Title        jsontext.Value `json:"title"`
-	Context      jsontext.Value `json:"context"`
-	ID           jsontext.Value `json:"id"`
-	Name         jsontext.Value `json:"name"`
-	Input        jsontext.Value `json:"input"`
-	ToolUseID    jsontext.Value `json:"tool_use_id"`
-	Content      jsontext.Value `json:"content"`
-	IsError      jsontext.Value `json:"is_error"`
-	Thinking     jsontext.Value `json:"thinking"`
-	Signature    jsontext.Value `json:"signature"`
-	Data         jsontext.Value `json:"data"`
-}
+// blockFields is every member any admitted block type may have; which of
+// them a given type may carry is checked against blockMembers.
+var blockFields = []string{"type", "text", "cache_control", "citations", "source", "title", "context", "id", "name",
+	"input", "tool_use_id", "content", "is_error", "thinking", "signature", "data"}
 
 // blockMembers lists the members each block type may carry besides type.
 var blockMembers = map[string][]string{
@@ -549,82 +642,67 @@ var blockMembers = map[string][]string{
 	"web_fetch_tool_result":  {"tool_use_id", "content", "cache_control"},
 }
 
-func (b *block) present() []string {
-	var out []string
-	for _, f := range []struct {
-		name string
-		v    jsontext.Value
-	}{
-		{"text", b.Text}, {"cache_control", b.CacheControl}, {"citations", b.Citations}, {"source", b.Source},
-		{"title", b.Title}, {"context", b.Context}, {"id", b.ID}, {"name", b.Name}, {"input", b.Input},
-		{"tool_use_id", b.ToolUseID}, {"content", b.Content}, {"is_error", b.IsError},
-		{"thinking", b.Thinking}, {"signature", b.Signature}, {"data", b.Data},
-	} {
-		if f.v != nil {
-			out = append(out, f.name)
-		}
+func (in *Inspection) readBlock(v span, at path, allowed []string) *Refusal {
+	b, ok := in.object(v, blockFields...)
+	if !ok {
+		return refuse(ReasonField, "%s: a member is not one fluidbox understands for a content block; remove it", at)
 	}
-	return out
-}
-
-func (in *Inspection) readBlock(v jsontext.Value, at string, allowed []string) *Refusal {
-	var b block
-	if err := json.Unmarshal(v, &b, strict); err != nil {
-		return refuse(ReasonField, "%s: a member is not one fluidbox understands for a content block (%s); remove it", at, jsonProblem(err))
+	typ, ok := in.optString(b, "type")
+	if !ok {
+		return refuse(ReasonField, "%s: a content block's type must be a string", at)
 	}
-	if !slices.Contains(allowed, b.Type) {
-		if b.Type == "mcp_tool_use" || b.Type == "mcp_tool_result" {
+	if !slices.Contains(allowed, typ) {
+		if typ == "mcp_tool_use" || typ == "mcp_tool_result" {
 			return refuse(ReasonConnector, "%s: MCP connector blocks are refused; use a fluidbox connection", at)
 		}
-		if b.Type == "container_upload" {
+		if typ == "container_upload" {
 			return refuse(ReasonContainer, "%s: container_upload is refused", at)
 		}
-		return refuse(ReasonBlockType, "%s.type %s is not admitted here; fluidbox admits %s", at, quoteName(b.Type), strings.Join(allowed, ", "))
+		return refuse(ReasonBlockType, "%s.type %s is not admitted here; fluidbox admits %s", at, quoteName(typ), strings.Join(allowed, ", "))
 	}
-	members := blockMembers[b.Type]
-	for _, p := range b.present() {
-		if !slices.Contains(members, p) {
-			return refuse(ReasonField, "%s: a %s block may not carry %s; remove it", at, b.Type, p)
+	members := blockMembers[typ]
+	for _, p := range blockFields[1:] { // in a fixed order, so the same block gets the same answer
+		if _, present := b.get(p); present && !slices.Contains(members, p) {
+			return refuse(ReasonField, "%s: a %s block may not carry %s; remove it", at, typ, p)
 		}
 	}
-	if b.CacheControl != nil {
-		if r := in.readCacheControl(b.CacheControl, at); r != nil {
+	if cc, ok := b.get("cache_control"); ok {
+		if r := in.readCacheControl(cc, at); r != nil {
 			return r
 		}
 	}
-	switch b.Type {
+	switch typ {
 	case "text":
-		if b.Text.Kind() != '"' {
+		if kind(in.body, b.val("text")) != '"' {
 			return refuse(ReasonMalformed, "%s.text: must be a string", at)
 		}
 	case "image":
-		return in.readSource(b.Source, at, "base64", "url")
+		return in.readSource(b.val("source"), at, "base64", "url")
 	case "document":
-		return in.readSource(b.Source, at, "base64", "text", "content", "url")
+		return in.readSource(b.val("source"), at, "base64", "text", "content", "url")
 	case "search_result":
-		return in.readContent(b.Content, at+".content", textOnly)
+		return in.readContent(b.val("content"), at.dot("content"), textOnly)
 	case "tool_result":
-		if b.Content != nil {
-			return in.readContent(b.Content, at+".content", resultBlocks)
+		if c, ok := b.get("content"); ok {
+			return in.readContent(c, at.dot("content"), resultBlocks)
 		}
 	case "server_tool_use":
-		var name string
-		if err := json.Unmarshal(b.Name, &name); err != nil || (name != "web_search" && name != "web_fetch") {
+		name, _ := str(in.body, b.val("name"))
+		if name != "web_search" && name != "web_fetch" {
 			return refuse(ReasonBlockType, "%s: only web_search and web_fetch server_tool_use blocks are admitted", at)
 		}
 	}
 	return nil
 }
 
-func (in *Inspection) readCacheControl(v jsontext.Value, at string) *Refusal {
-	var c struct {
-		Type string `json:"type"`
-		TTL  string `json:"ttl"`
-	}
-	if err := json.Unmarshal(v, &c, strict); err != nil || c.Type != "ephemeral" {
+func (in *Inspection) readCacheControl(v span, at path) *Refusal {
+	c, ok := in.object(v, "type", "ttl")
+	typ, tok := in.optString(c, "type")
+	ttl, lok := in.optString(c, "ttl")
+	if !ok || !tok || !lok || typ != "ephemeral" {
 		return refuse(ReasonField, `%s.cache_control: must be {"type":"ephemeral","ttl"?}`, at)
 	}
-	switch c.TTL {
+	switch ttl {
 	case "", "5m":
 	case "1h":
 		in.Cache1h = true
@@ -634,63 +712,49 @@ func (in *Inspection) readCacheControl(v jsontext.Value, at string) *Refusal {
 	return nil
 }
 
-func (in *Inspection) readSource(v jsontext.Value, at string, kinds ...string) *Refusal {
-	var s struct {
-		Type      string         `json:"type"`
-		MediaType string         `json:"media_type"`
-		Data      jsontext.Value `json:"data"`
-		URL       string         `json:"url"`
-		Content   jsontext.Value `json:"content"`
-		FileID    jsontext.Value `json:"file_id"`
-	}
-	if err := json.Unmarshal(v, &s, strict); err != nil {
+func (in *Inspection) readSource(v span, at path, kinds ...string) *Refusal {
+	s, ok := in.object(v, "type", "media_type", "data", "url", "content", "file_id")
+	typ, tok := in.optString(s, "type")
+	mediaType, mok := in.optString(s, "media_type")
+	url, uok := in.optString(s, "url")
+	if !ok || !tok || !mok || !uok {
 		return refuse(ReasonSource, "%s.source: a member is not one fluidbox understands; remove it", at)
 	}
-	if s.Type == "file" || s.FileID != nil {
+	_, fileID := s.get("file_id")
+	if typ == "file" || fileID {
 		return refuse(ReasonSource, "%s.source: file_id references are refused (they read the operator's Files); send the content inline as base64", at)
 	}
-	if !slices.Contains(kinds, s.Type) {
-		return refuse(ReasonSource, "%s.source.type %s is not admitted; use one of %s", at, quoteName(s.Type), strings.Join(kinds, ", "))
+	if !slices.Contains(kinds, typ) {
+		return refuse(ReasonSource, "%s.source.type %s is not admitted; use one of %s", at, quoteName(typ), strings.Join(kinds, ", "))
 	}
-	switch s.Type {
+	data, hasData := s.get("data")
+	content, hasContent := s.get("content")
+	switch typ {
 	case "url":
-		if s.URL == "" || s.Data != nil || s.Content != nil {
+		if url == "" || hasData || hasContent {
 			return refuse(ReasonSource, "%s.source: a url source carries only url", at)
 		}
-		in.URLSources = append(in.URLSources, s.URL)
+		in.URLSources = append(in.URLSources, url)
 		in.Documents = true
 	case "content":
-		if s.Data != nil || s.URL != "" {
+		if hasData || url != "" {
 			return refuse(ReasonSource, "%s.source: a content source carries only content", at)
 		}
-		return in.readContent(s.Content, at+".source.content", []string{"text", "image"})
+		return in.readContent(content, at.dot("source").dot("content"), sourceBlocks)
 	default: // base64, text
-		if s.Data.Kind() != '"' || s.URL != "" || s.Content != nil {
-			return refuse(ReasonSource, "%s.source: a %s source carries media_type and data (a string)", at, s.Type)
+		if kind(in.body, data) != '"' || url != "" || hasContent {
+			return refuse(ReasonSource, "%s.source: a %s source carries media_type and data (a string)", at, typ)
 		}
-		if s.MediaType == "application/pdf" {
+		if mediaType == "application/pdf" {
 			in.Documents = true
 		}
 	}
 	return nil
 }
 
-// tool is every member an admitted tool type may have.
-type tool struct {
-	Type             string         `json:"type"`
-	Name             jsontext.Value `json:"name"`
-	Description      jsontext.Value `json:"description"`
-	InputSchema      jsontext.Value `json:"input_schema"`
-	CacheControl     jsontext.Value `json:"cache_control"`
-	Strict           jsontext.Value `json:"strict"`
-	MaxUses          jsontext.Value `json:"max_uses"`
-	AllowedDomains   jsontext.Value `json:"allowed_domains"`
-	BlockedDomains   jsontext.Value `json:"blocked_domains"`
-	UserLocation     jsontext.Value `json:"user_location"`
-	Citations        jsontext.Value `json:"citations"`
-	MaxContentTokens jsontext.Value `json:"max_content_tokens"`
-	MaxCharacters    jsontext.Value `json:"max_characters"`
-}
+// toolFields is every member an admitted tool type may have.
+var toolFields = []string{"type", "name", "description", "input_schema", "cache_control", "strict", "max_uses",
+	"allowed_domains", "blocked_domains", "user_location", "citations", "max_content_tokens", "max_characters"}
 
 // toolTypes lists the admitted tool types, the members each may carry
 // besides type, and the server tool it is (none for tools the client runs,
@@ -718,41 +782,29 @@ func ToolTypes() []string {
 	return out
 }
 
-func (t *tool) present() []string {
-	var out []string
-	for _, f := range []struct {
-		name string
-		v    jsontext.Value
-	}{
-		{"name", t.Name}, {"description", t.Description}, {"input_schema", t.InputSchema}, {"cache_control", t.CacheControl},
-		{"strict", t.Strict}, {"max_uses", t.MaxUses}, {"allowed_domains", t.AllowedDomains}, {"blocked_domains", t.BlockedDomains},
-		{"user_location", t.UserLocation}, {"citations", t.Citations}, {"max_content_tokens", t.MaxContentTokens},
-		{"max_characters", t.MaxCharacters},
-	} {
-		if f.v != nil {
-			out = append(out, f.name)
-		}
-	}
-	return out
-}
-
-func readTools(in *Inspection, v jsontext.Value) *Refusal {
-	if err := json.Unmarshal(v, &in.tools); err != nil {
+func readTools(in *Inspection, v span) *Refusal {
+	if kind(in.body, v) != '[' {
 		return refuse(ReasonMalformed, "tools: must be an array of tools")
 	}
-	for i, raw := range in.tools {
-		at := fmt.Sprintf("tools[%d]", i)
-		var peek struct {
-			Type string `json:"type"`
+	for i, tv := range in.doc.elements(v) {
+		at := root("tools").at(i)
+		if kind(in.body, tv) != '{' {
+			return refuse(ReasonMalformed, "tools: must be an array of tools")
 		}
-		if json.Unmarshal(raw, &peek) == nil && peek.Type == "mcp_toolset" {
+		t, known := in.object(tv, toolFields...)
+		if !known {
+			t = in.doc.members(tv)
+		}
+		typ, ok := in.optString(t, "type")
+		if typ == "mcp_toolset" {
 			return refuse(ReasonConnector, "%s: mcp_toolset is refused; attach the MCP server to the run as a fluidbox connection", at)
 		}
-		var t tool
-		if err := json.Unmarshal(raw, &t, strict); err != nil {
-			return refuse(ReasonField, "%s: a member is not one fluidbox understands for a tool (%s); remove it", at, jsonProblem(err))
+		if !known {
+			return refuse(ReasonField, "%s: a member is not one fluidbox understands for a tool; remove it", at)
 		}
-		typ := t.Type
+		if !ok {
+			return refuse(ReasonField, "%s: a tool's type must be a string", at)
+		}
 		if typ == "" {
 			typ = "custom"
 		}
@@ -760,26 +812,26 @@ func readTools(in *Inspection, v jsontext.Value) *Refusal {
 		if !ok {
 			return refuse(ReasonToolType, "%s.type %s is not admitted; fluidbox admits %s", at, quoteName(typ), strings.Join(ToolTypes(), ", "))
 		}
-		for _, p := range t.present() {
-			if !slices.Contains(def.members, p) {
+		for _, p := range toolFields[1:] {
+			if _, present := t.get(p); present && !slices.Contains(def.members, p) {
 				return refuse(ReasonField, "%s: a %s tool may not carry %s; remove it", at, typ, p)
 			}
 		}
-		if t.Name.Kind() != '"' {
+		if kind(in.body, t.val("name")) != '"' {
 			return refuse(ReasonMalformed, "%s.name: must be a string", at)
 		}
-		if typ == "custom" && t.InputSchema.Kind() != '{' {
+		if typ == "custom" && kind(in.body, t.val("input_schema")) != '{' {
 			return refuse(ReasonMalformed, "%s.input_schema: must be an object", at)
 		}
-		if t.CacheControl != nil {
-			if r := in.readCacheControl(t.CacheControl, at); r != nil {
+		if cc, ok := t.get("cache_control"); ok {
+			if r := in.readCacheControl(cc, at); r != nil {
 				return r
 			}
 		}
 		if def.server == "" {
 			continue
 		}
-		if r := in.serverTool(i, def.server, &t); r != nil {
+		if r := in.serverTool(tv, at, def.server, t); r != nil {
 			return r
 		}
 	}
@@ -788,39 +840,43 @@ func readTools(in *Inspection, v jsontext.Value) *Refusal {
 
 // serverTool records a server tool, imposing max_uses (and, for web
 // fetch, max_content_tokens) when the request sets none.
-func (in *Inspection) serverTool(i int, name string, t *tool) *Refusal {
-	at := fmt.Sprintf("tools[%d]", i)
-	st := ServerTool{Tool: name, index: i}
-	var m map[string]jsontext.Value
-	if err := json.Unmarshal(in.tools[i], &m); err != nil {
-		return refuse(ReasonMalformed, "%s: must be an object", at)
+func (in *Inspection) serverTool(v span, at path, name string, t obj) *Refusal {
+	st := ServerTool{Tool: name}
+	var imposed []byte
+	limit := func(member string, def int64) (int64, *Refusal) {
+		mv, ok := t.get(member)
+		if !ok {
+			imposed = strconv.AppendInt(append(imposed, `,"`+member+`":`...), def, 10)
+			return def, nil
+		}
+		n, ok := integer(in.body, mv)
+		if !ok || n < 1 {
+			return 0, refuse(ReasonMalformed, "%s.%s: must be an integer of at least 1", at, member)
+		}
+		return n, nil
 	}
-	if name != capability.ToolCodeExecution {
-		if t.MaxUses == nil {
-			m["max_uses"] = jsontext.Value(strconv.Itoa(DefaultMaxUses))
-			in.changed = true
-		}
-		if err := json.Unmarshal(m["max_uses"], &st.MaxUses); err != nil || st.MaxUses < 1 {
-			return refuse(ReasonMalformed, "%s.max_uses: must be an integer of at least 1", at)
-		}
-	} else {
+	var r *Refusal
+	switch name {
+	case capability.ToolCodeExecution:
 		st.MaxUses = 1
-	}
-	if name == capability.ToolWebFetch {
-		if t.MaxContentTokens == nil {
-			m["max_content_tokens"] = jsontext.Value(strconv.Itoa(DefaultMaxContentTokens))
-			in.changed = true
+	case capability.ToolWebFetch:
+		if st.MaxContentTokens, r = limit("max_content_tokens", DefaultMaxContentTokens); r != nil {
+			return r
 		}
-		if err := json.Unmarshal(m["max_content_tokens"], &st.MaxContentTokens); err != nil || st.MaxContentTokens < 1 {
-			return refuse(ReasonMalformed, "%s.max_content_tokens: must be an integer of at least 1", at)
+		fallthrough
+	default:
+		if st.MaxUses, r = limit("max_uses", DefaultMaxUses); r != nil {
+			return r
 		}
 	}
-	b, err := json.Marshal(m, json.Deterministic(true))
-	if err != nil {
-		return refuse(ReasonMalformed, "%s: could not be read", at)
+	def := in.body[v.s:v.e]
+	if imposed != nil {
+		// The tool's own bytes with the limits added before its closing
+		// brace; the object has members (type, name), so a comma leads.
+		def = append(append(slices.Clip(def[:len(def)-1]), imposed...), '}')
+		in.edits = append(in.edits, edit{v, def})
 	}
-	in.tools[i] = b
-	dec := stdjson.NewDecoder(bytes.NewReader(b))
+	dec := stdjson.NewDecoder(bytes.NewReader(def))
 	dec.UseNumber()
 	if err := dec.Decode(&st.Input); err != nil {
 		return refuse(ReasonMalformed, "%s: could not be read", at)
