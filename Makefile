@@ -36,10 +36,12 @@ invoke:
 	$(GO) run ./shared/internal/invoke -fn $(FN) -event $(EVENT)
 
 ## bench: benchmarks against minidyn and the pure gate (not part of test),
-## then each HTTP function's bootstrap init and gzipped size beside hello-world's
+## then each HTTP function's bootstrap init and gzipped size beside hello-world's,
+## and the model proxy's inspection beside a plain httputil.ReverseProxy
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./shared/ledger/ ./shared/run/ ./shared/gate/ ./bench/cedar/ ./shared/schemaguard/ ./shared/policy/
 	$(GO) test -run '^$$' -bench . -benchtime 20x ./bench/lambdainit/
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./bench/modelproxy/
 	$(GO) test -run '^$$' -bench MultiProcess -benchtime 400x ./cmd/fluidbox/
 
 ## validate: template.yaml against the SAM schema and our IAM rules, offline
