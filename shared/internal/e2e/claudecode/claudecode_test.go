@@ -320,30 +320,30 @@ func TestReadOnlyRunGitDiff(t *testing.T) {
 		then("toolu_push", "Bash", bash("git push origin HEAD:main")),
 		scriptedmodel.SayText("done"),
 	)
-	r := s.newRun(t, allowAll, map[string]any{"trust_tier": "read_only"})
+	r := s.NewRun(t, allowAll, map[string]any{"trust_tier": "read_only"})
 	res := s.claude(t, r, dir, "review the change", cliOpts{})
-	v := s.ledger(t, r)
+	v := s.Ledger(t, r)
 
-	if d := v.decisions["toolu_diff"]; d.Decision != "allow" {
+	if d := v.Decisions["toolu_diff"]; d.Decision != "allow" {
 		t.Errorf("git diff: tool.decision %+v, want allow (read-only by the catalogue)", d)
 	}
-	if tr := s.toolResult(t, "toolu_diff"); tr.IsError || !strings.Contains(tr.Content, "changed by the pull request") {
+	if tr := s.ToolResult(t, "toolu_diff"); tr.IsError || !strings.Contains(tr.Content, "changed by the pull request") {
 		t.Errorf("git diff: tool_result %+v, want the diff", tr)
 	}
 	if _, ok := res.denied()["toolu_push"]; !ok {
 		t.Errorf("git push is not in permission_denials %+v", res.PermissionDenials)
 	}
-	if d := v.decisions["toolu_push"]; d.Decision != "deny" || d.Source != "trust_tier" {
+	if d := v.Decisions["toolu_push"]; d.Decision != "deny" || d.Source != "trust_tier" {
 		t.Errorf("git push: tool.decision %+v, want deny by trust_tier", d)
 	}
-	if tr := s.toolResult(t, "toolu_push"); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied (trust_tier") || !strings.Contains(tr.Content, "read_only") {
+	if tr := s.ToolResult(t, "toolu_push"); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied (trust_tier") || !strings.Contains(tr.Content, "read_only") {
 		t.Errorf("git push: tool_result %+v, want is_error with fluidbox's read_only denial", tr)
 	}
 	refs, err := os.ReadDir(filepath.Join(remote, "refs", "heads"))
 	if err != nil || len(refs) != 0 {
 		t.Errorf("remote refs/heads = %v (%v), want empty: the push ran", refs, err)
 	}
-	s.checkModelTraffic(t, r, v)
+	s.CheckModelTraffic(t, r, v)
 }
 
 // TestDangerouslyDisableSandbox: Bash's dangerouslyDisableSandbox reaches

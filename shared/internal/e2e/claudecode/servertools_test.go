@@ -1,0 +1,127 @@
+//go:build e2e
+
+package claudecode
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/fluidbox/fluidbox/shared/internal/scriptedmodel"
+)
+
+// webSearchBundle gives a run Claude Code's WebSearch tool, which the
+// claude-code bundle leaves out (claude-code-excluded.json): an operator
+// who wants it registers it with a class, as this does.
+var webSearchBundle = map[string]any{"name": "websearch", "tools": []map[string]any{{
+	"name": "WebSearch", "class": "egress", "description": "Claude Code's web search",
+	"input_schema": map[string]any{"type": "object"},
+}}}
+
+// serverToolsPolicy allows the WebSearch tool call, and the web_search
+// server tool its sub-request offers when allowSearch says so (by the
+// max_uses Claude Code sets, matched by JSON pointer).
+func serverToolsPolicy(allowSearch bool) string {
+	rules := `{"id":"search-tool","tool":"WebSearch","verdict":"allow"}`
+	if allowSearch {
+		rules += `,{"id":"server-search","tool":"anthropic__web_search","match":{"input":{"/max_uses":["1","2","3","4","5","6","7","8"]}},"verdict":"allow"}`
+	}
+	return `{"name":"server-tools","default_verdict":"deny","rules":[` + rules + `]}`
+}
+
+// offersWebSearch is Claude Code's WebSearch sub-request: a second model
+// request whose only tool is the web_search server tool.
+func offersWebSearch(r scriptedmodel.Request) bool {
+	t, ok := r.Tool("web_search")
+	return ok && t.Type == "web_search_20250305"
+}
+
+// TestWebSearchThroughTheGate: Claude Code's WebSearch runs as a
+// sub-request offering Anthropic's web_search server tool. Where the
+// policy allows anthropic__web_search, the proxy forwards it (with the
+// max_uses it was judged by) and the ledger names the tool offered; where
+// it does not, the proxy refuses the sub-request before anything reaches
+// the upstream, and the ledger records the refusal with the tool and the
+// stage.
+func TestWebSearchThroughTheGate(t *testing.T) {
+	t.Parallel()
+	for _, allow := range []bool{true, false} {
+		s := newStack(t,
+			call("toolu_search", "WebSearch", map[string]any{"query": "golang release"}),
+			scriptedmodel.SayText("done"),
+		)
+		s.Model.Route(offersWebSearch, scriptedmodel.SayText("Go 1.26 is the latest release."))
+		if err := s.Admin.Do(context.Background(), "POST", "/v1/capabilities", webSearchBundle, nil); err != nil {
+			t.Fatal(err)
+		}
+		r := s.NewRun(t, serverToolsPolicy(allow), map[string]any{"capabilities": []string{"claude-code", "websearch", "anthropic-server-tools"}})
+		res := s.claude(t, r, project(t, nil), "search the web", cliOpts{})
+		v := s.Ledger(t, r)
+		if d := v.Decisions["toolu_search"]; d.Decision != "allow" || d.RuleID != "search-tool" {
+			t.Errorf("allow=%v: WebSearch decision %+v, want allow by search-tool", allow, d)
+		}
+
+		var forwarded []scriptedmodel.Request
+		for _, req := range s.Model.Requests() {
+			if req.Path == "/v1/messages" && offersWebSearch(req) {
+				forwarded = append(forwarded, req)
+			}
+		}
+		refused, offered := modelToolEvents(t, s, r)
+		if !allow {
+			if len(forwarded) != 0 {
+				t.Errorf("the upstream received %d web_search sub-requests the policy denies", len(forwarded))
+			}
+			if len(refused) == 0 || refused[0]["reason"] != "gate" || refused[0]["tool"] != "anthropic__web_search" || refused[0]["stage"] != "policy" {
+				t.Errorf("model.refused = %v, want the web_search sub-request refused by the policy stage", refused)
+			}
+			if tr := s.ToolResult(t, "toolu_search"); !tr.IsError && !strings.Contains(tr.Content, "fluidbox") {
+				t.Logf("WebSearch's tool_result after the refusal: %+v", tr)
+			}
+			continue
+		}
+		if len(forwarded) == 0 {
+			t.Fatalf("no web_search sub-request reached the upstream; result %+v", res)
+		}
+		var tools []map[string]any
+		if err := json.Unmarshal(forwarded[0].ToolsJSON, &tools); err != nil || len(tools) != 1 || tools[0]["max_uses"] == nil {
+			t.Errorf("forwarded tools %s, want web_search with its max_uses", forwarded[0].ToolsJSON)
+		}
+		if len(refused) != 0 {
+			t.Errorf("model.refused = %v on a run whose policy allows the search", refused)
+		}
+		if !offered["anthropic__web_search"] {
+			t.Errorf("no budget.reserved names anthropic__web_search among its server_tools")
+		}
+		s.CheckModelTraffic(t, r, v)
+	}
+}
+
+// modelToolEvents returns the run's model.refused events and the server
+// tools its budget.reserved events name.
+func modelToolEvents(t *testing.T, s *stack, r run) (refused []map[string]any, offered map[string]bool) {
+	t.Helper()
+	offered = map[string]bool{}
+	for _, e := range s.Events(t, r) {
+		var d struct {
+			Tools []string `json:"server_tools"`
+		}
+		switch e.Type {
+		case "model.refused":
+			var m map[string]any
+			if err := json.Unmarshal(e.Data, &m); err != nil {
+				t.Fatal(err)
+			}
+			refused = append(refused, m)
+		case "budget.reserved":
+			if err := json.Unmarshal(e.Data, &d); err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range d.Tools {
+				offered[n] = true
+			}
+		}
+	}
+	return refused, offered
+}
