@@ -384,3 +384,112 @@ func TestModelProxyModelMismatch(t *testing.T) {
 		t.Errorf("settled %v, want the full reservation %v", evs[1], evs[0]["reserved_micros"])
 	}
 }
+
+// TestModelProxyServerToolUsesFromBlocks: when the response's usage does
+// not count the server tools' runs, the server_tool_use blocks of the
+// stream do: two web searches are recorded by name and count, and billed.
+func TestModelProxyServerToolUsesFromBlocks(t *testing.T) {
+	t.Parallel()
+	up := newRecorder(t, func(w http.ResponseWriter, _ []byte) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-haiku-4-5\",\"usage\":{\"input_tokens\":3000,\"output_tokens\":1}}}\n\n")
+		for i := range 2 {
+			fmt.Fprintf(w, "data: {\"type\":\"content_block_start\",\"index\":%d,\"content_block\":{\"type\":\"server_tool_use\",\"id\":\"srvtoolu_%d\",\"name\":\"web_search\",\"input\":{\"query\":\"%s\"}}}\n\n", 2*i, i, promptCanary)
+			fmt.Fprintf(w, "data: {\"type\":\"content_block_start\",\"index\":%d,\"content_block\":{\"type\":\"web_search_tool_result\",\"tool_use_id\":\"srvtoolu_%d\",\"content\":[]}}\n\n", 2*i+1, i)
+		}
+		io.WriteString(w, "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":100}}\n\ndata: {\"type\":\"message_stop\"}\n\n")
+	})
+	p := newProxyStack(t, up.srv.URL)
+	id, tok := p.gateRun(p.policy(serverToolPolicy), runOpts{budget: 50, bundle: "anthropic-server-tools"})
+	st, body := p.post(id, tok, strings.Replace(msgBody(`,"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":3}]`), `"max_tokens":256`, `"max_tokens":256,"stream":true`, 1))
+	if st != 200 {
+		t.Fatalf("stream = %d %s", st, body)
+	}
+	p.waitSettled(id, 1)
+	evs := p.budgetEvents(id)
+	res, rec := evs[0], evs[1]
+	if tools, _ := res["server_tools"].([]any); len(tools) != 1 || tools[0] != "anthropic__web_search" {
+		t.Errorf("budget.reserved = %v, want server_tools [anthropic__web_search]", res)
+	}
+	want := float64(haikuCost(budget.Usage{InputTokens: 3000, OutputTokens: 100}) + 2*10_000)
+	if uses, _ := rec["server_tool_uses"].(map[string]any); len(uses) != 1 || uses["anthropic__web_search"] != 2.0 || rec["web_search_requests"] != 2.0 || rec["cost_micros"] != want {
+		t.Errorf("budget.reconciled = %v, want 2 web searches by name, billed at %v", rec, want)
+	}
+	p.checkNothingKept(tok)
+}
+
+// TestModelProxyConcurrentSmallBudget: forty concurrent requests offering
+// a web search on a $5 run. Each reservation is a true upper bound (the
+// search may bring in a context window of results), so the run admits
+// what it can afford, answers the rest 402 with a model.refused event
+// each, and never spends more than its budget although every answer
+// reports input far beyond the request's bytes.
+func TestModelProxyConcurrentSmallBudget(t *testing.T) {
+	t.Parallel()
+	up := newRecorder(t, answerJSON("claude-haiku-4-5", `{"input_tokens":150000,"output_tokens":256,"server_tool_use":{"web_search_requests":1}}`, `{"type":"text","text":"found"}`))
+	p := newProxyStack(t, up.srv.URL)
+	id, tok := p.gateRun(p.policy(serverToolPolicy), runOpts{budget: 5, bundle: "anthropic-server-tools"})
+	const n = 40
+	statuses := make(chan int, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, _ := p.post(id, tok, msgBody(`,"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":1}]`))
+			statuses <- st
+		}()
+	}
+	wg.Wait()
+	close(statuses)
+	ok, refused := 0, 0
+	for st := range statuses {
+		switch st {
+		case 200:
+			ok++
+		case 402:
+			refused++
+		default:
+			t.Errorf("status %d, want 200 or 402", st)
+		}
+	}
+	if ok == 0 || refused == 0 {
+		t.Fatalf("%d admitted, %d refused; want both on a $5 run", ok, refused)
+	}
+	if got := len(up.received()); got != ok {
+		t.Errorf("the upstream received %d requests, want the %d admitted", got, ok)
+	}
+	p.waitSettled(id, ok)
+	budgetRefusals := 0
+	for _, ev := range p.refusals(id) {
+		if ev["reason"] == "budget" {
+			budgetRefusals++
+		}
+	}
+	if budgetRefusals != refused {
+		t.Errorf("%d budget refusals in the ledger for %d 402 answers", budgetRefusals, refused)
+	}
+	h := p.head(id)
+	if h.BudgetAvailable < 0 || h.BudgetSpent > 5_000_000 || h.BudgetReserved != 0 {
+		t.Errorf("head: available %d spent %d reserved %d; the run overspent its $5", h.BudgetAvailable, h.BudgetSpent, h.BudgetReserved)
+	}
+}
+
+// TestModelProxyTooLarge: a body over the Messages API's 32 MiB is refused
+// before it is read whole, and the refusal is in the ledger like any other.
+func TestModelProxyTooLarge(t *testing.T) {
+	t.Parallel()
+	up := newRecorder(t, answerJSON("claude-haiku-4-5", `{"input_tokens":1,"output_tokens":1}`, `{"type":"text","text":"never"}`))
+	p := newProxyStack(t, up.srv.URL)
+	id, tok := p.gateRun(p.policy(basicPolicy), runOpts{budget: 5})
+	big := msgBody(`,"system":"` + strings.Repeat("x", 32<<20) + `"`)
+	if st, body := p.post(id, tok, big); st != 413 || !strings.Contains(body, "request_too_large") {
+		t.Errorf("a 32 MiB body = %d %.200s, want 413 request_too_large", st, body)
+	}
+	if refs := p.refusals(id); len(refs) != 1 || refs[0]["reason"] != "too_large" || refs[0]["status"] != 413.0 {
+		t.Errorf("model.refused = %v, want one too_large", refs)
+	}
+	if n := len(up.received()); n != 0 {
+		t.Errorf("the upstream received %d requests", n)
+	}
+}

@@ -29,19 +29,21 @@ type Reason string
 
 // Reasons of a refusal.
 const (
-	ReasonMalformed Reason = "malformed"  // not JSON, a duplicate member, a wrong type
-	ReasonField     Reason = "field"      // a member outside the allowlist
-	ReasonToolType  Reason = "tool_type"  // a tool type outside the allowlist
-	ReasonBlockType Reason = "block_type" // a content block type outside the allowlist
-	ReasonSource    Reason = "source"     // a file_id or unknown image/document source
-	ReasonBeta      Reason = "beta"       // an anthropic-beta value outside the allowlist
-	ReasonQuery     Reason = "query"      // a query string other than beta=true
-	ReasonConnector Reason = "connector"  // mcp_servers / mcp_toolset
-	ReasonContainer Reason = "container"  // container
-	ReasonGate      Reason = "gate"       // a server tool or URL source the gate did not allow
-	ReasonUnpriced  Reason = "unpriced"   // something the price table cannot price
-	ReasonBudget    Reason = "budget"     // not even the floor of max_tokens fits
-	ReasonRun       Reason = "run"        // the run has ended or is unknown
+	ReasonMalformed   Reason = "malformed"   // not JSON, a duplicate member, a wrong type
+	ReasonField       Reason = "field"       // a member outside the allowlist
+	ReasonToolType    Reason = "tool_type"   // a tool type outside the allowlist
+	ReasonBlockType   Reason = "block_type"  // a content block type outside the allowlist
+	ReasonSource      Reason = "source"      // a file_id or unknown image/document source
+	ReasonBeta        Reason = "beta"        // an anthropic-beta value outside the allowlist
+	ReasonQuery       Reason = "query"       // a query string other than beta=true
+	ReasonConnector   Reason = "connector"   // mcp_servers / mcp_toolset
+	ReasonContainer   Reason = "container"   // container
+	ReasonGate        Reason = "gate"        // a server tool or URL source the gate did not allow
+	ReasonUnpriced    Reason = "unpriced"    // something the price table cannot price
+	ReasonBudget      Reason = "budget"      // not even the floor of max_tokens fits
+	ReasonRun         Reason = "run"         // the run has ended or is unknown
+	ReasonTooLarge    Reason = "too_large"   // a body over MaxBody
+	ReasonUnavailable Reason = "unavailable" // no upstream, or the store failed: nothing was forwarded
 )
 
 // Refusal is a request the proxy will not forward. Message says what to

@@ -144,17 +144,18 @@ type plan struct {
 func (p *Proxy) ServeMessages(w http.ResponseWriter, r *http.Request, runID string) {
 	ctx := r.Context()
 	start := p.upstreams.now()
+	requestID := ids.New("req_")
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		WriteError(w, http.StatusRequestEntityTooLarge, "request_too_large", "request body is over 32 MiB")
+		p.refuse(ctx, w, runID, requestID, "", &Refusal{Status: http.StatusRequestEntityTooLarge, Type: "request_too_large", Reason: ReasonTooLarge,
+			Message: "fluidbox: the request body is over 32 MiB, the Messages API's own limit; send less"})
 		return
 	case err != nil:
-		WriteError(w, http.StatusBadRequest, "invalid_request_error", "could not read the request body")
+		p.refuse(ctx, w, runID, requestID, "", refuse(ReasonMalformed, "the request body could not be read"))
 		return
 	}
-	requestID := ids.New("req_")
 	in, ref := Inspect(body, r.Header, r.URL.RawQuery)
 	if ref != nil {
 		p.refuse(ctx, w, runID, requestID, "", ref)
@@ -173,7 +174,8 @@ func (p *Proxy) ServeMessages(w http.ResponseWriter, r *http.Request, runID stri
 	up, err := p.upstreams.Open(ctx)
 	if err != nil {
 		p.log.ErrorContext(ctx, "model proxy: upstream", "run", runID, "err", err)
-		WriteError(w, http.StatusServiceUnavailable, "api_error", "fluidbox cannot reach a model upstream right now")
+		p.refuse(ctx, w, runID, requestID, in.Model, &Refusal{Status: http.StatusServiceUnavailable, Type: "api_error", Reason: ReasonUnavailable,
+			Message: "fluidbox cannot reach a model upstream right now"})
 		return
 	}
 
@@ -417,8 +419,7 @@ func (p *Proxy) admissionFailed(ctx context.Context, w http.ResponseWriter, runI
 		ref = &Refusal{Status: http.StatusNotFound, Type: "not_found_error", Reason: ReasonRun, Message: "fluidbox: no such run"}
 	default:
 		p.log.ErrorContext(ctx, "model proxy: admission", "run", runID, "err", err)
-		WriteError(w, http.StatusServiceUnavailable, "api_error", "fluidbox cannot admit model requests right now")
-		return
+		ref = &Refusal{Status: http.StatusServiceUnavailable, Type: "api_error", Reason: ReasonUnavailable, Message: "fluidbox cannot admit model requests right now"}
 	}
 	p.refuse(ctx, w, runID, requestID, in.Model, ref)
 }

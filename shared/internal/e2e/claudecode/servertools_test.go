@@ -5,6 +5,12 @@ package claudecode
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -124,4 +130,49 @@ func modelToolEvents(t *testing.T, s *stack, r run) (refused []map[string]any, o
 		}
 	}
 	return refused, offered
+}
+
+// TestWebFetchThroughTheProxy: Claude Code's WebFetch fetches the page
+// itself (a tool call the gate allowed) and has a model summarize it in a
+// sub-request without server tools, which the proxy admits and forwards
+// like any other; the summary comes back as the tool's result.
+func TestWebFetchThroughTheProxy(t *testing.T) {
+	t.Parallel()
+	// WebFetch upgrades http to https, so the page is served over TLS
+	// with the test server's own certificate, which the CLI is told to
+	// trust (NODE_EXTRA_CA_CERTS).
+	page := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, "<html><body><h1>Release notes</h1><p>"+strings.Repeat("fluidbox-page-canary ", 200)+"</p></body></html>")
+	}))
+	defer page.Close()
+	const policy = `{"name":"fetch","default_verdict":"deny","rules":[{"id":"fetch-local","tool":"WebFetch","verdict":"allow"}]}`
+	s := newStack(t,
+		call("toolu_fetch", "WebFetch", map[string]any{"url": page.URL + "/notes", "prompt": "summarize the release notes"}),
+		scriptedmodel.SayToolResult(),
+	)
+	s.Model.Route(func(r scriptedmodel.Request) bool {
+		return len(r.Tools) == 0 && strings.Contains(r.LastUserText(), "fluidbox-page-canary")
+	}, scriptedmodel.SayText("summary: the release notes"))
+	r := s.NewRun(t, policy, nil)
+	dir := project(t, nil)
+	// Claude Code asks claude.ai whether a domain is safe before it
+	// fetches, outside the model channel; a sandbox that reaches only
+	// fluidbox turns that off, as the README says.
+	if err := os.WriteFile(filepath.Join(dir, ".claude", "settings.local.json"), []byte(`{"skipWebFetchPreflight":true}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ca := filepath.Join(t.TempDir(), "page-ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: page.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res := s.claude(t, r, dir, "read the release notes", cliOpts{env: map[string]string{"NODE_EXTRA_CA_CERTS": ca}})
+	v := s.Ledger(t, r)
+	if d := v.Decisions["toolu_fetch"]; d.Decision != "allow" || d.RuleID != "fetch-local" {
+		t.Errorf("WebFetch decision %+v, want allow by fetch-local", d)
+	}
+	if tr := s.ToolResult(t, "toolu_fetch"); tr.IsError || !strings.Contains(tr.Content, "summary: the release notes") {
+		t.Errorf("WebFetch tool_result %+v, want the summary the sub-request got; result %q", tr, res.Result)
+	}
+	s.CheckModelTraffic(t, r, v)
 }
