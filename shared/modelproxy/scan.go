@@ -51,9 +51,6 @@ func bad(at int) error { return &syntaxError{errSyntax, at} }
 // member names, surrounded by nothing but whitespace, and returns it as a
 // document to walk.
 func validate(b []byte) (*doc, error) {
-	d := docs.Get().(*doc)
-	d.b = b
-	v := validator{doc: d}
 	// UTF-8 is checked once for the whole body (outside strings only ASCII
 	// passes the grammar). A body without control bytes, which is what
 	// clients send (compact JSON escapes them), needs no look at its
@@ -61,7 +58,9 @@ func validate(b []byte) (*doc, error) {
 	if !utf8.Valid(b) {
 		return nil, bad(0)
 	}
-	v.clean = !controls(b)
+	d := docs.Get().(*doc)
+	d.b = b
+	v := validator{doc: d, clean: !controls(b)}
 	i, err := v.value(skipWS(b, 0), 0)
 	if err == nil && skipWS(b, i) != len(b) {
 		err = bad(skipWS(b, i))
