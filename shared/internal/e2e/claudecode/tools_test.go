@@ -3,13 +3,19 @@
 package claudecode
 
 import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/fluidbox/fluidbox/shared/capability"
+	"github.com/fluidbox/fluidbox/shared/internal/e2e/controlplane"
 	"github.com/fluidbox/fluidbox/shared/internal/scriptedmodel"
 	"github.com/fluidbox/fluidbox/shared/schemaguard"
 )
@@ -24,17 +30,59 @@ import (
 var excluded = capability.ClaudeCodeExcluded(capability.RunnerCLI)
 
 // firstTools runs the CLI once, the model answering "ok" without a tool
-// call, and returns the tools array of its first request.
+// call, and returns the tools array of its first request as it reached the
+// model proxy. In the CLI's default mode that request asks for tool search
+// (a beta fluidbox's proxy does not admit): it is refused, recorded, and
+// the CLI asks again with every tool loaded, which the upstream answers;
+// the refused request still shows what the CLI offers.
 func firstTools(t *testing.T, toolSearch string) []scriptedmodel.Tool {
 	t.Helper()
-	s := newStack(t, scriptedmodel.SayText("ok"))
+	var mu sync.Mutex
+	var first []byte
+	record := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/model/v1/messages") {
+				b, err := io.ReadAll(r.Body)
+				if err != nil {
+					http.Error(w, "read", http.StatusBadRequest)
+					return
+				}
+				r.Body = io.NopCloser(bytes.NewReader(b))
+				mu.Lock()
+				if first == nil {
+					first = b
+				}
+				mu.Unlock()
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	s := &stack{controlplane.Start(t, controlplane.Options{AdminToken: adminToken, TablePrefix: "e2eclaude", Wrap: record}, scriptedmodel.SayText("ok"))}
 	r := s.NewRun(t, governed, nil)
 	s.claude(t, r, project(t, nil), "say ok", cliOpts{env: map[string]string{"ENABLE_TOOL_SEARCH": toolSearch}})
-	reqs := s.Model.Requests()
-	if len(reqs) == 0 || len(reqs[0].Tools) == 0 {
-		t.Fatal("the CLI's first request carried no tools")
+	for _, e := range s.Events(t, r) {
+		if e.Type == "model.refused" {
+			t.Logf("ENABLE_TOOL_SEARCH=%s: the proxy refused a request: %s", toolSearch, e.Data)
+		}
 	}
-	return reqs[0].Tools
+	mu.Lock()
+	defer mu.Unlock()
+	var body struct {
+		Tools []struct {
+			Type        string          `json:"type"`
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			InputSchema json.RawMessage `json:"input_schema"`
+		} `json:"tools"`
+	}
+	if err := json.Unmarshal(first, &body); err != nil || len(body.Tools) == 0 {
+		t.Fatalf("the CLI's first request carried no tools (%v)", err)
+	}
+	out := make([]scriptedmodel.Tool, 0, len(body.Tools))
+	for _, tl := range body.Tools {
+		out = append(out, scriptedmodel.Tool{Type: tl.Type, Name: tl.Name, Description: tl.Description, InputSchema: tl.InputSchema})
+	}
+	return out
 }
 
 // TestBundleCoversTheCLI captures the tools array of the pinned CLI's
