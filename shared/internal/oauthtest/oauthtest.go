@@ -1,0 +1,251 @@
+// Package oauthtest runs, on 127.0.0.1 and in process, a real OAuth 2 /
+// OpenID authorization server (zitadel/oidc's op package over its example
+// in-memory storage, with refresh token rotation) and an MCP server from the
+// MCP Go SDK that requires its tokens (auth.RequireBearerToken, protected
+// resource metadata at its well-known URL). Tests drive the whole MCP
+// authorization flow against them; nothing here fakes the protocol.
+package oauthtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"github.com/zitadel/oidc/v3/example/server/exampleop"
+	"github.com/zitadel/oidc/v3/example/server/storage"
+	"github.com/zitadel/oidc/v3/pkg/oidc"
+)
+
+// The example storage's users (storage.NewUserStore).
+const (
+	Password = "verysecure"
+	// User2 is the second user's login name; the first's is User1(issuer).
+	User2 = "test-user2"
+)
+
+// Provider is the authorization server.
+type Provider struct {
+	Issuer    string
+	ClientID  string
+	Secret    string
+	srv       *httptest.Server
+	store     *storage.Storage
+	refreshes atomic.Int64
+	codes     atomic.Int64
+}
+
+// User1 is the first example user's login name.
+func (p *Provider) User1() string {
+	u, _ := url.Parse(p.Issuer)
+	return "test-user@" + u.Hostname()
+}
+
+// Refreshes counts refresh_token grants the token endpoint answered.
+func (p *Provider) Refreshes() int64 { return p.refreshes.Load() }
+
+// Codes counts authorization_code grants.
+func (p *Provider) Codes() int64 { return p.codes.Load() }
+
+// NewProvider starts the authorization server with one confidential web
+// client (ClientID, Secret) allowed to redirect to redirectURI.
+func NewProvider(t testing.TB, redirectURI string) *Provider {
+	t.Helper()
+	p := &Provider{ClientID: "fluidbox-web", Secret: "client-secret-CANARY-7f3a"}
+	var handler http.Handler
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && r.URL.Path == "/oauth/token" {
+			_ = r.ParseForm()
+			switch r.PostForm.Get("grant_type") {
+			case "refresh_token":
+				p.refreshes.Add(1)
+			case "authorization_code":
+				p.codes.Add(1)
+			}
+		}
+		handler.ServeHTTP(w, r)
+	}))
+	t.Cleanup(p.srv.Close)
+	p.Issuer = p.srv.URL
+	client := storage.WebClient(p.ClientID, p.Secret, redirectURI)
+	p.store = storage.NewStorageWithClients(storage.NewUserStore(p.Issuer), map[string]*storage.Client{p.ClientID: client})
+	handler = exampleop.SetupServer(p.Issuer, p.store, nil, false)
+	return p
+}
+
+// RevokeAll ends every session of the client: its access and refresh
+// tokens stop working (a member revoking the grant at the provider).
+func (p *Provider) RevokeAll(ctx context.Context) error {
+	for _, uid := range []string{"id1", "id2"} {
+		if err := p.store.TerminateSession(ctx, uid, p.ClientID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Login follows an authorization URL as a browser would: the provider's
+// login form is submitted for user, and the redirect to the client is
+// returned unfollowed (the caller delivers it to the callback).
+func (p *Provider) Login(ctx context.Context, authURL, user string) (*url.URL, error) {
+	jar, _ := cookiejar.New(nil)
+	hc := &http.Client{Jar: jar, Timeout: 10 * time.Second, CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+		if !strings.HasPrefix(req.URL.String(), p.Issuer) {
+			return http.ErrUseLastResponse
+		}
+		return nil
+	}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, authURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		return nil, fmt.Errorf("oauthtest: authorize: HTTP %d", resp.StatusCode)
+	}
+	id := resp.Request.URL.Query().Get("authRequestID")
+	if id == "" {
+		return nil, errors.New("oauthtest: the provider did not show its login page")
+	}
+	form := url.Values{"id": {id}, "username": {user}, "password": {Password}}
+	req, err = http.NewRequestWithContext(ctx, http.MethodPost, p.Issuer+"/login/username", strings.NewReader(form.Encode()))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err = hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusFound && resp.StatusCode != http.StatusSeeOther {
+		return nil, fmt.Errorf("oauthtest: login: HTTP %d", resp.StatusCode)
+	}
+	return resp.Request.URL.Parse(resp.Header.Get("Location"))
+}
+
+// Server is the MCP server behind RequireBearerToken.
+type Server struct {
+	URL string // the MCP endpoint
+	srv *httptest.Server
+	p   *Provider
+	// Resource overrides the resource its metadata names ("" is URL).
+	resource atomic.Pointer[string]
+	mu       sync.Mutex
+	seen     map[string]time.Time // token -> first seen
+	cutoff   time.Time            // tokens first seen before it are expired
+	rejects  atomic.Int64
+}
+
+// NewServer starts the MCP server: one tool, whoami, answering with the
+// subject of the token that called it, and protected resource metadata at
+// /.well-known/oauth-protected-resource/mcp naming the provider.
+func NewServer(t testing.TB, p *Provider) *Server {
+	t.Helper()
+	s := &Server{p: p, seen: map[string]time.Time{}}
+	ms := mcp.NewServer(&mcp.Implementation{Name: "oauth-upstream", Version: "1"}, nil)
+	type none struct{}
+	type who struct {
+		Subject string `json:"subject"`
+	}
+	mcp.AddTool(ms, &mcp.Tool{Name: "whoami", Description: "says whose token called it"},
+		func(ctx context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, who, error) {
+			ti := req.Extra.TokenInfo
+			if ti == nil {
+				return nil, who{}, errors.New("no token")
+			}
+			return nil, who{Subject: ti.UserID}, nil
+		})
+	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, nil)
+	mux := http.NewServeMux()
+	s.srv = httptest.NewServer(mux)
+	t.Cleanup(s.srv.Close)
+	s.URL = s.srv.URL + "/mcp"
+	prmURL := s.srv.URL + "/.well-known/oauth-protected-resource/mcp"
+	mux.Handle("/.well-known/oauth-protected-resource/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		res := s.URL
+		if p := s.resource.Load(); p != nil {
+			res = *p
+		}
+		auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
+			Resource: res, AuthorizationServers: []string{p.Issuer}, ScopesSupported: []string{oidc.ScopeOpenID},
+		}).ServeHTTP(w, r)
+	}))
+	mux.Handle("/mcp", auth.RequireBearerToken(s.verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: prmURL})(mcpHandler))
+	return s
+}
+
+// SetResource makes the metadata name another resource than the server.
+func (s *Server) SetResource(r string) { s.resource.Store(&r) }
+
+// ExpireTokens makes every token seen so far expired (as if its lifetime
+// had run out), so the next call with one gets a 401.
+func (s *Server) ExpireTokens() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cutoff = time.Now()
+}
+
+// Rejects counts requests refused with 401.
+func (s *Server) Rejects() int64 { return s.rejects.Load() }
+
+// verify checks a token at the provider's userinfo endpoint (the provider
+// knows whether it is live) and applies ExpireTokens.
+func (s *Server) verify(ctx context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+	s.mu.Lock()
+	first, ok := s.seen[token]
+	if !ok {
+		first = time.Now()
+		s.seen[token] = first
+	}
+	expired := !first.After(s.cutoff) && !s.cutoff.IsZero()
+	s.mu.Unlock()
+	if expired {
+		s.rejects.Add(1)
+		return nil, auth.ErrInvalidToken
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.p.Issuer+"/userinfo", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		s.rejects.Add(1)
+		return nil, auth.ErrInvalidToken
+	}
+	var info oidc.UserInfo
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&info); err != nil {
+		return nil, err
+	}
+	return &auth.TokenInfo{UserID: info.Subject, Expiration: time.Now().Add(time.Hour)}, nil
+}
+
+// Verify exposes the server's token check (for asserting a token is dead).
+func (s *Server) Verify(ctx context.Context, token string) error {
+	_, err := s.verify(ctx, token, nil)
+	return err
+}

@@ -1,0 +1,458 @@
+// Package oauth is fluidbox's side of the MCP authorization flow (MCP
+// 2025-11-25 "Authorization"), as a client acting for a member: discovery of
+// the upstream's protected resource metadata (RFC 9728) and of its
+// authorization server (RFC 8414 or OpenID discovery), client registration,
+// the authorization code grant with PKCE S256 and the resource indicator
+// (RFC 8707), the issuer check of the response (RFC 9207), and the refresh
+// grant. The protocol itself is the MCP Go SDK's (auth, oauthex) and
+// golang.org/x/oauth2's; this package chooses, orders and checks.
+//
+// Unlike the SDK's AuthorizationCodeHandler, which runs the whole flow in
+// one process while a browser is open, fluidbox splits it: Begin produces
+// the authorization URL in one request, Exchange redeems the code in
+// another (possibly another Lambda instance), with the state, the PKCE
+// verifier and the discovered endpoints carried in between by the caller.
+//
+// Guarantees:
+//   - No error built here carries a token, a code, a verifier, a client
+//     secret or any text the provider chose: errors are fixed words, the
+//     provider's OAuth error code (when it is a plain token) and an HTTP
+//     status. The SDK's and oauth2's own error texts can quote response
+//     bodies, so they are never wrapped into the returned error's text.
+//   - Discovery fails closed: no protected resource metadata whose resource
+//     matches the server, no authorization server metadata with PKCE S256,
+//     or an insecure endpoint, and there is no flow.
+//   - Every token request (the code exchange and each refresh) carries the
+//     resource the tokens are for.
+package oauth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"golang.org/x/oauth2"
+)
+
+// Sentinel errors.
+var (
+	// ErrDiscovery: the upstream's authorization metadata could not be found
+	// or failed its checks.
+	ErrDiscovery = errors.New("oauth: discovery failed")
+	// ErrRegistration: no client could be registered with the
+	// authorization server (no pre-registered client and no registration
+	// endpoint, or registration refused).
+	ErrRegistration = errors.New("oauth: client registration failed")
+	// ErrIssuer: the authorization response's iss does not match (RFC 9207).
+	ErrIssuer = errors.New("oauth: authorization response issuer mismatch")
+	// ErrGrant: the authorization server refused the grant for good
+	// (invalid_grant and its kin: the code or refresh token is spent,
+	// expired or revoked). Only a new authorization helps.
+	ErrGrant = errors.New("oauth: grant refused")
+	// ErrToken: a token request failed otherwise (unreachable, 5xx, an
+	// unusable answer); retrying later may help.
+	ErrToken = errors.New("oauth: token request failed")
+)
+
+// Error is a failed exchange with the provider. Its text holds only
+// fixed words, the OAuth error code and the HTTP status.
+type Error struct {
+	Op     string // "discover", "register", "exchange", "refresh"
+	Msg    string // fixed words written by this package
+	Code   string // the OAuth error code, when it is a plain token
+	Status int
+	Err    error // a sentinel above
+}
+
+func (e *Error) Error() string {
+	s := "oauth: " + e.Op + ": " + e.Msg
+	if e.Code != "" {
+		s += " (" + e.Code + ")"
+	}
+	if e.Status != 0 {
+		s += fmt.Sprintf(" (HTTP %d)", e.Status)
+	}
+	return s
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Discovery is what the upstream and its authorization server say about
+// how to authorize: everything later steps need, none of it secret.
+type Discovery struct {
+	// Resource is the canonical URI of the MCP server the tokens are for
+	// (the RFC 8707 resource), as its protected resource metadata names it.
+	Resource string `json:"resource"`
+	Issuer   string `json:"issuer"`
+	AuthURL  string `json:"authorization_endpoint"`
+	TokenURL string `json:"token_endpoint"`
+	// RegistrationURL is the RFC 7591 endpoint, "" when none.
+	RegistrationURL string `json:"registration_endpoint,omitempty"`
+	// IssParameter: the server advertises RFC 9207's iss parameter.
+	IssParameter bool `json:"iss_parameter,omitempty"`
+	// AuthMethods are the token endpoint's client authentication methods.
+	AuthMethods []string `json:"auth_methods,omitempty"`
+	// Scopes are the scopes to ask for: the challenge's, else the
+	// resource's scopes_supported (plus offline_access when the server
+	// offers it, for a refresh token).
+	Scopes []string `json:"scopes,omitempty"`
+}
+
+// maxProbeBody bounds what is read of the unauthenticated probe's answer.
+const maxProbeBody = 64 << 10
+
+// Discover finds how to authorize against the MCP server at serverURL: it
+// sends an unauthenticated initialize, reads the WWW-Authenticate challenge
+// of the 401 (resource_metadata, scope), fetches the protected resource
+// metadata from the challenge's URL or the well-known URLs in the order the
+// MCP specification gives, and then the authorization server's metadata.
+// scopes, when given, replace the discovered ones.
+func Discover(ctx context.Context, hc *http.Client, serverURL string, scopes []string) (Discovery, error) {
+	fail := func(msg string) (Discovery, error) {
+		return Discovery{}, &Error{Op: "discover", Msg: msg, Err: ErrDiscovery}
+	}
+	challenges, status, err := probe(ctx, hc, serverURL)
+	if err != nil {
+		return fail("the MCP server could not be reached")
+	}
+	if status != http.StatusUnauthorized && status != http.StatusForbidden {
+		// A server that answers without a token does not take OAuth; and
+		// anything but the challenge leaves nothing to discover from.
+		return Discovery{}, &Error{Op: "discover", Msg: "the MCP server did not ask for authorization", Status: status, Err: ErrDiscovery}
+	}
+	var prm *oauthex.ProtectedResourceMetadata
+	for _, u := range metadataURLs(challengeParam(challenges, "resource_metadata"), serverURL) {
+		m, err := oauthex.GetProtectedResourceMetadata(ctx, u.url, u.resource, hc)
+		if err != nil || m == nil {
+			continue
+		}
+		prm = m
+		break
+	}
+	if prm == nil {
+		// The 2025-03-26 fallback (the server's origin is the authorization
+		// server, with guessed endpoints) is not taken: without metadata
+		// whose resource names this server, nothing binds the tokens to it.
+		return fail("no protected resource metadata for this MCP server (RFC 9728)")
+	}
+	if len(prm.AuthorizationServers) == 0 {
+		return fail("the protected resource metadata names no authorization server")
+	}
+	asm, err := auth.GetAuthServerMetadata(ctx, prm.AuthorizationServers[0], hc)
+	if err != nil || asm == nil {
+		return fail("no usable authorization server metadata (RFC 8414 or OpenID discovery)")
+	}
+	if !slices.Contains(asm.CodeChallengeMethodsSupported, "S256") {
+		return fail("the authorization server does not support PKCE S256")
+	}
+	for _, e := range []string{asm.AuthorizationEndpoint, asm.TokenEndpoint} {
+		if !secureURL(e) {
+			return fail("an authorization server endpoint is not HTTPS (or loopback)")
+		}
+	}
+	if asm.RegistrationEndpoint != "" && !secureURL(asm.RegistrationEndpoint) {
+		asm.RegistrationEndpoint = ""
+	}
+	d := Discovery{
+		Resource: prm.Resource, Issuer: asm.Issuer,
+		AuthURL: asm.AuthorizationEndpoint, TokenURL: asm.TokenEndpoint, RegistrationURL: asm.RegistrationEndpoint,
+		IssParameter: asm.AuthorizationResponseIssParameterSupported, AuthMethods: asm.TokenEndpointAuthMethodsSupported,
+	}
+	switch {
+	case len(scopes) > 0:
+		d.Scopes = slices.Clone(scopes)
+	case challengeParam(challenges, "scope") != "":
+		d.Scopes = strings.Fields(challengeParam(challenges, "scope"))
+	default:
+		d.Scopes = slices.Clone(prm.ScopesSupported)
+	}
+	if slices.Contains(asm.ScopesSupported, "offline_access") && !slices.Contains(d.Scopes, "offline_access") {
+		// fluidbox keeps the refresh token sealed and refreshes where the
+		// secret lives (SEP-2207).
+		d.Scopes = append(d.Scopes, "offline_access")
+	}
+	return d, nil
+}
+
+// probe sends an unauthenticated MCP initialize to serverURL and returns
+// the challenges of its answer and its status.
+func probe(ctx context.Context, hc *http.Client, serverURL string) ([]oauthex.Challenge, int, error) {
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"fluidbox-broker","version":"1"}}}`
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, serverURL, strings.NewReader(body))
+	if err != nil {
+		return nil, 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := noRedirects(hc).Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = readLimited(resp.Body, maxProbeBody)
+	cs, err := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
+	if err != nil {
+		cs = nil // an unparsable challenge: the well-known URLs remain
+	}
+	return cs, resp.StatusCode, nil
+}
+
+// challengeParam is a Bearer challenge's parameter, or "".
+func challengeParam(cs []oauthex.Challenge, name string) string {
+	for _, c := range cs {
+		if c.Scheme == "bearer" && c.Params[name] != "" {
+			return c.Params[name]
+		}
+	}
+	return ""
+}
+
+type metadataURL struct{ url, resource string }
+
+// metadataURLs are the places to look for the protected resource metadata,
+// in the MCP specification's order: the challenge's resource_metadata, the
+// well-known URL with the endpoint's path inserted, the well-known URL at
+// the root (whose resource is then the origin).
+func metadataURLs(fromChallenge, serverURL string) []metadataURL {
+	var out []metadataURL
+	if fromChallenge != "" {
+		out = append(out, metadataURL{fromChallenge, serverURL})
+	}
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		return out
+	}
+	m := *u
+	m.RawQuery, m.Fragment = "", ""
+	if p := strings.TrimLeft(u.Path, "/"); p != "" {
+		m.Path = "/.well-known/oauth-protected-resource/" + p
+		out = append(out, metadataURL{m.String(), serverURL})
+	}
+	m.Path = "/.well-known/oauth-protected-resource"
+	origin := url.URL{Scheme: u.Scheme, Host: u.Host}
+	out = append(out, metadataURL{m.String(), origin.String()})
+	return out
+}
+
+// secureURL: https, or http to a loopback host (tests and local
+// development; the SDK applies the same rule to the metadata URLs).
+func secureURL(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.User != nil {
+		return false
+	}
+	if u.Scheme == "https" {
+		return true
+	}
+	if u.Scheme != "http" {
+		return false
+	}
+	h := u.Hostname()
+	return h == "localhost" || h == "127.0.0.1" || h == "::1"
+}
+
+// Client is a registered OAuth client.
+type Client struct {
+	ID     string
+	Secret string // "" for a public client
+	// AuthMethod is the token endpoint authentication method
+	// ("client_secret_basic", "client_secret_post", "none").
+	AuthMethod string
+	// Registered: the client was registered dynamically here (RFC 7591).
+	Registered bool
+}
+
+// redacted keeps a Client's secret out of fmt and logs.
+func (c Client) String() string { return "oauth.Client{" + c.ID + ", redacted}" }
+
+// Register returns the client to authorize with, in the order the MCP
+// specification gives: the pre-registered client when there is one;
+// otherwise dynamic registration (RFC 7591) at the server's registration
+// endpoint, for redirectURI. Client ID metadata documents need a document
+// served at an HTTPS URL of fluidbox's own; they are not offered, so a
+// server that only takes those fails here with ErrRegistration.
+func Register(ctx context.Context, hc *http.Client, d Discovery, redirectURI string, pre *Client) (Client, error) {
+	if pre != nil && pre.ID != "" {
+		c := *pre
+		if c.AuthMethod == "" {
+			c.AuthMethod = chooseAuthMethod(d.AuthMethods, c.Secret != "")
+		}
+		return c, nil
+	}
+	if d.RegistrationURL == "" {
+		return Client{}, &Error{Op: "register", Msg: "no client_id given and the authorization server offers no dynamic client registration", Err: ErrRegistration}
+	}
+	meta := &oauthex.ClientRegistrationMetadata{
+		RedirectURIs:  []string{redirectURI},
+		GrantTypes:    []string{"authorization_code", "refresh_token"},
+		ResponseTypes: []string{"code"},
+		ClientName:    "fluidbox",
+		Scope:         strings.Join(d.Scopes, " "),
+		// A confidential web client: the control plane keeps the secret
+		// sealed, and the redirect URI is the API's.
+		TokenEndpointAuthMethod: chooseAuthMethod(d.AuthMethods, true),
+		ApplicationType:         "web",
+	}
+	resp, err := oauthex.RegisterClient(ctx, d.RegistrationURL, meta, noRedirects(hc))
+	if err != nil {
+		e := &Error{Op: "register", Msg: "the authorization server refused the registration", Err: ErrRegistration}
+		var re *oauthex.ClientRegistrationError
+		if errors.As(err, &re) && plainCode(re.ErrorCode) {
+			e.Code = re.ErrorCode
+		}
+		return Client{}, e
+	}
+	method := resp.TokenEndpointAuthMethod
+	if method == "" {
+		method = "client_secret_basic" // RFC 7591's default
+	}
+	return Client{ID: resp.ClientID, Secret: resp.ClientSecret, AuthMethod: method, Registered: true}, nil
+}
+
+// chooseAuthMethod picks the token endpoint authentication: the OAuth 2.1
+// preference (post, then basic) among what the server lists; "none" for a
+// public client.
+func chooseAuthMethod(supported []string, confidential bool) string {
+	if !confidential {
+		return "none"
+	}
+	for _, m := range []string{"client_secret_post", "client_secret_basic"} {
+		if slices.Contains(supported, m) {
+			return m
+		}
+	}
+	return "client_secret_basic"
+}
+
+func authStyle(method string) oauth2.AuthStyle {
+	switch method {
+	case "client_secret_post", "none":
+		return oauth2.AuthStyleInParams
+	default:
+		return oauth2.AuthStyleInHeader
+	}
+}
+
+func config(d Discovery, c Client, redirectURI string) *oauth2.Config {
+	return &oauth2.Config{
+		ClientID: c.ID, ClientSecret: c.Secret, RedirectURL: redirectURI, Scopes: d.Scopes,
+		Endpoint: oauth2.Endpoint{AuthURL: d.AuthURL, TokenURL: d.TokenURL, AuthStyle: authStyle(c.AuthMethod)},
+	}
+}
+
+// NewState returns a fresh state and PKCE verifier.
+func NewState() (state, verifier string) {
+	return oauth2.GenerateVerifier(), oauth2.GenerateVerifier()
+}
+
+// AuthURL is the URL the member opens: the authorization code request with
+// PKCE S256 over verifier and the resource.
+func AuthURL(d Discovery, c Client, redirectURI, state, verifier string) string {
+	return config(d, c, redirectURI).AuthCodeURL(state,
+		oauth2.S256ChallengeOption(verifier),
+		oauth2.SetAuthURLParam("resource", d.Resource),
+	)
+}
+
+// CheckIssuer checks an authorization response's iss (RFC 9207): required
+// and equal when the server advertises it; when it does not, absent is
+// accepted and present must still be equal (RFC 9207 section 2.4).
+func CheckIssuer(d Discovery, iss string) error {
+	if iss == "" && !d.IssParameter {
+		return nil
+	}
+	if iss != d.Issuer {
+		return &Error{Op: "callback", Msg: "the response's iss is not the authorization server's issuer", Err: ErrIssuer}
+	}
+	return nil
+}
+
+// Exchange redeems an authorization code for tokens.
+func Exchange(ctx context.Context, hc *http.Client, d Discovery, c Client, redirectURI, code, verifier string) (*oauth2.Token, error) {
+	ctx = context.WithValue(ctx, oauth2.HTTPClient, noRedirects(hc))
+	tok, err := config(d, c, redirectURI).Exchange(ctx, code,
+		oauth2.VerifierOption(verifier),
+		oauth2.SetAuthURLParam("resource", d.Resource),
+	)
+	if err != nil {
+		return nil, tokenError("exchange", err)
+	}
+	return checked("exchange", tok)
+}
+
+// Refresh redeems a refresh token. The request carries the resource (RFC
+// 8707 asks for it on every token request; oauth2's refresh has no
+// parameter for it, so the transport adds it to the form).
+func Refresh(ctx context.Context, hc *http.Client, d Discovery, c Client, refreshToken string) (*oauth2.Token, error) {
+	if refreshToken == "" {
+		return nil, &Error{Op: "refresh", Msg: "there is no refresh token", Err: ErrGrant}
+	}
+	rc := noRedirects(hc)
+	rc.Transport = &resourceTransport{base: transportOf(hc), tokenURL: d.TokenURL, resource: d.Resource}
+	ctx = context.WithValue(ctx, oauth2.HTTPClient, rc)
+	// An expired token makes the source refresh at once.
+	tok, err := config(d, c, "").TokenSource(ctx, &oauth2.Token{RefreshToken: refreshToken}).Token()
+	if err != nil {
+		return nil, tokenError("refresh", err)
+	}
+	if tok.RefreshToken == "" {
+		// RFC 6749 6: no new refresh token means the old one stays valid.
+		tok.RefreshToken = refreshToken
+	}
+	return checked("refresh", tok)
+}
+
+// checked refuses a token answer fluidbox cannot present.
+func checked(op string, tok *oauth2.Token) (*oauth2.Token, error) {
+	if tok.AccessToken == "" {
+		return nil, &Error{Op: op, Msg: "the token response has no access token", Err: ErrToken}
+	}
+	if t := tok.Type(); !strings.EqualFold(t, "bearer") {
+		return nil, &Error{Op: op, Msg: "the token is not a bearer token", Err: ErrToken}
+	}
+	return tok, nil
+}
+
+// grantCodes are the token endpoint's answers that no retry can change.
+var grantCodes = map[string]bool{"invalid_grant": true, "unauthorized_client": true, "invalid_client": true}
+
+func tokenError(op string, err error) error {
+	var re *oauth2.RetrieveError
+	if errors.As(err, &re) {
+		e := &Error{Op: op, Msg: "the token endpoint refused the request", Err: ErrToken}
+		if re.Response != nil {
+			e.Status = re.Response.StatusCode
+		}
+		if plainCode(re.ErrorCode) {
+			e.Code = re.ErrorCode
+		}
+		if grantCodes[re.ErrorCode] {
+			e.Err = ErrGrant
+		}
+		return e
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return &Error{Op: op, Msg: "the token request was cut short", Err: ErrToken}
+	}
+	return &Error{Op: op, Msg: "the token endpoint could not be reached or answered unusably", Err: ErrToken}
+}
+
+// plainCode: an OAuth error code as RFC 6749 allows it (printable ASCII
+// without quote or backslash), bounded; only such codes are kept.
+func plainCode(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
+}

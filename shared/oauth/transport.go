@@ -1,0 +1,90 @@
+package oauth
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultTimeout bounds each request to the provider when the caller's
+// client has no timeout of its own.
+const DefaultTimeout = 10 * time.Second
+
+// NewClient is the HTTP client for talking to providers: it never follows
+// a redirect (a token request redirected elsewhere would carry the code,
+// the verifier or the client secret with it) and times out. base is the
+// transport (nil is a clone of http.DefaultTransport); the deployment's
+// dial guard goes there.
+func NewClient(base http.RoundTripper) *http.Client {
+	if base == nil {
+		base = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	return &http.Client{Transport: base, Timeout: DefaultTimeout, CheckRedirect: refuseRedirect}
+}
+
+func refuseRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// noRedirects is hc (or a new client) with redirects refused.
+func noRedirects(hc *http.Client) *http.Client {
+	if hc == nil {
+		return NewClient(nil)
+	}
+	c := *hc
+	c.CheckRedirect = refuseRedirect
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	return &c
+}
+
+func transportOf(hc *http.Client) http.RoundTripper {
+	if hc == nil || hc.Transport == nil {
+		return http.DefaultTransport
+	}
+	return hc.Transport
+}
+
+func readLimited(r io.Reader, n int64) ([]byte, error) {
+	return io.ReadAll(io.LimitReader(r, n))
+}
+
+// maxTokenForm bounds the token request body the transport rewrites.
+const maxTokenForm = 64 << 10
+
+// resourceTransport adds resource=<resource> to form posts to the token
+// endpoint that lack it: oauth2's refresh takes no extra parameters.
+type resourceTransport struct {
+	base     http.RoundTripper
+	tokenURL string
+	resource string
+}
+
+func (t *resourceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodPost || req.URL.String() != t.tokenURL || req.Body == nil ||
+		!strings.HasPrefix(req.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+		return t.base.RoundTrip(req)
+	}
+	b, err := readLimited(req.Body, maxTokenForm)
+	_ = req.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	form, err := url.ParseQuery(string(b))
+	if err != nil {
+		return nil, err
+	}
+	if form.Get("resource") == "" && t.resource != "" {
+		form.Set("resource", t.resource)
+	}
+	enc := form.Encode()
+	r := req.Clone(req.Context())
+	r.Body = io.NopCloser(bytes.NewReader([]byte(enc)))
+	r.ContentLength = int64(len(enc))
+	r.Header.Set("Content-Length", strconv.Itoa(len(enc)))
+	r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader([]byte(enc))), nil }
+	return t.base.RoundTrip(r)
+}
