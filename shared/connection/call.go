@@ -174,12 +174,21 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 			return CallAnswer{}, err
 		}
 		if pre.Outcome != gate.OutcomeDeny {
-			if err := b.look(ctx, up, bt, conn, false); err != nil {
+			switch err := b.look(ctx, up, bt, conn, false); {
+			case errors.Is(err, errAuthorizationLost):
+				// The grant is gone (or moved on): the connection as it is
+				// now makes the gate deny with source binding.
+				if live, _, err = permission.LiveConnection(ctx, b.svc.st, bt.ConnectionID); err != nil {
+					return CallAnswer{}, err
+				}
+				lives[bt.ConnectionID] = live
+			case err != nil:
 				return CallAnswer{}, err
+			default:
+				l := live
+				l.ToolSetDigest = up.digest
+				lives[bt.ConnectionID] = l
 			}
-			l := live
-			l.ToolSetDigest = up.digest
-			lives[bt.ConnectionID] = l
 		}
 		if ans, err = b.perm.DecideBrokered(ctx, runID, req, 0, lives); err != nil {
 			return CallAnswer{}, err
@@ -210,7 +219,9 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 	if d, denied := call.Reverify(bt.Frozen, req.ToolName, map[string]gate.Live{bt.ConnectionID: live}); denied {
 		return b.refuse(ctx, runID, req, d.Source, d.Reason)
 	}
-	if err := b.look(ctx, up, bt, conn, waited); err != nil {
+	if err := b.look(ctx, up, bt, conn, waited); errors.Is(err, errAuthorizationLost) {
+		return b.refuse(ctx, runID, req, gate.SourceBinding, reauthorizeReason(bt.ConnectionID))
+	} else if err != nil {
 		return CallAnswer{}, err
 	}
 	if up.digest != bt.Binding.ToolSetDigest || up.tools[bt.UpstreamName] != bt.ToolDigest {
@@ -244,9 +255,9 @@ func (b *Broker) look(ctx context.Context, up *upstream, bt permission.BrokeredT
 		return ErrNoSealer
 	}
 	if up.cred == nil {
-		cred, err := seal.OpenCredential(ctx, b.svc.sealer, conn.Sealed, seal.Context{ConnectionID: bt.ConnectionID, Generation: bt.Binding.Generation})
+		cred, err := b.svc.credential(ctx, conn, bt.Binding.Generation, false)
 		if err != nil {
-			return fmt.Errorf("connection: open credential of %s: %w", bt.ConnectionID, err)
+			return err
 		}
 		up.cred = &cred
 	}
@@ -257,19 +268,44 @@ func (b *Broker) look(ctx context.Context, up *upstream, bt permission.BrokeredT
 	}
 	lctx, cancel := context.WithTimeout(ctx, b.svc.opts.ListTimeout)
 	defer cancel()
-	if up.sess == nil {
-		sess, err := broker.Connect(lctx, conn.URL, *up.cred)
-		if err != nil {
-			return b.upstreamFailed(ctx, bt, err)
+	photo, err := b.listTools(lctx, up, conn.URL)
+	if errors.Is(err, broker.ErrUnauthorized) && conn.CredentialType == CredentialOAuth {
+		// The upstream refused the access token before its expiry (revoked,
+		// or the clocks disagree): refresh once and look again.
+		if err := b.reauthenticate(lctx, up, conn, bt.Binding.Generation); err != nil {
+			return err
 		}
-		up.sess = sess
+		photo, err = b.listTools(lctx, up, conn.URL)
 	}
-	photo, err := up.sess.ListTools(lctx)
 	if err != nil {
 		return b.upstreamFailed(ctx, bt, err)
 	}
 	b.svc.tools.put(bt.ConnectionID, bt.Binding.Generation, photo, now)
 	up.looked, up.digest, up.tools, up.fetched = true, photo.Digest, toolDigests(photo), now
+	return nil
+}
+
+// listTools reads the upstream's tools on up's session, opening it first.
+func (b *Broker) listTools(ctx context.Context, up *upstream, endpoint string) (broker.Photo, error) {
+	if up.sess == nil {
+		sess, err := broker.Connect(ctx, endpoint, *up.cred)
+		if err != nil {
+			return broker.Photo{}, err
+		}
+		up.sess = sess
+	}
+	return up.sess.ListTools(ctx)
+}
+
+// reauthenticate refreshes an OAuth connection's access token after the
+// upstream refused it, and drops the session that presented the old one.
+func (b *Broker) reauthenticate(ctx context.Context, up *upstream, conn store.Connection, gen int) error {
+	cred, err := b.svc.credential(ctx, conn, gen, true)
+	if err != nil {
+		return err
+	}
+	up.close(ctx)
+	up.cred = &cred
 	return nil
 }
 
@@ -305,6 +341,15 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 	if err == nil {
 		res, err = up.sess.CallTool(cctx, bt.UpstreamName, args)
 	}
+	if errors.Is(err, broker.ErrUnauthorized) && conn.CredentialType == CredentialOAuth {
+		// Refused at the door: the tool did not run, so the one execution
+		// this call claimed is still unspent. Refresh once and call again.
+		if err = b.reauthenticate(cctx, up, conn, bt.Binding.Generation); err == nil {
+			if up.sess, err = broker.Connect(cctx, conn.URL, *up.cred); err == nil {
+				res, err = up.sess.CallTool(cctx, bt.UpstreamName, args)
+			}
+		}
+	}
 	latency := b.svc.opts.Now().Sub(start).Milliseconds()
 	if err != nil {
 		// An upstream failure is the tool's failure: the model sees a tool
@@ -312,8 +357,11 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 		// text.
 		var ue *broker.UpstreamError
 		msg := "the upstream call failed"
-		if errors.As(err, &ue) {
+		switch {
+		case errors.As(err, &ue):
 			msg = "the upstream call failed: " + ue.Error()
+		case errors.Is(err, errAuthorizationLost):
+			msg = "the upstream call failed: the connection's OAuth grant was refused; its owner must re-authorize it"
 		}
 		content, _ := json.Marshal([]map[string]string{{"type": "text", "text": msg}})
 		res = broker.Result{Content: content, IsError: true}
@@ -422,4 +470,10 @@ func decodeArgs(raw json.RawMessage) (map[string]any, error) {
 		return nil, &permission.InvalidError{Message: "input: must be a JSON object"}
 	}
 	return args, nil
+}
+
+// reauthorizeReason is the denial of a call whose connection lost its
+// OAuth grant.
+func reauthorizeReason(id string) string {
+	return fmt.Sprintf("connection %s needs re-authorization (its OAuth grant was refused or revoked): its owner runs `fluidbox connections authorize %s`; then start a new run", id, id)
 }

@@ -29,6 +29,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -82,6 +84,11 @@ type Options struct {
 	// Gateway's 29 s together.
 	ListTimeout time.Duration
 	CallTimeout time.Duration
+	// OAuthClient talks to OAuth providers (discovery, registration, token
+	// requests); nil is oauth.NewClient(nil).
+	OAuthClient *http.Client
+	// Logger receives what the OAuth refresh has to say (never a token).
+	Logger *slog.Logger
 }
 
 // Default timeouts.
@@ -120,6 +127,8 @@ type CreateRequest struct {
 	Kind        string            `json:"kind"`
 	Credential  *seal.Credential  `json:"credential"`
 	ToolClasses map[string]string `json:"tool_classes,omitempty"`
+	// OAuth is set instead of Credential for {"type":"oauth",...}.
+	OAuth *OAuthRequest `json:"-"`
 }
 
 // CredentialRequest is the body of PUT /v1/connections/{id}/credential.
@@ -261,29 +270,38 @@ func (s *Service) Create(ctx context.Context, who auth.Principal, req CreateRequ
 	if who.Kind == auth.KindSession || who.Subject == "" {
 		return View{}, fmt.Errorf("%w: a session may not create connections", ErrForbidden)
 	}
+	if err := checkClasses(req.ToolClasses); err != nil {
+		return View{}, err
+	}
+	if req.OAuth != nil && req.Credential == nil {
+		return s.createOAuth(ctx, who, req)
+	}
 	if req.Credential == nil {
 		return View{}, invalid("credential", "is required")
 	}
 	if err := req.Credential.Validate(); err != nil {
 		return View{}, invalid("credential", "is not valid: %s", strings.TrimPrefix(err.Error(), seal.ErrInvalidCredential.Error()+": "))
 	}
-	if err := checkClasses(req.ToolClasses); err != nil {
-		return View{}, err
-	}
-	id := ids.New("con_")
+	id := newConnectionID()
 	sealed, err := seal.SealCredential(ctx, s.sealer, *req.Credential, seal.Context{ConnectionID: id, Generation: 1})
 	if err != nil {
 		return View{}, fmt.Errorf("connection: seal: %w", err)
 	}
-	now := store.FormatTime(s.opts.Now())
-	c := store.Connection{
+	return s.put(ctx, store.Connection{
 		ID: id, Name: req.Name, URL: req.URL, Kind: req.Kind, Owner: who.Subject, Status: store.ConnectionActive,
 		Generation: 1, Sealed: sealed, CredentialType: req.Credential.Type, ToolClasses: req.ToolClasses,
-		CreatedAt: now, UpdatedAt: now,
-	}
-	err = s.st.PutConnection(ctx, c)
+	})
+}
+
+func newConnectionID() string { return ids.New("con_") }
+
+// put stores a new connection, stamped now.
+func (s *Service) put(ctx context.Context, c store.Connection) (View, error) {
+	now := store.FormatTime(s.opts.Now())
+	c.CreatedAt, c.UpdatedAt = now, now
+	err := s.st.PutConnection(ctx, c)
 	if errors.Is(err, store.ErrNameTaken) {
-		return View{}, fmt.Errorf("%w: %q", ErrNameTaken, req.Name)
+		return View{}, fmt.Errorf("%w: %q", ErrNameTaken, c.Name)
 	}
 	if err != nil {
 		return View{}, err
@@ -362,6 +380,9 @@ func (s *Service) ReplaceCredential(ctx context.Context, who auth.Principal, ref
 	}
 	if !mayManage(who, c) {
 		return View{}, fmt.Errorf("%w: only the owner of a personal connection (an admin for a shared one) may replace its credential", ErrForbidden)
+	}
+	if c.CredentialType == CredentialOAuth {
+		return View{}, invalid("credential", "an OAuth connection is re-authorized with POST /v1/connections/%s/authorize, not replaced", c.ID)
 	}
 	if c.Status != store.ConnectionActive {
 		return View{}, ErrRevoked

@@ -13,7 +13,6 @@ import (
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/broker"
 	"github.com/fluidbox/fluidbox/shared/schemaguard"
-	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
@@ -52,16 +51,25 @@ func (s *Service) Refresh(ctx context.Context, who auth.Principal, ref string) (
 	if !mayManage(who, c) {
 		return RefreshResult{}, fmt.Errorf("%w: only the owner of a personal connection (an admin for a shared one) may refresh it", ErrForbidden)
 	}
+	if c.Status == store.ConnectionAuthorizationRequired {
+		return RefreshResult{}, ErrAuthorizationRequired
+	}
 	if c.Status != store.ConnectionActive {
 		return RefreshResult{}, ErrRevoked
 	}
-	cred, err := seal.OpenCredential(ctx, s.sealer, c.Sealed, seal.Context{ConnectionID: c.ID, Generation: c.Generation})
+	cred, err := s.credential(ctx, c, c.Generation, false)
 	if err != nil {
-		return RefreshResult{}, fmt.Errorf("connection: open credential of %s: %w", c.ID, err)
+		return RefreshResult{}, authorizationError(err)
 	}
 	lctx, cancel := context.WithTimeout(ctx, s.opts.ListTimeout)
 	defer cancel()
 	photo, err := broker.ListTools(lctx, c.URL, cred)
+	if errors.Is(err, broker.ErrUnauthorized) && c.CredentialType == CredentialOAuth {
+		if cred, err = s.credential(lctx, c, c.Generation, true); err != nil {
+			return RefreshResult{}, authorizationError(err)
+		}
+		photo, err = broker.ListTools(lctx, c.URL, cred)
+	}
 	if err != nil {
 		return RefreshResult{}, err
 	}
@@ -93,6 +101,14 @@ func (s *Service) Refresh(ctx context.Context, who auth.Principal, ref string) (
 		changes = []broker.Change{}
 	}
 	return RefreshResult{Tools: tools, Digest: photo.Digest, RefreshedAt: now, Changes: changes}, nil
+}
+
+// authorizationError is ErrAuthorizationRequired for a lost grant.
+func authorizationError(err error) error {
+	if errors.Is(err, errAuthorizationLost) {
+		return ErrAuthorizationRequired
+	}
+	return err
 }
 
 // photograph turns an upstream's tool list into the stored photograph and

@@ -116,6 +116,10 @@ type Binding struct {
 const (
 	ConnectionActive  = "active"
 	ConnectionRevoked = "revoked"
+	// ConnectionAuthorizationRequired: an OAuth connection whose grant is
+	// gone; refused like any non-active status, with a reason to
+	// re-authorize.
+	ConnectionAuthorizationRequired = "authorization_required"
 )
 
 // Live is a connection as it is now, read by the caller for a brokered call.

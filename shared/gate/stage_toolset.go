@@ -46,6 +46,8 @@ func checkToolSet(c *call) (Decision, bool) {
 	switch {
 	case !ok || !live.Found:
 		return deny(SourceBinding, "connection %s of tool %s no longer exists", quote(id), quote(name))
+	case live.Status == ConnectionAuthorizationRequired:
+		return deny(SourceBinding, "connection %s of tool %s needs re-authorization (its OAuth grant was refused or revoked): its owner runs `fluidbox connections authorize %s`; then start a new run", quote(id), quote(name), id)
 	case live.Status != ConnectionActive:
 		return deny(SourceBinding, "connection %s of tool %s is not active (status %s)", quote(id), quote(name), quote(live.Status))
 	case live.Generation != b.Generation:

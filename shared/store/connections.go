@@ -15,6 +15,9 @@ import (
 const (
 	ConnectionActive  = "active"
 	ConnectionRevoked = "revoked"
+	// ConnectionAuthorizationRequired: an OAuth connection with no usable
+	// grant (never authorized, or its refresh was refused for good).
+	ConnectionAuthorizationRequired = "authorization_required"
 )
 
 // Connection kinds. They are persisted: never rename one.
@@ -51,6 +54,8 @@ type Connection struct {
 	UpdatedAt   string `dynamodbav:"updated_at"`
 	RevokedBy   string `dynamodbav:"revoked_by,omitempty"`
 	RevokedAt   string `dynamodbav:"revoked_at,omitempty"`
+	// OAuth is set for credential type oauth.
+	OAuth
 }
 
 type connectionItem struct {
