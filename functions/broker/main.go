@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-lambda-go/lambdaurl"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
+	"github.com/awslabs/aws-lambda-go-api-proxy/core"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"github.com/fluidbox/fluidbox/shared/admission"
@@ -99,6 +101,7 @@ func handlers(d function.Deps, verifier *sso.Verifier, sealer seal.Sealer) (api,
 			Sealer:              sealer,
 			UpstreamToolsTTL:    time.Duration(d.Config.UpstreamToolsTTLSeconds) * time.Second,
 			MaxPendingApprovals: d.Config.MaxPendingApprovals,
+			CallbackURL:         callbackURL,
 		}))
 	if err != nil {
 		return nil, nil, err
@@ -109,6 +112,15 @@ func handlers(d function.Deps, verifier *sso.Verifier, sealer seal.Sealer) (api,
 		return nil, nil, err
 	}
 	return api, url, nil
+}
+
+// callbackURL is the OAuth redirect URI, <ApiUrl>/v1/oauth/callback: the
+// API's domain and stage as API Gateway reports them (not the Host header).
+func callbackURL(r *http.Request) string {
+	if gw, ok := core.GetAPIGatewayContextFromContext(r.Context()); ok && gw.DomainName != "" && gw.Stage != "" {
+		return "https://" + gw.DomainName + "/" + gw.Stage + connections.CallbackPath
+	}
+	return "https://" + r.Host + connections.CallbackPath
 }
 
 // apiConfig is what every handler package takes from the function's

@@ -35,6 +35,11 @@ func (s *Server) connectionError(r *http.Request, err error) error {
 		return conflict("the connection is revoked")
 	case errors.Is(err, connection.ErrChanged):
 		return conflict("the connection changed while this request ran (a concurrent credential replacement or revocation); read it and retry")
+	case errors.Is(err, connection.ErrAuthorizationRequired):
+		return conflict("the connection needs authorization: its owner (an admin for a shared connection) calls POST /v1/connections/%s/authorize", r.PathValue("id"))
+	case errors.Is(err, connection.ErrUpstreamUnavailable):
+		s.log.WarnContext(r.Context(), "oauth provider unavailable", "route", r.Pattern, "connection", r.PathValue("id"), "err", err)
+		return &route.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the connection's OAuth provider could not refresh its token; retry later"}
 	case errors.Is(err, connection.ErrNoSealer):
 		return errNoSealer
 	case errors.Is(err, seal.ErrTooLarge):

@@ -1,8 +1,10 @@
 // Package connections serves the routes of upstream MCP servers
 // (route.Table): creating, reading, replacing and revoking a connection
-// (Function Control, which may only seal: kms:Encrypt), and the two routes
-// that open its credential, refreshing its tools and a brokered
-// tools/call (Function Broker, the only kms:Decrypt). Both functions mount
+// (Function Control, which may only seal: kms:Encrypt), and the routes
+// that open its credential or talk to its OAuth provider: refreshing its
+// tools, a brokered tools/call, starting an OAuth authorization and its
+// callback (Function Broker, the only kms:Decrypt, which also seals what
+// the provider returns). Both functions mount
 // this package; each serves only its own rows.
 //
 // Guarantees: a credential is sealed the moment it arrives and never
@@ -13,6 +15,7 @@ package connections
 
 import (
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/api/route"
@@ -41,6 +44,11 @@ type Config struct {
 	// 0 is gate.DefaultMaxPendingApprovals. Past it a require_approval is
 	// denied (source approval_limit).
 	MaxPendingApprovals int
+	// CallbackURL gives the OAuth redirect URI (<ApiUrl>/v1/oauth/callback)
+	// for a request; nil derives it from the request's host.
+	CallbackURL func(*http.Request) string
+	// OAuthClient talks to OAuth providers; nil is oauth.NewClient(nil).
+	OAuthClient *http.Client
 }
 
 // Server serves the connection routes.
@@ -63,7 +71,9 @@ func New(cfg Config) *Server {
 	}
 	perm := permission.NewService(cfg.Ledger, approvals, cfg.Scheduler, cfg.Logger, cfg.Now)
 	perm.LimitPending(cfg.MaxPendingApprovals)
-	conns := connection.NewService(cfg.Ledger.Store(), cfg.Sealer, connection.Options{Now: cfg.Now, UpstreamToolsTTL: cfg.UpstreamToolsTTL})
+	conns := connection.NewService(cfg.Ledger.Store(), cfg.Sealer, connection.Options{
+		Now: cfg.Now, UpstreamToolsTTL: cfg.UpstreamToolsTTL, OAuthClient: cfg.OAuthClient, Logger: cfg.Logger,
+	})
 	return &Server{
 		cfg:    cfg,
 		conns:  conns,
@@ -83,6 +93,8 @@ func (s *Server) Endpoints() route.Endpoints {
 		"DELETE /v1/connections/{id}":             route.Authenticated(s.revokeConnection),
 		"POST /v1/connections/{id}/tools/refresh": route.Authenticated(s.refreshConnection),
 		"POST /v1/sessions/{id}/tools/call":       route.Authenticated(s.toolsCall),
+		"POST /v1/connections/{id}/authorize":     route.Authenticated(s.authorizeConnection),
+		"GET " + CallbackPath:                     route.Raw(http.HandlerFunc(s.oauthCallback)),
 	}
 }
 

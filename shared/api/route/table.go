@@ -114,6 +114,13 @@ var Table = []Route{
 	// What opens a sealed credential: the broker, the only kms:Decrypt.
 	{Pattern: "POST /v1/connections/{id}/tools/refresh", Access: People, Function: Broker, Via: APIGateway},
 	{Pattern: "POST /v1/sessions/{id}/tools/call", Access: Runner, Function: Broker, Via: APIGateway},
+	// OAuth connections: the authorization URL and the provider's redirect.
+	// Both reach the provider (discovery, registration, the code exchange)
+	// and the callback opens the sealed verifier and client secret and
+	// seals the tokens: the broker, which dials upstreams anyway; Control
+	// never dials a provider. The callback's state is its authentication.
+	{Pattern: "POST /v1/connections/{id}/authorize", Access: People, Function: Broker, Via: APIGateway},
+	{Pattern: "GET /v1/oauth/callback", Access: Public, Function: Broker, Via: APIGateway},
 	// The model proxy, on the broker's streaming function URL. Its errors
 	// are Anthropic's shape; Claude Code probes the base URL first.
 	{Pattern: "POST /v1/sessions/{id}/model/v1/messages", Access: RunKey, Function: Broker, Via: FunctionURL},

@@ -1,0 +1,138 @@
+package connections
+
+import (
+	"errors"
+	"html/template"
+	"net/http"
+
+	"github.com/fluidbox/fluidbox/shared/api/route"
+	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/connection"
+	"github.com/fluidbox/fluidbox/shared/oauth"
+	"github.com/fluidbox/fluidbox/shared/seal"
+	"github.com/fluidbox/fluidbox/shared/store"
+)
+
+// CallbackPath is the OAuth redirect URI's path, under the API's base URL.
+const CallbackPath = "/v1/oauth/callback"
+
+// callbackURL is the redirect URI for requests reaching r's API.
+func (s *Server) callbackURL(r *http.Request) string {
+	if s.cfg.CallbackURL != nil {
+		return s.cfg.CallbackURL(r)
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host + CallbackPath
+}
+
+// authorizeConnection is POST /v1/connections/{id}/authorize.
+func (s *Server) authorizeConnection(w http.ResponseWriter, r *http.Request, who auth.Principal) error {
+	if r.ContentLength > 0 {
+		var none struct{}
+		if e := decode(w, r, &none); e != nil {
+			return e
+		}
+	}
+	res, err := s.conns.Authorize(r.Context(), who, r.PathValue("id"), s.callbackURL(r))
+	if err != nil {
+		return s.oauthError(r, err)
+	}
+	s.log.InfoContext(r.Context(), "connection authorization started", "connection", r.PathValue("id"), "by", who.Subject)
+	writeJSON(w, http.StatusOK, res)
+	return nil
+}
+
+// oauthError maps the flow's errors; the oauth package's texts hold no
+// token, code or provider text.
+func (s *Server) oauthError(r *http.Request, err error) error {
+	var oe *oauth.Error
+	switch {
+	case errors.Is(err, connection.ErrAuthorizationRequired):
+		return conflict("the connection needs authorization: its owner (an admin for a shared connection) calls POST /v1/connections/%s/authorize", r.PathValue("id"))
+	case errors.As(err, &oe):
+		s.log.WarnContext(r.Context(), "oauth provider exchange failed", "route", r.Pattern, "connection", r.PathValue("id"), "err", oe)
+		if errors.Is(oe, oauth.ErrDiscovery) || errors.Is(oe, oauth.ErrRegistration) {
+			return conflict("%s", oe.Error())
+		}
+		return &route.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: oe.Error() + "; retry later"}
+	}
+	return s.connectionError(r, err)
+}
+
+// callbackPage is all a browser is shown: what happened, never why in
+// detail (the reason goes to the log).
+var callbackPage = template.Must(template.New("callback").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>fluidbox</title>
+<meta name="referrer" content="no-referrer"></head>
+<body><h1>{{.Title}}</h1><p>{{.Text}}</p></body></html>
+`))
+
+type page struct{ Title, Text string }
+
+// oauthCallback is GET /v1/oauth/callback: the provider's redirect with
+// code and state (or error). It takes no bearer: the single-use state is
+// the authentication, bound to the connection, its generation and the
+// member who asked for the URL.
+func (s *Server) oauthCallback(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "default-src 'none'")
+	q := r.URL.Query()
+	if s.cfg.Sealer == nil {
+		s.page(w, http.StatusServiceUnavailable, page{"Not connected", "fluidbox cannot complete authorizations right now. Try again later."})
+		return
+	}
+	v, err := s.conns.Callback(r.Context(), connection.CallbackQuery{
+		Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss"), Error: q.Get("error"),
+	})
+	if err != nil {
+		status, p := s.callbackFailure(r, err)
+		s.page(w, status, p)
+		return
+	}
+	s.log.InfoContext(r.Context(), "connection authorized", "connection", v.ID, "generation", v.AuthorizationGeneration, "owner", v.Owner)
+	s.page(w, http.StatusOK, page{"Connected", "The connection " + v.Name + " is authorized. You can close this page."})
+}
+
+func (s *Server) callbackFailure(r *http.Request, err error) (int, page) {
+	failed := page{"Not connected", "The authorization was not completed. Ask for a new authorization URL and try again."}
+	var oe *oauth.Error
+	switch {
+	case errors.Is(err, connection.ErrState), errors.Is(err, connection.ErrAuthorizationDenied), errors.Is(err, oauth.ErrIssuer),
+		errors.Is(err, connection.ErrChanged), errors.Is(err, connection.ErrForbidden),
+		errors.Is(err, connection.ErrRevoked), errors.Is(err, connection.ErrNotFound):
+		s.log.WarnContext(r.Context(), "oauth callback refused", "reason", reasonOf(err))
+		return http.StatusBadRequest, failed
+	case errors.As(err, &oe):
+		s.log.WarnContext(r.Context(), "oauth callback failed", "err", oe)
+		return http.StatusBadGateway, failed
+	case errors.Is(err, seal.ErrUnavailable), errors.Is(err, store.ErrUnavailable):
+		s.log.ErrorContext(r.Context(), "oauth callback: a dependency is unavailable", "err", err)
+		return http.StatusServiceUnavailable, failed
+	}
+	s.log.ErrorContext(r.Context(), "oauth callback failed", "err", err)
+	return http.StatusInternalServerError, failed
+}
+
+// reasonOf names a refused callback for the log: sentinel texts only.
+func reasonOf(err error) string {
+	for _, e := range []error{oauth.ErrIssuer, connection.ErrState, connection.ErrAuthorizationDenied, connection.ErrChanged, connection.ErrForbidden, connection.ErrRevoked, connection.ErrNotFound} {
+		if errors.Is(err, e) {
+			return e.Error()
+		}
+	}
+	return "refused"
+}
+
+func (s *Server) page(w http.ResponseWriter, status int, p page) {
+	w.WriteHeader(status)
+	if err := callbackPage.Execute(w, p); err != nil {
+		s.log.Error("oauth callback page", "err", err)
+	}
+}
