@@ -227,14 +227,15 @@ func (s *Store) AcquireRefreshLease(ctx context.Context, id, holder string, nowM
 	return err
 }
 
-// ReleaseRefreshLease frees the lease if holder still holds it.
+// ReleaseRefreshLease frees the lease if holder still holds it, by ending
+// its time (the item stays; an ended lease is a free one).
 func (s *Store) ReleaseRefreshLease(ctx context.Context, id, holder string) error {
 	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                 aws.String(s.table),
 		Key:                       keyOf(connectionPK(id), leaseSK),
-		UpdateExpression:          aws.String("REMOVE holder, until_ms"),
+		UpdateExpression:          aws.String("SET until_ms = :zero"),
 		ConditionExpression:       aws.String("holder = :h"),
-		ExpressionAttributeValues: map[string]types.AttributeValue{":h": &types.AttributeValueMemberS{Value: holder}},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":h": &types.AttributeValueMemberS{Value: holder}, ":zero": num(0)},
 	})
 	if err = translate("release refresh lease of "+id, err); errors.Is(err, ErrConditionFailed) {
 		return nil // taken over after it ran out: nothing of ours to free

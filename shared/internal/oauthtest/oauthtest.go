@@ -7,6 +7,7 @@
 package oauthtest
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,6 +48,34 @@ type Provider struct {
 	store     *storage.Storage
 	refreshes atomic.Int64
 	codes     atomic.Int64
+	mu        sync.Mutex
+	issued    []string // every token the token endpoint answered with
+	resources []string // the resource parameter of every token request
+}
+
+// Issued is every access, refresh and ID token the provider handed out,
+// and the client secret: what must never be found stored or logged.
+func (p *Provider) Issued() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string{p.Secret}, p.issued...)
+}
+
+// TokenResources is the resource parameter of every token request, in order.
+func (p *Provider) TokenResources() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.resources)
+}
+
+type teeWriter struct {
+	http.ResponseWriter
+	buf bytes.Buffer
+}
+
+func (t *teeWriter) Write(b []byte) (int, error) {
+	t.buf.Write(b)
+	return t.ResponseWriter.Write(b)
 }
 
 // User1 is the first example user's login name.
@@ -67,16 +97,36 @@ func NewProvider(t testing.TB, redirectURI string) *Provider {
 	p := &Provider{ClientID: "fluidbox-web", Secret: "client-secret-CANARY-7f3a"}
 	var handler http.Handler
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && r.URL.Path == "/oauth/token" {
-			_ = r.ParseForm()
-			switch r.PostForm.Get("grant_type") {
-			case "refresh_token":
-				p.refreshes.Add(1)
-			case "authorization_code":
-				p.codes.Add(1)
-			}
+		if r.Method != http.MethodPost || r.URL.Path != "/oauth/token" {
+			handler.ServeHTTP(w, r)
+			return
 		}
-		handler.ServeHTTP(w, r)
+		_ = r.ParseForm()
+		switch r.PostForm.Get("grant_type") {
+		case "refresh_token":
+			p.refreshes.Add(1)
+		case "authorization_code":
+			p.codes.Add(1)
+		}
+		p.mu.Lock()
+		p.resources = append(p.resources, r.PostForm.Get("resource"))
+		p.mu.Unlock()
+		tee := &teeWriter{ResponseWriter: w}
+		handler.ServeHTTP(tee, r)
+		var issued struct {
+			AccessToken  string `json:"access_token"`
+			RefreshToken string `json:"refresh_token"`
+			IDToken      string `json:"id_token"`
+		}
+		if json.Unmarshal(tee.buf.Bytes(), &issued) == nil {
+			p.mu.Lock()
+			for _, tok := range []string{issued.AccessToken, issued.RefreshToken, issued.IDToken} {
+				if tok != "" {
+					p.issued = append(p.issued, tok)
+				}
+			}
+			p.mu.Unlock()
+		}
 	}))
 	t.Cleanup(p.srv.Close)
 	p.Issuer = p.srv.URL

@@ -1,0 +1,99 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/fluidbox/fluidbox/shared/store"
+)
+
+// TestRefreshLease: one holder at a time, across any number of
+// contenders; a released or run-out lease can be taken again.
+func TestRefreshLease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	if err := st.AcquireRefreshLease(ctx, "con_a", "h1", 1000, 2000); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AcquireRefreshLease(ctx, "con_a", "h2", 1500, 2500); !errors.Is(err, store.ErrLeaseHeld) {
+		t.Fatalf("second holder while held: %v, want ErrLeaseHeld", err)
+	}
+	if err := st.ReleaseRefreshLease(ctx, "con_a", "h2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AcquireRefreshLease(ctx, "con_a", "h2", 1500, 2500); !errors.Is(err, store.ErrLeaseHeld) {
+		t.Fatalf("a non-holder's release freed the lease: %v", err)
+	}
+	if err := st.ReleaseRefreshLease(ctx, "con_a", "h1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AcquireRefreshLease(ctx, "con_a", "h2", 1500, 2500); err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	if err := st.AcquireRefreshLease(ctx, "con_a", "h3", 2501, 3000); err != nil {
+		t.Fatalf("after the holder's time ran out: %v", err)
+	}
+
+	var won atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 24 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := st.AcquireRefreshLease(ctx, "con_b", string(rune('a'+i)), 1000, 2000)
+			switch {
+			case err == nil:
+				won.Add(1)
+			case !errors.Is(err, store.ErrLeaseHeld):
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if won.Load() != 1 {
+		t.Fatalf("%d holders at once, want 1", won.Load())
+	}
+}
+
+// TestOAuthStateSingleUse: a state is consumed once; concurrent consumers
+// get it exactly once.
+func TestOAuthStateSingleUse(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	if err := st.PutOAuthState(ctx, store.OAuthState{Digest: "d1", ConnectionID: "con_a", Subject: "alice", Generation: 1, Verifier: []byte{1}, ExpiresAt: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutOAuthState(ctx, store.OAuthState{Digest: "d1", ConnectionID: "con_b"}); err == nil {
+		t.Fatal("a state digest was stored twice")
+	}
+	var got atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := st.ConsumeOAuthState(ctx, "d1", "now")
+			switch {
+			case err == nil:
+				if s.ConnectionID != "con_a" || s.Subject != "alice" {
+					t.Errorf("consumed %+v", s)
+				}
+				got.Add(1)
+			case !errors.Is(err, store.ErrNotFound):
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if got.Load() != 1 {
+		t.Fatalf("consumed %d times, want 1", got.Load())
+	}
+	if _, err := st.ConsumeOAuthState(ctx, "never", "now"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown state: %v", err)
+	}
+}
