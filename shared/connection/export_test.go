@@ -1,4 +1,17 @@
 package connection
 
+import (
+	"context"
+
+	"github.com/fluidbox/fluidbox/shared/seal"
+	"github.com/fluidbox/fluidbox/shared/store"
+)
+
 // ClassOf exposes classOf to the tests.
 var ClassOf = classOf
+
+// Credential exposes the broker's credential for a connection (refreshing
+// an OAuth token that is due) to the tests.
+func Credential(s *Service, ctx context.Context, c store.Connection, gen int) (seal.Credential, error) {
+	return s.credential(ctx, c, gen, false)
+}

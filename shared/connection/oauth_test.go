@@ -1,0 +1,276 @@
+package connection_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fluidbox/fluidbox/shared/approval"
+	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/connection"
+	"github.com/fluidbox/fluidbox/shared/internal/oauthtest"
+	"github.com/fluidbox/fluidbox/shared/internal/testenv"
+	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/permission"
+	"github.com/fluidbox/fluidbox/shared/run"
+	"github.com/fluidbox/fluidbox/shared/seal"
+	"github.com/fluidbox/fluidbox/shared/store"
+)
+
+// The callback is never dialled in these tests: the provider's redirect is
+// delivered to Service.Callback directly.
+const oauthRedirect = "http://127.0.0.1:1/v1/oauth/callback"
+
+type oauthEnv struct {
+	st     *store.Store
+	led    *ledger.Ledger
+	sealer seal.Sealer
+	p      *oauthtest.Provider
+	up     *oauthtest.Server
+}
+
+func newOAuthEnv(t *testing.T) *oauthEnv {
+	t.Helper()
+	st := testenv.Store(t)
+	sealer, err := seal.NewLocal(filepath.Join(t.TempDir(), "seal.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := oauthtest.NewProvider(t, oauthRedirect)
+	return &oauthEnv{st: st, led: ledger.New(st, time.Now), sealer: sealer, p: p, up: oauthtest.NewServer(t, p)}
+}
+
+func (e *oauthEnv) create(t *testing.T, svc *connection.Service, who auth.Principal, name, kind string) connection.View {
+	t.Helper()
+	var req connection.CreateRequest
+	body, _ := json.Marshal(map[string]any{
+		"name": name, "url": e.up.URL, "kind": kind, "tool_classes": map[string]string{"whoami": "read"},
+		"credential": map[string]any{"type": "oauth", "client_id": e.p.ClientID, "client_secret": e.p.Secret},
+	})
+	if err := json.Unmarshal(body, &req); err != nil {
+		t.Fatal(err)
+	}
+	v, err := svc.Create(context.Background(), who, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// authorize runs the flow for who, logging in at the provider as user.
+func (e *oauthEnv) authorize(t *testing.T, svc *connection.Service, who auth.Principal, ref, user string) connection.View {
+	t.Helper()
+	ctx := context.Background()
+	res, err := svc.Authorize(ctx, who, ref, oauthRedirect)
+	if err != nil {
+		t.Fatalf("%s authorizes %s: %v", who.Subject, ref, err)
+	}
+	back, err := e.p.Login(ctx, res.AuthorizationURL, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := back.Query()
+	v, err := svc.Callback(ctx, connection.CallbackQuery{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")})
+	if err != nil {
+		t.Fatalf("callback: %v", err)
+	}
+	return v
+}
+
+// TestOAuthPersonalPerMember: each member authorizes their own personal
+// connection with their own account at the provider; nothing lets one
+// member's token serve another's call: another member can neither
+// authorize nor attach it, and each run's brokered call reaches the
+// upstream as its own member.
+func TestOAuthPersonalPerMember(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newOAuthEnv(t)
+	for _, who := range []auth.Principal{alice, bob} {
+		if err := e.st.PutMember(ctx, store.Member{Sub: who.Subject, Status: store.MemberActive, Roles: who.Roles}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svc := connection.NewService(e.st, e.sealer, connection.Options{})
+	va := e.create(t, svc, alice, "alices", "personal")
+	vb := e.create(t, svc, bob, "bobs", "personal")
+	if va.Status != store.ConnectionAuthorizationRequired || va.CredentialType != connection.CredentialOAuth {
+		t.Fatalf("created %+v", va)
+	}
+	if _, err := svc.Authorize(ctx, bob, va.ID, oauthRedirect); !errors.Is(err, connection.ErrNotFound) {
+		t.Errorf("bob authorizes alice's connection: %v, want ErrNotFound", err)
+	}
+	if _, err := svc.Authorize(ctx, admin, va.ID, oauthRedirect); !errors.Is(err, connection.ErrForbidden) {
+		t.Errorf("an admin authorizes alice's personal connection: %v, want ErrForbidden", err)
+	}
+	if got := e.authorize(t, svc, alice, va.ID, e.p.User1()); got.Status != store.ConnectionActive || got.AuthorizationGeneration != 2 {
+		t.Fatalf("alice's connection after the callback: %+v", got)
+	}
+	e.authorize(t, svc, bob, vb.ID, oauthtest.User2)
+	for _, c := range []struct {
+		who auth.Principal
+		ref string
+	}{{alice, va.ID}, {bob, vb.ID}} {
+		if _, err := svc.Refresh(ctx, c.who, c.ref); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	runs := run.NewService(e.led, time.Now)
+	pol := mustPolicy(t, e.st)
+	newRun := func(who auth.Principal, con string) (string, error) {
+		limit := 1.0
+		req := run.CreateRequest{PolicyID: pol, Capabilities: []string{"claude-code"}, Connections: []string{con}}
+		req.Budget = &struct {
+			LimitUSD *float64 `json:"limit_usd"`
+		}{LimitUSD: &limit}
+		r, err := runs.Create(ctx, who, req)
+		return r.ID, err
+	}
+	var forb *run.ForbiddenError
+	if _, err := newRun(bob, "alices"); !errors.As(err, &forb) {
+		t.Fatalf("bob attaches alice's connection: %v, want ForbiddenError", err)
+	}
+	perm := permission.NewService(e.led, approval.NewService(e.led, time.Now), approval.Lazy{}, slog.New(slog.DiscardHandler), time.Now)
+	b := connection.NewBroker(svc, perm, nil)
+	for _, c := range []struct {
+		who       auth.Principal
+		con, want string
+	}{{alice, "alices", "id1"}, {bob, "bobs", "id2"}} {
+		id, err := newRun(c.who, c.con)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ans, err := b.Call(ctx, id, permission.Request{ToolCallID: "w", ToolName: "mcp__" + c.con + "__whoami", Input: json.RawMessage(`{}`)}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			Subject string `json:"subject"`
+		}
+		if ans.Result == nil || json.Unmarshal(ans.Result.StructuredContent, &got) != nil || got.Subject != c.want {
+			t.Errorf("%s's call reached the upstream as %q (%+v), want %q", c.who.Subject, got.Subject, ans, c.want)
+		}
+	}
+}
+
+// TestOAuthRefreshSingleFlight: an expired access token, wanted at once by
+// dozens of calls on two independent broker instances sharing the table, is
+// refreshed exactly once (the provider rotates refresh tokens, so a second
+// refresh with the old one would fail and lose the grant), every caller
+// gets the new token, and the generation does not move.
+func TestOAuthRefreshSingleFlight(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newOAuthEnv(t)
+	setup := connection.NewService(e.st, e.sealer, connection.Options{})
+	v := e.create(t, setup, admin, "team", "shared")
+	e.authorize(t, setup, admin, v.ID, e.p.User1())
+	stale, err := e.st.GetConnection(ctx, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Both instances' clocks say the token has expired.
+	later := func() time.Time { return time.Now().Add(time.Hour) }
+	instances := []*connection.Service{
+		connection.NewService(e.st, e.sealer, connection.Options{Now: later}),
+		connection.NewService(e.st, e.sealer, connection.Options{Now: later}),
+	}
+	const per = 16
+	tokens := make(chan string, 2*per)
+	var wg sync.WaitGroup
+	for _, svc := range instances {
+		for range per {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cred, err := connection.Credential(svc, ctx, stale, stale.Generation)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				tokens <- cred.Token
+			}()
+		}
+	}
+	wg.Wait()
+	close(tokens)
+	if n := e.p.Refreshes(); n != 1 {
+		t.Fatalf("refreshes = %d, want 1", n)
+	}
+	seen := map[string]bool{}
+	for tok := range tokens {
+		seen[tok] = true
+	}
+	if len(seen) != 1 {
+		t.Fatalf("callers got %d different tokens, want 1", len(seen))
+	}
+	for tok := range seen {
+		if err := e.up.Verify(ctx, tok); err != nil {
+			t.Fatalf("the refreshed token is refused: %v", err)
+		}
+	}
+	now, err := e.st.GetConnection(ctx, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now.Generation != stale.Generation || now.Status != store.ConnectionActive {
+		t.Fatalf("after the refresh: generation %d status %s, want %d active", now.Generation, now.Status, stale.Generation)
+	}
+}
+
+// TestOAuthCallbackBindings: a state is bound to its connection's
+// generation (a state made before another authorization completed is
+// refused) and to the member who asked; an expired state is refused.
+func TestOAuthCallbackBindings(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newOAuthEnv(t)
+	clock := time.Now()
+	var mu sync.Mutex
+	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	svc := connection.NewService(e.st, e.sealer, connection.Options{Now: now})
+	v := e.create(t, svc, admin, "team", "shared")
+
+	early, err := svc.Authorize(ctx, admin, v.ID, oauthRedirect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.authorize(t, svc, admin, v.ID, e.p.User1()) // generation 2
+	back, err := e.p.Login(ctx, early.AuthorizationURL, e.p.User1())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := back.Query()
+	if _, err := svc.Callback(ctx, connection.CallbackQuery{Code: q.Get("code"), State: q.Get("state")}); !errors.Is(err, connection.ErrChanged) {
+		t.Errorf("a state from before another authorization: %v, want ErrChanged", err)
+	}
+
+	res, err := svc.Authorize(ctx, admin, v.ID, oauthRedirect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err = e.p.Login(ctx, res.AuthorizationURL, e.p.User1())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	clock = clock.Add(connection.StateTTL + time.Second)
+	mu.Unlock()
+	q = back.Query()
+	if _, err := svc.Callback(ctx, connection.CallbackQuery{Code: q.Get("code"), State: q.Get("state")}); !errors.Is(err, connection.ErrState) {
+		t.Errorf("an expired state: %v, want ErrState", err)
+	}
+	if _, err := svc.Callback(ctx, connection.CallbackQuery{Code: "x", State: "y", Error: "access_denied"}); !errors.Is(err, connection.ErrState) {
+		t.Errorf("an unknown state with an error: %v, want ErrState", err)
+	}
+	if got, err := svc.Get(ctx, admin, v.ID); err != nil || got.AuthorizationGeneration != 2 {
+		t.Errorf("refused callbacks moved the connection: %+v %v", got, err)
+	}
+}
