@@ -105,6 +105,11 @@ func init() {
 			environment: clientEnv + "  FLUIDBOX_GITHUB_WEBHOOK_SECRET  send-test: the secret to sign with (--secret overrides it)\n",
 			words:       []string{"list", "get", "create", "update", "delete", "send-test", "-f", "--rotate-runner-key", "--repository", "--fork", "--action", "--number", "--secret", "--delivery", "--json", "--url", "--token"},
 			run:         triggers},
+		{name: "connections", synopsis: "authorize ID [--open] [--json]", summary: "print an OAuth connection's authorization URL (--open: open a browser)",
+			environment: clientEnv, words: []string{"authorize", "--open", "--json", "--url", "--token"},
+			run: func(ctx context.Context, args []string, e cmdEnv) error {
+				return connections(ctx, args, e.getenv, e.stdout, e.stderr)
+			}},
 		// hook's run is nil: run calls hook itself, which returns its own code.
 		{name: "hook", synopsis: "claude-code", summary: "a Claude Code PreToolUse hook: asks the gate, answers allow/deny",
 			environment: hookEnv, words: []string{"claude-code"}},
