@@ -21,7 +21,12 @@ const DefaultTimeout = 10 * time.Second
 // dial guard goes there.
 func NewClient(base http.RoundTripper) *http.Client {
 	if base == nil {
-		base = http.DefaultTransport.(*http.Transport).Clone()
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		// A transport without its own dialer keeps the SDK's discovery
+		// checks (no private or link-local addresses, no redirect into
+		// loopback) on the metadata fetches.
+		t.DialContext = nil
+		base = t
 	}
 	return &http.Client{Transport: base, Timeout: DefaultTimeout, CheckRedirect: refuseRedirect}
 }
