@@ -182,6 +182,19 @@ func TestOAuthConnectionEndToEnd(t *testing.T) {
 		t.Errorf("new run = %s", r.raw)
 	}
 
+	// Revoking works from authorization_required too, and a pending
+	// authorization then cannot complete.
+	other := s.want(201, "POST", "/v1/connections", adminToken, map[string]any{
+		"name": "linear2", "url": up.URL, "kind": "shared", "credential": map[string]any{"type": "oauth", "client_id": p.ClientID, "client_secret": p.Secret},
+	})["id"].(string)
+	back = s.authorizeAs(p, other, adminToken, p.User1())
+	if got := s.want(200, "DELETE", "/v1/connections/"+other, adminToken, nil); got["status"] != "revoked" {
+		t.Fatalf("revoke an unauthorized oauth connection: %v", got)
+	}
+	if code, _ := s.browse(back.String()); code != 400 {
+		t.Errorf("callback for a revoked connection = %d, want 400", code)
+	}
+
 	// Every token request carried the resource (RFC 8707).
 	for i, res := range p.TokenResources() {
 		if res != up.URL {

@@ -131,19 +131,19 @@ func (s *Store) ReplaceConnectionCredential(ctx context.Context, id string, oldG
 	return decodeConnection(id, out.Attributes)
 }
 
-// RevokeConnection marks a connection revoked and deletes its sealed
-// credential: a revoked connection has no secret left to open. Revoking a
+// RevokeConnection marks a connection revoked (from active or
+// authorization_required) and deletes its sealed credential and OAuth
+// client secret: a revoked connection has no secret left to open. Revoking a
 // revoked connection changes nothing; a missing one is ErrNotFound.
 func (s *Store) RevokeConnection(ctx context.Context, id, by, at string) (Connection, error) {
 	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName:                aws.String(s.table),
 		Key:                      keyOf(connectionPK(id), "HEAD"),
-		UpdateExpression:         aws.String("SET #status = :revoked, revoked_by = :by, revoked_at = :at, updated_at = :at REMOVE sealed_credential"),
-		ConditionExpression:      aws.String("attribute_exists(pk) AND #status = :active"),
+		UpdateExpression:         aws.String("SET #status = :revoked, revoked_by = :by, revoked_at = :at, updated_at = :at REMOVE sealed_credential, oauth_client_secret"),
+		ConditionExpression:      aws.String("attribute_exists(pk) AND #status <> :revoked"),
 		ExpressionAttributeNames: map[string]string{"#status": "status"},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":revoked": &types.AttributeValueMemberS{Value: ConnectionRevoked},
-			":active":  &types.AttributeValueMemberS{Value: ConnectionActive},
 			":by":      &types.AttributeValueMemberS{Value: by},
 			":at":      &types.AttributeValueMemberS{Value: at},
 		},
