@@ -278,7 +278,7 @@ func (s *Service) Authorize(ctx context.Context, who auth.Principal, ref, redire
 	err = s.st.PutOAuthState(ctx, store.OAuthState{
 		Digest: digest, ConnectionID: c.ID, Subject: who.Subject, Generation: c.Generation,
 		Verifier: sealedVerifier, RedirectURI: redirectURI, Discovery: string(disc),
-		ExpiresAt: expires, CreatedAt: store.FormatTime(now),
+		ExpiresAt: expires, Expires: now.Add(StateTTL).Unix(), CreatedAt: store.FormatTime(now),
 	})
 	if err != nil {
 		return AuthorizeResult{}, err

@@ -49,6 +49,10 @@ type OAuthState struct {
 	ExpiresAt   string `dynamodbav:"expires_at"`
 	CreatedAt   string `dynamodbav:"created_at"`
 	ConsumedAt  string `dynamodbav:"consumed_at,omitempty"`
+	// Expires is ExpiresAt in Unix seconds, the table's TTLAttribute:
+	// DynamoDB deletes states nobody completed (some time after; a
+	// callback checks ExpiresAt itself).
+	Expires int64 `dynamodbav:"expires_epoch"`
 }
 
 func oauthStatePK(digest string) string { return "OAUTHSTATE#" + digest }
