@@ -14,8 +14,16 @@ import (
 // an OAuth connection's authorization URL and prints it; with --open it
 // also hands it to the platform's browser opener.
 func connections(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "authorize" {
-		return errors.New("usage: fluidbox connections authorize ID [--open] [--json]")
+	if len(args) == 0 || isHelp(args[0]) {
+		c, _ := lookup("connections")
+		fmt.Fprint(stderr, commandHelp(c))
+		if len(args) == 0 {
+			return usagef("want a subcommand: authorize")
+		}
+		return nil
+	}
+	if args[0] != "authorize" {
+		return usagef("unknown subcommand %q: want authorize", args[0])
 	}
 	fs := newFlagSet("connections authorize", stderr, "connections authorize ID [--open] [--json] [--url URL] [--token TOKEN]")
 	f := addAPIFlags(fs, getenv)
@@ -25,7 +33,7 @@ func connections(ctx context.Context, args []string, getenv func(string) string,
 		return err
 	}
 	if len(pos) != 1 {
-		return errors.New("usage: fluidbox connections authorize ID [--open] [--json]")
+		return usagef("want one connection id or name")
 	}
 	c, err := f.client()
 	if err != nil {
