@@ -3,6 +3,7 @@ package bash
 import (
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // The read-only catalogue: for each program agents use to look at a
@@ -75,9 +76,11 @@ type parsed struct {
 }
 
 func (p *parsed) has(names ...string) bool {
-	for _, n := range names {
-		if len(p.values(n)) > 0 {
-			return true
+	for _, o := range p.opts {
+		for _, n := range names {
+			if o.name == n {
+				return true
+			}
 		}
 	}
 	return false
@@ -137,17 +140,44 @@ func optionLike(w string) bool {
 	return w == "" || strings.IndexByte("-*?[{~", w[0]) >= 0
 }
 
-// parseWords reads words[start:] against e. words[:trusted] come from a
-// rule's prefix: they are parsed but not judged. It returns "" when every
-// judged word is safe, else a reason naming the first unsafe word.
-func (e *entry) parseWords(words []string, glob []bool, start, trusted int) (*parsed, string) {
-	p := &parsed{words: words, glob: glob}
+// judge reads words[start:] against e and runs its check: "" when safe,
+// else why not. The parse state is pooled: every part of every compound
+// line is judged, and the state is dropped before judge returns.
+func (e *entry) judge(words []string, glob []bool, start, trusted int) string {
+	p := parsedPool.Get().(*parsed)
+	p.words, p.glob = words, glob
+	why := e.parseWords(p, start, trusted)
+	if why == "" && e.check != nil {
+		why = e.check(p)
+	}
+	*p = parsed{opts: p.opts[:0], pos: p.pos[:0]}
+	parsedPool.Put(p)
+	return why
+}
 
-	bad := func(i int, format string, args ...any) (*parsed, string) {
+// shortNames holds "-c" for every byte c, so that splitting a cluster of
+// short options allocates nothing.
+var shortNames = func() (t [256]string) {
+	for c := range t {
+		t[c] = "-" + string([]byte{byte(c)})
+	}
+	return t
+}()
+
+func shortName(c byte) string { return shortNames[c] }
+
+var parsedPool = sync.Pool{New: func() any { return &parsed{} }}
+
+// parseWords reads p.words[start:] against e into p. words[:trusted] come
+// from a rule's prefix: they are parsed but not judged. It returns "" when
+// every judged word is safe, else a reason naming the first unsafe word.
+func (e *entry) parseWords(p *parsed, start, trusted int) string {
+	words, glob := p.words, p.glob
+	bad := func(i int, format string, args ...any) string {
 		if i < trusted {
-			return nil, errTrusted
+			return errTrusted
 		}
-		return nil, fmt.Sprintf(format, args...)
+		return fmt.Sprintf(format, args...)
 	}
 	if e.literal {
 		for i := start; i < len(words); i++ {
@@ -156,7 +186,7 @@ func (e *entry) parseWords(words []string, glob []bool, start, trusted int) (*pa
 			}
 			p.pos = append(p.pos, i)
 		}
-		return p, ""
+		return ""
 	}
 	opts := true
 	for i := start; i < len(words); i++ {
@@ -207,7 +237,7 @@ func (e *entry) parseWords(words []string, glob []bool, start, trusted int) (*pa
 		}
 		// A cluster of short options.
 		for j := 1; j < len(w); j++ {
-			name := "-" + w[j:j+1]
+			name := shortName(w[j])
 			k, ok := e.opts[name]
 			if !ok {
 				return bad(i, "option %s is not in the read-only catalogue for %s", quoteWord(name), e.name)
@@ -229,9 +259,9 @@ func (e *entry) parseWords(words []string, glob []bool, start, trusted int) (*pa
 		}
 	}
 	if e.maxPos >= 0 && (len(p.pos) > e.maxPos || p.globPos) {
-		return nil, fmt.Sprintf("%s takes at most %d operands here (another would be written to)", e.name, e.maxPos)
+		return fmt.Sprintf("%s takes at most %d operands here (another would be written to)", e.name, e.maxPos)
 	}
-	return p, ""
+	return ""
 }
 
 // errTrusted marks a prefix word the catalogue cannot read; the caller then
@@ -267,14 +297,7 @@ func catalogueSafe(words []string, glob []bool, trusted int) string {
 	if e.subs != nil {
 		return subSafe(e, words, glob, 1, trusted)
 	}
-	p, why := e.parseWords(words, glob, 1, trusted)
-	if why != "" {
-		return why
-	}
-	if e.check != nil {
-		return e.check(p)
-	}
-	return ""
+	return e.judge(words, glob, 1, trusted)
 }
 
 // subSafe judges a program with subcommands (git) from words[start]:
@@ -308,12 +331,5 @@ func subSafe(e *entry, words []string, glob []bool, start, trusted int) string {
 	if sub.subs != nil {
 		return subSafe(sub, words, glob, i+1, trusted)
 	}
-	p, why := sub.parseWords(words, glob, i+1, trusted)
-	if why != "" {
-		return why
-	}
-	if sub.check != nil {
-		return sub.check(p)
-	}
-	return ""
+	return sub.judge(words, glob, i+1, trusted)
 }

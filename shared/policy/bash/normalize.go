@@ -108,6 +108,26 @@ func (n *normalizer) walk(root syntax.Node, depth int) {
 			if x.Name != nil && x.Name.Value == "command_not_found_handle" {
 				n.opaque("a command_not_found_handle function runs for every unknown program")
 			}
+		case *syntax.Word:
+			// A word made only of literal text has nothing below it but
+			// that text: read it here and skip the descent, which is most
+			// of the nodes of a long line.
+			if !literalParts(x) {
+				return true
+			}
+			for _, part := range x.Parts {
+				switch p := part.(type) {
+				case *syntax.Lit:
+					n.maybeCode(p.Value, depth)
+				case *syntax.SglQuoted:
+					n.maybeCode(p.Value, depth)
+				case *syntax.DblQuoted:
+					for _, dp := range p.Parts {
+						n.maybeCode(dp.(*syntax.Lit).Value, depth)
+					}
+				}
+			}
+			return false
 		case *syntax.Lit:
 			n.maybeCode(x.Value, depth)
 		case *syntax.SglQuoted:
@@ -117,12 +137,34 @@ func (n *normalizer) walk(root syntax.Node, depth int) {
 	})
 }
 
+// literalParts reports whether every part of w is literal text: a literal,
+// a single-quoted string, or a double-quoted string of literals only.
+func literalParts(w *syntax.Word) bool {
+	for _, part := range w.Parts {
+		switch p := part.(type) {
+		case *syntax.Lit, *syntax.SglQuoted:
+		case *syntax.DblQuoted:
+			for _, dp := range p.Parts {
+				if _, ok := dp.(*syntax.Lit); !ok {
+					return false
+				}
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
 // maybeCode re-parses quoted text that contains a substitution, so that
 // x='a[$(git push)]' followed by an arithmetic use of x is still seen.
 // The text is read twice: as a script, and as the body of an unquoted
 // here-document (where only expansions are special), which finds
 // substitutions even in text that is not itself valid shell.
 func (n *normalizer) maybeCode(s string, depth int) {
+	if !codeChars.in(s) {
+		return
+	}
 	if !strings.Contains(s, "$(") && !strings.Contains(s, "`") && !strings.Contains(s, "<(") && !strings.Contains(s, ">(") && !strings.Contains(s, "${") {
 		return
 	}
@@ -139,10 +181,16 @@ func (n *normalizer) maybeCode(s string, depth int) {
 	n.walk(w, depth+1)
 }
 
+// emit records a command the line could run. The words are shared with
+// the caller's slice, which nothing writes to once converted; only a
+// program named by a path gets a copy, with its base name.
 func (n *normalizer) emit(words []word) {
-	c := looseCommand{words: append([]word(nil), words...)}
-	if len(c.words) > 0 && !c.words[0].dynamic {
-		c.words[0].text = basename(c.words[0].text)
+	c := looseCommand{words: words}
+	if len(words) > 0 && !words[0].dynamic {
+		if b := basename(words[0].text); b != words[0].text {
+			c.words = append([]word(nil), words...)
+			c.words[0].text = b
+		}
 	}
 	n.cmds = append(n.cmds, c)
 }
@@ -373,7 +421,7 @@ func (n *normalizer) command(words []word, redirs []*syntax.Redirect, depth int)
 			}
 			return // a dynamic program name matches every prefix
 		}
-		if strings.ContainsAny(w0.text, " \t\n;&|<>()$`") {
+		if shellChars.in(w0.text) {
 			// A program name with spaces only runs through a shell
 			// (sudo -s "git push", watch "git push").
 			n.script(w0.text, depth+1, false, "program name")
@@ -502,6 +550,12 @@ func (n *normalizer) command(words []word, redirs []*syntax.Redirect, depth int)
 	}
 }
 
+// optionIs reports whether t is the long option opt, alone or with an
+// attached value (--opt=value).
+func optionIs(t, opt string) bool {
+	return strings.HasPrefix(t, opt) && (len(t) == len(opt) || t[len(opt)] == '=')
+}
+
 func anyDynamic(words []word) bool {
 	for _, w := range words {
 		if w.dynamic {
@@ -518,7 +572,7 @@ func (n *normalizer) wrapped(prog string, g wrapperGrammar, words []word) []word
 			break
 		}
 		for _, s := range g.stop {
-			if w.text == s || strings.HasPrefix(w.text, s+"=") {
+			if optionIs(w.text, s) {
 				return nil
 			}
 		}
@@ -942,8 +996,9 @@ func (n *normalizer) git(words []word, depth int) {
 	if i > len(words) {
 		i = len(words)
 	}
-	rest := append([]word{words[0]}, words[i:]...)
+	rest := words
 	if i > 1 {
+		rest = append([]word{words[0]}, words[i:]...)
 		n.emit(rest)
 	}
 	if len(rest) < 2 {
@@ -966,7 +1021,7 @@ func (n *normalizer) git(words []word, depth int) {
 			if opt == "--exec" && sub == "rebase" {
 				continue // read below: its command is visible
 			}
-			if a.text == opt || strings.HasPrefix(a.text, opt+"=") {
+			if optionIs(a.text, opt) {
 				n.opaque(fmt.Sprintf("git %s %s runs a program", sub, opt))
 				return
 			}

@@ -58,16 +58,25 @@ func analyzeStrict(f *syntax.File) ([]strictCommand, string) {
 	if len(f.Stmts) == 0 {
 		return nil, "empty command"
 	}
-	var out []strictCommand
+	b := &strictBuf{}
 	for _, s := range f.Stmts {
-		if why := strictStmt(s, &out); why != "" {
+		if why := strictStmt(s, b); why != "" {
 			return nil, why
 		}
 	}
-	return out, ""
+	return b.cmds, ""
 }
 
-func strictStmt(s *syntax.Stmt, out *[]strictCommand) string {
+// strictBuf collects the simple commands of a line; their words share
+// backing arrays that grow by doubling, since a compound line has many
+// short commands and each slice of its own is most of the cost.
+type strictBuf struct {
+	cmds  []strictCommand
+	words []string
+	glob  []bool
+}
+
+func strictStmt(s *syntax.Stmt, out *strictBuf) string {
 	switch {
 	case s.Background:
 		return "runs in the background ('&')"
@@ -81,12 +90,7 @@ func strictStmt(s *syntax.Stmt, out *[]strictCommand) string {
 	}
 	switch c := s.Cmd.(type) {
 	case *syntax.CallExpr:
-		cmd, why := strictCall(c)
-		if why != "" {
-			return why
-		}
-		*out = append(*out, cmd)
-		return ""
+		return strictCall(c, out)
 	case *syntax.BinaryCmd:
 		switch c.Op {
 		case syntax.Pipe, syntax.PipeAll, syntax.AndStmt, syntax.OrStmt:
@@ -180,49 +184,54 @@ func strictRedirect(r *syntax.Redirect) string {
 	}
 }
 
-func strictCall(c *syntax.CallExpr) (strictCommand, string) {
+func strictCall(c *syntax.CallExpr, b *strictBuf) string {
 	if len(c.Assigns) > 0 {
-		return strictCommand{}, "environment assignment before the command"
+		return "environment assignment before the command"
 	}
 	if len(c.Args) == 0 {
-		return strictCommand{}, "empty command"
+		return "empty command"
 	}
-	cmd := strictCommand{words: make([]string, 0, len(c.Args)), glob: make([]bool, 0, len(c.Args))}
+	start := len(b.words)
 	for i, w := range c.Args {
 		cw := convertWord(w)
 		switch {
 		case !cw.dynamic:
 		case i > 0 && cw.glob:
 		case cw.execs:
-			return strictCommand{}, "command substitution, process substitution or arithmetic expansion"
+			return "command substitution, process substitution or arithmetic expansion"
 		case i == 0:
-			return strictCommand{}, "program name is not a literal word"
+			return "program name is not a literal word"
 		default:
-			return strictCommand{}, fmt.Sprintf("word %d is an expansion", i)
+			return fmt.Sprintf("word %d is an expansion", i)
 		}
-		cmd.words = append(cmd.words, cw.text)
-		cmd.glob = append(cmd.glob, cw.dynamic)
+		b.words = append(b.words, cw.text)
+		b.glob = append(b.glob, cw.dynamic)
 	}
-	prog := basename(cmd.words[0])
+	words, glob := b.words[start:], b.glob[start:]
+	prog := basename(words[0])
 	switch {
 	case wrappers[prog]:
-		return strictCommand{}, fmt.Sprintf("%s runs or alters another command", quoteWord(prog))
+		return fmt.Sprintf("%s runs or alters another command", quoteWord(prog))
 	case shells[prog]:
-		return strictCommand{}, fmt.Sprintf("%s runs a script", quoteWord(prog))
+		return fmt.Sprintf("%s runs a script", quoteWord(prog))
 	case prog == "git":
-		// Drop the global options that only reduce what git does.
-		out := strictCommand{words: cmd.words[:1:1], glob: cmd.glob[:1:1]}
+		// Drop the global options that only reduce what git does, in
+		// place: these words are the tail of the buffer.
 		i := 1
-		for ; i < len(cmd.words) && !cmd.glob[i] && strings.HasPrefix(cmd.words[i], "-") && cmd.words[i] != "--version"; i++ {
-			if !gitSafeGlobals[cmd.words[i]] {
-				return strictCommand{}, fmt.Sprintf("git option %s before the subcommand", quoteWord(cmd.words[i]))
+		for ; i < len(words) && !glob[i] && strings.HasPrefix(words[i], "-") && words[i] != "--version"; i++ {
+			if !gitSafeGlobals[words[i]] {
+				return fmt.Sprintf("git option %s before the subcommand", quoteWord(words[i]))
 			}
 		}
-		out.words = append(out.words, cmd.words[i:]...)
-		out.glob = append(out.glob, cmd.glob[i:]...)
-		return out, ""
+		n := 1 + copy(words[1:], words[i:])
+		copy(glob[1:], glob[i:])
+		b.words, b.glob = b.words[:start+n], b.glob[:start+n]
+		words, glob = words[:n], glob[:n]
 	}
-	return cmd, ""
+	// Full slice expressions: an append to one command's words can never
+	// write into the next command's.
+	b.cmds = append(b.cmds, strictCommand{words: words[:len(words):len(words)], glob: glob[:len(glob):len(glob)]})
+	return ""
 }
 
 // prefixOf reports whether the command starts with the prefix's literal

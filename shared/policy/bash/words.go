@@ -32,6 +32,20 @@ type word struct {
 // understand makes the word dynamic, which is the conservative reading on both
 // sides.
 func convertWord(w *syntax.Word) word {
+	if len(w.Parts) == 1 {
+		// The common word: one literal without escapes or patterns, or one
+		// plain single-quoted string. Its text is the parser's, as is.
+		switch p := w.Parts[0].(type) {
+		case *syntax.Lit:
+			if !globChars.in(p.Value) {
+				return word{text: p.Value}
+			}
+		case *syntax.SglQuoted:
+			if !p.Dollar {
+				return word{text: p.Value}
+			}
+		}
+	}
 	var b strings.Builder
 	var out word
 	hasGlob, other := false, false
@@ -83,7 +97,7 @@ func convertWord(w *syntax.Word) word {
 // unescapeUnquoted removes backslash escapes from an unquoted literal and
 // reports whether an unescaped glob, brace or tilde character remains.
 func unescapeUnquoted(s string) (string, bool) {
-	if !strings.ContainsAny(s, `\*?[]{}~`) {
+	if !globChars.in(s) {
 		return s, false
 	}
 	var b strings.Builder
@@ -177,3 +191,34 @@ func basename(s string) string {
 	}
 	return s
 }
+
+// byteSet is a set of ASCII bytes, for the scans run on every word of a
+// line (strings.ContainsAny builds its set on each call).
+type byteSet [256]bool
+
+func newByteSet(chars string) *byteSet {
+	var s byteSet
+	for i := 0; i < len(chars); i++ {
+		s[chars[i]] = true
+	}
+	return &s
+}
+
+// in reports whether s contains a byte of the set.
+func (set *byteSet) in(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if set[s[i]] {
+			return true
+		}
+	}
+	return false
+}
+
+var (
+	// globChars: an escape or a glob, brace or tilde character.
+	globChars = newByteSet(`\*?[]{}~`)
+	// codeChars start a substitution somewhere in quoted text.
+	codeChars = newByteSet("$`<>")
+	// shellChars make a program name something only a shell can run.
+	shellChars = newByteSet(" \t\n;&|<>()$`")
+)
