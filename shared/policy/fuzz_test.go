@@ -299,6 +299,25 @@ var catalogueAllowPolicy = func() *Policy {
 	return p
 }()
 
+// listedPrograms reports whether every part's program is one that
+// catalogueAllowPolicy names.
+func listedPrograms(a *bash.Analysis) bool {
+	for i := 0; i < a.Parts(); i++ {
+		if !catalogueAllowPrograms[a.PartKeys(i)[0]] {
+			return false
+		}
+	}
+	return true
+}
+
+var catalogueAllowPrograms = func() map[string]bool {
+	m := map[string]bool{}
+	for _, p := range catalogueAllowPolicy.Document().Rules[0].Match.CommandPrefix {
+		m[p] = true
+	}
+	return m
+}()
+
 var tripwirePolicy = func() *Policy {
 	p, _, err := Parse([]byte(`{"name":"tripwire","default_verdict":"allow","rules":[
 	  {"id":"no-push","tool":"Bash","match":{"command_prefix":["git push"]},"verdict":"deny"},
@@ -329,8 +348,24 @@ func FuzzBashCatalogueSafe(f *testing.F) {
 			t.Fatalf("read-only %q is opaque (%s)", cmd, why)
 		}
 		in := map[string]any{"command": cmd}
-		if r := catalogueAllowPolicy.Evaluate("Bash", in); r.Verdict != VerdictAllow {
+		if r := catalogueAllowPolicy.Evaluate("Bash", in); r.Verdict != VerdictAllow && listedPrograms(a) {
 			t.Fatalf("read-only %q not allowed: %s (%s)", cmd, r.Verdict, r.Reason)
+		}
+		// And by a policy naming exactly the programs of its parts.
+		progs := map[string]bool{}
+		for i := 0; i < a.Parts(); i++ {
+			progs[a.PartKeys(i)[0]] = true
+		}
+		doc := Document{Name: "own", DefaultVerdict: VerdictDeny, Rules: []Rule{{ID: "own", Tool: "Bash", Verdict: VerdictAllow, Match: &Match{}}}}
+		for p := range progs {
+			doc.Rules[0].Match.CommandPrefix = append(doc.Rules[0].Match.CommandPrefix, p)
+		}
+		own, _, err := New(doc)
+		if err != nil {
+			t.Fatalf("policy for %q: %v", cmd, err)
+		}
+		if r := own.Evaluate("Bash", in); r.Verdict != VerdictAllow {
+			t.Fatalf("read-only %q not allowed by its own programs: %s (%s)", cmd, r.Verdict, r.Reason)
 		}
 		if r := tripwirePolicy.Evaluate("Bash", in); r.Verdict != VerdictAllow {
 			t.Fatalf("read-only %q refused by a tripwire: %s (%s)", cmd, r.Verdict, r.Reason)
