@@ -3,9 +3,14 @@ package policy
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"os"
 	"sort"
+	"strconv"
+	"strings"
 	"testing"
+
+	"github.com/fluidbox/fluidbox/shared/policy/bash"
 )
 
 // The corpus (testdata/bash_corpus.jsonl) holds hostile and ordinary Bash
@@ -106,4 +111,88 @@ func TestBashCorpus(t *testing.T) {
 		t.Logf("class %-14s %3d lines, allowed %3d tripwire, %3d read-only", c, n[0], n[1], n[2])
 	}
 	t.Logf("%d lines; allowed: %d under the tripwire policy, %d under the read-only policy", len(lines), allowedTripwire, allowedReadOnly)
+}
+
+// corpusStrict is a read-only allow list that also denies pushes and
+// refuses opaque lines outright, so that bash.opaque decides with a deny.
+const corpusStrict = `{"name":"strict","default_verdict":"deny","bash":{"opaque":"deny"},"rules":[
+  {"id":"read","tool":"Bash","match":{"command_prefix":["git status","git diff","git log","ls","cat","grep","head","wc"]},"verdict":"allow"},
+  {"id":"no-push","tool":"Bash","match":{"command_prefix":["git push"]},"verdict":"deny"}]}`
+
+// TestBashCorpusReasons: every refusal of a corpus line under every policy
+// teaches. It names the deciding rule; for an opaque line, the construct,
+// and bash.opaque when that is what decided; for "no rule matched" on a
+// line of several commands, the part that matched no allow rule. It never
+// carries the command's arguments.
+func TestBashCorpusReasons(t *testing.T) {
+	t.Parallel()
+	policies := map[string]*Policy{
+		"tripwire":  mustParse(t, corpusTripwire),
+		"read-only": mustParse(t, corpusReadOnly),
+		"strict":    mustParse(t, corpusStrict),
+	}
+	for _, l := range readCorpus(t) {
+		a := bash.Analyze(l.Cmd)
+		opaque, construct := a.Opaque()
+		for name, p := range policies {
+			r := p.Evaluate("Bash", bashInput(l.Cmd))
+			if r.Verdict == VerdictAllow {
+				continue
+			}
+			fail := func(format string, args ...any) {
+				t.Helper()
+				t.Errorf("[%s] %q under %s: %s %q: %s", l.Class, l.Cmd, name, r.Verdict, r.Reason, fmt.Sprintf(format, args...))
+			}
+			if r.RuleID != "" && !strings.Contains(r.Reason, strconv.Quote(r.RuleID)) {
+				fail("does not name rule %q", r.RuleID)
+			}
+			direct := strings.HasPrefix(r.Reason, "denied by rule ") || strings.HasSuffix(r.Reason, " requires approval")
+			if opaque && !direct {
+				if !strings.Contains(r.Reason, construct) {
+					fail("does not name the construct %q", construct)
+				}
+				if r.RuleID != "" && !strings.Contains(r.Reason, "(bash.opaque)") {
+					fail("does not say bash.opaque decided")
+				}
+			}
+			if !opaque && strings.HasPrefix(r.Reason, "no rule matched") && a.Parts() > 1 && !strings.Contains(r.Reason, fmt.Sprintf(" of %d (", a.Parts())) {
+				fail("does not name the part that matched no allow rule")
+			}
+			for _, arg := range []string{"evil.example", "sk-live", "/tmp/evil", "origin main"} {
+				if strings.Contains(r.Reason, arg) {
+					fail("quotes the argument %q", arg)
+				}
+			}
+		}
+	}
+}
+
+// TestCompoundReasons: a line of several commands refused because of one
+// of them says which.
+func TestCompoundReasons(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, corpusStrict)
+	tests := []struct{ cmd, want string }{
+		{"git status && touch x", "part 2 of 2 (`touch`) matches no allow rule"},
+		{"git status && git commit -m x", "part 2 of 2 (`git commit`) matches no allow rule"},
+		{"ls | grep -r x * | wc -l", "part 2 of 3 (`grep`) starts with a prefix of rule \"read\" but unquoted pattern `*` could expand to an option"},
+		{"git diff --output=x && ls", "part 1 of 2 (`git diff`) starts with a prefix of rule \"read\" but option `--output` is not in the read-only catalogue for git diff"},
+		{"git status; cat f > out", "part 2 (`cat`): output redirection \">\" to a file"},
+		{"ls && foo=1 ls", "part 2 (`ls`): environment assignment before the command"},
+		{"git status; nice ls", "part 2 (`nice`): `nice` runs or alters another command"},
+		{"ls && (cd x && ls)", "compound command (subshell)"},
+	}
+	for _, tt := range tests {
+		r := p.Evaluate("Bash", bashInput(tt.cmd))
+		if r.Verdict != VerdictDeny || !strings.Contains(r.Reason, tt.want) {
+			t.Errorf("Evaluate(%q) = %s %q, want deny naming %q", tt.cmd, r.Verdict, r.Reason, tt.want)
+		}
+	}
+	// Unparsable lines never carry the text the parser stopped at.
+	for _, cmd := range []string{"echo $((1 s3cr3t-t0ken+ 2))", "[[ a -s3cr3t b ]]", "x s3cr3t/t0ken("} {
+		r := p.Evaluate("Bash", bashInput(cmd))
+		if r.Verdict != VerdictDeny || strings.Contains(r.Reason, "s3cr3t") || !strings.Contains(r.Reason, "does not parse") {
+			t.Errorf("Evaluate(%q) = %s %q, want a deny that does not quote the input", cmd, r.Verdict, r.Reason)
+		}
+	}
 }

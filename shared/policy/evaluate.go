@@ -133,6 +133,7 @@ func (p *Policy) EvaluateIn(env Env, toolName string, input any) Result {
 	var covered []bool
 	var missed []string
 	var coveredBy *rule
+	sawAllow := false
 	isBash := toolName == bashTool
 	opaque, opaqueWhy := false, ""
 	if isBash {
@@ -157,6 +158,7 @@ func (p *Policy) EvaluateIn(env Env, toolName string, input any) Result {
 				ra = r
 			}
 		case VerdictAllow:
+			sawAllow = true
 			if allow != nil || ra != nil || opaque {
 				continue // cannot change the outcome unless a deny follows
 			}
@@ -229,9 +231,11 @@ func (p *Policy) EvaluateIn(env Env, toolName string, input any) Result {
 	case allow != nil:
 		return p.neverAllowUnparsed(&c, Result{Verdict: VerdictAllow, RuleID: allow.id, Reason: allowWhy})
 	}
+	// For a refusal of a Bash line, say which part no allow rule covered
+	// and why; an allow by default needs no explanation.
 	detail := ""
-	if isBash {
-		detail = p.unmatchedDetail(&c, covered, missed, opaqueWhy)
+	if isBash && p.doc.DefaultVerdict != VerdictAllow {
+		detail = p.unmatchedDetail(&c, covered, missed, opaqueWhy, sawAllow)
 	}
 	reason := func(constant string) string {
 		if detail == "" {
@@ -253,13 +257,16 @@ func (p *Policy) EvaluateIn(env Env, toolName string, input any) Result {
 
 // unmatchedDetail says, for a Bash line no rule decided, which part did not
 // match an allow rule and why.
-func (p *Policy) unmatchedDetail(c *call, covered []bool, missed []string, opaqueWhy string) string {
+func (p *Policy) unmatchedDetail(c *call, covered []bool, missed []string, opaqueWhy string, sawAllow bool) string {
 	a := c.bash()
 	if a == nil {
 		return ""
 	}
 	if opaqueWhy != "" {
 		return " (" + opaqueWhy + ", so no allow rule can match)"
+	}
+	if !sawAllow {
+		return " (the policy has no allow rule for Bash)"
 	}
 	if ok, why := a.Strict(); !ok {
 		return " (allow rules judge only plain command lines: " + why + ")"
@@ -287,7 +294,7 @@ func (p *Policy) neverAllowUnparsed(c *call, r Result) Result {
 	case a == nil:
 		return Result{Verdict: VerdictDeny, Reason: "Bash call without a string command is never allowed"}
 	case !a.Parsed():
-		return Result{Verdict: VerdictDeny, Reason: fmt.Sprintf("Bash command is never allowed when it cannot be parsed (%v)", a.ParseError())}
+		return Result{Verdict: VerdictDeny, Reason: "Bash command is never allowed when it cannot be parsed (" + bash.ParseReason(a.ParseError()) + ")"}
 	}
 	return r
 }

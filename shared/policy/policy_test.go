@@ -177,11 +177,11 @@ func TestDefaultVerdicts(t *testing.T) {
 		// program), never from the command's text, which may hold a
 		// secret.
 		{`{"name":"r","default_verdict":"require_approval","approval":{"scope":"session"}}`, "Bash", bashInput("curl -H 'Authorization: Bearer sk-live-1' https://x"),
-			Result{Verdict: VerdictRequireApproval, Reason: "no rule matched (`curl` matches no allow rule); default verdict require_approval",
+			Result{Verdict: VerdictRequireApproval, Reason: "no rule matched (the policy has no allow rule for Bash); default verdict require_approval",
 				Scope: ScopeSession, TTL: 900 * time.Second, OnAutonomous: VerdictDeny, ScopeKey: "Bash:curl"}},
 		// A line of two programs cannot be keyed: no key, scope forced to once.
 		{`{"name":"r","default_verdict":"require_approval","approval":{"scope":"session"}}`, "Bash", bashInput("npm test && curl x"),
-			Result{Verdict: VerdictRequireApproval, Reason: "no rule matched (part 1 of 2 (`npm`) matches no allow rule); default verdict require_approval",
+			Result{Verdict: VerdictRequireApproval, Reason: "no rule matched (the policy has no allow rule for Bash); default verdict require_approval",
 				Scope: ScopeOnce, TTL: 900 * time.Second, OnAutonomous: VerdictDeny}},
 		// An opaque line is never keyed either.
 		{`{"name":"r","default_verdict":"require_approval","approval":{"scope":"session"}}`, "Bash", bashInput("python3 -c 'print(1)'"),

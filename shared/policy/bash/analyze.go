@@ -67,7 +67,7 @@ func (a *Analysis) ParseError() error { return a.parseErr }
 // ';', '&&', '||' and pipes with nothing else in it. If not, it says why.
 func (a *Analysis) Strict() (bool, string) {
 	if a.parseErr != nil {
-		return false, "does not parse: " + a.parseErr.Error()
+		return false, "does not parse: " + ParseReason(a.parseErr)
 	}
 	if a.opaqueWhy != "" {
 		return false, a.opaqueWhy
@@ -146,7 +146,13 @@ func (a *Analysis) ReadOnly() (bool, string) {
 func (a *Analysis) PartName(i int) string {
 	prog := "a command"
 	if i >= 0 && i < len(a.strict) {
-		prog = quoteWord(a.strict[i].words[0])
+		w := a.strict[i].words
+		prog = quoteWord(w[0])
+		// git's subcommand is part of what the command is; it is one
+		// of git's own names, never free text.
+		if basename(w[0]) == "git" && len(w) > 1 && !a.strict[i].glob[1] && gitCommands[w[1]] {
+			prog = "`git " + w[1] + "`"
+		}
 	}
 	if len(a.strict) <= 1 {
 		return prog
@@ -192,7 +198,7 @@ func (a *Analysis) Program() string {
 // arguments).
 func (a *Analysis) Opaque() (bool, string) {
 	if a.parseErr != nil {
-		return true, "does not parse: " + a.parseErr.Error()
+		return true, "does not parse: " + ParseReason(a.parseErr)
 	}
 	return a.opaqueWhy != "", a.opaqueWhy
 }
@@ -297,6 +303,64 @@ func plainWord(w string) bool {
 	return true
 }
 
+// errParserFailure is the parse error of a line the parser crashed on; the
+// panic's value is not kept, since it may quote the line.
+var errParserFailure = errors.New("internal parser failure")
+
+// ParseReason is a parse error as a reason may show it: the parser quotes
+// the text it stopped at, so each quoted piece is kept only when it is
+// shell punctuation (`|`, `${`) or a reserved word (`then`), else it
+// becomes "a word". A reason then never carries the command's text.
+func ParseReason(err error) string {
+	if err == nil {
+		return ""
+	}
+	text := err.Error()
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(text, '`')
+		if i < 0 {
+			break
+		}
+		j := strings.IndexByte(text[i+1:], '`')
+		if j < 0 {
+			break
+		}
+		b.WriteString(text[:i])
+		piece := text[i+1 : i+1+j]
+		if punctuation(piece) || reservedWords[piece] {
+			b.WriteString("`" + piece + "`")
+		} else {
+			b.WriteString("a word")
+		}
+		text = text[i+2+j:]
+	}
+	if strings.IndexByte(text, '`') >= 0 {
+		return b.String() + "the command cannot be parsed"
+	}
+	b.WriteString(text)
+	return b.String()
+}
+
+var reservedWords = map[string]bool{
+	"if": true, "then": true, "elif": true, "else": true, "fi": true, "for": true, "in": true,
+	"do": true, "done": true, "while": true, "until": true, "case": true, "esac": true,
+	"select": true, "function": true, "time": true, "coproc": true, "[[": true, "]]": true,
+}
+
+// punctuation: a short run of shell operator characters.
+func punctuation(s string) bool {
+	if s == "" || len(s) > 3 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if strings.IndexByte("|&;()<>{}[]$\"'!=+-*/%#^~:?,.@", s[i]) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // Analyze parses one command line and runs both analyses.
 func Analyze(cmd string) (a *Analysis) {
 	a = &Analysis{}
@@ -304,7 +368,7 @@ func Analyze(cmd string) (a *Analysis) {
 		// The parser and walker are third-party code; a crash inside
 		// them must end in "not understood", never in a crashed gate.
 		if r := recover(); r != nil {
-			*a = Analysis{parseErr: fmt.Errorf("internal parser failure: %v", r)}
+			*a = Analysis{parseErr: errParserFailure}
 		}
 	}()
 	f, err := parse(cmd)

@@ -182,7 +182,7 @@ func (e *entry) parseWords(p *parsed, start, trusted int) string {
 	if e.literal {
 		for i := start; i < len(words); i++ {
 			if glob[i] && optionLike(words[i]) {
-				return bad(i, "unquoted pattern %s could expand to an option", quoteWord(words[i]))
+				return bad(i, "unquoted pattern %s could expand to an option", quotePattern(words[i]))
 			}
 			p.pos = append(p.pos, i)
 		}
@@ -193,7 +193,7 @@ func (e *entry) parseWords(p *parsed, start, trusted int) string {
 		w := words[i]
 		if glob[i] {
 			if opts && optionLike(w) {
-				return bad(i, "unquoted pattern %s could expand to an option", quoteWord(w))
+				return bad(i, "unquoted pattern %s could expand to an option", quotePattern(w))
 			}
 			p.pos = append(p.pos, i)
 			p.globPos = true
@@ -273,6 +273,20 @@ const errTrusted = "\x00trusted"
 func quoteWord(w string) string {
 	if len(w) > 40 || !plainWord(w) {
 		return "a word"
+	}
+	return "`" + w + "`"
+}
+
+// quotePattern shows an unquoted pattern word in a reason: short words of
+// plain and pattern characters only, else "a pattern".
+func quotePattern(w string) string {
+	if w == "" || len(w) > 40 {
+		return "a pattern"
+	}
+	for i := 0; i < len(w); i++ {
+		if !plainWord(w[i:i+1]) && strings.IndexByte("*?[]{}~!^", w[i]) < 0 {
+			return "a pattern"
+		}
 	}
 	return "`" + w + "`"
 }

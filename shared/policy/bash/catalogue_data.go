@@ -315,7 +315,7 @@ func findEntry() *entry {
 		}
 		for i < len(words) && (glob[i] || !strings.HasPrefix(words[i], "-") && words[i] != "!" && words[i] != "(") {
 			if glob[i] && optionLike(words[i]) {
-				return fmt.Sprintf("unquoted pattern %s could expand to an option", quoteWord(words[i]))
+				return fmt.Sprintf("unquoted pattern %s could expand to an option", quotePattern(words[i]))
 			}
 			i++
 		}

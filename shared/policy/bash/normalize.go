@@ -348,6 +348,18 @@ var interpreters = map[string]bool{
 	"bind": true,
 }
 
+// builtinRuns says, for the shell builtins among interpreters, how each
+// runs text as code.
+var builtinRuns = map[string]string{
+	"source": "reads and runs a script (a file, stdin or a process substitution)",
+	".":      "reads and runs a script (a file, stdin or a process substitution)",
+	"trap":   "runs a string as a command on a signal or at exit",
+	"alias":  "defines a name that runs a string as a command",
+	"fc":     "runs commands again from the history",
+	"enable": "loads builtins or turns them on and off, which changes what a name runs",
+	"bind":   "binds keys to commands",
+}
+
 // interpreter reports whether prog is one, including versioned names
 // (python3.12, perl5.36).
 func interpreter(prog string) bool {
@@ -441,9 +453,14 @@ func (n *normalizer) command(words []word, redirs []*syntax.Redirect, depth int)
 		}
 		switch {
 		case interpreter(prog):
-			if !versionOnly(words) {
-				n.opaque(fmt.Sprintf("%s runs code (inline, from stdin or from a file), which fluidbox cannot analyse", quoteWord(prog)))
+			if versionOnly(words) {
+				return
 			}
+			if what, ok := builtinRuns[prog]; ok {
+				n.opaque(fmt.Sprintf("%s %s, which fluidbox cannot analyse", quoteWord(prog), what))
+				return
+			}
+			n.opaque(fmt.Sprintf("%s runs code (inline, from stdin or from a file), which fluidbox cannot analyse", quoteWord(prog)))
 			return
 		case runsOther[prog]:
 			n.opaque(fmt.Sprintf("%s runs another program in a way fluidbox does not follow", quoteWord(prog)))
@@ -1026,9 +1043,11 @@ func (n *normalizer) git(words []word, depth int) {
 				return
 			}
 		}
-		if short := gitRunShort[sub]; short != "" && len(a.text) > 1 && a.text[0] == '-' && a.text[1] != '-' && strings.ContainsAny(a.text[1:], short) {
-			n.opaque(fmt.Sprintf("git %s option %s runs a program", sub, quoteWord(a.text)))
-			return
+		if short := gitRunShort[sub]; short != "" && len(a.text) > 1 && a.text[0] == '-' && a.text[1] != '-' {
+			if k := strings.IndexAny(a.text[1:], short); k >= 0 {
+				n.opaque(fmt.Sprintf("git %s option %s runs a program", sub, shortName(a.text[1+k])))
+				return
+			}
 		}
 		if a.text == "--config" || a.text == "-c" && sub == "clone" {
 			n.opaque("git " + sub + " --config sets configuration")

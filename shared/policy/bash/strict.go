@@ -58,7 +58,10 @@ func analyzeStrict(f *syntax.File) ([]strictCommand, string) {
 	if len(f.Stmts) == 0 {
 		return nil, "empty command"
 	}
-	b := &strictBuf{}
+	b := &strictBuf{compound: len(f.Stmts) > 1}
+	if _, ok := f.Stmts[0].Cmd.(*syntax.BinaryCmd); ok {
+		b.compound = true
+	}
 	for _, s := range f.Stmts {
 		if why := strictStmt(s, b); why != "" {
 			return nil, why
@@ -74,6 +77,24 @@ type strictBuf struct {
 	cmds  []strictCommand
 	words []string
 	glob  []bool
+	// compound: the line has more than one simple command, so a reason
+	// names the part it is about.
+	compound bool
+}
+
+// part names, in a compound line, the simple command a reason is about:
+// "part 2 (`touch`): why".
+func (b *strictBuf) part(c *syntax.CallExpr, why string) string {
+	if !b.compound || why == "" {
+		return why
+	}
+	prog := "a command"
+	if c != nil && len(c.Args) > 0 {
+		if w := convertWord(c.Args[0]); !w.dynamic {
+			prog = quoteWord(basename(w.text))
+		}
+	}
+	return fmt.Sprintf("part %d (%s): %s", len(b.cmds)+1, prog, why)
 }
 
 func strictStmt(s *syntax.Stmt, out *strictBuf) string {
@@ -83,14 +104,15 @@ func strictStmt(s *syntax.Stmt, out *strictBuf) string {
 	case s.Coprocess, s.Disown:
 		return "coprocess or disowned job"
 	}
+	call, _ := s.Cmd.(*syntax.CallExpr)
 	for _, r := range s.Redirs {
 		if why := strictRedirect(r); why != "" {
-			return why
+			return out.part(call, why)
 		}
 	}
 	switch c := s.Cmd.(type) {
 	case *syntax.CallExpr:
-		return strictCall(c, out)
+		return out.part(c, strictCall(c, out))
 	case *syntax.BinaryCmd:
 		switch c.Op {
 		case syntax.Pipe, syntax.PipeAll, syntax.AndStmt, syntax.OrStmt:
@@ -263,7 +285,7 @@ func (c strictCommand) allowedBy(p *Prefix, anyOptions bool) (bool, string) {
 	if anyOptions {
 		for j := n; j < len(c.words); j++ {
 			if c.glob[j] && optionLike(c.words[j]) {
-				return false, fmt.Sprintf("unquoted pattern %s could expand to an option", quoteWord(c.words[j]))
+				return false, fmt.Sprintf("unquoted pattern %s could expand to an option", quotePattern(c.words[j]))
 			}
 		}
 		if why := runnerSafe(c.words, c.glob, n); why != "" {
