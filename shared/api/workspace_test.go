@@ -83,3 +83,39 @@ func TestReadOnlyRunShell(t *testing.T) {
 		}
 	}
 }
+
+// TestTriggeredRunWorkspace: a trigger configuration's workspace becomes
+// its runs' workspace, which resolves the policy's relative globs.
+func TestTriggeredRunWorkspace(t *testing.T) {
+	t.Parallel()
+	s := newWebhookStack(t, webhookSecret)
+	pol := s.policy(`{"name":"ws","default_verdict":"deny","rules":[
+	  {"id":"src","tool":"Read","match":{"path":["src/**"]},"verdict":"allow"}]}`)
+	trg := s.must(201, "POST", "/v1/triggers", adminToken, map[string]any{
+		"repository": "Codertocat/Hello-World", "policy_id": pol, "capabilities": []string{"claude-code"},
+		"budget": map[string]any{"limit_usd": 1}, "workspace": "/work/app",
+	})
+	if trg["workspace"] != "/work/app" {
+		t.Fatalf("trigger = %v, want workspace /work/app", trg)
+	}
+	s.must(400, "POST", "/v1/triggers", adminToken, map[string]any{
+		"repository": "Codertocat/Other", "policy_id": pol, "capabilities": []string{"claude-code"},
+		"budget": map[string]any{"limit_usd": 1}, "workspace": "work/app",
+	})
+	r := s.deliver(signed("d-ws-1", payload(t, "same_repo.opened.json")))
+	if r.status != 201 {
+		t.Fatalf("delivery = %d %s", r.status, r.raw)
+	}
+	id, _ := r.body["session_id"].(string)
+	if got := s.must(200, "GET", "/v1/sessions/"+id, adminToken, nil)["workspace"]; got != "/work/app" {
+		t.Errorf("triggered run workspace = %v, want /work/app", got)
+	}
+	for i, tt := range []struct{ path, want string }{{"/work/app/src/a.go", "allow"}, {"/work/other/src/a.go", "deny"}} {
+		got := s.must(200, "POST", "/v1/sessions/"+id+"/permission", adminToken, map[string]any{
+			"tool_call_id": fmt.Sprintf("ws-%d", i), "tool_name": "Read", "input": map[string]any{"file_path": tt.path},
+		})
+		if got["decision"] != tt.want {
+			t.Errorf("Read %s in the triggered run = %v, want %s", tt.path, got, tt.want)
+		}
+	}
+}

@@ -67,6 +67,7 @@ type triggerView struct {
 	Budget        triggerBudget `json:"budget"`
 	TrustTier     string        `json:"trust_tier,omitempty"`
 	Events        []string      `json:"events"`
+	Workspace     string        `json:"workspace,omitempty"`
 	// OwnWebhookSecret: deliveries must be signed with the trigger's own
 	// secret. WebhookSecret is that secret, in the creation's answer only.
 	OwnWebhookSecret bool   `json:"own_webhook_secret,omitempty"`
@@ -143,6 +144,7 @@ func triggerOut(t store.Trigger) triggerView {
 		Budget:           triggerBudget{LimitUSD: budget.Micros(t.BudgetLimit).USD()},
 		TrustTier:        t.TrustTier,
 		Events:           nonNilStrings(t.Events),
+		Workspace:        t.Workspace,
 		OwnWebhookSecret: t.OwnSecret,
 		SlackChannel:     t.SlackChannel,
 		CreatedAt:        t.CreatedAt,
