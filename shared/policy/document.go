@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -195,7 +196,7 @@ func decode(data []byte) (Document, error) {
 		var err error
 		js, err = yaml.YAMLToJSONStrict(trimmed)
 		if err != nil {
-			return doc, verr("", "invalid YAML: %v", err)
+			return doc, verr("", "invalid YAML: %s", yamlReason(err))
 		}
 	}
 	var raw any
@@ -213,68 +214,142 @@ func decode(data []byte) (Document, error) {
 	dec = json.NewDecoder(bytes.NewReader(js))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&doc); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return doc, verr(te.Field, "must be %s, not %s", jsonKind(te.Type.Kind().String()), te.Value)
-		}
-		return doc, verr("", "invalid document: %v", err)
+		// checkShape has seen every field, so this is not reached; the
+		// decoder's own words would name Go types.
+		return doc, verr("", "invalid document")
 	}
 	return doc, nil
 }
 
-func jsonKind(k string) string {
-	switch k {
-	case "string":
-		return "a string"
-	case "int":
-		return "an integer"
-	case "slice":
-		return "a list"
-	case "map", "struct", "ptr":
-		return "an object"
-	default:
-		return k
+// yamlReason is a YAML parser's error in its own words, unless those name
+// Go types (an invalid map key is reported as the Go map it became), in
+// which case only the line is kept.
+func yamlReason(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	for _, goWord := range []string{"map[", "interface {", "struct", "[]", "!!", "%!", "<nil>", "of type"} {
+		if strings.Contains(msg, goWord) {
+			if m := yamlLine.FindString(msg); m != "" {
+				return "the document is not a mapping of plain keys to values at " + m
+			}
+			return "the document is not a mapping of plain keys to values"
+		}
 	}
+	return msg
 }
 
-var knownFields = map[string][]string{
-	"document": {"name", "default_verdict", "approval", "autonomy", "bash", "rules"},
-	"approval": {"scope", "ttl_seconds"},
-	"bash":     {"opaque"},
-	"autonomy": {"on_approval_rule"},
-	"rule":     {"id", "tool", "match", "verdict", "scope", "ttl_seconds", "on_autonomous"},
-	"match":    {"command_prefix", "path", "input", "options"},
+var yamlLine = regexp.MustCompile(`line \d+`)
+
+// shape is what a document field must hold, for errors that name the
+// field by its full path (rules[2].match.command_prefix[0]) and say what it
+// must be in JSON's words, never in Go's.
+type shape struct {
+	kind   shapeKind
+	fields []field // object: the known fields, in the order listed in errors
+	elem   *shape  // list and map: each element
 }
 
-// checkShape rejects unknown fields with the path of the field, which the
-// standard decoder does not report.
+type field struct {
+	name  string
+	shape *shape
+}
+
+type shapeKind uint8
+
+const (
+	kindString shapeKind = iota
+	kindInteger
+	kindObject // known fields only
+	kindList
+	kindMap // any keys, each value of elem's shape
+)
+
+var (
+	shapeString  = &shape{kind: kindString}
+	shapeInteger = &shape{kind: kindInteger}
+	shapeStrings = &shape{kind: kindList, elem: shapeString}
+	shapeMatch   = &shape{kind: kindObject, fields: []field{
+		{"command_prefix", shapeStrings}, {"path", shapeStrings},
+		{"input", &shape{kind: kindMap, elem: shapeStrings}}, {"options", shapeString},
+	}}
+	shapeRule = &shape{kind: kindObject, fields: []field{
+		{"id", shapeString}, {"tool", shapeString}, {"match", shapeMatch}, {"verdict", shapeString},
+		{"scope", shapeString}, {"ttl_seconds", shapeInteger}, {"on_autonomous", shapeString},
+	}}
+	shapeDocument = &shape{kind: kindObject, fields: []field{
+		{"name", shapeString},
+		{"default_verdict", shapeString},
+		{"approval", &shape{kind: kindObject, fields: []field{{"scope", shapeString}, {"ttl_seconds", shapeInteger}}}},
+		{"autonomy", &shape{kind: kindObject, fields: []field{{"on_approval_rule", shapeString}}}},
+		{"bash", &shape{kind: kindObject, fields: []field{{"opaque", shapeString}}}},
+		{"rules", &shape{kind: kindList, elem: shapeRule}},
+	}}
+)
+
+// checkShape checks the decoded JSON against the document's shape, so that
+// an unknown field or a value of the wrong kind is reported at its full
+// path, which the standard decoder does not do.
 func checkShape(raw any) error {
-	top, ok := raw.(map[string]any)
-	if !ok {
-		return verr("", "document must be an object")
+	if _, ok := raw.(map[string]any); !ok {
+		return verr("", "document must be an object, not %s", describeJSON(raw))
 	}
-	if err := checkKeys("", top, "document"); err != nil {
-		return err
+	return shapeDocument.check("", raw)
+}
+
+func (s *shape) check(path string, v any) error {
+	if v == nil {
+		return nil // null is the field left out
 	}
-	for _, sub := range []string{"approval", "autonomy", "bash"} {
-		if m, ok := top[sub].(map[string]any); ok {
-			if err := checkKeys(sub+".", m, sub); err != nil {
+	at := func(name string) string {
+		if path == "" {
+			return name
+		}
+		return path + "." + name
+	}
+	switch s.kind {
+	case kindString:
+		if _, ok := v.(string); !ok {
+			return verr(path, "must be a string, not %s", describeJSON(v))
+		}
+	case kindInteger:
+		n, ok := v.(json.Number)
+		if !ok {
+			return verr(path, "must be an integer, not %s", describeJSON(v))
+		}
+		if _, err := n.Int64(); err != nil {
+			return verr(path, "must be an integer, not %s", n.String())
+		}
+	case kindList:
+		l, ok := v.([]any)
+		if !ok {
+			return verr(path, "must be a list, not %s", describeJSON(v))
+		}
+		for i, e := range l {
+			if err := s.elem.check(fmt.Sprintf("%s[%d]", path, i), e); err != nil {
 				return err
 			}
 		}
-	}
-	rules, _ := top["rules"].([]any)
-	for i, r := range rules {
-		m, ok := r.(map[string]any)
+	case kindMap:
+		m, ok := v.(map[string]any)
 		if !ok {
-			return verr(fmt.Sprintf("rules[%d]", i), "must be an object")
+			return verr(path, "must be an object, not %s", describeJSON(v))
 		}
-		prefix := fmt.Sprintf("rules[%d].", i)
-		if err := checkKeys(prefix, m, "rule"); err != nil {
-			return err
+		for _, k := range sortedKeys(m) {
+			if err := s.elem.check(fmt.Sprintf("%s[%q]", path, k), m[k]); err != nil {
+				return err
+			}
 		}
-		if mm, ok := m["match"].(map[string]any); ok {
-			if err := checkKeys(prefix+"match.", mm, "match"); err != nil {
+	case kindObject:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return verr(path, "must be an object, not %s", describeJSON(v))
+		}
+		for _, k := range sortedKeys(m) {
+			f := s.field(k)
+			if f == nil {
+				return verr(at(k), "unknown field (known: %s)", s.names())
+			}
+			if err := f.check(at(k), m[k]); err != nil {
 				return err
 			}
 		}
@@ -282,26 +357,76 @@ func checkShape(raw any) error {
 	return nil
 }
 
-func checkKeys(prefix string, m map[string]any, kind string) error {
+func (s *shape) field(name string) *shape {
+	for _, f := range s.fields {
+		if f.name == name {
+			return f.shape
+		}
+	}
+	return nil
+}
+
+func (s *shape) names() string {
+	names := make([]string, len(s.fields))
+	for i, f := range s.fields {
+		names[i] = f.name
+	}
+	return strings.Join(names, ", ")
+}
+
+func sortedKeys(m map[string]any) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	for _, k := range keys {
-		known := false
-		for _, f := range knownFields[kind] {
-			if k == f {
-				known = true
-				break
-			}
-		}
-		if !known {
-			return verr(prefix+k, "unknown field")
-		}
-	}
-	return nil
+	return keys
 }
+
+// describeJSON names the kind of a decoded JSON value for an error, without
+// quoting strings (a value may be anything the author pasted).
+func describeJSON(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case bool:
+		return "true or false"
+	case json.Number:
+		if len(x) <= 20 {
+			return x.String()
+		}
+		return "a number"
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "an object"
+	default:
+		return "another kind of value"
+	}
+}
+
+// notOneOf is the message for an enum field holding an unknown value.
+func notOneOf(v string, valid ...string) string {
+	return fmt.Sprintf("%q is not one of %s", clipValue(v), strings.Join(valid, ", "))
+}
+
+// clipValue keeps an echoed value short.
+func clipValue(v string) string {
+	if len(v) > 40 {
+		return v[:40] + "..."
+	}
+	return v
+}
+
+var (
+	verdictNames  = []string{string(VerdictAllow), string(VerdictDeny), string(VerdictRequireApproval)}
+	scopeNames    = []string{string(ScopeOnce), string(ScopeSession)}
+	fallbackNames = []string{string(VerdictAllow), string(VerdictDeny)}
+	opaqueNames   = []string{string(VerdictDeny), string(VerdictRequireApproval)}
+	optionsNames  = []string{string(OptionsCatalogue), string(OptionsAny)}
+)
 
 func validVerdict(v Verdict) bool {
 	return v == VerdictAllow || v == VerdictDeny || v == VerdictRequireApproval
@@ -326,13 +451,13 @@ func normalize(doc Document) (Document, error) {
 		return doc, verr("default_verdict", "required")
 	}
 	if !validVerdict(doc.DefaultVerdict) {
-		return doc, verr("default_verdict", "unknown verdict %q", doc.DefaultVerdict)
+		return doc, verr("default_verdict", "%s", notOneOf(string(doc.DefaultVerdict), verdictNames...))
 	}
 	ap := ApprovalDefaults{Scope: DefaultScope, TTLSeconds: DefaultTTLSeconds}
 	if doc.Approval != nil {
 		if doc.Approval.Scope != "" {
 			if !validScope(doc.Approval.Scope) {
-				return doc, verr("approval.scope", "unknown scope %q", doc.Approval.Scope)
+				return doc, verr("approval.scope", "%s", notOneOf(string(doc.Approval.Scope), scopeNames...))
 			}
 			ap.Scope = doc.Approval.Scope
 		}
@@ -360,7 +485,7 @@ func normalize(doc Document) (Document, error) {
 		case VerdictAllow:
 			return doc, verr("bash.opaque", "must be deny or require_approval: an opaque line is never allowed")
 		default:
-			return doc, verr("bash.opaque", "unknown verdict %q", doc.Bash.Opaque)
+			return doc, verr("bash.opaque", "%s", notOneOf(string(doc.Bash.Opaque), opaqueNames...))
 		}
 	}
 	doc.Bash = &bs
@@ -390,10 +515,10 @@ func normalize(doc Document) (Document, error) {
 			return doc, verr(f+".verdict", "required")
 		}
 		if !validVerdict(r.Verdict) {
-			return doc, verr(f+".verdict", "unknown verdict %q", r.Verdict)
+			return doc, verr(f+".verdict", "%s", notOneOf(string(r.Verdict), verdictNames...))
 		}
 		if r.Scope != "" && !validScope(r.Scope) {
-			return doc, verr(f+".scope", "unknown scope %q", r.Scope)
+			return doc, verr(f+".scope", "%s", notOneOf(string(r.Scope), scopeNames...))
 		}
 		if err := checkTTL(f+".ttl_seconds", r.TTLSeconds); err != nil {
 			return doc, err
@@ -419,7 +544,7 @@ func checkFallback(field string, v Verdict) error {
 	if validVerdict(v) {
 		return verr(field, "must be allow or deny, not %q", v)
 	}
-	return verr(field, "unknown verdict %q", v)
+	return verr(field, "%s", notOneOf(string(v), fallbackNames...))
 }
 
 func checkMatch(field, tool string, m *Match) error {
@@ -429,7 +554,7 @@ func checkMatch(field, tool string, m *Match) error {
 	switch m.Options {
 	case "", OptionsCatalogue, OptionsAny:
 	default:
-		return verr(field+".options", "unknown value %q (catalogue or any)", m.Options)
+		return verr(field+".options", "%s", notOneOf(string(m.Options), optionsNames...))
 	}
 	if m.Options != "" && m.CommandPrefix == nil {
 		return verr(field+".options", "only with command_prefix")

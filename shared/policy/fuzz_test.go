@@ -12,11 +12,19 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"name":"default","default_verdict":"require_approval","approval":{"scope":"once","ttl_seconds":900},"autonomy":{"on_approval_rule":"deny"},"rules":[{"id":"git-read","tool":"Bash","match":{"command_prefix":["git status","git diff"]},"verdict":"allow"},{"id":"src-write","tool":"Write","match":{"path":["src/**"]},"verdict":"allow"},{"id":"jira-field","tool":"mcp__jira__create_issue","match":{"input":{"/project":["OPS"]}},"verdict":"deny"}]}`))
 	f.Add([]byte("name: x\ndefault_verdict: deny\nrules:\n  - {id: a, tool: 'mcp__*', verdict: allow, match: {input: {/a/0: ['x*']}}}\n"))
 	f.Add([]byte(`{"name":"x","default_verdict":"deny","rules":[{"id":"a","tool":"Bash","match":{"command_prefix":["ls && rm", ""]},"verdict":"allow"}]}`))
+	f.Add([]byte(`{"name":5,"default_verdict":"deny","rules":[{"id":"a","tool":"Bash","ttl_seconds":"x","match":{"input":{"/a":[1]}},"verdict":"allow"}]}`))
+	f.Add([]byte(`{"name":"x","default_verdict":"deny","approval":[],"bash":{"opaque":null},"rules":null}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, warns, err := Parse(data)
 		if err != nil {
 			if p != nil || warns != nil {
 				t.Fatalf("Parse(%q) returned a policy or warnings with error %v", data, err)
+			}
+			// Errors are for people: never a Go type.
+			for _, goWord := range []string{"struct {", "*float64", "[]string", "map[", "int64", "json:", "policy.", "interface {", "<nil>"} {
+				if strings.Contains(err.Error(), goWord) {
+					t.Fatalf("Parse(%q) error %q names a Go type", data, err)
+				}
 			}
 			return
 		}

@@ -270,7 +270,7 @@ func TestParseErrors(t *testing.T) {
 		field string
 		msg   string
 	}{
-		{"unknown verdict", rule(`{"id":"b","tool":"x","verdict":"alow"}`), "rules[1].verdict", `unknown verdict "alow"`},
+		{"unknown verdict", rule(`{"id":"b","tool":"x","verdict":"alow"}`), "rules[1].verdict", `"alow" is not one of allow, deny, require_approval`},
 		{"unknown field", rule(`{"id":"b","tool":"x","verdict":"allow","tools":"y"}`), "rules[1].tools", "unknown field"},
 		{"unknown match field", rule(`{"id":"b","tool":"Bash","verdict":"allow","match":{"prefix":["ls"]}}`), "rules[1].match.prefix", "unknown field"},
 		{"unknown top field", `{"name":"x","default_verdict":"deny","rulez":[]}`, "rulez", "unknown field"},
@@ -289,19 +289,29 @@ func TestParseErrors(t *testing.T) {
 		{"path on other tool", rule(`{"id":"b","tool":"Bash","match":{"path":["x"]},"verdict":"allow"}`), "rules[1].match.path", "file tools"},
 		{"ttl too big", rule(`{"id":"b","tool":"x","verdict":"require_approval","ttl_seconds":99999999}`), "rules[1].ttl_seconds", "between"},
 		{"ttl negative", rule(`{"id":"b","tool":"x","verdict":"require_approval","ttl_seconds":-1}`), "rules[1].ttl_seconds", "between"},
-		{"bad scope", rule(`{"id":"b","tool":"x","verdict":"require_approval","scope":"forever"}`), "rules[1].scope", "unknown scope"},
+		{"bad scope", rule(`{"id":"b","tool":"x","verdict":"require_approval","scope":"forever"}`), "rules[1].scope", `"forever" is not one of once, session`},
 		{"bad on_autonomous", rule(`{"id":"b","tool":"x","verdict":"require_approval","on_autonomous":"require_approval"}`), "rules[1].on_autonomous", "allow or deny"},
-		{"wrong type", rule(`{"id":"b","tool":"x","verdict":"allow","ttl_seconds":"10"}`), "rules.ttl_seconds", "integer"},
+		{"wrong type", rule(`{"id":"b","tool":"x","verdict":"allow","ttl_seconds":"10"}`), "rules[1].ttl_seconds", "must be an integer, not a string"},
+		{"prefix not a list", rule(`{"id":"b","tool":"Bash","verdict":"allow","match":{"command_prefix":"ls"}}`), "rules[1].match.command_prefix", "must be a list, not a string"},
+		{"prefix entry not a string", rule(`{"id":"b","tool":"Bash","verdict":"allow","match":{"command_prefix":["ls",3]}}`), "rules[1].match.command_prefix[1]", "must be a string, not 3"},
+		{"input value not a list", rule(`{"id":"b","tool":"x","verdict":"allow","match":{"input":{"/a":"x"}}}`), `rules[1].match.input["/a"]`, "must be a list, not a string"},
+		{"rules not a list", `{"name":"x","default_verdict":"deny","rules":{}}`, "rules", "must be a list, not an object"},
+		{"rule not an object", `{"name":"x","default_verdict":"deny","rules":["allow"]}`, "rules[0]", "must be an object, not a string"},
+		{"verdict not a string", rule(`{"id":"b","tool":"x","verdict":true}`), "rules[1].verdict", "must be a string, not true or false"},
+		{"bad options", rule(`{"id":"b","tool":"Bash","verdict":"allow","match":{"command_prefix":["ls"],"options":"all"}}`), "rules[1].match.options", `"all" is not one of catalogue, any`},
+		{"bad opaque", `{"name":"x","default_verdict":"deny","bash":{"opaque":"ask"}}`, "bash.opaque", `"ask" is not one of deny, require_approval`},
+		{"ask", rule(`{"id":"b","tool":"x","verdict":"ask"}`), "rules[1].verdict", `"ask" is not one of allow, deny, require_approval`},
+		{"unknown field lists the known", rule(`{"id":"b","tool":"x","verdict":"allow","tools":"y"}`), "rules[1].tools", "known: id, tool, match, verdict, scope, ttl_seconds, on_autonomous"},
 		{"missing default", `{"name":"x","rules":[]}`, "default_verdict", "required"},
-		{"bad default", `{"name":"x","default_verdict":"maybe"}`, "default_verdict", `unknown verdict "maybe"`},
-		{"bad approval ttl", `{"name":"x","default_verdict":"deny","approval":{"ttl_seconds":0.5}}`, "approval.ttl_seconds", "integer"},
-		{"bad approval scope", `{"name":"x","default_verdict":"deny","approval":{"scope":"run"}}`, "approval.scope", "unknown scope"},
-		{"bad autonomy", `{"name":"x","default_verdict":"deny","autonomy":{"on_approval_rule":"yes"}}`, "autonomy.on_approval_rule", "unknown verdict"},
+		{"bad default", `{"name":"x","default_verdict":"maybe"}`, "default_verdict", `"maybe" is not one of allow, deny, require_approval`},
+		{"bad approval ttl", `{"name":"x","default_verdict":"deny","approval":{"ttl_seconds":0.5}}`, "approval.ttl_seconds", "must be an integer, not 0.5"},
+		{"bad approval scope", `{"name":"x","default_verdict":"deny","approval":{"scope":"run"}}`, "approval.scope", `"run" is not one of once, session`},
+		{"bad autonomy", `{"name":"x","default_verdict":"deny","autonomy":{"on_approval_rule":"yes"}}`, "autonomy.on_approval_rule", `"yes" is not one of allow, deny`},
 		{"autonomy unknown field", `{"name":"x","default_verdict":"deny","autonomy":{"fallback":"deny"}}`, "autonomy.fallback", "unknown field"},
-		{"not an object", `[1,2]`, "", "must be an object"},
+		{"not an object", `[1,2]`, "", "must be an object, not a list"},
 		{"trailing data", `{"name":"x","default_verdict":"deny"} {}`, "", "after the document"},
 		{"empty", ``, "", "empty"},
-		{"yaml unknown verdict", "name: x\ndefault_verdict: deny\nrules:\n  - id: a\n    tool: Bash\n    verdict: alow\n", "rules[0].verdict", `unknown verdict "alow"`},
+		{"yaml unknown verdict", "name: x\ndefault_verdict: deny\nrules:\n  - id: a\n    tool: Bash\n    verdict: alow\n", "rules[0].verdict", `"alow" is not one of allow, deny, require_approval`},
 		{"yaml unknown field", "name: x\ndefault_verdict: deny\nrules:\n  - id: a\n    tool: Bash\n    verdict: allow\n    colour: red\n", "rules[0].colour", "unknown field"},
 		{"yaml duplicate key", "name: x\nname: y\ndefault_verdict: deny\n", "", "invalid YAML"},
 		{"yaml bad glob", "name: x\ndefault_verdict: deny\nrules:\n  - {id: a, tool: 'x[', verdict: allow}\n", "rules[0].tool", "bad glob"},
@@ -327,7 +337,7 @@ func TestParseErrors(t *testing.T) {
 func TestValidationErrorText(t *testing.T) {
 	t.Parallel()
 	_, _, err := Parse([]byte(`{"name":"x","default_verdict":"deny","rules":[{"id":"a","tool":"x","verdict":"allow"},{"id":"b","tool":"x","verdict":"allow"},{"id":"c","tool":"x","verdict":"alow"}]}`))
-	if got, want := err.Error(), `rules[2].verdict: unknown verdict "alow"`; got != want {
+	if got, want := err.Error(), `rules[2].verdict: "alow" is not one of allow, deny, require_approval`; got != want {
 		t.Errorf("Parse error = %q, want %q", got, want)
 	}
 }
