@@ -255,7 +255,12 @@ func (s *Service) prepare(ctx context.Context, req CreateRequest, derived trust.
 	}
 	limit, err := budget.FromUSD(*req.Budget.LimitUSD)
 	if err != nil {
-		return prepared{}, invalid("budget.limit_usd", "must be a non-negative amount in USD")
+		return prepared{}, invalid("budget.limit_usd", "must be an amount in USD above 0, such as 5 or 0.50")
+	}
+	if limit <= 0 {
+		// Every model call reserves from the budget first, so a run
+		// without one could do nothing but be refused.
+		return prepared{}, invalid("budget.limit_usd", "must be above 0: a run with no budget is refused every tool call and model call (0.000001 is the smallest amount)")
 	}
 	tier, err := requestedTier(req.TrustTier, derived)
 	if err != nil {
@@ -408,7 +413,7 @@ func redactGitHub(g *store.GitHubTrigger) *redact.GitHubTrigger {
 func requestedTier(s string, derived trust.Tier) (trust.Tier, error) {
 	t := trust.Tier(s)
 	if s != "" && !t.Valid() {
-		return "", invalid("trust_tier", "must be %q or %q", trust.Trusted, trust.ReadOnly)
+		return "", invalid("trust_tier", "%.40q is not one of %s, %s", s, trust.Trusted, trust.ReadOnly)
 	}
 	return trust.Narrow(t, derived), nil
 }
