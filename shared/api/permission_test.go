@@ -44,11 +44,21 @@ func (s *stack) gateRun(pol string, o runOpts) (string, string) {
 	if o.bundle != "" {
 		bundles = append(bundles, o.bundle)
 	}
-	body := map[string]any{"policy_id": pol, "capabilities": bundles, "budget": map[string]any{"limit_usd": o.budget}, "autonomous": o.autonomous}
+	limit := o.budget
+	if limit == 0 {
+		limit = 0.01 // a run is never created without a budget; exhausted below
+	}
+	body := map[string]any{"policy_id": pol, "capabilities": bundles, "budget": map[string]any{"limit_usd": limit}, "autonomous": o.autonomous}
 	if o.tier != "" {
 		body["trust_tier"] = o.tier
 	}
 	id, tok := s.session(body)
+	if o.budget == 0 {
+		// Budget 0 asks for an exhausted run: a model call's usage above
+		// the reservation is booked anyway, taking available below zero.
+		s.must(201, "POST", "/v1/sessions/"+id+"/admissions", tok, admissionBody("exhaust", 100, 100))
+		s.must(200, "POST", "/v1/sessions/"+id+"/admissions/exhaust/usage", s.runner(id), map[string]any{"input_tokens": 1000, "output_tokens": 2000})
+	}
 	if o.ended {
 		s.must(200, "POST", "/v1/sessions/"+id+"/end", adminToken, nil)
 	}

@@ -591,3 +591,40 @@ func BashReadOnly(input any) (bool, string) {
 	}
 	return bash.Analyze(cmd).ReadOnly()
 }
+
+// BashTrace is what the analysis made of a Bash call, for an evaluation's
+// trace: the parse, the simple commands allow rules judge, the commands
+// deny rules see, what made the line opaque, and whether it only reads.
+type BashTrace struct {
+	Parsed     bool       `json:"parsed"`
+	ParseError string     `json:"parse_error,omitempty"`
+	Commands   [][]string `json:"commands"`
+	NotPlain   string     `json:"not_plain,omitempty"`
+	Normalized [][]string `json:"normalized"`
+	Opaque     string     `json:"opaque,omitempty"`
+	ReadOnly   bool       `json:"read_only"`
+	NotRead    string     `json:"not_read_only,omitempty"`
+}
+
+// TraceBash analyses a Bash call's input.command for a trace; nil when the
+// input has no string command.
+func TraceBash(input any) *BashTrace {
+	cmd, ok := bashCommand(input)
+	if !ok {
+		return nil
+	}
+	a := bash.Analyze(cmd)
+	t := &BashTrace{Parsed: a.Parsed(), Commands: a.Commands(), Normalized: a.Normalized()}
+	if !t.Parsed {
+		t.ParseError = bash.ParseReason(a.ParseError())
+	}
+	if t.Commands == nil {
+		t.Commands = [][]string{}
+		_, t.NotPlain = a.Strict()
+	}
+	if op, why := a.Opaque(); op {
+		t.Opaque = why
+	}
+	t.ReadOnly, t.NotRead = a.ReadOnly()
+	return t
+}

@@ -402,3 +402,40 @@ func parse(s string) (*syntax.File, error) {
 // parse one input after another, and making one is a large part of the
 // cost of a short line.
 var parsers = sync.Pool{New: func() any { return syntax.NewParser(syntax.Variant(syntax.LangBash)) }}
+
+// Commands returns, for a strict line, its simple commands as allow rules
+// read them (quote removal done, git's reducing global options dropped);
+// nil when the line is not strict.
+func (a *Analysis) Commands() [][]string {
+	if ok, _ := a.Strict(); !ok {
+		return nil
+	}
+	out := make([][]string, len(a.strict))
+	for i, c := range a.strict {
+		out[i] = append([]string(nil), c.words...)
+	}
+	return out
+}
+
+// DynamicWord stands, in Normalized, for a word known only at run time.
+const DynamicWord = "<expansion>"
+
+// Normalized returns every simple command the line could run as deny and
+// require_approval rules see them: inside substitutions and re-read
+// strings, wrappers stripped, programs reduced to their base names, git's
+// own executables as git <sub>. A word known only at run time is
+// DynamicWord.
+func (a *Analysis) Normalized() [][]string {
+	out := make([][]string, len(a.loose))
+	for i, c := range a.loose {
+		ws := make([]string, len(c.words))
+		for j, w := range c.words {
+			ws[j] = w.text
+			if w.dynamic {
+				ws[j] = DynamicWord
+			}
+		}
+		out[i] = ws
+	}
+	return out
+}
