@@ -110,6 +110,11 @@ func init() {
 			run: func(ctx context.Context, args []string, e cmdEnv) error {
 				return connections(ctx, args, e.getenv, e.stdout, e.stderr)
 			}},
+		{name: "policy", synopsis: "eval|test|import-claude ...", summary: "decide a call against a stored policy (nothing recorded), test policy files offline, import Claude Code's permissions",
+			environment: clientEnv, words: []string{"eval", "test", "import-claude", "--command", "--tool", "--input", "--version", "--tier", "--autonomous", "--workspace", "--cwd", "--class", "--name", "--default", "--json", "--url", "--token"},
+			run: func(ctx context.Context, args []string, e cmdEnv) error {
+				return policyCmd(ctx, args, e.getenv, e.stdout, e.stderr)
+			}},
 		// hook's run is nil: run calls hook itself, which returns its own code.
 		{name: "hook", synopsis: "claude-code", summary: "a Claude Code PreToolUse hook: asks the gate, answers allow/deny",
 			environment: hookEnv, words: []string{"claude-code"}},

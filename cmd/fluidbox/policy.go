@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/fluidbox/fluidbox/shared/gate"
+	"github.com/fluidbox/fluidbox/shared/policy"
+)
+
+const policyUsage = `policy eval POLICY_ID (--command LINE | --tool NAME --input JSON) [--version N]
+       [--tier read_only] [--autonomous] [--workspace DIR] [--cwd DIR] [--class CLASS] [--json]`
+
+// policyCmd is `fluidbox policy SUBCOMMAND ...`.
+func policyCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprintf(stderr, "usage: fluidbox %s\n", policyUsage)
+		return errors.New("a subcommand is needed")
+	}
+	switch args[0] {
+	case "eval":
+		return policyEval(ctx, args[1:], getenv, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprintf(stdout, "usage: fluidbox %s\n", policyUsage)
+		return nil
+	}
+	return fmt.Errorf("unknown subcommand %q (eval)", args[0])
+}
+
+// evaluation is the answer of POST /v1/policies/{id}/evaluate.
+type evaluation struct {
+	Decision      string `json:"decision"`
+	Source        string `json:"source,omitempty"`
+	RuleID        string `json:"rule_id,omitempty"`
+	Reason        string `json:"reason"`
+	Verdict       string `json:"verdict,omitempty"`
+	Rewritten     string `json:"rewritten,omitempty"`
+	PolicyID      string `json:"policy_id"`
+	PolicyVersion int    `json:"policy_version"`
+	Digest        string `json:"digest"`
+	Trace         struct {
+		Stages []gate.Step `json:"stages"`
+		Tool   struct {
+			Name    string `json:"name"`
+			Class   string `json:"class,omitempty"`
+			Builtin bool   `json:"builtin"`
+		} `json:"tool"`
+		Bash *policy.BashTrace `json:"bash,omitempty"`
+	} `json:"trace"`
+}
+
+// policyEval asks the control plane how a policy decides one call, as a
+// run with the given tier, autonomy and workspace would be answered;
+// nothing is recorded. The exit status is 0 whatever the decision: the
+// answer is the output.
+func policyEval(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("policy eval", stderr, policyUsage)
+	f := addAPIFlags(fs, getenv)
+	command := fs.String("command", "", "a Bash command line (the tool is then Bash)")
+	tool := fs.String("tool", "", "the tool name (Bash, Read, mcp__jira__create_issue, ...)")
+	input := fs.String("input", "", "the tool's input as a JSON object")
+	version := fs.Int("version", 0, "a policy version (default: the latest)")
+	tier := fs.String("tier", "", "the run's trust tier: trusted (default) or read_only")
+	autonomous := fs.Bool("autonomous", false, "decide as an autonomous run (require_approval takes the policy's fallback)")
+	workspace := fs.String("workspace", "", "the run's workspace: relative path globs resolve against it")
+	cwd := fs.String("cwd", "", "the caller's working directory: relative paths resolve against it")
+	class := fs.String("class", "", "the class of a tool that is not Claude Code's (read, write, execute, egress)")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fmt.Errorf("one POLICY_ID is needed (usage: fluidbox %s)", policyUsage)
+	}
+	body := map[string]any{}
+	switch {
+	case *command != "" && (*tool != "" || *input != ""):
+		return errors.New("--command is a Bash call; give either it or --tool and --input")
+	case *command != "":
+		body["tool_name"], body["input"] = "Bash", map[string]any{"command": *command}
+	case *tool != "":
+		var in any = map[string]any{}
+		if *input != "" {
+			dec := json.NewDecoder(strings.NewReader(*input))
+			dec.UseNumber()
+			if err := dec.Decode(&in); err != nil {
+				return fmt.Errorf("--input: not JSON: %v", err)
+			}
+		}
+		body["tool_name"], body["input"] = *tool, in
+	default:
+		return errors.New("--command or --tool is needed")
+	}
+	for k, v := range map[string]string{"trust_tier": *tier, "workspace": *workspace, "cwd": *cwd, "class": *class} {
+		if v != "" {
+			body[k] = v
+		}
+	}
+	if *autonomous {
+		body["autonomous"] = true
+	}
+	c, err := f.client()
+	if err != nil {
+		return err
+	}
+	path := "/v1/policies/" + url.PathEscape(pos[0])
+	if *version > 0 {
+		path += "/versions/" + strconv.Itoa(*version)
+	}
+	var out evaluation
+	if err := c.Do(ctx, "POST", path+"/evaluate", body, &out); err != nil {
+		return explain(err)
+	}
+	if f.json {
+		return writeJSON(stdout, out)
+	}
+	return printEvaluation(stdout, out)
+}
+
+func printEvaluation(w io.Writer, e evaluation) error {
+	rule := e.RuleID
+	if rule == "" {
+		rule = "(none)"
+	}
+	fmt.Fprintf(w, "%s  (policy %s version %d, rule %s)\n", strings.ToUpper(e.Decision), clean(e.PolicyID, 40), e.PolicyVersion, clean(rule, 60))
+	fmt.Fprintf(w, "reason: %s\n", clean(e.Reason, 400))
+	if e.Rewritten != "" {
+		fmt.Fprintf(w, "policy said %s; autonomy rewrote it to %s\n", e.Verdict, e.Rewritten)
+	}
+	fmt.Fprintln(w, "stages:")
+	for _, s := range e.Trace.Stages {
+		line := "  " + s.Stage + ": " + s.Outcome
+		if s.Reason != "" && s.Outcome != gate.StepPass {
+			line += " (" + clean(s.Reason, 300) + ")"
+		}
+		fmt.Fprintln(w, line)
+	}
+	if !e.Trace.Tool.Builtin && e.Trace.Tool.Class == "" {
+		fmt.Fprintf(w, "  (tool %s is not Claude Code's and has no --class: the schema and trust tier stages were skipped)\n", clean(e.Trace.Tool.Name, 80))
+	}
+	b := e.Trace.Bash
+	if b == nil {
+		return nil
+	}
+	fmt.Fprintln(w, "bash:")
+	if !b.Parsed {
+		fmt.Fprintf(w, "  does not parse: %s\n", clean(b.ParseError, 200))
+	}
+	if len(b.Commands) > 0 {
+		fmt.Fprintln(w, "  commands allow rules judge:")
+		for _, c := range b.Commands {
+			fmt.Fprintf(w, "    %s\n", clean(strings.Join(c, " "), 200))
+		}
+	} else if b.NotPlain != "" {
+		fmt.Fprintf(w, "  not a plain command line, so no allow rule judges it: %s\n", clean(b.NotPlain, 200))
+	}
+	if len(b.Normalized) > 0 {
+		fmt.Fprintln(w, "  commands deny rules see:")
+		for _, c := range b.Normalized {
+			fmt.Fprintf(w, "    %s\n", clean(strings.Join(c, " "), 200))
+		}
+	}
+	if b.Opaque != "" {
+		fmt.Fprintf(w, "  opaque: %s\n", clean(b.Opaque, 200))
+	}
+	if b.ReadOnly {
+		fmt.Fprintln(w, "  read-only: yes (a read_only run may run it)")
+	} else {
+		fmt.Fprintf(w, "  read-only: no (%s)\n", clean(b.NotRead, 200))
+	}
+	return nil
+}
