@@ -116,3 +116,30 @@ func TestEvaluatePolicy(t *testing.T) {
 		t.Errorf("evaluate with a session token = %d, want 401", r.status)
 	}
 }
+
+// TestPolicyTestsAtCreate: a document whose tests fail is refused at create
+// and update with the failures listed; one whose tests pass is stored with
+// them.
+func TestPolicyTestsAtCreate(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	const doc = `{"name":"t","default_verdict":"deny","rules":[{"id":"read","tool":"Bash","match":{"command_prefix":["git diff"]},"verdict":"allow"}],"tests":[
+	  {"name":"diff","tool_name":"Bash","input":{"command":"git diff"},"expect":"allow"},
+	  {"name":"push","tool_name":"Bash","input":{"command":"git push"},"expect":%q}]}`
+	before := len(s.items())
+	r := s.do("POST", "/v1/policies", adminToken, fmt.Sprintf(doc, "allow"))
+	msg := fmt.Sprint(r.body["error"])
+	if r.status != 400 || !strings.Contains(msg, "1 of the document's 2 tests failed") || !strings.Contains(msg, "tests[1] push: expected allow, got deny") {
+		t.Errorf("create with a failing test = %d %s", r.status, r.raw)
+	}
+	if after := len(s.items()); after != before {
+		t.Errorf("a refused document wrote %d items", after-before)
+	}
+	created := s.must(201, "POST", "/v1/policies", adminToken, fmt.Sprintf(doc, "deny"))
+	if tests, _ := created["document"].(map[string]any)["tests"].([]any); len(tests) != 2 {
+		t.Errorf("stored document tests = %v, want both", created["document"])
+	}
+	if r := s.do("PUT", "/v1/policies/"+created["id"].(string), adminToken, fmt.Sprintf(doc, "require_approval")); r.status != 400 || !strings.Contains(string(r.raw), "expected require_approval, got deny") {
+		t.Errorf("update with a failing test = %d %s", r.status, r.raw)
+	}
+}

@@ -58,7 +58,27 @@ type Document struct {
 	Autonomy       *Autonomy         `json:"autonomy,omitempty"`
 	Bash           *BashSettings     `json:"bash,omitempty"`
 	Rules          []Rule            `json:"rules"`
+	// Tests are calls with the verdict the document must give them; they
+	// run when the document is stored (fluidbox policy test runs them
+	// offline), and a failing one refuses the document.
+	Tests []Test `json:"tests,omitempty"`
 }
+
+// Test is one call a document must decide as Expect says.
+type Test struct {
+	// Name says what the test is about; optional.
+	Name     string  `json:"name,omitempty"`
+	ToolName string  `json:"tool_name"`
+	Input    any     `json:"input"`
+	Expect   Verdict `json:"expect"`
+	// Workspace and Cwd are the run's workspace and the caller's working
+	// directory, for documents with relative path globs.
+	Workspace string `json:"workspace,omitempty"`
+	Cwd       string `json:"cwd,omitempty"`
+}
+
+// MaxTests bounds the tests of one document.
+const MaxTests = 1000
 
 // BashSettings say how Bash lines the analyser cannot establish are
 // decided.
@@ -213,6 +233,7 @@ func decode(data []byte) (Document, error) {
 	}
 	dec = json.NewDecoder(bytes.NewReader(js))
 	dec.DisallowUnknownFields()
+	dec.UseNumber() // test inputs read as the gate reads a call's
 	if err := dec.Decode(&doc); err != nil {
 		// checkShape has seen every field, so this is not reached; the
 		// decoder's own words would name Go types.
@@ -262,6 +283,7 @@ const (
 	kindObject // known fields only
 	kindList
 	kindMap // any keys, each value of elem's shape
+	kindAny // any JSON value
 )
 
 var (
@@ -283,7 +305,13 @@ var (
 		{"autonomy", &shape{kind: kindObject, fields: []field{{"on_approval_rule", shapeString}}}},
 		{"bash", &shape{kind: kindObject, fields: []field{{"opaque", shapeString}}}},
 		{"rules", &shape{kind: kindList, elem: shapeRule}},
+		{"tests", &shape{kind: kindList, elem: shapeTest}},
 	}}
+	shapeTest = &shape{kind: kindObject, fields: []field{
+		{"name", shapeString}, {"tool_name", shapeString}, {"input", shapeAny}, {"expect", shapeString},
+		{"workspace", shapeString}, {"cwd", shapeString},
+	}}
+	shapeAny = &shape{kind: kindAny}
 )
 
 // checkShape checks the decoded JSON against the document's shape, so that
@@ -491,6 +519,26 @@ func normalize(doc Document) (Document, error) {
 	doc.Bash = &bs
 	if doc.Rules == nil {
 		doc.Rules = []Rule{}
+	}
+	if len(doc.Tests) > MaxTests {
+		return doc, verr("tests", "more than %d tests", MaxTests)
+	}
+	for i, t := range doc.Tests {
+		f := fmt.Sprintf("tests[%d]", i)
+		if t.ToolName == "" {
+			return doc, verr(f+".tool_name", "required")
+		}
+		if t.Expect == "" {
+			return doc, verr(f+".expect", "required")
+		}
+		if !validVerdict(t.Expect) {
+			return doc, verr(f+".expect", "%s", notOneOf(string(t.Expect), verdictNames...))
+		}
+		for _, p := range []struct{ name, value string }{{"workspace", t.Workspace}, {"cwd", t.Cwd}} {
+			if p.value != "" && !strings.HasPrefix(p.value, "/") {
+				return doc, verr(f+"."+p.name, "must be an absolute path such as \"/work/app\"")
+			}
+		}
 	}
 	if len(doc.Rules) > MaxRules {
 		return doc, verr("rules", "more than %d rules", MaxRules)

@@ -294,12 +294,62 @@ func (p *Policy) RelativeGlobs() []string {
 	return out
 }
 
+// TestFailure is a document test whose call got another verdict.
+type TestFailure struct {
+	Index  int     `json:"index"`
+	Name   string  `json:"name,omitempty"`
+	Expect Verdict `json:"expect"`
+	Got    Verdict `json:"got"`
+	RuleID string  `json:"rule_id,omitempty"`
+	Reason string  `json:"reason"`
+}
+
+func (f TestFailure) String() string {
+	name := f.Name
+	if name == "" {
+		name = "(unnamed)"
+	}
+	return fmt.Sprintf("tests[%d] %s: expected %s, got %s (%s)", f.Index, name, f.Expect, f.Got, f.Reason)
+}
+
+// RunTests decides each of the document's tests and returns those whose
+// verdict is not the expected one, in order.
+func (p *Policy) RunTests() []TestFailure {
+	var out []TestFailure
+	for i, t := range p.doc.Tests {
+		r := p.EvaluateIn(Env{Workspace: t.Workspace, Cwd: t.Cwd}, t.ToolName, t.Input)
+		if r.Verdict != t.Expect {
+			out = append(out, TestFailure{Index: i, Name: t.Name, Expect: t.Expect, Got: r.Verdict, RuleID: r.RuleID, Reason: r.Reason})
+		}
+	}
+	return out
+}
+
 // Document returns a deep copy of the normalized document (defaults filled).
 func (p *Policy) Document() Document { return copyDocument(p.doc) }
 
 // Digest is "sha256:<hex>" over the canonical JSON of the normalized
 // document; equal documents have equal digests.
 func (p *Policy) Digest() string { return p.digest }
+
+// copyJSON deep-copies a decoded JSON value.
+func copyJSON(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[k] = copyJSON(e)
+		}
+		return m
+	case []any:
+		l := make([]any, len(x))
+		for i, e := range x {
+			l[i] = copyJSON(e)
+		}
+		return l
+	}
+	return v
+}
 
 func copyDocument(d Document) Document {
 	out := d
@@ -314,6 +364,13 @@ func copyDocument(d Document) Document {
 	if d.Bash != nil {
 		b := *d.Bash
 		out.Bash = &b
+	}
+	if d.Tests != nil {
+		out.Tests = make([]Test, len(d.Tests))
+		for i, t := range d.Tests {
+			out.Tests[i] = t
+			out.Tests[i].Input = copyJSON(t.Input)
+		}
 	}
 	if d.Rules != nil {
 		out.Rules = make([]Rule, len(d.Rules))

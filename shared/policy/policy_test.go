@@ -507,3 +507,44 @@ func TestGlob(t *testing.T) {
 		}
 	}
 }
+
+// TestDocumentTests: a document's tests decide their calls; the failing
+// ones are reported with what was expected and what came; malformed tests
+// do not compile.
+func TestDocumentTests(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, `{"name":"t","default_verdict":"deny","rules":[
+	  {"id":"read","tool":"Bash","match":{"command_prefix":["git diff"]},"verdict":"allow"},
+	  {"id":"src","tool":"Read","match":{"path":["src/**"]},"verdict":"allow"},
+	  {"id":"ops","tool":"mcp__jira__create_issue","match":{"input":{"/priority":["1"]}},"verdict":"require_approval"}],
+	 "tests":[
+	  {"name":"diff","tool_name":"Bash","input":{"command":"git diff --stat"},"expect":"allow"},
+	  {"name":"push","tool_name":"Bash","input":{"command":"git push"},"expect":"allow"},
+	  {"tool_name":"Read","input":{"file_path":"/w/src/a.go"},"workspace":"/w","expect":"allow"},
+	  {"tool_name":"mcp__jira__create_issue","input":{"priority":1},"expect":"require_approval"},
+	  {"tool_name":"Read","input":{"file_path":"/w/src/a.go"},"expect":"allow"}]}`)
+	failed := p.RunTests()
+	if len(failed) != 2 || failed[0].Index != 1 || failed[0].Name != "push" || failed[0].Got != VerdictDeny || failed[1].Index != 4 {
+		t.Fatalf("RunTests = %+v, want tests 1 and 4 failing", failed)
+	}
+	if got := failed[0].String(); !strings.Contains(got, "tests[1] push: expected allow, got deny") {
+		t.Errorf("failure text = %q", got)
+	}
+	if q, _, err := New(p.Document()); err != nil || q.Digest() != p.Digest() || len(q.RunTests()) != 2 {
+		t.Errorf("round trip: %v, digest equal %v", err, err == nil && q.Digest() == p.Digest())
+	}
+	for _, tt := range []struct{ tests, field, msg string }{
+		{`[{"input":{},"expect":"allow"}]`, "tests[0].tool_name", "required"},
+		{`[{"tool_name":"Bash","input":{}}]`, "tests[0].expect", "required"},
+		{`[{"tool_name":"Bash","input":{},"expect":"ask"}]`, "tests[0].expect", `"ask" is not one of allow, deny, require_approval`},
+		{`[{"tool_name":"Bash","input":{},"expect":"allow","workspace":"rel"}]`, "tests[0].workspace", "absolute"},
+		{`[{"tool_name":"Bash","input":{},"expect":"allow","colour":1}]`, "tests[0].colour", "unknown field"},
+		{`{"tool_name":"Bash"}`, "tests", "must be a list"},
+	} {
+		_, _, err := Parse([]byte(`{"name":"t","default_verdict":"deny","tests":` + tt.tests + `}`))
+		var ve *ValidationError
+		if !errors.As(err, &ve) || ve.Field != tt.field || !strings.Contains(ve.Message, tt.msg) {
+			t.Errorf("tests %s: error %v, want %s: %s", tt.tests, err, tt.field, tt.msg)
+		}
+	}
+}

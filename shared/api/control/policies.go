@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/ids"
@@ -39,6 +40,13 @@ func parsePolicy(w http.ResponseWriter, r *http.Request) (*policy.Policy, []poli
 	}
 	if err != nil {
 		return nil, nil, invalid("the policy document could not be read")
+	}
+	if failed := p.RunTests(); len(failed) > 0 {
+		lines := make([]string, len(failed))
+		for i, f := range failed {
+			lines[i] = f.String()
+		}
+		return nil, nil, invalid("%d of the document's %d tests failed: %s", len(failed), len(p.Document().Tests), strings.Join(lines, "; "))
 	}
 	return p, warnings, nil
 }
