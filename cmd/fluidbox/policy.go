@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 
@@ -15,7 +16,8 @@ import (
 )
 
 const policyUsage = `policy eval POLICY_ID (--command LINE | --tool NAME --input JSON) [--version N]
-       [--tier read_only] [--autonomous] [--workspace DIR] [--cwd DIR] [--class CLASS] [--json]`
+       [--tier read_only] [--autonomous] [--workspace DIR] [--cwd DIR] [--class CLASS] [--json]
+       policy test FILE...   validate documents and run their tests offline (exit 1 on a failure)`
 
 // policyCmd is `fluidbox policy SUBCOMMAND ...`.
 func policyCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -26,11 +28,13 @@ func policyCmd(ctx context.Context, args []string, getenv func(string) string, s
 	switch args[0] {
 	case "eval":
 		return policyEval(ctx, args[1:], getenv, stdout, stderr)
+	case "test":
+		return policyTest(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprintf(stdout, "usage: fluidbox %s\n", policyUsage)
 		return nil
 	}
-	return fmt.Errorf("unknown subcommand %q (eval)", args[0])
+	return fmt.Errorf("unknown subcommand %q (eval, test)", args[0])
 }
 
 // evaluation is the answer of POST /v1/policies/{id}/evaluate.
@@ -173,6 +177,79 @@ func printEvaluation(w io.Writer, e evaluation) error {
 		fmt.Fprintln(w, "  read-only: yes (a read_only run may run it)")
 	} else {
 		fmt.Fprintf(w, "  read-only: no (%s)\n", clean(b.NotRead, 200))
+	}
+	return nil
+}
+
+// errTestsFailed: a document did not validate or a test failed; the output
+// says which.
+var errTestsFailed = errors.New("policy tests failed")
+
+// policyTest validates each document file and runs its tests, with the
+// same code the control plane runs at create and update; no server is
+// needed.
+func policyTest(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("policy test", stderr, "policy test [--json] FILE...")
+	asJSON := fs.Bool("json", false, "print JSON for scripts instead of text")
+	files, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(files) == 0 {
+		return errors.New("one or more policy files are needed")
+	}
+	type fileResult struct {
+		File     string               `json:"file"`
+		Error    string               `json:"error,omitempty"`
+		Tests    int                  `json:"tests"`
+		Failures []policy.TestFailure `json:"failures"`
+		Warnings []string             `json:"warnings,omitempty"`
+	}
+	var results []fileResult
+	failed := false
+	for _, name := range files {
+		res := fileResult{File: name, Failures: []policy.TestFailure{}}
+		data, err := os.ReadFile(name)
+		if err != nil {
+			res.Error = "cannot read the file: " + err.Error()
+		} else if p, warns, err := policy.Parse(data); err != nil {
+			res.Error = err.Error()
+		} else {
+			res.Tests = len(p.Document().Tests)
+			res.Failures = append(res.Failures, p.RunTests()...)
+			for _, w := range warns {
+				res.Warnings = append(res.Warnings, w.String())
+			}
+		}
+		failed = failed || res.Error != "" || len(res.Failures) > 0
+		results = append(results, res)
+	}
+	if *asJSON {
+		if err := writeJSON(stdout, map[string]any{"results": results}); err != nil {
+			return err
+		}
+	} else {
+		for _, r := range results {
+			switch {
+			case r.Error != "":
+				fmt.Fprintf(stdout, "FAIL %s: %s\n", r.File, r.Error)
+			case len(r.Failures) > 0:
+				fmt.Fprintf(stdout, "FAIL %s: %d of %d tests failed\n", r.File, len(r.Failures), r.Tests)
+				for _, f := range r.Failures {
+					fmt.Fprintf(stdout, "  %s\n", f)
+				}
+			case r.Tests == 0:
+				fmt.Fprintf(stdout, "ok   %s (valid; it has no tests)\n", r.File)
+			default:
+				fmt.Fprintf(stdout, "ok   %s (%d tests)\n", r.File, r.Tests)
+			}
+			for _, w := range r.Warnings {
+				fmt.Fprintf(stdout, "  warning: %s\n", w)
+			}
+		}
+	}
+	if failed {
+		return errTestsFailed
 	}
 	return nil
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -48,5 +50,57 @@ func TestPolicyEval(t *testing.T) {
 		if r := fluidbox(ctx, s.env(), "", bad...); r.code == 0 || r.stderr == "" {
 			t.Errorf("fluidbox %v = %+v, want a failure with a message", bad, r)
 		}
+	}
+}
+
+// TestPolicyTestExamples: the repository's example policies validate and
+// pass their own tests, offline (this is how make test runs them).
+func TestPolicyTestExamples(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("../../docs/policies/*")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("example policies: %v %v", files, err)
+	}
+	r := fluidbox(context.Background(), nil, "", append([]string{"policy", "test"}, files...)...)
+	if r.code != 0 || strings.Count(r.stdout, "ok   ") != len(files) {
+		t.Errorf("fluidbox policy test %v = %+v, want every file ok", files, r)
+	}
+}
+
+// TestPolicyTestFailures: a failing test or an invalid document is named,
+// and the exit status is 1.
+func TestPolicyTestFailures(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	bad := filepath.Join(dir, "bad.json")
+	broken := filepath.Join(dir, "broken.json")
+	for name, doc := range map[string]string{
+		good:   "name: g\ndefault_verdict: deny\ntests:\n  - {tool_name: Bash, input: {command: ls}, expect: deny}\n",
+		bad:    `{"name":"b","default_verdict":"deny","tests":[{"name":"ls","tool_name":"Bash","input":{"command":"ls"},"expect":"allow"}]}`,
+		broken: `{"name":"x","default_verdict":"ask"}`,
+	} {
+		if err := os.WriteFile(name, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := fluidbox(context.Background(), nil, "", "policy", "test", good, bad, broken, filepath.Join(dir, "missing.json"))
+	for _, want := range []string{"ok   " + good + " (1 tests)", "FAIL " + bad + ": 1 of 1 tests failed", "tests[0] ls: expected allow, got deny", "FAIL " + broken + `: default_verdict: "ask" is not one of allow, deny, require_approval`, "FAIL " + filepath.Join(dir, "missing.json") + ": cannot read the file"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("policy test output %q lacks %q", r.stdout, want)
+		}
+	}
+	if r.code != 1 {
+		t.Errorf("policy test with failures exits %d, want 1", r.code)
+	}
+	r = fluidbox(context.Background(), nil, "", "policy", "test", "--json", bad)
+	var out struct {
+		Results []struct {
+			File     string
+			Failures []struct{ Index int }
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || len(out.Results) != 1 || len(out.Results[0].Failures) != 1 || r.code != 1 {
+		t.Errorf("policy test --json = %+v (%v)", r, err)
 	}
 }
