@@ -5,8 +5,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -107,7 +109,59 @@ func compile(doc Document) (*Policy, []Warning, error) {
 		}
 	}
 	warns = append(warns, shadowWarnings(p.rules)...)
+	warns = append(warns, toolWarnings(doc.Rules)...)
+	warns = append(warns, verdictWarnings(doc)...)
 	return p, warns, nil
+}
+
+// claudeTools are the tool names Claude Code calls, for the warning about
+// a rule's tool that differs from one only by case.
+var claudeTools = []string{"Bash", "Read", "Write", "Edit", "MultiEdit", "NotebookEdit", "NotebookRead",
+	"Glob", "Grep", "LS", "WebFetch", "WebSearch", "Task", "Agent", "TodoWrite", "BashOutput", "KillShell",
+	"ExitPlanMode", "SlashCommand", "Skill"}
+
+// claudeSyntax is Claude Code's permission rule syntax, Tool(specifier).
+var claudeSyntax = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9_]*)\((.*)\)$`)
+
+// toolWarnings flags rule tools that match nothing a caller sends: Claude
+// Code's permission syntax written as a tool name, and a known tool's name
+// in another case (tool names are matched exactly).
+func toolWarnings(rules []Rule) []Warning {
+	var warns []Warning
+	for i, r := range rules {
+		f := fmt.Sprintf("rules[%d].tool", i)
+		if m := claudeSyntax.FindStringSubmatch(r.Tool); m != nil {
+			hint := fmt.Sprintf(`write {"tool":%q,"match":{...}}`, m[1])
+			if m[1] == bashTool {
+				prefix := strings.TrimSpace(strings.TrimSuffix(strings.TrimSuffix(m[2], "*"), ":"))
+				hint = fmt.Sprintf(`write {"tool":"Bash","match":{"command_prefix":[%q]}}`, prefix)
+			}
+			warns = append(warns, Warning{Field: f, Message: fmt.Sprintf("%q is Claude Code's permission syntax, which matches no tool name here; %s (fluidbox policy import-claude translates a settings file)", r.Tool, hint)})
+			continue
+		}
+		for _, t := range claudeTools {
+			if r.Tool != t && strings.EqualFold(r.Tool, t) {
+				warns = append(warns, Warning{Field: f, Message: fmt.Sprintf("%q matches no tool: tool names are matched exactly, and Claude Code's is %q", r.Tool, t)})
+			}
+		}
+	}
+	return warns
+}
+
+// verdictWarnings flags a document that gives every call the same verdict.
+func verdictWarnings(doc Document) []Warning {
+	for _, r := range doc.Rules {
+		if r.Verdict != doc.DefaultVerdict {
+			return nil
+		}
+	}
+	switch doc.DefaultVerdict {
+	case VerdictAllow:
+		return []Warning{{Field: "default_verdict", Message: "every call is allowed: the default is allow and no rule denies or asks for approval (only a Bash line that does not parse is refused)"}}
+	case VerdictDeny:
+		return []Warning{{Field: "default_verdict", Message: "every call is denied: the default is deny and no rule allows or asks for approval"}}
+	}
+	return []Warning{{Field: "default_verdict", Message: "every call waits for a human: the default is require_approval and no rule allows or denies"}}
 }
 
 func compileRule(i int, r Rule) (*rule, []Warning) {

@@ -548,3 +548,41 @@ func TestDocumentTests(t *testing.T) {
 		}
 	}
 }
+
+// TestCreationWarnings: Claude Code's syntax as a tool, a known tool's name
+// in another case, and a document that can only give one verdict are
+// flagged.
+func TestCreationWarnings(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		doc, field, msg string
+	}{
+		{`{"name":"w","default_verdict":"deny","rules":[{"id":"a","tool":"Bash(git status:*)","verdict":"allow"}]}`, "rules[0].tool",
+			`write {"tool":"Bash","match":{"command_prefix":["git status"]}}`},
+		{`{"name":"w","default_verdict":"deny","rules":[{"id":"a","tool":"Read(./src/**)","verdict":"allow"}]}`, "rules[0].tool", `Claude Code's permission syntax`},
+		{`{"name":"w","default_verdict":"deny","rules":[{"id":"a","tool":"read","verdict":"allow"}]}`, "rules[0].tool", `Claude Code's is "Read"`},
+		{`{"name":"w","default_verdict":"deny","rules":[{"id":"a","tool":"BASH","verdict":"allow"}]}`, "rules[0].tool", `Claude Code's is "Bash"`},
+		{`{"name":"w","default_verdict":"allow"}`, "default_verdict", "every call is allowed"},
+		{`{"name":"w","default_verdict":"allow","rules":[{"id":"a","tool":"Bash","verdict":"allow"}]}`, "default_verdict", "every call is allowed"},
+		{`{"name":"w","default_verdict":"deny","rules":[{"id":"a","tool":"x","verdict":"deny"}]}`, "default_verdict", "every call is denied"},
+		{`{"name":"w","default_verdict":"require_approval"}`, "default_verdict", "every call waits for a human"},
+	}
+	for _, tt := range tests {
+		_, warns, err := Parse([]byte(tt.doc))
+		if err != nil {
+			t.Fatalf("Parse(%s): %v", tt.doc, err)
+		}
+		found := false
+		for _, w := range warns {
+			found = found || w.Field == tt.field && strings.Contains(w.Message, tt.msg)
+		}
+		if !found {
+			t.Errorf("Parse(%s) warnings = %v, want %s: ...%s...", tt.doc, warns, tt.field, tt.msg)
+		}
+	}
+	// A document that can decide both ways draws none of these.
+	_, warns, _ := Parse([]byte(`{"name":"w","default_verdict":"deny","rules":[{"id":"a","tool":"Read","verdict":"allow"},{"id":"b","tool":"mcp__x__y","verdict":"allow"}]}`))
+	if len(warns) != 0 {
+		t.Errorf("warnings for a plain document: %v", warns)
+	}
+}
