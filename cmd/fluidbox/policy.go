@@ -17,7 +17,10 @@ import (
 
 const policyUsage = `policy eval POLICY_ID (--command LINE | --tool NAME --input JSON) [--version N]
        [--tier read_only] [--autonomous] [--workspace DIR] [--cwd DIR] [--class CLASS] [--json]
-       policy test FILE...   validate documents and run their tests offline (exit 1 on a failure)`
+       policy test FILE...   validate documents and run their tests offline (exit 1 on a failure)
+       policy import-claude .claude/settings.json [--name N] [--default VERDICT]
+                             a policy document from Claude Code's permissions (stdout); what has
+                             no equivalent is listed on stderr`
 
 // policyCmd is `fluidbox policy SUBCOMMAND ...`.
 func policyCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -30,11 +33,13 @@ func policyCmd(ctx context.Context, args []string, getenv func(string) string, s
 		return policyEval(ctx, args[1:], getenv, stdout, stderr)
 	case "test":
 		return policyTest(args[1:], stdout, stderr)
+	case "import-claude":
+		return policyImportClaude(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprintf(stdout, "usage: fluidbox %s\n", policyUsage)
 		return nil
 	}
-	return fmt.Errorf("unknown subcommand %q (eval, test)", args[0])
+	return fmt.Errorf("unknown subcommand %q (eval, test, import-claude)", args[0])
 }
 
 // evaluation is the answer of POST /v1/policies/{id}/evaluate.
@@ -250,6 +255,47 @@ func policyTest(args []string, stdout, stderr io.Writer) error {
 	}
 	if failed {
 		return errTestsFailed
+	}
+	return nil
+}
+
+// policyImportClaude prints a policy document translated from a Claude
+// Code settings file's permissions; every rule it could not translate is
+// listed on stderr with the reason, and the document's warnings too.
+func policyImportClaude(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("policy import-claude", stderr, "policy import-claude [--name N] [--default VERDICT] FILE")
+	name := fs.String("name", "imported-from-claude-code", "the policy's name")
+	def := fs.String("default", string(policy.VerdictRequireApproval), "the default verdict for calls no rule matches: allow, deny or require_approval")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return errors.New("one settings file is needed (such as .claude/settings.json)")
+	}
+	data, err := os.ReadFile(pos[0])
+	if err != nil {
+		return err
+	}
+	doc, left, err := policy.FromClaudeSettings(data, *name, policy.Verdict(*def))
+	if err != nil {
+		return err
+	}
+	_, warns, err := policy.New(doc)
+	if err != nil {
+		return err // an unknown --default, named by its field
+	}
+	if err := writeJSON(stdout, doc); err != nil {
+		return err
+	}
+	for _, u := range left {
+		fmt.Fprintf(stderr, "not translated (%s): %s: %s\n", u.List, clean(u.Rule, 200), u.Reason)
+	}
+	for _, w := range warns {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
+	if len(left) > 0 {
+		fmt.Fprintf(stderr, "%d rules were not translated; add their equivalent by hand or leave them to the default verdict (%s)\n", len(left), doc.DefaultVerdict)
 	}
 	return nil
 }

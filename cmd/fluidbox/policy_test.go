@@ -104,3 +104,33 @@ func TestPolicyTestFailures(t *testing.T) {
 		t.Errorf("policy test --json = %+v (%v)", r, err)
 	}
 }
+
+// TestPolicyImportClaude: a settings file becomes a document the control
+// plane accepts; untranslated rules are listed on stderr.
+func TestPolicyImportClaude(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, nil)
+	ctx := context.Background()
+	file := filepath.Join(t.TempDir(), "settings.json")
+	if err := os.WriteFile(file, []byte(`{"permissions":{"allow":["Bash(git diff:*)","Read(./src/**)"],"deny":["Bash(git push:*)"],"ask":["Read(~/.aws/**)"]}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := fluidbox(ctx, s.env(), "", "policy", "import-claude", file, "--default", "deny")
+	if r.code != 0 || !strings.Contains(r.stderr, "not translated (ask): Read(~/.aws/**)") {
+		t.Fatalf("import-claude = %+v, want the home-directory rule listed", r)
+	}
+	var created struct {
+		ID       string
+		Document struct{ Rules []struct{ ID, Tool string } }
+	}
+	if err := s.admin.Do(ctx, "POST", "/v1/policies", json.RawMessage(r.stdout), &created); err != nil || len(created.Document.Rules) != 5 {
+		t.Fatalf("the imported document = %v (%+v), want it accepted with 5 rules (Bash deny, Bash allow, Read/Glob/Grep allow)", err, created)
+	}
+	var ev evaluation
+	if err := s.admin.Do(ctx, "POST", "/v1/policies/"+created.ID+"/evaluate", map[string]any{"tool_name": "Bash", "input": map[string]any{"command": "git diff HEAD"}}, &ev); err != nil || ev.Decision != "allow" {
+		t.Errorf("git diff under the imported policy = %+v (%v), want allow", ev, err)
+	}
+	if r := fluidbox(ctx, s.env(), "", "policy", "import-claude", file, "--default", "ask"); r.code == 0 || !strings.Contains(r.stderr, `"ask" is not one of allow, deny, require_approval`) {
+		t.Errorf("import-claude --default ask = %+v, want refused with the valid verdicts", r)
+	}
+}

@@ -1,0 +1,65 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestFromClaudeSettings: Claude Code's permission rules become rules of
+// the same verdict that decide the same calls; what has no equivalent is
+// listed, not guessed.
+func TestFromClaudeSettings(t *testing.T) {
+	t.Parallel()
+	settings := `{"permissions":{
+	  "allow":["Bash(git diff:*)","Bash(npm run test)","Read(./src/**)","WebFetch(domain:docs.example.com)","mcp__github__get_issue","WebSearch"],
+	  "deny":["Bash(git push:*)","Read(//etc/**)","Edit(/.github/**)","mcp__jira","Read(~/.ssh/**)"],
+	  "ask":["Bash(rm *)","Bash(echo $(x) *)","Bash(git * push)","Task(reviewer)"]},
+	  "model":"opus"}`
+	doc, left, err := FromClaudeSettings([]byte(settings), "imported", VerdictRequireApproval)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _, err := New(doc)
+	if err != nil {
+		t.Fatalf("the imported document does not compile: %v", err)
+	}
+	env := Env{Workspace: "/work/app"}
+	tests := []struct {
+		tool  string
+		input map[string]any
+		want  Verdict
+	}{
+		{"Bash", map[string]any{"command": "git diff --stat"}, VerdictAllow},
+		{"Bash", map[string]any{"command": "git diff --output=x"}, VerdictRequireApproval},
+		{"Bash", map[string]any{"command": "npm run test"}, VerdictAllow},
+		{"Bash", map[string]any{"command": "sudo git push"}, VerdictDeny},
+		{"Bash", map[string]any{"command": "rm -rf x"}, VerdictRequireApproval},
+		{"Read", map[string]any{"file_path": "/work/app/src/a.go"}, VerdictAllow},
+		{"Grep", map[string]any{"path": "/work/app/src", "pattern": "x"}, VerdictAllow},
+		{"Read", map[string]any{"file_path": "/etc/passwd"}, VerdictDeny},
+		{"Write", map[string]any{"file_path": "/work/app/.github/workflows/ci.yml", "content": "x"}, VerdictDeny},
+		{"WebFetch", map[string]any{"url": "https://docs.example.com/a", "prompt": "x"}, VerdictAllow},
+		{"WebFetch", map[string]any{"url": "https://docs.example.com.evil.test/a", "prompt": "x"}, VerdictRequireApproval},
+		{"mcp__github__get_issue", map[string]any{}, VerdictAllow},
+		{"mcp__jira__create_issue", map[string]any{}, VerdictDeny},
+		{"WebSearch", map[string]any{"query": "x"}, VerdictAllow},
+	}
+	for _, tt := range tests {
+		if got := p.EvaluateIn(env, tt.tool, tt.input); got.Verdict != tt.want {
+			t.Errorf("%s %v = %s (%s), want %s", tt.tool, tt.input, got.Verdict, got.Reason, tt.want)
+		}
+	}
+	var untranslated []string
+	for _, u := range left {
+		untranslated = append(untranslated, u.List+":"+u.Rule)
+		if u.Reason == "" {
+			t.Errorf("%s has no reason", u.Rule)
+		}
+	}
+	if got, want := strings.Join(untranslated, " "), "deny:Read(~/.ssh/**) ask:Bash(echo $(x) *) ask:Bash(git * push) ask:Task(reviewer)"; got != want {
+		t.Errorf("untranslated = %s, want %s", got, want)
+	}
+	if _, _, err := FromClaudeSettings([]byte(`[1]`), "x", VerdictDeny); err == nil {
+		t.Error("a JSON list was read as settings")
+	}
+}
