@@ -36,7 +36,9 @@ func policyCmd(ctx context.Context, args []string, getenv func(string) string, s
 	case "import-claude":
 		return policyImportClaude(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
-		fmt.Fprintf(stdout, "usage: fluidbox %s\n", policyUsage)
+		c, _ := lookup("policy")
+		fmt.Fprint(stdout, commandHelp(c))
+		fmt.Fprintf(stdout, "\nsubcommands:\n  fluidbox %s\n", policyUsage)
 		return nil
 	}
 	return fmt.Errorf("unknown subcommand %q (eval, test, import-claude)", args[0])
