@@ -25,6 +25,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/config"
 	"github.com/fluidbox/fluidbox/shared/devstack"
+	"github.com/fluidbox/fluidbox/shared/egress"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/modelproxy"
 	"github.com/fluidbox/fluidbox/shared/notify"
@@ -139,6 +140,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 		UpstreamToolsTTL:    time.Duration(cfg.UpstreamToolsTTLSeconds) * time.Second,
 
 		MaxPendingApprovals: cfg.MaxPendingApprovals,
+		Egress:              egress.New(cfg.ConnectionAllowCIDRs),
 	})
 	if err != nil {
 		return err
@@ -203,7 +205,7 @@ func devModelProxy(ctx context.Context, cfg config.Config, st *store.Store, log 
 		return nil, nil, err
 	}
 	if cfg.ModelUpstreamURL != "" {
-		info, err := modelproxy.NewUpstreams(st, sealer, time.Now).Set(ctx, cfg.ModelUpstreamURL,
+		info, err := modelproxy.NewUpstreams(st, sealer, egress.New(cfg.ConnectionAllowCIDRs), time.Now).Set(ctx, cfg.ModelUpstreamURL,
 			seal.Credential{Type: seal.TypeHeader, Name: "x-api-key", Value: cfg.ModelUpstreamKey}, string(call.Dev))
 		if err != nil {
 			return nil, nil, fmt.Errorf("model upstream from FLUIDBOX_MODEL_UPSTREAM_URL: %w", err)

@@ -32,6 +32,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/api/model"
 	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/config"
+	"github.com/fluidbox/fluidbox/shared/egress"
 	"github.com/fluidbox/fluidbox/shared/function"
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/sso"
@@ -92,6 +93,8 @@ func handlers(d function.Deps, verifier *sso.Verifier, sealer seal.Sealer) (api,
 		return nil, nil, fmt.Errorf("broker: %w", err)
 	}
 	base := apiConfig(d)
+	// Every dial to an upstream (MCP or model) goes through the guard.
+	guard := egress.New(d.Config.ConnectionAllowCIDRs)
 	if verifier != nil {
 		base.Users = members.New(members.Config{Config: base, OIDC: verifier})
 	}
@@ -102,12 +105,13 @@ func handlers(d function.Deps, verifier *sso.Verifier, sealer seal.Sealer) (api,
 			UpstreamToolsTTL:    time.Duration(d.Config.UpstreamToolsTTLSeconds) * time.Second,
 			MaxPendingApprovals: d.Config.MaxPendingApprovals,
 			CallbackURL:         callbackURL,
+			Egress:              guard,
 		}))
 	if err != nil {
 		return nil, nil, err
 	}
 	url, err = route.New(base, route.Target{Function: route.Broker, Via: route.FunctionURL},
-		model.New(model.Config{Config: base, Sealer: sealer, Prices: prices}))
+		model.New(model.Config{Config: base, Sealer: sealer, Prices: prices, Egress: guard}))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/api/triggers"
 	"github.com/fluidbox/fluidbox/shared/config"
+	"github.com/fluidbox/fluidbox/shared/egress"
 	"github.com/fluidbox/fluidbox/shared/function"
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/sso"
@@ -58,6 +59,9 @@ func run(ctx context.Context, getenv func(string) string) error {
 
 // handler serves the control rows of the route table.
 func handler(d function.Deps, verifier *sso.Verifier, sealer seal.Sealer) (*route.Server, error) {
+	// Creation refuses connection and model-upstream URLs the broker
+	// would never dial.
+	guard := egress.New(d.Config.ConnectionAllowCIDRs)
 	prices, err := admission.LoadPrices(d.Config.PricesFile)
 	if err != nil {
 		return nil, fmt.Errorf("control: %w", err)
@@ -69,8 +73,8 @@ func handler(d function.Deps, verifier *sso.Verifier, sealer seal.Sealer) (*rout
 	}
 	return route.New(base, route.Target{Function: route.Control, Via: route.APIGateway},
 		control.New(control.Config{Config: base, SSEMaxDuration: function.SSEWindow, Page: control.PageConfig(verifier)}),
-		connections.New(connections.Config{Config: base, Sealer: sealer}),
-		model.New(model.Config{Config: base, Sealer: sealer, Prices: prices}),
+		connections.New(connections.Config{Config: base, Sealer: sealer, Egress: guard}),
+		model.New(model.Config{Config: base, Sealer: sealer, Prices: prices, Egress: guard}),
 		// No webhook secret: deliveries are the github function's.
 		triggers.New(triggers.Config{Config: base}),
 		people,

@@ -33,6 +33,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/api/triggers"
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/budget"
+	"github.com/fluidbox/fluidbox/shared/egress"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/slackbot"
@@ -80,6 +81,10 @@ type Config struct {
 	// MaxPendingApprovals is how many approvals one run may have waiting
 	// (FLUIDBOX_MAX_PENDING_APPROVALS); 0 is gate.DefaultMaxPendingApprovals.
 	MaxPendingApprovals int
+	// Egress decides which addresses connection and model-upstream URLs
+	// may reach (FLUIDBOX_CONNECTION_ALLOW_CIDRS); nil refuses every
+	// internal address, loopback included.
+	Egress *egress.Guard
 }
 
 // Build builds the handler of every route.
@@ -93,8 +98,8 @@ func Build(cfg Config) (*route.Server, error) {
 		control.New(control.Config{Config: base, SSEMaxDuration: cfg.SSEMaxDuration, Page: control.PageConfig(cfg.OIDC)}),
 		runner.New(runner.Config{Config: base, Scheduler: cfg.Scheduler, Observer: cfg.Observer, Prices: cfg.Prices, MaxPendingApprovals: cfg.MaxPendingApprovals}),
 		approvals.New(approvals.Config{Config: base, Observer: cfg.Observer, Slack: cfg.Slack, SlackAPI: cfg.SlackAPI}),
-		connections.New(connections.Config{Config: base, Sealer: cfg.Sealer, UpstreamToolsTTL: cfg.UpstreamToolsTTL, Scheduler: cfg.Scheduler, Observer: cfg.Observer, MaxPendingApprovals: cfg.MaxPendingApprovals}),
-		model.New(model.Config{Config: base, Sealer: cfg.Sealer, Prices: cfg.Prices, Client: cfg.ModelClient}),
+		connections.New(connections.Config{Config: base, Sealer: cfg.Sealer, UpstreamToolsTTL: cfg.UpstreamToolsTTL, Scheduler: cfg.Scheduler, Observer: cfg.Observer, MaxPendingApprovals: cfg.MaxPendingApprovals, Egress: cfg.Egress}),
+		model.New(model.Config{Config: base, Sealer: cfg.Sealer, Prices: cfg.Prices, Client: cfg.ModelClient, Egress: cfg.Egress}),
 		triggers.New(triggers.Config{Config: base, GitHubWebhookSecret: cfg.GitHubWebhookSecret, RunCreated: cfg.RunCreated}),
 		people,
 	)

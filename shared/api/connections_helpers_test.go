@@ -61,7 +61,7 @@ func newBrokerStack(t *testing.T, sealer seal.Sealer, ttl time.Duration) *broker
 	led := ledger.New(st, time.Now)
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv := httptest.NewServer(api.New(api.Config{AdminToken: adminToken, Ledger: led, Logger: log, Sealer: sealer, UpstreamToolsTTL: ttl}))
+	srv := httptest.NewServer(api.New(api.Config{AdminToken: adminToken, Ledger: led, Logger: log, Sealer: sealer, UpstreamToolsTTL: ttl, Egress: testenv.Loopback}))
 	t.Cleanup(srv.Close)
 	return &brokerStack{stack: &stack{t: t, url: srv.URL, st: st, db: db, led: led}, logs: logs, responses: &syncBuffer{}}
 }

@@ -72,7 +72,7 @@ func newProxyStack(t *testing.T, upstreamURL string) *proxyStack {
 		t.Fatal(err)
 	}
 	logs := &lockedBuffer{}
-	h := api.New(api.Config{AdminToken: adminToken, Ledger: led, Sealer: sealer,
+	h := api.New(api.Config{AdminToken: adminToken, Ledger: led, Sealer: sealer, Egress: testenv.Loopback,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

@@ -24,8 +24,16 @@ import (
 
 // Sentinel errors, carried by *UpstreamError (errors.Is).
 var (
-	// ErrUnauthorized: the upstream refused the credential (HTTP 401 or 403).
+	// ErrUnauthorized: the upstream refused the credential (HTTP 401).
 	ErrUnauthorized = errors.New("broker: upstream refused the credential")
+	// ErrForbidden: the upstream took the credential but refused the request
+	// (HTTP 403): the credential lacks a permission, or the upstream refuses
+	// for its own reasons. Replacing the credential may not help.
+	ErrForbidden = errors.New("broker: upstream refused the request")
+	// ErrAddressRefused: the upstream's address is one the broker may not
+	// reach (loopback, link-local, private, unique-local), found before any
+	// packet was sent to it.
+	ErrAddressRefused = errors.New("broker: upstream address refused")
 	// ErrUnknownTool: the upstream does not offer the tool, whether it said so with a
 	// protocol error (Go SDK servers) or an isError result (TypeScript SDK servers).
 	ErrUnknownTool = errors.New("broker: upstream does not offer the tool")

@@ -11,12 +11,14 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/fluidbox/fluidbox/shared/egress"
 	"github.com/fluidbox/fluidbox/shared/seal"
 )
 
@@ -37,17 +39,28 @@ const (
 // clientInfo is how fluidbox introduces itself to upstreams.
 var clientInfo = &mcp.Implementation{Name: "fluidbox-broker", Version: "1"}
 
-// sharedTransport pools connections across calls. The credential is added per request by
-// authTransport, so pooling never mixes credentials into a connection's state.
-var sharedTransport = func() http.RoundTripper {
-	t, ok := http.DefaultTransport.(*http.Transport)
-	if !ok {
-		return &http.Transport{Proxy: http.ProxyFromEnvironment}
+// transports pools connections across calls, one transport per guard. The credential is
+// added per request by authTransport, so pooling never mixes credentials into a
+// connection's state. No proxy: the guard must judge the upstream's own address, and a
+// proxy would be the only address it saw.
+var transports sync.Map // *egress.Guard -> *http.Transport
+
+func transportFor(g *egress.Guard) http.RoundTripper {
+	if t, ok := transports.Load(g); ok {
+		return t.(*http.Transport)
 	}
-	t = t.Clone()
-	t.MaxIdleConnsPerHost = 16
-	return t
-}()
+	t := &http.Transport{
+		DialContext:           g.DialContext,
+		TLSHandshakeTimeout:   10 * time.Second,
+		MaxIdleConns:          100,
+		MaxIdleConnsPerHost:   16,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		ForceAttemptHTTP2:     true,
+	}
+	actual, _ := transports.LoadOrStore(g, t)
+	return actual.(*http.Transport)
+}
 
 // Session is one MCP session with an upstream, for a caller that lists and then calls
 // within one handshake (check the tool is still offered as frozen, then call it). It is
@@ -59,10 +72,17 @@ type Session struct {
 	closed atomic.Bool
 }
 
-// Connect opens a session with the upstream at endpoint, presenting cred.
-func Connect(ctx context.Context, endpoint string, cred seal.Credential) (*Session, error) {
-	if err := checkEndpoint(endpoint); err != nil {
+// Connect opens a session with the upstream at endpoint, presenting cred. The URL is
+// judged by g first (https, http only to allowed loopback: a connection stored before the
+// rule is held to it too), and every dial goes through g, which refuses internal addresses
+// after resolution and again on the socket. A nil g refuses every internal address.
+func Connect(ctx context.Context, g *egress.Guard, endpoint string, cred seal.Credential) (*Session, error) {
+	u, err := checkEndpoint(endpoint)
+	if err != nil {
 		return nil, &UpstreamError{Op: "connect", Msg: err.Error(), Err: ErrInvalidRequest}
+	}
+	if err := g.CheckURL(u); err != nil {
+		return nil, &UpstreamError{Op: "connect", Msg: addressRefused, Err: ErrAddressRefused}
 	}
 	if err := cred.Validate(); err != nil {
 		// seal's validation errors never contain the secret.
@@ -70,7 +90,7 @@ func Connect(ctx context.Context, endpoint string, cred seal.Credential) (*Sessi
 	}
 	rec := &recorder{}
 	httpClient := &http.Client{
-		Transport: &authTransport{base: sharedTransport, cred: cred, rec: rec},
+		Transport: &authTransport{base: transportFor(g), cred: cred, rec: rec},
 		Timeout:   DefaultHTTPTimeout,
 		// Never follow a redirect: authTransport would present the credential to
 		// wherever it points.
@@ -210,8 +230,8 @@ type Result struct {
 }
 
 // ListTools connects to the upstream at endpoint, photographs its tools, and closes.
-func ListTools(ctx context.Context, endpoint string, cred seal.Credential) (Photo, error) {
-	s, err := Connect(ctx, endpoint, cred)
+func ListTools(ctx context.Context, g *egress.Guard, endpoint string, cred seal.Credential) (Photo, error) {
+	s, err := Connect(ctx, g, endpoint, cred)
 	if err != nil {
 		return Photo{}, err
 	}
@@ -220,8 +240,8 @@ func ListTools(ctx context.Context, endpoint string, cred seal.Credential) (Phot
 }
 
 // CallTool connects to the upstream at endpoint, calls one tool, and closes.
-func CallTool(ctx context.Context, endpoint string, cred seal.Credential, name string, args map[string]any) (Result, error) {
-	s, err := Connect(ctx, endpoint, cred)
+func CallTool(ctx context.Context, g *egress.Guard, endpoint string, cred seal.Credential, name string, args map[string]any) (Result, error) {
+	s, err := Connect(ctx, g, endpoint, cred)
 	if err != nil {
 		return Result{}, err
 	}
@@ -242,22 +262,26 @@ func (s *Session) closeWithin(ctx context.Context) {
 
 // checkEndpoint accepts absolute http(s) URLs without user info. Its errors do not quote
 // the URL, which may carry a token in its query.
-func checkEndpoint(endpoint string) error {
+func checkEndpoint(endpoint string) (*url.URL, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil {
-		return errors.New("endpoint is not a valid URL")
+		return nil, errors.New("endpoint is not a valid URL")
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return errors.New("endpoint scheme must be http or https")
+		return nil, errors.New("endpoint scheme must be http or https")
 	}
 	if u.Host == "" {
-		return errors.New("endpoint has no host")
+		return nil, errors.New("endpoint has no host")
 	}
 	if u.User != nil {
-		return errors.New("endpoint must not carry user info; use the connection credential")
+		return nil, errors.New("endpoint must not carry user info; use the connection credential")
 	}
-	return nil
+	return u, nil
 }
+
+// addressRefused is the message of ErrAddressRefused; egress's own words (the kind of
+// range) are not needed by a member and stay out of the error.
+const addressRefused = "the URL is not https or reaches an address the broker may not (loopback, link-local, private, unique-local or special-purpose); nothing was sent to it"
 
 func toolDef(t *mcp.Tool) (ToolDef, error) {
 	schema, err := json.Marshal(t.InputSchema)
@@ -281,8 +305,14 @@ func toolDef(t *mcp.Tool) (ToolDef, error) {
 func classify(ctx context.Context, op string, err error, rec *recorder) *UpstreamError {
 	status := rec.lastStatus()
 	switch {
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+	case status == http.StatusUnauthorized:
 		return &UpstreamError{Op: op, Status: status, Msg: "credential refused", Err: ErrUnauthorized}
+	case status == http.StatusForbidden:
+		// A 403 says who the caller is was understood and the request is not allowed:
+		// not a bad credential, and replacing it is not the obvious fix.
+		return &UpstreamError{Op: op, Status: status, Msg: "request refused by the upstream (the credential was not rejected as invalid)", Err: ErrForbidden}
+	case errors.Is(err, egress.ErrRefused):
+		return &UpstreamError{Op: op, Msg: addressRefused, Err: ErrAddressRefused}
 	case errors.Is(err, errResponseTooLarge):
 		return &UpstreamError{Op: op, Msg: "response too large", Err: ErrInvalidResponse}
 	case ctx.Err() != nil:

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,13 +17,14 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/fluidbox/fluidbox/shared/broker"
+	"github.com/fluidbox/fluidbox/shared/egress"
 	"github.com/fluidbox/fluidbox/shared/seal"
 )
 
 func TestListTools(t *testing.T) {
 	t.Parallel()
 	u := newUpstream(t, upstreamOpts{})
-	photo, err := broker.ListTools(t.Context(), u.srv.URL, goodCred)
+	photo, err := broker.ListTools(t.Context(), loopback, u.srv.URL, goodCred)
 	if err != nil {
 		t.Fatalf("ListTools: %v", err)
 	}
@@ -64,7 +67,7 @@ func TestListToolsPaginates(t *testing.T) {
 			rawTool(s, n, "tool "+n, `{"type":"object"}`)
 		}
 	}})
-	photo, err := broker.ListTools(t.Context(), u.srv.URL, goodCred)
+	photo, err := broker.ListTools(t.Context(), loopback, u.srv.URL, goodCred)
 	if err != nil {
 		t.Fatalf("ListTools: %v", err)
 	}
@@ -79,7 +82,7 @@ func TestListToolsPaginates(t *testing.T) {
 func TestCallTool(t *testing.T) {
 	t.Parallel()
 	u := newUpstream(t, upstreamOpts{})
-	res, err := broker.CallTool(t.Context(), u.srv.URL, goodCred, "echo", map[string]any{"text": "hello"})
+	res, err := broker.CallTool(t.Context(), loopback, u.srv.URL, goodCred, "echo", map[string]any{"text": "hello"})
 	if err != nil {
 		t.Fatalf("CallTool(echo): %v", err)
 	}
@@ -101,7 +104,7 @@ func TestCallTool(t *testing.T) {
 func TestCallToolExecutionError(t *testing.T) {
 	t.Parallel()
 	u := newUpstream(t, upstreamOpts{})
-	res, err := broker.CallTool(t.Context(), u.srv.URL, goodCred, "fail", nil)
+	res, err := broker.CallTool(t.Context(), loopback, u.srv.URL, goodCred, "fail", nil)
 	if err != nil {
 		t.Fatalf("CallTool(fail) = %v; a tool execution error is a result, not an error", err)
 	}
@@ -124,7 +127,7 @@ func TestCallToolUnknown(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			u := newUpstream(t, tc.opts)
-			_, err := broker.CallTool(t.Context(), u.srv.URL, goodCred, "nope", nil)
+			_, err := broker.CallTool(t.Context(), loopback, u.srv.URL, goodCred, "nope", nil)
 			if !errors.Is(err, broker.ErrUnknownTool) {
 				t.Fatalf("CallTool(nope) = %v, want ErrUnknownTool", err)
 			}
@@ -133,7 +136,7 @@ func TestCallToolUnknown(t *testing.T) {
 				t.Errorf("CallTool(nope) = %#v, want *UpstreamError with Code %d", err, tc.wantCode)
 			}
 			// Known tools still work on such a server.
-			if _, err := broker.CallTool(t.Context(), u.srv.URL, goodCred, "echo", map[string]any{"text": "x"}); err != nil {
+			if _, err := broker.CallTool(t.Context(), loopback, u.srv.URL, goodCred, "echo", map[string]any{"text": "x"}); err != nil {
 				t.Errorf("CallTool(echo) = %v", err)
 			}
 		})
@@ -143,7 +146,7 @@ func TestCallToolUnknown(t *testing.T) {
 func TestCallToolProtocolErrorDoesNotLeak(t *testing.T) {
 	t.Parallel()
 	u := newUpstream(t, upstreamOpts{echoAuthInProtocolError: true})
-	_, err := broker.CallTool(t.Context(), u.srv.URL, goodCred, "boom", nil)
+	_, err := broker.CallTool(t.Context(), loopback, u.srv.URL, goodCred, "boom", nil)
 	if !errors.Is(err, broker.ErrProtocol) {
 		t.Fatalf("CallTool(boom) = %v, want ErrProtocol", err)
 	}
@@ -158,7 +161,7 @@ func TestWrongTokenRefused(t *testing.T) {
 	for _, echo := range []bool{false, true} {
 		u := newUpstream(t, upstreamOpts{echoAuthOn401: echo})
 		bad := seal.Credential{Type: seal.TypeBearer, Token: wrongCanary}
-		_, err := broker.ListTools(t.Context(), u.srv.URL, bad)
+		_, err := broker.ListTools(t.Context(), loopback, u.srv.URL, bad)
 		if !errors.Is(err, broker.ErrUnauthorized) {
 			t.Fatalf("ListTools(wrong token, echo=%v) = %v, want ErrUnauthorized", echo, err)
 		}
@@ -167,7 +170,7 @@ func TestWrongTokenRefused(t *testing.T) {
 			t.Errorf("ListTools(wrong token) = %#v, want Status 401", err)
 		}
 		assertNoSecret(t, err)
-		_, err = broker.CallTool(t.Context(), u.srv.URL, bad, "echo", map[string]any{"text": canary})
+		_, err = broker.CallTool(t.Context(), loopback, u.srv.URL, bad, "echo", map[string]any{"text": canary})
 		if !errors.Is(err, broker.ErrUnauthorized) {
 			t.Errorf("CallTool(wrong token) = %v, want ErrUnauthorized", err)
 		}
@@ -183,7 +186,7 @@ func TestHeaderCredential(t *testing.T) {
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("X-Api-Key") != canary || r.Header.Get("Authorization") != "" {
-			http.Error(w, "no", http.StatusForbidden)
+			http.Error(w, "no", http.StatusUnauthorized)
 			return
 		}
 		h.ServeHTTP(w, r)
@@ -191,21 +194,74 @@ func TestHeaderCredential(t *testing.T) {
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(release) })
 	cred := seal.Credential{Type: seal.TypeHeader, Name: "X-Api-Key", Value: canary}
-	if _, err := broker.CallTool(t.Context(), srv.URL, cred, "echo", map[string]any{"text": "x"}); err != nil {
+	if _, err := broker.CallTool(t.Context(), loopback, srv.URL, cred, "echo", map[string]any{"text": "x"}); err != nil {
 		t.Fatalf("CallTool with header credential: %v", err)
 	}
-	_, err := broker.ListTools(t.Context(), srv.URL, seal.Credential{Type: seal.TypeHeader, Name: "X-Api-Key", Value: wrongCanary})
+	_, err := broker.ListTools(t.Context(), loopback, srv.URL, seal.Credential{Type: seal.TypeHeader, Name: "X-Api-Key", Value: wrongCanary})
 	var uerr *broker.UpstreamError
-	if !errors.Is(err, broker.ErrUnauthorized) || !errors.As(err, &uerr) || uerr.Status != http.StatusForbidden {
-		t.Errorf("ListTools(wrong header) = %v, want ErrUnauthorized with 403", err)
+	if !errors.Is(err, broker.ErrUnauthorized) || !errors.As(err, &uerr) || uerr.Status != http.StatusUnauthorized {
+		t.Errorf("ListTools(wrong header) = %v, want ErrUnauthorized with 401", err)
 	}
 	assertNoSecret(t, err)
+}
+
+// TestForbiddenIsNotABadCredential: an upstream's 403 (the credential was
+// understood, the request is not allowed) is reported as a refusal, not as
+// a credential to replace.
+func TestForbiddenIsNotABadCredential(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "this token may not list tools", http.StatusForbidden)
+	}))
+	t.Cleanup(srv.Close)
+	_, err := broker.ListTools(t.Context(), loopback, srv.URL, goodCred)
+	var uerr *broker.UpstreamError
+	if !errors.Is(err, broker.ErrForbidden) || errors.Is(err, broker.ErrUnauthorized) || !errors.As(err, &uerr) || uerr.Status != http.StatusForbidden {
+		t.Errorf("ListTools(403) = %v, want ErrForbidden (not ErrUnauthorized) with 403", err)
+	}
+	assertNoSecret(t, err)
+}
+
+// TestInternalAddressRefused: with loopback not allowed, the broker refuses
+// a loopback upstream at the dial: the server sees nothing, and the error
+// says the address was refused.
+func TestInternalAddressRefused(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	t.Cleanup(srv.Close)
+	strict := egress.New(nil)
+	for _, endpoint := range []string{srv.URL, strings.Replace(srv.URL, "127.0.0.1", "localhost", 1)} {
+		_, err := broker.ListTools(t.Context(), strict, endpoint, goodCred)
+		if !errors.Is(err, broker.ErrAddressRefused) {
+			t.Errorf("ListTools(%s) with loopback refused = %v, want ErrAddressRefused", endpoint, err)
+		}
+		assertNoSecret(t, err)
+	}
+	// A public-looking https name that resolves inside (DNS rebinding, or
+	// a name planted in a private zone) passes the URL check and is refused
+	// at the dial, after resolution: a stand-in resolver answers with the
+	// test server's loopback address, and nothing reaches it.
+	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	var resolved atomic.Int32
+	rebinding := strict.WithResolver(func(_ context.Context, host string) ([]netip.Addr, error) {
+		resolved.Add(1)
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+	})
+	_, err := broker.ListTools(t.Context(), rebinding, "https://"+net.JoinHostPort("mcp.example.com", port)+"/mcp", goodCred)
+	if !errors.Is(err, broker.ErrAddressRefused) || resolved.Load() == 0 {
+		t.Errorf("ListTools(name resolving to loopback) = %v after %d lookups, want ErrAddressRefused after resolution", err, resolved.Load())
+	}
+	assertNoSecret(t, err)
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the refused upstream got %d requests, want 0", n)
+	}
 }
 
 func TestCredentialEchoWithheld(t *testing.T) {
 	t.Parallel()
 	u := newUpstream(t, upstreamOpts{})
-	_, err := broker.CallTool(t.Context(), u.srv.URL, goodCred, "whoami", nil)
+	_, err := broker.CallTool(t.Context(), loopback, u.srv.URL, goodCred, "whoami", nil)
 	if !errors.Is(err, broker.ErrCredentialEcho) {
 		t.Fatalf("CallTool(whoami) = %v, want ErrCredentialEcho", err)
 	}
@@ -214,7 +270,7 @@ func TestCredentialEchoWithheld(t *testing.T) {
 	leaky := newUpstream(t, upstreamOpts{tools: func(s *mcp.Server) {
 		rawTool(s, "search", "Search. Debug: token is "+canary, `{"type":"object"}`)
 	}})
-	_, err = broker.ListTools(t.Context(), leaky.srv.URL, goodCred)
+	_, err = broker.ListTools(t.Context(), loopback, leaky.srv.URL, goodCred)
 	if !errors.Is(err, broker.ErrCredentialEcho) {
 		t.Fatalf("ListTools(leaky description) = %v, want ErrCredentialEcho", err)
 	}
@@ -234,7 +290,7 @@ func TestRedirectNotFollowed(t *testing.T) {
 	redirector := httptest.NewServer(http.RedirectHandler(elsewhere.URL+"/mcp", http.StatusTemporaryRedirect))
 	t.Cleanup(redirector.Close)
 
-	_, err := broker.ListTools(t.Context(), redirector.URL, goodCred)
+	_, err := broker.ListTools(t.Context(), loopback, redirector.URL, goodCred)
 	if !errors.Is(err, broker.ErrTransport) {
 		t.Errorf("ListTools(redirect) = %v, want ErrTransport", err)
 	}
@@ -254,7 +310,7 @@ func TestContextTimeoutBounded(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		_, err := broker.CallTool(ctx, u.srv.URL, goodCred, "slow", nil)
+		_, err := broker.CallTool(ctx, loopback, u.srv.URL, goodCred, "slow", nil)
 		done <- err
 	}()
 	select {
@@ -273,7 +329,7 @@ func TestUnreachable(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
-	_, err := broker.ListTools(t.Context(), url, goodCred)
+	_, err := broker.ListTools(t.Context(), loopback, url, goodCred)
 	if !errors.Is(err, broker.ErrTransport) {
 		t.Fatalf("ListTools(closed server) = %v, want ErrTransport", err)
 	}
@@ -298,13 +354,13 @@ func TestInvalidRequests(t *testing.T) {
 		{"invalid credential", u.srv.URL, seal.Credential{Type: seal.TypeHeader, Name: "Host", Value: canary}},
 	}
 	for _, tc := range cases {
-		_, err := broker.ListTools(t.Context(), tc.url, tc.cred)
+		_, err := broker.ListTools(t.Context(), loopback, tc.url, tc.cred)
 		if !errors.Is(err, broker.ErrInvalidRequest) {
 			t.Errorf("ListTools(%s) = %v, want ErrInvalidRequest", tc.name, err)
 		}
 		assertNoSecret(t, err)
 	}
-	if _, err := broker.CallTool(t.Context(), u.srv.URL, goodCred, "", nil); !errors.Is(err, broker.ErrInvalidRequest) {
+	if _, err := broker.CallTool(t.Context(), loopback, u.srv.URL, goodCred, "", nil); !errors.Is(err, broker.ErrInvalidRequest) {
 		t.Errorf("CallTool(empty name) = %v, want ErrInvalidRequest", err)
 	}
 }
@@ -312,7 +368,7 @@ func TestInvalidRequests(t *testing.T) {
 func TestSessionListThenCall(t *testing.T) {
 	t.Parallel()
 	u := newUpstream(t, upstreamOpts{})
-	s, err := broker.Connect(t.Context(), u.srv.URL, goodCred)
+	s, err := broker.Connect(t.Context(), loopback, u.srv.URL, goodCred)
 	if err != nil {
 		t.Fatalf("Connect: %v", err)
 	}
@@ -348,11 +404,11 @@ func TestDiffAgainstRealUpstreams(t *testing.T) {
 		rawTool(s, "create_issue", "Create an issue.", `{"type":"object","properties":{"title":{"type":"string"},"assignee":{"type":"string"}}}`)
 		rawTool(s, "close_issue", "Close an issue.", `{"type":"object"}`)
 	}})
-	p1, err := broker.ListTools(t.Context(), before.srv.URL, goodCred)
+	p1, err := broker.ListTools(t.Context(), loopback, before.srv.URL, goodCred)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p2, err := broker.ListTools(t.Context(), after.srv.URL, goodCred)
+	p2, err := broker.ListTools(t.Context(), loopback, after.srv.URL, goodCred)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +436,7 @@ func TestDigestIndependentOfServerOrder(t *testing.T) {
 				rawTool(s, n, "tool "+n, `{"type":"object","properties":{"x":{"type":"number","minimum":1}}}`)
 			}
 		}})
-		p, err := broker.ListTools(t.Context(), u.srv.URL, goodCred)
+		p, err := broker.ListTools(t.Context(), loopback, u.srv.URL, goodCred)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -401,10 +457,10 @@ func BenchmarkListToolsCallTool(b *testing.B) {
 		posts := u.posts.Load()
 		defer func() { b.ReportMetric(float64(u.posts.Load()-posts)/float64(b.N), "posts/op") }()
 		for b.Loop() {
-			if _, err := broker.ListTools(ctx, u.srv.URL, goodCred); err != nil {
+			if _, err := broker.ListTools(ctx, loopback, u.srv.URL, goodCred); err != nil {
 				b.Fatal(err)
 			}
-			if _, err := broker.CallTool(ctx, u.srv.URL, goodCred, "echo", args); err != nil {
+			if _, err := broker.CallTool(ctx, loopback, u.srv.URL, goodCred, "echo", args); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -413,7 +469,7 @@ func BenchmarkListToolsCallTool(b *testing.B) {
 		posts := u.posts.Load()
 		defer func() { b.ReportMetric(float64(u.posts.Load()-posts)/float64(b.N), "posts/op") }()
 		for b.Loop() {
-			s, err := broker.Connect(ctx, u.srv.URL, goodCred)
+			s, err := broker.Connect(ctx, loopback, u.srv.URL, goodCred)
 			if err != nil {
 				b.Fatal(err)
 			}

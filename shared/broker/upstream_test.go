@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/fluidbox/fluidbox/shared/egress"
 	"github.com/fluidbox/fluidbox/shared/seal"
 )
 
@@ -26,6 +27,10 @@ const (
 )
 
 var goodCred = seal.Credential{Type: seal.TypeBearer, Token: canary}
+
+// loopback lets the broker reach the test upstreams, which listen on
+// 127.0.0.1, as `fluidbox dev` does.
+var loopback = egress.New(egress.Loopback)
 
 // upstream is a real MCP server (official Go SDK, Streamable HTTP) on 127.0.0.1 behind a
 // middleware requiring Authorization: Bearer <canary>.

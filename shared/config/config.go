@@ -5,10 +5,13 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fluidbox/fluidbox/shared/egress"
 )
 
 // Config is the server's configuration.
@@ -68,6 +71,11 @@ type Config struct {
 	SlackChannel       string
 	SlackAPIURL        string
 	SlackUsers         string
+	// ConnectionAllowCIDRs are the internal ranges connection and model
+	// upstream URLs may reach (FLUIDBOX_CONNECTION_ALLOW_CIDRS); every
+	// other loopback, link-local, private or special address is refused at
+	// creation and at every dial. Unset in dev: loopback (egress.Loopback).
+	ConnectionAllowCIDRs []netip.Prefix
 }
 
 // DefaultReservationSweepAfter is the sweep's default horizon: well past
@@ -145,6 +153,17 @@ func Load(getenv func(string) string, mode Mode) (Config, error) {
 			problems = append(problems, "FLUIDBOX_MAX_PENDING_APPROVALS must be an integer from 1 to 1000")
 		}
 		c.MaxPendingApprovals = n
+	}
+	// In dev, loopback is the default so local MCP servers work; a value
+	// set replaces it.
+	if s := getenv(egress.AllowVariable); s != "" {
+		allow, err := egress.ParseAllow(s)
+		if err != nil {
+			problems = append(problems, egress.AllowVariable+" must be CIDRs or addresses separated by commas")
+		}
+		c.ConnectionAllowCIDRs = allow
+	} else if mode == Dev {
+		c.ConnectionAllowCIDRs = egress.Loopback
 	}
 	problems = append(problems, c.loadSSO(getenv, mode)...)
 	problems = append(problems, c.checkSlack(mode)...)

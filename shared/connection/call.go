@@ -288,7 +288,7 @@ func (b *Broker) look(ctx context.Context, up *upstream, bt permission.BrokeredT
 // listTools reads the upstream's tools on up's session, opening it first.
 func (b *Broker) listTools(ctx context.Context, up *upstream, endpoint string) (broker.Photo, error) {
 	if up.sess == nil {
-		sess, err := broker.Connect(ctx, endpoint, *up.cred)
+		sess, err := broker.Connect(ctx, b.svc.opts.Egress, endpoint, *up.cred)
 		if err != nil {
 			return broker.Photo{}, err
 		}
@@ -336,7 +336,7 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 	start := b.svc.opts.Now()
 	var res broker.Result
 	if up.sess == nil {
-		up.sess, err = broker.Connect(cctx, conn.URL, *up.cred)
+		up.sess, err = broker.Connect(cctx, b.svc.opts.Egress, conn.URL, *up.cred)
 	}
 	if err == nil {
 		res, err = up.sess.CallTool(cctx, bt.UpstreamName, args)
@@ -345,7 +345,7 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 		// Refused at the door: the tool did not run, so the one execution
 		// this call claimed is still unspent. Refresh once and call again.
 		if err = b.reauthenticate(cctx, up, conn, bt.Binding.Generation); err == nil {
-			if up.sess, err = broker.Connect(cctx, conn.URL, *up.cred); err == nil {
+			if up.sess, err = broker.Connect(cctx, b.svc.opts.Egress, conn.URL, *up.cred); err == nil {
 				res, err = up.sess.CallTool(cctx, bt.UpstreamName, args)
 			}
 		}

@@ -39,6 +39,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/broker"
 	"github.com/fluidbox/fluidbox/shared/capability"
+	"github.com/fluidbox/fluidbox/shared/egress"
 	"github.com/fluidbox/fluidbox/shared/ids"
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -75,6 +76,9 @@ func invalid(field, format string, args ...any) error {
 // Options tune a Service.
 type Options struct {
 	Now func() time.Time
+	// Egress decides which addresses connection URLs may reach, at creation
+	// and at every dial; nil refuses every internal address.
+	Egress *egress.Guard
 	// UpstreamToolsTTL is how long the broker may trust its last look at an
 	// upstream's tool list (FLUIDBOX_UPSTREAM_TOOLS_TTL_SECONDS); 0 looks on
 	// every call.
@@ -187,9 +191,11 @@ func ValidName(name string) bool {
 	return true
 }
 
-// checkURL accepts an absolute http(s) URL without user info or fragment.
-// Its messages never quote the URL (a query may carry a token).
-func checkURL(raw string) error {
+// checkURL accepts an absolute https URL (http only to loopback, where
+// loopback is allowed) without user info or fragment, whose host is not a
+// refused address. Its messages never quote the URL (a query may carry a
+// token).
+func (s *Service) checkURL(raw string) error {
 	if raw == "" {
 		return invalid("url", "is required")
 	}
@@ -208,6 +214,9 @@ func checkURL(raw string) error {
 		return invalid("url", "must not carry user info; put the secret in the credential")
 	case u.Fragment != "":
 		return invalid("url", "must not have a fragment")
+	}
+	if err := s.opts.Egress.CheckURL(u); err != nil {
+		return invalid("url", "%s", strings.TrimPrefix(err.Error(), egress.ErrRefused.Error()+": "))
 	}
 	return nil
 }
@@ -255,7 +264,7 @@ func (s *Service) Create(ctx context.Context, who auth.Principal, req CreateRequ
 	if !ValidName(req.Name) {
 		return View{}, invalid("name", "must be 1 to %d of a-z, 0-9, _ and -, without \"__\" and not ending in \"_\"", maxNameLen)
 	}
-	if err := checkURL(req.URL); err != nil {
+	if err := s.checkURL(req.URL); err != nil {
 		return View{}, err
 	}
 	switch req.Kind {

@@ -71,7 +71,7 @@ func TestPersonalConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := connection.NewService(st, sealer, connection.Options{})
+	svc := connection.NewService(st, sealer, connection.Options{Egress: testenv.Loopback})
 	for _, who := range []auth.Principal{alice, bob} {
 		if err := st.PutMember(ctx, store.Member{Sub: who.Subject, Status: store.MemberActive, Roles: who.Roles}); err != nil {
 			t.Fatal(err)

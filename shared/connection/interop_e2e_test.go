@@ -43,7 +43,7 @@ func TestInteropServerEverything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := connection.NewService(st, sealer, connection.Options{})
+	svc := connection.NewService(st, sealer, connection.Options{Egress: testenv.Loopback})
 	v, err := svc.Create(ctx, admin, connection.CreateRequest{
 		Name: "everything", URL: url, Kind: "shared",
 		Credential:  &seal.Credential{Type: seal.TypeBearer, Token: "CANARY-everything-3c1"},

@@ -54,7 +54,7 @@ func newBrokerFixture(t *testing.T, faults *calltest.Conflicts, callTimeout time
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
 	t.Cleanup(srv.Close)
 
-	svc := connection.NewService(st, sealer, connection.Options{CallTimeout: callTimeout})
+	svc := connection.NewService(st, sealer, connection.Options{CallTimeout: callTimeout, Egress: testenv.Loopback})
 	v, err := svc.Create(ctx, admin, connection.CreateRequest{Name: "team", URL: srv.URL, Kind: "shared", Credential: &seal.Credential{Type: seal.TypeBearer, Token: token}})
 	if err != nil {
 		t.Fatal(err)

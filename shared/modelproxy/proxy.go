@@ -110,9 +110,10 @@ type Proxy struct {
 // connection setup.
 func New(admit *admission.Service, upstreams *Upstreams, judge Judge, client *http.Client, log *slog.Logger) *Proxy {
 	if client == nil {
+		// No proxy: the guard judges the upstream's own address, after
+		// resolution, at every dial.
 		client = &http.Client{Transport: &http.Transport{
-			Proxy:                 http.ProxyFromEnvironment,
-			DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			DialContext:           upstreams.guard.DialContext,
 			TLSHandshakeTimeout:   10 * time.Second,
 			ResponseHeaderTimeout: 10 * time.Minute,
 			MaxIdleConnsPerHost:   16,

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"strings"
 	"time"
 
+	"github.com/fluidbox/fluidbox/shared/egress"
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
@@ -55,19 +55,26 @@ type UpstreamInfo struct {
 type Upstreams struct {
 	st     *store.Store
 	sealer seal.Sealer
+	guard  *egress.Guard
 	now    func() time.Time
 }
 
 // NewUpstreams returns the upstream setting over st. sealer may be nil in a
 // process that has no key service: Set and Open then fail with ErrNoSealer.
-func NewUpstreams(st *store.Store, sealer seal.Sealer, now func() time.Time) *Upstreams {
-	return &Upstreams{st: st, sealer: sealer, now: now}
+// guard decides which addresses the upstream may be at (nil refuses every
+// internal one); the proxy's default client dials through it.
+func NewUpstreams(st *store.Store, sealer seal.Sealer, guard *egress.Guard, now func() time.Time) *Upstreams {
+	if guard == nil {
+		guard = egress.New(nil)
+	}
+	return &Upstreams{st: st, sealer: sealer, guard: guard, now: now}
 }
 
 // CheckURL validates an upstream base URL and returns it without a trailing
 // slash. The operator's key travels to it, so it must be https, except to a
-// loopback address (a local stand-in).
-func CheckURL(raw string) (string, error) {
+// loopback address (a local stand-in) where g allows loopback, and not to
+// an address g refuses.
+func CheckURL(g *egress.Guard, raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" || !u.IsAbs() {
 		return "", &InvalidError{"url: must be an absolute http(s) URL"}
@@ -75,16 +82,11 @@ func CheckURL(raw string) (string, error) {
 	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 		return "", &InvalidError{"url: must not carry user info, a query or a fragment"}
 	}
-	switch u.Scheme {
-	case "https":
-	case "http":
-		host := u.Hostname()
-		ip := net.ParseIP(host)
-		if host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-			return "", &InvalidError{"url: must be https (plain http only to a loopback address)"}
-		}
-	default:
+	if u.Scheme != "https" && u.Scheme != "http" {
 		return "", &InvalidError{"url: must be an absolute http(s) URL"}
+	}
+	if err := g.CheckURL(u); err != nil {
+		return "", &InvalidError{"url: " + strings.TrimPrefix(err.Error(), egress.ErrRefused.Error()+": ")}
 	}
 	return strings.TrimRight(u.String(), "/"), nil
 }
@@ -95,7 +97,7 @@ func (u *Upstreams) Set(ctx context.Context, rawURL string, cred seal.Credential
 	if u.sealer == nil {
 		return UpstreamInfo{}, ErrNoSealer
 	}
-	base, err := CheckURL(rawURL)
+	base, err := CheckURL(u.guard, rawURL)
 	if err != nil {
 		return UpstreamInfo{}, err
 	}

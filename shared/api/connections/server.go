@@ -22,6 +22,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/api/runner"
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/connection"
+	"github.com/fluidbox/fluidbox/shared/egress"
 	"github.com/fluidbox/fluidbox/shared/permission"
 	"github.com/fluidbox/fluidbox/shared/seal"
 )
@@ -49,6 +50,9 @@ type Config struct {
 	CallbackURL func(*http.Request) string
 	// OAuthClient talks to OAuth providers; nil is oauth.NewClient(nil).
 	OAuthClient *http.Client
+	// Egress decides which addresses connection URLs may reach, at creation
+	// and at every dial; nil refuses every internal address.
+	Egress *egress.Guard
 }
 
 // Server serves the connection routes.
@@ -72,7 +76,7 @@ func New(cfg Config) *Server {
 	perm := permission.NewService(cfg.Ledger, approvals, cfg.Scheduler, cfg.Logger, cfg.Now)
 	perm.LimitPending(cfg.MaxPendingApprovals)
 	conns := connection.NewService(cfg.Ledger.Store(), cfg.Sealer, connection.Options{
-		Now: cfg.Now, UpstreamToolsTTL: cfg.UpstreamToolsTTL, OAuthClient: cfg.OAuthClient, Logger: cfg.Logger,
+		Now: cfg.Now, UpstreamToolsTTL: cfg.UpstreamToolsTTL, OAuthClient: cfg.OAuthClient, Logger: cfg.Logger, Egress: cfg.Egress,
 	})
 	return &Server{
 		cfg:    cfg,

@@ -21,6 +21,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/admission"
 	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/budget"
+	"github.com/fluidbox/fluidbox/shared/egress"
 	"github.com/fluidbox/fluidbox/shared/modelproxy"
 	"github.com/fluidbox/fluidbox/shared/permission"
 	"github.com/fluidbox/fluidbox/shared/seal"
@@ -34,8 +35,13 @@ type Config struct {
 	Sealer seal.Sealer
 	// Prices prices model requests; nil is budget.DefaultPrices().
 	Prices *budget.Prices
-	// Client forwards proxied requests upstream; nil is a default.
+	// Client forwards proxied requests upstream; nil is a default that
+	// dials only what Egress allows.
 	Client *http.Client
+	// Egress decides which addresses the model upstream may be at, when it
+	// is set and at every dial of the default client; nil refuses every
+	// internal address.
+	Egress *egress.Guard
 }
 
 // budgetDeps is what the model endpoints use.
@@ -56,7 +62,7 @@ func New(cfg Config) *Server {
 	cfg.Config = cfg.Config.WithDefaults()
 	st := cfg.Ledger.Store()
 	admit := admission.New(cfg.Ledger, cfg.Prices, cfg.Now)
-	upstreams := modelproxy.NewUpstreams(st, cfg.Sealer, cfg.Now)
+	upstreams := modelproxy.NewUpstreams(st, cfg.Sealer, cfg.Egress, cfg.Now)
 	// The proxy asks the gate about a request's server tools; it holds no
 	// request for a human, so the judge needs no approval service.
 	judge := permission.NewService(cfg.Ledger, nil, nil, cfg.Logger, cfg.Now)

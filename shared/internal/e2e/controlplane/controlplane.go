@@ -84,7 +84,7 @@ func Start(t *testing.T, o Options, script ...scriptedmodel.Step) *Stack {
 	led := ledger.New(st, time.Now)
 	timers := approval.NewTimers(approval.NewService(led, time.Now), nil)
 	t.Cleanup(timers.Stop)
-	var h http.Handler = api.New(api.Config{AdminToken: o.AdminToken, Ledger: led, Scheduler: timers, Sealer: sealer})
+	var h http.Handler = api.New(api.Config{AdminToken: o.AdminToken, Ledger: led, Scheduler: timers, Sealer: sealer, Egress: testenv.Loopback})
 	if o.Wrap != nil {
 		h = o.Wrap(h)
 	}
