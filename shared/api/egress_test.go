@@ -78,4 +78,3 @@ func TestConnectionsCannotPointInside(t *testing.T) {
 	s.want(200, "POST", "/v1/connections/"+con+"/tools/refresh", adminToken, nil)
 	s.assertNoCanary()
 }
-
