@@ -91,15 +91,24 @@ func TestAuth(t *testing.T) {
 		{"wrong admin token", "GET", "/v1/policies/" + pol, "nope-nope-nope-nope", 401},
 		{"own run", "GET", "/v1/sessions/" + a, tokA, 200},
 		{"own events", "GET", "/v1/sessions/" + a + "/events", tokA, 200},
-		{"other run", "GET", "/v1/sessions/" + b, tokA, 401},
-		{"session token on admin route", "GET", "/v1/policies/" + pol, tokA, 401},
+		// A run's token where it is not good is 403 with a hint, not 401.
+		{"other run", "GET", "/v1/sessions/" + b, tokA, 403},
+		{"session token on admin route", "GET", "/v1/policies/" + pol, tokA, 403},
 		{"session token may not end its run", "POST", "/v1/sessions/" + a + "/end", tokA, 403},
-		{"session token may not create runs", "POST", "/v1/sessions", tokA, 401},
+		{"session token may not create runs", "POST", "/v1/sessions", tokA, 403},
+		{"session token on another run's grants", "GET", "/v1/sessions/" + b + "/grants", tokA, 403},
+		{"session token on the approvals inbox", "GET", "/v1/approvals", tokA, 403},
+		{"a made-up session token", "GET", "/v1/policies/" + pol, "fbx_sess_made-up", 403},
+		{"runner token on an admin route", "GET", "/v1/policies/" + pol, s.runner(a), 403},
+		{"runner token on another run", "POST", "/v1/sessions/" + b + "/end", s.runner(a), 403},
 	}
 	for _, c := range cases {
 		r := s.do(c.method, c.path, c.token, nil)
 		if r.status != c.status {
 			t.Errorf("%s: %s %s = %d %s, want %d", c.name, c.method, c.path, r.status, r.raw, c.status)
+		}
+		if c.status == 403 && !strings.Contains(string(r.raw), "token is good only on the routes of the run") && !strings.Contains(string(r.raw), "runner does") {
+			t.Errorf("%s: 403 without a hint: %s", c.name, r.raw)
 		}
 		if strings.Contains(string(r.raw), tokA) {
 			t.Errorf("%s: response echoes the session token", c.name)

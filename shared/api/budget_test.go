@@ -183,8 +183,8 @@ func TestAdmissionIdempotentAndValidated(t *testing.T) {
 	}
 	// Another run's token may not admit here.
 	_, other := s.gateRun(s.policy(basicPolicy), runOpts{budget: 1})
-	if r := s.do("POST", path, other, admissionBody("r5", 1, 1)); r.status != 401 {
-		t.Errorf("other run's token = %d, want 401", r.status)
+	if r := s.do("POST", path, other, admissionBody("r5", 1, 1)); r.status != 403 {
+		t.Errorf("other run's token = %d, want 403", r.status)
 	}
 	if got := s.ledger(id); len(got) != 2 {
 		t.Errorf("refused admissions appended %d events", len(got)-2)

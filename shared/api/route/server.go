@@ -201,6 +201,10 @@ func authorize(who auth.Principal, acc Access, runID string) *Error {
 		return nil
 	case acc == Issuers && who.MayIssueTokens(runID):
 		return nil
+	case who.Kind == auth.KindSession:
+		return errSessionElsewhere
+	case who.Kind == auth.KindRunner:
+		return errRunnerElsewhere
 	}
 	return ErrForbidden
 }
@@ -238,7 +242,7 @@ func (s *Server) authenticate(r *http.Request, acc Access) (auth.Principal, *Err
 		case KeyUnavailable:
 			return auth.Principal{}, ErrUnavailable
 		}
-		return auth.Principal{}, ErrUnauthenticated
+		return auth.Principal{}, errRunnerElsewhere
 	}
 	switch s.keys.Check(r, tok, runID) {
 	case KeyOK:
@@ -246,8 +250,23 @@ func (s *Server) authenticate(r *http.Request, acc Access) (auth.Principal, *Err
 	case KeyUnavailable:
 		return auth.Principal{}, ErrUnavailable
 	}
+	if strings.HasPrefix(tok, auth.SessionTokenPrefix) {
+		return auth.Principal{}, errSessionElsewhere
+	}
 	return auth.Principal{}, ErrUnauthenticated
 }
+
+// A run's token used where it is not good: 403 with a hint, not 401, so a
+// runner that sent its session token to the wrong route or run learns why
+// instead of suspecting a bad token. Any string with the prefix gets the
+// same answer, whether or not it is some run's token, so the answer tells
+// nothing about which tokens exist.
+var (
+	errSessionElsewhere = &Error{Status: http.StatusForbidden, Code: "forbidden",
+		Message: "a session token is good only on the routes of the run it was issued for (its permission, tools/call, admissions, events, approvals and GET of the run); this request names another run, or a route that needs the admin token or a person's token"}
+	errRunnerElsewhere = &Error{Status: http.StatusForbidden, Code: "forbidden",
+		Message: "a runner token is good only on the routes of the run it was issued for (its admissions, usage reports and ending the run); this request names another run, or a route that needs the admin token or a person's token"}
+)
 
 // KeyCheck is the outcome of checking a session token.
 type KeyCheck int
