@@ -141,6 +141,8 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 		MaxPendingApprovals: cfg.MaxPendingApprovals,
 		Egress:              egress.New(cfg.ConnectionAllowCIDRs),
+
+		RunRequestsPerMinute: cfg.RunRequestsPerMinute,
 	})
 	if err != nil {
 		return err

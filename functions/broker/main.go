@@ -130,5 +130,5 @@ func callbackURL(r *http.Request) string {
 // apiConfig is what every handler package takes from the function's
 // dependencies.
 func apiConfig(d function.Deps) route.Config {
-	return route.Config{AdminToken: d.Config.AdminToken, Ledger: d.Ledger, Logger: d.Logger}
+	return route.Config{AdminToken: d.Config.AdminToken, Ledger: d.Ledger, Logger: d.Logger, RunRequestsPerMinute: d.Config.RunRequestsPerMinute}
 }

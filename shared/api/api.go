@@ -85,11 +85,15 @@ type Config struct {
 	// may reach (FLUIDBOX_CONNECTION_ALLOW_CIDRS); nil refuses every
 	// internal address, loopback included.
 	Egress *egress.Guard
+	// RunRequestsPerMinute bounds the requests one run's session token may
+	// make per minute (FLUIDBOX_RUN_REQUESTS_PER_MINUTE); 0 is
+	// ratelimit.DefaultPerMinute.
+	RunRequestsPerMinute int
 }
 
 // Build builds the handler of every route.
 func Build(cfg Config) (*route.Server, error) {
-	base := route.Config{AdminToken: cfg.AdminToken, Ledger: cfg.Ledger, Logger: cfg.Logger, Now: cfg.Now}.WithDefaults()
+	base := route.Config{AdminToken: cfg.AdminToken, Ledger: cfg.Ledger, Logger: cfg.Logger, Now: cfg.Now, RunRequestsPerMinute: cfg.RunRequestsPerMinute}.WithDefaults()
 	people := members.New(members.Config{Config: base, OIDC: cfg.OIDC})
 	if cfg.OIDC != nil {
 		base.Users = people

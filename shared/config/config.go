@@ -76,6 +76,10 @@ type Config struct {
 	// other loopback, link-local, private or special address is refused at
 	// creation and at every dial. Unset in dev: loopback (egress.Loopback).
 	ConnectionAllowCIDRs []netip.Prefix
+	// RunRequestsPerMinute is how many requests one run's tokens may make
+	// per minute on the API (FLUIDBOX_RUN_REQUESTS_PER_MINUTE); 0 is
+	// ratelimit.DefaultPerMinute.
+	RunRequestsPerMinute int
 }
 
 // DefaultReservationSweepAfter is the sweep's default horizon: well past
@@ -164,6 +168,13 @@ func Load(getenv func(string) string, mode Mode) (Config, error) {
 		c.ConnectionAllowCIDRs = allow
 	} else if mode == Dev {
 		c.ConnectionAllowCIDRs = egress.Loopback
+	}
+	if s := getenv("FLUIDBOX_RUN_REQUESTS_PER_MINUTE"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 100000 {
+			problems = append(problems, "FLUIDBOX_RUN_REQUESTS_PER_MINUTE must be an integer from 1 to 100000")
+		}
+		c.RunRequestsPerMinute = n
 	}
 	problems = append(problems, c.loadSSO(getenv, mode)...)
 	problems = append(problems, c.checkSlack(mode)...)

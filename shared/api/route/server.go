@@ -29,12 +29,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/ratelimit"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
@@ -50,6 +52,10 @@ type Config struct {
 	// members package). The admin token still works in SSO mode: it is the
 	// operator's way in when the identity provider is down.
 	Users UserAuthenticator
+	// RunRequestsPerMinute bounds the requests one run's session token may
+	// make per minute, across every instance (FLUIDBOX_RUN_REQUESTS_PER_MINUTE);
+	// 0 is ratelimit.DefaultPerMinute.
+	RunRequestsPerMinute int
 }
 
 // WithDefaults fills the clock and the logger.
@@ -98,6 +104,7 @@ type Group interface {
 type Server struct {
 	cfg    Config
 	keys   *SessionKeys
+	limit  *ratelimit.Limiter
 	log    *slog.Logger
 	mux    *http.ServeMux
 	routes []Route
@@ -108,7 +115,8 @@ type Server struct {
 // here. It fails when the groups and the rows disagree in any way.
 func New(cfg Config, t Target, groups ...Group) (*Server, error) {
 	cfg = cfg.WithDefaults()
-	s := &Server{cfg: cfg, keys: NewSessionKeys(cfg.Ledger.Store(), cfg.Logger), log: cfg.Logger, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, keys: NewSessionKeys(cfg.Ledger.Store(), cfg.Logger), log: cfg.Logger, mux: http.NewServeMux(),
+		limit: ratelimit.New(cfg.Ledger.Store(), cfg.RunRequestsPerMinute, cfg.Now)}
 	given := Endpoints{}
 	for _, g := range groups {
 		for p, e := range g.Endpoints() {
@@ -169,6 +177,9 @@ func (s *Server) handle(pattern string, acc Access, h HandlerFunc) {
 		if e == nil {
 			e = authorize(who, acc, r.PathValue("id"))
 		}
+		if e == nil && who.Kind == auth.KindSession {
+			e = s.rateLimit(w, r, who.RunID)
+		}
 		if e != nil {
 			WriteError(w, e)
 			return
@@ -177,6 +188,27 @@ func (s *Server) handle(pattern string, acc Access, h HandlerFunc) {
 			Fail(s.log, w, r, err)
 		}
 	})
+}
+
+// rateLimit counts a request of a run's session token, the sandbox's one
+// credential: over the run's limit it answers 429 with Retry-After; a count
+// that cannot be kept is 503 (deny and retry), never a pass. Rejected
+// requests are not counted: they cost nothing downstream.
+func (s *Server) rateLimit(w http.ResponseWriter, r *http.Request, runID string) *Error {
+	err := s.limit.Allow(r.Context(), runID)
+	var lim *ratelimit.LimitedError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &lim):
+		secs := int64((lim.RetryAfter + time.Second - 1) / time.Second)
+		w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
+		s.log.WarnContext(r.Context(), "rate limited", "run", runID, "limit_per_minute", lim.Limit)
+		return &Error{Status: http.StatusTooManyRequests, Code: "rate_limited",
+			Message: fmt.Sprintf("this run made more than %d requests this minute (FLUIDBOX_RUN_REQUESTS_PER_MINUTE); nothing was done: retry after %d s (Retry-After), and treat this as deny until then", lim.Limit, max(secs, 1))}
+	}
+	s.log.ErrorContext(r.Context(), "rate limit unavailable", "run", runID, "err", err)
+	return ErrUnavailable
 }
 
 // authorize says whether who may call a route of the given access. The

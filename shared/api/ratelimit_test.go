@@ -1,0 +1,73 @@
+package api_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fluidbox/fluidbox/shared/api"
+	"github.com/fluidbox/fluidbox/shared/internal/testenv"
+	"github.com/fluidbox/fluidbox/shared/ledger"
+)
+
+// TestRunRateLimit: past FLUIDBOX_RUN_REQUESTS_PER_MINUTE a run's session
+// token is answered 429 rate_limited with Retry-After, before any handler
+// runs (the refused permission call records nothing); another run, the
+// runner token and the operator are not limited by it.
+func TestRunRateLimit(t *testing.T) {
+	t.Parallel()
+	st, db := testenv.StoreOn(t)
+	testenv.Calm(t, db)
+	led := ledger.New(st, time.Now)
+	srv := httptest.NewServer(api.New(api.Config{AdminToken: adminToken, Ledger: led, RunRequestsPerMinute: 4}))
+	t.Cleanup(srv.Close)
+	s := &stack{t: t, url: srv.URL, st: st, db: db, led: led}
+	body := map[string]any{"policy_id": s.policy(basicPolicy), "capabilities": []string{"claude-code"}, "budget": map[string]any{"limit_usd": 1}}
+	a, tokA := s.session(body)
+	b, tokB := s.session(body)
+
+	get := func(path, tok string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", srv.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	for i := range 4 {
+		if r := get("/v1/sessions/"+a, tokA); r.StatusCode != 200 {
+			t.Fatalf("request %d of run a = %d, want 200", i+1, r.StatusCode)
+		}
+	}
+	r := get("/v1/sessions/"+a+"/events", tokA)
+	secs, err := strconv.Atoi(r.Header.Get("Retry-After"))
+	if r.StatusCode != 429 || err != nil || secs < 1 || secs > 60 {
+		t.Errorf("5th request = %d Retry-After %q, want 429 with 1..60 s", r.StatusCode, r.Header.Get("Retry-After"))
+	}
+	before := len(s.ledger(a))
+	p := s.do("POST", "/v1/sessions/"+a+"/permission", tokA, map[string]any{"tool_call_id": "t1", "tool_name": "Bash", "input": map[string]any{"command": "ls"}})
+	if p.status != 429 || errCode(p) != "rate_limited" || !strings.Contains(string(p.raw), "nothing was done") {
+		t.Errorf("permission past the limit = %d %s, want 429 rate_limited", p.status, p.raw)
+	}
+	if after := len(s.ledger(a)); after != before {
+		t.Errorf("a refused permission call appended %d events", after-before)
+	}
+	if r := get("/v1/sessions/"+b, tokB); r.StatusCode != 200 {
+		t.Errorf("run b = %d, want 200: limits are per run", r.StatusCode)
+	}
+	if r := get("/v1/sessions/"+a, adminToken); r.StatusCode != 200 {
+		t.Errorf("the operator on run a = %d, want 200", r.StatusCode)
+	}
+	if rt := s.runner(a); rt != "" {
+		u := s.do("POST", "/v1/sessions/"+a+"/end", rt, nil)
+		if u.status == 429 {
+			t.Errorf("the runner token = 429; only the session token is limited")
+		}
+	}
+}
