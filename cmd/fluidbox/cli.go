@@ -19,9 +19,10 @@ const defaultURL = "http://127.0.0.1:8080"
 
 // apiFlags are the flags every command for humans takes.
 type apiFlags struct {
-	url   string
-	token string
-	json  bool
+	url    string
+	token  string
+	json   bool
+	getenv func(string) string
 }
 
 func addAPIFlags(fs *flag.FlagSet, getenv func(string) string) *apiFlags {
@@ -31,12 +32,19 @@ func addAPIFlags(fs *flag.FlagSet, getenv func(string) string) *apiFlags {
 		url = defaultURL
 	}
 	fs.StringVar(&f.url, "url", url, "the control plane's URL (FLUIDBOX_URL)")
-	fs.StringVar(&f.token, "token", getenv("FLUIDBOX_ADMIN_TOKEN"), "admin token or SSO bearer (FLUIDBOX_ADMIN_TOKEN; prefer the variable: flags show in ps)")
+	// The flag's default stays empty, and the variable is read only when
+	// the flag is not given: a default would be printed by --help and in
+	// every usage error.
+	fs.StringVar(&f.token, "token", "", "admin token or SSO bearer (default: $FLUIDBOX_ADMIN_TOKEN; prefer the variable: flags show in ps)")
+	f.getenv = getenv
 	fs.BoolVar(&f.json, "json", false, "print JSON for scripts instead of text")
 	return f
 }
 
 func (f *apiFlags) client() (*client.Client, error) {
+	if f.token == "" {
+		f.token = f.getenv("FLUIDBOX_ADMIN_TOKEN")
+	}
 	if f.token == "" {
 		return nil, errors.New("no token: set FLUIDBOX_ADMIN_TOKEN (make run prints one) or pass --token")
 	}

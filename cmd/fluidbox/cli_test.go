@@ -256,3 +256,23 @@ func TestClean(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminTokenNeverPrinted: with FLUIDBOX_ADMIN_TOKEN set, no command's
+// help, usage error or failure prints it (a flag default would).
+func TestAdminTokenNeverPrinted(t *testing.T) {
+	t.Parallel()
+	const secret = "the-operators-admin-token-must-not-print"
+	vars := map[string]string{"FLUIDBOX_URL": "http://127.0.0.1:1", "FLUIDBOX_ADMIN_TOKEN": secret}
+	for _, args := range [][]string{
+		{"--help"}, {"help"},
+		{"approvals", "--help"}, {"approvals", "-h"}, {"approvals", "--bogus"},
+		{"approvals", "show", "--help"}, {"approve", "--help"}, {"approve", "--bogus", "apr_x"},
+		{"deny", "--help"}, {"events", "--help"}, {"events", "--bogus"},
+		{"approvals"}, {"events", "ses_x"},
+	} {
+		r := fluidbox(context.Background(), vars, "", args...)
+		if strings.Contains(r.stdout+r.stderr, secret) {
+			t.Errorf("fluidbox %s printed the admin token:\n%s%s", strings.Join(args, " "), r.stdout, r.stderr)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/client"
 )
 
@@ -104,6 +105,16 @@ func loadHookConfig(getenv func(string) string) (hookConfig, error) {
 	if len(missing) > 0 {
 		problems = append(problems, strings.Join(missing, ", ")+" not set")
 	}
+	// Only a run's session token rides in a sandbox: it is good for that
+	// one run. The admin token (or the runner token) there would let the
+	// sandbox approve its own calls, so the hook refuses to work with one
+	// rather than spend it.
+	if c.token != "" && !strings.HasPrefix(c.token, auth.SessionTokenPrefix) {
+		problems = append(problems, "FLUIDBOX_SESSION_TOKEN is not a session token ("+auth.SessionTokenPrefix+"...); only a run's session token belongs in a sandbox, never the admin token or the runner token")
+	}
+	if getenv("FLUIDBOX_ADMIN_TOKEN") != "" {
+		problems = append(problems, "FLUIDBOX_ADMIN_TOKEN is set in the sandbox's environment; the admin token must never ride in a sandbox: remove it and rotate it")
+	}
 	if s := getenv("FLUIDBOX_HOOK_TIMEOUT_SECONDS"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || time.Duration(n)*time.Second > maxHookTimeout {
@@ -182,6 +193,10 @@ func claudeCodeDecision(ctx context.Context, getenv func(string) string, stdin i
 	switch {
 	case errors.Is(err, client.ErrBadToken):
 		return fail("the control plane refused FLUIDBOX_SESSION_TOKEN for run %s (401)", cfg.sessionID)
+	case errors.Is(err, client.ErrRateLimited):
+		return fail("the control plane is rate-limiting run %s and still was after retrying: %v", cfg.sessionID, err)
+	case isForbidden(err):
+		return fail("the control plane refused FLUIDBOX_SESSION_TOKEN for run %s: %v", cfg.sessionID, err)
 	case err != nil:
 		return fail("%v", err)
 	}
@@ -202,6 +217,12 @@ func claudeCodeDecision(ctx context.Context, getenv func(string) string, stdin i
 		return fail("no human decided on approval %s within %s (FLUIDBOX_HOOK_TIMEOUT_SECONDS); ask again later or ask the operator to approve it", ans.ApprovalID, cfg.timeout)
 	}
 	return fail("the control plane answered an unknown decision %q", clean(ans.Decision, 40))
+}
+
+// isForbidden reports a 403: the token is not good for this run's route.
+func isForbidden(err error) bool {
+	var ae *client.APIError
+	return errors.As(err, &ae) && ae.Status == 403
 }
 
 // pathFields are the input fields of Claude Code's file tools that name

@@ -69,7 +69,7 @@ func TestHookAnswersFromTheGate(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, nil)
 	ses, token := s.newRun(t)
-	vars := s.env("FLUIDBOX_SESSION_ID", ses, "FLUIDBOX_SESSION_TOKEN", token)
+	vars := s.sandboxEnv("FLUIDBOX_SESSION_ID", ses, "FLUIDBOX_SESSION_TOKEN", token)
 	tests := []struct {
 		sample       string
 		wantDecision string
@@ -105,7 +105,7 @@ func TestHookPendingApprovedThroughCLIAllows(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, nil)
 	ses, token := s.newRun(t)
-	vars := s.env("FLUIDBOX_SESSION_ID", ses, "FLUIDBOX_SESSION_TOKEN", token, "FLUIDBOX_HOOK_TIMEOUT_SECONDS", "60")
+	vars := s.sandboxEnv("FLUIDBOX_SESSION_ID", ses, "FLUIDBOX_SESSION_TOKEN", token, "FLUIDBOX_HOOK_TIMEOUT_SECONDS", "60")
 	done := make(chan result, 1)
 	go func() {
 		done <- fluidbox(context.Background(), vars, sample(t, "pretooluse_bash_rm.json"), "hook", "claude-code")
@@ -177,7 +177,10 @@ func TestHookDeniesOnAnyFailure(t *testing.T) {
 	}{
 		{"unreachable", with("FLUIDBOX_URL", deadURL), push, "cannot reach fluidbox at " + deadURL},
 		{"wrong token", with("FLUIDBOX_SESSION_TOKEN", "fbx_sess_not-the-right-one"), push, "refused FLUIDBOX_SESSION_TOKEN"},
-		{"another run", with("FLUIDBOX_SESSION_ID", "ses_00000000000000000000000000"), push, "denied this call"},
+		{"another run", with("FLUIDBOX_SESSION_ID", "ses_00000000000000000000000000"), push, "refused FLUIDBOX_SESSION_TOKEN for run ses_00000000000000000000000000: 403 forbidden: a session token is good only"},
+		{"the admin token", with("FLUIDBOX_SESSION_TOKEN", "the-operators-admin-token-0123456789"), push, "not a session token"},
+		{"a runner token", with("FLUIDBOX_SESSION_TOKEN", "fbx_run_abcdefghijklmnop"), push, "not a session token"},
+		{"the admin token beside it", with("FLUIDBOX_ADMIN_TOKEN", "the-operators-admin-token-0123456789"), push, "FLUIDBOX_ADMIN_TOKEN is set in the sandbox"},
 		{"500", with("FLUIDBOX_URL", broken.URL), push, "500 internal"},
 		{"unknown answer", with("FLUIDBOX_URL", odd.URL), push, `unknown decision "maybe"`},
 		{"no token", with("FLUIDBOX_SESSION_TOKEN", ""), push, "FLUIDBOX_SESSION_TOKEN not set"},
@@ -255,7 +258,7 @@ func TestHookJudgesResolvedPaths(t *testing.T) {
 	if err := s.admin.Do(ctx, "POST", "/v1/sessions", map[string]any{"policy_id": pol.ID, "capabilities": []string{"claude-code"}, "budget": map[string]any{"limit_usd": 1}}, &ses); err != nil {
 		t.Fatal(err)
 	}
-	vars := s.env("FLUIDBOX_SESSION_ID", ses.ID, "FLUIDBOX_SESSION_TOKEN", ses.Token)
+	vars := s.sandboxEnv("FLUIDBOX_SESSION_ID", ses.ID, "FLUIDBOX_SESSION_TOKEN", ses.Token)
 	for i, tt := range []struct{ file, want, reason string }{
 		{"README.md", "allow", "rule work"},
 		{"notes.txt", "deny", "rule no-env"},
@@ -290,4 +293,12 @@ func TestResolvePaths(t *testing.T) {
 	if got := resolvePaths(json.RawMessage(`{"file_path":"relative"}`), ""); got != nil {
 		t.Errorf("a relative path without cwd resolved to %v", got)
 	}
+}
+
+// sandboxEnv is a sandbox's environment: the URL and what extra gives,
+// never the admin token (the hook refuses to run beside one).
+func (s *stack) sandboxEnv(extra ...string) map[string]string {
+	m := s.env(extra...)
+	delete(m, "FLUIDBOX_ADMIN_TOKEN")
+	return m
 }

@@ -10,6 +10,11 @@
 //     *UnreachableError, which errors.Is reports as ErrUnreachable; a token
 //     the server refused is an *APIError that errors.Is reports as
 //     ErrBadToken.
+//   - A request the server rate-limited (429: nothing was done) is sent
+//     again after the Retry-After it gave, at most maxRateRetries times and
+//     only while the caller's deadline allows; then the 429 is the answer,
+//     an *APIError that errors.Is reports as ErrRateLimited (the hook
+//     denies on it).
 //   - Every request is bounded: connecting, the TLS handshake and waiting
 //     for response headers have timeouts, and each call has a deadline of
 //     its own (long polls: the wait plus a margin). Streams are watched for
@@ -26,6 +31,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -41,6 +47,11 @@ const (
 	MaxWait = 25 * time.Second
 	// maxResponse bounds a JSON response body read into memory.
 	maxResponse = 8 << 20
+	// maxRateRetries is how many times a rate-limited request is sent
+	// again; maxRetryAfter the longest Retry-After waited for (a longer one
+	// is answered at once).
+	maxRateRetries = 2
+	maxRetryAfter  = 60 * time.Second
 )
 
 // Client calls one fluidbox control plane with one bearer token.
@@ -96,6 +107,10 @@ func (c *Client) String() string { return "fluidbox client for " + c.base.String
 // ErrUnreachable is reported by errors.Is for an *UnreachableError.
 var ErrUnreachable = errors.New("fluidbox is unreachable")
 
+// ErrRateLimited is reported by errors.Is for a 429 *APIError: the run
+// made too many requests this minute, and retrying did not get through.
+var ErrRateLimited = errors.New("the server rate-limited this run")
+
 // ErrBadToken is reported by errors.Is for a 401 *APIError: the server did
 // not accept the token (wrong, expired, or for another run).
 var ErrBadToken = errors.New("the server refused the token")
@@ -121,6 +136,8 @@ type APIError struct {
 	Status  int
 	Code    string
 	Message string
+	// RetryAfter is the server's Retry-After (429, 503), 0 if none.
+	RetryAfter time.Duration
 }
 
 func (e *APIError) Error() string {
@@ -130,9 +147,11 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message)
 }
 
-// Is makes errors.Is(err, ErrBadToken) true for a 401.
+// Is makes errors.Is(err, ErrBadToken) true for a 401, and
+// errors.Is(err, ErrRateLimited) for a 429.
 func (e *APIError) Is(target error) bool {
-	return target == ErrBadToken && e.Status == http.StatusUnauthorized
+	return (target == ErrBadToken && e.Status == http.StatusUnauthorized) ||
+		(target == ErrRateLimited && e.Status == http.StatusTooManyRequests)
 }
 
 // transient reports whether err may go away by asking again: the server
@@ -211,6 +230,9 @@ func decodeError(resp *http.Response) error {
 		} `json:"error"`
 	}
 	e := &APIError{Status: resp.StatusCode}
+	if n, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && n >= 0 {
+		e.RetryAfter = time.Duration(n) * time.Second
+	}
 	if json.Unmarshal(b, &body) == nil && body.Error.Code != "" {
 		e.Code, e.Message = body.Error.Code, body.Error.Message
 		return e
@@ -237,7 +259,26 @@ func (c *Client) Get(ctx context.Context, path string, q url.Values, out any) er
 	return c.do(ctx, "GET", path, q, nil, out, requestTimeout)
 }
 
+// do is once, sent again while the server rate-limits it: a 429 means
+// nothing was done, so sending the same request again is safe.
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, out any, timeout time.Duration) error {
+	for try := 0; ; try++ {
+		err := c.once(ctx, method, path, q, in, out, timeout)
+		var ae *APIError
+		if try == maxRateRetries || !errors.As(err, &ae) || ae.Status != http.StatusTooManyRequests {
+			return err
+		}
+		wait := max(ae.RetryAfter, time.Second)
+		if dl, ok := ctx.Deadline(); wait > maxRetryAfter || (ok && time.Until(dl) < wait) {
+			return err
+		}
+		if !sleep(ctx, wait) {
+			return err
+		}
+	}
+}
+
+func (c *Client) once(ctx context.Context, method, path string, q url.Values, in, out any, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := c.newRequest(ctx, method, path, q, in)

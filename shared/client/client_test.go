@@ -209,7 +209,7 @@ func TestErrors(t *testing.T) {
 		t.Errorf("unreachable error %q should name %s and suggest make run", err, deadURL)
 	}
 
-	wrong, _ := client.New(s.url, secret)
+	wrong, _ := client.New(s.url, "not-any-token-fluidbox-issues")
 	_, err = wrong.Approvals(ctx)
 	var ae *client.APIError
 	if !errors.As(err, &ae) || ae.Status != 401 || ae.Code != "unauthenticated" || !errors.Is(err, client.ErrBadToken) {
@@ -217,6 +217,15 @@ func TestErrors(t *testing.T) {
 	}
 	if err != nil && !strings.Contains(err.Error(), "refused the token") {
 		t.Errorf("wrong-token error %q should say the token was refused", err)
+	}
+	// A session token on a route it is never good for: 403 with a hint.
+	sess, _ := client.New(s.url, secret)
+	_, err = sess.Approvals(ctx)
+	if !errors.As(err, &ae) || ae.Status != 403 || !strings.Contains(ae.Message, "session token is good only") || errors.Is(err, client.ErrBadToken) {
+		t.Errorf("Approvals with a session token = %v, want 403 with a hint", err)
+	}
+	if err != nil && strings.Contains(err.Error(), secret) {
+		t.Errorf("error %q contains the token", err)
 	}
 
 	_, err = s.admin.Approval(ctx, "apr_nope")
@@ -372,4 +381,66 @@ func TestFollowStopsOnAPIError(t *testing.T) {
 	if !errors.Is(err, client.ErrBadToken) {
 		t.Errorf("Follow with a wrong token = %v, want ErrBadToken", err)
 	}
+}
+
+// rateLimited answers the first n requests 429 with Retry-After (as the
+// API's rate limit does, before any handler) and passes the rest to h.
+func rateLimited(n int32, retryAfter string, seen *atomic.Int32) func(http.Handler) http.Handler {
+	return func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !strings.HasSuffix(r.URL.Path, "/permission") {
+				h.ServeHTTP(w, r)
+				return
+			}
+			if seen.Add(1) <= n {
+				w.Header().Set("Retry-After", retryAfter)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusTooManyRequests)
+				_, _ = w.Write([]byte(`{"error":{"code":"rate_limited","message":"this run made more than 600 requests this minute"}}`))
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+}
+
+// TestRateLimitRetriedThenReported: a 429 is sent again after its
+// Retry-After; one that persists past the retries is ErrRateLimited; one
+// whose Retry-After is past the caller's deadline is reported at once.
+func TestRateLimitRetriedThenReported(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	t.Run("retried", func(t *testing.T) {
+		t.Parallel()
+		var seen atomic.Int32
+		s := newStack(t, rateLimited(1, "1", &seen))
+		id, runner := s.run(t)
+		ans, err := runner.Permission(ctx, id, bash("t1", "git status"), 0)
+		if err != nil || ans.Decision != client.DecisionAllow || seen.Load() != 2 {
+			t.Errorf("Permission after one 429 = %+v, %v after %d requests; want allow after 2", ans, err, seen.Load())
+		}
+	})
+	t.Run("persists", func(t *testing.T) {
+		t.Parallel()
+		var seen atomic.Int32
+		s := newStack(t, rateLimited(100, "1", &seen))
+		id, runner := s.run(t)
+		_, err := runner.Permission(ctx, id, bash("t1", "git status"), 0)
+		var ae *client.APIError
+		if !errors.Is(err, client.ErrRateLimited) || !errors.As(err, &ae) || ae.RetryAfter != time.Second || seen.Load() != 3 {
+			t.Errorf("Permission while rate-limited = %v after %d requests; want ErrRateLimited after 3", err, seen.Load())
+		}
+	})
+	t.Run("past the deadline", func(t *testing.T) {
+		t.Parallel()
+		var seen atomic.Int32
+		s := newStack(t, rateLimited(100, "45", &seen))
+		id, runner := s.run(t)
+		short, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err := runner.Permission(short, id, bash("t1", "git status"), 0)
+		if !errors.Is(err, client.ErrRateLimited) || seen.Load() != 1 {
+			t.Errorf("Permission with Retry-After past the deadline = %v after %d requests; want ErrRateLimited after 1", err, seen.Load())
+		}
+	})
 }

@@ -295,9 +295,9 @@ func (s *Server) authenticate(r *http.Request, acc Access) (auth.Principal, *Err
 // nothing about which tokens exist.
 var (
 	errSessionElsewhere = &Error{Status: http.StatusForbidden, Code: "forbidden",
-		Message: "a session token is good only on the routes of the run it was issued for (its permission, tools/call, admissions, events, approvals and GET of the run); this request names another run, or a route that needs the admin token or a person's token"}
+		Message: "a session token is good only on the routes of the run it was issued for (its permission, tools/call, admissions, events, approvals and GET of the run); this request names another run or a route that needs the admin token or a person's token, or the token is not this run's (check that the run id and the token belong together)"}
 	errRunnerElsewhere = &Error{Status: http.StatusForbidden, Code: "forbidden",
-		Message: "a runner token is good only on the routes of the run it was issued for (its admissions, usage reports and ending the run); this request names another run, or a route that needs the admin token or a person's token"}
+		Message: "a runner token is good only on the routes of the run it was issued for (its admissions, usage reports and ending the run); this request names another run or a route that needs the admin token or a person's token, or the token is not this run's"}
 )
 
 // KeyCheck is the outcome of checking a session token.
