@@ -164,6 +164,7 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 	}
 	up := &upstream{}
 	defer up.close(ctx)
+	wait = b.waitWithin(ctx, wait)
 
 	var ans call.Answer
 	waited := recorded
@@ -229,6 +230,20 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 			fmt.Sprintf("the upstream's definition of tool %q changed since this run started; refresh the connection and start a new run", req.ToolName))
 	}
 	return b.execute(ctx, runID, req, bt, conn, up, args, ans)
+}
+
+// waitWithin shortens a wait for a human so that, once it ends, the
+// request still has time to look at the upstream, run the tool for its
+// whole timeout and record it: an approval that lands late is answered
+// pending (the runner asks again with the same tool_call_id), never run
+// past the caller's cut-off with nobody left to read the result.
+func (b *Broker) waitWithin(ctx context.Context, wait time.Duration) time.Duration {
+	dl, ok := ctx.Deadline()
+	if !ok || wait <= 0 {
+		return wait
+	}
+	left := time.Until(dl) - b.svc.opts.ListTimeout - b.svc.opts.CallTimeout - recordMargin
+	return max(min(wait, left), 0)
 }
 
 // refuse answers an allowed call that must not execute after all, and
@@ -356,19 +371,24 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 		// error. broker's error texts hold no credential and no upstream
 		// text.
 		var ue *broker.UpstreamError
-		msg := "the upstream call failed"
+		msg := "the upstream call failed; the tool may have run"
 		switch {
+		case errors.As(err, &ue) && ue.Op == "connect":
+			// No session was opened: the call never reached the upstream.
+			msg = "the upstream call failed before reaching the upstream, so the tool did not run: " + ue.Error()
 		case errors.As(err, &ue):
-			msg = "the upstream call failed: " + ue.Error()
+			msg = "the upstream call failed, and the tool may have run: " + ue.Error()
 		case errors.Is(err, errAuthorizationLost):
-			msg = "the upstream call failed: the connection's OAuth grant was refused; its owner must re-authorize it"
+			// The upstream refused the token, and no fresh one could be had.
+			msg = "the upstream refused the connection's OAuth grant, so the tool did not run; its owner must re-authorize it"
 		}
 		content, _ := json.Marshal([]map[string]string{{"type": "text", "text": msg}})
 		res = broker.Result{Content: content, IsError: true}
 	}
 	body, err := json.Marshal(res)
 	if err != nil {
-		return CallAnswer{}, fmt.Errorf("connection: encode result: %w", err)
+		// The tool ran: whatever fails from here on is a record not made.
+		return CallAnswer{}, fmt.Errorf("%w: encode result: %w", ErrNotRecorded, err)
 	}
 	out := call.Outcome{ResultDigest: redact.DigestBytes(body), LatencyMS: latency, IsError: res.IsError}
 	if err := b.record(ctx, runID, req, bt, out, false); err != nil {

@@ -27,13 +27,19 @@ import (
 )
 
 type brokerFixture struct {
-	st     *store.Store
-	broker *connection.Broker
-	runID  string
-	calls  *atomic.Int64
+	st        *store.Store
+	broker    *connection.Broker
+	approvals *approval.Service
+	runID     string
+	calls     *atomic.Int64
 }
 
 func newBrokerFixture(t *testing.T, faults *calltest.Conflicts, callTimeout time.Duration) brokerFixture {
+	t.Helper()
+	return newBrokerFixtureWith(t, faults, callTimeout, `{"name":"p","default_verdict":"allow","rules":[]}`)
+}
+
+func newBrokerFixtureWith(t *testing.T, faults *calltest.Conflicts, callTimeout time.Duration, policyDoc string) brokerFixture {
 	t.Helper()
 	ctx := context.Background()
 	st := testenv.Store(t, faults.Option)
@@ -63,7 +69,7 @@ func newBrokerFixture(t *testing.T, faults *calltest.Conflicts, callTimeout time
 		t.Fatal(err)
 	}
 	limit := 1.0
-	req := run.CreateRequest{PolicyID: mustPolicy(t, st), Capabilities: []string{"claude-code"}, Connections: []string{"team"}}
+	req := run.CreateRequest{PolicyID: mustPolicyDoc(t, st, policyDoc), Capabilities: []string{"claude-code"}, Connections: []string{"team"}}
 	req.Budget = &struct {
 		LimitUSD *float64 `json:"limit_usd"`
 	}{LimitUSD: &limit}
@@ -71,8 +77,9 @@ func newBrokerFixture(t *testing.T, faults *calltest.Conflicts, callTimeout time
 	if err != nil {
 		t.Fatal(err)
 	}
-	perm := permission.NewService(led, approval.NewService(led, time.Now), approval.Lazy{}, nil, time.Now)
-	return brokerFixture{st: st, broker: connection.NewBroker(svc, perm, slog.New(slog.DiscardHandler)), runID: r.ID, calls: calls}
+	approvals := approval.NewService(led, time.Now)
+	perm := permission.NewService(led, approvals, approval.Lazy{}, nil, time.Now)
+	return brokerFixture{st: st, broker: connection.NewBroker(svc, perm, slog.New(slog.DiscardHandler)), approvals: approvals, runID: r.ID, calls: calls}
 }
 
 func (f brokerFixture) call(ctx context.Context, id string) (connection.CallAnswer, error) {
@@ -179,5 +186,48 @@ func TestNoExecutionWithoutTime(t *testing.T) {
 	}
 	if evs, _ := f.st.Events(context.Background(), f.runID, 0, 100); len(evs) == 0 || evs[len(evs)-1].Type != string(redact.TypeToolBrokered) {
 		t.Errorf("events end with %v", evs)
+	}
+}
+
+// TestWaitLeavesTimeToRun: a wait for a human is cut short so that the
+// look, the tool's whole timeout and the record still fit before the
+// request's deadline. Here nothing is left to wait (8 s look + 2 s call +
+// 2 s record in an 11 s request), so the call answers pending at once and
+// a human approving while it would otherwise still wait does not make it
+// run: the tool runs only on the next ask, which has the time.
+func TestWaitLeavesTimeToRun(t *testing.T) {
+	t.Parallel()
+	f := newBrokerFixtureWith(t, &calltest.Conflicts{Attr: "brokered"}, 2*time.Second, `{"name":"p","default_verdict":"require_approval","rules":[]}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 11*time.Second)
+	defer cancel()
+	req := permission.Request{ToolCallID: "c1", ToolName: "mcp__team__search", Input: []byte(`{"q":"x"}`)}
+	// Approve as soon as the approval exists, while an unshortened wait
+	// would still be waiting.
+	approved := make(chan error, 1)
+	go func() {
+		for ctx.Err() == nil {
+			page, err := f.approvals.PendingPage(ctx, f.runID, "", 10)
+			if err == nil && len(page.Approvals) == 1 {
+				_, _, err = f.approvals.Decide(ctx, admin, page.Approvals[0].ID, "approved_once")
+				approved <- err
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		approved <- ctx.Err()
+	}()
+	ans, err := f.broker.Call(ctx, f.runID, req, 10*time.Second)
+	if err != nil || ans.Decision != "pending" || ans.Result != nil {
+		t.Fatalf("call with no time to wait = %+v, %v; want pending at once", ans, err)
+	}
+	if err := <-approved; err != nil {
+		t.Fatalf("approve: %v", err)
+	}
+	if n := f.calls.Load(); n != 0 {
+		t.Fatalf("the tool ran %d times in a request without time for it", n)
+	}
+	ans, err = f.broker.Call(context.Background(), f.runID, req, 0)
+	if err != nil || ans.Decision != "allow" || ans.Result == nil || f.calls.Load() != 1 {
+		t.Errorf("the next ask = %+v, %v with %d upstream calls; want allow, run once", ans, err, f.calls.Load())
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/seal"
 )
 
-var errNoSealer = &route.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "this server has no key service configured, so it cannot seal or open credentials; treat this as deny and retry"}
+var errNoSealer = &route.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "this server has no key service configured, so it cannot seal or open credentials (nothing was run); treat this as deny and retry"}
 
 // connectionError maps the connection service's errors to API errors. Every
 // message is built here or by packages whose error texts never hold a
