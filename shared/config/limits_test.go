@@ -1,0 +1,50 @@
+package config_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/fluidbox/fluidbox/shared/config"
+)
+
+// TestConnectionAllowAndRateLimit: the allowed ranges default to loopback
+// in dev only, a value replaces that default, and bad values are reported.
+func TestConnectionAllowAndRateLimit(t *testing.T) {
+	t.Parallel()
+	get := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	base := map[string]string{"FLUIDBOX_TABLE": "t", "FLUIDBOX_ADMIN_TOKEN": "0123456789abcdef0123"}
+	with := func(k, v string) map[string]string {
+		m := map[string]string{k: v}
+		for a, b := range base {
+			m[a] = b
+		}
+		return m
+	}
+	dev, err := config.Load(get(base), config.Dev)
+	if err != nil || fmt.Sprint(dev.ConnectionAllowCIDRs) != "[127.0.0.0/8 ::1/128]" {
+		t.Errorf("dev default = %v, %v; want loopback", dev.ConnectionAllowCIDRs, err)
+	}
+	lambda, err := config.Load(get(base), config.Lambda)
+	if err != nil || len(lambda.ConnectionAllowCIDRs) != 0 || lambda.RunRequestsPerMinute != 0 {
+		t.Errorf("Lambda default = %v, %d, %v; want none and 0", lambda.ConnectionAllowCIDRs, lambda.RunRequestsPerMinute, err)
+	}
+	set, err := config.Load(get(with("FLUIDBOX_CONNECTION_ALLOW_CIDRS", "10.1.0.0/16, 192.168.4.7")), config.Dev)
+	if err != nil || fmt.Sprint(set.ConnectionAllowCIDRs) != "[10.1.0.0/16 192.168.4.7/32]" {
+		t.Errorf("dev with ranges set = %v, %v; want exactly those (no loopback)", set.ConnectionAllowCIDRs, err)
+	}
+	if c, err := config.Load(get(with("FLUIDBOX_RUN_REQUESTS_PER_MINUTE", "120")), config.Lambda); err != nil || c.RunRequestsPerMinute != 120 {
+		t.Errorf("rate 120 = %d, %v", c.RunRequestsPerMinute, err)
+	}
+	for k, v := range map[string]string{
+		"FLUIDBOX_CONNECTION_ALLOW_CIDRS":  "10.0.0.0/33",
+		"FLUIDBOX_RUN_REQUESTS_PER_MINUTE": "0",
+	} {
+		if _, err := config.Load(get(with(k, v)), config.Lambda); err == nil || !strings.Contains(err.Error(), k) {
+			t.Errorf("%s=%s = %v, want an error naming it", k, v, err)
+		}
+	}
+	if _, err := config.Load(get(with("FLUIDBOX_RUN_REQUESTS_PER_MINUTE", "many")), config.Lambda); err == nil {
+		t.Error("a non-number rate was accepted")
+	}
+}
