@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -76,5 +77,25 @@ func TestConnectionsCannotPointInside(t *testing.T) {
 	}
 	// Where loopback is allowed the same connection refreshes.
 	s.want(200, "POST", "/v1/connections/"+con+"/tools/refresh", adminToken, nil)
+	s.assertNoCanary()
+}
+
+// TestUpstreamForbiddenIsNotABadCredential: an upstream that answers 403
+// (it understood the credential and refuses the request) is reported as
+// such on refresh, not as a credential to replace.
+func TestUpstreamForbiddenIsNotABadCredential(t *testing.T) {
+	t.Parallel()
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "this token may not list tools "+canary, http.StatusForbidden)
+	}))
+	t.Cleanup(up.Close)
+	s := newBrokerStack(t, localSealer(t), 0)
+	con := s.want(201, "POST", "/v1/connections", adminToken, map[string]any{
+		"name": "scoped", "url": up.URL, "kind": "shared", "credential": map[string]any{"type": "bearer", "token": canary},
+	})["id"].(string)
+	r := s.call("POST", "/v1/connections/"+con+"/tools/refresh", adminToken, nil)
+	if r.status != 409 || !strings.Contains(string(r.raw), "did not reject the credential") || strings.Contains(string(r.raw), "replace it") {
+		t.Errorf("refresh against a 403 = %d %s, want 409 saying the credential was not rejected", r.status, r.raw)
+	}
 	s.assertNoCanary()
 }

@@ -55,7 +55,7 @@ func (s *Server) connectionError(r *http.Request, err error) error {
 		case errors.Is(ue, broker.ErrForbidden):
 			return conflict("the upstream refused the request although it did not reject the credential (HTTP 403): the credential may lack a permission or scope the upstream wants (%s)", ue.Error())
 		case errors.Is(ue, broker.ErrAddressRefused):
-			return conflict("the connection's URL reaches an address the broker may not (loopback, link-local, private or unique-local); nothing was sent to it. An operator can allow a range with FLUIDBOX_CONNECTION_ALLOW_CIDRS")
+			return conflict("the connection's URL is not https or reaches an address the broker may not (loopback, link-local, private, unique-local or special-purpose); nothing was sent to it. An operator can allow a range with FLUIDBOX_CONNECTION_ALLOW_CIDRS")
 		case errors.Is(ue, broker.ErrInvalidResponse), errors.Is(ue, broker.ErrCredentialEcho), errors.Is(ue, broker.ErrInvalidRequest), errors.Is(ue, broker.ErrProtocol):
 			return conflict("the upstream's answer cannot be used (%s)", ue.Error())
 		}

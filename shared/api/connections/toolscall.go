@@ -7,6 +7,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/broker"
 	"github.com/fluidbox/fluidbox/shared/connection"
 	"github.com/fluidbox/fluidbox/shared/permission"
 	"github.com/fluidbox/fluidbox/shared/seal"
@@ -56,6 +57,8 @@ func (s *Server) toolsCall(w http.ResponseWriter, r *http.Request, _ auth.Princi
 	case errors.Is(err, seal.ErrUnavailable):
 		s.log.ErrorContext(r.Context(), "key service unavailable", "run", id, "call", req.ToolCallID, "err", err)
 		return &route.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the key service could not open the connection's credential, so the tool was not run; treat this as deny and retry"}
+	case errors.Is(err, broker.ErrAddressRefused):
+		return conflict("the connection's URL is not https or reaches an address the broker may not (loopback, link-local, private, unique-local or special-purpose), so nothing was sent and the tool was not run; an operator can allow a range with FLUIDBOX_CONNECTION_ALLOW_CIDRS")
 	case errors.Is(err, connection.ErrUpstreamUnavailable):
 		return &route.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the upstream MCP server's tools could not be read, so the call was not decided and the tool was not run; treat this as deny and retry"}
 	case errors.Is(err, connection.ErrNotRecorded):
