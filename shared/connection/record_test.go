@@ -127,8 +127,10 @@ func TestBrokeredRecordCompletedByTheRetry(t *testing.T) {
 	faults := &calltest.Conflicts{Attr: "brokered"}
 	f := newBrokerFixture(t, faults, 500*time.Millisecond)
 	faults.Left.Store(-1)
-	// The claim needs the call's timeout plus the margin for recording.
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	// The claim needs the call's timeout plus the margin for recording
+	// (2.5 s); the rest is for the decision and the look, which under -race
+	// on a loaded machine take most of a second.
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
 	_, err := f.call(ctx, "c1")
 	if !errors.Is(err, connection.ErrNotRecorded) {
