@@ -202,11 +202,15 @@ func (s *Service) log() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
+// httpClient talks to the connection's OAuth provider: through the same
+// dial guard as the broker's MCP traffic (the probe of the connection's URL
+// and the token requests go wherever its metadata says), so an OAuth
+// connection cannot point inside either.
 func (s *Service) httpClient() *http.Client {
 	if s.opts.OAuthClient != nil {
 		return s.opts.OAuthClient
 	}
-	return oauth.NewClient(nil)
+	return oauth.NewClient(&http.Transport{DialContext: s.opts.Egress.DialContext, TLSHandshakeTimeout: 10 * time.Second})
 }
 
 // Authorize starts an OAuth authorization of the connection for who: it

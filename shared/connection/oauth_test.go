@@ -96,7 +96,7 @@ func TestOAuthPersonalPerMember(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	svc := connection.NewService(e.st, e.sealer, connection.Options{})
+	svc := connection.NewService(e.st, e.sealer, connection.Options{Egress: testenv.Loopback})
 	va := e.create(t, svc, alice, "alices", "personal")
 	vb := e.create(t, svc, bob, "bobs", "personal")
 	if va.Status != store.ConnectionAuthorizationRequired || va.CredentialType != connection.CredentialOAuth {
@@ -168,7 +168,7 @@ func TestOAuthRefreshSingleFlight(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := newOAuthEnv(t)
-	setup := connection.NewService(e.st, e.sealer, connection.Options{})
+	setup := connection.NewService(e.st, e.sealer, connection.Options{Egress: testenv.Loopback})
 	v := e.create(t, setup, admin, "team", "shared")
 	e.authorize(t, setup, admin, v.ID, e.p.User1())
 	stale, err := e.st.GetConnection(ctx, v.ID)
@@ -179,8 +179,8 @@ func TestOAuthRefreshSingleFlight(t *testing.T) {
 	// Both instances' clocks say the token has expired.
 	later := func() time.Time { return time.Now().Add(time.Hour) }
 	instances := []*connection.Service{
-		connection.NewService(e.st, e.sealer, connection.Options{Now: later}),
-		connection.NewService(e.st, e.sealer, connection.Options{Now: later}),
+		connection.NewService(e.st, e.sealer, connection.Options{Now: later, Egress: testenv.Loopback}),
+		connection.NewService(e.st, e.sealer, connection.Options{Now: later, Egress: testenv.Loopback}),
 	}
 	const per = 16
 	tokens := make(chan string, 2*per)
@@ -235,7 +235,7 @@ func TestOAuthCallbackBindings(t *testing.T) {
 	clock := time.Now()
 	var mu sync.Mutex
 	now := func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
-	svc := connection.NewService(e.st, e.sealer, connection.Options{Now: now})
+	svc := connection.NewService(e.st, e.sealer, connection.Options{Now: now, Egress: testenv.Loopback})
 	v := e.create(t, svc, admin, "team", "shared")
 
 	early, err := svc.Authorize(ctx, admin, v.ID, oauthRedirect)
