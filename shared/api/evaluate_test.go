@@ -110,10 +110,10 @@ func TestEvaluatePolicy(t *testing.T) {
 	if after := len(s.items()); after != before {
 		t.Errorf("items after evaluations = %d, want %d: an evaluation writes nothing", after, before)
 	}
-	// A run's token cannot evaluate.
+	// A run's token cannot evaluate: 403, with a hint.
 	_, tok := s.gateRun(pol, runOpts{budget: 1})
-	if r := s.do("POST", v1, tok, map[string]any{"tool_name": "Bash", "input": bash("ls")}); r.status != 401 {
-		t.Errorf("evaluate with a session token = %d, want 401", r.status)
+	if r := s.do("POST", v1, tok, map[string]any{"tool_name": "Bash", "input": bash("ls")}); r.status != 403 {
+		t.Errorf("evaluate with a session token = %d, want 403", r.status)
 	}
 }
 
