@@ -67,10 +67,11 @@ var (
 
 // guard is the state of one pre-guard pass over a decoded schema.
 type guard struct {
-	nodes    map[string]bool     // JSON pointer of every subschema
-	children map[string][]string // subschema -> direct subschemas
-	refs     map[string][]ref    // subschema -> its references
-	anchors  map[string]string   // anchor name -> pointer
+	patterned []map[string]any    // every schema object with a string "pattern"
+	nodes     map[string]bool     // JSON pointer of every subschema
+	children  map[string][]string // subschema -> direct subschemas
+	refs      map[string][]ref    // subschema -> its references
+	anchors   map[string]string   // anchor name -> pointer
 }
 
 type ref struct {
@@ -79,13 +80,13 @@ type ref struct {
 
 // preGuard checks a decoded schema document. The returned error's text is a
 // human reason, used as RejectError.Reason.
-func preGuard(doc any) error {
+func preGuard(doc any) (*guard, error) {
 	root, ok := doc.(map[string]any)
 	if !ok {
-		return fmt.Errorf("schema must be a JSON object, not %s", jsonKind(doc))
+		return nil, fmt.Errorf("schema must be a JSON object, not %s", jsonKind(doc))
 	}
 	if err := checkNumbers(doc); err != nil {
-		return err
+		return nil, err
 	}
 	g := &guard{
 		nodes:    map[string]bool{},
@@ -94,12 +95,12 @@ func preGuard(doc any) error {
 		anchors:  map[string]string{},
 	}
 	if err := g.walk(root, ""); err != nil {
-		return err
+		return nil, err
 	}
 	if err := g.resolve(); err != nil {
-		return err
+		return nil, err
 	}
-	return g.expansion()
+	return g, g.expansion()
 }
 
 func (g *guard) walk(node any, ptr string) error {
@@ -116,6 +117,12 @@ func (g *guard) walk(node any, ptr string) error {
 
 func (g *guard) walkObject(m map[string]any, ptr string) error {
 	g.nodes[ptr] = true
+	if n := fanOut(m); n > MaxFanOut {
+		return fmt.Errorf("%s: has %d direct subschemas and references, over the %d limit", where(ptr), n, MaxFanOut)
+	}
+	if _, ok := m[ecmaPatternKeyword]; ok {
+		return fmt.Errorf("%s: the keyword %q is reserved", where(ptr), ecmaPatternKeyword)
+	}
 	for _, kw := range []string{"$ref", "$dynamicRef", "$recursiveRef"} {
 		v, ok := m[kw]
 		if !ok {
@@ -166,14 +173,15 @@ func (g *guard) walkObject(m map[string]any, ptr string) error {
 	}
 	if v, ok := m["pattern"]; ok {
 		if s, ok := v.(string); ok {
-			if err := checkPattern(s); err != nil {
+			if err := checkECMAPattern(s); err != nil {
 				return fmt.Errorf("%s: pattern %w", where(ptr), err)
 			}
+			g.patterned = append(g.patterned, m)
 		}
 	}
 	if pp, ok := m["patternProperties"].(map[string]any); ok {
 		for _, k := range sortedKeys(pp) {
-			if err := checkPattern(k); err != nil {
+			if err := checkRE2Pattern(k); err != nil {
 				return fmt.Errorf("%s: patternProperties key %w", where(ptr), err)
 			}
 		}
@@ -220,6 +228,46 @@ func (g *guard) walkObject(m map[string]any, ptr string) error {
 		}
 	}
 	return nil
+}
+
+// fanOut counts the direct subschemas and references of a schema object:
+// what one evaluation of it may visit.
+func fanOut(m map[string]any) int {
+	n := 0
+	for _, kw := range []string{"$ref", "$dynamicRef", "$recursiveRef"} {
+		if _, ok := m[kw]; ok {
+			n++
+		}
+	}
+	isSchema := func(v any) bool {
+		switch v.(type) {
+		case map[string]any, bool:
+			return true
+		}
+		return false
+	}
+	for _, kw := range singleSchemaKeywords {
+		if isSchema(m[kw]) {
+			n++
+		}
+	}
+	for _, kw := range append([]string{"items"}, arraySchemaKeywords...) {
+		switch v := m[kw].(type) {
+		case []any:
+			n += len(v)
+		case map[string]any, bool:
+			n++
+		}
+	}
+	for _, kw := range append([]string{"dependencies"}, mapSchemaKeywords...) {
+		if kw == "$defs" || kw == "definitions" {
+			continue // definitions are not applied by the object holding them
+		}
+		if mm, ok := m[kw].(map[string]any); ok {
+			n += len(mm)
+		}
+	}
+	return n
 }
 
 func (g *guard) child(parent, ptr string, v any) error {
@@ -328,7 +376,18 @@ func satAdd(a, b int) int {
 	return a + b
 }
 
-func checkPattern(p string) error {
+// checkECMAPattern checks a "pattern": it runs on regexp2 (see ecma.go).
+func checkECMAPattern(p string) error {
+	if len(p) > MaxKeywordBytes {
+		return fmt.Errorf("is %d bytes, over the %d limit", len(p), MaxKeywordBytes)
+	}
+	_, err := compileECMA(p)
+	return err
+}
+
+// checkRE2Pattern checks a patternProperties key: the engine matches those
+// itself, with Go's RE2 (linear time), so they must be RE2 expressions.
+func checkRE2Pattern(p string) error {
 	if len(p) > MaxKeywordBytes {
 		return fmt.Errorf("is %d bytes, over the %d limit", len(p), MaxKeywordBytes)
 	}

@@ -45,8 +45,11 @@ func TestCompileRejects(t *testing.T) {
 		{"nested $id", `{"properties":{"a":{"$id":"https://evil.example/a","type":"string"}}}`, "nested $id"},
 		{"nested draft4 id", `{"properties":{"a":{"id":"http://x/a"}}}`, "nested id"},
 		{"long pattern", `{"pattern":"` + strings.Repeat("a", MaxKeywordBytes+1) + `"}`, "over the 1024 limit"},
-		{"backtracking pattern", `{"pattern":"(a+)+\\1"}`, "does not compile as an RE2"},
-		{"lookahead pattern", `{"pattern":"(?=a)"}`, "does not compile as an RE2"},
+		{"pattern not ECMA-262", `{"pattern":"(?<!"}`, "does not compile as an ECMA-262"},
+		{"negated emoji property in a class", `{"pattern":"[\\P{Emoji}]"}`, "inside a character class"},
+		{"lookahead patternProperties key", `{"patternProperties":{"(?=a)":{}}}`, "does not compile as an RE2"},
+		{"reserved keyword", `{"properties":{"a":{"$fluidbox-ecma-pattern":"x"}}}`, "is reserved"},
+		{"fan-out", `{"anyOf":[` + strings.TrimSuffix(strings.Repeat(`{},`, MaxFanOut+1), ",") + `]}`, "direct subschemas and references, over the 256 limit"},
 		{"bad patternProperties key", `{"patternProperties":{"(":{}}}`, "patternProperties key"},
 		{"long format", `{"format":"` + strings.Repeat("f", MaxKeywordBytes+1) + `"}`, "format is 1025 bytes"},
 		{"huge exponent in schema", `{"maximum":1e999999}`, "exponent beyond"},
@@ -135,10 +138,10 @@ func TestCompilerLoadsNothing(t *testing.T) {
 		`{"$schema":"file://` + path + `"}`,
 		`{"$ref":"https://json-schema.org/not-built-in"}`,
 	} {
-		_, err := compile([]byte(schema))
+		_, err := compileEngine([]byte(schema))
 		var re *RejectError
 		if !errors.As(err, &re) {
-			t.Errorf("compile(%q) = %v, want *RejectError", schema, err)
+			t.Errorf("compileEngine(%q) = %v, want *RejectError", schema, err)
 		}
 	}
 }

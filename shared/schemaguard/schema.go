@@ -1,7 +1,6 @@
 package schemaguard
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,8 +15,12 @@ import (
 const (
 	MaxInputDepth       = 32
 	MaxInputStringBytes = 64 << 10
-	MaxInputNodes       = 10_000
+	MaxInputNodes       = 2_000
 )
+
+// idleEngines bounds the compilations of one schema kept for reuse; more
+// concurrent validations compile their own and drop them after.
+const idleEngines = 4
 
 // schemaURL is the in-memory name of every compiled schema. Nothing is ever
 // loaded from it: the compiler's loader refuses every URL.
@@ -45,9 +48,10 @@ func (e *InvalidError) Error() string { return "schemaguard: invalid input: " + 
 // Schema is a compiled, pre-guarded schema. It is immutable and safe for
 // concurrent use. The zero value and nil reject every input.
 type Schema struct {
-	digest   string
-	compiled *jsonschema.Schema
-	fast     *fastSchema // nil: every input goes to the engine
+	digest  string
+	source  []byte       // the engine's copy of the document (see Compile)
+	engines chan *engine // idle compilations of source
+	fast    *fastSchema  // nil: every input goes to the engine
 }
 
 // Digest returns the digest of the schema's canonical form, as Digest would.
@@ -76,42 +80,37 @@ func Compile(schema []byte) (*Schema, error) {
 	if err != nil {
 		return nil, reject("schema is not valid JSON: %v", err)
 	}
-	if err := preGuard(doc); err != nil {
+	g, err := preGuard(doc)
+	if err != nil {
 		return nil, &RejectError{Reason: err.Error()}
 	}
 	canon, err := canonicalJSON(doc)
 	if err != nil {
 		return nil, reject("schema cannot be canonicalized: %v", err)
 	}
-	compiled, err := compile(canon)
+	// The fast tree is built from the document as it is; it never accepts
+	// a value a "pattern" constrains (it has no patterns), so it is built
+	// before the rename below.
+	fast := compileFast(doc)
+	// The engine compiles "pattern" with RE2; JSON Schema's patterns are
+	// ECMA-262. In the engine's copy every pattern moves to a keyword only
+	// this package's extension reads. The rest of the document is the
+	// canonical one, so the schema that is digested is the one enforced.
+	for _, m := range g.patterned {
+		m[ecmaPatternKeyword] = m["pattern"]
+		delete(m, "pattern")
+	}
+	source, err := canonicalJSON(doc)
+	if err != nil {
+		return nil, reject("schema cannot be canonicalized: %v", err)
+	}
+	e, err := compileEngine(source)
 	if err != nil {
 		return nil, err
 	}
-	// The fast tree is built from the document the engine compiled (the
-	// canonical form decodes to doc again), only once the engine took it.
-	return &Schema{digest: digestOf(canon), compiled: compiled, fast: compileFast(doc)}, nil
-}
-
-func compile(canon []byte) (s *jsonschema.Schema, err error) {
-	// The pre-guard removes the panics we know of in the engine; this is the
-	// backstop for the ones we do not, so a hostile schema cannot take the
-	// process down.
-	defer func() {
-		if r := recover(); r != nil {
-			s, err = nil, reject("schema does not compile: the engine failed on it")
-		}
-	}()
-	c := jsonschema.NewCompiler()
-	c.LoadURL = refuseLoad
-	c.AssertContent = false
-	if err := c.AddResource(schemaURL, bytes.NewReader(canon)); err != nil {
-		return nil, reject("schema does not compile: %v", err)
-	}
-	compiled, err := c.Compile(schemaURL)
-	if err != nil {
-		return nil, reject("schema does not compile: %s", compileReason(err))
-	}
-	return compiled, nil
+	s := &Schema{digest: digestOf(canon), source: source, engines: make(chan *engine, idleEngines), fast: fast}
+	s.engines <- e
+	return s, nil
 }
 
 // compileReason renders a compilation error; a metaschema violation is
@@ -136,7 +135,7 @@ func reject(format string, a ...any) *RejectError {
 // Validate checks input, a decoded JSON value (json.Decoder with UseNumber;
 // float64 numbers are accepted too). It returns nil or an *InvalidError.
 func (s *Schema) Validate(input any) error {
-	if s == nil || s.compiled == nil {
+	if s == nil || s.engines == nil {
 		return &InvalidError{Reason: "input: no schema to validate against", Causes: []string{"input: no schema to validate against"}}
 	}
 	if reason := checkInput(input); reason != "" {
@@ -148,6 +147,10 @@ func (s *Schema) Validate(input any) error {
 	err := s.validate(input)
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, errWork) {
+		reason := fmt.Sprintf("input: validating it against the schema takes more than the %d steps (or %v of pattern matching) one call may use; send a smaller input", MaxWork, MaxPatternTime)
+		return &InvalidError{Reason: reason, Causes: []string{reason}}
 	}
 	var ve *jsonschema.ValidationError
 	if errors.As(err, &ve) {
@@ -176,12 +179,29 @@ func (s *Schema) fastValid(input any) (ok bool) {
 }
 
 func (s *Schema) validate(input any) (err error) {
+	var e *engine
+	select {
+	case e = <-s.engines:
+	default:
+		if e, err = compileEngine(s.source); err != nil {
+			return err
+		}
+	}
+	e.meter.reset()
 	defer func() {
 		if r := recover(); r != nil {
-			err = errors.New("schemaguard: validation failed unexpectedly")
+			if _, ok := r.(workExhausted); ok {
+				err = errWork
+			} else {
+				err = errors.New("schemaguard: validation failed unexpectedly")
+			}
+		}
+		select {
+		case s.engines <- e:
+		default:
 		}
 	}()
-	return s.compiled.Validate(input)
+	return e.compiled.Validate(input)
 }
 
 // checkInput bounds an input's shape before validation. It returns "" or a
