@@ -21,7 +21,7 @@ const (
 	// evaluated on one value, plus the subschemas that evaluation may visit
 	// without being metered itself (its fan-out), its enum, and the value's
 	// own size (properties and items the engine walks, uniqueItems' pairs).
-	MaxWork = 100_000
+	MaxWork = 50_000
 	// MaxPatternTime bounds the time every pattern match of one validation
 	// takes together (patterns run on a backtracking engine).
 	MaxPatternTime = 20 * time.Millisecond
@@ -29,6 +29,10 @@ const (
 	// object: what one evaluation visits before it is metered.
 	MaxFanOut = 256
 )
+
+// locationUnit is the squared schema-path length one step is worth: paths
+// of ordinary schemas are far shorter, so their evaluations cost one step.
+const locationUnit = 4096
 
 // ecmaPatternKeyword is the keyword "pattern" is renamed to in the copy of
 // the schema the engine compiles, so the engine (which compiles "pattern"
@@ -111,7 +115,12 @@ func (es *metered) Validate(ctx jsonschema.ValidationContext, v any) error {
 			cost += len(t) * (len(t) - 1) / 2
 		}
 	}
-	es.meter.charge(cost)
+	// The engine's own overhead per evaluation grows with the depth of the
+	// schema path it is at: every error it builds concatenates that path,
+	// frame by frame. The path's length is what the engine would name this
+	// evaluation by, so the charge scales with its square.
+	loc := len(ctx.Error("", "").KeywordLocation)
+	es.meter.charge(cost * (1 + loc*loc/locationUnit))
 	s, ok := v.(string)
 	if es.pattern == nil || !ok {
 		return nil

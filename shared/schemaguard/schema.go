@@ -13,7 +13,7 @@ import (
 
 // Bounds applied to every input before it reaches the engine.
 const (
-	MaxInputDepth       = 32
+	MaxInputDepth       = 16
 	MaxInputStringBytes = 64 << 10
 	MaxInputNodes       = 2_000
 )

@@ -1,0 +1,97 @@
+package schemaguard
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// The worst schemas the pre-guard admits, each with the input at the input
+// bounds that makes it work hardest. Without the work budget the first two
+// took seconds to hours per call.
+type worstCase struct {
+	name, schema string
+	input        func(tb testing.TB) any
+}
+
+func worstCases() []worstCase {
+	// A $ref into an anyOf fan-out: 4 levels of 7 branches expand to about
+	// 5,600 subschemas, under MaxExpandedSubschemas, applied to every item.
+	var fan strings.Builder
+	fan.WriteString(`{"type":"array","items":{"$ref":"#/$defs/l0"},"$defs":{`)
+	for l := 0; l < 4; l++ {
+		fmt.Fprintf(&fan, `"l%d":{"anyOf":[`, l)
+		for i := 0; i < 7; i++ {
+			if i > 0 {
+				fan.WriteString(",")
+			}
+			fmt.Fprintf(&fan, `{"$ref":"#/$defs/l%d"}`, l+1)
+		}
+		fan.WriteString("]},")
+	}
+	fan.WriteString(`"l4":{"type":"integer","minimum":0}}}`)
+	items := func(v any) func(testing.TB) any {
+		return func(testing.TB) any {
+			a := make([]any, MaxInputNodes-1)
+			for i := range a {
+				a[i] = v
+			}
+			return a
+		}
+	}
+	nested := func(tb testing.TB) any {
+		var v any = "leaf"
+		for range MaxInputDepth - 1 {
+			v = []any{v}
+		}
+		return v
+	}
+	return []worstCase{
+		{"ref into anyOf fan-out", fan.String(), items("x")},
+		// A cycle under items that doubles at each level: the expansion
+		// bound counts a cycle once, the input's depth makes it 2^31.
+		{"doubling cycle", `{"$defs":{"n":{"type":"array","items":{"anyOf":[{"$ref":"#/$defs/n"},{"$ref":"#/$defs/n"}]}}},"$ref":"#/$defs/n"}`, nested},
+		// A backtracking pattern on every item.
+		{"catastrophic pattern", `{"type":"array","items":{"type":"string","pattern":"^(a|aa)+$"}}`, items(strings.Repeat("a", 60) + "!")},
+		// uniqueItems compares every pair.
+		{"uniqueItems", `{"type":"array","uniqueItems":true}`, func(testing.TB) any {
+			a := make([]any, MaxInputNodes-1)
+			for i := range a {
+				a[i] = fmt.Sprintf("s%d", i)
+			}
+			return a
+		}},
+	}
+}
+
+func TestWorkBudget(t *testing.T) {
+	t.Parallel()
+	for _, tt := range worstCases() {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := mustCompile(t, tt.schema)
+			err := s.Validate(tt.input(t))
+			var ie *InvalidError
+			if !errors.As(err, &ie) || !strings.Contains(ie.Reason, "one call may use") {
+				t.Fatalf("Validate = %v, want the work budget's *InvalidError", err)
+			}
+		})
+	}
+}
+
+// BenchmarkWorstAdmittedSchema is the bound `make bench` reports: each of
+// the worst schemas the pre-guard admits, at the input bounds, per call.
+func BenchmarkWorstAdmittedSchema(b *testing.B) {
+	for _, tt := range worstCases() {
+		b.Run(tt.name, func(b *testing.B) {
+			s := mustCompile(b, tt.schema)
+			input := tt.input(b)
+			for b.Loop() {
+				if s.Validate(input) == nil {
+					b.Fatal("Validate accepted the worst case")
+				}
+			}
+		})
+	}
+}
