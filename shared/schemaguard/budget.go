@@ -21,7 +21,7 @@ const (
 	// evaluated on one value, plus the subschemas that evaluation may visit
 	// without being metered itself (its fan-out), its enum, and the value's
 	// own size (properties and items the engine walks, uniqueItems' pairs).
-	MaxWork = 50_000
+	MaxWork = 10_000
 	// MaxPatternTime bounds the time every pattern match of one validation
 	// takes together (patterns run on a backtracking engine).
 	MaxPatternTime = 20 * time.Millisecond

@@ -11,8 +11,11 @@
 //     with "#" and resolves to a subschema or anchor of the same document, a
 //     nested $id may only name an anchor, and $schema names a built-in draft;
 //   - carries patterns, patternProperties keys and format names of at most
-//     MaxKeywordBytes, and every pattern compiles with Go's RE2 engine (linear
-//     time, so no catastrophic backtracking);
+//     MaxKeywordBytes; every "pattern" compiles as ECMA-262 (regexp2 in
+//     ECMAScript mode, as JSON Schema specifies), every patternProperties key
+//     with Go's RE2 (the engine matches those itself, in linear time);
+//   - gives no schema object more than MaxFanOut direct subschemas and
+//     references, and does not use the keyword this package reserves;
 //   - holds only numbers that fit comfortably in a float64 (huge exponents
 //     make math/big slow or, in the engine, panic);
 //   - does not expand, following $ref, into more than MaxExpandedSubschemas
@@ -28,6 +31,11 @@
 // (MaxInputDepth, MaxInputStringBytes, MaxInputNodes) before validation, and a
 // failed validation is an *InvalidError whose Reason lists every cause in a
 // form a model can act on.
+//
+// Validation itself is metered: every subschema evaluation is charged to a
+// budget of MaxWork steps, patterns to MaxPatternTime, and a validation that
+// runs out is an *InvalidError too (the gate's schema-source deny), so no
+// schema the pre-guard admits can make one call expensive.
 //
 // A schema of a simple subset (types, properties, required,
 // additionalProperties, items, scalar enum and const, numeric, length and

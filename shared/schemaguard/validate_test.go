@@ -115,7 +115,7 @@ func TestValidateBounds(t *testing.T) {
 		input  any
 		reason string
 	}{
-		{"too deep", decode(t, deep), "nests deeper than 32 levels"},
+		{"too deep", decode(t, deep), "nests deeper than 16 levels"},
 		{"too many nodes", decode(t, many), "more than 2000 values"},
 		{"long string", strings.Repeat("x", MaxInputStringBytes+1), "over the 65536 limit"},
 		{"long key", map[string]any{strings.Repeat("k", MaxInputStringBytes+1): true}, "property name is"},
