@@ -81,7 +81,7 @@ func Record(st *store.Store, h store.Head, c Asked, d gate.Decision, pin Pin, no
 	}
 	at := store.FormatTime(now)
 	rec := store.Call{
-		ToolCallID: c.ToolCallID, ToolName: c.ToolName, InputDigest: string(c.Digest),
+		ToolCallID: c.ToolCallID, ToolName: c.ToolName, InputDigest: c.Digest.String(),
 		Decision: string(ans.Decision), Source: ans.Source, Reason: storedReason(d), RuleID: ans.RuleID,
 		Verdict: ans.Verdict, RewrittenVerdict: ans.RewrittenVerdict, DecidedAt: at,
 	}
@@ -99,7 +99,7 @@ func Record(st *store.Store, h store.Head, c Asked, d gate.Decision, pin Pin, no
 		}
 		a := store.Approval{
 			ID: pin.ApprovalID, RunID: h.RunID, ToolCallID: c.ToolCallID, ToolName: c.ToolName,
-			Input: shown, InputSize: size, InputTruncated: cut, InputDigest: string(c.Digest),
+			Input: shown, InputSize: size, InputTruncated: cut, InputDigest: c.Digest.String(),
 			ToolDigest: pin.ToolDigest, PolicyDigest: pin.PolicyDigest, RuleID: d.RuleID,
 			ScopeKey: d.ScopeKey, DefaultScope: string(d.Scope), Status: string(Pending),
 			RequestedAt: at, ExpiresAt: store.FormatTime(now.Add(d.TTL)),
@@ -393,7 +393,10 @@ type Outcome struct {
 // OutcomeOf is the outcome a call record holds; ok is false until one was
 // stored.
 func OutcomeOf(c store.Call) (Outcome, bool) {
-	return Outcome{ResultDigest: redact.Digest(c.ResultDigest), LatencyMS: c.LatencyMS, IsError: c.IsError}, c.ResultDigest != ""
+	// A stored digest that is not one (never written by us) is left zero;
+	// the outcome still counts as stored, so the call is not run again.
+	d, _ := redact.ParseDigest(c.ResultDigest)
+	return Outcome{ResultDigest: d, LatencyMS: c.LatencyMS, IsError: c.IsError}, c.ResultDigest != ""
 }
 
 // StoreOutcome is the first half of executing -> executed: the outcome on
@@ -408,7 +411,7 @@ func StoreOutcome(ctx context.Context, st *store.Store, runID, toolCallID string
 		return err
 	}
 	err := st.UpdateItem(ctx, "outcome of "+runID+"/"+toolCallID, store.CallKey(runID, toolCallID), store.Update{
-		Set:  map[string]any{"result_digest": string(o.ResultDigest), "latency_ms": o.LatencyMS, "is_error": o.IsError},
+		Set:  map[string]any{"result_digest": o.ResultDigest.String(), "latency_ms": o.LatencyMS, "is_error": o.IsError},
 		Cond: "attribute_exists(executed_at) AND attribute_not_exists(result_digest)",
 	}, nil)
 	if errors.Is(err, store.ErrConditionFailed) {

@@ -97,7 +97,7 @@ func TestRecordOnce(t *testing.T) {
 		t.Errorf("answer = %+v", rec.Answer)
 	}
 	got, err := f.st.GetCall(context.Background(), f.run, "toolu_1")
-	if err != nil || got.Decision != "allow" || got.InputDigest != string(c.Digest) || call.AnswerOf(got) != rec.Answer {
+	if err != nil || got.Decision != "allow" || got.InputDigest != c.Digest.String() || call.AnswerOf(got) != rec.Answer {
 		t.Errorf("record = %+v, %v; answer %+v", got, err, rec.Answer)
 	}
 	if _, err := f.record(t, c, allow, call.Pin{}); !errors.Is(err, call.ErrRecorded) {
@@ -299,7 +299,7 @@ func TestApprovalInputIsBounded(t *testing.T) {
 				t.Fatal(err)
 			}
 			whole, _ := json.Marshal(input)
-			if a.InputDigest != string(c.Digest) || a.InputSize != len(whole) || a != rec.Approval {
+			if a.InputDigest != c.Digest.String() || a.InputSize != len(whole) || a != rec.Approval {
 				t.Errorf("digest %s size %d, want %s %d", a.InputDigest, a.InputSize, c.Digest, len(whole))
 			}
 			if len(a.Input) > call.MaxShownInput || !json.Valid([]byte(a.Input)) {
@@ -394,7 +394,7 @@ func TestExecution(t *testing.T) {
 	if err := brokered(); !errors.Is(err, call.ErrBrokeredRecorded) {
 		t.Errorf("second tool.brokered = %v, want ErrBrokeredRecorded", err)
 	}
-	if c, _ := f.st.GetCall(ctx, f.run, "ok"); !c.Brokered || c.ResultDigest != string(out.ResultDigest) || c.LatencyMS != 42 {
+	if c, _ := f.st.GetCall(ctx, f.run, "ok"); !c.Brokered || c.ResultDigest != out.ResultDigest.String() || c.LatencyMS != 42 {
 		t.Errorf("record = %+v", c)
 	}
 	if n := strings.Count(strings.Join(f.events(t), " "), "tool.brokered"); n != 1 {

@@ -150,7 +150,7 @@ func TestBrokeredRecordCompletedByTheRetry(t *testing.T) {
 	if !errors.As(err, &ran) || !errors.Is(err, connection.ErrAlreadyExecuted) || !ran.Known {
 		t.Fatalf("retry = %v, want ErrAlreadyExecuted with the outcome", err)
 	}
-	if string(ran.Outcome.ResultDigest) != rec.ResultDigest || ran.Outcome.LatencyMS != rec.LatencyMS || !strings.HasPrefix(rec.ResultDigest, "sha256:") {
+	if ran.Outcome.ResultDigest.String() != rec.ResultDigest || ran.Outcome.LatencyMS != rec.LatencyMS || !strings.HasPrefix(rec.ResultDigest, "sha256:") {
 		t.Errorf("outcome = %+v, record %+v", ran.Outcome, rec)
 	}
 	if f.brokeredEvents(t) != 1 || f.calls.Load() != 1 {

@@ -132,7 +132,7 @@ func (s *Service) Recorded(ctx context.Context, runID string, req Request) (stor
 	if err != nil {
 		return store.Call{}, false, err
 	}
-	if c.InputDigest != string(digest) || c.ToolName != req.ToolName {
+	if c.InputDigest != digest.String() || c.ToolName != req.ToolName {
 		return store.Call{}, false, ErrConflict
 	}
 	return c, true, nil

@@ -224,13 +224,13 @@ func (g *grants) has(key string) bool {
 // checkRequest validates a request and decodes its input.
 func checkRequest(req Request) (any, redact.Digest, error) {
 	if req.ToolCallID == "" || len(req.ToolCallID) > maxIDLen {
-		return nil, "", &InvalidError{fmt.Sprintf("tool_call_id: must be 1 to %d characters", maxIDLen)}
+		return nil, redact.Digest{}, &InvalidError{fmt.Sprintf("tool_call_id: must be 1 to %d characters", maxIDLen)}
 	}
 	if req.ToolName == "" || len(req.ToolName) > maxIDLen {
-		return nil, "", &InvalidError{fmt.Sprintf("tool_name: must be 1 to %d characters", maxIDLen)}
+		return nil, redact.Digest{}, &InvalidError{fmt.Sprintf("tool_name: must be 1 to %d characters", maxIDLen)}
 	}
 	if err := checkPaths(req); err != nil {
-		return nil, "", err
+		return nil, redact.Digest{}, err
 	}
 	raw := req.Input
 	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
@@ -240,14 +240,14 @@ func checkRequest(req Request) (any, redact.Digest, error) {
 	dec.UseNumber()
 	var input any
 	if err := dec.Decode(&input); err != nil {
-		return nil, "", &InvalidError{"input: must be a JSON object"}
+		return nil, redact.Digest{}, &InvalidError{"input: must be a JSON object"}
 	}
 	if _, ok := input.(map[string]any); !ok {
-		return nil, "", &InvalidError{"input: must be a JSON object"}
+		return nil, redact.Digest{}, &InvalidError{"input: must be a JSON object"}
 	}
 	digest, err := redact.DigestJSON(input)
 	if err != nil {
-		return nil, "", &InvalidError{"input: cannot be digested"}
+		return nil, redact.Digest{}, &InvalidError{"input: cannot be digested"}
 	}
 	return input, digest, nil
 }
@@ -272,7 +272,7 @@ func (s *Service) replay(ctx context.Context, runID string, fr *frozenRun, req R
 	if err != nil {
 		return call.Answer{}, err
 	}
-	if c.InputDigest != string(digest) || c.ToolName != req.ToolName {
+	if c.InputDigest != digest.String() || c.ToolName != req.ToolName {
 		return call.Answer{}, ErrConflict
 	}
 	if call.State(c.Decision) == call.Pending && c.ApprovalID != "" {

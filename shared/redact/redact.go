@@ -14,7 +14,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 )
 
 // Type names an event. Types are persisted and on the wire: never rename one.
@@ -66,12 +68,47 @@ func New(ev Event) (Envelope, error) {
 }
 
 // Digest is "sha256:<hex>" of some content that must not itself be kept.
-type Digest string
+// Its field is unexported so that nothing outside this package can put
+// arbitrary text in a digest-typed field of an event: a Digest comes from
+// hashing (DigestBytes, DigestJSON) or from ParseDigest, which takes only
+// the exact shape hashing produces. The zero Digest is "".
+type Digest struct{ s string }
+
+// String returns "sha256:<hex>", or "" for the zero Digest.
+func (d Digest) String() string { return d.s }
+
+// IsZero reports whether d is the zero Digest.
+func (d Digest) IsZero() bool { return d.s == "" }
+
+// MarshalJSON encodes d as its string.
+func (d Digest) MarshalJSON() ([]byte, error) { return json.Marshal(d.s) }
+
+// ErrNotDigest is ParseDigest's answer to anything but "sha256:" and 64
+// lowercase hex digits.
+var ErrNotDigest = errors.New("redact: not a sha256 digest")
+
+// ParseDigest restores a digest this package computed earlier (read back
+// from a stored record). It accepts only "sha256:" and 64 lowercase hex
+// digits: 32 bytes of hex cannot carry a token's prefix or a command line,
+// and no other text gets into a Digest.
+func ParseDigest(s string) (Digest, error) {
+	const prefix = "sha256:"
+	hexPart, ok := strings.CutPrefix(s, prefix)
+	if !ok || len(hexPart) != 2*sha256.Size {
+		return Digest{}, ErrNotDigest
+	}
+	for _, c := range hexPart {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return Digest{}, ErrNotDigest
+		}
+	}
+	return Digest{s: s}, nil
+}
 
 // DigestBytes digests raw bytes.
 func DigestBytes(b []byte) Digest {
 	sum := sha256.Sum256(b)
-	return Digest("sha256:" + hex.EncodeToString(sum[:]))
+	return Digest{s: "sha256:" + hex.EncodeToString(sum[:])}
 }
 
 // DigestJSON digests the canonical JSON of a decoded value. encoding/json
@@ -79,7 +116,7 @@ func DigestBytes(b []byte) Digest {
 func DigestJSON(v any) (Digest, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return "", fmt.Errorf("redact: digest: %w", err)
+		return Digest{}, fmt.Errorf("redact: digest: %w", err)
 	}
 	return DigestBytes(b), nil
 }

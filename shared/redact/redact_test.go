@@ -45,7 +45,7 @@ func TestEventsHaveNoPayloadFields(t *testing.T) {
 		for i := range typ.NumField() {
 			f := typ.Field(i)
 			name := strings.ToLower(f.Name)
-			if f.Type.Kind() != reflect.String || f.Type == reflect.TypeOf(redact.Digest("")) {
+			if f.Type.Kind() != reflect.String || f.Type == reflect.TypeOf(redact.Digest{}) {
 				continue // counts, flags and digests cannot carry content
 			}
 			for _, b := range banned {
@@ -68,5 +68,38 @@ func TestNewDigestsNotContent(t *testing.T) {
 	}
 	if strings.Contains(string(env.Data()), "CANARY") || !env.Valid() || env.Type() != redact.TypeToolRequested {
 		t.Fatalf("envelope = %s %s", env.Type(), env.Data())
+	}
+}
+
+// TestDigestOnlyByHashing: a Digest has no exported field, so text cannot
+// be converted into one; the only way in besides hashing is ParseDigest,
+// which takes nothing but the shape hashing produces.
+func TestDigestOnlyByHashing(t *testing.T) {
+	typ := reflect.TypeOf(redact.Digest{})
+	if typ.Kind() != reflect.Struct {
+		t.Fatalf("Digest is a %s, want a struct (a string type converts from any text)", typ.Kind())
+	}
+	for i := range typ.NumField() {
+		if typ.Field(i).IsExported() {
+			t.Errorf("Digest.%s is exported", typ.Field(i).Name)
+		}
+	}
+	d := redact.DigestBytes([]byte("x"))
+	got, err := redact.ParseDigest(d.String())
+	if err != nil || got != d {
+		t.Errorf("ParseDigest(%s) = %v, %v", d, got, err)
+	}
+	b, err := json.Marshal(redact.ToolRequested{InputDigest: d})
+	if err != nil || !strings.Contains(string(b), `"input_digest":"`+d.String()+`"`) {
+		t.Errorf("marshal = %s, %v", b, err)
+	}
+	for _, bad := range []string{
+		"", "sha256:", "Bearer sk-live-abc", "sha256:" + strings.Repeat("A", 64),
+		"sha256:" + strings.Repeat("a", 63), "sha256:" + strings.Repeat("a", 65),
+		"sha256:" + strings.Repeat("a", 60) + "sk-l", "md5:" + strings.Repeat("a", 64),
+	} {
+		if got, err := redact.ParseDigest(bad); err == nil || !got.IsZero() {
+			t.Errorf("ParseDigest(%q) = %v, %v; want ErrNotDigest", bad, got, err)
+		}
 	}
 }

@@ -236,7 +236,7 @@ func (s *Server) githubDelivery(w http.ResponseWriter, r *http.Request) error {
 		Repository: pr.BaseRepo,
 		Number:     pr.Number,
 		HeadSHA:    pr.HeadSHA,
-		BodyDigest: string(redact.DigestBytes(body)),
+		BodyDigest: redact.DigestBytes(body).String(),
 		ReceivedAt: store.FormatTime(s.cfg.Now()),
 	})
 	switch {
