@@ -1,0 +1,347 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/fluidbox/fluidbox/shared/api"
+	"github.com/fluidbox/fluidbox/shared/approval"
+	"github.com/fluidbox/fluidbox/shared/expiry"
+	"github.com/fluidbox/fluidbox/shared/internal/scriptedmodel"
+	"github.com/fluidbox/fluidbox/shared/internal/testenv"
+	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/notify"
+)
+
+// The sweep's canaries. A secret canary (a credential, a prompt, a model
+// response, a webhook's payload or header) may appear nowhere the control
+// plane keeps or says anything. A tool-input canary may appear only in an
+// approval row's attributes: an approval keeps the call's input whole, by
+// design, so the human deciding it sees what they approve. Never in a key,
+// the ledger, a log line, a notification or an error body.
+const (
+	secretMark = "SECRETCANARY"
+	toolMark   = "TOOLCANARY"
+)
+
+var canaryRE = regexp.MustCompile(`(SECRETCANARY|TOOLCANARY)-[a-z0-9-]+`)
+
+// canaryPolicy: a require_approval rule without command_prefix (its scope
+// key must come from the parse, never the raw command), asks for Write and
+// Edit, a short-lived Edit approval for the sweep, and the broker's tools.
+const canaryPolicy = `{"name":"canary","default_verdict":"deny","rules":[
+ {"id":"read","tool":"Read","verdict":"allow"},
+ {"id":"no-push","tool":"Bash","match":{"command_prefix":["git push"]},"verdict":"deny"},
+ {"id":"ask-bash","tool":"Bash","verdict":"require_approval","scope":"session"},
+ {"id":"ask-write","tool":"Write","verdict":"require_approval"},
+ {"id":"ask-edit","tool":"Edit","verdict":"require_approval","ttl_seconds":1},
+ {"id":"echo","tool":"mcp__jira__echo","verdict":"allow"},
+ {"id":"issues","tool":"mcp__jira__create_issue","verdict":"require_approval"}]}`
+
+// errorBodies keeps every response the API answered with a status >= 400.
+type errorBodies struct {
+	mu     sync.Mutex
+	bodies []string
+}
+
+func (e *errorBodies) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &errRecorder{ResponseWriter: w}
+		h.ServeHTTP(rec, r)
+		if rec.status >= 400 {
+			e.mu.Lock()
+			e.bodies = append(e.bodies, fmt.Sprintf("%d %s %s: %s", rec.status, r.Method, r.URL.Path, rec.body.String()))
+			e.mu.Unlock()
+		}
+	})
+}
+
+type errRecorder struct {
+	http.ResponseWriter
+	status int
+	body   bytes.Buffer
+}
+
+func (r *errRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *errRecorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	if r.status >= 400 {
+		r.body.Write(b)
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *errRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// details collects the EventBridge details the notifier would publish.
+type details struct {
+	mu  sync.Mutex
+	out []string
+}
+
+func (d *details) Publish(_ context.Context, entries []notify.Entry) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, e := range entries {
+		b, err := json.Marshal(e.Detail)
+		if err != nil {
+			return err
+		}
+		d.out = append(d.out, string(e.Type)+" "+string(b))
+	}
+	return nil
+}
+
+// TestCanarySweep runs every flow with canaries in everything a sandbox,
+// an upstream or GitHub sends, then reads every stored item, every ledger
+// event, every log line, every notification and every error body.
+func TestCanarySweep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, db := testenv.StoreOn(t)
+	led := ledger.New(st, time.Now)
+	logs := &syncBuffer{}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	// Code that logs to the default logger is captured too. Other tests of
+	// the package may log here meanwhile; their text holds no canary of
+	// this test.
+	prev := slog.Default()
+	slog.SetDefault(log)
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	notes := &details{}
+	errs := &errorBodies{}
+	h := api.New(api.Config{
+		AdminToken: adminToken, Ledger: led, Logger: log, Sealer: localSealer(t),
+		Observer: notify.NewHandler(notes, log).Observer(), GitHubWebhookSecret: webhookSecret,
+	})
+	srv := httptest.NewServer(errs.wrap(h))
+	t.Cleanup(srv.Close)
+	s := &brokerStack{stack: &stack{t: t, url: srv.URL, st: st, db: db, led: led}, logs: logs, responses: &syncBuffer{}}
+	pol := s.policy(canaryPolicy)
+
+	// The gate: allow, deny, pending; approvals decided; a session grant
+	// used and revoked.
+	id, tok := s.gateRun(pol, runOpts{budget: 1})
+	for _, c := range []struct {
+		call, want string
+		input      map[string]any
+	}{
+		{"c-allow", "allow", map[string]any{"file_path": "/src/" + toolMark + "-read", "offset": 1, "limit": 2}},
+		{"c-deny", "deny", map[string]any{"command": "git push origin " + toolMark + "-deny", "description": toolMark + "-description"}},
+	} {
+		tool := "Bash"
+		if c.want == "allow" {
+			tool = "Read"
+		}
+		if r := s.ask(id, tok, c.call, tool, c.input); r.body["decision"] != c.want {
+			t.Fatalf("%v = %s, want %s", c.input, r.raw, c.want)
+		}
+	}
+	curl := func(c string) string {
+		return "curl -H 'Authorization: Bearer sk-live-" + toolMark + "-" + c + "' https://example.invalid/" + toolMark + "-url"
+	}
+	apr := s.pending(id, tok, "c-curl", curl("bearer"))
+	if got := s.decide(apr, "approved_session"); got["status"] != "approved_session" {
+		t.Fatalf("decision = %v", got)
+	}
+	if r := s.ask(id, tok, "c-curl-again", "Bash", bash(curl("again"))); r.body["decision"] != "allow" {
+		t.Errorf("the same program under the run's grant = %s, want allow", r.raw)
+	}
+	grants := s.must(200, "GET", "/v1/sessions/"+id+"/grants", adminToken, nil)["grants"].([]any)
+	if len(grants) != 1 {
+		t.Fatalf("grants = %v", grants)
+	}
+	scope := grants[0].(map[string]any)["scope_key"].(string)
+	s.must(200, "DELETE", "/v1/sessions/"+id+"/grants/"+url.PathEscape(scope), adminToken, nil)
+
+	write := s.ask(id, tok, "c-write", "Write", map[string]any{"file_path": "/src/" + toolMark + "-path", "content": toolMark + "-content"})
+	if write.body["decision"] != "pending" {
+		t.Fatalf("Write = %s, want pending", write.raw)
+	}
+	s.must(200, "POST", "/v1/approvals/"+write.body["approval_id"].(string)+"/decision", adminToken, map[string]any{"decision": "denied", "reason": "no"})
+	edit := s.ask(id, tok, "c-edit", "Edit", map[string]any{"file_path": "/src/" + toolMark + "-edit", "old_string": toolMark + "-old", "new_string": toolMark + "-new"})
+	if edit.body["decision"] != "pending" {
+		t.Fatalf("Edit = %s, want pending", edit.raw)
+	}
+	// An input the schema refuses: the deny's reason goes to the caller,
+	// never the ledger.
+	if r := s.ask(id, tok, "c-bad", "Write", map[string]any{"file_path": toolMark + "-bad", "contents": toolMark + "-bad"}); r.body["decision"] != "deny" {
+		t.Fatalf("a Write with a wrong property = %s, want deny", r.raw)
+	}
+
+	// Requests the API refuses: their error bodies are read below.
+	if r := s.ask(id, tok, "c-str", "Bash", toolMark+"-not-an-object"); r.status != 400 {
+		t.Fatalf("a string input = %d %s, want 400", r.status, r.raw)
+	}
+	if r := s.ask(id, secretMark+"-forged-token", "c-forged", "Bash", bash(toolMark+"-forged")); r.status != 401 {
+		t.Fatalf("a forged token = %d %s, want 401", r.status, r.raw)
+	}
+
+	// The sweep expires the Edit's approval (ttl 1 s) an hour later.
+	later := func() time.Time { return time.Now().Add(time.Hour) }
+	sweeper := expiry.NewHandler(approval.NewService(led, later), log)
+	if got, err := sweeper.Sweep(ctx, events.EventBridgeEvent{}); err != nil || got.Expired < 1 {
+		t.Fatalf("Sweep = %+v, %v; want the Edit's approval expired", got, err)
+	}
+
+	// A brokered call to an MCP server from the official Go SDK.
+	up := newMCPUpstream(t, secretMark+"-connection-token")
+	con := s.connection("jira", up.url(), "shared", secretMark+"-connection-token")
+	s.want(200, "POST", "/v1/connections/"+con+"/tools/refresh", adminToken, nil)
+	bid, btok := s.brokeredRun(pol, con, "")
+	if r := s.toolsCall(bid, btok, "b-echo", "mcp__jira__echo", map[string]any{"text": toolMark + "-echo"}); r.status != 200 || resultText(t, r) != toolMark+"-echo" {
+		t.Fatalf("brokered echo = %d %s", r.status, r.raw)
+	}
+	if r := s.toolsCall(bid, btok, "b-issue", "mcp__jira__create_issue", map[string]any{"title": toolMark + "-issue"}); r.body["decision"] != "pending" && r.status != 202 {
+		t.Fatalf("brokered create_issue = %d %s, want it pending", r.status, r.raw)
+	}
+
+	// The model proxy against a loopback upstream.
+	model := scriptedmodel.New(scriptedmodel.SayText(secretMark + "-model-reply"))
+	defer model.Close()
+	model.RequireAPIKey(secretMark + "-upstream-key")
+	s.must(200, "PUT", "/v1/model-upstream", adminToken, map[string]any{
+		"url": model.URL(), "credential": map[string]any{"type": "header", "name": "x-api-key", "value": secretMark + "-upstream-key"}})
+	p := &proxyStack{stack: s.stack, logs: &lockedBuffer{}}
+	params := userMessage(secretMark + "-prompt")
+	params.System[0].Text = secretMark + "-system"
+	client := p.sdk(id, tok)
+	msg, err := client.Messages.New(ctx, params)
+	if err != nil || len(msg.Content) != 1 || msg.Content[0].Text != secretMark+"-model-reply" {
+		t.Fatalf("model call = %+v, %v", msg, err)
+	}
+	p.waitSettled(id, 1)
+
+	// A GitHub delivery with canaries in the payload and a header.
+	s.trigger("Codertocat/Hello-World", nil)
+	var pr map[string]any
+	if err := json.Unmarshal(payload(t, "same_repo.opened.json"), &pr); err != nil {
+		t.Fatal(err)
+	}
+	pull := pr["pull_request"].(map[string]any)
+	pull["title"], pull["body"] = secretMark+"-pr-title", secretMark+"-pr-body"
+	body, _ := json.Marshal(pr)
+	req, _ := http.NewRequest("POST", s.url+"/v1/triggers/github", bytes.NewReader(body))
+	for k, v := range map[string]string{
+		"Content-Type": "application/json", "User-Agent": "GitHub-Hookshot/" + secretMark + "-agent",
+		"X-GitHub-Event": "pull_request", "X-GitHub-Delivery": "canary-delivery-1",
+		"X-Hub-Signature-256": sign(webhookSecret, body), "X-Canary": secretMark + "-header",
+	} {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 201 {
+		t.Fatalf("GitHub delivery = %d, want 201", resp.StatusCode)
+	}
+
+	// Now read everything.
+	approvalRows := 0
+	for _, it := range s.items() {
+		pk, sk := unquoteAttr(it["pk"]), unquoteAttr(it["sk"])
+		isApproval := strings.HasPrefix(pk, "RUN#") && strings.HasPrefix(sk, "APR#")
+		for _, name := range sortedAttrs(it) {
+			v := it[name]
+			where := fmt.Sprintf("item %s / %s, attribute %s", pk, sk, name)
+			isKey := name == "pk" || name == "sk" || strings.HasPrefix(name, "gsi")
+			for _, c := range canaryRE.FindAllString(v, -1) {
+				switch {
+				case strings.HasPrefix(c, secretMark):
+					t.Errorf("%s holds %s", where, c)
+				case isKey:
+					t.Errorf("%s (a key) holds %s", where, c)
+				case !isApproval:
+					t.Errorf("%s holds %s; only approval rows keep a call's input", where, c)
+				}
+			}
+		}
+		if isApproval && strings.Contains(fmt.Sprint(it), toolMark) {
+			approvalRows++
+		}
+	}
+	// The approvals (curl, Write, Edit, create_issue) do hold their inputs:
+	// the check above is looking at the rows that carry them.
+	if approvalRows < 4 {
+		t.Errorf("%d approval rows hold their call's input, want at least 4", approvalRows)
+	}
+	for _, run := range []string{id, bid} {
+		for _, e := range s.ledger(run) {
+			if c := canaryRE.FindString(string(e.Data)); c != "" {
+				t.Errorf("ledger event %s of %s holds %s: %s", e.Type, run, c, e.Data)
+			}
+		}
+	}
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if c := canaryRE.FindString(line); c != "" {
+			t.Errorf("log line holds %s: %s", c, line)
+		}
+	}
+	notes.mu.Lock()
+	if len(notes.out) == 0 {
+		t.Error("no notification was published; the sweep did not see them")
+	}
+	for _, d := range notes.out {
+		if c := canaryRE.FindString(d); c != "" {
+			t.Errorf("notification holds %s: %s", c, d)
+		}
+	}
+	notes.mu.Unlock()
+	errs.mu.Lock()
+	if len(errs.bodies) == 0 {
+		t.Error("no error body was recorded; the sweep did not see them")
+	}
+	for _, b := range errs.bodies {
+		if c := canaryRE.FindString(b); c != "" {
+			t.Errorf("error body holds %s: %s", c, b)
+		}
+	}
+	errs.mu.Unlock()
+}
+
+// unquoteAttr turns an item attribute as items() renders it back into its
+// string value ("" for a non-string).
+func unquoteAttr(raw string) string {
+	var v struct{ Value string }
+	_ = json.Unmarshal([]byte(raw), &v)
+	return v.Value
+}
+
+func sortedAttrs(it map[string]string) []string {
+	names := make([]string, 0, len(it))
+	for k := range it {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
+}
