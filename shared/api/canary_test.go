@@ -178,7 +178,12 @@ func TestCanarySweep(t *testing.T) {
 	if len(grants) != 1 {
 		t.Fatalf("grants = %v", grants)
 	}
+	// The rule has no command_prefix: the key is the program the parse
+	// found, not the command line with its bearer token.
 	scope := grants[0].(map[string]any)["scope_key"].(string)
+	if scope != "Bash:curl" {
+		t.Errorf("scope key = %q, want Bash:curl", scope)
+	}
 	s.must(200, "DELETE", "/v1/sessions/"+id+"/grants/"+url.PathEscape(scope), adminToken, nil)
 
 	write := s.ask(id, tok, "c-write", "Write", map[string]any{"file_path": "/src/" + toolMark + "-path", "content": toolMark + "-content"})
