@@ -19,6 +19,16 @@ import (
 // a deadline (see meter) and a pattern that takes longer fails the input;
 // nothing else bounds a backtracking engine.
 
+// patternClockPeriod is how often regexp2's clock ticks while a deadline is
+// pending. A deadline is only noticed on a tick, and the default 100 ms
+// would let one match overrun MaxPatternTime fivefold.
+const patternClockPeriod = 5 * time.Millisecond
+
+func init() {
+	// Set before any match starts regexp2's clock goroutine, which reads it.
+	regexp2.SetTimeoutCheckPeriod(patternClockPeriod)
+}
+
 // errPatternTimeout is a match that ran out of time.
 var errPatternTimeout = errors.New("schemaguard: pattern match timed out")
 

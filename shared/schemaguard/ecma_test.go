@@ -100,8 +100,8 @@ func jsonString(s string) string {
 }
 
 // FuzzPattern: compiling any pattern and matching it on any input returns,
-// and within the pattern time bound (plus regexp2's clock, which checks
-// deadlines every 100 ms); a timed-out match is a work-budget failure,
+// and within the pattern time bound (plus a tick of regexp2's clock); a
+// timed-out match is a work-budget failure,
 // never a match, and its error does not quote the input.
 func FuzzPattern(f *testing.F) {
 	for _, seed := range [][2]string{
