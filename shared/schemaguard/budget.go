@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"time"
 
@@ -21,9 +22,9 @@ const (
 	// evaluated on one value, plus the subschemas that evaluation may visit
 	// without being metered itself (its fan-out), its enum, and the value's
 	// own size (properties and items the engine walks, uniqueItems' pairs).
-	MaxWork = 10_000
-	// MaxPatternTime bounds the time every pattern match of one validation
-	// takes together (patterns run on a backtracking engine).
+	MaxWork = 8_000
+	// MaxPatternTime bounds the CPU time every pattern match of one
+	// validation takes together (patterns run on a backtracking engine).
 	MaxPatternTime = 20 * time.Millisecond
 	// MaxFanOut bounds the direct subschemas and references of one schema
 	// object: what one evaluation visits before it is metered.
@@ -61,6 +62,39 @@ func (m *meter) charge(n int) {
 	if m.steps < 0 {
 		panic(workExhausted{})
 	}
+}
+
+// maxPatternAttempts bounds how often one match is retried after its
+// deadline passed while it had used less CPU than the time left (the thread
+// was descheduled, or the collector stopped it): a busy machine must not
+// turn a cheap match into a deny.
+const maxPatternAttempts = 4
+
+// match runs one pattern match against the validation's pattern time. The
+// time charged is the CPU the matching thread used, where the platform
+// says (Linux); elsewhere it is wall time. regexp2 can only stop a match
+// by a wall-clock deadline, so a match that hits the deadline with CPU
+// time left was stalled, not working, and runs again with what is left.
+func (m *meter) match(re *regexp2.Regexp, s string) (bool, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for range maxPatternAttempts {
+		if m.pattern <= 0 {
+			break
+		}
+		cpu0, cpuOK := threadCPU()
+		wall0 := time.Now() // a bound on work done, not a fact about the world: real time is right
+		matched, err := matchECMA(re, s, m.pattern)
+		used := time.Since(wall0)
+		if cpu1, ok := threadCPU(); cpuOK && ok {
+			used = cpu1 - cpu0
+		}
+		m.pattern -= used
+		if err == nil {
+			return matched, nil
+		}
+	}
+	return false, errPatternTimeout
 }
 
 // engine is one compilation of a schema, with the meter its extension
@@ -125,9 +159,7 @@ func (es *metered) Validate(ctx jsonschema.ValidationContext, v any) error {
 	if es.pattern == nil || !ok {
 		return nil
 	}
-	start := time.Now() // a CPU bound, not a fact about the world: real time is right
-	matched, err := matchECMA(es.pattern, s, es.meter.pattern)
-	es.meter.pattern -= time.Since(start)
+	matched, err := es.meter.match(es.pattern, s)
 	if err != nil {
 		panic(workExhausted{})
 	}

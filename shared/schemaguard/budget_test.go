@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -93,5 +94,55 @@ func BenchmarkWorstAdmittedSchema(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestConcurrentValidation: validations of one schema at once each take an
+// engine of their own, so one's budget never leaks into another's (a
+// shared meter would fail the light inputs or pass the heavy one).
+func TestConcurrentValidation(t *testing.T) {
+	t.Parallel()
+	// Each item costs a hundred steps: 400 items run out, 2 do not. (No
+	// pattern: pattern time is wall time, which 32 goroutines under the race
+	// detector stretch.)
+	s := mustCompile(t, `{"type":"array","items":{"$ref":"#/$defs/a"},"$defs":{
+		"a":{"anyOf":[{"$ref":"#/$defs/b"},{"$ref":"#/$defs/b"},{"$ref":"#/$defs/b"},{"$ref":"#/$defs/b"}]},
+		"b":{"anyOf":[{"$ref":"#/$defs/c"},{"$ref":"#/$defs/c"},{"$ref":"#/$defs/c"},{"$ref":"#/$defs/c"}]},
+		"c":{"type":"string","minLength":1}}}`)
+	item := func(n int) []any {
+		a := make([]any, n)
+		for i := range a {
+			a[i] = "xx"
+		}
+		return a
+	}
+	heavy, light := item(400), item(2)
+	if err := s.Validate(heavy); err == nil || !strings.Contains(err.Error(), "one call may use") {
+		t.Fatalf("heavy alone = %v, want the work budget's error", err)
+	}
+	if err := s.Validate(light); err != nil {
+		t.Fatalf("light alone = %v", err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 96)
+	for i := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 3 {
+				if i%4 == 0 {
+					if s.Validate(heavy) == nil {
+						errs <- "the heavy input passed"
+					}
+				} else if err := s.Validate(light); err != nil {
+					errs <- "a light input failed: " + err.Error()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }
