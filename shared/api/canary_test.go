@@ -137,7 +137,7 @@ func TestCanarySweep(t *testing.T) {
 	t.Cleanup(func() { slog.SetDefault(prev) })
 	notes := &details{}
 	errs := &errorBodies{}
-	h := api.New(api.Config{
+	h := api.New(api.Config{Egress: testenv.Loopback,
 		AdminToken: adminToken, Ledger: led, Logger: log, Sealer: localSealer(t),
 		Observer: notify.NewHandler(notes, log).Observer(), GitHubWebhookSecret: webhookSecret,
 	})
