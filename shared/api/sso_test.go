@@ -124,6 +124,8 @@ func TestSSOWhoMayDecide(t *testing.T) {
 		{"approver may not create runs", "POST", "/v1/sessions", april, 403},
 		{"approver may not list members", "GET", "/v1/members", april, 403},
 		{"approver may not read a run", "GET", "/v1/sessions/" + id, april, 403},
+		{"approver reads a run's ledger", "GET", "/v1/sessions/" + id + "/events", april, 200},
+		{"member may not read a run's ledger", "GET", "/v1/sessions/" + id + "/events", s.user("mel", "member"), 403},
 		{"admin reads a run", "GET", "/v1/sessions/" + id, ada, 200},
 		{"admin lists members", "GET", "/v1/members", ada, 200},
 		{"the run's session token still works", "GET", "/v1/sessions/" + id, tok, 200},

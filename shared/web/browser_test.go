@@ -309,13 +309,13 @@ func TestBrowserSignInAndDecide(t *testing.T) {
 				return // decide once, on the phone
 			}
 
-			// The card's timeline link follows the run below; an approver
-			// who is not an admin is told the timeline is for admins
-			// (GET /v1/sessions/{id}/events is run-scoped).
+			// The card's timeline link follows the run below, also for an
+			// approver who is not an admin (GET /v1/sessions/{id}/events is
+			// open to reviewers: the ledger holds no input).
 			if err := chromedp.Do(step, chromedp.Click(chromedp.CSS(card+" a.timeline-link"))); err != nil {
 				t.Fatal(err)
 			}
-			waitText(t, step, "#run-status", ses+": a run's timeline is for admins")
+			waitText(t, step, "#run-status", "following "+ses)
 			if href := eval[string](t, step, `location.href`); href != s.url+"/#run="+ses {
 				t.Errorf("after the timeline link the address is %q, want %s/#run=%s", href, s.url, ses)
 			}

@@ -217,7 +217,9 @@ func authorize(who auth.Principal, acc Access, runID string) *Error {
 	switch {
 	case who.IsAdmin():
 		return nil
-	case (acc == RunScoped || acc == Runner) && who.MayActOnRun(runID):
+	case (acc == RunScoped || acc == Runner || acc == Reviewers) && who.MayActOnRun(runID):
+		return nil
+	case acc == Reviewers && who.HasRole(auth.RoleApprover):
 		return nil
 	case acc == Admitters && (who.MayActOnRun(runID) || who.MayReportUsage(runID)):
 		return nil

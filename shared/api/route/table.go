@@ -84,7 +84,7 @@ var Table = []Route{
 	{Pattern: "POST /v1/sessions", Access: Admin, Function: Control, Via: APIGateway},
 	{Pattern: "GET /v1/sessions/{id}", Access: RunScoped, Function: Control, Via: APIGateway},
 	{Pattern: "POST /v1/sessions/{id}/end", Access: Reporters, Function: Control, Via: APIGateway},
-	{Pattern: "GET /v1/sessions/{id}/events", Access: RunScoped, Function: Control, Via: APIGateway},
+	{Pattern: "GET /v1/sessions/{id}/events", Access: Reviewers, Function: Control, Via: APIGateway},
 	{Pattern: "GET /v1/sessions", Access: Admin, Function: Control, Via: APIGateway},
 	// A triggered run's tokens, issued once to whoever drives it.
 	{Pattern: "POST /v1/sessions/{id}/token", Access: Issuers, Function: Control, Via: APIGateway},
@@ -185,6 +185,10 @@ const (
 	// RunScoped: the operator, an SSO admin, or the session token of the
 	// run in the path.
 	RunScoped Access = "run_scoped"
+	// Reviewers: RunScoped, and SSO approvers: a run's ledger, which holds
+	// ids, verdicts, digests and costs but never an input, is what an
+	// approver reads beside the call to decide it (the page's timeline).
+	Reviewers Access = "reviewers"
 	// Admin: the operator, or an SSO admin.
 	Admin Access = "admin"
 	// Approvers: the operator, and SSO users with role admin or approver.

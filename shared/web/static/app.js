@@ -588,7 +588,7 @@
         if (ctl.signal.aborted || (err && err.name === "AbortError")) return;
         if (handleError(err)) return;
         if (err instanceof APIError && err.status === 403) {
-          status.textContent = R.line(id) + ": a run's timeline is for admins; you can still decide its calls above";
+          status.textContent = R.line(id) + ": you may not read this run's timeline; you can still decide its calls above";
           return;
         }
         if (err instanceof APIError && err.status >= 400 && err.status < 500) {
