@@ -329,20 +329,7 @@ func NewSessionKeys(st *store.Store, log *slog.Logger) *SessionKeys {
 // KeyUnavailable (503, deny), never a pass. The model proxy calls it for
 // its RunKey route, whose errors are its own.
 func (k *SessionKeys) Check(r *http.Request, tok, runID string) KeyCheck {
-	if runID == "" || !strings.HasPrefix(tok, auth.SessionTokenPrefix) {
-		return KeyRefused
-	}
-	hash, err := k.tokens.hash(r.Context(), k.st, runID)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return KeyRefused
-	case err != nil:
-		k.log.ErrorContext(r.Context(), "authenticate", "run", runID, "err", err)
-		return KeyUnavailable
-	case !auth.TokenMatches(tok, hash):
-		return KeyRefused
-	}
-	return KeyOK
+	return k.check(r, tok, runID, auth.SessionTokenPrefix, runHashes.sessionHash)
 }
 
 // errSessionCannotReport answers a session token on a Reporters route.
@@ -352,17 +339,23 @@ var errSessionCannotReport = &Error{Status: http.StatusForbidden, Code: "forbidd
 // CheckRunner checks a runner token against the hash stored on runID, as
 // Check does a session token.
 func (k *SessionKeys) CheckRunner(r *http.Request, tok, runID string) KeyCheck {
-	if runID == "" || !strings.HasPrefix(tok, auth.RunnerTokenPrefix) {
+	return k.check(r, tok, runID, auth.RunnerTokenPrefix, runHashes.runnerHash)
+}
+
+// check checks a token of the given prefix against the hash pick reads
+// from runID's cached hashes.
+func (k *SessionKeys) check(r *http.Request, tok, runID, prefix string, pick func(runHashes) string) KeyCheck {
+	if runID == "" || !strings.HasPrefix(tok, prefix) {
 		return KeyRefused
 	}
-	hash, err := k.tokens.runnerHash(r.Context(), k.st, runID)
+	h, err := k.tokens.get(r.Context(), k.st, runID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return KeyRefused
 	case err != nil:
 		k.log.ErrorContext(r.Context(), "authenticate", "run", runID, "err", err)
 		return KeyUnavailable
-	case !auth.TokenMatches(tok, hash):
+	case !auth.TokenMatches(tok, pick(h)):
 		return KeyRefused
 	}
 	return KeyOK

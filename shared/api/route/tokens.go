@@ -21,15 +21,8 @@ type runHashes struct{ session, runner string }
 
 const maxCachedTokens = 10000
 
-func (c *tokenCache) hash(ctx context.Context, st *store.Store, runID string) (string, error) {
-	h, err := c.get(ctx, st, runID)
-	return h.session, err
-}
-
-func (c *tokenCache) runnerHash(ctx context.Context, st *store.Store, runID string) (string, error) {
-	h, err := c.get(ctx, st, runID)
-	return h.runner, err
-}
+func (h runHashes) sessionHash() string { return h.session }
+func (h runHashes) runnerHash() string  { return h.runner }
 
 func (c *tokenCache) get(ctx context.Context, st *store.Store, runID string) (runHashes, error) {
 	c.mu.Lock()
