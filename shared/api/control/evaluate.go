@@ -91,9 +91,9 @@ func (s *Server) evaluatePolicy(w http.ResponseWriter, r *http.Request, _ auth.P
 }
 
 func (s *Server) evaluatePolicyVersion(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
-	n, err := strconv.Atoi(r.PathValue("n"))
-	if err != nil || n < 1 {
-		return invalid("version: must be a positive integer")
+	n, err := versionParam(r)
+	if err != nil {
+		return err
 	}
 	return s.evaluate(w, r, n)
 }

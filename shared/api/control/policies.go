@@ -108,11 +108,20 @@ func (s *Server) getPolicy(w http.ResponseWriter, r *http.Request, _ auth.Princi
 }
 
 func (s *Server) getPolicyVersion(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
-	n, err := strconv.Atoi(r.PathValue("n"))
-	if err != nil || n < 1 {
-		return invalid("version: must be a positive integer")
+	n, err := versionParam(r)
+	if err != nil {
+		return err
 	}
 	return s.writePolicy(w, r, n)
+}
+
+// versionParam is the {n} of a .../versions/{n} route.
+func versionParam(r *http.Request) (int, error) {
+	n, err := strconv.Atoi(r.PathValue("n"))
+	if err != nil || n < 1 {
+		return 0, invalid("version: must be a positive integer")
+	}
+	return n, nil
 }
 
 func (s *Server) writePolicy(w http.ResponseWriter, r *http.Request, n int) error {
