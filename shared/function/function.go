@@ -112,3 +112,10 @@ func (e serviceEndpoints) GetServiceBaseEndpoint(_ context.Context, sdkID string
 	v := e("AWS_ENDPOINT_URL_" + strings.ReplaceAll(strings.ToUpper(sdkID), " ", "_"))
 	return v, v != "", nil
 }
+
+// Offline is Deps whose store has no client, for building a function's
+// handlers without I/O (each function's test does, to check its routes).
+func Offline() Deps {
+	st := store.New(nil, "unused")
+	return Deps{Store: st, Ledger: ledger.New(st, time.Now)}
+}

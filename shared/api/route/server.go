@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -458,3 +459,13 @@ type discard struct{}
 func (discard) Header() http.Header         { return http.Header{} }
 func (discard) Write(b []byte) (int, error) { return len(b), nil }
 func (discard) WriteHeader(int)             {}
+
+// ServesExactly reports, as an error, how the rows s serves differ from
+// target's rows of the table (each function's test asks it of the handler
+// its main builds).
+func (s *Server) ServesExactly(target Target) error {
+	if want := Of(target); len(want) == 0 || !slices.Equal(s.routes, want) {
+		return fmt.Errorf("%s via %s serves %v, want %v", target.Function, target.Via, s.routes, want)
+	}
+	return nil
+}
