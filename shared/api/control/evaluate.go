@@ -175,7 +175,7 @@ func schemaless(t *gate.Tool) *gate.Tool {
 	if t == nil || t.Schema != nil || !t.Callable {
 		return t
 	}
-	s, err := schemaguard.Compile([]byte(`{"type":"object"}`))
+	s, err := anyObject()
 	if err != nil {
 		return nil
 	}
@@ -183,3 +183,8 @@ func schemaless(t *gate.Tool) *gate.Tool {
 	c.Schema = s
 	return &c
 }
+
+// anyObject is compiled once: a Schema is immutable and safe to share.
+var anyObject = sync.OnceValues(func() (*schemaguard.Schema, error) {
+	return schemaguard.Compile([]byte(`{"type":"object"}`))
+})
