@@ -71,10 +71,9 @@ var catalogue = func() map[string]*entry {
 	add(mk("fold", "-b --bytes -s --spaces -w: --width=", anyPos, "coreutils"))
 	add(mk("expand", "-i --initial -t: --tabs=", anyPos, "coreutils"))
 	add(mk("seq", "-f: --format= -s: --separator= -w --equal-width", 3, "coreutils"))
-	add(mk("md5sum", "-b --binary -c --check --tag -t --text -z --zero --ignore-missing --quiet --status --strict -w --warn", anyPos, "coreutils"))
-	add(mk("sha1sum", "-b --binary -c --check --tag -t --text -z --zero --ignore-missing --quiet --status --strict -w --warn", anyPos, "coreutils"))
-	add(mk("sha256sum", "-b --binary -c --check --tag -t --text -z --zero --ignore-missing --quiet --status --strict -w --warn", anyPos, "coreutils"))
-	add(mk("sha512sum", "-b --binary -c --check --tag -t --text -z --zero --ignore-missing --quiet --status --strict -w --warn", anyPos, "coreutils"))
+	for _, name := range []string{"md5sum", "sha1sum", "sha256sum", "sha512sum"} {
+		add(mk(name, "-b --binary -c --check --tag -t --text -z --zero --ignore-missing --quiet --status --strict -w --warn", anyPos, "coreutils"))
+	}
 	add(mk("base64", "-d --decode -i --ignore-garbage -w: --wrap=", 1, "coreutils"))
 	add(mk("od", "-A: --address-radix= -j: --skip-bytes= -N: --read-bytes= -S: --strings? -t: --format= -v --output-duplicates -w? --width? -a -b -c -d -f -i -l -o -s -x --endian=", anyPos, "coreutils"))
 	add(mk("cmp", "-b --print-bytes -i: --ignore-initial= -l --verbose -n: --bytes= -s --quiet --silent", 4, "diffutils"))
