@@ -174,3 +174,39 @@ func BenchmarkAnalyze(b *testing.B) {
 		Analyze(cmd)
 	}
 }
+
+// An allow rule with "options": "any" on a project runner must not let the
+// runner's never options in by another spelling: an abbreviation its
+// parser accepts, a variable assigned after "--", an argument file.
+func TestRunnerNeverOptionsEverySpelling(t *testing.T) {
+	for _, c := range []struct {
+		prefix, line string
+		ok           bool
+	}{
+		{"make test", "make test -j4 V=", false},
+		{"make test", "make test -- SHELL=/tmp/evil", false},
+		{"make test", "make test -- -f", true}, // a target named -f
+		{"make test", "make test --eva=x", false},
+		{"make test", "make test --directo=/tmp", false},
+		{"make test", "make test --makef=/tmp/m", false},
+		{"make test", "make test S*", false}, // opaque: make with an expanded word
+		{"make test", "make test -j4 -k", true},
+		{"tox", "tox --con=/tmp/x", false},
+		{"mvn test", "mvn test --fil=/tmp/pom.xml", false},
+		{"pytest", "pytest @/tmp/args", false},
+		{"pytest", "pytest -- @/tmp/args", false},
+		{"pytest", "pytest -x -- tests/a.py", true},
+		{"npm test", "npm test -- --prefix=/tmp", true}, // passed to the script
+		{"cargo test", "cargo test --target x86_64-unknown-linux-gnu", true},
+	} {
+		p, err := ParsePrefix(c.prefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := Analyze(c.line)
+		ok, why := a.PartAllowed(0, p, true) // false for a line that is not strict
+		if ok != c.ok || a.Parts() > 1 {
+			t.Errorf("%q under %q (options any): allowed %v (%s), want %v", c.line, c.prefix, ok, why, c.ok)
+		}
+	}
+}

@@ -14,11 +14,17 @@ type runner struct {
 	// never lists the options, without leading dashes.
 	never []string
 	// style is how the program reads options: "getopt" (short clusters,
-	// -Cdir), "nopt" (npm's parser: long options may be abbreviated), or
-	// "go" (one or two dashes, names matched whole).
+	// -Cdir), "getopt_long" (getopt plus long options that may be
+	// abbreviated: GNU getopt_long, Python's argparse), "nopt" (npm's
+	// parser: long options may be abbreviated), or "go" (one or two
+	// dashes, names matched whole).
 	style string
-	// noAssign: an operand NAME=value overrides a variable (make SHELL=...).
+	// noAssign: an operand NAME=value overrides a variable (make SHELL=...),
+	// after "--" too.
 	noAssign bool
+	// argFile: an operand starting with this byte names a file the
+	// program reads further arguments from (pytest @args), 0 for none.
+	argFile byte
 }
 
 var runners = map[string]runner{
@@ -27,17 +33,19 @@ var runners = map[string]runner{
 	"pnpm":   {never: npmNever, style: "nopt"},
 	"yarn":   {never: append([]string{"cwd"}, npmNever...), style: "nopt"},
 	"bun":    {never: append([]string{"cwd", "preload", "r", "config"}, npmNever...), style: "nopt"},
-	"make":   {never: []string{"C", "directory", "f", "file", "makefile", "I", "include-dir", "e", "environment-overrides", "eval", "E"}, style: "getopt", noAssign: true},
-	"gmake":  {never: []string{"C", "directory", "f", "file", "makefile", "I", "include-dir", "e", "environment-overrides", "eval", "E"}, style: "getopt", noAssign: true},
+	"make":   {never: makeNever, style: "getopt_long", noAssign: true},
+	"gmake":  {never: makeNever, style: "getopt_long", noAssign: true},
 	"go":     {never: []string{"C", "exec", "toolexec", "overlay", "modfile", "ldflags", "gcflags", "asmflags", "gccgoflags", "compiler", "vettool", "o", "pkgdir", "pgo"}, style: "go"},
 	"cargo":  {never: []string{"manifest-path", "config", "Z", "target-dir", "C", "lockfile-path"}, style: "getopt"},
-	"pytest": {never: []string{"p", "c", "config-file", "rootdir", "confcutdir", "o", "override-ini", "basetemp", "pyargs", "inifile"}, style: "getopt"},
-	"tox":    {never: []string{"c", "conf", "workdir", "root", "x", "override"}, style: "getopt"},
+	"pytest": {never: []string{"p", "c", "config-file", "rootdir", "confcutdir", "o", "override-ini", "basetemp", "pyargs", "inifile"}, style: "getopt", argFile: '@'},
+	"tox":    {never: []string{"c", "conf", "workdir", "root", "x", "override"}, style: "getopt_long"},
 	"jest":   {never: []string{"c", "config", "rootDir", "roots", "setupFiles", "testRunner", "globalSetup", "preset"}, style: "nopt"},
 	"vitest": {never: []string{"c", "config", "root", "dir", "globalSetup", "setupFiles"}, style: "nopt"},
-	"mvn":    {never: []string{"f", "file", "s", "settings", "gs", "global-settings"}, style: "getopt"},
+	"mvn":    {never: []string{"f", "file", "s", "settings", "gs", "global-settings"}, style: "getopt_long"},
 	"gradle": {never: []string{"b", "build-file", "c", "settings-file", "p", "project-dir", "I", "init-script", "g", "gradle-user-home"}, style: "getopt"},
 }
+
+var makeNever = []string{"C", "directory", "f", "file", "makefile", "I", "include-dir", "e", "environment-overrides", "eval", "E"}
 
 var npmNever = []string{"prefix", "C", "dir", "script-shell", "userconfig", "globalconfig", "node-options", "shell", "call", "c", "global", "g", "location", "workspace", "w", "workspaces", "include-workspace-root"}
 
@@ -48,10 +56,21 @@ func runnerSafe(words []string, glob []bool, trusted int) string {
 	if !ok {
 		return ""
 	}
+	operands := false
 	for i := trusted; i < len(words); i++ {
 		w := words[i]
-		if w == "--" {
-			return "" // the rest are operands passed to the scripts or tests
+		if r.argFile != 0 && strings.HasPrefix(w, string(r.argFile)) {
+			// Read wherever it stands: the file is expanded before "--" is.
+			return fmt.Sprintf("%s operand %s reads further options from a file, which changes what runs", quoteWord(basename(words[0])), quoteWord(string(r.argFile)+"..."))
+		}
+		if w == "--" && !operands {
+			if !r.noAssign && r.argFile == 0 {
+				return "" // the rest are operands passed to the scripts or tests
+			}
+			// No more options, but NAME=value still assigns, and an
+			// argument file is still read.
+			operands = true
+			continue
 		}
 		if r.noAssign && !strings.HasPrefix(w, "-") && strings.Contains(w, "=") {
 			name, _, _ := strings.Cut(w, "=")
@@ -59,7 +78,7 @@ func runnerSafe(words []string, glob []bool, trusted int) string {
 				return fmt.Sprintf("%s operand %s overrides a variable, which changes what runs", quoteWord(words[0]), quoteWord(name))
 			}
 		}
-		if !strings.HasPrefix(w, "-") || len(w) < 2 {
+		if operands || !strings.HasPrefix(w, "-") || len(w) < 2 {
 			continue
 		}
 		if o := r.hits(w); o != "" {
@@ -78,8 +97,9 @@ func (r runner) hits(w string) string {
 		case name == o:
 			return "-" + o
 		case r.style == "go":
-		case long && r.style == "nopt" && len(name) >= 2 && strings.HasPrefix(o, name):
-			// npm accepts any unambiguous abbreviation: --pre is --prefix.
+		case long && (r.style == "nopt" || r.style == "getopt_long") && len(name) >= 2 && strings.HasPrefix(o, name):
+			// npm, getopt_long and argparse accept any unambiguous
+			// abbreviation: --pre is --prefix, --eva is --eval.
 			return "--" + o
 		case !long && len(o) == 1 && strings.Contains(name, o):
 			// A short option in a cluster or with an attached value
