@@ -33,7 +33,8 @@ type Untranslated struct {
 // become path rules on the file tools they cover in Claude Code, relative
 // paths relative to the run's workspace; WebFetch(domain:host) an input
 // rule on the URL's host; tool names and MCP tool or server names stay
-// names. What has no equivalent is returned, not guessed.
+// names. What has no equivalent is returned, not guessed; so is a
+// WebFetch deny or ask, which a text match cannot enforce.
 func FromClaudeSettings(data []byte, name string, defaultVerdict Verdict) (Document, []Untranslated, error) {
 	var s ClaudeSettings
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -144,6 +145,13 @@ func translateClaudeRule(raw string, v Verdict) ([]Rule, string) {
 		host, ok := strings.CutPrefix(spec, "domain:")
 		if !ok || host == "" || strings.ContainsAny(host, "/*?[]{}\\ ") {
 			return nil, "WebFetch rules translate only as WebFetch(domain:host)"
+		}
+		if v != VerdictAllow {
+			// An allow on the URL's text is narrower than the host (it
+			// needs this exact spelling); a deny is wider than its text:
+			// other spellings of the same host (case, a port, userinfo,
+			// percent-encoding, a trailing dot) would slip past it.
+			return nil, "a WebFetch deny or ask on a host cannot be matched on the URL's text, which other spellings of the host evade; deny WebFetch by default and allow the hosts instead"
 		}
 		return []Rule{{Tool: "WebFetch", Match: &Match{Input: map[string][]string{"/url": {"https://" + host, "https://" + host + "/*", "http://" + host, "http://" + host + "/*"}}}, Verdict: v}}, ""
 	}

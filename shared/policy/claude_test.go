@@ -63,3 +63,20 @@ func TestFromClaudeSettings(t *testing.T) {
 		t.Error("a JSON list was read as settings")
 	}
 }
+
+// A WebFetch deny or ask is not translated into a match on the URL's text:
+// other spellings of the host would pass it. It is listed instead.
+func TestFromClaudeSettingsWebFetchDenyListed(t *testing.T) {
+	t.Parallel()
+	settings := `{"permissions":{"deny":["WebFetch(domain:evil.example)"],"ask":["WebFetch(domain:ask.example)"]}}`
+	doc, left, err := FromClaudeSettings([]byte(settings), "imported", VerdictAllow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Rules) != 0 {
+		t.Errorf("rules = %+v, want none", doc.Rules)
+	}
+	if len(left) != 2 || left[0].List != "deny" || left[1].List != "ask" || !strings.Contains(left[0].Reason, "spellings") {
+		t.Errorf("untranslated = %+v, want the deny and the ask", left)
+	}
+}
