@@ -3,17 +3,27 @@ package oauth_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/internal/oauthtest"
+	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/oauth"
 )
 
 const redirect = "http://127.0.0.1:1/v1/oauth/callback"
+
+// loopbackClient reaches the test's providers on 127.0.0.1, as `fluidbox
+// dev` does; NewClient(nil) refuses them (TestDefaultClientRefusesInternal).
+func loopbackClient() *http.Client {
+	return oauth.NewClient(&http.Transport{DialContext: testenv.Loopback.DialContext})
+}
 
 func setup(t *testing.T) (*oauthtest.Provider, *oauthtest.Server, oauth.Discovery) {
 	t.Helper()
@@ -21,7 +31,7 @@ func setup(t *testing.T) (*oauthtest.Provider, *oauthtest.Server, oauth.Discover
 	s := oauthtest.NewServer(t, p)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	d, err := oauth.Discover(ctx, oauth.NewClient(nil), s.URL, nil)
+	d, err := oauth.Discover(ctx, loopbackClient(), s.URL, nil)
 	if err != nil {
 		t.Fatalf("Discover: %v", err)
 	}
@@ -42,7 +52,7 @@ func TestDiscoverRefusesMismatchedResource(t *testing.T) {
 	p := oauthtest.NewProvider(t, redirect)
 	s := oauthtest.NewServer(t, p)
 	s.SetResource("https://elsewhere.example/mcp")
-	_, err := oauth.Discover(context.Background(), oauth.NewClient(nil), s.URL, nil)
+	_, err := oauth.Discover(context.Background(), loopbackClient(), s.URL, nil)
 	if !errors.Is(err, oauth.ErrDiscovery) {
 		t.Fatalf("Discover with a foreign resource: %v, want ErrDiscovery", err)
 	}
@@ -51,7 +61,7 @@ func TestDiscoverRefusesMismatchedResource(t *testing.T) {
 func TestAuthorizationCodeAndRefresh(t *testing.T) {
 	p, s, d := setup(t)
 	ctx := context.Background()
-	hc := oauth.NewClient(nil)
+	hc := loopbackClient()
 	c, err := oauth.Register(ctx, hc, d, redirect, &oauth.Client{ID: p.ClientID, Secret: p.Secret})
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +130,7 @@ func TestAuthorizationCodeAndRefresh(t *testing.T) {
 
 func TestRegisterWithoutClientOrEndpoint(t *testing.T) {
 	_, _, d := setup(t)
-	if _, err := oauth.Register(context.Background(), oauth.NewClient(nil), d, redirect, nil); !errors.Is(err, oauth.ErrRegistration) {
+	if _, err := oauth.Register(context.Background(), loopbackClient(), d, redirect, nil); !errors.Is(err, oauth.ErrRegistration) {
 		t.Fatalf("Register: %v, want ErrRegistration (the provider has no registration endpoint)", err)
 	}
 }
@@ -132,4 +142,38 @@ func mustQuery(t *testing.T, raw string) url.Values {
 		t.Fatal(err)
 	}
 	return u.Query()
+}
+
+// A nil client and NewClient(nil) dial through a guard that refuses every
+// internal address, and never through a proxy from the environment: the
+// loopback provider below is never reached.
+func TestDefaultClientRefusesInternal(t *testing.T) {
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hits.Add(1)
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	defer srv.Close()
+	t.Setenv("HTTP_PROXY", srv.URL)
+	t.Setenv("HTTPS_PROXY", srv.URL)
+	ctx := context.Background()
+	if _, err := oauth.Discover(ctx, oauth.NewClient(nil), srv.URL, nil); !errors.Is(err, oauth.ErrDiscovery) {
+		t.Fatalf("Discover through the default client: %v, want ErrDiscovery", err)
+	}
+	if _, err := oauth.Discover(ctx, nil, srv.URL, nil); !errors.Is(err, oauth.ErrDiscovery) {
+		t.Fatalf("Discover through a nil client: %v, want ErrDiscovery", err)
+	}
+	d := oauth.Discovery{Resource: srv.URL, TokenURL: srv.URL + "/token", AuthURL: srv.URL + "/authorize"}
+	if _, err := oauth.Refresh(ctx, nil, d, oauth.Client{ID: "c"}, "rt"); !errors.Is(err, oauth.ErrToken) {
+		t.Fatalf("Refresh through a nil client: %v, want ErrToken", err)
+	}
+	if _, err := oauth.Refresh(ctx, &http.Client{}, d, oauth.Client{ID: "c"}, "rt"); !errors.Is(err, oauth.ErrToken) {
+		t.Fatalf("Refresh through a client without a transport: %v, want ErrToken", err)
+	}
+	if _, err := oauth.Exchange(ctx, nil, d, oauth.Client{ID: "c"}, redirect, "code", "verifier"); !errors.Is(err, oauth.ErrToken) {
+		t.Fatalf("Exchange through a nil client: %v, want ErrToken", err)
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("the loopback server was reached %d times", n)
+	}
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fluidbox/fluidbox/shared/egress"
 )
 
 // DefaultTimeout bounds each request to the provider when the caller's
@@ -17,18 +19,24 @@ const DefaultTimeout = 10 * time.Second
 // NewClient is the HTTP client for talking to providers: it never follows
 // a redirect (a token request redirected elsewhere would carry the code,
 // the verifier or the client secret with it) and times out. base is the
-// transport (nil is a clone of http.DefaultTransport); the deployment's
-// dial guard goes there.
+// transport; the deployment's dial guard goes there. nil is a transport
+// that dials through a guard refusing every internal address and uses no
+// proxy from the environment (a proxy would be the only address a guard
+// saw): the probe and the token requests go wherever the upstream's
+// metadata says, so no default may reach inside.
 func NewClient(base http.RoundTripper) *http.Client {
 	if base == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		// A transport without its own dialer keeps the SDK's discovery
-		// checks (no private or link-local addresses, no redirect into
-		// loopback) on the metadata fetches.
-		t.DialContext = nil
-		base = t
+		base = defaultTransport
 	}
 	return &http.Client{Transport: base, Timeout: DefaultTimeout, CheckRedirect: refuseRedirect}
+}
+
+// defaultTransport is what a nil transport or client talks through.
+var defaultTransport = &http.Transport{
+	DialContext:         egress.New(nil).DialContext,
+	TLSHandshakeTimeout: 10 * time.Second,
+	IdleConnTimeout:     90 * time.Second,
+	ForceAttemptHTTP2:   true,
 }
 
 func refuseRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
@@ -39,6 +47,7 @@ func noRedirects(hc *http.Client) *http.Client {
 		return NewClient(nil)
 	}
 	c := *hc
+	c.Transport = transportOf(hc)
 	c.CheckRedirect = refuseRedirect
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
@@ -48,7 +57,7 @@ func noRedirects(hc *http.Client) *http.Client {
 
 func transportOf(hc *http.Client) http.RoundTripper {
 	if hc == nil || hc.Transport == nil {
-		return http.DefaultTransport
+		return defaultTransport
 	}
 	return hc.Transport
 }
