@@ -41,6 +41,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/capability"
 	"github.com/fluidbox/fluidbox/shared/egress"
 	"github.com/fluidbox/fluidbox/shared/ids"
+	"github.com/fluidbox/fluidbox/shared/oauth"
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
@@ -89,7 +90,7 @@ type Options struct {
 	ListTimeout time.Duration
 	CallTimeout time.Duration
 	// OAuthClient talks to OAuth providers (discovery, registration, token
-	// requests); nil is oauth.NewClient(nil).
+	// requests); nil is a client dialling through Egress.
 	OAuthClient *http.Client
 	// Logger receives what the OAuth refresh has to say (never a token).
 	Logger *slog.Logger
@@ -120,6 +121,18 @@ func NewService(st *store.Store, sealer seal.Sealer, o Options) *Service {
 	}
 	if o.CallTimeout <= 0 {
 		o.CallTimeout = DefaultCallTimeout
+	}
+	if o.OAuthClient == nil {
+		// One client, so its transport pools connections across requests
+		// (a transport per request would keep every idle one open). It
+		// dials through the same guard as the broker's MCP traffic (the
+		// probe of the connection's URL and the token requests go wherever
+		// its metadata says), so an OAuth connection cannot point inside
+		// either; and it uses no proxy.
+		o.OAuthClient = oauth.NewClient(&http.Transport{
+			DialContext: o.Egress.DialContext, TLSHandshakeTimeout: 10 * time.Second,
+			IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: true,
+		})
 	}
 	return &Service{st: st, sealer: sealer, opts: o, tools: newToolCache()}
 }

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"strings"
 	"time"
 
@@ -202,17 +201,6 @@ func (s *Service) log() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-// httpClient talks to the connection's OAuth provider: through the same
-// dial guard as the broker's MCP traffic (the probe of the connection's URL
-// and the token requests go wherever its metadata says), so an OAuth
-// connection cannot point inside either.
-func (s *Service) httpClient() *http.Client {
-	if s.opts.OAuthClient != nil {
-		return s.opts.OAuthClient
-	}
-	return oauth.NewClient(&http.Transport{DialContext: s.opts.Egress.DialContext, TLSHandshakeTimeout: 10 * time.Second})
-}
-
 // Authorize starts an OAuth authorization of the connection for who: it
 // discovers the upstream's authorization server, registers a client if the
 // connection has none, and stores a single-use state bound to the
@@ -236,7 +224,7 @@ func (s *Service) Authorize(ctx context.Context, who auth.Principal, ref, redire
 	if c.Status == store.ConnectionRevoked {
 		return AuthorizeResult{}, ErrRevoked
 	}
-	hc := s.httpClient()
+	hc := s.opts.OAuthClient
 	d, err := oauth.Discover(ctx, hc, c.URL, c.OAuth.Scopes)
 	if err != nil {
 		return AuthorizeResult{}, err
@@ -392,7 +380,7 @@ func (s *Service) Callback(ctx context.Context, q CallbackQuery) (View, error) {
 	if client.ID == "" {
 		return View{}, ErrChanged
 	}
-	tok, err := oauth.Exchange(ctx, s.httpClient(), d, client, st.RedirectURI, q.Code, string(verifier))
+	tok, err := oauth.Exchange(ctx, s.opts.OAuthClient, d, client, st.RedirectURI, q.Code, string(verifier))
 	if err != nil {
 		return View{}, err
 	}

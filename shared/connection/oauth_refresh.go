@@ -127,7 +127,7 @@ func (s *Service) refreshHeld(ctx context.Context, id string, gen int, stale []b
 	if err != nil {
 		return tokenSet{}, err
 	}
-	tok, err := oauth.Refresh(ctx, s.httpClient(), d, client, ts.RefreshToken)
+	tok, err := oauth.Refresh(ctx, s.opts.OAuthClient, d, client, ts.RefreshToken)
 	if errors.Is(err, oauth.ErrGrant) {
 		s.log().WarnContext(ctx, "oauth refresh refused for good; the connection needs authorization", "connection", id, "err", err)
 		if err := s.st.RequireAuthorization(context.WithoutCancel(ctx), id, gen, c.Sealed, store.FormatTime(s.opts.Now())); err != nil && !errors.Is(err, store.ErrConnectionChanged) {

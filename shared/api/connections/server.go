@@ -48,7 +48,7 @@ type Config struct {
 	// CallbackURL gives the OAuth redirect URI (<ApiUrl>/v1/oauth/callback)
 	// for a request; nil derives it from the request's host.
 	CallbackURL func(*http.Request) string
-	// OAuthClient talks to OAuth providers; nil is oauth.NewClient(nil).
+	// OAuthClient talks to OAuth providers; nil dials through Egress.
 	OAuthClient *http.Client
 	// Egress decides which addresses connection URLs may reach, at creation
 	// and at every dial; nil refuses every internal address.
