@@ -106,9 +106,7 @@ func (s *Store) ListConnections(ctx context.Context) ([]Connection, error) {
 // or the connection was revoked, it fails with ErrConnectionChanged and
 // nothing changes.
 func (s *Store) ReplaceConnectionCredential(ctx context.Context, id string, oldGen int, sealed []byte, credType, at string) (Connection, error) {
-	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(s.table),
-		Key:                      keyOf(connectionPK(id), "HEAD"),
+	av, err := s.changeConnection(ctx, "replace credential of", id, &dynamodb.UpdateItemInput{
 		UpdateExpression:         aws.String("SET authorization_generation = :new, sealed_credential = :sealed, credential_type = :ct, updated_at = :at"),
 		ConditionExpression:      aws.String("authorization_generation = :old AND #status = :active"),
 		ExpressionAttributeNames: map[string]string{"#status": "status"},
@@ -122,13 +120,27 @@ func (s *Store) ReplaceConnectionCredential(ctx context.Context, id string, oldG
 		},
 		ReturnValues: types.ReturnValueAllNew,
 	})
-	if err = translate("replace credential of "+id, err); err != nil {
-		if errors.Is(err, ErrConditionFailed) {
-			return Connection{}, fmt.Errorf("store: replace credential of %s: %w", id, ErrConnectionChanged)
-		}
+	if err != nil {
 		return Connection{}, err
 	}
-	return decodeConnection(id, out.Attributes)
+	return decodeConnection(id, av)
+}
+
+// changeConnection applies in, a conditional update, to connection id's
+// head item and returns what in's ReturnValues asks for; a failed condition
+// is ErrConnectionChanged. what names the change in errors ("replace
+// credential of").
+func (s *Store) changeConnection(ctx context.Context, what, id string, in *dynamodb.UpdateItemInput) (map[string]types.AttributeValue, error) {
+	in.TableName = aws.String(s.table)
+	in.Key = keyOf(connectionPK(id), "HEAD")
+	out, err := s.db.UpdateItem(ctx, in)
+	if err = translate(what+" "+id, err); err != nil {
+		if errors.Is(err, ErrConditionFailed) {
+			return nil, fmt.Errorf("store: %s %s: %w", what, id, ErrConnectionChanged)
+		}
+		return nil, err
+	}
+	return out.Attributes, nil
 }
 
 // RevokeConnection marks a connection revoked (from active or

@@ -108,16 +108,11 @@ func (s *Store) SetOAuthClient(ctx context.Context, id string, gen int, clientID
 		expr = "SET oauth_client_id = :cid, oauth_client_auth_method = :m, oauth_client_registered = :reg, updated_at = :at, oauth_client_secret = :sec"
 		vals[":sec"] = &types.AttributeValueMemberB{Value: sealedSecret}
 	}
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                 aws.String(s.table),
-		Key:                       keyOf(connectionPK(id), "HEAD"),
+	_, err := s.changeConnection(ctx, "set oauth client of", id, &dynamodb.UpdateItemInput{
 		UpdateExpression:          aws.String(expr),
 		ConditionExpression:       aws.String("authorization_generation = :g"),
 		ExpressionAttributeValues: vals,
 	})
-	if err = translate("set oauth client of "+id, err); errors.Is(err, ErrConditionFailed) {
-		return fmt.Errorf("store: set oauth client of %s: %w", id, ErrConnectionChanged)
-	}
 	return err
 }
 
@@ -126,9 +121,7 @@ func (s *Store) SetOAuthClient(ctx context.Context, id string, gen int, clientID
 // makes the connection active: a compare-and-swap on the generation, from
 // active or authorization_required only (never from revoked).
 func (s *Store) AuthorizeConnection(ctx context.Context, id string, oldGen int, sealed []byte, discovery, expiresAt, at string) (Connection, error) {
-	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(s.table),
-		Key:                      keyOf(connectionPK(id), "HEAD"),
+	av, err := s.changeConnection(ctx, "authorize connection", id, &dynamodb.UpdateItemInput{
 		UpdateExpression:         aws.String("SET authorization_generation = :new, sealed_credential = :sealed, #status = :active, oauth_discovery = :d, oauth_token_expires_at = :exp, updated_at = :at"),
 		ConditionExpression:      aws.String("authorization_generation = :old AND (#status = :active OR #status = :required)"),
 		ExpressionAttributeNames: map[string]string{"#status": "status"},
@@ -144,13 +137,10 @@ func (s *Store) AuthorizeConnection(ctx context.Context, id string, oldGen int, 
 		},
 		ReturnValues: types.ReturnValueAllNew,
 	})
-	if err = translate("authorize connection "+id, err); err != nil {
-		if errors.Is(err, ErrConditionFailed) {
-			return Connection{}, fmt.Errorf("store: authorize connection %s: %w", id, ErrConnectionChanged)
-		}
+	if err != nil {
 		return Connection{}, err
 	}
-	return decodeConnection(id, out.Attributes)
+	return decodeConnection(id, av)
 }
 
 // StoreRefreshedTokens replaces the sealed tokens of generation gen with
@@ -158,9 +148,7 @@ func (s *Store) AuthorizeConnection(ctx context.Context, id string, oldGen int, 
 // re-authorization), only if the sealed tokens are still old, the ones the
 // refresh started from, and the connection is active.
 func (s *Store) StoreRefreshedTokens(ctx context.Context, id string, gen int, old, sealed []byte, expiresAt, at string) error {
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(s.table),
-		Key:                      keyOf(connectionPK(id), "HEAD"),
+	_, err := s.changeConnection(ctx, "store refreshed tokens of", id, &dynamodb.UpdateItemInput{
 		UpdateExpression:         aws.String("SET sealed_credential = :sealed, oauth_token_expires_at = :exp, updated_at = :at"),
 		ConditionExpression:      aws.String("authorization_generation = :g AND sealed_credential = :old AND #status = :active"),
 		ExpressionAttributeNames: map[string]string{"#status": "status"},
@@ -173,9 +161,6 @@ func (s *Store) StoreRefreshedTokens(ctx context.Context, id string, gen int, ol
 			":active": &types.AttributeValueMemberS{Value: ConnectionActive},
 		},
 	})
-	if err = translate("store refreshed tokens of "+id, err); errors.Is(err, ErrConditionFailed) {
-		return fmt.Errorf("store: store refreshed tokens of %s: %w", id, ErrConnectionChanged)
-	}
 	return err
 }
 
@@ -184,9 +169,7 @@ func (s *Store) StoreRefreshedTokens(ctx context.Context, id string, gen int, ol
 // them: its grant was refused for good. The generation stays; the next
 // authorization moves it.
 func (s *Store) RequireAuthorization(ctx context.Context, id string, gen int, old []byte, at string) error {
-	_, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
-		TableName:                aws.String(s.table),
-		Key:                      keyOf(connectionPK(id), "HEAD"),
+	_, err := s.changeConnection(ctx, "require authorization of", id, &dynamodb.UpdateItemInput{
 		UpdateExpression:         aws.String("SET #status = :required, updated_at = :at REMOVE sealed_credential, oauth_token_expires_at"),
 		ConditionExpression:      aws.String("authorization_generation = :g AND sealed_credential = :old AND #status = :active"),
 		ExpressionAttributeNames: map[string]string{"#status": "status"},
@@ -198,9 +181,6 @@ func (s *Store) RequireAuthorization(ctx context.Context, id string, gen int, ol
 			":required": &types.AttributeValueMemberS{Value: ConnectionAuthorizationRequired},
 		},
 	})
-	if err = translate("require authorization of "+id, err); errors.Is(err, ErrConditionFailed) {
-		return fmt.Errorf("store: require authorization of %s: %w", id, ErrConnectionChanged)
-	}
 	return err
 }
 
