@@ -94,7 +94,10 @@ func (s *Store) ConsumeOAuthState(ctx context.Context, digest, at string) (OAuth
 }
 
 // SetOAuthClient records the client a connection authorizes as (after a
-// dynamic registration), conditioned on the generation the caller read.
+// dynamic registration), conditioned on the generation the caller read and
+// on the connection not being revoked: revocation keeps the generation and
+// deletes the client secret, which a registration racing it must not put
+// back.
 func (s *Store) SetOAuthClient(ctx context.Context, id string, gen int, clientID string, sealedSecret []byte, method string, at string) error {
 	vals := map[string]types.AttributeValue{
 		":cid": &types.AttributeValueMemberS{Value: clientID},
@@ -102,6 +105,7 @@ func (s *Store) SetOAuthClient(ctx context.Context, id string, gen int, clientID
 		":reg": &types.AttributeValueMemberBOOL{Value: true},
 		":g":   num(int64(gen)),
 		":at":  &types.AttributeValueMemberS{Value: at},
+		":rev": &types.AttributeValueMemberS{Value: ConnectionRevoked},
 	}
 	expr := "SET oauth_client_id = :cid, oauth_client_auth_method = :m, oauth_client_registered = :reg, updated_at = :at REMOVE oauth_client_secret"
 	if len(sealedSecret) > 0 {
@@ -110,7 +114,8 @@ func (s *Store) SetOAuthClient(ctx context.Context, id string, gen int, clientID
 	}
 	_, err := s.changeConnection(ctx, "set oauth client of", id, &dynamodb.UpdateItemInput{
 		UpdateExpression:          aws.String(expr),
-		ConditionExpression:       aws.String("authorization_generation = :g"),
+		ConditionExpression:       aws.String("authorization_generation = :g AND #status <> :rev"),
+		ExpressionAttributeNames:  map[string]string{"#status": "status"},
 		ExpressionAttributeValues: vals,
 	})
 	return err

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/fluidbox/fluidbox/shared/store"
 )
@@ -95,5 +96,27 @@ func TestOAuthStateSingleUse(t *testing.T) {
 	}
 	if _, err := st.ConsumeOAuthState(ctx, "never", "now"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("unknown state: %v", err)
+	}
+}
+
+// TestSetOAuthClientRevoked: a registration that lands after the
+// connection was revoked (at the generation it read) stores nothing, so no
+// client secret comes back to a revoked connection.
+func TestSetOAuthClientRevoked(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	must(t, st.PutConnection(ctx, store.Connection{ID: "con_r", Name: "r", Status: store.ConnectionActive, Generation: 1, CreatedAt: at(0)}))
+	must(t, st.SetOAuthClient(ctx, "con_r", 1, "client-1", []byte{1, 2}, "client_secret_post", at(time.Minute)))
+	if _, err := st.RevokeConnection(ctx, "con_r", "admin", at(2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, "client of a revoked connection", st.SetOAuthClient(ctx, "con_r", 1, "client-2", []byte{3, 4}, "client_secret_post", at(3*time.Minute)), store.ErrConnectionChanged)
+	c, err := st.GetConnection(ctx, "con_r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.OAuth.ClientID == "client-2" || string(c.OAuth.ClientSecret) == "\x03\x04" {
+		t.Fatalf("a revoked connection took a new client: %q", c.OAuth.ClientID)
 	}
 }
