@@ -68,8 +68,14 @@ var special = []netip.Prefix{
 	netip.MustParsePrefix("240.0.0.0/4"),
 	// IPv4-compatible (deprecated), which a stack may route to IPv4.
 	netip.MustParsePrefix("::/96"),
+	// IPv4-translated (SIIT, RFC 2765), which a translator sends to the
+	// embedded IPv4 address whatever it is.
+	netip.MustParsePrefix("::ffff:0:0:0/96"),
 	netip.MustParsePrefix("100::/64"),
+	netip.MustParsePrefix("2001:2::/48"),
 	netip.MustParsePrefix("2001:db8::/32"),
+	netip.MustParsePrefix("3fff::/20"),
+	netip.MustParsePrefix("5f00::/16"),
 	netip.MustParsePrefix("2001:10::/28"),
 	netip.MustParsePrefix("2001:20::/28"),
 	// Local-use NAT64 translates to whatever the site chose: internal.

@@ -25,6 +25,7 @@ func TestCheckRefusesInternal(t *testing.T) {
 		"64:ff9b::a9fe:a9fe", "64:ff9b::7f00:1", "2002:a9fe:a9fe::1", "2001::1",
 		"192.0.0.1", "198.18.0.1", "2001:db8::1", "::7f00:1", "::a9fe:a9fe", "fec0::1",
 		"64:ff9b:1::a00:1", "192.0.2.1", "203.0.113.9", "198.51.100.7",
+		"::ffff:0:7f00:1", "::ffff:0:a9fe:a9fe", "2001:2::1", "3fff::1", "5f00::1",
 	}
 	for _, s := range refusedAddrs {
 		if err := g.Check(netip.MustParseAddr(s)); !errors.Is(err, ErrRefused) {
