@@ -377,7 +377,7 @@ func TestModelProxyBudgetExhaustedSDK(t *testing.T) {
 
 // TestModelProxySettlesFailures: an upstream error is released, a stream
 // the upstream cuts and a stream the client abandons are reconciled on what
-// was seen, a 200 without usage is settled in full. No reservation is left
+// was seen with the output at its bound, a 200 without usage is settled in full. No reservation is left
 // open on any of these paths.
 func TestModelProxySettlesFailures(t *testing.T) {
 	t.Parallel()
@@ -426,7 +426,10 @@ func TestModelProxySettlesFailures(t *testing.T) {
 		req.Header.Set("x-api-key", tok)
 		return http.DefaultClient.Do(req)
 	}
-	seen := haikuCost(budget.Usage{InputTokens: 700, OutputTokens: 1})
+	// The streams carry text after message_start and are cut before the
+	// final message_delta: the output is billed at max_tokens, its bound,
+	// never at message_start's count the client read past.
+	seen := haikuCost(budget.Usage{InputTokens: 700, OutputTokens: 100})
 	reserve := haikuReserve(100, len(bodyOf("no-usa")))
 
 	for i, c := range []struct {

@@ -153,8 +153,11 @@ type StreamUsage struct {
 	delta   bool // a message_delta carried usage
 	stopped bool // message_stop
 	errored bool // an error event
-	model   string
-	usage   Usage
+	// produced: a content block started or grew after message_start, so
+	// output the final message_delta would count may have been billed.
+	produced bool
+	model    string
+	usage    Usage
 }
 
 // NewStreamUsage returns a StreamUsage ready for the first byte of a stream.
@@ -250,6 +253,7 @@ func (s *StreamUsage) overLimit() {
 	default:
 		s.skipLine, s.skipEvent = true, true
 		s.line, s.data = s.line[:0], s.data[:0]
+		s.produced = s.produced || (s.started && typ != "ping")
 	}
 }
 
@@ -351,7 +355,8 @@ func (s *StreamUsage) dispatch(data []byte) {
 			}
 			s.delta = true
 		}
-	case "content_block_start":
+	case "content_block_start", "content_block_delta":
+		s.produced = s.produced || s.started
 		if ev.ContentBlock != nil && ev.ContentBlock.Type == "server_tool_use" {
 			if s.uses == nil {
 				s.uses = map[string]int64{}
@@ -380,6 +385,12 @@ func (s *StreamUsage) Model() string { return s.model }
 
 // ServerToolUses returns how many server_tool_use blocks the stream opened, by tool name.
 func (s *StreamUsage) ServerToolUses() map[string]int64 { return s.uses }
+
+// Produced reports whether, after message_start, the stream started or grew a content block
+// (or carried an event too large to read that is not a ping): output was then generated that
+// only the final message_delta counts, so with Complete false Usage's output count is not a
+// bound on what was billed.
+func (s *StreamUsage) Produced() bool { return s.produced }
 
 // Complete reports whether the stream ran to message_stop with final usage from a
 // message_delta, no error event, and nothing lost: Usage is then the upstream's final count.

@@ -93,6 +93,35 @@ func TestStreamUsagePartialStream(t *testing.T) {
 	}
 }
 
+// TestStreamUsageProduced: content after message_start is what makes a
+// cut stream's output count unbounded; a ping or a bare message_start is not.
+func TestStreamUsageProduced(t *testing.T) {
+	t.Parallel()
+	data := readTestdata(t, "tool_use.sse")
+	start := bytes.Index(data, []byte("event: content_block_start"))
+	cut := bytes.Index(data, []byte("event: message_delta"))
+	if start < 0 || cut < start {
+		t.Fatal("tool_use.sse has no content before message_delta")
+	}
+	s := NewStreamUsage()
+	s.Write(data[:start])
+	s.Write([]byte("event: ping\ndata: {\"type\":\"ping\"}\n\n"))
+	if s.Produced() {
+		t.Error("Produced() after message_start and a ping, want false")
+	}
+	s.Write(data[start:cut])
+	if !s.Produced() {
+		t.Error("Produced() after content blocks, want true")
+	}
+	// A content event too long to hold is content too.
+	s = NewStreamUsage()
+	s.Write(data[:start])
+	s.Write([]byte(`data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"` + strings.Repeat("x", MaxSSELine+1) + "\"}}\n\n"))
+	if !s.Produced() {
+		t.Error("Produced() after an over-long content_block_delta, want true")
+	}
+}
+
 func TestStreamUsageStopsTracking(t *testing.T) {
 	t.Parallel()
 	start := readTestdata(t, "text.sse")

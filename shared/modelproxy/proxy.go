@@ -531,9 +531,18 @@ func (p *Proxy) stream(w http.ResponseWriter, body io.Reader, pl plan, out *outc
 	switch {
 	case ok && su.Complete():
 		out.settlement, out.usage, out.haveUsage = admission.SettlementUsage, u, true
-	case ok:
+	case ok && !su.Produced():
+		// Cut before any content: what message_start counted is what ran.
+		out.settlement, out.usage, out.haveUsage = admission.SettlementPartial, u, true
+	case ok && len(pl.in.ServerTools) == 0:
+		// Content was generated that only the missing message_delta
+		// counts (a client may read a whole answer and leave before it):
+		// bill output at the bound it was admitted with, never below.
+		u.OutputTokens = max(u.OutputTokens, pl.in.MaxTokens)
 		out.settlement, out.usage, out.haveUsage = admission.SettlementPartial, u, true
 	default:
+		// With server tools every sampling step reads the context again,
+		// and message_start counted only the first: settle in full.
 		out.settlement = admission.SettlementPessimistic
 	}
 }
