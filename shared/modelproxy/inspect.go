@@ -226,6 +226,11 @@ func Inspect(body []byte, h http.Header, rawQuery string) (*Inspection, *Refusal
 	if rawQuery != "" && rawQuery != "beta=true" {
 		return nil, refuse(ReasonQuery, "the query string may only be beta=true; remove the rest")
 	}
+	// The version says how the body is read; the inspector reads the one
+	// it knows, and the proxy forwards one value.
+	if vs := h.Values("Anthropic-Version"); len(vs) > 1 || (len(vs) == 1 && vs[0] != defaultVersion) {
+		return nil, refuse(ReasonField, "anthropic-version must be %s, sent once; fluidbox's model proxy reads no other", defaultVersion)
+	}
 	for _, line := range h.Values("Anthropic-Beta") {
 		for b := range strings.SplitSeq(line, ",") {
 			b = strings.TrimSpace(b)

@@ -158,6 +158,30 @@ func TestInspectAllowlists(t *testing.T) {
 
 // TestInspectImposesLimits: a server tool without limits is forwarded with
 // fluidbox's, and only what was read is forwarded.
+// TestInspectVersion: only the API version the inspector reads passes, once.
+func TestInspectVersion(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"model":"claude-haiku-4-5","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`)
+	for _, vs := range [][]string{nil, {"2023-06-01"}} {
+		h := http.Header{}
+		for _, v := range vs {
+			h.Add("Anthropic-Version", v)
+		}
+		if _, ref := Inspect(body, h, ""); ref != nil {
+			t.Errorf("anthropic-version %q refused: %s", vs, ref.Message)
+		}
+	}
+	for _, vs := range [][]string{{"2099-01-01"}, {""}, {"2023-06-01", "2099-01-01"}, {"2023-06-01", "2023-06-01"}} {
+		h := http.Header{}
+		for _, v := range vs {
+			h.Add("Anthropic-Version", v)
+		}
+		if _, ref := Inspect(body, h, ""); ref == nil || ref.Reason != ReasonField {
+			t.Errorf("anthropic-version %q = %+v, want a field refusal", vs, ref)
+		}
+	}
+}
+
 func TestInspectImposesLimits(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}],"tools":[{"type":"web_fetch_20250910","name":"web_fetch"},{"type":"web_search_20250305","name":"web_search","max_uses":2}]}`)

@@ -78,7 +78,8 @@ const (
 	maxErrorBody = 1 << 20
 	// settleTimeout bounds the settlement written after the client left.
 	settleTimeout = 15 * time.Second
-	// defaultVersion is sent when the client named no anthropic-version.
+	// defaultVersion is the one anthropic-version the inspector reads; it
+	// is sent when the client named none.
 	defaultVersion = "2023-06-01"
 	// MinMaxTokens is the floor below which the proxy does not lower a
 	// request's max_tokens to fit a budget: a reply shorter than that is
@@ -553,11 +554,7 @@ func (p *Proxy) stream(w http.ResponseWriter, body io.Reader, pl plan, out *outc
 func copyRequestHeaders(dst, src http.Header) {
 	dst.Set("Content-Type", "application/json")
 	dst.Set("User-Agent", "fluidbox-model-proxy")
-	if v := src.Get("Anthropic-Version"); v != "" {
-		dst.Set("Anthropic-Version", v)
-	} else {
-		dst.Set("Anthropic-Version", defaultVersion)
-	}
+	dst.Set("Anthropic-Version", defaultVersion) // the only one Inspect admits
 	for _, v := range src.Values("Anthropic-Beta") {
 		dst.Add("Anthropic-Beta", v)
 	}
