@@ -195,6 +195,7 @@ func (p *Proxy) ServeMessages(w http.ResponseWriter, r *http.Request, runID stri
 
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, up.URL+"/v1/messages", bytes.NewReader(fwd))
 	if err != nil {
+		out.settlement = admission.SettlementReleased // nothing was sent
 		WriteError(w, http.StatusInternalServerError, "api_error", "fluidbox could not build the upstream request")
 		return
 	}
@@ -280,7 +281,7 @@ func (p *Proxy) plan(ctx context.Context, runID string, in *Inspection, bodyLen 
 		return plan{}, &Refusal{Status: http.StatusNotFound, Type: "not_found_error", Reason: ReasonRun, Message: "fluidbox: no such run"}
 	case err != nil:
 		p.log.ErrorContext(ctx, "model proxy: read budget", "run", runID, "err", err)
-		return plan{}, &Refusal{Status: http.StatusServiceUnavailable, Type: "api_error", Reason: ReasonRun, Message: "fluidbox cannot admit model requests right now"}
+		return plan{}, &Refusal{Status: http.StatusServiceUnavailable, Type: "api_error", Reason: ReasonUnavailable, Message: "fluidbox cannot admit model requests right now"}
 	case ended:
 		return plan{}, &Refusal{Status: http.StatusForbidden, Type: "permission_error", Reason: ReasonRun, Message: "fluidbox: this run has ended"}
 	}
