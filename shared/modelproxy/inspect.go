@@ -693,6 +693,10 @@ func (in *Inspection) readBlock(v span, at path, allowed []string) *Refusal {
 		if c, ok := b.get("content"); ok {
 			return in.readContent(c, at.dot("content"), resultBlocks)
 		}
+	case "web_search_tool_result":
+		return in.readSearchResults(b.val("content"), at.dot("content"))
+	case "web_fetch_tool_result":
+		return in.readFetchResult(b.val("content"), at.dot("content"))
 	case "server_tool_use":
 		name, _ := str(in.body, b.val("name"))
 		if name != "web_search" && name != "web_fetch" {
@@ -700,6 +704,48 @@ func (in *Inspection) readBlock(v span, at path, allowed []string) *Refusal {
 		}
 	}
 	return nil
+}
+
+// readSearchResults reads a web search's results replayed in the history:
+// found pages (read by the model as data) or an error.
+func (in *Inspection) readSearchResults(v span, at path) *Refusal {
+	if o, ok := in.object(v, "type", "error_code"); ok {
+		if typ, _ := in.optString(o, "type"); typ == "web_search_tool_result_error" {
+			return nil
+		}
+	}
+	if kind(in.body, v) != '[' {
+		return refuse(ReasonField, "%s: must be web_search_result blocks or a web_search_tool_result_error", at)
+	}
+	for i, e := range in.doc.elements(v) {
+		o, ok := in.object(e, "type", "url", "title", "encrypted_content", "page_age")
+		typ, _ := in.optString(o, "type")
+		if !ok || typ != "web_search_result" {
+			return refuse(ReasonField, "%s: must be web_search_result blocks of type, url, title, encrypted_content and page_age", at.at(i))
+		}
+	}
+	return nil
+}
+
+// readFetchResult reads a web fetch's result replayed in the history: the
+// fetched document is a document block like any other (its source is
+// judged: a file_id or a URL there reaches as far as one in a message), or
+// an error.
+func (in *Inspection) readFetchResult(v span, at path) *Refusal {
+	o, ok := in.object(v, "type", "url", "content", "retrieved_at", "error_code")
+	typ, _ := in.optString(o, "type")
+	switch {
+	case !ok:
+	case typ == "web_fetch_tool_result_error":
+		if _, c := o.get("content"); !c {
+			return nil
+		}
+	case typ == "web_fetch_result":
+		if _, e := o.get("error_code"); !e {
+			return in.readBlock(o.val("content"), at.dot("content"), []string{"document"})
+		}
+	}
+	return refuse(ReasonField, "%s: must be a web_fetch_result {type, url, content: a document, retrieved_at} or a web_fetch_tool_result_error", at)
 }
 
 func (in *Inspection) readCacheControl(v span, at path) *Refusal {
