@@ -210,6 +210,10 @@ var allowedBetas = map[string]bool{
 	"web-fetch-2025-09-10":                     true, // web_fetch is judged by the gate
 }
 
+// apiVersions are the anthropic-version values whose request shape the
+// inspector reads (anthropic-sdk-go v2 sends 2026-10-21).
+var apiVersions = []string{defaultVersion, "2026-10-21"}
+
 // AllowedBetas returns the allowlisted anthropic-beta values, sorted.
 func AllowedBetas() []string {
 	out := make([]string, 0, len(allowedBetas))
@@ -226,10 +230,14 @@ func Inspect(body []byte, h http.Header, rawQuery string) (*Inspection, *Refusal
 	if rawQuery != "" && rawQuery != "beta=true" {
 		return nil, refuse(ReasonQuery, "the query string may only be beta=true; remove the rest")
 	}
-	// The version says how the body is read; the inspector reads the one
-	// it knows, and the proxy forwards one value.
-	if vs := h.Values("Anthropic-Version"); len(vs) > 1 || (len(vs) == 1 && vs[0] != defaultVersion) {
-		return nil, refuse(ReasonField, "anthropic-version must be %s, sent once; fluidbox's model proxy reads no other", defaultVersion)
+	// The version says how the upstream reads the body: only the versions
+	// the inspector was written against pass, and the one forwarded (the
+	// first) is the only one sent.
+	vs := h.Values("Anthropic-Version")
+	for _, v := range vs {
+		if !slices.Contains(apiVersions, v) || v != vs[0] {
+			return nil, refuse(ReasonField, "anthropic-version must be one of %s, sent once; fluidbox's model proxy reads no other", strings.Join(apiVersions, ", "))
+		}
 	}
 	for _, line := range h.Values("Anthropic-Beta") {
 		for b := range strings.SplitSeq(line, ",") {

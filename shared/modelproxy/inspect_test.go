@@ -166,11 +166,11 @@ func TestInspectAllowlists(t *testing.T) {
 
 // TestInspectImposesLimits: a server tool without limits is forwarded with
 // fluidbox's, and only what was read is forwarded.
-// TestInspectVersion: only the API version the inspector reads passes, once.
+// TestInspectVersion: only the API versions the inspector reads pass, one value.
 func TestInspectVersion(t *testing.T) {
 	t.Parallel()
 	body := []byte(`{"model":"claude-haiku-4-5","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`)
-	for _, vs := range [][]string{nil, {"2023-06-01"}} {
+	for _, vs := range [][]string{nil, {"2023-06-01"}, {"2026-10-21"}, {"2023-06-01", "2023-06-01"}} {
 		h := http.Header{}
 		for _, v := range vs {
 			h.Add("Anthropic-Version", v)
@@ -179,7 +179,7 @@ func TestInspectVersion(t *testing.T) {
 			t.Errorf("anthropic-version %q refused: %s", vs, ref.Message)
 		}
 	}
-	for _, vs := range [][]string{{"2099-01-01"}, {""}, {"2023-06-01", "2099-01-01"}, {"2023-06-01", "2023-06-01"}} {
+	for _, vs := range [][]string{{"2099-01-01"}, {""}, {"2023-06-01", "2099-01-01"}, {"2026-10-21", "2023-06-01"}} {
 		h := http.Header{}
 		for _, v := range vs {
 			h.Add("Anthropic-Version", v)

@@ -78,8 +78,7 @@ const (
 	maxErrorBody = 1 << 20
 	// settleTimeout bounds the settlement written after the client left.
 	settleTimeout = 15 * time.Second
-	// defaultVersion is the one anthropic-version the inspector reads; it
-	// is sent when the client named none.
+	// defaultVersion is sent when the client named no anthropic-version.
 	defaultVersion = "2023-06-01"
 	// MinMaxTokens is the floor below which the proxy does not lower a
 	// request's max_tokens to fit a budget: a reply shorter than that is
@@ -555,7 +554,11 @@ func (p *Proxy) stream(w http.ResponseWriter, body io.Reader, pl plan, out *outc
 func copyRequestHeaders(dst, src http.Header) {
 	dst.Set("Content-Type", "application/json")
 	dst.Set("User-Agent", "fluidbox-model-proxy")
-	dst.Set("Anthropic-Version", defaultVersion) // the only one Inspect admits
+	if v := src.Get("Anthropic-Version"); v != "" {
+		dst.Set("Anthropic-Version", v) // one of apiVersions: Inspect admits no other
+	} else {
+		dst.Set("Anthropic-Version", defaultVersion)
+	}
 	for _, v := range src.Values("Anthropic-Beta") {
 		dst.Add("Anthropic-Beta", v)
 	}
