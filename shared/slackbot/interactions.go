@@ -101,8 +101,12 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "unauthenticated", "the request is not signed by Slack with this app's signing secret, or is too old")
 		return
 	}
-	sig := sha256.Sum256([]byte(r.Header.Get("X-Slack-Signature")))
-	err = h.seen.ClaimRequest(ctx, hex.EncodeToString(sig[:]), store.FormatTime(h.now()), ts.Add(maxSkew+time.Minute).Unix())
+	// The replay key is the signed content itself, not the signature
+	// header: the header's hex is decoded case-insensitively, so one
+	// signature has many spellings, and a key on its text would let a
+	// captured request through again with its hex re-cased.
+	signed := sha256.Sum256([]byte("v0:" + r.Header.Get("X-Slack-Request-Timestamp") + ":" + string(body)))
+	err = h.seen.ClaimRequest(ctx, hex.EncodeToString(signed[:]), store.FormatTime(h.now()), ts.Add(maxSkew+time.Minute).Unix())
 	if errors.Is(err, store.ErrReplayed) {
 		h.log.WarnContext(ctx, "slack interaction refused", "err", "replayed")
 		writeError(w, http.StatusConflict, "conflict", "this request was already received")

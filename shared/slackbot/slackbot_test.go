@@ -131,6 +131,13 @@ func TestSignatures(t *testing.T) {
 	if r := s.post(good, body); r.status != 409 {
 		t.Errorf("replayed request = %+v, want 409", r)
 	}
+	// The same signature spelled in upper-case hex is still a valid
+	// signature of the same request, and so still a replay.
+	recased := good.Clone()
+	recased.Set("X-Slack-Signature", "v0="+strings.ToUpper(strings.TrimPrefix(good.Get("X-Slack-Signature"), "v0=")))
+	if r := s.post(recased, body); r.status != 409 {
+		t.Errorf("replayed request with its signature re-cased = %+v, want 409", r)
+	}
 }
 
 // TestNotAnApprover: a member without role approver, an unknown Slack user
