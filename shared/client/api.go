@@ -50,7 +50,9 @@ type Answer struct {
 	RewrittenVerdict string `json:"rewritten_verdict,omitempty"`
 }
 
-// Approval is a call waiting for (or settled by) a human.
+// Approval is a call waiting for (or settled by) a human: the API's
+// approval object, the type its server encodes as well as what this client
+// decodes, so the two cannot drift apart.
 type Approval struct {
 	ID           string          `json:"id"`
 	SessionID    string          `json:"session_id"`
@@ -68,6 +70,16 @@ type Approval struct {
 	DecidedAt    string          `json:"decided_at,omitempty"`
 	Reason       string          `json:"reason,omitempty"`
 	ConnectionID string          `json:"connection_id,omitempty"`
+	// InputSize (bytes of the input's JSON) and InputDigest describe the
+	// whole input, also where the list shows only its beginning.
+	InputSize   int    `json:"input_size"`
+	InputDigest string `json:"input_digest"`
+	// InputTruncated: the input is not shown whole. Either the approval
+	// keeps it cut for display (over call.MaxShownInput), or, in a list,
+	// it was over the list's cut, so Input is absent and InputPreview
+	// holds its first bytes; Client.Approval has it as kept.
+	InputTruncated bool   `json:"input_truncated,omitempty"`
+	InputPreview   string `json:"input_preview,omitempty"`
 	// Review is the rule and run the call came from (list and get).
 	Review *review.Facts `json:"review,omitempty"`
 	// Applied is set on a decision's answer: false when someone settled it

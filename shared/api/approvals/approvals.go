@@ -13,46 +13,14 @@ import (
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/call"
+	"github.com/fluidbox/fluidbox/shared/client"
 	"github.com/fluidbox/fluidbox/shared/ids"
 	"github.com/fluidbox/fluidbox/shared/review"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
-type approvalView struct {
-	ID           string          `json:"id"`
-	SessionID    string          `json:"session_id"`
-	ToolCallID   string          `json:"tool_call_id"`
-	ToolName     string          `json:"tool_name"`
-	Input        json.RawMessage `json:"input"`
-	RuleID       string          `json:"rule_id,omitempty"`
-	ScopeKey     string          `json:"scope_key"`
-	DefaultScope string          `json:"default_scope"`
-	Status       string          `json:"status"`
-	RequestedAt  string          `json:"requested_at"`
-	ExpiresAt    string          `json:"expires_at"`
-	Decision     string          `json:"decision,omitempty"`
-	DecidedBy    string          `json:"decided_by,omitempty"`
-	DecidedAt    string          `json:"decided_at,omitempty"`
-	Reason       string          `json:"reason,omitempty"`
-	ConnectionID string          `json:"connection_id,omitempty"`
-	// InputSize (bytes of the input's JSON) and InputDigest describe the
-	// whole input, also where the list shows only its beginning.
-	InputSize   int    `json:"input_size"`
-	InputDigest string `json:"input_digest"`
-	// InputTruncated: the input is not shown whole. Either the approval
-	// keeps it cut for display (over call.MaxShownInput), or, in a list,
-	// it was over listInputBytes, so input is absent and InputPreview
-	// holds its first bytes; GET /v1/approvals/{id} has it as kept.
-	InputTruncated bool   `json:"input_truncated,omitempty"`
-	InputPreview   string `json:"input_preview,omitempty"`
-	// Review is what a human needs beside the call to decide it: the rule
-	// and the run it came from.
-	Review  *review.Facts `json:"review,omitempty"`
-	Applied *bool         `json:"applied,omitempty"`
-}
-
-func approvalOut(a store.Approval) approvalView {
-	return approvalView{
+func approvalOut(a store.Approval) client.Approval {
+	return client.Approval{
 		ID: a.ID, SessionID: a.RunID, ToolCallID: a.ToolCallID, ToolName: a.ToolName, Input: json.RawMessage(a.Input),
 		RuleID: a.RuleID, ScopeKey: a.ScopeKey, DefaultScope: a.DefaultScope, Status: a.Status,
 		RequestedAt: a.RequestedAt, ExpiresAt: a.ExpiresAt, Decision: a.Decision, DecidedBy: a.DecidedBy,
@@ -70,7 +38,7 @@ const listInputBytes = 4 << 10
 
 // approvalListOut is an approval as a list shows it: an input over
 // listInputBytes is cut, saying so, with its full size and digest.
-func approvalListOut(a store.Approval) approvalView {
+func approvalListOut(a store.Approval) client.Approval {
 	v := approvalOut(a)
 	if len(a.Input) > listInputBytes {
 		cut := listInputBytes
@@ -82,8 +50,8 @@ func approvalListOut(a store.Approval) approvalView {
 	return v
 }
 
-func approvalsOut(list []store.Approval) []approvalView {
-	out := make([]approvalView, len(list))
+func approvalsOut(list []store.Approval) []client.Approval {
+	out := make([]client.Approval, len(list))
 	for i, a := range list {
 		out[i] = approvalListOut(a)
 	}
@@ -141,7 +109,7 @@ func (s *Server) listPendingApprovals(w http.ResponseWriter, r *http.Request, _ 
 }
 
 // withReview adds the facts a reviewer decides by.
-func (s *Server) withReview(ctx context.Context, v *approvalView, a store.Approval) error {
+func (s *Server) withReview(ctx context.Context, v *client.Approval, a store.Approval) error {
 	f, err := review.Load(ctx, s.st, a)
 	if err != nil {
 		return err
