@@ -12,7 +12,6 @@ import (
 	"encoding/json"
 	"image/png"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/fluidbox/fluidbox/shared/browsertest"
 	"github.com/fluidbox/fluidbox/shared/client"
 )
 
@@ -28,47 +28,10 @@ const (
 	screenHeight = 900
 )
 
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("FLUIDBOX_CHROMIUM"); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Fatal("no Chromium found: install Debian's chromium package (apt-get install -y chromium) or set FLUIDBOX_CHROMIUM; `make e2e` installs it")
-	return ""
-}
-
-// browser starts headless Chromium with the flags this machine needs (as
-// root, no sandbox; no background networking on a closed network) and a
-// new, empty profile.
+// browser starts headless Chromium in a window of the screen's size.
 func browser(t *testing.T) context.Context {
 	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath(t)),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(screenWidth, screenHeight),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelAlloc)
-	ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	t.Cleanup(cancel)
-	// The first Run starts the browser; it must not carry a timeout.
-	if err := chromedp.Do(ctx, chromedp.EmulateViewport(screenWidth, screenHeight)); err != nil {
-		t.Fatalf("start Chromium: %v", err)
-	}
-	return ctx
+	return browsertest.Start(t, screenWidth, screenHeight, false, chromedp.WindowSize(screenWidth, screenHeight))
 }
 
 // TestBrowserApproveByClick: a runner waits on a pending call; a human

@@ -18,7 +18,6 @@ import (
 	"math/rand/v2"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,6 +31,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fluidbox/fluidbox/shared/api"
+	"github.com/fluidbox/fluidbox/shared/browsertest"
 	"github.com/fluidbox/fluidbox/shared/client"
 	"github.com/fluidbox/fluidbox/shared/devstack"
 	"github.com/fluidbox/fluidbox/shared/internal/oidcissuer"
@@ -163,52 +163,6 @@ func (s *stack) fromPullRequest(t *testing.T, runID string) {
 	}
 }
 
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("FLUIDBOX_CHROMIUM"); p != "" {
-		return p
-	}
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Fatal("no Chromium found: install Debian's chromium package (apt-get install -y chromium) or set FLUIDBOX_CHROMIUM; `make e2e` installs it")
-	return ""
-}
-
-// browser starts headless Chromium (as root, no sandbox; no background
-// networking on a closed network) with an empty profile, its viewport
-// width x height.
-func browser(t *testing.T, width, height int64, mobile bool) context.Context {
-	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath(t)),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-	)
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelAlloc)
-	ctx, cancel := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	t.Cleanup(cancel)
-	var vopts []chromedp.EmulateViewportOption
-	if mobile {
-		vopts = append(vopts, chromedp.EmulateMobile, chromedp.EmulateScale(1))
-	}
-	// The first Run starts the browser; it must not carry a timeout.
-	if err := chromedp.Do(ctx, chromedp.EmulateViewport(width, height, vopts...)); err != nil {
-		t.Fatalf("start Chromium: %v", err)
-	}
-	return ctx
-}
-
 func text(t *testing.T, ctx context.Context, sel string) string {
 	t.Helper()
 	s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
@@ -246,7 +200,7 @@ func TestBrowserSignInAndDecide(t *testing.T) {
 		mobile        bool
 	}{{"desktop", 1280, 900, false}, {"phone", phoneWidth, phoneHeight, true}} {
 		t.Run(size.name, func(t *testing.T) {
-			ctx := browser(t, size.width, size.height, size.mobile)
+			ctx := browsertest.Start(t, size.width, size.height, size.mobile)
 			step, cancel := context.WithTimeout(ctx, 60*time.Second)
 			defer cancel()
 			card := `li.approval[data-approval-id="` + apr.ID + `"]`
@@ -362,7 +316,7 @@ func TestBrowserSignInAndDecide(t *testing.T) {
 // carrying a code for a sign-in this tab never started, sign nobody in.
 func TestBrowserSignInRefused(t *testing.T) {
 	s := newStack(t, true)
-	ctx := browser(t, 1280, 900, false)
+	ctx := browsertest.Start(t, 1280, 900, false)
 	step, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	s.issuer.SignInAs(nil)
@@ -397,7 +351,7 @@ func TestBrowserSignInRefused(t *testing.T) {
 func TestBrowserSingleAdminOnPhone(t *testing.T) {
 	s := newStack(t, false)
 	ses, apr, answered := s.waitingCall(t, "rm -rf dist/")
-	ctx := browser(t, phoneWidth, phoneHeight, true)
+	ctx := browsertest.Start(t, phoneWidth, phoneHeight, true)
 	step, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := chromedp.Do(step, chromedp.Navigate(s.url+"/"), chromedp.WaitVisible(chromedp.ID("token"))); err != nil {
@@ -458,7 +412,7 @@ func waitText(t *testing.T, ctx context.Context, sel, want string) {
 // full of the characters that hide or fake text.
 func TestBrowserRenderMatchesGo(t *testing.T) {
 	s := newStack(t, false)
-	ctx := browser(t, 1280, 900, false)
+	ctx := browsertest.Start(t, 1280, 900, false)
 	step, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := chromedp.Do(step, chromedp.Navigate(s.url+"/"), chromedp.WaitVisible(chromedp.ID("token"))); err != nil {
