@@ -49,16 +49,10 @@ func run(ctx context.Context, getenv func(string) string) error {
 // handler serves the approvals rows of the route table; in SSO mode people
 // are authenticated by the members package, whose routes are Control's.
 func handler(d function.Deps, verifier *sso.Verifier, slack slackbot.Config) (*route.Server, error) {
-	base := apiConfig(d)
+	base := route.ConfigFrom(d.Config, d.Ledger, d.Logger)
 	if verifier != nil {
 		base.Users = members.New(members.Config{Config: base, OIDC: verifier})
 	}
 	return route.New(base, route.Target{Function: route.Approvals, Via: route.APIGateway},
 		approvals.New(approvals.Config{Config: base, Slack: slack}))
-}
-
-// apiConfig is what every handler package takes from the function's
-// dependencies.
-func apiConfig(d function.Deps) route.Config {
-	return route.Config{AdminToken: d.Config.AdminToken, Ledger: d.Ledger, Logger: d.Logger, RunRequestsPerMinute: d.Config.RunRequestsPerMinute}
 }

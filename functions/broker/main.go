@@ -92,7 +92,7 @@ func handlers(d function.Deps, verifier *sso.Verifier, sealer seal.Sealer) (api,
 	if err != nil {
 		return nil, nil, fmt.Errorf("broker: %w", err)
 	}
-	base := apiConfig(d)
+	base := route.ConfigFrom(d.Config, d.Ledger, d.Logger)
 	// Every dial to an upstream (MCP or model) goes through the guard.
 	guard := egress.New(d.Config.ConnectionAllowCIDRs)
 	if verifier != nil {
@@ -125,10 +125,4 @@ func callbackURL(r *http.Request) string {
 		return "https://" + gw.DomainName + "/" + gw.Stage + connections.CallbackPath
 	}
 	return "https://" + r.Host + connections.CallbackPath
-}
-
-// apiConfig is what every handler package takes from the function's
-// dependencies.
-func apiConfig(d function.Deps) route.Config {
-	return route.Config{AdminToken: d.Config.AdminToken, Ledger: d.Ledger, Logger: d.Logger, RunRequestsPerMinute: d.Config.RunRequestsPerMinute}
 }

@@ -66,7 +66,7 @@ func handler(d function.Deps, verifier *sso.Verifier, sealer seal.Sealer) (*rout
 	if err != nil {
 		return nil, fmt.Errorf("control: %w", err)
 	}
-	base := apiConfig(d)
+	base := route.ConfigFrom(d.Config, d.Ledger, d.Logger)
 	people := members.New(members.Config{Config: base, OIDC: verifier})
 	if verifier != nil {
 		base.Users = people
@@ -79,10 +79,4 @@ func handler(d function.Deps, verifier *sso.Verifier, sealer seal.Sealer) (*rout
 		triggers.New(triggers.Config{Config: base}),
 		people,
 	)
-}
-
-// apiConfig is what every handler package takes from the function's
-// dependencies.
-func apiConfig(d function.Deps) route.Config {
-	return route.Config{AdminToken: d.Config.AdminToken, Ledger: d.Ledger, Logger: d.Logger, RunRequestsPerMinute: d.Config.RunRequestsPerMinute}
 }

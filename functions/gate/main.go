@@ -53,12 +53,6 @@ func handler(d function.Deps) (*route.Server, error) {
 	if d.Config.StateMachineARN != "" {
 		sched = expiry.NewStepFunctions(sfn.NewFromConfig(d.AWS), d.Config.StateMachineARN)
 	}
-	return route.New(apiConfig(d), route.Target{Function: route.Gate, Via: route.APIGateway},
-		runner.New(runner.Config{Config: apiConfig(d), Scheduler: sched, Prices: prices, MaxPendingApprovals: d.Config.MaxPendingApprovals}))
-}
-
-// apiConfig is what every handler package takes from the function's
-// dependencies.
-func apiConfig(d function.Deps) route.Config {
-	return route.Config{AdminToken: d.Config.AdminToken, Ledger: d.Ledger, Logger: d.Logger, RunRequestsPerMinute: d.Config.RunRequestsPerMinute}
+	return route.New(route.ConfigFrom(d.Config, d.Ledger, d.Logger), route.Target{Function: route.Gate, Via: route.APIGateway},
+		runner.New(runner.Config{Config: route.ConfigFrom(d.Config, d.Ledger, d.Logger), Scheduler: sched, Prices: prices, MaxPendingApprovals: d.Config.MaxPendingApprovals}))
 }

@@ -39,13 +39,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 
 // handler serves the github row of the route table.
 func handler(d function.Deps) (*route.Server, error) {
-	base := apiConfig(d)
+	base := route.ConfigFrom(d.Config, d.Ledger, d.Logger)
 	return route.New(base, route.Target{Function: route.GitHub, Via: route.APIGateway},
 		triggers.New(triggers.Config{Config: base, GitHubWebhookSecret: d.Config.GitHubWebhookSecret}))
-}
-
-// apiConfig is what every handler package takes from the function's
-// dependencies.
-func apiConfig(d function.Deps) route.Config {
-	return route.Config{AdminToken: d.Config.AdminToken, Ledger: d.Ledger, Logger: d.Logger, RunRequestsPerMinute: d.Config.RunRequestsPerMinute}
 }

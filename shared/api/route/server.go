@@ -36,6 +36,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/call"
+	"github.com/fluidbox/fluidbox/shared/config"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/ratelimit"
 	"github.com/fluidbox/fluidbox/shared/run"
@@ -57,6 +58,12 @@ type Config struct {
 	// make per minute, across every instance (FLUIDBOX_RUN_REQUESTS_PER_MINUTE);
 	// 0 is ratelimit.DefaultPerMinute.
 	RunRequestsPerMinute int
+}
+
+// ConfigFrom is what a deployed function's handler packages take from its
+// configuration, the same for every function.
+func ConfigFrom(c config.Config, led *ledger.Ledger, log *slog.Logger) Config {
+	return Config{AdminToken: c.AdminToken, Ledger: led, Logger: log, RunRequestsPerMinute: c.RunRequestsPerMinute}
 }
 
 // WithDefaults fills the clock and the logger.
