@@ -75,8 +75,17 @@ func approvals(ctx context.Context, args []string, getenv func(string) string, s
 }
 
 // inputCell is an approval's input as the table shows it: the rendered
-// summary, cut to inputWidth.
+// summary, cut to inputWidth. A list leaves out an input over its bound
+// and sends its first bytes (input_preview): the cell shows those, and
+// always says it is cut.
 func inputCell(a client.Approval) render.Clipped {
+	if len(a.Input) == 0 && a.InputTruncated {
+		c := render.Clip(render.Line(a.InputPreview), inputWidth, 1)
+		if !c.Cut() {
+			c.HiddenChars = max(a.InputSize-len(a.InputPreview), 1)
+		}
+		return c
+	}
 	return render.Clip(render.Call(a.ToolName, a.Input).Summary, inputWidth, 1)
 }
 
@@ -169,6 +178,9 @@ func describeApproval(a client.Approval, now time.Time) string {
 	}
 	if a.Reason != "" {
 		line("reason", render.Line(a.Reason))
+	}
+	if a.InputTruncated {
+		line("input", fmt.Sprintf("kept cut for display: the whole input is %d bytes, digest %s", a.InputSize, render.Line(a.InputDigest)))
 	}
 	v := render.Call(a.ToolName, a.Input)
 	b.WriteString("\n")

@@ -6,6 +6,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/fluidbox/fluidbox/shared/client"
 )
 
 func TestApprovalsApproveDeny(t *testing.T) {
@@ -146,5 +149,20 @@ func TestApprovalsShowNothingHidden(t *testing.T) {
 	r = fluidbox(ctx, s.env(), "", "approvals", "show", a.ApprovalID)
 	if !strings.Contains(r.stdout, "reason            no piping to sh") || strings.Contains(r.stdout, "fluidbox approve") {
 		t.Errorf("approvals show after a deny = %q, want the reason and no decisions offered", r.stdout)
+	}
+}
+
+// TestApprovalCellOfACutInput: a list leaves out an input over its bound
+// and sends its first bytes; the table shows those and marks the cell cut,
+// and `approvals show` says when the approval keeps its input cut.
+func TestApprovalCellOfACutInput(t *testing.T) {
+	t.Parallel()
+	a := client.Approval{ToolName: "Write", InputTruncated: true, InputSize: 300 << 10, InputDigest: "sha256:ab",
+		InputPreview: `{"file_path":"/work/a","content":"x"}`}
+	if c := inputCell(a); !c.Cut() || !strings.Contains(c.Text, "file_path") {
+		t.Errorf("cell = %+v, want the preview, marked cut", c)
+	}
+	if got := describeApproval(a, time.Now()); !strings.Contains(got, "kept cut for display: the whole input is 307200 bytes, digest sha256:ab") {
+		t.Errorf("approvals show = %q, want it to say the input is cut", got)
 	}
 }
