@@ -46,6 +46,12 @@ type Head struct {
 	PendingApprovals int64 `dynamodbav:"pending_approvals"`
 	// Workspace is the run's declared workspace ("" for none).
 	Workspace string `dynamodbav:"workspace,omitempty"`
+	// ShadowPolicyID, ShadowPolicyVersion and ShadowPolicyDigest name the
+	// shadow policy frozen beside the enforced one (RUN#<id>/POLICY#SHADOW);
+	// empty on a run without one.
+	ShadowPolicyID      string `dynamodbav:"shadow_policy_id,omitempty"`
+	ShadowPolicyVersion int    `dynamodbav:"shadow_policy_version,omitempty"`
+	ShadowPolicyDigest  string `dynamodbav:"shadow_policy_digest,omitempty"`
 	// TokenIssuedAt is when a triggered run's tokens were issued (POST
 	// /v1/sessions/{id}/token); "" until then, and on manual runs, whose
 	// tokens are issued at creation.
@@ -91,6 +97,8 @@ type Frozen struct {
 	Tools    []Tool
 	Policy   PolicySnapshot
 	Bindings []Binding
+	// Shadow is the shadow policy's snapshot; nil on a run without one.
+	Shadow *PolicySnapshot
 }
 
 // NewRun is what CreateRun writes.
@@ -98,6 +106,10 @@ type NewRun struct {
 	Head   Head
 	Tools  []Tool
 	Policy PolicySnapshot
+	// Shadow, when set, is the shadow policy's snapshot, frozen like
+	// Policy (POLICY#SHADOW), and lists the run under the shadow policy
+	// for its summary (ListShadowRuns).
+	Shadow *PolicySnapshot
 	// Bindings are the run's frozen connection bindings (BIND#<id>).
 	Bindings []Binding
 	// Created is the session.created event; it becomes seq 1.
@@ -185,6 +197,13 @@ func (s *Store) CreateRun(ctx context.Context, r NewRun) error {
 		return err
 	}
 	frozen = append(frozen, putNew(s.table, pol))
+	if r.Shadow != nil {
+		sh, err := item(pk, shadowPolicySK, r.Shadow)
+		if err != nil {
+			return err
+		}
+		frozen = append(frozen, putNew(s.table, sh))
+	}
 	for _, b := range r.Bindings {
 		av, err := item(pk, bindingSK(b.ConnectionID), b)
 		if err != nil {
@@ -207,6 +226,13 @@ func (s *Store) CreateRun(ctx context.Context, r NewRun) error {
 		return err
 	}
 	final := []types.TransactWriteItem{putNew(s.table, head), putNew(s.table, ev), putNew(s.table, listing)}
+	if r.Shadow != nil {
+		sl, err := shadowListingItem(r.Head, r.Shadow.PolicyID)
+		if err != nil {
+			return err
+		}
+		final = append(final, putNew(s.table, sl))
+	}
 
 	chunks := chunk(frozen, maxTxItems-len(final))
 	last := chunks[len(chunks)-1]
@@ -300,13 +326,32 @@ func (s *Store) GetHead(ctx context.Context, runID string) (Head, error) {
 // GetFrozen reads what a run froze at creation.
 func (s *Store) GetFrozen(ctx context.Context, runID string) (Frozen, error) {
 	var f Frozen
-	if err := s.get(ctx, runPK(runID), "POLICY", &f.Policy); err != nil {
+	// One query reads the policy and, when the run has one, the shadow
+	// policy (POLICY and POLICY#SHADOW), so a shadow costs no round trip.
+	found := false
+	err := s.queryPrefix(ctx, runPK(runID), "POLICY", func(av map[string]types.AttributeValue) error {
+		var p PolicySnapshot
+		if err := attributevalue.UnmarshalMap(av, &p); err != nil {
+			return err
+		}
+		switch sk, _ := av[attrSK].(*types.AttributeValueMemberS); {
+		case sk != nil && sk.Value == "POLICY":
+			f.Policy, found = p, true
+		case sk != nil && sk.Value == shadowPolicySK:
+			f.Shadow = &p
+		}
+		return nil
+	})
+	if err != nil {
 		return Frozen{}, err
+	}
+	if !found {
+		return Frozen{}, fmt.Errorf("store: get %s/POLICY: %w", runPK(runID), ErrNotFound)
 	}
 	if err := s.queryPrefix(ctx, runPK(runID), "TOOL#", collect(&f.Tools)); err != nil {
 		return Frozen{}, err
 	}
-	err := s.queryPrefix(ctx, runPK(runID), "BIND#", collect(&f.Bindings))
+	err = s.queryPrefix(ctx, runPK(runID), "BIND#", collect(&f.Bindings))
 	return f, err
 }
 
