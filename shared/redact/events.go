@@ -15,6 +15,10 @@ type SessionCreated struct {
 	Invoker       string `json:"invoker"`
 	// GitHub is set when a GitHub delivery created the run.
 	GitHub *GitHubTrigger `json:"github,omitempty"`
+	// The shadow policy frozen beside the enforced one, if any.
+	ShadowPolicyID      string `json:"shadow_policy_id,omitempty"`
+	ShadowPolicyVersion int    `json:"shadow_policy_version,omitempty"`
+	ShadowPolicyDigest  string `json:"shadow_policy_digest,omitempty"`
 }
 
 func (SessionCreated) eventType() Type { return TypeSessionCreated }
@@ -74,6 +78,19 @@ type ToolDecision struct {
 	RewrittenVerdict string `json:"rewritten_verdict,omitempty"`
 	ApprovalID       string `json:"approval_id,omitempty"`
 	Grant            string `json:"grant,omitempty"`
+	Shadow
+}
+
+// Shadow is what a run's shadow policy would have decided, on the event of
+// a decision whose policy stage ran, only when it differs from what the
+// enforced policy decided (all empty otherwise). Like the enforced side it
+// keeps the verdict and the rule, never a reason (which may name parts of
+// the input); Error is a fixed code saying the shadow could not decide.
+type Shadow struct {
+	ShadowVerdict          string `json:"shadow_verdict,omitempty"`
+	ShadowRewrittenVerdict string `json:"shadow_rewritten_verdict,omitempty"`
+	ShadowRuleID           string `json:"shadow_rule_id,omitempty"`
+	ShadowError            string `json:"shadow_error,omitempty"`
 }
 
 func (ToolDecision) eventType() Type { return TypeToolDecision }
@@ -88,6 +105,7 @@ type ApprovalRequested struct {
 	DefaultScope string `json:"default_scope"`
 	ExpiresAt    string `json:"expires_at"`
 	InputDigest  Digest `json:"input_digest"`
+	Shadow
 }
 
 func (ApprovalRequested) eventType() Type { return TypeApprovalRequested }
