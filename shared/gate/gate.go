@@ -82,6 +82,10 @@ type Decision struct {
 	// "budget", "tool_set", "schema", "trust_tier", "policy", "approval",
 	// or "gate" when no stage could decide.
 	Stage string
+	// Shadow is what the run's shadow policy would have decided; set only
+	// when the policy stage ran in a run that has one. It never changes
+	// any other field.
+	Shadow *Shadow
 }
 
 // Tool is one tool as frozen into a run.
@@ -148,6 +152,12 @@ type Run struct {
 	Tools map[string]*Tool
 	// Policy is the frozen policy snapshot.
 	Policy *policy.Policy
+	// Shadow is the frozen shadow policy, evaluated beside Policy at the
+	// policy stage and never enforced; nil for none. ShadowBroken marks a
+	// run whose frozen shadow document could not be compiled: its policy
+	// stage records a shadow error, and decides as it would without one.
+	Shadow       *policy.Policy
+	ShadowBroken bool
 	// Bindings are the frozen connection bindings, by connection id.
 	Bindings map[string]Binding
 	// Workspace is the run's declared workspace ("" for none): relative
@@ -210,6 +220,8 @@ type call struct {
 	// result is set by the policy stage when it defers to approval.
 	result    policy.Result
 	evaluated bool
+	// shadow is set by the policy stage in a run with a shadow policy.
+	shadow *Shadow
 }
 
 // reasonPanic starts the reason of a decision made because a stage
@@ -238,7 +250,9 @@ func decide(run *Run, req Request) (d Decision) {
 		s := stages[i]
 		if dec, done := s.decide(c); done {
 			dec.Stage = s.name
-			return settle(dec)
+			dec = settle(dec)
+			dec.Shadow = c.shadow
+			return dec
 		}
 	}
 	return Decision{Outcome: OutcomeDeny, Source: SourcePolicy, Stage: "gate",

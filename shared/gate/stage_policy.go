@@ -13,7 +13,8 @@ import "github.com/fluidbox/fluidbox/shared/policy"
 // compliant. It sits before approval because approval only exists as an
 // answer to the policy's require_approval: a deny here is final, and no
 // grant or autonomy fallback is ever consulted for it. A missing policy or
-// a verdict the gate does not know is a deny.
+// a verdict the gate does not know is a deny. A run's shadow policy is
+// evaluated here too, on the same call, and only recorded (shadow.go).
 func checkPolicy(c *call) (Decision, bool) {
 	p := c.run.Policy
 	if p == nil {
@@ -21,6 +22,9 @@ func checkPolicy(c *call) (Decision, bool) {
 	}
 	env := policy.Env{Workspace: c.run.Workspace, Cwd: c.req.Cwd, Resolved: c.req.Resolved}
 	res := p.EvaluateIn(env, c.req.ToolName, c.req.Input)
+	if c.run.Shadow != nil || c.run.ShadowBroken {
+		c.shadow = shadowOf(c.run, env, c.req, res)
+	}
 	switch res.Verdict {
 	case policy.VerdictAllow:
 		return Decision{Outcome: OutcomeAllow, Verdict: res.Verdict, RuleID: res.RuleID, Reason: res.Reason}, true
