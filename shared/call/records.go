@@ -91,6 +91,17 @@ func Record(st *store.Store, h store.Head, c Asked, d gate.Decision, pin Pin, no
 		return Recorded{}, err
 	}
 	out.Batch.Events = append(out.Batch.Events, requested)
+	// The decision's event (tool.decision, or approval.requested) follows
+	// tool.requested; a shadow difference is recorded on it and counted
+	// with a pointer to it.
+	shadow := shadowFields(d.Shadow)
+	if shadow != (redact.Shadow{}) {
+		op, err := st.ShadowDifferenceOp(h.RunID, shadowKey(c.ToolName, d.Shadow), c.ToolCallID, h.LastSeq+2, at)
+		if err != nil {
+			return Recorded{}, err
+		}
+		out.Batch.Ops = append(out.Batch.Ops, op)
+	}
 
 	if ans.Decision == Pending {
 		shown, size, cut, err := displayInput(c.Input)
@@ -104,6 +115,8 @@ func Record(st *store.Store, h store.Head, c Asked, d gate.Decision, pin Pin, no
 			ScopeKey: d.ScopeKey, DefaultScope: string(d.Scope), Status: string(Pending),
 			RequestedAt: at, ExpiresAt: store.FormatTime(now.Add(d.TTL)),
 			ConnectionID: pin.ConnectionID, Personal: pin.Personal,
+			ShadowVerdict: shadow.ShadowVerdict, ShadowRewrittenVerdict: shadow.ShadowRewrittenVerdict,
+			ShadowRuleID: shadow.ShadowRuleID, ShadowError: shadow.ShadowError,
 		}
 		row, err := st.PutNew(store.ApprovalKey(a.RunID, a.ToolCallID),
 			store.PendingApproval{Approval: a, GSI1PK: store.PendingIndex, GSI1SK: store.ApprovalPosition(a)}, ErrRecorded)
@@ -117,6 +130,7 @@ func Record(st *store.Store, h store.Head, c Asked, d gate.Decision, pin Pin, no
 		ev, err := redact.New(redact.ApprovalRequested{
 			ApprovalID: a.ID, ToolCallID: a.ToolCallID, ToolName: a.ToolName, RuleID: a.RuleID,
 			ScopeKey: a.ScopeKey, DefaultScope: a.DefaultScope, ExpiresAt: a.ExpiresAt, InputDigest: c.Digest,
+			Shadow: shadow,
 		})
 		if err != nil {
 			return Recorded{}, err
@@ -133,6 +147,7 @@ func Record(st *store.Store, h store.Head, c Asked, d gate.Decision, pin Pin, no
 		ev, err := redact.New(redact.ToolDecision{
 			ToolCallID: c.ToolCallID, ToolName: c.ToolName, Decision: string(ans.Decision), Source: ans.Source,
 			RuleID: ans.RuleID, Verdict: ans.Verdict, RewrittenVerdict: ans.RewrittenVerdict, Grant: d.Grant,
+			Shadow: shadow,
 		})
 		if err != nil {
 			return Recorded{}, err
@@ -146,6 +161,27 @@ func Record(st *store.Store, h store.Head, c Asked, d gate.Decision, pin Pin, no
 	out.Batch.Ops = append(out.Batch.Ops, op)
 	out.Answer = ans
 	return out, nil
+}
+
+// shadowFields is what the ledger keeps of a shadow's answer: the verdict,
+// its rewrite and rule, or the error, only when it differs from the
+// enforced policy's; zero otherwise.
+func shadowFields(sh *gate.Shadow) redact.Shadow {
+	if sh == nil || !sh.Differs {
+		return redact.Shadow{}
+	}
+	if sh.Error != "" {
+		return redact.Shadow{ShadowError: string(sh.Error)}
+	}
+	return redact.Shadow{ShadowVerdict: string(sh.Verdict), ShadowRewrittenVerdict: string(sh.Rewritten), ShadowRuleID: sh.RuleID}
+}
+
+// shadowKey is what a difference is counted under.
+func shadowKey(toolName string, sh *gate.Shadow) store.ShadowKey {
+	return store.ShadowKey{
+		ToolName: toolName, Verdict: string(sh.Enforced), RuleID: sh.EnforcedRuleID,
+		ShadowVerdict: string(sh.Settled()), ShadowRuleID: sh.RuleID, ShadowError: sh.Error != "",
+	}
 }
 
 func answerOf(d gate.Decision) Answer {
@@ -284,6 +320,7 @@ func Settle(st *store.Store, a store.Approval, to State, by Subject, note string
 	decisionEvent, err := redact.New(redact.ToolDecision{
 		ToolCallID: a.ToolCallID, ToolName: a.ToolName, Decision: string(decision), Source: source,
 		RuleID: a.RuleID, Verdict: string(policy.VerdictRequireApproval), ApprovalID: a.ID,
+		Shadow: redact.Shadow{ShadowVerdict: a.ShadowVerdict, ShadowRewrittenVerdict: a.ShadowRewrittenVerdict, ShadowRuleID: a.ShadowRuleID, ShadowError: a.ShadowError},
 	})
 	if err != nil {
 		return nil, store.Approval{}, err

@@ -19,6 +19,11 @@ type frozenRun struct {
 	toolDigests  map[string]string
 	policy       *policy.Policy
 	policyDigest string
+	// shadow is the frozen shadow policy, compiled; nil when the run has
+	// none, or when its document does not compile (shadowBroken): the
+	// enforced policy decides either way.
+	shadow       *policy.Policy
+	shadowBroken bool
 	// bindings are the frozen connection bindings, by connection id;
 	// brokered the frozen records of the brokered tools, by tool name.
 	bindings map[string]gate.Binding
@@ -77,6 +82,13 @@ func (c *frozenCache) compile(f store.Frozen) (*frozenRun, error) {
 	}
 	fr := &frozenRun{tools: map[string]*gate.Tool{}, toolDigests: map[string]string{}, policy: p, policyDigest: f.Policy.Digest,
 		bindings: map[string]gate.Binding{}, brokered: map[string]store.Tool{}}
+	if f.Shadow != nil {
+		// A shadow that no longer compiles must not stop the run: every
+		// call records the shadow as unavailable instead.
+		if fr.shadow, _, err = policy.Parse([]byte(f.Shadow.Document)); err != nil {
+			fr.shadow, fr.shadowBroken = nil, true
+		}
+	}
 	for _, b := range f.Bindings {
 		fr.bindings[b.ConnectionID] = gate.Binding{ConnectionID: b.ConnectionID, Generation: b.Generation, Owner: b.Owner, ToolSetDigest: b.ToolSetDigest}
 	}

@@ -156,7 +156,7 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 	asked := call.Asked{RunID: runID, ToolCallID: req.ToolCallID, ToolName: req.ToolName, Input: input, Digest: digest}
 	_, err = s.led.Append(ctx, runID, func(h store.Head) (store.Batch, error) {
 		g := grants{ctx: ctx, st: s.st, runID: runID}
-		d := gate.Decide(fr.gateRun(h, s.maxPending), gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Granted: g.has, Cwd: req.Cwd, Resolved: req.ResolvedPaths})
+		d := gate.Decide(fr.recordedRun(h, s.maxPending), gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Granted: g.has, Cwd: req.Cwd, Resolved: req.ResolvedPaths})
 		if g.err != nil {
 			return store.Batch{}, g.err
 		}
@@ -322,6 +322,15 @@ func (s *Service) await(ctx context.Context, runID string, req Request, fr *froz
 
 // pollEvery bounds how long a waiting request goes without re-reading.
 const pollEvery = time.Second
+
+// recordedRun is gateRun with the run's shadow policy, for a decision that
+// is recorded: the shadow is evaluated only where its answer is kept, so a
+// preview or a model request's judgement costs nothing for it.
+func (fr *frozenRun) recordedRun(h store.Head, maxPending int) *gate.Run {
+	r := fr.gateRun(h, maxPending)
+	r.Shadow, r.ShadowBroken = fr.shadow, fr.shadowBroken
+	return r
+}
 
 // gateRun combines a run's frozen state with the head a decision is made on.
 func (fr *frozenRun) gateRun(h store.Head, maxPending int) *gate.Run {

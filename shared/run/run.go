@@ -4,7 +4,8 @@
 // will judge it by: every tool it may call with its class and schema (a
 // schema that fails the pre-guard freezes the tool as un-callable, with the
 // reason), the tool-set digest, the full policy document (a copy, not a
-// reference to something editable), the trust tier, the autonomy flag and
+// reference to something editable) and, when the run names one, the shadow
+// policy's document the same way, the trust tier, the autonomy flag and
 // the budget, and for each attached connection its binding (generation,
 // owner, tool-set digest) and its photographed tools as mcp__<name>__<tool>.
 // Nothing edits these afterwards; editing a policy or refreshing a
@@ -89,6 +90,12 @@ type CreateRequest struct {
 	// Workspace is the absolute directory the agent works in (e.g.
 	// "/work/app"); the policy's relative path globs resolve against it.
 	Workspace string `json:"workspace,omitempty"`
+	// ShadowPolicyID (and optionally ShadowPolicyVersion, else the latest)
+	// names a second policy, frozen like the enforced one, evaluated
+	// beside it on every call and recorded where it differs, never
+	// enforced.
+	ShadowPolicyID      string `json:"shadow_policy_id,omitempty"`
+	ShadowPolicyVersion int    `json:"shadow_policy_version,omitempty"`
 }
 
 // Trigger says what started a run.
@@ -109,10 +116,14 @@ type View struct {
 	PolicyID      string     `json:"policy_id"`
 	PolicyVersion int        `json:"policy_version"`
 	PolicyDigest  string     `json:"policy_digest"`
-	ToolSetDigest string     `json:"tool_set_digest"`
-	Tools         []string   `json:"tools"`
-	Capabilities  []string   `json:"capabilities"`
-	Trigger       string     `json:"trigger"`
+	// The shadow policy frozen beside the enforced one, if any.
+	ShadowPolicyID      string   `json:"shadow_policy_id,omitempty"`
+	ShadowPolicyVersion int      `json:"shadow_policy_version,omitempty"`
+	ShadowPolicyDigest  string   `json:"shadow_policy_digest,omitempty"`
+	ToolSetDigest       string   `json:"tool_set_digest"`
+	Tools               []string `json:"tools"`
+	Capabilities        []string `json:"capabilities"`
+	Trigger             string   `json:"trigger"`
 	// GitHub names the delivery that created the run (trigger "github").
 	GitHub    *store.GitHubTrigger `json:"github,omitempty"`
 	Invoker   string               `json:"invoker"`
@@ -218,7 +229,9 @@ func (s *Service) CreateForTrigger(ctx context.Context, cfg CreateRequest, t Tri
 // prepared is a validated request with what it names resolved: everything
 // a run freezes.
 type prepared struct {
-	policy     store.PolicyVersion
+	policy store.PolicyVersion
+	// shadow is the shadow policy's version; nil for none.
+	shadow     *store.PolicyVersion
 	tools      []store.Tool
 	bundles    []string
 	bindings   []store.Binding
@@ -276,20 +289,37 @@ func (s *Service) prepare(ctx context.Context, req CreateRequest, derived trust.
 		return prepared{}, invalid("capabilities", "at most %d bundles", MaxCapabilities)
 	}
 
-	pv, err := s.st.GetPolicy(ctx, req.PolicyID, req.PolicyVersion)
-	if errors.Is(err, store.ErrNotFound) {
-		if req.PolicyVersion > 0 {
-			return prepared{}, invalid("policy_version", "policy %q has no version %d", req.PolicyID, req.PolicyVersion)
-		}
-		return prepared{}, invalid("policy_id", "no policy %q", req.PolicyID)
-	}
+	pv, err := s.policy(ctx, "policy", req.PolicyID, req.PolicyVersion)
 	if err != nil {
 		return prepared{}, err
+	}
+	var shadow *store.PolicyVersion
+	switch {
+	case req.ShadowPolicyID != "":
+		sv, err := s.policy(ctx, "shadow_policy", req.ShadowPolicyID, req.ShadowPolicyVersion)
+		if err != nil {
+			return prepared{}, err
+		}
+		shadow = &sv
+	case req.ShadowPolicyVersion != 0:
+		return prepared{}, invalid("shadow_policy_version", "is set without shadow_policy_id")
 	}
 
 	ws, warnings, err := checkWorkspace(req.Workspace, pv.Document)
 	if err != nil {
 		return prepared{}, err
+	}
+	if shadow != nil {
+		if shadow.Digest == pv.Digest {
+			warnings = append(warnings, "the shadow policy is the same document as the enforced one, so it can never differ from it")
+		}
+		_, more, err := checkWorkspace(req.Workspace, shadow.Document)
+		if err != nil {
+			return prepared{}, err
+		}
+		for _, w := range more {
+			warnings = append(warnings, "shadow "+w)
+		}
 	}
 
 	tools, bundles, err := s.resolveTools(ctx, req.Capabilities)
@@ -314,7 +344,23 @@ func (s *Service) prepare(ctx context.Context, req CreateRequest, derived trust.
 		tools = append(tools, brokered...)
 		slices.SortFunc(tools, func(a, b store.Tool) int { return strings.Compare(a.Name, b.Name) })
 	}
-	return prepared{policy: pv, tools: tools, bundles: bundles, bindings: bindings, limit: limit, tier: tier, autonomous: req.Autonomous, workspace: ws, warnings: warnings}, nil
+	return prepared{policy: pv, shadow: shadow, tools: tools, bundles: bundles, bindings: bindings, limit: limit, tier: tier, autonomous: req.Autonomous, workspace: ws, warnings: warnings}, nil
+}
+
+// policy resolves the policy version a run freezes: field is "policy" or
+// "shadow_policy", the request's field names for id and version.
+func (s *Service) policy(ctx context.Context, field, id string, version int) (store.PolicyVersion, error) {
+	if version < 0 {
+		return store.PolicyVersion{}, invalid(field+"_version", "must be a positive version")
+	}
+	pv, err := s.st.GetPolicy(ctx, id, version)
+	if errors.Is(err, store.ErrNotFound) {
+		if version > 0 {
+			return store.PolicyVersion{}, invalid(field+"_version", "policy %q has no version %d", id, version)
+		}
+		return store.PolicyVersion{}, invalid(field+"_id", "no policy %q", id)
+	}
+	return pv, err
 }
 
 // maxWorkspace bounds the workspace path.
@@ -365,6 +411,11 @@ func (s *Service) write(ctx context.Context, p prepared, o origin) (View, error)
 		BudgetAvailable: int64(p.limit),
 		Workspace:       p.workspace,
 	}
+	var shadow *store.PolicySnapshot
+	if sv := p.shadow; sv != nil {
+		head.ShadowPolicyID, head.ShadowPolicyVersion, head.ShadowPolicyDigest = sv.PolicyID, sv.Version, sv.Digest
+		shadow = &store.PolicySnapshot{PolicyID: sv.PolicyID, Version: sv.Version, Digest: sv.Digest, Document: sv.Document}
+	}
 	for _, t := range tools {
 		head.Tools = append(head.Tools, t.Name)
 	}
@@ -381,6 +432,10 @@ func (s *Service) write(ctx context.Context, p prepared, o origin) (View, error)
 		Trigger:       o.trigger,
 		Invoker:       o.invoker,
 		GitHub:        redactGitHub(o.github),
+
+		ShadowPolicyID:      head.ShadowPolicyID,
+		ShadowPolicyVersion: head.ShadowPolicyVersion,
+		ShadowPolicyDigest:  head.ShadowPolicyDigest,
 	})
 	if err != nil {
 		return View{}, err
@@ -389,6 +444,7 @@ func (s *Service) write(ctx context.Context, p prepared, o origin) (View, error)
 		Head:     head,
 		Tools:    tools,
 		Policy:   store.PolicySnapshot{PolicyID: pv.PolicyID, Version: pv.Version, Digest: pv.Digest, Document: pv.Document},
+		Shadow:   shadow,
 		Bindings: p.bindings,
 		Created:  created,
 	})
@@ -559,6 +615,11 @@ func view(h store.Head) View {
 		PolicyID:      h.PolicyID,
 		PolicyVersion: h.PolicyVersion,
 		PolicyDigest:  h.PolicyDigest,
+
+		ShadowPolicyID:      h.ShadowPolicyID,
+		ShadowPolicyVersion: h.ShadowPolicyVersion,
+		ShadowPolicyDigest:  h.ShadowPolicyDigest,
+
 		ToolSetDigest: h.ToolSetDigest,
 		Tools:         nonNil(h.Tools),
 		Capabilities:  nonNil(h.Capabilities),

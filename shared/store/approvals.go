@@ -47,6 +47,13 @@ type Approval struct {
 	// always the digest of the whole input.
 	InputSize      int  `dynamodbav:"input_size,omitempty"`
 	InputTruncated bool `dynamodbav:"input_truncated,omitempty"`
+	// The run's shadow policy's answer when it differed from the enforced
+	// one's require_approval, carried to the tool.decision that settles
+	// the call; empty otherwise.
+	ShadowVerdict          string `dynamodbav:"shadow_verdict,omitempty"`
+	ShadowRewrittenVerdict string `dynamodbav:"shadow_rewritten_verdict,omitempty"`
+	ShadowRuleID           string `dynamodbav:"shadow_rule_id,omitempty"`
+	ShadowError            string `dynamodbav:"shadow_error,omitempty"`
 }
 
 // PendingApproval is an approval row while it is pending: in the sparse

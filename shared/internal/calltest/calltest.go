@@ -105,30 +105,46 @@ type Env struct {
 	Approvals *approval.Service
 	Perm      *permission.Service
 	RunID     string
+	// ShadowPolicyID is the run's shadow policy (NewShadowEnv); "" for none.
+	ShadowPolicyID string
 }
 
 // NewEnv creates a run under the policy document policyText; opts go to
 // the DynamoDB client (faults).
 func NewEnv(t *testing.T, policyText string, opts ...func(*dynamodb.Options)) *Env {
 	t.Helper()
+	return NewShadowEnv(t, policyText, "", false, opts...)
+}
+
+// NewShadowEnv is NewEnv for a run that also carries shadowText as its
+// shadow policy ("" for none), autonomous or not.
+func NewShadowEnv(t *testing.T, policyText, shadowText string, autonomous bool, opts ...func(*dynamodb.Options)) *Env {
+	t.Helper()
 	ctx := context.Background()
 	st := testenv.Store(t, opts...)
 	clock := NewClock()
 	led := ledger.New(st, clock.Now)
-	p, _, err := policy.Parse([]byte(policyText))
-	if err != nil {
-		t.Fatal(err)
+	put := func(text string) string {
+		p, _, err := policy.Parse([]byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := json.Marshal(p.Document())
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := ids.New("pol_")
+		if err := st.PutPolicyVersion(ctx, store.PolicyVersion{PolicyID: id, Version: 1, Name: "p", Digest: p.Digest(), Document: string(doc), CreatedAt: store.FormatTime(clock.Now())}); err != nil {
+			t.Fatal(err)
+		}
+		return id
 	}
-	doc, err := json.Marshal(p.Document())
-	if err != nil {
-		t.Fatal(err)
-	}
-	polID := ids.New("pol_")
-	if err := st.PutPolicyVersion(ctx, store.PolicyVersion{PolicyID: polID, Version: 1, Name: "p", Digest: p.Digest(), Document: string(doc), CreatedAt: store.FormatTime(clock.Now())}); err != nil {
-		t.Fatal(err)
+	polID, shadowID := put(policyText), ""
+	if shadowText != "" {
+		shadowID = put(shadowText)
 	}
 	limit := 10.0
-	req := run.CreateRequest{PolicyID: polID, Capabilities: []string{"claude-code"}}
+	req := run.CreateRequest{PolicyID: polID, ShadowPolicyID: shadowID, Autonomous: autonomous, Capabilities: []string{"claude-code"}}
 	req.Budget = &struct {
 		LimitUSD *float64 `json:"limit_usd"`
 	}{LimitUSD: &limit}
@@ -137,7 +153,7 @@ func NewEnv(t *testing.T, policyText string, opts ...func(*dynamodb.Options)) *E
 		t.Fatal(err)
 	}
 	approvals := approval.NewService(led, clock.Now)
-	return &Env{St: st, Led: led, Clock: clock, Approvals: approvals, RunID: v.ID,
+	return &Env{St: st, Led: led, Clock: clock, Approvals: approvals, RunID: v.ID, ShadowPolicyID: shadowID,
 		Perm: permission.NewService(led, approvals, approval.Lazy{}, nil, clock.Now)}
 }
 
