@@ -19,6 +19,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/devstack"
 	"github.com/fluidbox/fluidbox/shared/ids"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
@@ -107,6 +108,9 @@ type Env struct {
 	RunID     string
 	// ShadowPolicyID is the run's shadow policy (NewShadowEnv); "" for none.
 	ShadowPolicyID string
+	// DB is the DynamoDB server under St, for a test that changes items
+	// behind the services' back.
+	DB *devstack.DynamoDB
 }
 
 // NewEnv creates a run under the policy document policyText; opts go to
@@ -121,7 +125,7 @@ func NewEnv(t *testing.T, policyText string, opts ...func(*dynamodb.Options)) *E
 func NewShadowEnv(t *testing.T, policyText, shadowText string, autonomous bool, opts ...func(*dynamodb.Options)) *Env {
 	t.Helper()
 	ctx := context.Background()
-	st := testenv.Store(t, opts...)
+	st, db := testenv.StoreOn(t, opts...)
 	clock := NewClock()
 	led := ledger.New(st, clock.Now)
 	put := func(text string) string {
@@ -153,7 +157,7 @@ func NewShadowEnv(t *testing.T, policyText, shadowText string, autonomous bool, 
 		t.Fatal(err)
 	}
 	approvals := approval.NewService(led, clock.Now)
-	return &Env{St: st, Led: led, Clock: clock, Approvals: approvals, RunID: v.ID, ShadowPolicyID: shadowID,
+	return &Env{St: st, Led: led, Clock: clock, Approvals: approvals, RunID: v.ID, ShadowPolicyID: shadowID, DB: db,
 		Perm: permission.NewService(led, approvals, approval.Lazy{}, nil, clock.Now)}
 }
 
