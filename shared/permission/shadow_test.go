@@ -10,8 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fluidbox/fluidbox/shared/auth"
-	"github.com/fluidbox/fluidbox/shared/devstack"
 	"github.com/fluidbox/fluidbox/shared/call"
+	"github.com/fluidbox/fluidbox/shared/devstack"
 	"github.com/fluidbox/fluidbox/shared/internal/calltest"
 	"github.com/fluidbox/fluidbox/shared/permission"
 	"github.com/fluidbox/fluidbox/shared/store"
