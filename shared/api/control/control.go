@@ -94,6 +94,7 @@ func (s *Server) Endpoints() route.Endpoints {
 		"GET /v1/sessions":                             route.Authenticated(s.listSessions),
 		"GET /v1/policies":                             route.Authenticated(s.listPolicies),
 		"POST /v1/sessions/{id}/token":                 route.Authenticated(s.issueToken),
+		"GET /v1/policies/{id}/shadow":                 route.Authenticated(s.policyShadow),
 	}
 }
 

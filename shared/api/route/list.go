@@ -62,7 +62,15 @@ func ParseList(r *http.Request) (store.ListQuery, error) {
 // a next page.
 func WithCursor(body map[string]any, next string) map[string]any {
 	if next != "" {
-		body["next_cursor"] = base64.RawURLEncoding.EncodeToString([]byte(next))
+		body["next_cursor"] = Cursor(next)
 	}
 	return body
+}
+
+// Cursor is a listing position as a page's next_cursor ("" for none).
+func Cursor(next string) string {
+	if next == "" {
+		return ""
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(next))
 }

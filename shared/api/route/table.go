@@ -76,6 +76,7 @@ var Table = []Route{
 	{Pattern: "GET /v1/policies/{id}/versions/{n}", Access: Admin, Function: Control, Via: APIGateway},
 	{Pattern: "POST /v1/policies/{id}/evaluate", Access: Admin, Function: Control, Via: APIGateway},
 	{Pattern: "POST /v1/policies/{id}/versions/{n}/evaluate", Access: Admin, Function: Control, Via: APIGateway},
+	{Pattern: "GET /v1/policies/{id}/shadow", Access: Admin, Function: Control, Via: APIGateway},
 	{Pattern: "POST /v1/capabilities", Access: Admin, Function: Control, Via: APIGateway},
 	{Pattern: "GET /v1/capabilities", Access: Admin, Function: Control, Via: APIGateway},
 	{Pattern: "GET /v1/capabilities/{id}", Access: Admin, Function: Control, Via: APIGateway},

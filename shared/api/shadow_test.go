@@ -1,0 +1,202 @@
+package api_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/fluidbox/fluidbox/shared/client"
+)
+
+// shadowDoc is tighter than basicPolicy: git diff needs approval, and what
+// no rule names is denied.
+const shadowDoc = `{"name":"tight","default_verdict":"deny","rules":[
+ {"id":"status","tool":"Bash","match":{"command_prefix":["git status"]},"verdict":"allow"},
+ {"id":"diff-asks","tool":"Bash","match":{"command_prefix":["git diff"]},"verdict":"require_approval"},
+ {"id":"no-push","tool":"Bash","match":{"command_prefix":["git push"]},"verdict":"deny"}]}`
+
+func shadowRun(pol, shadow string, extra map[string]any) map[string]any {
+	b := map[string]any{"policy_id": pol, "shadow_policy_id": shadow, "capabilities": []string{"claude-code"}, "budget": map[string]any{"limit_usd": 1}}
+	for k, v := range extra {
+		b[k] = v
+	}
+	return b
+}
+
+// summary reads every page of a policy's shadow summary, limit runs at a
+// time, and adds them up as the CLI does.
+func (s *stack) summary(pol string, limit int) (client.ShadowSummary, int) {
+	s.t.Helper()
+	var sum client.ShadowSummary
+	cursor, pages := "", 0
+	for {
+		path := "/v1/policies/" + pol + "/shadow?limit=" + itoa(limit)
+		if cursor != "" {
+			path += "&cursor=" + cursor
+		}
+		r := s.do("GET", path, adminToken, nil)
+		if r.status != 200 {
+			s.t.Fatalf("GET %s = %d %s", path, r.status, r.raw)
+		}
+		var page client.ShadowSummary
+		if err := json.Unmarshal(r.raw, &page); err != nil {
+			s.t.Fatal(err)
+		}
+		pages++
+		sum.PolicyID = page.PolicyID
+		sum.Merge(page)
+		if cursor = page.NextCursor; cursor == "" {
+			return sum, pages
+		}
+	}
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// TestShadowPolicyOverHTTP: a run frozen with a shadow policy answers as
+// its enforced policy does; tool.decision carries the shadow's verdict and
+// rule only where they differ; the shadow stays frozen when its policy is
+// updated; the summary adds the differences up across runs.
+func TestShadowPolicyOverHTTP(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	pol, shadow := s.policy(basicPolicy), s.policy(shadowDoc)
+
+	// Refused like an unknown policy_id.
+	for body, want := range map[string]string{
+		`{"policy_id":"` + pol + `","shadow_policy_id":"pol_nope","capabilities":["claude-code"],"budget":{"limit_usd":1}}`:                                 `shadow_policy_id: no policy "pol_nope"`,
+		`{"policy_id":"` + pol + `","shadow_policy_id":"` + shadow + `","shadow_policy_version":9,"capabilities":["claude-code"],"budget":{"limit_usd":1}}`: "shadow_policy_version: policy",
+		`{"policy_id":"` + pol + `","shadow_policy_version":1,"capabilities":["claude-code"],"budget":{"limit_usd":1}}`:                                     "shadow_policy_version: is set without shadow_policy_id",
+	} {
+		r := s.do("POST", "/v1/sessions", adminToken, body)
+		if msg := str(r.body["error"].(map[string]any)["message"]); r.status != 400 || !strings.HasPrefix(msg, want) {
+			t.Errorf("%s = %d %s, want 400 with %q", body, r.status, r.raw, want)
+		}
+	}
+
+	created := s.must(201, "POST", "/v1/sessions", adminToken, shadowRun(pol, shadow, nil))
+	id, tok := created["id"].(string), created["token"].(string)
+	got := s.must(200, "GET", "/v1/sessions/"+id, adminToken, nil)
+	if got["shadow_policy_id"] != shadow || got["shadow_policy_version"] != float64(1) || !strings.HasPrefix(str(got["shadow_policy_digest"]), "sha256:") {
+		t.Fatalf("GET session = %v; want its frozen shadow", got)
+	}
+	// Version 2 of the shadow agrees with everything: runs created before
+	// it keep version 1.
+	s.must(200, "PUT", "/v1/policies/"+shadow, adminToken, `{"name":"loose","default_verdict":"allow","rules":[]}`)
+
+	answers := map[string]string{}
+	for _, c := range []struct{ call, command string }{
+		{"same", "git status"},      // allow / allow
+		{"differs", "git diff"},     // allow / require_approval
+		{"same-deny", "git push x"}, // deny / deny (by its own rule each)
+		{"approval", "make"},        // require_approval / deny (its default)
+	} {
+		r := s.ask(id, tok, c.call, "Bash", bash(c.command))
+		if r.status != 200 {
+			t.Fatalf("%s: %d %s", c.call, r.status, r.raw)
+		}
+		answers[c.call] = str(r.body["decision"])
+		if strings.Contains(string(r.raw), "shadow") {
+			t.Errorf("%s: the runner's answer mentions the shadow: %s", c.call, r.raw)
+		}
+		if c.call == "approval" {
+			s.must(200, "POST", "/v1/approvals/"+str(r.body["approval_id"])+"/decision", adminToken, map[string]any{"decision": "approved_once"})
+		}
+	}
+	if answers["same"] != "allow" || answers["differs"] != "allow" || answers["same-deny"] != "deny" || answers["approval"] != "pending" {
+		t.Fatalf("answers = %v; want the enforced policy's", answers)
+	}
+
+	decisions := map[string]map[string]any{}
+	var requested map[string]any
+	for _, e := range s.must(200, "GET", "/v1/sessions/"+id+"/events", adminToken, nil)["events"].([]any) {
+		ev := e.(map[string]any)
+		data := ev["data"].(map[string]any)
+		switch ev["type"] {
+		case "tool.decision":
+			decisions[str(data["tool_call_id"])] = data
+		case "approval.requested":
+			requested = data
+		case "session.created":
+			if data["shadow_policy_id"] != shadow || data["shadow_policy_version"] != float64(1) {
+				t.Errorf("session.created = %v; want the shadow policy named", data)
+			}
+		}
+	}
+	for _, call := range []string{"same", "same-deny"} {
+		for k := range decisions[call] {
+			if strings.HasPrefix(k, "shadow_") {
+				t.Errorf("%s agrees, yet its tool.decision has %s: %v", call, k, decisions[call])
+			}
+		}
+	}
+	if d := decisions["differs"]; d["decision"] != "allow" || d["shadow_verdict"] != "require_approval" || d["shadow_rule_id"] != "diff-asks" {
+		t.Errorf("differs: tool.decision = %v; want the shadow's require_approval by diff-asks", d)
+	}
+	if d := decisions["approval"]; d["decision"] != "allow" || d["verdict"] != "require_approval" || d["shadow_verdict"] != "deny" || d["shadow_rule_id"] != nil {
+		t.Errorf("approval: settled tool.decision = %v; want the shadow's default deny", d)
+	}
+	if requested["shadow_verdict"] != "deny" {
+		t.Errorf("approval.requested = %v; want the shadow's deny", requested)
+	}
+
+	// A second run, created after the update, freezes version 2, which
+	// agrees with basicPolicy on everything it allows.
+	second, tok2 := s.session(shadowRun(pol, shadow, nil))
+	if v := s.must(200, "GET", "/v1/sessions/"+second, adminToken, nil)["shadow_policy_version"]; v != float64(2) {
+		t.Fatalf("second run's shadow version = %v, want 2", v)
+	}
+	s.ask(second, tok2, "differs", "Bash", bash("git diff"))
+	// A third, with version 1 pinned, differs like the first.
+	third, tok3 := s.session(shadowRun(pol, shadow, map[string]any{"shadow_policy_version": 1}))
+	s.ask(third, tok3, "differs", "Bash", bash("git diff --stat"))
+	s.ask(third, tok3, "again", "Bash", bash("git diff HEAD"))
+
+	for _, limit := range []int{100, 1} {
+		sum, pages := s.summary(shadow, limit)
+		if limit == 1 && pages < 3 {
+			t.Errorf("limit 1: %d pages for 3 runs", pages)
+		}
+		if sum.PolicyID != shadow || sum.Runs != 3 || sum.RunsDiffering != 2 || sum.Differences != 4 {
+			t.Errorf("limit %d: summary %+v; want 3 runs, 2 differing, 4 differences", limit, sum)
+		}
+		if len(sum.ByDifference) != 2 {
+			t.Fatalf("limit %d: groups %+v", limit, sum.ByDifference)
+		}
+		g := sum.ByDifference[0] // most calls first
+		if g.ToolName != "Bash" || g.Verdict != "allow" || g.RuleID != "git-read" || g.ShadowVerdict != "require_approval" || g.ShadowRuleID != "diff-asks" || g.Count != 3 || g.Runs != 2 || len(g.Samples) != 2 {
+			t.Errorf("limit %d: first group %+v", limit, g)
+		}
+		if a := sum.ByDifference[1]; a.Verdict != "require_approval" || a.ShadowVerdict != "deny" || a.Count != 1 || a.Samples[0].SessionID != id || a.Samples[0].ToolCallID != "approval" {
+			t.Errorf("limit %d: second group %+v", limit, a)
+		}
+		for _, g := range sum.ByDifference {
+			for _, smp := range g.Samples {
+				ev := s.must(200, "GET", "/v1/sessions/"+smp.SessionID+"/events?after="+itoa(int(smp.Seq-1))+"&limit=1", adminToken, nil)["events"].([]any)
+				data := ev[0].(map[string]any)["data"].(map[string]any)
+				if data["tool_call_id"] != smp.ToolCallID || data["shadow_verdict"] != g.ShadowVerdict {
+					t.Errorf("sample %+v points at %v", smp, data)
+				}
+			}
+		}
+	}
+
+	// The enforced policy is no run's shadow; an unknown policy is 404; a
+	// session token may not read it; a bad cursor is 400.
+	if r := s.must(200, "GET", "/v1/policies/"+pol+"/shadow", adminToken, nil); r["runs"] != float64(0) || r["differences"] != float64(0) || len(r["by_difference"].([]any)) != 0 || r["next_cursor"] != nil {
+		t.Errorf("enforced policy's summary = %v, want none", r)
+	}
+	for path, want := range map[string]int{
+		"/v1/policies/pol_nope/shadow":                               404,
+		"/v1/policies/" + shadow + "/shadow?cursor=x":                400,
+		"/v1/policies/" + shadow + "/shadow?limit=1000":              400,
+		"/v1/policies/" + shadow + "/shadow?created_after=yesterday": 400,
+	} {
+		if r := s.do("GET", path, adminToken, nil); r.status != want {
+			t.Errorf("GET %s = %d %s, want %d", path, r.status, r.raw, want)
+		}
+	}
+	if r := s.do("GET", "/v1/policies/"+shadow+"/shadow", tok, nil); r.status != 403 {
+		t.Errorf("session token: %d, want 403", r.status)
+	}
+}
