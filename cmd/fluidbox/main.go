@@ -110,8 +110,8 @@ func init() {
 			run: func(ctx context.Context, args []string, e cmdEnv) error {
 				return connections(ctx, args, e.getenv, e.stdout, e.stderr)
 			}},
-		{name: "policy", synopsis: "eval|test|import-claude ...", summary: "decide a call against a stored policy (nothing recorded), test policy files offline, import Claude Code's permissions",
-			environment: clientEnv, words: []string{"eval", "test", "import-claude", "--command", "--tool", "--input", "--version", "--tier", "--autonomous", "--workspace", "--cwd", "--class", "--name", "--default", "--json", "--url", "--token"},
+		{name: "policy", synopsis: "eval|shadow|test|import-claude ...", summary: "decide a call against a stored policy (nothing recorded), summarise a shadow policy's differences, test policy files offline, import Claude Code's permissions",
+			environment: clientEnv, words: []string{"eval", "shadow", "--since", "--until", "--limit", "test", "import-claude", "--command", "--tool", "--input", "--version", "--tier", "--autonomous", "--workspace", "--cwd", "--class", "--name", "--default", "--json", "--url", "--token"},
 			run: func(ctx context.Context, args []string, e cmdEnv) error {
 				return policyCmd(ctx, args, e.getenv, e.stdout, e.stderr)
 			}},

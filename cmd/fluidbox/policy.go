@@ -10,13 +10,19 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"text/tabwriter"
+	"time"
 
+	"github.com/fluidbox/fluidbox/shared/client"
 	"github.com/fluidbox/fluidbox/shared/gate"
 	"github.com/fluidbox/fluidbox/shared/policy"
 )
 
 const policyUsage = `policy eval POLICY_ID (--command LINE | --tool NAME --input JSON) [--version N]
        [--tier read_only] [--autonomous] [--workspace DIR] [--cwd DIR] [--class CLASS] [--json]
+       policy shadow POLICY_ID [--since T] [--until T] [--limit N] [--json]
+                             where the policy, as runs' shadow_policy_id, would have decided
+                             differently (every page of runs, added up)
        policy test FILE...   validate documents and run their tests offline (exit 1 on a failure)
        policy import-claude .claude/settings.json [--name N] [--default VERDICT]
                              a policy document from Claude Code's permissions (stdout); what has
@@ -31,6 +37,8 @@ func policyCmd(ctx context.Context, args []string, getenv func(string) string, s
 	switch args[0] {
 	case "eval":
 		return policyEval(ctx, args[1:], getenv, stdout, stderr)
+	case "shadow":
+		return policyShadow(ctx, args[1:], getenv, stdout, stderr)
 	case "test":
 		return policyTest(args[1:], stdout, stderr)
 	case "import-claude":
@@ -41,7 +49,7 @@ func policyCmd(ctx context.Context, args []string, getenv func(string) string, s
 		fmt.Fprintf(stdout, "\nsubcommands:\n  fluidbox %s\n", policyUsage)
 		return nil
 	}
-	return fmt.Errorf("unknown subcommand %q (eval, test, import-claude)", args[0])
+	return fmt.Errorf("unknown subcommand %q (eval, shadow, test, import-claude)", args[0])
 }
 
 // evaluation is the answer of POST /v1/policies/{id}/evaluate.
@@ -132,6 +140,86 @@ func policyEval(ctx context.Context, args []string, getenv func(string) string, 
 		return writeJSON(stdout, out)
 	}
 	return printEvaluation(stdout, out)
+}
+
+// policyShadow reads every page of a policy's shadow summary (GET
+// /v1/policies/{id}/shadow) and adds them up: the differences of every run
+// created with the policy as its shadow, in the time bounds given.
+func policyShadow(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("policy shadow", stderr, "policy shadow POLICY_ID [--since T] [--until T] [--limit N] [--json]")
+	f := addAPIFlags(fs, getenv)
+	since := fs.String("since", "", "only runs created at or after this (RFC 3339, or a duration ago such as 168h)")
+	until := fs.String("until", "", "only runs created at or before this (RFC 3339, or a duration ago)")
+	limit := fs.Int("limit", 100, "runs per page read (1-100)")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("one POLICY_ID is needed (usage: fluidbox policy shadow POLICY_ID)")
+	}
+	now := time.Now()
+	q := url.Values{}
+	for k, v := range map[string]string{"created_after": *since, "created_before": *until} {
+		t, err := parseTime(v, now)
+		if err != nil {
+			return err
+		}
+		if t != "" {
+			q.Set(k, t)
+		}
+	}
+	q.Set("limit", strconv.Itoa(*limit))
+	c, err := f.client()
+	if err != nil {
+		return err
+	}
+	sum := client.ShadowSummary{PolicyID: pos[0], ByDifference: []client.ShadowGroup{}}
+	for page := 1; ; page++ {
+		var p client.ShadowSummary
+		if err := c.Get(ctx, "/v1/policies/"+url.PathEscape(pos[0])+"/shadow", q, &p); err != nil {
+			return explain(err)
+		}
+		sum.Merge(p)
+		if p.NextCursor == "" {
+			break
+		}
+		q.Set("cursor", p.NextCursor)
+		fmt.Fprintf(stderr, "page %d: %d runs so far...\n", page, sum.Runs)
+	}
+	if f.json {
+		return writeJSON(stdout, sum)
+	}
+	return printShadow(stdout, sum)
+}
+
+func printShadow(w io.Writer, s client.ShadowSummary) error {
+	fmt.Fprintf(w, "policy %s as a shadow: %d runs, %d with a difference, %d calls decided differently\n",
+		clean(s.PolicyID, 40), s.Runs, s.RunsDiffering, s.Differences)
+	if len(s.ByDifference) == 0 {
+		return nil
+	}
+	side := func(verdict, rule string) string {
+		if rule == "" {
+			return verdict + " (default)"
+		}
+		return verdict + " (" + clean(rule, 60) + ")"
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "CALLS\tRUNS\tTOOL\tENFORCED\tSHADOW\tSAMPLE")
+	for _, g := range s.ByDifference {
+		shadow := side(g.ShadowVerdict, g.ShadowRuleID)
+		if g.ShadowError {
+			shadow = "error (could not decide)"
+		}
+		sample := ""
+		if len(g.Samples) > 0 {
+			x := g.Samples[0]
+			sample = fmt.Sprintf("%s seq %d", clean(x.SessionID, 40), x.Seq)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%s\n", g.Count, g.Runs, clean(g.ToolName, 80), side(g.Verdict, g.RuleID), shadow, sample)
+	}
+	return tw.Flush()
 }
 
 func printEvaluation(w io.Writer, e evaluation) error {

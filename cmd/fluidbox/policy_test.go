@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fluidbox/fluidbox/shared/client"
 )
 
 // TestPolicyEval: `fluidbox policy eval` prints the decision, the stages
@@ -132,5 +135,61 @@ func TestPolicyImportClaude(t *testing.T) {
 	}
 	if r := fluidbox(ctx, s.env(), "", "policy", "import-claude", file, "--default", "ask"); r.code == 0 || !strings.Contains(r.stderr, `"ask" is not one of allow, deny, require_approval`) {
 		t.Errorf("import-claude --default ask = %+v, want refused with the valid verdicts", r)
+	}
+}
+
+// TestPolicyShadow: `fluidbox policy shadow` follows every page of a
+// shadow policy's summary and adds them up, as text or --json.
+func TestPolicyShadow(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, nil)
+	ctx := context.Background()
+	var pol, shadow struct{ ID string }
+	if err := s.admin.Do(ctx, "POST", "/v1/policies", json.RawMessage(testPolicy), &pol); err != nil {
+		t.Fatal(err)
+	}
+	tight := `{"name":"tight","default_verdict":"deny","rules":[{"id":"status-asks","tool":"Bash","match":{"command_prefix":["git status"]},"verdict":"require_approval"}]}`
+	if err := s.admin.Do(ctx, "POST", "/v1/policies", json.RawMessage(tight), &shadow); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		var ses struct{ ID, Token string }
+		body := map[string]any{"policy_id": pol.ID, "shadow_policy_id": shadow.ID, "capabilities": []string{"claude-code"}, "budget": map[string]any{"limit_usd": 5}}
+		if err := s.admin.Do(ctx, "POST", "/v1/sessions", body, &ses); err != nil {
+			t.Fatal(err)
+		}
+		runner, err := client.New(s.url, ses.Token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range i + 1 {
+			a, err := runner.Permission(ctx, ses.ID, client.PermissionRequest{ToolCallID: fmt.Sprint("c", j), ToolName: "Bash", Input: json.RawMessage(`{"command":"git status"}`)}, 0)
+			if err != nil || a.Decision != "allow" {
+				t.Fatalf("ask: %+v, %v", a, err)
+			}
+		}
+	}
+	r := fluidbox(ctx, s.env(), "", "policy", "shadow", shadow.ID, "--limit", "1", "--since", "1h")
+	for _, want := range []string{"3 runs, 3 with a difference, 6 calls decided differently", "allow (git-read)", "require_approval (status-asks)"} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("policy shadow = %+v, want %q in the output", r, want)
+		}
+	}
+	if !strings.Contains(r.stderr, "page 2") {
+		t.Errorf("policy shadow --limit 1 read one page only? stderr %q", r.stderr)
+	}
+	r = fluidbox(ctx, s.env(), "", "policy", "shadow", shadow.ID, "--json")
+	var sum client.ShadowSummary
+	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil || r.code != 0 || sum.Runs != 3 || sum.Differences != 6 || len(sum.ByDifference) != 1 || sum.ByDifference[0].Runs != 3 {
+		t.Errorf("policy shadow --json = %+v (%v): %+v", r, err, sum)
+	}
+	for _, bad := range [][]string{
+		{"policy", "shadow"},
+		{"policy", "shadow", "pol_nope"},
+		{"policy", "shadow", shadow.ID, "--since", "yesterday"},
+	} {
+		if r := fluidbox(ctx, s.env(), "", bad...); r.code == 0 || r.stderr == "" {
+			t.Errorf("fluidbox %v = %+v, want a failure with a message", bad, r)
+		}
 	}
 }
