@@ -368,17 +368,23 @@ func (s *Service) Get(ctx context.Context, who auth.Principal, ref string) (View
 	return viewOf(c), nil
 }
 
-// List lists the connections who may see, oldest first.
-func (s *Service) List(ctx context.Context, who auth.Principal) ([]View, error) {
-	all, err := s.st.ListConnections(ctx)
+// Page is one page of the connections a caller may see, newest first.
+type Page struct {
+	Connections []View
+	// Next continues the listing; "" on the last page.
+	Next string
+}
+
+// List returns one page of the connections who may see (shared ones and
+// their own; an admin, all of them).
+func (s *Service) List(ctx context.Context, who auth.Principal, q store.ListQuery) (Page, error) {
+	p, err := s.st.ListConnectionPage(ctx, q, func(c store.Connection) bool { return maySee(who, c) })
 	if err != nil {
-		return nil, err
+		return Page{}, err
 	}
-	out := []View{}
-	for _, c := range all {
-		if maySee(who, c) {
-			out = append(out, viewOf(c))
-		}
+	out := Page{Connections: []View{}, Next: p.Next}
+	for _, c := range p.Connections {
+		out.Connections = append(out.Connections, viewOf(c))
 	}
 	return out, nil
 }

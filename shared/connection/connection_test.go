@@ -91,8 +91,11 @@ func TestPersonalConnection(t *testing.T) {
 	if _, err := svc.Get(ctx, bob, v.ID); !errors.Is(err, connection.ErrNotFound) {
 		t.Errorf("bob reads alice's connection: err = %v, want ErrNotFound", err)
 	}
-	if list, err := svc.List(ctx, bob); err != nil || len(list) != 0 {
-		t.Errorf("bob's list = %v, %v; want empty", list, err)
+	if page, err := svc.List(ctx, bob, store.ListQuery{Limit: 50}); err != nil || len(page.Connections) != 0 || page.Next != "" {
+		t.Errorf("bob's list = %+v, %v; want empty", page, err)
+	}
+	if page, err := svc.List(ctx, alice, store.ListQuery{Limit: 50}); err != nil || len(page.Connections) != 1 || page.Connections[0].ID != v.ID {
+		t.Errorf("alice's list = %+v, %v; want her connection", page, err)
 	}
 	if _, err := svc.Refresh(ctx, admin, v.ID); !errors.Is(err, connection.ErrForbidden) {
 		t.Errorf("admin refreshing a personal connection: err = %v, want ErrForbidden", err)

@@ -95,9 +95,34 @@ func (s *Store) ConnectionIDByName(ctx context.Context, name string) (string, er
 	return n.ID, err
 }
 
-// ListConnections lists connections, oldest first.
-func (s *Store) ListConnections(ctx context.Context) ([]Connection, error) {
-	return listIndex[Connection](ctx, s, indexQuery{op: "list connections", item: "connection", pk: "CON"})
+// ConnectionPage is one page of connections, newest first.
+type ConnectionPage struct {
+	Connections []Connection
+	Next        string
+}
+
+// ListConnectionPage returns one page of the connections keep accepts
+// (who may see them), newest first, like the other listings: a page may
+// hold fewer than q.Limit and still have a Next.
+func (s *Store) ListConnectionPage(ctx context.Context, q ListQuery, keep func(Connection) bool) (ConnectionPage, error) {
+	var page ConnectionPage
+	at := func(p string) (string, string) { return connectionPK(idOf(p)), "HEAD" }
+	next, err := s.listPage(ctx, "list connections", "CON", q, at, "", nil, nil, func(avs []map[string]types.AttributeValue) (int, error) {
+		n := 0
+		for _, av := range avs {
+			var c Connection
+			if err := attributevalue.UnmarshalMap(av, &c); err != nil {
+				return 0, fmt.Errorf("store: decode connection: %w", err)
+			}
+			if keep(c) {
+				page.Connections = append(page.Connections, c)
+				n++
+			}
+		}
+		return n, nil
+	})
+	page.Next = next
+	return page, err
 }
 
 // ReplaceConnectionCredential stores a credential sealed for generation

@@ -27,9 +27,28 @@ func TestConnections(t *testing.T) {
 	if id, err := st.ConnectionIDByName(ctx, "c3"); err != nil || id != "con_3" {
 		t.Errorf("by name = %q, %v", id, err)
 	}
-	list, err := st.ListConnections(ctx)
-	if err != nil || len(list) != 5 || list[0].ID != "con_0" || list[4].ID != "con_4" {
-		t.Errorf("list = %d, %v; want 5 in creation order", len(list), err)
+	all := func(store.Connection) bool { return true }
+	page, err := st.ListConnectionPage(ctx, store.ListQuery{Limit: 10}, all)
+	if list := page.Connections; err != nil || len(list) != 5 || list[0].ID != "con_4" || list[4].ID != "con_0" || page.Next != "" {
+		t.Errorf("list = %d, %v; want 5 newest first, on one page", len(list), err)
+	}
+	// Pages of two, then a filter: every page continues below the last.
+	var ids []string
+	for q := (store.ListQuery{Limit: 2}); ; {
+		page, err := st.ListConnectionPage(ctx, q, func(c store.Connection) bool { return c.ID != "con_3" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range page.Connections {
+			ids = append(ids, c.ID)
+		}
+		if page.Next == "" {
+			break
+		}
+		q.Cursor = page.Next
+	}
+	if fmt.Sprint(ids) != "[con_4 con_2 con_1 con_0]" {
+		t.Errorf("paged, without con_3: %v", ids)
 	}
 
 	c, err := st.ReplaceConnectionCredential(ctx, "con_1", 1, []byte{9}, "header", at(time.Minute))

@@ -78,12 +78,19 @@ func (s *Server) createConnection(w http.ResponseWriter, r *http.Request, who au
 	return nil
 }
 
+// listConnections serves GET /v1/connections: the connections the caller
+// may see, newest first, one page at a time (the listing parameters of GET
+// /v1/sessions).
 func (s *Server) listConnections(w http.ResponseWriter, r *http.Request, who auth.Principal) error {
-	list, err := s.conns.List(r.Context(), who)
+	q, err := route.ParseList(r)
+	if err != nil {
+		return err
+	}
+	page, err := s.conns.List(r.Context(), who, q)
 	if err != nil {
 		return s.connectionError(r, err)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"connections": list})
+	writeJSON(w, http.StatusOK, route.WithCursor(map[string]any{"connections": page.Connections}, page.Next))
 	return nil
 }
 
