@@ -3,6 +3,8 @@ package permission_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -180,5 +182,35 @@ func TestShadowStaysFrozen(t *testing.T) {
 	d := eventsOf(t, e, "tool.decision")
 	if len(d) != 1 || d[0]["shadow_verdict"] != "require_approval" || d[0]["shadow_rule_id"] != "ls-asks" {
 		t.Errorf("decision = %v; want the frozen shadow's require_approval", d)
+	}
+}
+
+// TestShadowCountsUnderConcurrency: dozens of concurrent calls with the
+// same difference, each a retry of itself too, count once per call.
+func TestShadowCountsUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	e := calltest.NewShadowEnv(t, policyText, shadowText, false)
+	const calls = 24
+	var wg sync.WaitGroup
+	for i := range calls * 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a, err := e.Bash(t, fmt.Sprint("c", i%calls), "ls", 0)
+			if err != nil || a.Decision != call.Allowed {
+				t.Errorf("ask %d: %+v, %v", i, a, err)
+			}
+		}()
+	}
+	wg.Wait()
+	page, err := e.St.ListShadowRuns(context.Background(), e.ShadowPolicyID, store.ListQuery{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Runs) != 1 || len(page.Runs[0].Differences) != 1 || page.Runs[0].Differences[0].Count != calls {
+		t.Fatalf("differences = %+v, want one counted %d times", page.Runs, calls)
+	}
+	if n := len(eventsOf(t, e, "tool.decision")); n != calls {
+		t.Errorf("%d tool.decision events, want %d", n, calls)
 	}
 }
