@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -66,6 +67,8 @@ func TestShadowPolicyOverHTTP(t *testing.T) {
 	for body, want := range map[string]string{
 		`{"policy_id":"` + pol + `","shadow_policy_id":"pol_nope","capabilities":["claude-code"],"budget":{"limit_usd":1}}`:                                 `shadow_policy_id: no policy "pol_nope"`,
 		`{"policy_id":"` + pol + `","shadow_policy_id":"` + shadow + `","shadow_policy_version":9,"capabilities":["claude-code"],"budget":{"limit_usd":1}}`: "shadow_policy_version: policy",
+		`{"policy_id":"` + pol + `","shadow_policy_id":"pol_` + strings.Repeat("a", 3000) + `","capabilities":["claude-code"],"budget":{"limit_usd":1}}`:    `shadow_policy_id: "pol_aaaa`,
+		`{"policy_id":"POL_X","capabilities":["claude-code"],"budget":{"limit_usd":1}}`:                                                                     `policy_id: "POL_X" is not a policy id`,
 		`{"policy_id":"` + pol + `","shadow_policy_version":1,"capabilities":["claude-code"],"budget":{"limit_usd":1}}`:                                     "shadow_policy_version: is set without shadow_policy_id",
 	} {
 		r := s.do("POST", "/v1/sessions", adminToken, body)
@@ -74,6 +77,10 @@ func TestShadowPolicyOverHTTP(t *testing.T) {
 		}
 	}
 
+	// A shadow that is the enforced document itself can never differ.
+	if w := s.must(201, "POST", "/v1/sessions", adminToken, shadowRun(pol, pol, nil))["warnings"]; !strings.Contains(fmt.Sprint(w), "can never differ") {
+		t.Errorf("shadow = enforced: warnings %v, want one saying it can never differ", w)
+	}
 	created := s.must(201, "POST", "/v1/sessions", adminToken, shadowRun(pol, shadow, nil))
 	id, tok := created["id"].(string), created["token"].(string)
 	got := s.must(200, "GET", "/v1/sessions/"+id, adminToken, nil)
@@ -181,10 +188,11 @@ func TestShadowPolicyOverHTTP(t *testing.T) {
 		}
 	}
 
-	// The enforced policy is no run's shadow; an unknown policy is 404; a
-	// session token may not read it; a bad cursor is 400.
-	if r := s.must(200, "GET", "/v1/policies/"+pol+"/shadow", adminToken, nil); r["runs"] != float64(0) || r["differences"] != float64(0) || len(r["by_difference"].([]any)) != 0 || r["next_cursor"] != nil {
-		t.Errorf("enforced policy's summary = %v, want none", r)
+	// The enforced policy was the shadow of one run, its own: it never
+	// differed. An unknown policy is 404; a session token may not read it;
+	// a bad cursor is 400.
+	if r := s.must(200, "GET", "/v1/policies/"+pol+"/shadow", adminToken, nil); r["runs"] != float64(1) || r["runs_differing"] != float64(0) || r["differences"] != float64(0) || len(r["by_difference"].([]any)) != 0 || r["next_cursor"] != nil {
+		t.Errorf("enforced policy's summary = %v, want its one run and no difference", r)
 	}
 	for path, want := range map[string]int{
 		"/v1/policies/pol_nope/shadow":                               404,

@@ -1,7 +1,8 @@
 // Package call is the life of one tool call as a state machine: what a call
 // can become, who may move it, and what each move writes. This file is the
 // whole machine; records.go builds the items and events of each move, and is
-// the only code in fluidbox that writes call, approval and grant items.
+// the only code in fluidbox that writes call, approval and grant items (and
+// the count of a shadow policy's difference a decision records).
 //
 //	requested ──gate──▶ allow ─────────────┐
 //	          ──gate──▶ deny               │

@@ -22,6 +22,10 @@
 //     the autonomy flag are read only by the approval stage, after the
 //     policy said require_approval. A read_only run never gets allow for a
 //     tool that is not of class read, nor for any brokered tool.
+//   - A run's shadow policy (Run.Shadow) is evaluated only where the policy
+//     stage runs, on the same call, and only reported (Decision.Shadow):
+//     every other field of the Decision is what it would be without it,
+//     and a shadow that fails is a shadow error, never a deny.
 //   - A denial is a value (Decision with a Source and a human Reason), not an
 //     error. Reasons are written for the model and the operator: they name
 //     the tool, the rule or the connection, may quote the schema validator's

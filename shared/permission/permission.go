@@ -13,6 +13,10 @@
 //   - Fail closed: if anything cannot be read or written, the caller gets
 //     an error (503 on the wire), nothing is recorded, and the runner
 //     treats that as deny.
+//   - A run's shadow policy is evaluated on every recorded decision (not on
+//     a preview or a model request's server tools, which record nothing);
+//     where it differs, the decision's own event carries it and its count
+//     is written in the same append, never in a write of its own.
 //   - Inputs never reach the ledger or the call record, only their digest.
 //     A require_approval keeps the input on the approval row, for the
 //     human who decides; nowhere else.

@@ -353,6 +353,11 @@ func (s *Service) policy(ctx context.Context, field, id string, version int) (st
 	if version < 0 {
 		return store.PolicyVersion{}, invalid(field+"_version", "must be a positive version")
 	}
+	if !ids.Valid("pol_", id) {
+		// Checked before it becomes a key: DynamoDB refuses a key over
+		// 2 KiB, and an id of the wrong shape names no policy anyway.
+		return store.PolicyVersion{}, invalid(field+"_id", "%.60q is not a policy id (pol_ and up to 64 of a-z, 0-9, _ and -)", id)
+	}
 	pv, err := s.st.GetPolicy(ctx, id, version)
 	if errors.Is(err, store.ErrNotFound) {
 		if version > 0 {
