@@ -214,3 +214,40 @@ func TestShadowCountsUnderConcurrency(t *testing.T) {
 		t.Errorf("%d tool.decision events, want %d", n, calls)
 	}
 }
+
+// TestShadowThatDoesNotCompile: a frozen shadow document that no longer
+// compiles leaves every answer to the enforced policy and records the
+// shadow as unavailable on each call.
+func TestShadowThatDoesNotCompile(t *testing.T) {
+	t.Parallel()
+	e := calltest.NewShadowEnv(t, policyText, shadowText, false)
+	ctx := context.Background()
+	_, err := devstack.DynamoClient(e.DB.URL).UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName: aws.String(e.St.Table()),
+		Key: map[string]types.AttributeValue{
+			"pk": &types.AttributeValueMemberS{Value: "RUN#" + e.RunID}, "sk": &types.AttributeValueMemberS{Value: "POLICY#SHADOW"},
+		},
+		UpdateExpression:          aws.String("SET #d = :d"),
+		ConditionExpression:       aws.String("attribute_exists(pk)"),
+		ExpressionAttributeNames:  map[string]string{"#d": "document"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":d": &types.AttributeValueMemberS{Value: `{"name":`}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for call, want := range map[string]string{"ls": "allow", "curl x": "deny", "git push": "pending"} {
+		a, err := e.Bash(t, call, call, 0)
+		if err != nil || string(a.Decision) != want {
+			t.Errorf("%s = %+v, %v; want %s, as without a shadow", call, a, err, want)
+		}
+	}
+	evs := append(eventsOf(t, e, "tool.decision"), eventsOf(t, e, "approval.requested")...)
+	if len(evs) != 3 {
+		t.Fatalf("%d decision events, want 3", len(evs))
+	}
+	for _, ev := range evs {
+		if ev["shadow_error"] != "shadow_unavailable" || ev["shadow_verdict"] != nil {
+			t.Errorf("event %v; want shadow_error shadow_unavailable", ev)
+		}
+	}
+}
