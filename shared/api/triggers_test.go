@@ -631,3 +631,30 @@ func TestGitHubOwnSecret(t *testing.T) {
 		t.Errorf("delivery signed with the trigger's secret = %d %s, want 201", r.status, r.raw)
 	}
 }
+
+// TestGitHubTriggerShadow: a configuration's shadow policy is checked when
+// it is made and frozen into every run it starts, as a hand-made run's is.
+func TestGitHubTriggerShadow(t *testing.T) {
+	t.Parallel()
+	s := newWebhookStack(t, webhookSecret)
+	shadow := s.policy(basicPolicy)
+	r := s.do("POST", "/v1/triggers", adminToken, map[string]any{
+		"repository": "KaTeX/KaTeX", "policy_id": s.policy(basicPolicy), "shadow_policy_id": "pol_nope",
+		"capabilities": []string{"claude-code"}, "budget": map[string]any{"limit_usd": 1},
+	})
+	if r.status != 400 || !strings.Contains(string(r.raw), `shadow_policy_id: no policy \"pol_nope\"`) {
+		t.Fatalf("trigger with an unknown shadow = %d %s, want 400 naming shadow_policy_id", r.status, r.raw)
+	}
+	trg := s.trigger("KaTeX/KaTeX", map[string]any{"shadow_policy_id": shadow, "shadow_policy_version": 1})
+	if got := s.must(200, "GET", "/v1/triggers/"+trg, adminToken, nil); got["shadow_policy_id"] != shadow || got["shadow_policy_version"] != float64(1) {
+		t.Errorf("GET trigger = %v, want shadow %s version 1", got, shadow)
+	}
+	d := s.deliver(signed("d0a1b2c3-shadow", payload(t, "fork.opened.json")))
+	if d.status != 201 {
+		t.Fatalf("delivery = %d %s, want 201", d.status, d.raw)
+	}
+	got := s.must(200, "GET", "/v1/sessions/"+d.body["session_id"].(string), adminToken, nil)
+	if got["shadow_policy_id"] != shadow || got["shadow_policy_version"] != float64(1) {
+		t.Errorf("triggered run = shadow %v version %v, want %s version 1", got["shadow_policy_id"], got["shadow_policy_version"], shadow)
+	}
+}

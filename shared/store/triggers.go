@@ -17,13 +17,17 @@ import (
 // case>/HEAD, so a repository has at most one configuration (GitHub's
 // repository names are case-insensitive).
 type Trigger struct {
-	ID            string   `dynamodbav:"id"`
-	Repository    string   `dynamodbav:"repository"`
-	PolicyID      string   `dynamodbav:"policy_id"`
-	PolicyVersion int      `dynamodbav:"policy_version"`
-	Capabilities  []string `dynamodbav:"capabilities"`
-	Connections   []string `dynamodbav:"connections"`
-	Autonomous    bool     `dynamodbav:"autonomous"`
+	ID            string `dynamodbav:"id"`
+	Repository    string `dynamodbav:"repository"`
+	PolicyID      string `dynamodbav:"policy_id"`
+	PolicyVersion int    `dynamodbav:"policy_version"`
+	// ShadowPolicyID and ShadowPolicyVersion (0: the latest at the event)
+	// name the runs' shadow policy; "" for none.
+	ShadowPolicyID      string   `dynamodbav:"shadow_policy_id,omitempty"`
+	ShadowPolicyVersion int      `dynamodbav:"shadow_policy_version,omitempty"`
+	Capabilities        []string `dynamodbav:"capabilities"`
+	Connections         []string `dynamodbav:"connections"`
+	Autonomous          bool     `dynamodbav:"autonomous"`
 	// BudgetLimit is in integer micro-USD.
 	BudgetLimit int64    `dynamodbav:"budget_limit"`
 	TrustTier   string   `dynamodbav:"trust_tier"`

@@ -27,13 +27,17 @@ import (
 const eventPullRequest = "pull_request"
 
 type triggerRequest struct {
-	Repository    string   `json:"repository"`
-	PolicyID      string   `json:"policy_id"`
-	PolicyVersion int      `json:"policy_version,omitempty"`
-	Capabilities  []string `json:"capabilities"`
-	Connections   []string `json:"connections,omitempty"`
-	Autonomous    bool     `json:"autonomous"`
-	Budget        *struct {
+	Repository    string `json:"repository"`
+	PolicyID      string `json:"policy_id"`
+	PolicyVersion int    `json:"policy_version,omitempty"`
+	// ShadowPolicyID (and ShadowPolicyVersion, else the latest at the
+	// event) is evaluated beside the policy in every run it starts.
+	ShadowPolicyID      string   `json:"shadow_policy_id,omitempty"`
+	ShadowPolicyVersion int      `json:"shadow_policy_version,omitempty"`
+	Capabilities        []string `json:"capabilities"`
+	Connections         []string `json:"connections,omitempty"`
+	Autonomous          bool     `json:"autonomous"`
+	Budget              *struct {
 		LimitUSD *float64 `json:"limit_usd"`
 	} `json:"budget"`
 	TrustTier string   `json:"trust_tier,omitempty"`
@@ -60,14 +64,16 @@ type triggerView struct {
 	PolicyID   string `json:"policy_id"`
 	// PolicyVersion is absent when runs take the policy's latest version
 	// at the time of the event.
-	PolicyVersion int           `json:"policy_version,omitempty"`
-	Capabilities  []string      `json:"capabilities"`
-	Connections   []string      `json:"connections"`
-	Autonomous    bool          `json:"autonomous"`
-	Budget        triggerBudget `json:"budget"`
-	TrustTier     string        `json:"trust_tier,omitempty"`
-	Events        []string      `json:"events"`
-	Workspace     string        `json:"workspace,omitempty"`
+	PolicyVersion       int           `json:"policy_version,omitempty"`
+	ShadowPolicyID      string        `json:"shadow_policy_id,omitempty"`
+	ShadowPolicyVersion int           `json:"shadow_policy_version,omitempty"`
+	Capabilities        []string      `json:"capabilities"`
+	Connections         []string      `json:"connections"`
+	Autonomous          bool          `json:"autonomous"`
+	Budget              triggerBudget `json:"budget"`
+	TrustTier           string        `json:"trust_tier,omitempty"`
+	Events              []string      `json:"events"`
+	Workspace           string        `json:"workspace,omitempty"`
 	// OwnWebhookSecret: deliveries must be signed with the trigger's own
 	// secret. WebhookSecret is that secret, in the creation's answer only.
 	OwnWebhookSecret bool   `json:"own_webhook_secret,omitempty"`
@@ -103,14 +109,16 @@ func validRepository(repo string) bool {
 // runRequest is the run a configuration starts, as a POST /v1/sessions body.
 func (req triggerRequest) runRequest() run.CreateRequest {
 	return run.CreateRequest{
-		PolicyID:      req.PolicyID,
-		PolicyVersion: req.PolicyVersion,
-		Capabilities:  req.Capabilities,
-		Connections:   req.Connections,
-		Autonomous:    req.Autonomous,
-		Budget:        req.Budget,
-		TrustTier:     req.TrustTier,
-		Workspace:     req.Workspace,
+		PolicyID:            req.PolicyID,
+		PolicyVersion:       req.PolicyVersion,
+		ShadowPolicyID:      req.ShadowPolicyID,
+		ShadowPolicyVersion: req.ShadowPolicyVersion,
+		Capabilities:        req.Capabilities,
+		Connections:         req.Connections,
+		Autonomous:          req.Autonomous,
+		Budget:              req.Budget,
+		TrustTier:           req.TrustTier,
+		Workspace:           req.Workspace,
 	}
 }
 
@@ -118,13 +126,15 @@ func (req triggerRequest) runRequest() run.CreateRequest {
 func triggerRunRequest(t store.Trigger) run.CreateRequest {
 	limit := budget.Micros(t.BudgetLimit).USD()
 	req := triggerRequest{
-		PolicyID:      t.PolicyID,
-		PolicyVersion: t.PolicyVersion,
-		Capabilities:  t.Capabilities,
-		Connections:   t.Connections,
-		Autonomous:    t.Autonomous,
-		TrustTier:     t.TrustTier,
-		Workspace:     t.Workspace,
+		PolicyID:            t.PolicyID,
+		PolicyVersion:       t.PolicyVersion,
+		ShadowPolicyID:      t.ShadowPolicyID,
+		ShadowPolicyVersion: t.ShadowPolicyVersion,
+		Capabilities:        t.Capabilities,
+		Connections:         t.Connections,
+		Autonomous:          t.Autonomous,
+		TrustTier:           t.TrustTier,
+		Workspace:           t.Workspace,
 	}
 	req.Budget = &struct {
 		LimitUSD *float64 `json:"limit_usd"`
@@ -134,23 +144,25 @@ func triggerRunRequest(t store.Trigger) run.CreateRequest {
 
 func triggerOut(t store.Trigger) triggerView {
 	return triggerView{
-		ID:               t.ID,
-		Repository:       t.Repository,
-		PolicyID:         t.PolicyID,
-		PolicyVersion:    t.PolicyVersion,
-		Capabilities:     nonNilStrings(t.Capabilities),
-		Connections:      nonNilStrings(t.Connections),
-		Autonomous:       t.Autonomous,
-		Budget:           triggerBudget{LimitUSD: budget.Micros(t.BudgetLimit).USD()},
-		TrustTier:        t.TrustTier,
-		Events:           nonNilStrings(t.Events),
-		Workspace:        t.Workspace,
-		OwnWebhookSecret: t.OwnSecret,
-		SlackChannel:     t.SlackChannel,
-		CreatedAt:        t.CreatedAt,
-		CreatedBy:        t.CreatedBy,
-		Revision:         t.Revision,
-		UpdatedAt:        t.UpdatedAt,
+		ID:                  t.ID,
+		Repository:          t.Repository,
+		PolicyID:            t.PolicyID,
+		PolicyVersion:       t.PolicyVersion,
+		ShadowPolicyID:      t.ShadowPolicyID,
+		ShadowPolicyVersion: t.ShadowPolicyVersion,
+		Capabilities:        nonNilStrings(t.Capabilities),
+		Connections:         nonNilStrings(t.Connections),
+		Autonomous:          t.Autonomous,
+		Budget:              triggerBudget{LimitUSD: budget.Micros(t.BudgetLimit).USD()},
+		TrustTier:           t.TrustTier,
+		Events:              nonNilStrings(t.Events),
+		Workspace:           t.Workspace,
+		OwnWebhookSecret:    t.OwnSecret,
+		SlackChannel:        t.SlackChannel,
+		CreatedAt:           t.CreatedAt,
+		CreatedBy:           t.CreatedBy,
+		Revision:            t.Revision,
+		UpdatedAt:           t.UpdatedAt,
 	}
 }
 
@@ -230,18 +242,20 @@ func (s *Server) checkTrigger(r *http.Request, req triggerRequest) (store.Trigge
 		return store.Trigger{}, invalid("budget.limit_usd: must be a non-negative amount in USD")
 	}
 	return store.Trigger{
-		Repository:    req.Repository,
-		PolicyID:      req.PolicyID,
-		PolicyVersion: req.PolicyVersion,
-		Capabilities:  req.Capabilities,
-		Connections:   req.Connections,
-		Autonomous:    req.Autonomous,
-		BudgetLimit:   int64(limit),
-		TrustTier:     req.TrustTier,
-		Events:        req.Events,
-		Workspace:     req.Workspace,
-		OwnSecret:     req.OwnWebhookSecret,
-		SlackChannel:  req.SlackChannel,
+		Repository:          req.Repository,
+		PolicyID:            req.PolicyID,
+		PolicyVersion:       req.PolicyVersion,
+		ShadowPolicyID:      req.ShadowPolicyID,
+		ShadowPolicyVersion: req.ShadowPolicyVersion,
+		Capabilities:        req.Capabilities,
+		Connections:         req.Connections,
+		Autonomous:          req.Autonomous,
+		BudgetLimit:         int64(limit),
+		TrustTier:           req.TrustTier,
+		Events:              req.Events,
+		Workspace:           req.Workspace,
+		OwnSecret:           req.OwnWebhookSecret,
+		SlackChannel:        req.SlackChannel,
 	}, nil
 }
 
