@@ -114,6 +114,24 @@ func describeEvent(e client.Event) string {
 		}
 		return ""
 	}
+	// shadow is where the run's shadow policy would have differed; the
+	// ledger carries it only then.
+	shadow := func() string {
+		if code := get("shadow_error"); code != "" {
+			return "[shadow: " + code + "]"
+		}
+		v := get("shadow_verdict")
+		if v == "" {
+			return ""
+		}
+		if rw := get("shadow_rewritten_verdict"); rw != "" {
+			v += " rewritten to " + rw
+		}
+		if rule := get("shadow_rule_id"); rule != "" {
+			v += ", rule " + rule
+		}
+		return "[shadow: " + v + "]"
+	}
 	switch e.Type {
 	case "session.created":
 		auto := ""
@@ -138,9 +156,9 @@ func describeEvent(e client.Event) string {
 		if len(why) > 0 {
 			s += " (" + strings.Join(why, ", ") + ")"
 		}
-		return s
+		return join(s, shadow())
 	case "approval.requested":
-		return join(get("approval_id"), get("tool_call_id"), get("tool_name"), opt("rule ", "rule_id"), opt("scope ", "default_scope"), "expires", clock(get("expires_at")))
+		return join(get("approval_id"), get("tool_call_id"), get("tool_name"), opt("rule ", "rule_id"), opt("scope ", "default_scope"), "expires", clock(get("expires_at")), shadow())
 	case "approval.decided":
 		return join(get("approval_id"), get("tool_call_id"), get("status"), opt("by ", "decided_by"))
 	case "session.ended":

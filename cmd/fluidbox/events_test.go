@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fluidbox/fluidbox/shared/client"
 )
 
 func TestEventsTimeline(t *testing.T) {
@@ -148,5 +150,22 @@ func TestEventsFollowResumesExactly(t *testing.T) {
 	defer drop.mu.Unlock()
 	if len(drop.resumes) < 3 || drop.resumes[0] != "" || drop.resumes[1] != "2" {
 		t.Errorf("streams opened with Last-Event-ID %q, want \"\", \"2\", ...", drop.resumes)
+	}
+}
+
+// TestDescribeShadow: where a run's shadow policy would have differed, the
+// timeline says what it would have decided.
+func TestDescribeShadow(t *testing.T) {
+	t.Parallel()
+	cases := map[string]string{
+		`{"tool_call_id":"c1","tool_name":"Bash","decision":"allow","source":"policy","rule_id":"git","shadow_verdict":"deny","shadow_rule_id":"no-git"}`:     "c1 Bash -> allow (policy, rule git) [shadow: deny, rule no-git]",
+		`{"tool_call_id":"c2","tool_name":"Bash","decision":"allow","source":"policy","shadow_verdict":"require_approval","shadow_rewritten_verdict":"deny"}`: "c2 Bash -> allow (policy) [shadow: require_approval rewritten to deny]",
+		`{"tool_call_id":"c3","tool_name":"Read","decision":"deny","source":"policy","shadow_error":"shadow_unavailable"}`:                                    "c3 Read -> deny (policy) [shadow: shadow_unavailable]",
+		`{"tool_call_id":"c4","tool_name":"Read","decision":"allow","source":"policy","rule_id":"read"}`:                                                      "c4 Read -> allow (policy, rule read)",
+	}
+	for data, want := range cases {
+		if got := describeEvent(client.Event{Type: "tool.decision", Data: json.RawMessage(data)}); got != want {
+			t.Errorf("describeEvent(%s) = %q, want %q", data, got, want)
+		}
 	}
 }
