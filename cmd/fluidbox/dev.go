@@ -143,6 +143,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Egress:              egress.New(cfg.ConnectionAllowCIDRs),
 
 		RunRequestsPerMinute: cfg.RunRequestsPerMinute,
+		PublicURL:            cfg.PublicURL,
 	})
 	if err != nil {
 		return err

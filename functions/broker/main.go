@@ -104,7 +104,7 @@ func handlers(d function.Deps, verifier *sso.Verifier, sealer seal.Sealer) (api,
 			Sealer:              sealer,
 			UpstreamToolsTTL:    time.Duration(d.Config.UpstreamToolsTTLSeconds) * time.Second,
 			MaxPendingApprovals: d.Config.MaxPendingApprovals,
-			CallbackURL:         callbackURL,
+			BaseURL:             baseURL(d.Config.PublicURL),
 			Egress:              guard,
 		}))
 	if err != nil {
@@ -118,11 +118,18 @@ func handlers(d function.Deps, verifier *sso.Verifier, sealer seal.Sealer) (api,
 	return api, url, nil
 }
 
-// callbackURL is the OAuth redirect URI, <ApiUrl>/v1/oauth/callback: the
-// API's domain and stage as API Gateway reports them (not the Host header).
-func callbackURL(r *http.Request) string {
-	if gw, ok := core.GetAPIGatewayContextFromContext(r.Context()); ok && gw.DomainName != "" && gw.Stage != "" {
-		return "https://" + gw.DomainName + "/" + gw.Stage + connections.CallbackPath
+// baseURL is the API's public base URL, under which the OAuth redirect URI
+// (<ApiUrl>/v1/oauth/callback) and the client metadata document live: the
+// configured public URL (a custom domain), else the API's domain and stage
+// as API Gateway reports them (not the Host header).
+func baseURL(public string) func(*http.Request) string {
+	return func(r *http.Request) string {
+		if public != "" {
+			return public
+		}
+		if gw, ok := core.GetAPIGatewayContextFromContext(r.Context()); ok && gw.DomainName != "" && gw.Stage != "" {
+			return "https://" + gw.DomainName + "/" + gw.Stage
+		}
+		return "https://" + r.Host
 	}
-	return "https://" + r.Host + connections.CallbackPath
 }

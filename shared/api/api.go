@@ -89,6 +89,10 @@ type Config struct {
 	// make per minute (FLUIDBOX_RUN_REQUESTS_PER_MINUTE); 0 is
 	// ratelimit.DefaultPerMinute.
 	RunRequestsPerMinute int
+	// PublicURL is the API's public base URL (FLUIDBOX_PUBLIC_URL): the
+	// OAuth redirect URI and client metadata document live under it. Empty:
+	// the request's host.
+	PublicURL string
 }
 
 // Build builds the handler of every route.
@@ -102,7 +106,7 @@ func Build(cfg Config) (*route.Server, error) {
 		control.New(control.Config{Config: base, SSEMaxDuration: cfg.SSEMaxDuration, Page: control.PageConfig(cfg.OIDC)}),
 		runner.New(runner.Config{Config: base, Scheduler: cfg.Scheduler, Observer: cfg.Observer, Prices: cfg.Prices, MaxPendingApprovals: cfg.MaxPendingApprovals}),
 		approvals.New(approvals.Config{Config: base, Observer: cfg.Observer, Slack: cfg.Slack, SlackAPI: cfg.SlackAPI}),
-		connections.New(connections.Config{Config: base, Sealer: cfg.Sealer, UpstreamToolsTTL: cfg.UpstreamToolsTTL, Scheduler: cfg.Scheduler, Observer: cfg.Observer, MaxPendingApprovals: cfg.MaxPendingApprovals, Egress: cfg.Egress}),
+		connections.New(connections.Config{Config: base, Sealer: cfg.Sealer, UpstreamToolsTTL: cfg.UpstreamToolsTTL, Scheduler: cfg.Scheduler, Observer: cfg.Observer, MaxPendingApprovals: cfg.MaxPendingApprovals, Egress: cfg.Egress, BaseURL: fixedURL(cfg.PublicURL)}),
 		model.New(model.Config{Config: base, Sealer: cfg.Sealer, Prices: cfg.Prices, Client: cfg.ModelClient, Egress: cfg.Egress}),
 		triggers.New(triggers.Config{Config: base, GitHubWebhookSecret: cfg.GitHubWebhookSecret, RunCreated: cfg.RunCreated}),
 		people,
@@ -125,4 +129,13 @@ func New(cfg Config) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		route.WriteError(w, route.ErrInternal)
 	})
+}
+
+// fixedURL is a connections.Config.BaseURL always answering u; nil when u
+// is empty (the request's host).
+func fixedURL(u string) func(*http.Request) string {
+	if u == "" {
+		return nil
+	}
+	return func(*http.Request) string { return u }
 }

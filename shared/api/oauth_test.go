@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
@@ -237,5 +238,30 @@ func (s *brokerStack) assertNoSecrets(secrets []string) {
 				s.t.Errorf("a token or client secret appears in the %s", where)
 			}
 		}
+	}
+}
+
+// TestOAuthClientMetadataDocument: GET /v1/oauth/client-metadata.json, no
+// bearer, is fluidbox's client ID metadata document for the API it is
+// served from: its client_id is its own URL and its one redirect URI the
+// callback beside it.
+func TestOAuthClientMetadataDocument(t *testing.T) {
+	t.Parallel()
+	s := newBrokerStack(t, localSealer(t), 0)
+	resp, err := http.Get(s.url + "/v1/oauth/client-metadata.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		ClientID     string   `json:"client_id"`
+		RedirectURIs []string `json:"redirect_uris"`
+		AuthMethod   string   `json:"token_endpoint_auth_method"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET client-metadata.json = %d %v", resp.StatusCode, err)
+	}
+	if doc.ClientID != s.url+"/v1/oauth/client-metadata.json" || len(doc.RedirectURIs) != 1 || doc.RedirectURIs[0] != s.url+"/v1/oauth/callback" || doc.AuthMethod != "none" {
+		t.Fatalf("document = %+v", doc)
 	}
 }

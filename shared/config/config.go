@@ -76,6 +76,11 @@ type Config struct {
 	// other loopback, link-local, private or special address is refused at
 	// creation and at every dial. Unset in dev: loopback (egress.Loopback).
 	ConnectionAllowCIDRs []netip.Prefix
+	// PublicURL is the API's public base URL (FLUIDBOX_PUBLIC_URL), when
+	// it is served under a custom domain: the OAuth redirect URI is
+	// PublicURL+"/v1/oauth/callback". Empty: derived from the request (API
+	// Gateway's domain and stage; in dev, the request's host).
+	PublicURL string
 	// RunRequestsPerMinute is how many requests one run's tokens may make
 	// per minute on the API (FLUIDBOX_RUN_REQUESTS_PER_MINUTE); 0 is
 	// ratelimit.DefaultPerMinute.
@@ -168,6 +173,13 @@ func Load(getenv func(string) string, mode Mode) (Config, error) {
 		c.ConnectionAllowCIDRs = allow
 	} else if mode == Dev {
 		c.ConnectionAllowCIDRs = egress.Loopback
+	}
+	if s := getenv("FLUIDBOX_PUBLIC_URL"); s != "" {
+		u, ok := publicURL(s, mode == Dev)
+		if !ok {
+			problems = append(problems, "FLUIDBOX_PUBLIC_URL must be an https URL (http to loopback in dev) without credentials, query or fragment")
+		}
+		c.PublicURL = u
 	}
 	if s := getenv("FLUIDBOX_RUN_REQUESTS_PER_MINUTE"); s != "" {
 		n, err := strconv.Atoi(s)
@@ -296,4 +308,22 @@ func (c *Config) loadSSO(getenv func(string) string, mode Mode) []string {
 		problems = append(problems, "FLUIDBOX_OIDC_AUDIENCE is not set (FLUIDBOX_REQUIRE_SSO is true)")
 	}
 	return problems
+}
+
+// publicURL checks a public base URL and drops its trailing slash: https
+// with a host, no credentials, query or fragment (the redirect URI is built
+// on it and must match what the operator registered); http to a loopback
+// host too when loopback is true (dev).
+func publicURL(s string, loopback bool) (string, bool) {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "" {
+		return "", false
+	}
+	switch h := u.Hostname(); {
+	case u.Scheme == "https":
+	case u.Scheme == "http" && loopback && (h == "localhost" || h == "127.0.0.1" || h == "::1"):
+	default:
+		return "", false
+	}
+	return strings.TrimRight(u.String(), "/"), true
 }

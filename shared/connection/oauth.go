@@ -204,10 +204,12 @@ func (s *Service) log() *slog.Logger {
 // Authorize starts an OAuth authorization of the connection for who: it
 // discovers the upstream's authorization server, registers a client if the
 // connection has none, and stores a single-use state bound to the
-// connection, its generation, who and the sealed PKCE verifier. redirectURI
-// is the API's callback. A personal connection is authorized by its owner
-// only, a shared one by an admin.
-func (s *Service) Authorize(ctx context.Context, who auth.Principal, ref, redirectURI string) (AuthorizeResult, error) {
+// connection, its generation, who and the sealed PKCE verifier. site is
+// the API's callback and client metadata document URL. A personal
+// connection is authorized by its owner only, a shared one by an admin. A
+// client registered here (dynamically, or as the metadata document) is
+// kept on the connection and used from then on, for refreshes too.
+func (s *Service) Authorize(ctx context.Context, who auth.Principal, ref string, site oauth.Site) (AuthorizeResult, error) {
 	if s.sealer == nil {
 		return AuthorizeResult{}, ErrNoSealer
 	}
@@ -237,7 +239,7 @@ func (s *Service) Authorize(ctx context.Context, who auth.Principal, ref, redire
 	if client.ID != "" {
 		pre = &client
 	}
-	if client, err = oauth.Register(ctx, hc, d, redirectURI, pre); err != nil {
+	if client, err = oauth.Register(ctx, hc, d, site, pre); err != nil {
 		return AuthorizeResult{}, err
 	}
 	if client.Registered && pre == nil {
@@ -269,13 +271,13 @@ func (s *Service) Authorize(ctx context.Context, who auth.Principal, ref, redire
 	expires := store.FormatTime(now.Add(StateTTL))
 	err = s.st.PutOAuthState(ctx, store.OAuthState{
 		Digest: digest, ConnectionID: c.ID, Subject: who.Subject, Generation: c.Generation,
-		Verifier: sealedVerifier, RedirectURI: redirectURI, Discovery: string(disc),
+		Verifier: sealedVerifier, RedirectURI: site.RedirectURI, Discovery: string(disc),
 		ExpiresAt: expires, Expires: now.Add(StateTTL).Unix(), CreatedAt: store.FormatTime(now),
 	})
 	if err != nil {
 		return AuthorizeResult{}, err
 	}
-	return AuthorizeResult{AuthorizationURL: oauth.AuthURL(d, client, redirectURI, state, verifier), ExpiresAt: expires}, nil
+	return AuthorizeResult{AuthorizationURL: oauth.AuthURL(d, client, site.RedirectURI, state, verifier), ExpiresAt: expires}, nil
 }
 
 // client is the connection's OAuth client, its secret opened; a zero

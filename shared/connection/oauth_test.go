@@ -16,6 +16,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/internal/oauthtest"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/oauth"
 	"github.com/fluidbox/fluidbox/shared/permission"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/seal"
@@ -25,6 +26,8 @@ import (
 // The callback is never dialled in these tests: the provider's redirect is
 // delivered to Service.Callback directly.
 const oauthRedirect = "http://127.0.0.1:1/v1/oauth/callback"
+
+var oauthSite = oauth.Site{RedirectURI: oauthRedirect}
 
 type oauthEnv struct {
 	st     *store.Store
@@ -66,7 +69,7 @@ func (e *oauthEnv) create(t *testing.T, svc *connection.Service, who auth.Princi
 func (e *oauthEnv) authorize(t *testing.T, svc *connection.Service, who auth.Principal, ref, user string) connection.View {
 	t.Helper()
 	ctx := context.Background()
-	res, err := svc.Authorize(ctx, who, ref, oauthRedirect)
+	res, err := svc.Authorize(ctx, who, ref, oauthSite)
 	if err != nil {
 		t.Fatalf("%s authorizes %s: %v", who.Subject, ref, err)
 	}
@@ -102,10 +105,10 @@ func TestOAuthPersonalPerMember(t *testing.T) {
 	if va.Status != store.ConnectionAuthorizationRequired || va.CredentialType != connection.CredentialOAuth {
 		t.Fatalf("created %+v", va)
 	}
-	if _, err := svc.Authorize(ctx, bob, va.ID, oauthRedirect); !errors.Is(err, connection.ErrNotFound) {
+	if _, err := svc.Authorize(ctx, bob, va.ID, oauthSite); !errors.Is(err, connection.ErrNotFound) {
 		t.Errorf("bob authorizes alice's connection: %v, want ErrNotFound", err)
 	}
-	if _, err := svc.Authorize(ctx, admin, va.ID, oauthRedirect); !errors.Is(err, connection.ErrForbidden) {
+	if _, err := svc.Authorize(ctx, admin, va.ID, oauthSite); !errors.Is(err, connection.ErrForbidden) {
 		t.Errorf("an admin authorizes alice's personal connection: %v, want ErrForbidden", err)
 	}
 	if got := e.authorize(t, svc, alice, va.ID, e.p.User1()); got.Status != store.ConnectionActive || got.AuthorizationGeneration != 2 {
@@ -238,7 +241,7 @@ func TestOAuthCallbackBindings(t *testing.T) {
 	svc := connection.NewService(e.st, e.sealer, connection.Options{Now: now, Egress: testenv.Loopback})
 	v := e.create(t, svc, admin, "team", "shared")
 
-	early, err := svc.Authorize(ctx, admin, v.ID, oauthRedirect)
+	early, err := svc.Authorize(ctx, admin, v.ID, oauthSite)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +255,7 @@ func TestOAuthCallbackBindings(t *testing.T) {
 		t.Errorf("a state from before another authorization: %v, want ErrChanged", err)
 	}
 
-	res, err := svc.Authorize(ctx, admin, v.ID, oauthRedirect)
+	res, err := svc.Authorize(ctx, admin, v.ID, oauthSite)
 	if err != nil {
 		t.Fatal(err)
 	}

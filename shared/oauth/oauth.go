@@ -2,6 +2,8 @@
 // 2025-11-25 "Authorization"), as a client acting for a member: discovery of
 // the upstream's protected resource metadata (RFC 9728) and of its
 // authorization server (RFC 8414 or OpenID discovery), client registration,
+// client registration in the order the specification gives (pre-registered,
+// a client ID metadata document, dynamic registration per RFC 7591),
 // the authorization code grant with PKCE S256 and the resource indicator
 // (RFC 8707), the issuer check of the response (RFC 9207), and the refresh
 // grant. The protocol itself is the MCP Go SDK's (auth, oauthex) and
@@ -94,6 +96,9 @@ type Discovery struct {
 	TokenURL string `json:"token_endpoint"`
 	// RegistrationURL is the RFC 7591 endpoint, "" when none.
 	RegistrationURL string `json:"registration_endpoint,omitempty"`
+	// ClientIDMetadata: the server takes client ID metadata documents (a
+	// client_id that is the HTTPS URL of the client's metadata).
+	ClientIDMetadata bool `json:"client_id_metadata_document_supported,omitempty"`
 	// IssParameter: the server advertises RFC 9207's iss parameter.
 	IssParameter bool `json:"iss_parameter,omitempty"`
 	// AuthMethods are the token endpoint's client authentication methods.
@@ -163,6 +168,7 @@ func Discover(ctx context.Context, hc *http.Client, serverURL string, scopes []s
 		Resource: prm.Resource, Issuer: asm.Issuer,
 		AuthURL: asm.AuthorizationEndpoint, TokenURL: asm.TokenEndpoint, RegistrationURL: asm.RegistrationEndpoint,
 		IssParameter: asm.AuthorizationResponseIssParameterSupported, AuthMethods: asm.TokenEndpointAuthMethodsSupported,
+		ClientIDMetadata: asm.ClientIDMetadataDocumentSupported,
 	}
 	switch {
 	case len(scopes) > 0:
@@ -264,20 +270,67 @@ type Client struct {
 	// AuthMethod is the token endpoint authentication method
 	// ("client_secret_basic", "client_secret_post", "none").
 	AuthMethod string
-	// Registered: the client was registered dynamically here (RFC 7591).
+	// Registered: the client was registered here, dynamically (RFC 7591)
+	// or as fluidbox's client ID metadata document, not given by the
+	// operator.
 	Registered bool
 }
 
 // redacted keeps a Client's secret out of fmt and logs.
 func (c Client) String() string { return "oauth.Client{" + c.ID + ", redacted}" }
 
+// Site is where fluidbox, as an OAuth client, lives: the redirect URI the
+// provider sends the member back to, and the URL at which fluidbox serves
+// its client ID metadata document (MetadataDocument). Both are the API's.
+type Site struct {
+	RedirectURI string
+	MetadataURL string
+}
+
+// clientName is how fluidbox names itself to authorization servers.
+const clientName = "fluidbox"
+
+// grantTypes are the grants fluidbox uses: the code, and refreshing where
+// the secret lives.
+var grantTypes = []string{"authorization_code", "refresh_token"}
+
+// MetadataDocumentOK: url may serve as a client ID metadata document's
+// client_id: HTTPS with a path (draft-ietf-oauth-client-id-metadata-document
+// section 3), no credentials, query or fragment.
+func MetadataDocumentOK(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && u.Scheme == "https" && u.Host != "" && u.User == nil &&
+		u.Path != "" && u.Path != "/" && u.RawQuery == "" && u.Fragment == "" && !u.ForceQuery
+}
+
+// Document is a client ID metadata document: the client's registration
+// metadata (RFC 7591 section 2) plus the client_id, which is the URL the
+// document is served at.
+type Document struct {
+	ClientID string `json:"client_id"`
+	oauthex.ClientRegistrationMetadata
+}
+
+// MetadataDocument is fluidbox's client ID metadata document at site: a
+// public client (token_endpoint_auth_method none; PKCE protects the code)
+// whose one redirect URI is the API's callback.
+func MetadataDocument(site Site) Document {
+	return Document{ClientID: site.MetadataURL, ClientRegistrationMetadata: oauthex.ClientRegistrationMetadata{
+		RedirectURIs: []string{site.RedirectURI}, GrantTypes: grantTypes, ResponseTypes: []string{"code"},
+		ClientName: clientName, TokenEndpointAuthMethod: "none", ApplicationType: "web",
+	}}
+}
+
 // Register returns the client to authorize with, in the order the MCP
-// specification gives: the pre-registered client when there is one;
-// otherwise dynamic registration (RFC 7591) at the server's registration
-// endpoint, for redirectURI. Client ID metadata documents need a document
-// served at an HTTPS URL of fluidbox's own; they are not offered, so a
-// server that only takes those fails here with ErrRegistration.
-func Register(ctx context.Context, hc *http.Client, d Discovery, redirectURI string, pre *Client) (Client, error) {
+// specification (2025-11-25, "Client Registration Approaches") gives: the
+// pre-registered client when there is one; otherwise fluidbox's client ID
+// metadata document, when the server takes those and site.MetadataURL is
+// one fluidbox can serve it at (HTTPS); otherwise dynamic registration
+// (RFC 7591) at the server's registration endpoint, for site.RedirectURI.
+// The MCP Go SDK's AuthorizationCodeHandler tries the metadata document
+// before a pre-registered client; the specification's order is kept here,
+// so that an operator's client always wins.
+func Register(ctx context.Context, hc *http.Client, d Discovery, site Site, pre *Client) (Client, error) {
 	if pre != nil && pre.ID != "" {
 		c := *pre
 		if c.AuthMethod == "" {
@@ -285,14 +338,17 @@ func Register(ctx context.Context, hc *http.Client, d Discovery, redirectURI str
 		}
 		return c, nil
 	}
+	if d.ClientIDMetadata && MetadataDocumentOK(site.MetadataURL) {
+		return Client{ID: site.MetadataURL, AuthMethod: "none", Registered: true}, nil
+	}
 	if d.RegistrationURL == "" {
-		return Client{}, &Error{Op: "register", Msg: "no client_id given and the authorization server offers no dynamic client registration", Err: ErrRegistration}
+		return Client{}, &Error{Op: "register", Msg: "no client_id given, and the authorization server takes neither fluidbox's client ID metadata document (it needs an HTTPS public URL) nor dynamic client registration", Err: ErrRegistration}
 	}
 	meta := &oauthex.ClientRegistrationMetadata{
-		RedirectURIs:  []string{redirectURI},
-		GrantTypes:    []string{"authorization_code", "refresh_token"},
+		RedirectURIs:  []string{site.RedirectURI},
+		GrantTypes:    grantTypes,
 		ResponseTypes: []string{"code"},
-		ClientName:    "fluidbox",
+		ClientName:    clientName,
 		Scope:         strings.Join(d.Scopes, " "),
 		// A confidential web client: the control plane keeps the secret
 		// sealed, and the redirect URI is the API's.

@@ -2,6 +2,7 @@ package oauth_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -62,7 +63,7 @@ func TestAuthorizationCodeAndRefresh(t *testing.T) {
 	p, s, d := setup(t)
 	ctx := context.Background()
 	hc := loopbackClient()
-	c, err := oauth.Register(ctx, hc, d, redirect, &oauth.Client{ID: p.ClientID, Secret: p.Secret})
+	c, err := oauth.Register(ctx, hc, d, oauth.Site{RedirectURI: redirect}, &oauth.Client{ID: p.ClientID, Secret: p.Secret})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func TestAuthorizationCodeAndRefresh(t *testing.T) {
 
 func TestRegisterWithoutClientOrEndpoint(t *testing.T) {
 	_, _, d := setup(t)
-	if _, err := oauth.Register(context.Background(), loopbackClient(), d, redirect, nil); !errors.Is(err, oauth.ErrRegistration) {
+	if _, err := oauth.Register(context.Background(), loopbackClient(), d, oauth.Site{RedirectURI: redirect, MetadataURL: "https://fluidbox.example/v1/oauth/client-metadata.json"}, nil); !errors.Is(err, oauth.ErrRegistration) {
 		t.Fatalf("Register: %v, want ErrRegistration (the provider has no registration endpoint)", err)
 	}
 }
@@ -175,5 +176,76 @@ func TestDefaultClientRefusesInternal(t *testing.T) {
 	}
 	if n := hits.Load(); n != 0 {
 		t.Fatalf("the loopback server was reached %d times", n)
+	}
+}
+
+// TestRegisterOrder: the MCP specification's order of client registration:
+// the operator's client first, even where the server takes metadata
+// documents; then fluidbox's client ID metadata document, only where the
+// server advertises client_id_metadata_document_supported and the document
+// can be served over HTTPS; dynamic registration is left for the rest
+// (the zitadel provider above has no registration endpoint: see
+// TestRegisterWithoutClientOrEndpoint, and make e2e-conformance for RFC
+// 7591 against the MCP conformance suite's server).
+func TestRegisterOrder(t *testing.T) {
+	_, _, d := setup(t)
+	site := oauth.Site{RedirectURI: "https://fluidbox.example/api/v1/oauth/callback", MetadataURL: "https://fluidbox.example/api/v1/oauth/client-metadata.json"}
+	ctx := context.Background()
+	cimd := d
+	cimd.ClientIDMetadata = true
+
+	c, err := oauth.Register(ctx, loopbackClient(), cimd, site, &oauth.Client{ID: "operators", Secret: "s"})
+	if err != nil || c.ID != "operators" || c.Registered {
+		t.Fatalf("pre-registered with metadata documents supported: %+v %v, want the operator's client", c, err)
+	}
+	c, err = oauth.Register(ctx, loopbackClient(), cimd, site, nil)
+	if err != nil || c.ID != site.MetadataURL || c.AuthMethod != "none" || c.Secret != "" || !c.Registered {
+		t.Fatalf("metadata documents supported: %+v %v, want the document's URL as a public client", c, err)
+	}
+	// An http API (dev) cannot serve a document the server would accept.
+	plain := oauth.Site{RedirectURI: "http://127.0.0.1:8080/v1/oauth/callback", MetadataURL: "http://127.0.0.1:8080/v1/oauth/client-metadata.json"}
+	if _, err := oauth.Register(ctx, loopbackClient(), cimd, plain, nil); !errors.Is(err, oauth.ErrRegistration) {
+		t.Fatalf("metadata documents over http: %v, want ErrRegistration (no registration endpoint either)", err)
+	}
+	// Not advertised: the document is not offered.
+	if _, err := oauth.Register(ctx, loopbackClient(), d, site, nil); !errors.Is(err, oauth.ErrRegistration) {
+		t.Fatalf("metadata documents not advertised: %v, want ErrRegistration", err)
+	}
+}
+
+func TestMetadataDocument(t *testing.T) {
+	site := oauth.Site{RedirectURI: "https://fluidbox.example/v1/oauth/callback", MetadataURL: "https://fluidbox.example/v1/oauth/client-metadata.json"}
+	b, err := json.Marshal(oauth.MetadataDocument(site))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["client_id"] != site.MetadataURL || got["token_endpoint_auth_method"] != "none" || got["client_name"] != "fluidbox" {
+		t.Fatalf("document %s", b)
+	}
+	if r, _ := got["redirect_uris"].([]any); len(r) != 1 || r[0] != site.RedirectURI {
+		t.Fatalf("redirect_uris %v, want only %s", got["redirect_uris"], site.RedirectURI)
+	}
+	if _, ok := got["client_secret"]; ok {
+		t.Fatal("the document names a secret")
+	}
+	for raw, ok := range map[string]bool{
+		site.MetadataURL:                       true,
+		"https://fluidbox.example":             false, // no path
+		"https://fluidbox.example/":            false,
+		"http://fluidbox.example/x.json":       false,
+		"https://u:p@fluidbox.example/x.json":  false,
+		"https://fluidbox.example/x.json?a=b":  false,
+		"https://fluidbox.example/x.json#frag": false,
+		"https://fluidbox.example/x.json?":     false,
+		"":                                     false,
+		"https:///x.json":                      false,
+	} {
+		if oauth.MetadataDocumentOK(raw) != ok {
+			t.Errorf("MetadataDocumentOK(%q) = %v, want %v", raw, !ok, ok)
+		}
 	}
 }

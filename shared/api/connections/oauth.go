@@ -4,6 +4,7 @@ import (
 	"errors"
 	"html/template"
 	"net/http"
+	"strings"
 
 	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/auth"
@@ -13,19 +14,38 @@ import (
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
-// CallbackPath is the OAuth redirect URI's path, under the API's base URL.
-const CallbackPath = "/v1/oauth/callback"
+// The paths of fluidbox's OAuth client under the API's base URL: the
+// redirect URI, and the client ID metadata document.
+const (
+	CallbackPath       = "/v1/oauth/callback"
+	ClientMetadataPath = "/v1/oauth/client-metadata.json"
+)
 
-// callbackURL is the redirect URI for requests reaching r's API.
-func (s *Server) callbackURL(r *http.Request) string {
-	if s.cfg.CallbackURL != nil {
-		return s.cfg.CallbackURL(r)
+// site is where fluidbox's OAuth client lives for requests reaching r's
+// API: under the configured base URL, else the request's host.
+func (s *Server) site(r *http.Request) oauth.Site {
+	var base string
+	if s.cfg.BaseURL != nil {
+		base = s.cfg.BaseURL(r)
+	} else {
+		scheme := "http"
+		if r.TLS != nil {
+			scheme = "https"
+		}
+		base = scheme + "://" + r.Host
 	}
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host + CallbackPath
+	base = strings.TrimRight(base, "/")
+	return oauth.Site{RedirectURI: base + CallbackPath, MetadataURL: base + ClientMetadataPath}
+}
+
+// clientMetadata is GET /v1/oauth/client-metadata.json: fluidbox's client
+// ID metadata document, which an authorization server that takes those
+// fetches when fluidbox presents its URL as the client_id. Nothing in it
+// is secret; it names the client and its one redirect URI.
+func (s *Server) clientMetadata(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	writeJSON(w, http.StatusOK, oauth.MetadataDocument(s.site(r)))
 }
 
 // authorizeConnection is POST /v1/connections/{id}/authorize.
@@ -36,7 +56,7 @@ func (s *Server) authorizeConnection(w http.ResponseWriter, r *http.Request, who
 			return e
 		}
 	}
-	res, err := s.conns.Authorize(r.Context(), who, r.PathValue("id"), s.callbackURL(r))
+	res, err := s.conns.Authorize(r.Context(), who, r.PathValue("id"), s.site(r))
 	if err != nil {
 		return s.oauthError(r, err)
 	}

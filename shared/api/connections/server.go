@@ -45,9 +45,11 @@ type Config struct {
 	// 0 is gate.DefaultMaxPendingApprovals. Past it a require_approval is
 	// denied (source approval_limit).
 	MaxPendingApprovals int
-	// CallbackURL gives the OAuth redirect URI (<ApiUrl>/v1/oauth/callback)
-	// for a request; nil derives it from the request's host.
-	CallbackURL func(*http.Request) string
+	// BaseURL gives the API's public base URL (<ApiUrl>) for a request:
+	// the OAuth redirect URI is BaseURL+CallbackPath, the client metadata
+	// document's URL BaseURL+ClientMetadataPath. nil derives it from the
+	// request's host.
+	BaseURL func(*http.Request) string
 	// OAuthClient talks to OAuth providers; nil dials through Egress.
 	OAuthClient *http.Client
 	// Egress decides which addresses connection URLs may reach, at creation
@@ -99,6 +101,7 @@ func (s *Server) Endpoints() route.Endpoints {
 		"POST /v1/sessions/{id}/tools/call":       route.Authenticated(s.toolsCall),
 		"POST /v1/connections/{id}/authorize":     route.Authenticated(s.authorizeConnection),
 		"GET " + CallbackPath:                     route.Raw(http.HandlerFunc(s.oauthCallback)),
+		"GET " + ClientMetadataPath:               route.Raw(http.HandlerFunc(s.clientMetadata)),
 	}
 }
 
