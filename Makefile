@@ -5,7 +5,7 @@ BUILD     := .build
 FN        ?= control
 EVENT     ?= events/control/create-session.json
 
-.PHONY: run test test-chaos build invoke bench validate e2e e2e-asl e2e-browser e2e-mcp e2e-claude e2e-agent-sdk fmt
+.PHONY: run test test-chaos build invoke bench validate e2e e2e-asl e2e-browser e2e-mcp e2e-claude e2e-agent-sdk e2e-conformance fmt
 
 ## run: the local control plane on 127.0.0.1:8080 (FLUIDBOX_ADDR to change)
 run:
@@ -58,7 +58,7 @@ NODE_DIR      := $(BUILD)/node
 ASL_VALIDATOR := $(NODE_DIR)/node_modules/.bin/asl-validator
 ASL_VERSION   := 4.0.0
 
-e2e: e2e-asl e2e-browser e2e-mcp e2e-claude e2e-agent-sdk
+e2e: e2e-asl e2e-browser e2e-mcp e2e-claude e2e-agent-sdk e2e-conformance
 
 e2e-asl:
 	@command -v node >/dev/null || { echo "e2e: node is not installed; it is needed for asl-validator (install Node.js 20+)"; exit 1; }
@@ -143,6 +143,28 @@ e2e-agent-sdk:
 	@test -x $(AGENT_SDK_DIR)/node_modules/@anthropic-ai/claude-agent-sdk-linux-x64/claude -o -x $(AGENT_SDK_DIR)/node_modules/@anthropic-ai/claude-agent-sdk-linux-arm64/claude \
 	  || { echo "e2e-agent-sdk: the SDK's native Claude Code is missing: npm brings it as an optional package (@anthropic-ai/claude-agent-sdk-<platform>); make sure optional dependencies are not omitted"; exit 1; }
 	FLUIDBOX_AGENT_SDK_DIR="$(abspath $(AGENT_SDK_DIR))" $(GO) test -tags e2e -count=1 -timeout 5m -v ./shared/internal/e2e/agentsdk/
+
+# e2e-conformance: fluidbox's OAuth client (the control plane: create,
+# authorize, callback, a brokered call) against every auth scenario of the
+# MCP conformance suite's client mode (shared/internal/e2e/conformance),
+# with its expected failures in baseline.yml, each with a reason. Its
+# servers are pinned to 127.0.0.1 by the same `node -r` preload as
+# e2e-mcp's. Its own prefix, like e2e-mcp's. Results in .build/e2e/conformance.
+CONFORMANCE_DIR := $(BUILD)/node-conformance
+CONFORMANCE_VER := 0.1.16
+CONFORMANCE     := $(abspath $(CONFORMANCE_DIR))/node_modules/@modelcontextprotocol/conformance
+
+e2e-conformance:
+	@command -v node >/dev/null || { echo "e2e-conformance: node is not installed; it is needed for @modelcontextprotocol/conformance (install Node.js 20+)"; exit 1; }
+	@command -v npm >/dev/null || { echo "e2e-conformance: npm is not installed; it is needed to install @modelcontextprotocol/conformance@$(CONFORMANCE_VER)"; exit 1; }
+	@if [ "$$(node -p "require('$(CONFORMANCE)/package.json').version" 2>/dev/null)" != "$(CONFORMANCE_VER)" ]; then \
+	  echo "e2e-conformance: installing @modelcontextprotocol/conformance@$(CONFORMANCE_VER) into $(CONFORMANCE_DIR)"; \
+	  mkdir -p $(CONFORMANCE_DIR) && npm install --prefix $(CONFORMANCE_DIR) --no-save --no-audit --no-fund --silent @modelcontextprotocol/conformance@$(CONFORMANCE_VER) \
+	    || { echo "e2e-conformance: could not install @modelcontextprotocol/conformance@$(CONFORMANCE_VER) from the npm registry"; exit 1; }; \
+	fi
+	@mkdir -p $(E2E_OUT)/conformance
+	FLUIDBOX_E2E_CONFORMANCE=$(CONFORMANCE)/dist/index.js FLUIDBOX_E2E_OUT=$(E2E_OUT)/conformance \
+	  $(GO) test -tags e2e -count=1 -timeout 20m -run 'TestConformance$$' -v ./shared/internal/e2e/conformance/
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -113,7 +113,8 @@ type Discovery struct {
 const maxProbeBody = 64 << 10
 
 // Discover finds how to authorize against the MCP server at serverURL: it
-// sends an unauthenticated initialize, reads the WWW-Authenticate challenge
+// sends an unauthenticated initialize (and, when the server lets the
+// handshake through, a tools/list), reads the WWW-Authenticate challenge
 // of the 401 (resource_metadata, scope), fetches the protected resource
 // metadata from the challenge's URL or the well-known URLs in the order the
 // MCP specification gives, and then the authorization server's metadata.
@@ -186,27 +187,66 @@ func Discover(ctx context.Context, hc *http.Client, serverURL string, scopes []s
 	return d, nil
 }
 
+// The probe's requests: the handshake, and an operation.
+const (
+	probeInitialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"fluidbox-broker","version":"1"}}}`
+	probeToolsList  = `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+	maxSessionID    = 256
+)
+
 // probe sends an unauthenticated MCP initialize to serverURL and returns
-// the challenges of its answer and its status.
+// the challenges of its answer and its status. A server may let the
+// handshake through and ask for a token only for operations (the MCP
+// conformance suite's step-up servers do): when initialize succeeds, a
+// tools/list in the session it opened is what is answered.
 func probe(ctx context.Context, hc *http.Client, serverURL string) ([]oauthex.Challenge, int, error) {
-	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"fluidbox-broker","version":"1"}}}`
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, serverURL, strings.NewReader(body))
+	status, h, err := probePost(ctx, hc, serverURL, probeInitialize, "")
 	if err != nil {
 		return nil, 0, err
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := noRedirects(hc).Do(req)
-	if err != nil {
-		return nil, 0, err
+	if status >= 200 && status < 300 {
+		sid := h.Get("Mcp-Session-Id")
+		if len(sid) > maxSessionID || !printableASCII(sid) {
+			sid = ""
+		}
+		if status, h, err = probePost(ctx, hc, serverURL, probeToolsList, sid); err != nil {
+			return nil, 0, err
+		}
 	}
-	defer resp.Body.Close()
-	_, _ = readLimited(resp.Body, maxProbeBody)
-	cs, err := oauthex.ParseWWWAuthenticate(resp.Header.Values("WWW-Authenticate"))
+	cs, err := oauthex.ParseWWWAuthenticate(h.Values("WWW-Authenticate"))
 	if err != nil {
 		cs = nil // an unparsable challenge: the well-known URLs remain
 	}
-	return cs, resp.StatusCode, nil
+	return cs, status, nil
+}
+
+func probePost(ctx context.Context, hc *http.Client, serverURL, body, session string) (int, http.Header, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, serverURL, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	}
+	resp, err := noRedirects(hc).Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	_, _ = readLimited(resp.Body, maxProbeBody)
+	return resp.StatusCode, resp.Header, nil
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // challengeParam is a Bearer challenge's parameter, or "".

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/fluidbox/fluidbox/shared/internal/oauthtest"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/oauth"
@@ -247,5 +249,25 @@ func TestMetadataDocument(t *testing.T) {
 		if oauth.MetadataDocumentOK(raw) != ok {
 			t.Errorf("MetadataDocumentOK(%q) = %v, want %v", raw, !ok, ok)
 		}
+	}
+}
+
+// TestDiscoverPastAnOpenHandshake: a server that answers initialize
+// without a token and asks for one only for operations is discovered from
+// the challenge of its tools/list; one that asks for nothing is not an
+// OAuth server.
+func TestDiscoverPastAnOpenHandshake(t *testing.T) {
+	p := oauthtest.NewProvider(t, redirect)
+	s := oauthtest.NewServer(t, p, oauthtest.OpenHandshake())
+	d, err := oauth.Discover(context.Background(), loopbackClient(), s.URL, nil)
+	if err != nil || d.Resource != s.URL || d.Issuer != p.Issuer {
+		t.Fatalf("Discover = %+v, %v", d, err)
+	}
+	open := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server {
+		return mcp.NewServer(&mcp.Implementation{Name: "open", Version: "1"}, nil)
+	}, nil))
+	defer open.Close()
+	if _, err := oauth.Discover(context.Background(), loopbackClient(), open.URL, nil); !errors.Is(err, oauth.ErrDiscovery) {
+		t.Fatalf("Discover against a server that takes no token: %v, want ErrDiscovery", err)
 	}
 }

@@ -206,10 +206,20 @@ type Server struct {
 	rejects  atomic.Int64
 }
 
+// ServerOption changes how NewServer's server asks for tokens.
+type ServerOption func(*serverOptions)
+
+type serverOptions struct{ openHandshake bool }
+
+// OpenHandshake makes the server answer initialize and notifications
+// without a token and ask for one only for operations (tools/list,
+// tools/call), as some servers do.
+func OpenHandshake() ServerOption { return func(o *serverOptions) { o.openHandshake = true } }
+
 // NewServer starts the MCP server: one tool, whoami, answering with the
 // subject of the token that called it, and protected resource metadata at
 // /.well-known/oauth-protected-resource/mcp naming the provider.
-func NewServer(t testing.TB, p *Provider) *Server {
+func NewServer(t testing.TB, p *Provider, opts ...ServerOption) *Server {
 	t.Helper()
 	s := &Server{p: p, seen: map[string]time.Time{}}
 	ms := mcp.NewServer(&mcp.Implementation{Name: "oauth-upstream", Version: "1"}, nil)
@@ -240,7 +250,31 @@ func NewServer(t testing.TB, p *Provider) *Server {
 			Resource: res, AuthorizationServers: []string{p.Issuer}, ScopesSupported: []string{oidc.ScopeOpenID},
 		}).ServeHTTP(w, r)
 	}))
-	mux.Handle("/mcp", auth.RequireBearerToken(s.verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: prmURL})(mcpHandler))
+	guarded := auth.RequireBearerToken(s.verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: prmURL})(mcpHandler)
+	var o serverOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if !o.openHandshake {
+		mux.Handle("/mcp", guarded)
+		return s
+	}
+	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			http.Error(w, "bad body", http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		var msg struct {
+			Method string `json:"method"`
+		}
+		if json.Unmarshal(b, &msg) == nil && (msg.Method == "initialize" || strings.HasPrefix(msg.Method, "notifications/")) {
+			mcpHandler.ServeHTTP(w, r)
+			return
+		}
+		guarded.ServeHTTP(w, r)
+	}))
 	return s
 }
 

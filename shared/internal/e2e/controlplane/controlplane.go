@@ -47,6 +47,9 @@ type Options struct {
 	// Wrap, when set, wraps the API handler of both listeners (to count
 	// requests, say).
 	Wrap func(http.Handler) http.Handler
+	// PublicURL is the API's public base URL (FLUIDBOX_PUBLIC_URL); empty
+	// is the listener's own.
+	PublicURL string
 }
 
 // Stack is one control plane and its scripted model.
@@ -84,7 +87,7 @@ func Start(t *testing.T, o Options, script ...scriptedmodel.Step) *Stack {
 	led := ledger.New(st, time.Now)
 	timers := approval.NewTimers(approval.NewService(led, time.Now), nil)
 	t.Cleanup(timers.Stop)
-	var h http.Handler = api.New(api.Config{AdminToken: o.AdminToken, Ledger: led, Scheduler: timers, Sealer: sealer, Egress: testenv.Loopback})
+	var h http.Handler = api.New(api.Config{AdminToken: o.AdminToken, Ledger: led, Scheduler: timers, Sealer: sealer, Egress: testenv.Loopback, PublicURL: o.PublicURL})
 	if o.Wrap != nil {
 		h = o.Wrap(h)
 	}
