@@ -277,3 +277,44 @@ func TestOAuthCallbackBindings(t *testing.T) {
 		t.Errorf("refused callbacks moved the connection: %+v %v", got, err)
 	}
 }
+
+// TestOAuthPending: the confirmation page's read of a callback consumes
+// nothing and names the connection and the member who started it; it
+// refuses what the callback would refuse (an error answer, a revoked
+// connection, an unknown state).
+func TestOAuthPending(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newOAuthEnv(t)
+	svc := connection.NewService(e.st, e.sealer, connection.Options{Egress: testenv.Loopback})
+	v := e.create(t, svc, admin, "team", "shared")
+	res, err := svc.Authorize(ctx, admin, v.ID, oauthSite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := e.p.Login(ctx, res.AuthorizationURL, e.p.User1())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := connection.CallbackQuery{Code: back.Query().Get("code"), State: back.Query().Get("state"), Iss: back.Query().Get("iss")}
+	for range 2 {
+		p, err := svc.Pending(ctx, q)
+		if err != nil || p.Connection != "team" || p.StartedBy != admin.Subject || p.Kind != "shared" || p.Host == "" {
+			t.Fatalf("Pending = %+v, %v", p, err)
+		}
+	}
+	denied := q
+	denied.Error = "access_denied"
+	if _, err := svc.Pending(ctx, denied); !errors.Is(err, connection.ErrAuthorizationDenied) {
+		t.Errorf("Pending of an error answer: %v, want ErrAuthorizationDenied", err)
+	}
+	if _, err := svc.Pending(ctx, connection.CallbackQuery{Code: "c", State: "unknown"}); !errors.Is(err, connection.ErrState) {
+		t.Errorf("Pending of an unknown state: %v, want ErrState", err)
+	}
+	if _, err := svc.Revoke(ctx, admin, v.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Pending(ctx, q); !errors.Is(err, connection.ErrRevoked) {
+		t.Errorf("Pending after revocation: %v, want ErrRevoked", err)
+	}
+}
