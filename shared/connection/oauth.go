@@ -323,9 +323,9 @@ type Pending struct {
 
 // Pending reads the authorization a callback would complete, without
 // consuming it: the state must be known, unused and unexpired, and its
-// connection still at the state's generation and still taking the grant
-// of the member who started it. Anything else is the error Callback would
-// give, so the page says no more than the callback would.
+// connection still at the state's generation. Anything else is ErrState
+// (or the error Callback would give), so the page says no more than the
+// callback would.
 func (s *Service) Pending(ctx context.Context, q CallbackQuery) (Pending, error) {
 	if q.State == "" || len(q.State) > maxStateLen || len(q.Code) > maxCodeLen {
 		return Pending{}, ErrState
@@ -351,13 +351,8 @@ func (s *Service) Pending(ctx context.Context, q CallbackQuery) (Pending, error)
 	if err != nil {
 		return Pending{}, err
 	}
-	switch {
-	case c.Status == store.ConnectionRevoked:
-		return Pending{}, ErrRevoked
-	case c.CredentialType != CredentialOAuth, c.Generation != st.Generation:
+	if c.Status == store.ConnectionRevoked || c.CredentialType != CredentialOAuth || c.Generation != st.Generation {
 		return Pending{}, ErrChanged
-	case c.Kind != store.ConnectionShared && c.Owner != st.Subject:
-		return Pending{}, ErrForbidden
 	}
 	host := ""
 	if u, err := url.Parse(c.URL); err == nil {
