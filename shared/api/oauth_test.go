@@ -3,11 +3,9 @@ package api_test
 import (
 	"context"
 	"encoding/json"
-	"html"
 	"io"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"testing"
 
@@ -17,23 +15,13 @@ import (
 const oauthPolicy = `{"name":"oauth","default_verdict":"deny","rules":[
  {"id":"whoami","tool":"mcp__linear__whoami","verdict":"allow"}]}`
 
-// browse opens a callback URL as the member's browser would and, when it
-// answers the confirmation page, presses its button (posts its form),
-// returning the last status and page.
+// get fetches a callback URL as the member's browser would, returning
+// the status and the page.
 func (s *brokerStack) browse(raw string) (int, string) {
 	s.t.Helper()
-	code, page := s.page(http.Get(raw))
-	if code != http.StatusOK {
-		return code, page
-	}
-	form := confirmForm(s.t, page)
-	return s.page(http.PostForm(s.url+"/v1/oauth/callback", form))
-}
-
-func (s *brokerStack) page(resp *http.Response, err error) (int, string) {
-	s.t.Helper()
+	resp, err := http.Get(raw)
 	if err != nil {
-		s.t.Fatalf("callback: %v", err)
+		s.t.Fatalf("GET callback: %v", err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
@@ -41,25 +29,7 @@ func (s *brokerStack) page(resp *http.Response, err error) (int, string) {
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/html") {
 		s.t.Errorf("callback Content-Type = %q", ct)
 	}
-	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") || resp.Header.Get("X-Frame-Options") != "DENY" {
-		s.t.Errorf("the callback page may be framed: CSP %q", csp)
-	}
 	return resp.StatusCode, string(b)
-}
-
-var hiddenInput = regexp.MustCompile(`<input type="hidden" name="([a-z]+)" value="([^"]*)">`)
-
-// confirmForm reads the confirmation page's form.
-func confirmForm(t *testing.T, page string) url.Values {
-	t.Helper()
-	if !strings.Contains(page, `<form method="post" action="callback">`) {
-		t.Fatalf("no confirmation form in %q", page)
-	}
-	form := url.Values{}
-	for _, m := range hiddenInput.FindAllStringSubmatch(page, -1) {
-		form.Set(m[1], html.UnescapeString(m[2]))
-	}
-	return form
 }
 
 // authorizeURL asks for an authorization URL and logs in at the provider
@@ -293,54 +263,5 @@ func TestOAuthClientMetadataDocument(t *testing.T) {
 	}
 	if doc.ClientID != s.url+"/v1/oauth/client-metadata.json" || len(doc.RedirectURIs) != 1 || doc.RedirectURIs[0] != s.url+"/v1/oauth/callback" || doc.AuthMethod != "none" {
 		t.Fatalf("document = %+v", doc)
-	}
-}
-
-// TestOAuthCallbackConfirmation: the provider's redirect completes nothing
-// by itself. Its page names the connection and the member who started the
-// authorization and says to stop if someone sent the link; opening it
-// (twice, even) consumes nothing; only its form, posted, completes the
-// authorization, once. A form of another content type is refused.
-func TestOAuthCallbackConfirmation(t *testing.T) {
-	t.Parallel()
-	s := newBrokerStack(t, localSealer(t), 0)
-	p := oauthtest.NewProvider(t, s.url+"/v1/oauth/callback")
-	up := oauthtest.NewServer(t, p)
-	con := s.want(201, "POST", "/v1/connections", adminToken, map[string]any{
-		"name": "linear", "url": up.URL, "kind": "shared",
-		"credential": map[string]any{"type": "oauth", "client_id": p.ClientID, "client_secret": p.Secret},
-	})["id"].(string)
-	back := s.authorizeAs(p, con, adminToken, p.User1())
-	var page string
-	for range 2 {
-		code, pg := s.page(http.Get(back.String()))
-		if code != 200 || !strings.Contains(pg, "Connect linear?") || !strings.Contains(pg, "started by <strong>admin</strong>") || !strings.Contains(pg, "If someone sent you the link") {
-			t.Fatalf("confirmation page = %d %q", code, pg)
-		}
-		page = pg
-	}
-	if got := s.want(200, "GET", "/v1/connections/"+con, adminToken, nil); got["status"] != "authorization_required" {
-		t.Fatalf("opening the confirmation page changed the connection: %v", got)
-	}
-	form := confirmForm(t, page)
-	if form.Get("state") != back.Query().Get("state") || form.Get("code") != back.Query().Get("code") {
-		t.Fatalf("the form carries %v, not the provider's response", form)
-	}
-	req, _ := http.NewRequest("POST", s.url+"/v1/oauth/callback", strings.NewReader(form.Encode()))
-	req.Header.Set("Content-Type", "text/plain")
-	if code, _ := s.page(http.DefaultClient.Do(req)); code != http.StatusUnsupportedMediaType {
-		t.Errorf("a text/plain post = %d, want 415", code)
-	}
-	if code, pg := s.page(http.PostForm(s.url+"/v1/oauth/callback", form)); code != 200 || !strings.Contains(pg, "Connected") {
-		t.Fatalf("posting the confirmation = %d %q", code, pg)
-	}
-	if code, _ := s.page(http.PostForm(s.url+"/v1/oauth/callback", form)); code != 400 {
-		t.Errorf("posting it again = %d, want 400", code)
-	}
-	if code, _ := s.page(http.Get(back.String())); code != 400 {
-		t.Errorf("the confirmation page of a completed authorization = %d, want 400", code)
-	}
-	if got := s.want(200, "GET", "/v1/connections/"+con, adminToken, nil); got["status"] != "active" || got["authorization_generation"] != float64(2) {
-		t.Fatalf("after the confirmation: %v", got)
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"strings"
 	"time"
 
@@ -309,56 +308,6 @@ type CallbackQuery struct {
 	Iss   string
 	// Error is the provider's error code, when it answered with one.
 	Error string
-}
-
-// Pending is what the confirmation page of a callback names: the
-// authorization waiting to complete, not yet consumed.
-type Pending struct {
-	// Connection is the connection's name, Kind its kind, Host the MCP
-	// server's host.
-	Connection, Kind, Host string
-	// StartedBy is the member who asked for the authorization URL.
-	StartedBy string
-}
-
-// Pending reads the authorization a callback would complete, without
-// consuming it: the state must be known, unused and unexpired, and its
-// connection still at the state's generation. Anything else is ErrState
-// (or the error Callback would give), so the page says no more than the
-// callback would.
-func (s *Service) Pending(ctx context.Context, q CallbackQuery) (Pending, error) {
-	if q.State == "" || len(q.State) > maxStateLen || len(q.Code) > maxCodeLen {
-		return Pending{}, ErrState
-	}
-	now := s.opts.Now()
-	st, err := s.st.GetOAuthState(ctx, stateDigest(q.State))
-	if errors.Is(err, store.ErrNotFound) {
-		return Pending{}, ErrState
-	}
-	if err != nil {
-		return Pending{}, err
-	}
-	if exp, err := time.Parse(time.RFC3339Nano, st.ExpiresAt); err != nil || !now.Before(exp) || st.ConsumedAt != "" {
-		return Pending{}, ErrState
-	}
-	if q.Error != "" || q.Code == "" {
-		return Pending{}, ErrAuthorizationDenied
-	}
-	c, err := s.st.GetConnection(ctx, st.ConnectionID)
-	if errors.Is(err, store.ErrNotFound) {
-		return Pending{}, ErrNotFound
-	}
-	if err != nil {
-		return Pending{}, err
-	}
-	if c.Status == store.ConnectionRevoked || c.CredentialType != CredentialOAuth || c.Generation != st.Generation {
-		return Pending{}, ErrChanged
-	}
-	host := ""
-	if u, err := url.Parse(c.URL); err == nil {
-		host = u.Host
-	}
-	return Pending{Connection: c.Name, Kind: c.Kind, Host: host, StartedBy: st.Subject}, nil
 }
 
 // Bounds on the callback's parameters, which anyone can send.

@@ -68,14 +68,6 @@ func (s *Store) PutOAuthState(ctx context.Context, st OAuthState) error {
 	}}})
 }
 
-// GetOAuthState reads a pending authorization without consuming it (the
-// callback's confirmation page); ErrNotFound when there is none.
-func (s *Store) GetOAuthState(ctx context.Context, digest string) (OAuthState, error) {
-	var st OAuthState
-	err := s.get(ctx, oauthStatePK(digest), "HEAD", &st)
-	return st, err
-}
-
 // ConsumeOAuthState marks the pending authorization used and returns it.
 // It succeeds once per state: a second consumption, or a state never
 // stored, is ErrNotFound.

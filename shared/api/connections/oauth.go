@@ -92,94 +92,24 @@ var callbackPage = template.Must(template.New("callback").Parse(`<!doctype html>
 
 type page struct{ Title, Text string }
 
-// confirmPage asks the member whose browser came back from the provider
-// to confirm, naming the connection and who started its authorization: a
-// shared authorization URL (someone sends theirs to a colleague, who signs
-// in) would otherwise bind the colleague's account to the sender's
-// connection without the colleague knowing. Its form posts the response
-// back to the callback ("callback", relative, so that an API stage prefix
-// is kept), which completes it.
-var confirmPage = template.Must(template.New("confirm").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>fluidbox: connect {{.Connection}}?</title>
-<meta name="referrer" content="no-referrer"></head>
-<body><h1>Connect {{.Connection}}?</h1>
-<p>You signed in at {{.Host}} to authorize the {{.Kind}} fluidbox connection <strong>{{.Connection}}</strong>,
-whose authorization was started by <strong>{{.StartedBy}}</strong>. Its tool calls will act as the account you signed in with.</p>
-<p>Continue only if you started this yourself. If someone sent you the link, close this page: nothing has been connected.</p>
-<form method="post" action="callback">
-<input type="hidden" name="code" value="{{.Code}}"><input type="hidden" name="state" value="{{.State}}">{{if .Iss}}<input type="hidden" name="iss" value="{{.Iss}}">{{end}}
-<button type="submit">Connect {{.Connection}}</button></form></body></html>
-`))
-
-type confirm struct {
-	connection.Pending
-	Code, State, Iss string
-}
-
-// maxCallbackForm bounds the confirmation form's body (code, state, iss).
-const maxCallbackForm = 16 << 10
-
-func callbackHeaders(w http.ResponseWriter) {
+// oauthCallback is GET /v1/oauth/callback: the provider's redirect with
+// code and state (or error). It takes no bearer: the single-use state is
+// the authentication, bound to the connection, its generation and the
+// member who asked for the URL.
+func (s *Server) oauthCallback(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("X-Content-Type-Options", "nosniff")
-	// No script, no style, no framing (the confirmation's button must not
-	// be clickable under another site's page); the form posts here only.
-	h.Set("Content-Security-Policy", "default-src 'none'; form-action 'self'; frame-ancestors 'none'")
-	h.Set("X-Frame-Options", "DENY")
-}
-
-// oauthCallback is GET /v1/oauth/callback: the provider's redirect with
-// code and state (or error). It takes no bearer and completes nothing: it
-// answers a page naming the connection and the member who started the
-// authorization, whose button posts the response to POST
-// /v1/oauth/callback (oauthComplete). Nothing is consumed here.
-func (s *Server) oauthCallback(w http.ResponseWriter, r *http.Request) {
-	callbackHeaders(w)
+	h.Set("Content-Security-Policy", "default-src 'none'")
 	q := r.URL.Query()
 	if s.cfg.Sealer == nil {
 		s.page(w, http.StatusServiceUnavailable, page{"Not connected", "fluidbox cannot complete authorizations right now. Try again later."})
 		return
 	}
-	cq := connection.CallbackQuery{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss"), Error: q.Get("error")}
-	p, err := s.conns.Pending(r.Context(), cq)
-	if err != nil {
-		status, pg := s.callbackFailure(r, err)
-		s.page(w, status, pg)
-		return
-	}
-	w.WriteHeader(http.StatusOK)
-	if err := confirmPage.Execute(w, confirm{Pending: p, Code: cq.Code, State: cq.State, Iss: cq.Iss}); err != nil {
-		s.log.Error("oauth confirmation page", "err", err)
-	}
-}
-
-// oauthComplete is POST /v1/oauth/callback: the confirmation's form. It
-// takes no bearer: the single-use state is the authentication, bound to
-// the connection, its generation and the member who asked for the URL; a
-// form posted from elsewhere carries only a code and state its sender
-// already had.
-func (s *Server) oauthComplete(w http.ResponseWriter, r *http.Request) {
-	callbackHeaders(w)
-	if s.cfg.Sealer == nil {
-		s.page(w, http.StatusServiceUnavailable, page{"Not connected", "fluidbox cannot complete authorizations right now. Try again later."})
-		return
-	}
-	failed := page{"Not connected", "The authorization was not completed. Ask for a new authorization URL and try again."}
-	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/x-www-form-urlencoded") {
-		s.page(w, http.StatusUnsupportedMediaType, failed)
-		return
-	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxCallbackForm)
-	if err := r.ParseForm(); err != nil {
-		s.page(w, http.StatusBadRequest, failed)
-		return
-	}
-	f := r.PostForm
 	v, err := s.conns.Callback(r.Context(), connection.CallbackQuery{
-		Code: f.Get("code"), State: f.Get("state"), Iss: f.Get("iss"),
+		Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss"), Error: q.Get("error"),
 	})
 	if err != nil {
 		status, p := s.callbackFailure(r, err)

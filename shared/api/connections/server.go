@@ -101,7 +101,6 @@ func (s *Server) Endpoints() route.Endpoints {
 		"POST /v1/sessions/{id}/tools/call":       route.Authenticated(s.toolsCall),
 		"POST /v1/connections/{id}/authorize":     route.Authenticated(s.authorizeConnection),
 		"GET " + CallbackPath:                     route.Raw(http.HandlerFunc(s.oauthCallback)),
-		"POST " + CallbackPath:                    route.Raw(http.HandlerFunc(s.oauthComplete)),
 		"GET " + ClientMetadataPath:               route.Raw(http.HandlerFunc(s.clientMetadata)),
 	}
 }

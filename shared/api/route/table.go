@@ -124,8 +124,6 @@ var Table = []Route{
 	// never dials a provider. The callback's state is its authentication.
 	{Pattern: "POST /v1/connections/{id}/authorize", Access: People, Function: Broker, Via: APIGateway},
 	{Pattern: "GET /v1/oauth/callback", Access: Public, Function: Broker, Via: APIGateway},
-	// The callback's confirmation form: completes the authorization.
-	{Pattern: "POST /v1/oauth/callback", Access: Public, Function: Broker, Via: APIGateway},
 	// fluidbox's client ID metadata document: its URL is the client_id an
 	// authorization server that takes those is given; it fetches it.
 	{Pattern: "GET /v1/oauth/client-metadata.json", Access: Public, Function: Broker, Via: APIGateway},

@@ -7,8 +7,7 @@
 // scopes) and checks what its client did. Here the client is the real
 // control plane: a connection is created through the API, authorized with
 // POST /v1/connections/{id}/authorize, the authorization URL followed as a
-// browser would to fluidbox's callback, its confirmation page confirmed,
-// and a tool called through the gate.
+// browser would to fluidbox's callback, and a tool called through the gate.
 //
 // Every server listens on 127.0.0.1: the Go ones by httptest, the suite's
 // (node's listen(port) binds every interface) by a `node -r` preload that
