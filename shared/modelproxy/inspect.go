@@ -42,7 +42,7 @@ const (
 	ReasonUnpriced    Reason = "unpriced"    // something the price table cannot price
 	ReasonBudget      Reason = "budget"      // not even the floor of max_tokens fits
 	ReasonRun         Reason = "run"         // the run has ended or is unknown
-	ReasonTooLarge    Reason = "too_large"   // a body over MaxBody
+	ReasonTooLarge    Reason = "too_large"   // a body over MaxBody, or over maxValues JSON values
 	ReasonUnavailable Reason = "unavailable" // no upstream, or the store failed: nothing was forwarded
 )
 
@@ -248,12 +248,16 @@ func Inspect(body []byte, h http.Header, rawQuery string) (*Inspection, *Refusal
 		}
 	}
 	d, err := validate(body)
+	if errors.Is(err, errTooMany) {
+		return nil, &Refusal{Status: http.StatusRequestEntityTooLarge, Type: "request_too_large", Reason: ReasonTooLarge,
+			Message: fmt.Sprintf("fluidbox: the request body holds more than %d JSON values, more than fluidbox's model proxy reads; send less", maxValues)}
+	}
 	if err != nil {
 		return nil, refuse(ReasonMalformed, "the body must be one JSON object with unique member names (%s)", jsonProblem(err))
 	}
 	in := &Inspection{body: body, doc: d}
 	defer func() { in.doc = nil; d.release() }()
-	root := span{skipWS(body, 0), len(body)}
+	root := d.root()
 	if kind(body, root) != '{' {
 		return nil, refuse(ReasonMalformed, "the body must be a JSON object")
 	}
@@ -332,6 +336,23 @@ func (o obj) get(name string) (span, bool) {
 		}
 	}
 	return span{}, false
+}
+
+// foreign returns the first of fields (in their order, so that the same
+// object always gets the same answer) that o has and allowed does not
+// list; type is always allowed.
+func (o obj) foreign(fields, allowed []string) (string, bool) {
+	for _, m := range o {
+		if m.name != "type" && !slices.Contains(allowed, m.name) {
+			for _, p := range fields {
+				if _, present := o.get(p); present && !slices.Contains(allowed, p) {
+					return p, true
+				}
+			}
+			return m.name, true
+		}
+	}
+	return "", false
 }
 
 // val returns the value of the member name, or an absent value.
@@ -675,11 +696,8 @@ func (in *Inspection) readBlock(v span, at path, allowed []string) *Refusal {
 		}
 		return refuse(ReasonBlockType, "%s.type %s is not admitted here; fluidbox admits %s", at, quoteName(typ), strings.Join(allowed, ", "))
 	}
-	members := blockMembers[typ]
-	for _, p := range blockFields[1:] { // in a fixed order, so the same block gets the same answer
-		if _, present := b.get(p); present && !slices.Contains(members, p) {
-			return refuse(ReasonField, "%s: a %s block may not carry %s; remove it", at, typ, p)
-		}
+	if p, ok := b.foreign(blockFields[1:], blockMembers[typ]); ok {
+		return refuse(ReasonField, "%s: a %s block may not carry %s; remove it", at, typ, p)
 	}
 	if cc, ok := b.get("cache_control"); ok {
 		if r := in.readCacheControl(cc, at); r != nil {
@@ -873,10 +891,8 @@ func readTools(in *Inspection, v span) *Refusal {
 		if !ok {
 			return refuse(ReasonToolType, "%s.type %s is not admitted; fluidbox admits %s", at, quoteName(typ), strings.Join(ToolTypes(), ", "))
 		}
-		for _, p := range toolFields[1:] {
-			if _, present := t.get(p); present && !slices.Contains(def.members, p) {
-				return refuse(ReasonField, "%s: a %s tool may not carry %s; remove it", at, typ, p)
-			}
+		if p, ok := t.foreign(toolFields[1:], def.members); ok {
+			return refuse(ReasonField, "%s: a %s tool may not carry %s; remove it", at, typ, p)
 		}
 		if kind(in.body, t.val("name")) != '"' {
 			return refuse(ReasonMalformed, "%s.name: must be a string", at)

@@ -6,8 +6,8 @@ import (
 	stdjson "encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math/bits"
-	"slices"
 	"strconv"
 	"sync"
 	"unicode/utf16"
@@ -20,21 +20,29 @@ import (
 // (bench/modelproxy measures it). A general decoder re-reads each nested
 // value once per level it is unmarshalled at; this reader checks the whole
 // document in one pass (strict RFC 8259 grammar, valid UTF-8 and surrogate
-// pairs, no duplicate member name in any object, at most maxDepth levels),
-// and the inspector then walks only the members it judges, skipping the
-// opaque values (text, schemas, tool inputs) by their string boundaries.
-// The boundaries are the one thing a second parser could disagree on, and
-// in strict JSON they are unambiguous: a string ends at the first quote
-// not escaped by a backslash.
+// pairs, no duplicate member name in any object, at most maxDepth levels)
+// and records where every value starts and ends (the tape), so that the
+// inspector then walks only the members it judges and steps over the
+// opaque values (text, schemas, tool inputs) without reading them again.
+// Where a value ends is the one thing a second parser could disagree on,
+// and in strict JSON it is unambiguous: a string ends at the first quote
+// not escaped by a backslash, a container at the bracket that balances
+// it outside strings. The tape is that reading, made once.
 
-// maxDepth bounds nesting, as Go's JSON decoders do.
-const maxDepth = 10000
+// Bounds of a document, as Go's JSON decoders bound depth; maxValues
+// bounds the tape (16 bytes a value) for a body of tiny values.
+const (
+	maxDepth  = 10000
+	maxValues = 1 << 20
+)
 
 // errSyntax and errDuplicate are the two ways a document is not one the
-// inspector reads; a syntaxError says where.
+// inspector reads, errTooMany a document too large to record; a
+// syntaxError says where.
 var (
 	errSyntax    = errors.New("invalid JSON")
 	errDuplicate = errors.New("duplicate member name")
+	errTooMany   = fmt.Errorf("more than %d values", maxValues)
 )
 
 type syntaxError struct {
@@ -47,29 +55,47 @@ func (e *syntaxError) Unwrap() error { return e.err }
 
 func bad(at int) error { return &syntaxError{errSyntax, at} }
 
-// validate checks that b is exactly one strict JSON value with unique
-// member names, surrounded by nothing but whitespace, and returns it as a
-// document to walk.
-func validate(b []byte) (*doc, error) {
-	// UTF-8 is checked once for the whole body (outside strings only ASCII
-	// passes the grammar). A body without control bytes, which is what
-	// clients send (compact JSON escapes them), needs no look at its
-	// strings' bytes between quotes and backslashes.
-	if !utf8.Valid(b) {
-		return nil, bad(0)
-	}
-	d := docs.Get().(*doc)
-	d.b = b
-	v := validator{doc: d, clean: !controls(b)}
-	i, err := v.value(skipWS(b, 0), 0)
-	if err == nil && skipWS(b, i) != len(b) {
-		err = bad(skipWS(b, i))
-	}
-	if err != nil {
-		d.release()
-		return nil, err
-	}
-	return d, nil
+// node is one value of a document (a member name is one too, before its
+// value), in the order they start: b[s:e], and the index on the tape
+// after it and everything it holds.
+type node struct {
+	s, e, next int32
+	esc        bool // a string with a backslash
+}
+
+// doc is a validated document and its tape.
+type doc struct {
+	b    []byte
+	tape []node
+	// Scratch of validation: the containers open, and the member names
+	// of the objects among them (those with escapes unescaped in side).
+	stack []frame
+	keys  []key
+	side  []byte
+	// arena and spans hold what members and elements return; sets are
+	// name sets for large objects, kept for the next.
+	arena []member
+	spans []span
+	sets  []map[uint64]int
+}
+
+// frame is an open container: its node, where its member names start in
+// keys and side, and, once an object has many members, a set of their
+// names' hashes (each to one name in keys with that hash).
+type frame struct {
+	t, keys, side int
+	set           map[uint64]int
+}
+
+// nameSeed seeds the hashes of member names; a collision only costs a
+// comparison with every name of the object.
+var nameSeed = maphash.MakeSeed()
+
+// key is a member name being compared for duplicates: b[s:e], or, for a
+// name with escapes, side[s:e] unescaped.
+type key struct {
+	s, e int
+	side bool
 }
 
 // docs keeps documents' tables between requests: reading a request then
@@ -79,104 +105,38 @@ var docs = sync.Pool{New: func() any { return new(doc) }}
 // release gives d back; nothing may use it, or what it returned, after.
 func (d *doc) release() {
 	clear(d.arena) // member names
-	*d = doc{starts: d.starts[:0], ends: d.ends[:0], arena: d.arena[:0], keys: d.keys[:0], side: d.side[:0]}
+	for _, f := range d.stack {
+		if f.set != nil {
+			clear(f.set)
+			d.sets = append(d.sets, f.set)
+		}
+	}
+	clear(d.stack[:cap(d.stack)])
+	*d = doc{tape: d.tape[:0], stack: d.stack[:0], keys: d.keys[:0], side: d.side[:0], arena: d.arena[:0], spans: d.spans[:0], sets: d.sets}
 	docs.Put(d)
 }
 
-type validator struct {
-	*doc
-	clean bool // b holds no byte below 0x20
-}
-
-// key is a member name being compared for duplicates: b[s:e], or, for a
-// name with escapes, side[s:e] unescaped.
-type key struct {
-	s, e int
-	side bool
-}
-
-// str reads a string with the scanner the body needs.
-func (v *validator) str(i int) ([]byte, int, error) {
-	if v.clean {
-		return scanClean(v.b, i)
+// validate checks that b is exactly one strict JSON value with unique
+// member names, surrounded by nothing but whitespace, and returns it as a
+// document to walk.
+func validate(b []byte) (*doc, error) {
+	if len(b) > 1<<31-1 {
+		return nil, &syntaxError{errTooMany, 0}
 	}
-	return scanString(v.b, i)
-}
-
-// controls reports whether b holds a byte below 0x20 (eight bytes at a
-// time: the lowest such byte of a word always sets its high bit).
-func controls(b []byte) bool {
-	var acc uint64
-	for len(b) >= 32 {
-		x0, x1 := binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:])
-		x2, x3 := binary.LittleEndian.Uint64(b[16:]), binary.LittleEndian.Uint64(b[24:])
-		acc |= (x0-lsb*0x20)&^x0 | (x1-lsb*0x20)&^x1 | (x2-lsb*0x20)&^x2 | (x3-lsb*0x20)&^x3
-		b = b[32:]
+	d := docs.Get().(*doc)
+	d.b = b
+	if cap(d.tape) == 0 { // a new document: room for a conversation's values
+		d.tape = make([]node, 0, min(len(b)/32, 1<<12))
 	}
-	for _, c := range b {
-		if c < 0x20 {
-			return true
-		}
+	i, err := d.parse(skipWS(b, 0))
+	if err == nil && skipWS(b, i) != len(b) {
+		err = bad(skipWS(b, i))
 	}
-	return acc&msb != 0
-}
-
-// scanClean is scanString for a body of valid UTF-8 without control
-// bytes: only quotes and backslashes matter, and both are found with
-// bytes.IndexByte.
-func scanClean(b []byte, i int) (raw []byte, end int, err error) {
-	start := i + 1
-	i = start
-	q := -1 // the next quote at or after i
-	for {
-		if q < i {
-			j := bytes.IndexByte(b[i:], '"')
-			if j < 0 {
-				return nil, len(b), bad(len(b))
-			}
-			q = i + j
-		}
-		j := bytes.IndexByte(b[i:q], '\\')
-		if j < 0 {
-			return b[start:q], q + 1, nil
-		}
-		n, ok := escape(b, i+j)
-		if !ok {
-			return nil, i + j, bad(i + j)
-		}
-		i += j + n
+	if err != nil {
+		d.release()
+		return nil, err
 	}
-}
-
-// doc is a validated document. It remembers where the first maxRecorded
-// objects and arrays end, so that walking a member does not scan its value
-// again at every level above it; past that (only a hostile body has so
-// many) a value is skipped by scanning.
-type doc struct {
-	b            []byte
-	starts, ends []int // sorted by start: containers in the order they open
-	arena        []member
-	// keys are the member names of the objects being validated, as a
-	// stack; side holds those that had escapes, unescaped.
-	keys []key
-	side []byte
-}
-
-const maxRecorded = 1 << 16
-
-// open records a container starting at i; close its end.
-func (d *doc) open(i int) int {
-	if len(d.starts) == maxRecorded {
-		return -1
-	}
-	d.starts, d.ends = append(d.starts, i), append(d.ends, 0)
-	return len(d.starts) - 1
-}
-
-func (d *doc) close(n, end int) {
-	if n >= 0 {
-		d.ends[n] = end
-	}
+	return d, nil
 }
 
 func skipWS(b []byte, i int) int {
@@ -191,188 +151,237 @@ func skipWS(b []byte, i int) int {
 	return i
 }
 
-func (v *validator) value(i, depth int) (int, error) {
-	b := v.b
-	if i >= len(b) {
-		return i, bad(i)
-	}
-	switch c := b[i]; {
-	case c == '"':
-		_, end, err := v.str(i)
-		return end, err
-	case c == '{':
-		return v.object(i, depth+1)
-	case c == '[':
-		return v.array(i, depth+1)
-	case c == 't':
-		return literal(b, i, "true")
-	case c == 'f':
-		return literal(b, i, "false")
-	case c == 'n':
-		return literal(b, i, "null")
-	case c == '-' || (c >= '0' && c <= '9'):
-		return number(b, i)
-	}
-	return i, bad(i)
-}
-
-func literal(b []byte, i int, lit string) (int, error) {
-	if !bytes.HasPrefix(b[i:], []byte(lit)) {
-		return i, bad(i)
-	}
-	return i + len(lit), nil
-}
-
-// number reads -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?.
-func number(b []byte, i int) (int, error) {
-	start := i
-	if b[i] == '-' {
-		i++
-	}
-	digits := func() bool {
-		j := i
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-		return i > j
-	}
-	switch {
-	case i < len(b) && b[i] == '0':
-		i++
-	case !digits():
-		return start, bad(i)
-	}
-	if i < len(b) && b[i] == '.' {
-		i++
-		if !digits() {
-			return start, bad(i)
-		}
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		if !digits() {
-			return start, bad(i)
-		}
-	}
-	return i, nil
-}
-
-func (v *validator) array(i, depth int) (end int, err error) {
-	if depth > maxDepth {
-		return i, bad(i)
-	}
-	n := v.open(i)
-	defer func() { v.close(n, end) }()
-	b := v.b
-	i = skipWS(b, i+1)
-	if i < len(b) && b[i] == ']' {
-		return i + 1, nil
-	}
+// parse reads the value at b[i] onto the tape and returns the index after
+// it. Containers are kept on d.stack, not the Go stack: a value is read,
+// then the containers it closes are closed, until a comma asks for the
+// next value.
+func (d *doc) parse(i int) (int, error) {
+	b := d.b
 	for {
-		var err error
-		if i, err = v.value(i, depth); err != nil {
-			return i, err
+		// A value starts at i.
+		if len(d.tape) == maxValues {
+			return i, &syntaxError{errTooMany, i}
 		}
-		i = skipWS(b, i)
 		if i >= len(b) {
 			return i, bad(i)
 		}
-		switch b[i] {
-		case ',':
+		t := len(d.tape)
+		switch c := b[i]; {
+		case c == '"':
+			e, esc, err := scanString(b, i)
+			if err != nil {
+				return e, err
+			}
+			d.tape = append(d.tape, node{s: int32(i), e: int32(e), next: int32(t + 1), esc: esc})
+			i = e
+		case c == '{' || c == '[':
+			if len(d.stack) == maxDepth {
+				return i, bad(i)
+			}
+			d.tape = append(d.tape, node{s: int32(i)})
+			d.stack = append(d.stack, frame{t: t, keys: len(d.keys), side: len(d.side)})
 			i = skipWS(b, i+1)
-		case ']':
-			return i + 1, nil
+			if i < len(b) && b[i] == c+2 { // '}' and ']' are two past '{' and '['
+				i = d.close(i)
+				break
+			}
+			if c == '{' {
+				var err error
+				if i, err = d.name(i); err != nil {
+					return i, err
+				}
+			}
+			continue
+		case c == 't':
+			if !bytes.HasPrefix(b[i:], []byte("true")) {
+				return i, bad(i)
+			}
+			d.tape = append(d.tape, node{s: int32(i), e: int32(i + 4), next: int32(t + 1)})
+			i += 4
+		case c == 'f':
+			if !bytes.HasPrefix(b[i:], []byte("false")) {
+				return i, bad(i)
+			}
+			d.tape = append(d.tape, node{s: int32(i), e: int32(i + 5), next: int32(t + 1)})
+			i += 5
+		case c == 'n':
+			if !bytes.HasPrefix(b[i:], []byte("null")) {
+				return i, bad(i)
+			}
+			d.tape = append(d.tape, node{s: int32(i), e: int32(i + 4), next: int32(t + 1)})
+			i += 4
+		case c == '-' || (c >= '0' && c <= '9'):
+			e, err := number(b, i)
+			if err != nil {
+				return e, err
+			}
+			d.tape = append(d.tape, node{s: int32(i), e: int32(e), next: int32(t + 1)})
+			i = e
 		default:
 			return i, bad(i)
+		}
+		// A value ended at i: close what it ends, up to the next comma.
+		for {
+			if len(d.stack) == 0 {
+				return i, nil
+			}
+			i = skipWS(b, i)
+			if i >= len(b) {
+				return i, bad(i)
+			}
+			open := b[d.tape[d.stack[len(d.stack)-1].t].s]
+			if b[i] == open+2 {
+				i = d.close(i)
+				continue
+			}
+			if b[i] != ',' {
+				return i, bad(i)
+			}
+			i = skipWS(b, i+1)
+			if open == '{' {
+				var err error
+				if i, err = d.name(i); err != nil {
+					return i, err
+				}
+			}
+			break
 		}
 	}
 }
 
-// name returns the bytes of a member name being compared.
-func (v *validator) name(k key) []byte {
-	if k.side {
-		return v.side[k.s:k.e]
+// close ends the innermost container at its closing bracket b[i].
+func (d *doc) close(i int) int {
+	f := d.stack[len(d.stack)-1]
+	d.tape[f.t].e, d.tape[f.t].next = int32(i+1), int32(len(d.tape))
+	d.stack[len(d.stack)-1] = frame{}
+	d.stack = d.stack[:len(d.stack)-1]
+	d.keys, d.side = d.keys[:f.keys], d.side[:f.side]
+	if f.set != nil {
+		clear(f.set)
+		d.sets = append(d.sets, f.set)
 	}
-	return v.b[k.s:k.e]
+	return i + 1
 }
 
 // smallObject is how many members are compared pairwise for duplicates;
 // a larger object gets a set.
 const smallObject = 16
 
-func (v *validator) object(i, depth int) (end int, err error) {
-	if depth > maxDepth {
+// name reads the member name at b[i] of the innermost object, refuses a
+// duplicate, and returns the index after the colon that follows it.
+func (d *doc) name(i int) (int, error) {
+	b := d.b
+	if len(d.tape) == maxValues {
+		return i, &syntaxError{errTooMany, i}
+	}
+	if i >= len(b) || b[i] != '"' {
 		return i, bad(i)
 	}
-	n := v.open(i)
-	b := v.b
-	base := len(v.keys)
-	sideBase := len(v.side)
-	defer func() { v.keys, v.side = v.keys[:base], v.side[:sideBase]; v.close(n, end) }()
-	var set map[string]struct{}
-	i = skipWS(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return i + 1, nil
+	e, esc, err := scanString(b, i)
+	if err != nil {
+		return e, err
 	}
-	for {
-		if i >= len(b) || b[i] != '"' {
-			return i, bad(i)
+	t := len(d.tape)
+	d.tape = append(d.tape, node{s: int32(i), e: int32(e), next: int32(t + 1), esc: esc})
+	k := key{s: i + 1, e: e - 1}
+	if esc {
+		// Compared as the names they stand for: "mod\u0065l" is model.
+		k = key{s: len(d.side), side: true}
+		d.side = append(d.side, unescape(b[i+1:e-1])...)
+		k.e = len(d.side)
+	}
+	f := &d.stack[len(d.stack)-1]
+	name := d.keyBytes(k)
+	if d.duplicate(f, name) {
+		return i, &syntaxError{errDuplicate, i}
+	}
+	d.keys = append(d.keys, k)
+	if f.set != nil {
+		f.set[maphash.Bytes(nameSeed, name)] = len(d.keys) - 1
+	} else if len(d.keys)-f.keys == smallObject {
+		if n := len(d.sets); n > 0 {
+			f.set, d.sets = d.sets[n-1], d.sets[:n-1]
+		} else {
+			f.set = make(map[uint64]int, 4*smallObject)
 		}
-		raw, kend, err := v.str(i)
-		if err != nil {
-			return kend, err
-		}
-		k := key{s: i + 1, e: kend - 1}
-		if bytes.IndexByte(raw, '\\') >= 0 {
-			// Compared as the names they stand for: "mod\u0065l" is model.
-			k = key{s: len(v.side), side: true}
-			v.side = append(v.side, unescape(raw)...)
-			k.e = len(v.side)
-		}
-		name := v.name(k)
-		switch n := len(v.keys) - base; {
-		case set != nil:
-			if _, dup := set[string(name)]; dup {
-				return i, &syntaxError{errDuplicate, i}
-			}
-			set[string(name)] = struct{}{}
-		default:
-			for _, o := range v.keys[base:] {
-				if bytes.Equal(v.name(o), name) {
-					return i, &syntaxError{errDuplicate, i}
-				}
-			}
-			v.keys = append(v.keys, k)
-			if n+1 == smallObject {
-				set = make(map[string]struct{}, 2*smallObject)
-				for _, o := range v.keys[base:] {
-					set[string(v.name(o))] = struct{}{}
-				}
-			}
-		}
-		i = skipWS(b, kend)
-		if i >= len(b) || b[i] != ':' {
-			return i, bad(i)
-		}
-		if i, err = v.value(skipWS(b, i+1), depth); err != nil {
-			return i, err
-		}
-		i = skipWS(b, i)
-		if i >= len(b) {
-			return i, bad(i)
-		}
-		switch b[i] {
-		case ',':
-			i = skipWS(b, i+1)
-		case '}':
-			return i + 1, nil
-		default:
-			return i, bad(i)
+		for j := f.keys; j < len(d.keys); j++ {
+			f.set[maphash.Bytes(nameSeed, d.keyBytes(d.keys[j]))] = j
 		}
 	}
+	i = skipWS(b, e)
+	if i >= len(b) || b[i] != ':' {
+		return i, bad(i)
+	}
+	return skipWS(b, i+1), nil
+}
+
+// duplicate reports whether the object of f already has a member name.
+func (d *doc) duplicate(f *frame, name []byte) bool {
+	if f.set != nil {
+		j, ok := f.set[maphash.Bytes(nameSeed, name)]
+		if !ok {
+			return false
+		}
+		if bytes.Equal(d.keyBytes(d.keys[j]), name) {
+			return true
+		}
+		// A collision: the names are compared one by one.
+	}
+	for _, o := range d.keys[f.keys:] {
+		if o.e-o.s == len(name) && bytes.Equal(d.keyBytes(o), name) {
+			return true
+		}
+	}
+	return false
+}
+
+func (d *doc) keyBytes(k key) []byte {
+	if k.side {
+		return d.side[k.s:k.e]
+	}
+	return d.b[k.s:k.e]
+}
+
+// number reads -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? and returns
+// the index after it.
+func number(b []byte, i int) (int, error) {
+	if b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && b[i] >= '1' && b[i] <= '9':
+		i = digits(b, i+1)
+	default:
+		return i, bad(i)
+	}
+	if i < len(b) && b[i] == '.' {
+		j := digits(b, i+1)
+		if j == i+1 {
+			return j, bad(j)
+		}
+		i = j
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		j := digits(b, i)
+		if j == i {
+			return j, bad(j)
+		}
+		i = j
+	}
+	return i, nil
+}
+
+func digits(b []byte, i int) int {
+	for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+		i++
+	}
+	return i
 }
 
 const (
@@ -380,63 +389,69 @@ const (
 	msb = 0x8080808080808080
 )
 
-// special has the high bit of every byte of x set that may need a look:
-// a quote, a backslash, a control character or a non-ASCII byte. A byte
-// below one that needs a look may be flagged too, which costs nothing: the
-// scan stops at the first.
+// special has the high bit of the lowest byte of x set that needs a look
+// (a quote, a backslash, a control character or a non-ASCII byte), if
+// any. Bytes above it may be flagged too (a borrow carries up from a
+// byte below 0x20), which costs nothing: the scan stops at the lowest.
 func special(x uint64) uint64 {
 	q, bs := x^(lsb*'"'), x^(lsb*'\\')
 	return (x | (x - lsb*0x20) | (q - lsb) | (bs - lsb)) & msb
 }
 
-// scanString reads the string whose opening quote is at b[i]: its raw
-// contents (escapes as written) and the index after its closing quote.
-// Escapes must be JSON's, \u surrogates paired, and the bytes UTF-8.
-func scanString(b []byte, i int) (raw []byte, end int, err error) {
-	start := i + 1
-	i = start
+// scanString reads the string whose opening quote is at b[i] and returns
+// the index after its closing quote and whether it holds an escape.
+// Escapes must be JSON's, \u surrogates paired, and the bytes UTF-8 (a
+// body is UTF-8 when its strings are: outside them only ASCII passes the
+// grammar).
+func scanString(b []byte, i int) (end int, esc bool, err error) {
+	i++
 	for {
-		// Sixteen bytes at a time up to the next byte that needs a look
-		// (the lowest one flagged is one).
-		rest := b[i:]
-		for len(rest) >= 16 {
+		// Sixteen bytes at a time up to the next byte that needs a look.
+		for rest := b[i:]; len(rest) >= 16; rest = rest[16:] {
 			lo, hi := special(binary.LittleEndian.Uint64(rest)), special(binary.LittleEndian.Uint64(rest[8:]))
-			if lo != 0 {
-				i += bits.TrailingZeros64(lo) / 8
-				break
-			}
-			if hi != 0 {
-				i += 8 + bits.TrailingZeros64(hi)/8
+			if lo|hi != 0 {
+				i = len(b) - len(rest)
+				if lo != 0 {
+					i += bits.TrailingZeros64(lo) / 8
+				} else {
+					i += 8 + bits.TrailingZeros64(hi)/8
+				}
 				break
 			}
 			i += 16
-			rest = rest[16:]
 		}
 		if i >= len(b) {
-			return nil, i, bad(i)
+			return i, esc, bad(i)
 		}
 		switch c := b[i]; {
 		case c == '"':
-			return b[start:i], i + 1, nil
+			return i + 1, esc, nil
 		case c == '\\':
+			if i+1 < len(b) && shortEscape[b[i+1]] {
+				i, esc = i+2, true
+				break
+			}
 			n, ok := escape(b, i)
 			if !ok {
-				return nil, i, bad(i)
+				return i, esc, bad(i)
 			}
-			i += n
+			i, esc = i+n, true
 		case c < 0x20:
-			return nil, i, bad(i)
+			return i, esc, bad(i)
 		case c < utf8.RuneSelf:
-			i++
+			i++ // the last bytes, read one by one
 		default:
 			r, size := utf8.DecodeRune(b[i:])
 			if r == utf8.RuneError && size == 1 {
-				return nil, i, bad(i)
+				return i, esc, bad(i)
 			}
 			i += size
 		}
 	}
 }
+
+// shortEscape are the characters of a two-byte escape.
+var shortEscape = [256]bool{'"': true, '\\': true, '/': true, 'b': true, 'f': true, 'n': true, 'r': true, 't': true}
 
 // escape checks the escape at b[i] (a backslash) and returns its length.
 func escape(b []byte, i int) (int, bool) {
@@ -468,12 +483,26 @@ func escape(b []byte, i int) (int, bool) {
 	return 0, false
 }
 
+// hex4 reads the four hex digits at b[i:].
 func hex4(b []byte, i int) (rune, bool) {
 	if i+4 > len(b) {
 		return 0, false
 	}
-	n, err := strconv.ParseUint(string(b[i:i+4]), 16, 16)
-	return rune(n), err == nil
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
 }
 
 // unescape decodes the raw contents of a string validate accepted.
@@ -487,11 +516,12 @@ func unescape(raw []byte) []byte {
 	return []byte(s)
 }
 
-// The reader: spans of a document validate accepted, walked without
-// checking again.
+// The reader: values of a document validate accepted, walked on its tape
+// without reading their bytes again.
 
-// span is a value in the body: b[s:e].
-type span struct{ s, e int }
+// span is a value in the body: b[s:e], node t of the tape; the zero span
+// is an absent value.
+type span struct{ s, e, t int }
 
 // member is one member of an object: its name (unescaped) and value.
 type member struct {
@@ -499,63 +529,16 @@ type member struct {
 	v    span
 }
 
-// skipString returns the index after the string whose opening quote is at
-// b[i], in a validated document: the first quote not escaped.
-func skipString(b []byte, i int) int {
-	i++
-	for {
-		j := bytes.IndexByte(b[i:], '"')
-		if j < 0 {
-			return len(b)
-		}
-		i += j
-		k := i
-		for k > 0 && b[k-1] == '\\' {
-			k--
-		}
-		i++
-		if (i-1-k)%2 == 0 {
-			return i
-		}
-	}
+// root is the document's value.
+func (d *doc) root() span {
+	n := d.tape[0]
+	return span{int(n.s), int(n.e), 0}
 }
 
-// skip returns the index after the value starting at b[i].
-func (d *doc) skip(i int) int {
-	b := d.b
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		if n, ok := slices.BinarySearch(d.starts, i); ok {
-			return d.ends[n]
-		}
-		depth := 0
-		for i < len(b) {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return i
-	}
-	for i < len(b) {
-		switch b[i] {
-		case ',', '}', ']', ' ', '\t', '\n', '\r':
-			return i
-		}
-		i++
-	}
-	return i
+// at is node t as a span.
+func (d *doc) at(t int) span {
+	n := d.tape[t]
+	return span{int(n.s), int(n.e), t}
 }
 
 // kind is the first byte of a value: '"', '{', '[', 't', 'f', 'n', or '0'
@@ -573,27 +556,21 @@ func kind(b []byte, v span) byte {
 
 // members returns an object's members in order.
 func (d *doc) members(v span) []member {
-	b := d.b
 	// Built in the spare room of one arena per document, so that a walk
 	// allocates a few times, not once per object. What a caller holds is
 	// capped at its length, and nothing is written below the arena's
 	// length again.
 	n := len(d.arena)
 	out := d.arena[n:n]
-	i := skipWS(b, v.s+1)
-	for i < v.e && b[i] == '"' {
-		end := skipString(b, i)
-		name := b[i+1 : end-1]
-		if bytes.IndexByte(name, '\\') >= 0 {
+	end := int(d.tape[v.t].next)
+	for t := v.t + 1; t < end; {
+		k := d.tape[t]
+		name := d.b[k.s+1 : k.e-1]
+		if k.esc {
 			name = unescape(name)
 		}
-		i = skipWS(b, skipWS(b, end)+1) // past the colon
-		ve := d.skip(i)
-		out = append(out, member{name: intern(name), v: span{i, ve}})
-		i = skipWS(b, ve)
-		if i < v.e && b[i] == ',' {
-			i = skipWS(b, i+1)
-		}
+		out = append(out, member{name: intern(name), v: d.at(t + 1)})
+		t = int(d.tape[t+1].next)
 	}
 	d.arena = append(d.arena, out...)
 	return d.arena[n:len(d.arena):len(d.arena)]
@@ -601,18 +578,14 @@ func (d *doc) members(v span) []member {
 
 // elements returns an array's elements in order.
 func (d *doc) elements(v span) []span {
-	b := d.b
-	var out []span
-	i := skipWS(b, v.s+1)
-	for i < v.e && b[i] != ']' {
-		ve := d.skip(i)
-		out = append(out, span{i, ve})
-		i = skipWS(b, ve)
-		if i < v.e && b[i] == ',' {
-			i = skipWS(b, i+1)
-		}
+	n := len(d.spans)
+	out := d.spans[n:n]
+	end := int(d.tape[v.t].next)
+	for t := v.t + 1; t < end; t = int(d.tape[t].next) {
+		out = append(out, d.at(t))
 	}
-	return out
+	d.spans = append(d.spans, out...)
+	return d.spans[n:len(d.spans):len(d.spans)]
 }
 
 // str returns a string value, unescaped.
@@ -655,6 +628,9 @@ func init() {
 	add := func(ss ...string) {
 		for _, s := range ss {
 			interned[s] = s
+			if s != "" && recent[internSlot([]byte(s))] == "" {
+				recent[internSlot([]byte(s))] = s
+			}
 		}
 	}
 	add(blockFields...)
@@ -674,8 +650,23 @@ func init() {
 }
 
 func intern(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	if s := recent[internSlot(b)]; s == string(b) {
+		return s
+	}
 	if s, ok := interned[string(b)]; ok {
 		return s
 	}
 	return string(b)
+}
+
+// recent holds one interned string per slot (the first to claim it),
+// looked up before the map: member names repeat ("type", "text",
+// "content"), and a slot is a compare where the map hashes.
+var recent [256]string
+
+func internSlot(b []byte) byte {
+	return byte(len(b)*31) ^ b[0]*7 ^ b[len(b)-1]
 }

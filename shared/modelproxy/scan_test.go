@@ -2,7 +2,11 @@ package modelproxy
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
+	"net/http"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/go-json-experiment/json"
@@ -11,8 +15,10 @@ import (
 
 // FuzzScan holds the one-pass reader to an independent one
 // (go-json-experiment, strict by default: RFC 7493, so unique names and
-// valid UTF-8): validate accepts exactly what it accepts, and the members
-// and elements the inspector walks are the ones it decodes, value by value.
+// valid UTF-8): validate accepts exactly what it accepts, and the tape
+// walks to the same values, at every level: each object's members (names
+// unescaped) and each array's elements are the ones it decodes, byte for
+// byte, and each string reads as it decodes.
 func FuzzScan(f *testing.F) {
 	for _, name := range []string{"claude-code-2.1.332-websearch.json", "claude-code-2.1.332-tool-result.json"} {
 		b, err := os.ReadFile("testdata/" + name)
@@ -28,53 +34,117 @@ func FuzzScan(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
+	// The scanner's word-at-a-time paths: a byte that needs a look at every
+	// offset of a 16-byte block, and past it; long strings with escapes.
+	for n := 0; n < 40; n++ {
+		pad := strings.Repeat("a", n)
+		for _, c := range []string{`\"`, `\\`, `\n`, `\u00e9`, `\ud83d\ude00`, "\x1f", "\x7f", "é", "\xe9", "\xed\xa0\x80", `"`} {
+			f.Add([]byte(`["` + pad + c + pad + `"]`))
+		}
+	}
+	// Objects large enough for a set of names, with a duplicate late,
+	// escaped, and nested.
+	var big strings.Builder
+	big.WriteString(`{`)
+	for i := range 40 {
+		fmt.Fprintf(&big, `"k%d":{"k%d":%d},`, i, i, i)
+	}
+	f.Add([]byte(big.String() + `"k39":0}`))
+	f.Add([]byte(big.String() + `"\u006b7":0}`))
+	f.Add([]byte(big.String() + `"k40":0}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d, err := validate(b)
 		want := jsontext.Value(b).IsValid()
+		if errors.Is(err, errTooMany) {
+			return
+		}
 		if (err == nil) != want {
 			t.Fatalf("validate(%q) = %v, go-json-experiment valid = %v", b, err, want)
 		}
 		if err != nil {
 			return
 		}
-		root := span{skipWS(b, 0), len(bytes.TrimRight(b, " \t\r\n"))}
-		switch kind(b, root) {
-		case '{':
-			var m map[string]jsontext.Value
-			if err := json.Unmarshal(b, &m); err != nil {
-				t.Fatal(err)
-			}
-			ms := d.members(root)
-			if len(ms) != len(m) {
-				t.Fatalf("%d members, want %d", len(ms), len(m))
-			}
-			for _, x := range ms {
-				if got := b[x.v.s:x.v.e]; !bytes.Equal(got, m[x.name]) {
-					t.Fatalf("member %q = %q, want %q", x.name, got, m[x.name])
-				}
-			}
-		case '[':
-			var a []jsontext.Value
-			if err := json.Unmarshal(b, &a); err != nil {
-				t.Fatal(err)
-			}
-			es := d.elements(root)
-			if len(es) != len(a) {
-				t.Fatalf("%d elements, want %d", len(es), len(a))
-			}
-			for i, e := range es {
-				if got := b[e.s:e.e]; !bytes.Equal(got, a[i]) {
-					t.Fatalf("element %d = %q, want %q", i, got, a[i])
-				}
-			}
-		case '"':
-			var s string
-			if err := json.Unmarshal(b, &s); err != nil {
-				t.Fatal(err)
-			}
-			if got, ok := str(b, root); !ok || got != s {
-				t.Fatalf("str = %q, want %q", got, s)
-			}
-		}
+		defer d.release()
+		same(t, d, d.root(), bytes.TrimSpace(b), 0)
 	})
+}
+
+// same checks that the value at v is want, and so is everything it holds.
+func same(t *testing.T, d *doc, v span, want jsontext.Value, depth int) {
+	t.Helper()
+	if got := d.b[v.s:v.e]; !bytes.Equal(got, want) {
+		t.Fatalf("value %q, want %q", got, want)
+	}
+	if depth > 64 {
+		return // each level decodes the whole value again
+	}
+	switch kind(d.b, v) {
+	case '{':
+		var m map[string]jsontext.Value
+		if err := json.Unmarshal(want, &m); err != nil {
+			t.Fatal(err)
+		}
+		ms := d.members(v)
+		if len(ms) != len(m) {
+			t.Fatalf("%d members, want %d", len(ms), len(m))
+		}
+		for _, x := range ms {
+			w, ok := m[x.name]
+			if !ok {
+				t.Fatalf("member %q is not one go-json-experiment reads", x.name)
+			}
+			same(t, d, x.v, w, depth+1)
+		}
+	case '[':
+		var a []jsontext.Value
+		if err := json.Unmarshal(want, &a); err != nil {
+			t.Fatal(err)
+		}
+		es := d.elements(v)
+		if len(es) != len(a) {
+			t.Fatalf("%d elements, want %d", len(es), len(a))
+		}
+		for i, e := range es {
+			same(t, d, e, a[i], depth+1)
+		}
+	case '"':
+		var s string
+		if err := json.Unmarshal(want, &s); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := str(d.b, v); !ok || got != s {
+			t.Fatalf("str = %q, want %q", got, s)
+		}
+	}
+}
+
+// TestValidateBounds: a document may hold maxValues values and nest
+// maxDepth levels, no more; the proxy answers a body over the first with
+// 413, as it does a body over MaxBody.
+func TestValidateBounds(t *testing.T) {
+	values := func(n int) []byte { // an array and n-1 zeros
+		return []byte("[" + strings.TrimSuffix(strings.Repeat("0,", n-1), ",") + "]")
+	}
+	if d, err := validate(values(maxValues)); err != nil {
+		t.Fatalf("%d values: %v", maxValues, err)
+	} else {
+		d.release()
+	}
+	if _, err := validate(values(maxValues + 1)); !errors.Is(err, errTooMany) {
+		t.Fatalf("%d values: %v, want %v", maxValues+1, err, errTooMany)
+	}
+	body := []byte(`{"model":"m","max_tokens":1,"messages":[],"stop_sequences":` + strings.Repeat(`"",`, maxValues) + `""]}`)
+	body = bytes.Replace(body, []byte(`"stop_sequences":`), []byte(`"stop_sequences":[`), 1)
+	if _, ref := Inspect(body, http.Header{}, ""); ref == nil || ref.Status != http.StatusRequestEntityTooLarge || ref.Reason != ReasonTooLarge {
+		t.Fatalf("refusal %+v, want 413 %s", ref, ReasonTooLarge)
+	}
+	nest := func(n int) []byte { return []byte(strings.Repeat("[", n) + strings.Repeat("]", n)) }
+	if d, err := validate(nest(maxDepth)); err != nil {
+		t.Fatalf("depth %d: %v", maxDepth, err)
+	} else {
+		d.release()
+	}
+	if _, err := validate(nest(maxDepth + 1)); !errors.Is(err, errSyntax) {
+		t.Fatalf("depth %d: %v, want %v", maxDepth+1, err, errSyntax)
+	}
 }
