@@ -98,6 +98,9 @@ type key struct {
 	side bool
 }
 
+// keptValues is the largest tape a released document keeps.
+const keptValues = 1 << 16
+
 // docs keeps documents' tables between requests: reading a request then
 // allocates next to nothing.
 var docs = sync.Pool{New: func() any { return new(doc) }}
@@ -113,6 +116,10 @@ func (d *doc) release() {
 	}
 	clear(d.stack[:cap(d.stack)])
 	*d = doc{tape: d.tape[:0], stack: d.stack[:0], keys: d.keys[:0], side: d.side[:0], arena: d.arena[:0], spans: d.spans[:0], sets: d.sets}
+	if cap(d.tape) > keptValues {
+		// A huge body's tables are not kept for the requests after it.
+		*d = doc{}
+	}
 	docs.Put(d)
 }
 
@@ -398,6 +405,23 @@ func special(x uint64) uint64 {
 	return (x | (x - lsb*0x20) | (q - lsb) | (bs - lsb)) & msb
 }
 
+// plain returns how many bytes at the start of s need no look, sixteen
+// bytes at a time: up to the first that does, or to the last sixteen.
+func plain(s []byte) int {
+	n := 0
+	for ; len(s) >= 16; s = s[16:] {
+		lo, hi := special(binary.LittleEndian.Uint64(s)), special(binary.LittleEndian.Uint64(s[8:]))
+		if lo|hi != 0 {
+			if lo != 0 {
+				return n + bits.TrailingZeros64(lo)/8
+			}
+			return n + 8 + bits.TrailingZeros64(hi)/8
+		}
+		n += 16
+	}
+	return n
+}
+
 // scanString reads the string whose opening quote is at b[i] and returns
 // the index after its closing quote and whether it holds an escape.
 // Escapes must be JSON's, \u surrogates paired, and the bytes UTF-8 (a
@@ -406,20 +430,7 @@ func special(x uint64) uint64 {
 func scanString(b []byte, i int) (end int, esc bool, err error) {
 	i++
 	for {
-		// Sixteen bytes at a time up to the next byte that needs a look.
-		for rest := b[i:]; len(rest) >= 16; rest = rest[16:] {
-			lo, hi := special(binary.LittleEndian.Uint64(rest)), special(binary.LittleEndian.Uint64(rest[8:]))
-			if lo|hi != 0 {
-				i = len(b) - len(rest)
-				if lo != 0 {
-					i += bits.TrailingZeros64(lo) / 8
-				} else {
-					i += 8 + bits.TrailingZeros64(hi)/8
-				}
-				break
-			}
-			i += 16
-		}
+		i += plain(b[i:])
 		if i >= len(b) {
 			return i, esc, bad(i)
 		}
