@@ -349,7 +349,7 @@ func (o obj) foreign(fields, allowed []string) (string, bool) {
 					return p, true
 				}
 			}
-			return m.name, true
+			return quoteName(m.name), true
 		}
 	}
 	return "", false
