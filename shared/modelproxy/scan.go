@@ -84,6 +84,7 @@ type doc struct {
 // names' hashes (each to one name in keys with that hash).
 type frame struct {
 	t, keys, side int
+	close         byte // '}' or ']'
 	set           map[uint64]int
 }
 
@@ -146,14 +147,12 @@ func validate(b []byte) (*doc, error) {
 	return d, nil
 }
 
+// skipWS returns the index of the first byte from i that is not JSON
+// whitespace; compact JSON, what clients send, has none, and one compare
+// says so.
 func skipWS(b []byte, i int) int {
-	for i < len(b) {
-		switch b[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
+	for i < len(b) && b[i] <= ' ' && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
 	}
 	return i
 }
@@ -186,7 +185,7 @@ func (d *doc) parse(i int) (int, error) {
 				return i, bad(i)
 			}
 			d.tape = append(d.tape, node{s: int32(i)})
-			d.stack = append(d.stack, frame{t: t, keys: len(d.keys), side: len(d.side)})
+			d.stack = append(d.stack, frame{t: t, keys: len(d.keys), side: len(d.side), close: c + 2})
 			i = skipWS(b, i+1)
 			if i < len(b) && b[i] == c+2 { // '}' and ']' are two past '{' and '['
 				i = d.close(i)
@@ -236,8 +235,8 @@ func (d *doc) parse(i int) (int, error) {
 			if i >= len(b) {
 				return i, bad(i)
 			}
-			open := b[d.tape[d.stack[len(d.stack)-1].t].s]
-			if b[i] == open+2 {
+			closer := d.stack[len(d.stack)-1].close
+			if b[i] == closer {
 				i = d.close(i)
 				continue
 			}
@@ -245,7 +244,7 @@ func (d *doc) parse(i int) (int, error) {
 				return i, bad(i)
 			}
 			i = skipWS(b, i+1)
-			if open == '{' {
+			if closer == '}' {
 				var err error
 				if i, err = d.name(i); err != nil {
 					return i, err
