@@ -106,6 +106,9 @@ type Proxied struct {
 	WebSearches        int64
 	ServerTools        []string
 	MaxTokensRequested int64 // set when the proxy lowered max_tokens
+	// No1hCacheWrite: the request asks for no 1-hour cache write, so its
+	// input is reserved at the 5-minute write rate at most (budget.Bound).
+	No1hCacheWrite bool
 }
 
 // Reservation is an admitted request.
@@ -209,7 +212,7 @@ func (s *Service) admit(ctx context.Context, runID string, p Proxied, origin str
 	case req.InputTokensUpperBound < 0:
 		return Reservation{}, &InvalidError{"input_tokens_upper_bound: must not be negative"}
 	}
-	amount, err := budget.ReserveBound(price, budget.Bound{MaxOutputTokens: req.MaxOutputTokens, InputTokens: req.InputTokensUpperBound, WebSearches: p.WebSearches})
+	amount, err := budget.ReserveBound(price, budget.Bound{MaxOutputTokens: req.MaxOutputTokens, InputTokens: req.InputTokensUpperBound, WebSearches: p.WebSearches, No1hCacheWrite: p.No1hCacheWrite})
 	if err != nil {
 		return Reservation{}, &InvalidError{"max_output_tokens, input_tokens_upper_bound: the reservation would overflow"}
 	}

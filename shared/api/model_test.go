@@ -189,11 +189,11 @@ func haikuCost(u budget.Usage) int64 {
 	return (micros + 999_999) / 1_000_000
 }
 
-// haikuReserve is the proxy's bound for a request without server tools: the
-// output at $5, the body's bytes plus the API's own prompt (8192 tokens) at
-// the 1-hour cache-write rate, $2.
+// haikuReserve is the proxy's bound for a request without server tools nor
+// 1-hour cache writes: the output at $5, the body's bytes plus the API's own
+// prompt (8192 tokens) at the 5-minute cache-write rate, $1.25.
 func haikuReserve(maxTokens int64, bodyBytes int) int64 {
-	micros := maxTokens*5_000_000 + (int64(bodyBytes)+8192)*2_000_000
+	micros := maxTokens*5_000_000 + (int64(bodyBytes)+8192)*1_250_000
 	return (micros + 999_999) / 1_000_000
 }
 

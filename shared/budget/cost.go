@@ -76,6 +76,13 @@ type Bound struct {
 	MaxOutputTokens int64
 	InputTokens     int64
 	WebSearches     int64
+	// No1hCacheWrite: the request asks for no 1-hour cache write (no
+	// cache_control with ttl "1h"), so no input token can be billed at the
+	// 1-hour write rate, and input is bounded at the higher of the input and
+	// the 5-minute write rates. The zero value assumes the worst: a caller
+	// that does not know the request (a runner reporting its own) reserves
+	// at the 1-hour rate.
+	No1hCacheWrite bool
 }
 
 // ReserveBound is Reserve with server-tool fees: b.WebSearches searches at the search fee.
@@ -88,7 +95,10 @@ func ReserveBound(p Price, b Bound) (Micros, error) {
 	if err := p.validate(); err != nil {
 		return 0, err
 	}
-	in := max(p.InputPerMTok, p.CacheWritePerMTok, p.CacheWrite1hPerMTok)
+	in := max(p.InputPerMTok, p.CacheWritePerMTok)
+	if !b.No1hCacheWrite {
+		in = max(in, p.CacheWrite1hPerMTok)
+	}
 	var acc uint128
 	acc.addMul(inputTokensUpperBound, in)
 	acc.addMul(maxOutputTokens, p.OutputPerMTok)

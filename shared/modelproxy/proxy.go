@@ -183,6 +183,7 @@ func (p *Proxy) ServeMessages(w http.ResponseWriter, r *http.Request, runID stri
 	res, err := p.admit.AdmitProxied(ctx, runID, admission.Proxied{
 		Request: admission.Request{RequestID: requestID, Model: in.Model, MaxOutputTokens: in.MaxTokens, InputTokensUpperBound: pl.input},
 		Price:   pl.price, WebSearches: pl.webSearches, ServerTools: in.Offered(), MaxTokensRequested: pl.requested,
+		No1hCacheWrite: !in.Cache1h,
 	})
 	if err != nil {
 		p.admissionFailed(ctx, w, runID, requestID, in, pl, err)
@@ -312,7 +313,7 @@ func (p *Proxy) plan(ctx context.Context, runID string, in *Inspection, bodyLen 
 }
 
 func (p *Proxy) reserve(pl plan, maxTokens int64) (budget.Micros, error) {
-	return budget.ReserveBound(pl.price, budget.Bound{MaxOutputTokens: maxTokens, InputTokens: pl.input, WebSearches: pl.webSearches})
+	return budget.ReserveBound(pl.price, budget.Bound{MaxOutputTokens: maxTokens, InputTokens: pl.input, WebSearches: pl.webSearches, No1hCacheWrite: !pl.in.Cache1h})
 }
 
 // inputBound is the most input tokens the request can be billed for, and
