@@ -493,3 +493,32 @@ func TestModelProxyTooLarge(t *testing.T) {
 		t.Errorf("the upstream received %d requests", n)
 	}
 }
+
+// TestModelProxyReservesCacheTTL: input is reserved at the 1-hour
+// cache-write rate ($2 for claude-haiku-4-5) exactly when a cache_control
+// asks for it, and at the 5-minute rate ($1.25) otherwise.
+func TestModelProxyReservesCacheTTL(t *testing.T) {
+	t.Parallel()
+	up := newRecorder(t, answerJSON("claude-haiku-4-5", `{"input_tokens":1,"output_tokens":1}`, `{"type":"text","text":"ok"}`))
+	p := newProxyStack(t, up.srv.URL)
+	for i, c := range []struct {
+		cache string
+		rate  int64
+	}{
+		{``, 1_250_000},
+		{`,"cache_control":{"type":"ephemeral"}`, 1_250_000},
+		{`,"cache_control":{"type":"ephemeral","ttl":"5m"}`, 1_250_000},
+		{`,"cache_control":{"type":"ephemeral","ttl":"1h"}`, 2_000_000},
+	} {
+		id, tok := p.gateRun(p.policy(basicPolicy), runOpts{budget: 1})
+		body := `{"model":"claude-haiku-4-5","max_tokens":64,"messages":[{"role":"user","content":[{"type":"text","text":"hello"` + c.cache + `}]}]}`
+		if st, resp := p.post(id, tok, body); st != 200 {
+			t.Fatalf("%d: %d %s", i, st, resp)
+		}
+		p.waitSettled(id, 1)
+		want := (64*5_000_000 + (int64(len(body))+8192)*c.rate + 999_999) / 1_000_000
+		if got := p.budgetEvents(id)[0]["reserved_micros"]; got != float64(want) {
+			t.Errorf("cache %q: reserved %v micros, want %d (input at %d micros per token)", c.cache, got, want, c.rate)
+		}
+	}
+}
