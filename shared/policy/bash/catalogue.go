@@ -301,7 +301,7 @@ func catalogueSafe(words []string, glob []bool, trusted int) string {
 	if glob[0] {
 		return "the program name is a pattern"
 	}
-	e := catalogue[words[0]]
+	e := catalogue()[words[0]]
 	if e == nil {
 		return fmt.Sprintf("%s is not in the read-only catalogue", quoteWord(words[0]))
 	}

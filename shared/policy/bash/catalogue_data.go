@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Sources the entries were checked against (each entry names one):
@@ -42,7 +43,10 @@ import (
 
 const anyPos = -1
 
-var catalogue = func() map[string]*entry {
+// catalogue is built on first use, not at package init: a function that
+// links the analyser but never reads a Bash line does not pay for it
+// before its first invocation.
+var catalogue = sync.OnceValue(func() map[string]*entry {
 	m := map[string]*entry{}
 	add := func(e *entry) { m[e.name] = e }
 
@@ -117,7 +121,7 @@ var catalogue = func() map[string]*entry {
 	add(findEntry())
 	add(gitEntry())
 	return m
-}()
+})
 
 func (e *entry) lit() *entry {
 	e.literal = true

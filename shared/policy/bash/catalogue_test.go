@@ -116,7 +116,7 @@ func entryNames() []string {
 			walk(prefix+" "+s, sub)
 		}
 	}
-	for name, e := range catalogue {
+	for name, e := range catalogue() {
 		walk(name, e)
 	}
 	sort.Strings(names)
@@ -165,7 +165,7 @@ func TestCatalogueSourcesNamed(t *testing.T) {
 			walk(s)
 		}
 	}
-	for _, e := range catalogue {
+	for _, e := range catalogue() {
 		walk(e)
 	}
 }
