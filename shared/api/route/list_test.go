@@ -25,7 +25,7 @@ func FuzzParseList(f *testing.F) {
 		if q.Limit < 1 || q.Limit > MaxListPage {
 			t.Fatalf("limit %d accepted", q.Limit)
 		}
-		if q.Cursor != "" && !positionPattern.MatchString(q.Cursor) {
+		if q.Cursor != "" && !positionPattern().MatchString(q.Cursor) {
 			t.Fatalf("cursor %q accepted", q.Cursor)
 		}
 		if !q.CreatedAfter.IsZero() && !q.CreatedBefore.IsZero() && q.CreatedBefore.Before(q.CreatedAfter) {
