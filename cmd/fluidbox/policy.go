@@ -16,6 +16,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/client"
 	"github.com/fluidbox/fluidbox/shared/gate"
 	"github.com/fluidbox/fluidbox/shared/policy"
+	"github.com/fluidbox/fluidbox/shared/policy/policyyaml"
 )
 
 const policyUsage = `policy eval POLICY_ID (--command LINE | --tool NAME --input JSON) [--version N]
@@ -307,7 +308,7 @@ func policyTest(args []string, stdout, stderr io.Writer) error {
 		data, err := os.ReadFile(name)
 		if err != nil {
 			res.Error = "cannot read the file: " + err.Error()
-		} else if p, warns, err := policy.Parse(data); err != nil {
+		} else if p, warns, err := policyyaml.Parse(data); err != nil {
 			res.Error = err.Error()
 		} else {
 			res.Tests = len(p.Document().Tests)

@@ -6,11 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"sort"
 	"strings"
-
-	"sigs.k8s.io/yaml"
 )
 
 // Verdict is a policy outcome. Verdicts are persisted and on the wire: never
@@ -201,23 +198,17 @@ func verr(field, format string, args ...any) *ValidationError {
 	return &ValidationError{Field: field, Message: fmt.Sprintf(format, args...)}
 }
 
-// decode reads JSON, or YAML converted to JSON, strictly.
+// decode reads a JSON document strictly. Documents written in YAML are
+// converted to JSON by package policyyaml first: every stored document is
+// JSON, so the functions that only read stored policies link no YAML parser.
 func decode(data []byte) (Document, error) {
 	var doc Document
 	if len(data) > MaxDocumentBytes {
 		return doc, verr("", "document larger than %d bytes", MaxDocumentBytes)
 	}
-	trimmed := bytes.TrimSpace(data)
-	if len(trimmed) == 0 {
+	js := bytes.TrimSpace(data)
+	if len(js) == 0 {
 		return doc, verr("", "empty document")
-	}
-	js := trimmed
-	if trimmed[0] != '{' {
-		var err error
-		js, err = yaml.YAMLToJSONStrict(trimmed)
-		if err != nil {
-			return doc, verr("", "invalid YAML: %s", yamlReason(err))
-		}
 	}
 	var raw any
 	dec := json.NewDecoder(bytes.NewReader(js))
@@ -241,25 +232,6 @@ func decode(data []byte) (Document, error) {
 	}
 	return doc, nil
 }
-
-// yamlReason is a YAML parser's error in its own words, unless those name
-// Go types (an invalid map key is reported as the Go map it became), in
-// which case only the line is kept.
-func yamlReason(err error) string {
-	msg := strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")
-	msg = strings.TrimPrefix(msg, "yaml: ")
-	for _, goWord := range []string{"map[", "interface {", "struct", "[]", "!!", "%!", "<nil>", "of type"} {
-		if strings.Contains(msg, goWord) {
-			if m := yamlLine.FindString(msg); m != "" {
-				return "the document is not a mapping of plain keys to values at " + m
-			}
-			return "the document is not a mapping of plain keys to values"
-		}
-	}
-	return msg
-}
-
-var yamlLine = regexp.MustCompile(`line \d+`)
 
 // shape is what a document field must hold, for errors that name the
 // field by its full path (rules[2].match.command_prefix[0]) and say what it

@@ -61,7 +61,8 @@ type inputCond struct {
 	globs []*glob
 }
 
-// Parse reads, validates and compiles a policy document (JSON, or YAML).
+// Parse reads, validates and compiles a policy document in JSON (package
+// policyyaml reads YAML, converted to the same JSON).
 // Unknown fields, unknown verdicts and scopes, bad globs and pointers,
 // duplicate rule ids and matchers on the wrong tool are *ValidationError.
 // Rules that are valid but can never match are reported as warnings.

@@ -10,6 +10,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/ids"
 	"github.com/fluidbox/fluidbox/shared/policy"
+	"github.com/fluidbox/fluidbox/shared/policy/policyyaml"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
@@ -33,7 +34,7 @@ func parsePolicy(w http.ResponseWriter, r *http.Request) (*policy.Policy, []poli
 	if e != nil {
 		return nil, nil, e
 	}
-	p, warnings, err := policy.Parse(body)
+	p, warnings, err := policyyaml.Parse(body)
 	var ve *policy.ValidationError
 	if errors.As(err, &ve) {
 		return nil, nil, invalid("%s", ve.Error())
