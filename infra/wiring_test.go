@@ -131,7 +131,7 @@ func TestApprovalPlumbingPrivileges(t *testing.T) {
 		}
 	}
 	want := map[string][]string{
-		"states:startexecution": {"GateFunction REF:ExpiryStateMachine"},
+		"states:startexecution": {"NotifyFunction REF:ExpiryStateMachine"},
 		"events:putevents":      {"NotifyFunction GETATT:EventBus.Arn"},
 	}
 	for action, w := range want {
@@ -139,8 +139,8 @@ func TestApprovalPlumbingPrivileges(t *testing.T) {
 			t.Errorf("%s held by %v, want %v", action, got, w)
 		}
 	}
-	if v := dig(props(fns["GateFunction"]), "Environment", "Variables", "FLUIDBOX_STATE_MACHINE_ARN"); v != "REF:ExpiryStateMachine" {
-		t.Errorf("GateFunction FLUIDBOX_STATE_MACHINE_ARN = %v, want !Ref ExpiryStateMachine", v)
+	if v := dig(props(fns["NotifyFunction"]), "Environment", "Variables", "FLUIDBOX_STATE_MACHINE_ARN"); v != "REF:ExpiryStateMachine" {
+		t.Errorf("NotifyFunction FLUIDBOX_STATE_MACHINE_ARN = %v, want !Ref ExpiryStateMachine", v)
 	}
 	if v := dig(props(fns["NotifyFunction"]), "Environment", "Variables", "FLUIDBOX_EVENT_BUS"); v != "REF:EventBus" {
 		t.Errorf("NotifyFunction FLUIDBOX_EVENT_BUS = %v, want !Ref EventBus", v)

@@ -96,7 +96,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// Notifications: every committed approval transition, printed on
 	// stderr as `notification <type> <detail>` by the same conversion the
 	// notify function applies to the table's stream.
-	notifier := notify.NewHandler(notify.NewPrinter(stderr), log)
+	notifier := notify.NewHandler(notify.NewPrinter(stderr), nil, log)
 	notifications := notifier.Observer()
 	slackCfg, err := slackbot.FromConfig(cfg)
 	if err != nil {

@@ -1,7 +1,7 @@
 // Command gate is the Lambda function that answers the runner: permission
 // requests and budget admissions (route.Table, Function Gate). It holds
-// DynamoDB permissions and states:StartExecution on the expiry state
-// machine, no KMS; it links no MCP, OIDC or KMS code (main_test.go checks).
+// DynamoDB permissions only, no KMS; it links no MCP, OIDC, KMS or Step
+// Functions code (main_test.go checks).
 package main
 
 import (
@@ -10,14 +10,10 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/aws/aws-sdk-go-v2/service/sfn"
-
 	"github.com/fluidbox/fluidbox/shared/admission"
 	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/api/runner"
-	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/config"
-	"github.com/fluidbox/fluidbox/shared/expiry"
 	"github.com/fluidbox/fluidbox/shared/function"
 )
 
@@ -47,12 +43,9 @@ func handler(d function.Deps) (*route.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gate: %w", err)
 	}
-	// The gate creates approvals, so it starts each one's expiry timer;
-	// without a state machine, lazy expiry and the sweep expire.
-	var sched approval.Scheduler = approval.Lazy{}
-	if d.Config.StateMachineARN != "" {
-		sched = expiry.NewStepFunctions(sfn.NewFromConfig(d.AWS), d.Config.StateMachineARN)
-	}
+	// The approvals the gate files get their expiry timers from the notify
+	// function, which sees each one's insert on the table's stream; the
+	// gate itself only expires lazily (approval.Lazy, runner's default).
 	return route.New(route.ConfigFrom(d.Config, d.Ledger, d.Logger), route.Target{Function: route.Gate, Via: route.APIGateway},
-		runner.New(runner.Config{Config: route.ConfigFrom(d.Config, d.Ledger, d.Logger), Scheduler: sched, Prices: prices, MaxPendingApprovals: d.Config.MaxPendingApprovals}))
+		runner.New(runner.Config{Config: route.ConfigFrom(d.Config, d.Ledger, d.Logger), Prices: prices, MaxPendingApprovals: d.Config.MaxPendingApprovals}))
 }

@@ -1,7 +1,10 @@
 // Command notify reads the table's stream and puts approval.requested and
 // approval.decided on EventBridge (docs/api.md, "Notifications"): a notification
-// exists only for a committed transition. It may read the stream and put
-// events on the fluidbox bus, nothing else.
+// exists only for a committed transition. It also starts each new pending
+// approval's expiry timer (an execution of the expiry state machine), so
+// the functions that create approvals hold no Step Functions permission. It
+// may read the stream, put events on the fluidbox bus and start executions
+// of that state machine, nothing else.
 package main
 
 import (
@@ -11,8 +14,11 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/sfn"
 
+	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/config"
+	"github.com/fluidbox/fluidbox/shared/expiry"
 	"github.com/fluidbox/fluidbox/shared/function"
 	"github.com/fluidbox/fluidbox/shared/notify"
 )
@@ -30,7 +36,13 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return err
 	}
 	pub := notify.NewEventBridge(eventbridge.NewFromConfig(d.AWS), d.Config.EventBus)
-	h := notify.NewHandler(pub, d.Logger)
+	// Without a state machine no timer starts; lazy expiry and the sweep
+	// expire overdue approvals.
+	var timers approval.Scheduler
+	if d.Config.StateMachineARN != "" {
+		timers = expiry.NewStepFunctions(sfn.NewFromConfig(d.AWS), d.Config.StateMachineARN)
+	}
+	h := notify.NewHandler(pub, timers, d.Logger)
 	lambda.StartWithOptions(h.Stream, lambda.WithContext(ctx))
 	return nil
 }

@@ -139,7 +139,7 @@ func TestCanarySweep(t *testing.T) {
 	errs := &errorBodies{}
 	h := api.New(api.Config{Egress: testenv.Loopback,
 		AdminToken: adminToken, Ledger: led, Logger: log, Sealer: localSealer(t),
-		Observer: notify.NewHandler(notes, log).Observer(), GitHubWebhookSecret: webhookSecret,
+		Observer: notify.NewHandler(notes, nil, log).Observer(), GitHubWebhookSecret: webhookSecret,
 	})
 	srv := httptest.NewServer(errs.wrap(h))
 	t.Cleanup(srv.Close)

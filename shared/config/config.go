@@ -34,9 +34,10 @@ type Config struct {
 	OIDCIssuer     string
 	OIDCAudience   string
 	OIDCRolesClaim string
-	// StateMachineARN is the approval-expiry state machine: a function that
-	// creates approvals starts one execution per approval. Empty: no timer
-	// (lazy expiry and the sweep still expire overdue approvals).
+	// StateMachineARN is the approval-expiry state machine: the notify
+	// function starts one execution per new approval it sees on the
+	// table's stream. Empty: no timer (lazy expiry and the sweep still
+	// expire overdue approvals).
 	StateMachineARN string
 	// EventBus is the EventBridge bus the notify function publishes to.
 	EventBus string

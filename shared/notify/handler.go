@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 
@@ -13,15 +14,22 @@ import (
 
 // Handler publishes the notifications of approval transitions, from the
 // table's stream (the notify function) or from the approval service's
-// observer (the dev server).
+// observer (the dev server). From the stream it also starts the expiry
+// timer of each new pending approval.
 type Handler struct {
-	pub Publisher
-	log *slog.Logger
+	pub    Publisher
+	timers approval.Scheduler
+	log    *slog.Logger
 }
 
-// NewHandler returns a handler publishing through pub.
-func NewHandler(pub Publisher, log *slog.Logger) *Handler {
-	return &Handler{pub: pub, log: log}
+// NewHandler returns a handler publishing through pub. timers starts the
+// expiry timer of each new pending approval the stream carries (the notify
+// function's Step Functions executions), so the functions that create
+// approvals (gate, broker) need no Step Functions client or permission;
+// nil starts none (the dev server, whose approval service keeps its own
+// timers).
+func NewHandler(pub Publisher, timers approval.Scheduler, log *slog.Logger) *Handler {
+	return &Handler{pub: pub, timers: timers, log: log}
 }
 
 // Stream handles one batch of stream records: approval rows, and the
@@ -31,7 +39,8 @@ func NewHandler(pub Publisher, log *slog.Logger) *Handler {
 // ReportBatchItemFailures) retries the batch from that record, so nothing
 // is lost and only that record onwards may be delivered twice. An approval
 // row that cannot be decoded is logged and skipped: retrying it cannot
-// succeed and would hold up the shard.
+// succeed and would hold up the shard. Each approval.requested starts its
+// approval's expiry timer first (see schedule).
 func (h *Handler) Stream(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	resp := events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}}
 	var entries []Entry
@@ -56,6 +65,9 @@ func (h *Handler) Stream(ctx context.Context, ev events.DynamoDBEvent) (events.D
 			continue
 		}
 		for _, e := range Entries(before, after) {
+			if e.Type == Requested {
+				h.schedule(ctx, after)
+			}
 			entries = append(entries, e)
 			from = append(from, i)
 		}
@@ -73,6 +85,25 @@ func (h *Handler) Stream(ctx context.Context, ev events.DynamoDBEvent) (events.D
 	h.log.ErrorContext(ctx, "notify: publish failed; retrying from a record", "sequence_number", failed.Change.SequenceNumber, "published", pe.First, "err", pe.Err)
 	resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: failed.Change.SequenceNumber})
 	return resp, nil
+}
+
+// schedule starts the expiry timer of a new pending approval. Starting it
+// again (a batch retried from a later record) is harmless: the execution is
+// named after the approval. A failure is logged, not retried: expiry does
+// not depend on the timer (lazy expiry on read and the sweep expire an
+// overdue approval that has none), and failing the record would hold up
+// the shard's notifications.
+func (h *Handler) schedule(ctx context.Context, a store.Approval) {
+	if h.timers == nil {
+		return
+	}
+	at, err := time.Parse(store.TimeLayout, a.ExpiresAt)
+	if err == nil {
+		err = h.timers.Schedule(ctx, a.ID, at)
+	}
+	if err != nil {
+		h.log.ErrorContext(ctx, "notify: schedule approval expiry; lazy expiry and the sweep remain", "approval", a.ID, "err", err)
+	}
 }
 
 // RunCreated publishes the notifications of a run's creation, for the dev

@@ -14,6 +14,10 @@
 //     by field, not copied from the row.
 //   - A failed publish is reported, never dropped: the stream handler names
 //     the first record not published, and Lambda retries from there.
+//   - Each new pending approval on the stream has its expiry timer started,
+//     at most once per approval (the execution is named after it). A timer
+//     that fails to start is logged and costs nothing but promptness:
+//     expiry is also lazy and swept, so the approval still expires to deny.
 package notify
 
 import (

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -255,7 +257,7 @@ func TestStreamSampleEvents(t *testing.T) {
 	for _, path := range files {
 		name := filepath.Base(path)
 		pub, f := newEventBridge(t, -1)
-		h := notify.NewHandler(pub, slog.New(slog.DiscardHandler))
+		h := notify.NewHandler(pub, nil, slog.New(slog.DiscardHandler))
 		resp, err := h.Stream(context.Background(), streamEvent(t, name))
 		if err != nil || len(resp.BatchItemFailures) != 0 {
 			t.Errorf("Stream(%s) = %+v, %v; want no failures", name, resp, err)
@@ -325,7 +327,7 @@ func TestStreamRetriesFromFailedRecord(t *testing.T) {
 	for _, name := range []string{"insert-pending.json", "unrelated-event-row.json", "modify-approved-once.json", "modify-expired.json"} {
 		batch.Records = append(batch.Records, streamEvent(t, name).Records...)
 	}
-	h := notify.NewHandler(pub, slog.New(slog.DiscardHandler))
+	h := notify.NewHandler(pub, nil, slog.New(slog.DiscardHandler))
 	resp, err := h.Stream(context.Background(), batch)
 	if err != nil {
 		t.Fatalf("Stream = %v", err)
@@ -336,10 +338,53 @@ func TestStreamRetriesFromFailedRecord(t *testing.T) {
 	}
 }
 
+// timerLog is an approval.Scheduler that records the timers it is asked to
+// start and answers fail.
+type timerLog struct {
+	mu   sync.Mutex
+	fail error
+	got  []string
+}
+
+func (l *timerLog) Schedule(_ context.Context, approvalID string, at time.Time) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.got = append(l.got, approvalID+" "+at.Format(time.RFC3339Nano))
+	return l.fail
+}
+
+// TestStreamStartsExpiryTimers: a new pending approval on the stream gets
+// its expiry timer, at its expires_at; a decision, an expiry, a run's head
+// or another row starts none. A timer that cannot start fails nothing:
+// every notification is still published and no record is retried, since
+// lazy expiry and the sweep expire an approval without a timer.
+func TestStreamStartsExpiryTimers(t *testing.T) {
+	t.Parallel()
+	batch := events.DynamoDBEvent{}
+	for _, name := range []string{"insert-pending.json", "unrelated-event-row.json", "modify-approved-once.json", "modify-expired.json", "insert-triggered-run.json"} {
+		batch.Records = append(batch.Records, streamEvent(t, name).Records...)
+	}
+	for _, fail := range []error{nil, errors.New("StartExecution: throttled")} {
+		pub, f := newEventBridge(t, -1)
+		timers := &timerLog{fail: fail}
+		h := notify.NewHandler(pub, timers, slog.New(slog.DiscardHandler))
+		resp, err := h.Stream(context.Background(), batch)
+		if err != nil || len(resp.BatchItemFailures) != 0 {
+			t.Errorf("Stream (timer error %v) = %+v, %v; want no failures", fail, resp, err)
+		}
+		if diff := cmp.Diff([]string{"apr_fixturepending 2030-01-01T00:15:00Z"}, timers.got); diff != "" {
+			t.Errorf("timers started (timer error %v) (-want +got):\n%s", fail, diff)
+		}
+		if n := len(f.published()); n != 4 {
+			t.Errorf("published %d notifications (timer error %v), want 4", n, fail)
+		}
+	}
+}
+
 func TestPrinter(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
-	h := notify.NewHandler(notify.NewPrinter(&out), slog.New(slog.DiscardHandler))
+	h := notify.NewHandler(notify.NewPrinter(&out), nil, slog.New(slog.DiscardHandler))
 	h.Observer()(context.Background(), store.Approval{}, approvalIn("pending"))
 	h.Observer()(context.Background(), approvalIn("pending"), approvalIn("denied"))
 	h.Observer()(context.Background(), approvalIn("denied"), approvalIn("denied"))
