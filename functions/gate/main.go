@@ -13,6 +13,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/admission"
 	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/api/runner"
+	"github.com/fluidbox/fluidbox/shared/budget"
 	"github.com/fluidbox/fluidbox/shared/config"
 	"github.com/fluidbox/fluidbox/shared/function"
 )
@@ -39,9 +40,15 @@ func run(ctx context.Context, getenv func(string) string) error {
 
 // handler serves the gate's rows of the route table.
 func handler(d function.Deps) (*route.Server, error) {
-	prices, err := admission.LoadPrices(d.Config.PricesFile)
-	if err != nil {
-		return nil, fmt.Errorf("gate: %w", err)
+	// Without a price file, nil: admission parses the shipped table on the
+	// first admission, not in every cold start. A file is read (and a bad
+	// one refused) here.
+	var prices *budget.Prices
+	if d.Config.PricesFile != "" {
+		var err error
+		if prices, err = admission.LoadPrices(d.Config.PricesFile); err != nil {
+			return nil, fmt.Errorf("gate: %w", err)
+		}
 	}
 	// The approvals the gate files get their expiry timers from the notify
 	// function, which sees each one's insert on the table's stream; the

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/fluidbox/fluidbox/shared/api/route"
@@ -18,5 +20,23 @@ func TestServesItsRows(t *testing.T) {
 	}
 	if err := h.ServesExactly(route.Target{Function: route.Gate, Via: route.APIGateway}); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestPriceFileReadAtStart: the shipped price table is parsed lazily, but a
+// price file is read when the handler is built, so a bad one stops the
+// start instead of failing the first admission.
+func TestPriceFileReadAtStart(t *testing.T) {
+	t.Parallel()
+	bad := filepath.Join(t.TempDir(), "prices.json")
+	if err := os.WriteFile(bad, []byte(`{"models":{"m":{"input_usd_per_mtok":"x"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{bad, filepath.Join(t.TempDir(), "missing.json")} {
+		d := function.Offline()
+		d.Config.PricesFile = path
+		if _, err := handler(d); err == nil {
+			t.Errorf("handler with price file %s = nil error, want the start refused", filepath.Base(path))
+		}
 	}
 }
