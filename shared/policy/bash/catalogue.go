@@ -158,8 +158,13 @@ func (e *entry) judge(words []string, glob []bool, start, trusted int) string {
 // shortNames holds "-c" for every byte c, so that splitting a cluster of
 // short options allocates nothing.
 var shortNames = func() (t [256]string) {
+	var b [2 * len(t)]byte
 	for c := range t {
-		t[c] = "-" + string([]byte{byte(c)})
+		b[2*c], b[2*c+1] = '-', byte(c)
+	}
+	all := string(b[:]) // one allocation, not one per name
+	for c := range t {
+		t[c] = all[2*c : 2*c+2]
 	}
 	return t
 }()

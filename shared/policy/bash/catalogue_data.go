@@ -262,7 +262,9 @@ func sedScript(s string) string {
 // awkUnsafe finds what lets an awk program run a command, write a file or
 // read beyond its operands. '>' is refused even as a comparison: telling
 // one from a redirection needs the whole grammar.
-var awkUnsafe = regexp.MustCompile(`system|getline|close|fflush|ENVIRON|PROCINFO|@load|@include|[|>]`)
+var awkUnsafe = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`system|getline|close|fflush|ENVIRON|PROCINFO|@load|@include|[|>]`)
+})
 
 func awkCheck(p *parsed) string {
 	if len(p.pos) == 0 {
@@ -271,13 +273,13 @@ func awkCheck(p *parsed) string {
 	if p.glob[p.pos[0]] {
 		return "awk program is a pattern"
 	}
-	if m := awkUnsafe.FindString(p.posText(0)); m != "" {
+	if m := awkUnsafe().FindString(p.posText(0)); m != "" {
 		return fmt.Sprintf("awk program uses %q, which can run a command, write a file or read the environment", m)
 	}
 	return ""
 }
 
-var jqUnsafe = regexp.MustCompile(`\$ENV|\benv\b|\binput_filename\b|\$__loc__`)
+var jqUnsafe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\$ENV|\benv\b|\binput_filename\b|\$__loc__`) })
 
 func jqCheck(p *parsed) string {
 	if p.has("--args", "--jsonargs") {
@@ -289,7 +291,7 @@ func jqCheck(p *parsed) string {
 	if p.glob[p.pos[0]] {
 		return "jq program is a pattern"
 	}
-	if m := jqUnsafe.FindString(p.posText(0)); m != "" {
+	if m := jqUnsafe().FindString(p.posText(0)); m != "" {
 		return fmt.Sprintf("jq program reads %q", m)
 	}
 	return ""

@@ -5,6 +5,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"sync"
 
 	"mvdan.cc/sh/v3/syntax"
 )
@@ -631,14 +632,16 @@ func (n *normalizer) awk(words []word) {
 			n.opaque(fmt.Sprintf("awk option %s loads or runs code fluidbox cannot analyse", quoteWord(t)))
 			return
 		}
-		if awkRuns.MatchString(t) {
+		if awkRuns().MatchString(t) {
 			n.opaque("awk program runs a command (system() or a pipe)")
 		}
 		return
 	}
 }
 
-var awkRuns = regexp.MustCompile(`system|\||@load|@include`)
+// awkRuns, like the catalogue and its patterns, is compiled on first use:
+// not in the init of every function that links the analyser.
+var awkRuns = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`system|\||@load|@include`) })
 
 // sed runs a command with its e command and the e flag of s.
 func (n *normalizer) sed(words []word) {
