@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 )
@@ -92,8 +93,10 @@ var subjects = []struct{ name, pkg string }{
 
 // BenchmarkInit starts each bootstrap b.N times, interleaved so that the
 // machine's state weighs on all alike, and reports its mean init in ms and
-// as a multiple of hello's (init-x). Built for the host's architecture,
-// which the process must be able to run; otherwise as make build does.
+// as a multiple of hello's (init-x), and the same for the median (init-med-
+// ms, init-med-x), which a busy machine's outliers move less. Built for the
+// host's architecture, which the process must be able to run; otherwise as
+// make build does.
 func BenchmarkInit(b *testing.B) {
 	if runtime.GOOS != "linux" {
 		b.Skip("the bootstraps are linux executables")
@@ -105,18 +108,27 @@ func BenchmarkInit(b *testing.B) {
 	}
 	api := startRuntimeAPI(b)
 	total := make([]time.Duration, len(subjects))
+	times := make([][]time.Duration, len(subjects))
 	b.ResetTimer()
 	for range b.N {
 		for i, bin := range bins {
-			total[i] += api.initTime(b, bin)
+			d := api.initTime(b, bin)
+			total[i] += d
+			times[i] = append(times[i], d)
 		}
 	}
 	b.StopTimer()
+	median := func(ds []time.Duration) time.Duration {
+		s := slices.Sorted(slices.Values(ds))
+		return s[len(s)/2]
+	}
 	for i, s := range subjects {
 		ms := float64(total[i]) / float64(b.N) / float64(time.Millisecond)
 		b.ReportMetric(ms, s.name+"-init-ms")
+		b.ReportMetric(float64(median(times[i]))/float64(time.Millisecond), s.name+"-init-med-ms")
 		if i > 0 {
 			b.ReportMetric(float64(total[i])/float64(total[0]), s.name+"-init-x")
+			b.ReportMetric(float64(median(times[i]))/float64(median(times[0])), s.name+"-init-med-x")
 		}
 	}
 	b.ReportMetric(0, "ns/op")
