@@ -11,6 +11,9 @@
 //     from the operation, the HTTP status, the JSON-RPC code and fixed words only. A tool
 //     list or result that contains the credential is refused with ErrCredentialEcho rather
 //     than passed on towards the sandbox.
+//   - A 401's or 403's Bearer challenge is read with the SDK's parser; its scopes are
+//     kept (UpstreamError.Scopes, ErrInsufficientScope) only when bounded, valid RFC 6749
+//     scope tokens that do not contain the credential; any other challenge is ignored.
 //   - A Photo's digest depends only on the tools, never on the order the upstream lists
 //     them in, so a digest comparison is a sound rug-pull check.
 //   - Nothing retries behind the caller's back; the caller's ctx bounds every call, and
@@ -30,6 +33,11 @@ var (
 	// (HTTP 403): the credential lacks a permission, or the upstream refuses
 	// for its own reasons. Replacing the credential may not help.
 	ErrForbidden = errors.New("broker: upstream refused the request")
+	// ErrInsufficientScope: the upstream refused the request (HTTP 403) with
+	// a Bearer challenge error="insufficient_scope" (RFC 6750 3.1) naming the
+	// scopes it needs (UpstreamError.Scopes): only an authorization that asks
+	// for them helps (MCP's step-up authorization).
+	ErrInsufficientScope = errors.New("broker: upstream asks for more scopes")
 	// ErrAddressRefused: the upstream's address is one the broker may not
 	// reach (loopback, link-local, private, unique-local), found before any
 	// packet was sent to it.
@@ -60,6 +68,12 @@ type UpstreamError struct {
 	Code   int64  // JSON-RPC error code, 0 if not a protocol error
 	Msg    string // fixed description written by this package
 	Err    error  // one of the sentinels above, or a context error
+	// Scopes are the scopes the Bearer challenge of a 401 or 403 named
+	// (its scope parameter), set only when every one is an RFC 6749 scope
+	// token within the bounds of ParseScopes and none contains the
+	// credential. The upstream chose them: they are never part of the
+	// error's text.
+	Scopes []string
 }
 
 func (e *UpstreamError) Error() string {

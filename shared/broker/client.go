@@ -304,9 +304,16 @@ func toolDef(t *mcp.Tool) (ToolDef, error) {
 // classify turns an SDK error into an UpstreamError without keeping any of its text.
 func classify(ctx context.Context, op string, err error, rec *recorder) *UpstreamError {
 	status := rec.lastStatus()
+	ch := rec.challenge.Load()
 	switch {
 	case status == http.StatusUnauthorized:
-		return &UpstreamError{Op: op, Status: status, Msg: "credential refused", Err: ErrUnauthorized}
+		e := &UpstreamError{Op: op, Status: status, Msg: "credential refused", Err: ErrUnauthorized}
+		if ch != nil {
+			e.Scopes = ch.scopes
+		}
+		return e
+	case status == http.StatusForbidden && ch != nil && ch.insufficientScope:
+		return &UpstreamError{Op: op, Status: status, Msg: "the upstream asks for scopes the credential lacks (insufficient_scope)", Err: ErrInsufficientScope, Scopes: ch.scopes}
 	case status == http.StatusForbidden:
 		// A 403 says who the caller is was understood and the request is not allowed:
 		// not a bad credential, and replacing it is not the obvious fix.
@@ -440,16 +447,27 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if resp.StatusCode >= 300 {
 		t.rec.status.Store(int64(resp.StatusCode))
 	}
+	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+		t.rec.challenge.Store(readChallenge(resp.Header, t.cred))
+	}
 	resp.Body = &limitedBody{rc: resp.Body, left: MaxResponseBytes}
 	return resp, nil
 }
 
-type recorder struct{ status atomic.Int64 }
+// recorder keeps what the SDK's errors do not expose: the last HTTP error
+// status, and the Bearer challenge of the last 401 or 403.
+type recorder struct {
+	status    atomic.Int64
+	challenge atomic.Pointer[challenge]
+}
 
 func (r *recorder) lastStatus() int { return int(r.status.Load()) }
 
-// reset forgets the status of earlier exchanges in the session.
-func (r *recorder) reset() { r.status.Store(0) }
+// reset forgets earlier exchanges in the session.
+func (r *recorder) reset() {
+	r.status.Store(0)
+	r.challenge.Store(nil)
+}
 
 var errResponseTooLarge = errors.New("broker: response body too large")
 
