@@ -28,6 +28,11 @@ type OAuth struct {
 	Discovery string `dynamodbav:"oauth_discovery,omitempty"`
 	// TokenExpiresAt is the access token's expiry (RFC 3339, "" unknown).
 	TokenExpiresAt string `dynamodbav:"oauth_token_expires_at,omitempty"`
+	// StepUpScope is every scope the upstream asked for in an
+	// insufficient_scope challenge, with the scopes requested when it did,
+	// as an RFC 6749 scope parameter (space-separated tokens): the next
+	// authorization asks for them too (MCP step-up authorization).
+	StepUpScope string `dynamodbav:"oauth_step_up_scope,omitempty"`
 }
 
 // OAuthState is one pending authorization, at OAUTHSTATE#<digest of the
@@ -184,6 +189,32 @@ func (s *Store) RequireAuthorization(ctx context.Context, id string, gen int, ol
 			":at":       &types.AttributeValueMemberS{Value: at},
 			":active":   &types.AttributeValueMemberS{Value: ConnectionActive},
 			":required": &types.AttributeValueMemberS{Value: ConnectionAuthorizationRequired},
+		},
+	})
+	return err
+}
+
+// RecordStepUpScope replaces the step-up scopes of an active connection of
+// generation gen with scope, a compare-and-swap on the value the caller
+// read (old, "" for none), so that concurrent challenges each widen the
+// union the caller computed rather than overwrite one another. Neither the
+// generation nor the status moves: calls the current grant allows keep
+// working until the connection is re-authorized.
+func (s *Store) RecordStepUpScope(ctx context.Context, id string, gen int, old, scope, at string) error {
+	cond := "authorization_generation = :g AND #status = :active AND oauth_step_up_scope = :old"
+	if old == "" {
+		cond = "authorization_generation = :g AND #status = :active AND (attribute_not_exists(oauth_step_up_scope) OR oauth_step_up_scope = :old)"
+	}
+	_, err := s.changeConnection(ctx, "record step-up scopes of", id, &dynamodb.UpdateItemInput{
+		UpdateExpression:         aws.String("SET oauth_step_up_scope = :scope, updated_at = :at"),
+		ConditionExpression:      aws.String(cond),
+		ExpressionAttributeNames: map[string]string{"#status": "status"},
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":g":      num(int64(gen)),
+			":old":    &types.AttributeValueMemberS{Value: old},
+			":scope":  &types.AttributeValueMemberS{Value: scope},
+			":at":     &types.AttributeValueMemberS{Value: at},
+			":active": &types.AttributeValueMemberS{Value: ConnectionActive},
 		},
 	})
 	return err

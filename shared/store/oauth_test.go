@@ -120,3 +120,41 @@ func TestSetOAuthClientRevoked(t *testing.T) {
 		t.Fatalf("a revoked connection took a new client: %q", c.OAuth.ClientID)
 	}
 }
+
+// TestRecordStepUpScope: a compare-and-swap on the step-up scopes read, of
+// an active connection at its generation; the generation and status stay.
+func TestRecordStepUpScope(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	c := store.Connection{ID: "con_s", Name: "s", URL: "https://x", Kind: store.ConnectionShared, Owner: "op",
+		Status: store.ConnectionActive, Generation: 2, CredentialType: "oauth", Sealed: []byte{1}, CreatedAt: "t0"}
+	if err := st.PutConnection(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RecordStepUpScope(ctx, c.ID, 1, "", "a", "t1"); !errors.Is(err, store.ErrConnectionChanged) {
+		t.Fatalf("at another generation: %v, want ErrConnectionChanged", err)
+	}
+	if err := st.RecordStepUpScope(ctx, c.ID, 2, "", "a b", "t1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RecordStepUpScope(ctx, c.ID, 2, "", "a c", "t2"); !errors.Is(err, store.ErrConnectionChanged) {
+		t.Fatalf("from a stale read: %v, want ErrConnectionChanged", err)
+	}
+	if err := st.RecordStepUpScope(ctx, c.ID, 2, "a b", "a b c", "t2"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.GetConnection(ctx, c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.StepUpScope != "a b c" || got.Generation != 2 || got.Status != store.ConnectionActive {
+		t.Fatalf("after the step-ups: %q generation %d %s", got.StepUpScope, got.Generation, got.Status)
+	}
+	if _, err := st.RevokeConnection(ctx, c.ID, "op", "t3"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RecordStepUpScope(ctx, c.ID, 2, "a b c", "a b c d", "t4"); !errors.Is(err, store.ErrConnectionChanged) {
+		t.Fatalf("on a revoked connection: %v, want ErrConnectionChanged", err)
+	}
+}
