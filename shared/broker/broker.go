@@ -34,9 +34,10 @@ var (
 	// for its own reasons. Replacing the credential may not help.
 	ErrForbidden = errors.New("broker: upstream refused the request")
 	// ErrInsufficientScope: the upstream refused the request (HTTP 403) with
-	// a Bearer challenge error="insufficient_scope" (RFC 6750 3.1) naming the
-	// scopes it needs (UpstreamError.Scopes): only an authorization that asks
-	// for them helps (MCP's step-up authorization).
+	// a Bearer challenge naming the scopes it needs (UpstreamError.Scopes),
+	// its error "insufficient_scope" (RFC 6750 3.1) or absent (as the MCP Go
+	// SDK's auth.RequireBearerToken sends it): only an authorization that
+	// asks for them helps (MCP's step-up authorization).
 	ErrInsufficientScope = errors.New("broker: upstream asks for more scopes")
 	// ErrAddressRefused: the upstream's address is one the broker may not
 	// reach (loopback, link-local, private, unique-local), found before any

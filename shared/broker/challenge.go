@@ -54,7 +54,11 @@ func readChallenge(h http.Header, cred seal.Credential) *challenge {
 		if !ok || len(scopes) == 0 || containsSecret([]byte(c.Params["scope"]), cred) {
 			return nil
 		}
-		return &challenge{insufficientScope: c.Params["error"] == "insufficient_scope", scopes: scopes}
+		// A 403 asks for scopes with error="insufficient_scope" (RFC 6750
+		// 3.1), or with no error at all: the MCP Go SDK's
+		// auth.RequireBearerToken answers a token without its Scopes so.
+		e := c.Params["error"]
+		return &challenge{insufficientScope: e == "insufficient_scope" || e == "", scopes: scopes}
 	}
 	return nil
 }

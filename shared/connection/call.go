@@ -167,7 +167,7 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 	wait = b.waitWithin(ctx, wait)
 
 	var ans call.Answer
-	waited := recorded
+	waited, steppedUp := recorded, false
 	if !recorded {
 		lives := map[string]gate.Live{bt.ConnectionID: live}
 		pre, err := b.perm.Preview(ctx, runID, req, lives)
@@ -176,6 +176,15 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 		}
 		if pre.Outcome != gate.OutcomeDeny {
 			switch err := b.look(ctx, up, bt, conn, false); {
+			case errors.Is(err, errStepUp):
+				// The grant does not cover this call: for it, the
+				// connection is as good as one needing authorization, and
+				// the gate denies with source binding (the connection
+				// itself stays active for what its grant covers).
+				l := live
+				l.Status = store.ConnectionAuthorizationRequired
+				lives[bt.ConnectionID] = l
+				steppedUp = true
 			case errors.Is(err, errAuthorizationLost):
 				// The grant is gone (or moved on): the connection as it is
 				// now makes the gate deny with source binding.
@@ -193,6 +202,9 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 		}
 		if ans, err = b.perm.DecideBrokered(ctx, runID, req, 0, lives); err != nil {
 			return CallAnswer{}, err
+		}
+		if steppedUp && ans.Decision == call.Denied && ans.Source == string(gate.SourceBinding) {
+			ans.Reason = stepUpReason(bt.ConnectionID)
 		}
 		if ans.Decision == call.Pending && wait > 0 {
 			waited = true
@@ -222,6 +234,8 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 	}
 	if err := b.look(ctx, up, bt, conn, waited); errors.Is(err, errAuthorizationLost) {
 		return b.refuse(ctx, runID, req, gate.SourceBinding, reauthorizeReason(bt.ConnectionID))
+	} else if errors.Is(err, errStepUp) {
+		return b.refuse(ctx, runID, req, gate.SourceBinding, stepUpReason(bt.ConnectionID))
 	} else if err != nil {
 		return CallAnswer{}, err
 	}
@@ -284,6 +298,9 @@ func (b *Broker) look(ctx context.Context, up *upstream, bt permission.BrokeredT
 	lctx, cancel := context.WithTimeout(ctx, b.svc.opts.ListTimeout)
 	defer cancel()
 	photo, err := b.listTools(lctx, up, conn.URL)
+	if serr := b.scopeChallenge(ctx, conn, bt.Binding.Generation, err); serr != nil {
+		return serr
+	}
 	if errors.Is(err, broker.ErrUnauthorized) && conn.CredentialType == CredentialOAuth {
 		// The upstream refused the access token before its expiry (revoked,
 		// or the clocks disagree): refresh once and look again.
@@ -291,6 +308,9 @@ func (b *Broker) look(ctx context.Context, up *upstream, bt permission.BrokeredT
 			return err
 		}
 		photo, err = b.listTools(lctx, up, conn.URL)
+		if serr := b.scopeChallenge(ctx, conn, bt.Binding.Generation, err); serr != nil {
+			return serr
+		}
 	}
 	if err != nil {
 		return b.upstreamFailed(ctx, bt, err)
@@ -356,7 +376,8 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 	if err == nil {
 		res, err = up.sess.CallTool(cctx, bt.UpstreamName, args)
 	}
-	if errors.Is(err, broker.ErrUnauthorized) && conn.CredentialType == CredentialOAuth {
+	serr := b.scopeChallenge(ctx, conn, bt.Binding.Generation, err)
+	if serr == nil && errors.Is(err, broker.ErrUnauthorized) && conn.CredentialType == CredentialOAuth {
 		// Refused at the door: the tool did not run, so the one execution
 		// this call claimed is still unspent. Refresh once and call again.
 		if err = b.reauthenticate(cctx, up, conn, bt.Binding.Generation); err == nil {
@@ -364,6 +385,16 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 				res, err = up.sess.CallTool(cctx, bt.UpstreamName, args)
 			}
 		}
+		serr = b.scopeChallenge(ctx, conn, bt.Binding.Generation, err)
+	}
+	if errors.Is(serr, errStepUp) {
+		// Refused at the door for want of scopes: the tool did not run.
+		// The claim stays spent (a retry of this tool_call_id is not run);
+		// after the re-authorization a new run calls it again.
+		return b.refuse(ctx, runID, req, gate.SourceBinding, stepUpReason(bt.ConnectionID))
+	}
+	if serr != nil {
+		err = serr
 	}
 	latency := b.svc.opts.Now().Sub(start).Milliseconds()
 	if err != nil {

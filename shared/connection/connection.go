@@ -164,9 +164,13 @@ type View struct {
 	AuthorizationGeneration int               `json:"authorization_generation"`
 	CredentialType          string            `json:"credential_type"`
 	ToolClasses             map[string]string `json:"tool_classes"`
-	Digest                  string            `json:"digest,omitempty"`
-	RefreshedAt             string            `json:"refreshed_at,omitempty"`
-	CreatedAt               string            `json:"created_at"`
+	// StepUpScopes are the scopes the upstream asked for (insufficient_scope)
+	// that the connection's authorization did not request: the next
+	// authorization asks for them.
+	StepUpScopes []string `json:"step_up_scopes,omitempty"`
+	Digest       string   `json:"digest,omitempty"`
+	RefreshedAt  string   `json:"refreshed_at,omitempty"`
+	CreatedAt    string   `json:"created_at"`
 }
 
 func viewOf(c store.Connection) View {
@@ -178,6 +182,7 @@ func viewOf(c store.Connection) View {
 		ID: c.ID, Name: c.Name, URL: c.URL, Kind: c.Kind, Owner: c.Owner, Status: c.Status,
 		AuthorizationGeneration: c.Generation, CredentialType: c.CredentialType, ToolClasses: classes,
 		Digest: c.PhotoDigest, RefreshedAt: c.RefreshedAt, CreatedAt: c.CreatedAt,
+		StepUpScopes: pendingScopes(c),
 	}
 }
 

@@ -15,3 +15,12 @@ var ClassOf = classOf
 func Credential(s *Service, ctx context.Context, c store.Connection, gen int) (seal.Credential, error) {
 	return s.credential(ctx, c, gen, false)
 }
+
+// RecordStepUp exposes the recording of an upstream's scope challenge to
+// the tests.
+func RecordStepUp(s *Service, ctx context.Context, id string, gen int, asked []string) error {
+	return s.recordStepUp(ctx, id, gen, asked)
+}
+
+// ErrStepUp is errStepUp, for the tests.
+var ErrStepUp = errStepUp

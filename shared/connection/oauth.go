@@ -231,6 +231,12 @@ func (s *Service) Authorize(ctx context.Context, who auth.Principal, ref string,
 	if err != nil {
 		return AuthorizeResult{}, err
 	}
+	// The scopes an upstream asked for in a challenge (step-up), on top of
+	// those the specification's selection gives (the connection's scopes
+	// setting, else the challenge of the probe, else scopes_supported):
+	// accumulated, so that a re-authorization never loses what an earlier
+	// one was granted.
+	d.Scopes = unionScopes(d.Scopes, recordedScopes(c))
 	client, err := s.client(ctx, c)
 	if err != nil {
 		return AuthorizeResult{}, err

@@ -204,17 +204,34 @@ type Server struct {
 	seen     map[string]time.Time // token -> first seen
 	cutoff   time.Time            // tokens first seen before it are expired
 	rejects  atomic.Int64
+	// introspect: learn a token's scopes at the provider's introspection
+	// endpoint (for StepUpTool).
+	introspect  bool
+	stepUpCalls atomic.Int64
 }
 
 // ServerOption changes how NewServer's server asks for tokens.
 type ServerOption func(*serverOptions)
 
-type serverOptions struct{ openHandshake bool }
+type serverOptions struct {
+	openHandshake bool
+	stepUpTool    string
+	stepUpScope   string
+}
 
 // OpenHandshake makes the server answer initialize and notifications
 // without a token and ask for one only for operations (tools/list,
 // tools/call), as some servers do.
 func OpenHandshake() ServerOption { return func(o *serverOptions) { o.openHandshake = true } }
+
+// StepUpTool adds a tool, name, that needs scope on top of what the other
+// tools need: its tools/call with a token lacking the scope (as the
+// provider's introspection endpoint says) is answered 403 by the SDK's own
+// auth.RequireBearerToken with Scopes, whose challenge names the scope
+// (MCP step-up authorization). The tool answers like whoami.
+func StepUpTool(name, scope string) ServerOption {
+	return func(o *serverOptions) { o.stepUpTool, o.stepUpScope = name, scope }
+}
 
 // NewServer starts the MCP server: one tool, whoami, answering with the
 // subject of the token that called it, and protected resource metadata at
@@ -227,14 +244,22 @@ func NewServer(t testing.TB, p *Provider, opts ...ServerOption) *Server {
 	type who struct {
 		Subject string `json:"subject"`
 	}
-	mcp.AddTool(ms, &mcp.Tool{Name: "whoami", Description: "says whose token called it"},
-		func(ctx context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, who, error) {
-			ti := req.Extra.TokenInfo
-			if ti == nil {
-				return nil, who{}, errors.New("no token")
-			}
-			return nil, who{Subject: ti.UserID}, nil
-		})
+	whoami := func(ctx context.Context, req *mcp.CallToolRequest, _ none) (*mcp.CallToolResult, who, error) {
+		ti := req.Extra.TokenInfo
+		if ti == nil {
+			return nil, who{}, errors.New("no token")
+		}
+		return nil, who{Subject: ti.UserID}, nil
+	}
+	mcp.AddTool(ms, &mcp.Tool{Name: "whoami", Description: "says whose token called it"}, whoami)
+	var o serverOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.stepUpTool != "" {
+		s.introspect = true
+		mcp.AddTool(ms, &mcp.Tool{Name: o.stepUpTool, Description: "says whose token called it, if it has scope " + o.stepUpScope}, whoami)
+	}
 	mcpHandler := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, nil)
 	mux := http.NewServeMux()
 	s.srv = httptest.NewServer(mux)
@@ -251,14 +276,11 @@ func NewServer(t testing.TB, p *Provider, opts ...ServerOption) *Server {
 		}).ServeHTTP(w, r)
 	}))
 	guarded := auth.RequireBearerToken(s.verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: prmURL})(mcpHandler)
-	var o serverOptions
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if !o.openHandshake {
+	if !o.openHandshake && o.stepUpTool == "" {
 		mux.Handle("/mcp", guarded)
 		return s
 	}
+	stepUp := auth.RequireBearerToken(s.verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: prmURL, Scopes: []string{o.stepUpScope}})(mcpHandler)
 	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 		if err != nil {
@@ -268,15 +290,27 @@ func NewServer(t testing.TB, p *Provider, opts ...ServerOption) *Server {
 		r.Body = io.NopCloser(bytes.NewReader(b))
 		var msg struct {
 			Method string `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
 		}
-		if json.Unmarshal(b, &msg) == nil && (msg.Method == "initialize" || strings.HasPrefix(msg.Method, "notifications/")) {
+		_ = json.Unmarshal(b, &msg)
+		switch {
+		case o.openHandshake && (msg.Method == "initialize" || strings.HasPrefix(msg.Method, "notifications/")):
 			mcpHandler.ServeHTTP(w, r)
-			return
+		case o.stepUpTool != "" && msg.Method == "tools/call" && msg.Params.Name == o.stepUpTool:
+			s.stepUpCalls.Add(1)
+			stepUp.ServeHTTP(w, r)
+		default:
+			guarded.ServeHTTP(w, r)
 		}
-		guarded.ServeHTTP(w, r)
 	}))
 	return s
 }
+
+// StepUpCalls counts tools/call requests of the StepUpTool, answered or
+// refused.
+func (s *Server) StepUpCalls() int64 { return s.stepUpCalls.Load() }
 
 // SetResource makes the metadata name another resource than the server.
 func (s *Server) SetResource(r string) { s.resource.Store(&r) }
@@ -325,7 +359,38 @@ func (s *Server) verify(ctx context.Context, token string, _ *http.Request) (*au
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&info); err != nil {
 		return nil, err
 	}
-	return &auth.TokenInfo{UserID: info.Subject, Expiration: time.Now().Add(time.Hour)}, nil
+	ti := &auth.TokenInfo{UserID: info.Subject, Expiration: time.Now().Add(time.Hour)}
+	if s.introspect {
+		if ti.Scopes, err = s.scopes(ctx, token); err != nil {
+			return nil, err
+		}
+	}
+	return ti, nil
+}
+
+// scopes asks the provider's introspection endpoint (RFC 7662), as the
+// client the tokens were issued to, which scopes token carries.
+func (s *Server) scopes(ctx context.Context, token string) ([]string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.p.Issuer+"/oauth/introspect", strings.NewReader(url.Values{"token": {token}}.Encode()))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth(s.p.ClientID, s.p.Secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var in oidc.IntrospectionResponse
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&in) != nil {
+		return nil, fmt.Errorf("oauthtest: introspection: HTTP %d", resp.StatusCode)
+	}
+	if !in.Active {
+		s.rejects.Add(1)
+		return nil, auth.ErrInvalidToken
+	}
+	return in.Scope, nil
 }
 
 // Verify exposes the server's token check (for asserting a token is dead).

@@ -1,0 +1,216 @@
+package connection_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fluidbox/fluidbox/shared/approval"
+	"github.com/fluidbox/fluidbox/shared/call"
+	"github.com/fluidbox/fluidbox/shared/connection"
+	"github.com/fluidbox/fluidbox/shared/internal/oauthtest"
+	"github.com/fluidbox/fluidbox/shared/internal/testenv"
+	"github.com/fluidbox/fluidbox/shared/permission"
+	"github.com/fluidbox/fluidbox/shared/run"
+	"github.com/fluidbox/fluidbox/shared/store"
+)
+
+// stepUpScope is the scope the upstream's write_note needs beyond what the
+// first authorization asks for (its scopes_supported, openid).
+const stepUpScope = "email"
+
+// TestOAuthStepUp: the upstream (the MCP Go SDK's auth.RequireBearerToken
+// with Scopes, for one tool) refuses a call for want of a scope. The call is
+// refused with source binding and a reason telling the owner to
+// re-authorize, naming neither the scope nor anything of the token; the
+// connection stays active at its generation and shows the scope; calls the
+// grant covers keep working. The re-authorization asks for the union, moves
+// the generation by one, and a new run's call succeeds.
+func TestOAuthStepUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newOAuthEnv(t)
+	e.up = oauthtest.NewServer(t, e.p, oauthtest.StepUpTool("write_note", stepUpScope))
+	if err := e.st.PutMember(ctx, store.Member{Sub: alice.Subject, Status: store.MemberActive, Roles: alice.Roles}); err != nil {
+		t.Fatal(err)
+	}
+	svc := connection.NewService(e.st, e.sealer, connection.Options{Egress: testenv.Loopback})
+	v := e.create(t, svc, alice, "notes", "personal")
+	first, err := svc.Authorize(ctx, alice, v.ID, oauthSite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := requestedScope(t, first.AuthorizationURL); slices.Contains(got, stepUpScope) {
+		t.Fatalf("the first authorization asks for %q already", got)
+	}
+	v = e.complete(t, svc, first.AuthorizationURL, e.p.User1())
+	gen := v.AuthorizationGeneration
+	if _, err := svc.Refresh(ctx, alice, v.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	runs := run.NewService(e.led, time.Now)
+	pol := mustPolicy(t, e.st)
+	newRun := func() string {
+		t.Helper()
+		limit := 1.0
+		req := run.CreateRequest{PolicyID: pol, Capabilities: []string{"claude-code"}, Connections: []string{"notes"}}
+		req.Budget = &struct {
+			LimitUSD *float64 `json:"limit_usd"`
+		}{LimitUSD: &limit}
+		r, err := runs.Create(ctx, alice, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.ID
+	}
+	perm := permission.NewService(e.led, approval.NewService(e.led, time.Now), approval.Lazy{}, slog.New(slog.DiscardHandler), time.Now)
+	b := connection.NewBroker(svc, perm, nil)
+	callTool := func(runID, id, tool string) connection.CallAnswer {
+		t.Helper()
+		ans, err := b.Call(ctx, runID, permission.Request{ToolCallID: id, ToolName: "mcp__notes__" + tool, Input: json.RawMessage(`{}`)}, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", tool, err)
+		}
+		return ans
+	}
+	subject := func(ans connection.CallAnswer) string {
+		var got struct {
+			Subject string `json:"subject"`
+		}
+		if ans.Decision != call.Allowed || ans.Result == nil || ans.Result.IsError || json.Unmarshal(ans.Result.StructuredContent, &got) != nil {
+			return ""
+		}
+		return got.Subject
+	}
+
+	r1 := newRun()
+	if got := subject(callTool(r1, "w1", "whoami")); got != "id1" {
+		t.Fatalf("whoami before the step-up reached the upstream as %q", got)
+	}
+	refused := callTool(r1, "n1", "write_note")
+	if refused.Decision != call.Denied || refused.Source != "binding" || refused.Result != nil ||
+		!strings.Contains(refused.Reason, "fluidbox connections authorize "+v.ID) || !strings.Contains(refused.Reason, "insufficient_scope") {
+		t.Fatalf("write_note without its scope = %+v, want a binding denial saying to re-authorize", refused)
+	}
+	if strings.Contains(refused.Reason, stepUpScope) {
+		t.Errorf("the reason names the upstream's scope: %s", refused.Reason)
+	}
+	for _, tok := range e.p.Issued() {
+		if strings.Contains(refused.Reason, tok) {
+			t.Fatal("the reason carries a token")
+		}
+	}
+	if n := e.up.StepUpCalls(); n != 1 {
+		t.Errorf("write_note reached the upstream %d times, want 1 (refused, not retried)", n)
+	}
+	got, err := svc.Get(ctx, alice, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != store.ConnectionActive || got.AuthorizationGeneration != gen || !slices.Equal(got.StepUpScopes, []string{stepUpScope}) {
+		t.Fatalf("after the challenge: %+v, want active at generation %d with step_up_scopes [%s]", got, gen, stepUpScope)
+	}
+	if got := subject(callTool(r1, "w2", "whoami")); got != "id1" {
+		t.Fatalf("whoami after the step-up (the grant covers it) = %q", got)
+	}
+
+	again, err := svc.Authorize(ctx, alice, v.ID, oauthSite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := requestedScope(t, again.AuthorizationURL)
+	for _, s := range append(requestedScope(t, first.AuthorizationURL), stepUpScope) {
+		if !slices.Contains(asked, s) {
+			t.Errorf("the re-authorization asks for %q, which lacks %q", asked, s)
+		}
+	}
+	if got, _ := svc.Get(ctx, alice, v.ID); got.AuthorizationGeneration != gen {
+		t.Fatalf("starting the re-authorization moved the generation to %d", got.AuthorizationGeneration)
+	}
+	v = e.complete(t, svc, again.AuthorizationURL, e.p.User1())
+	if v.AuthorizationGeneration != gen+1 || v.Status != store.ConnectionActive || len(v.StepUpScopes) != 0 {
+		t.Fatalf("after the re-authorization: %+v, want active at generation %d, nothing pending", v, gen+1)
+	}
+	if ans := callTool(r1, "n2", "write_note"); ans.Decision != call.Denied || ans.Source != "binding" {
+		t.Errorf("the old run after the re-authorization = %+v, want a binding denial", ans)
+	}
+	if got := subject(callTool(newRun(), "n1", "write_note")); got != "id1" {
+		t.Fatalf("write_note after the re-authorization reached the upstream as %q", got)
+	}
+}
+
+// TestOAuthStepUpConcurrent: challenges landing at once, each asking for
+// its own scope, all end up recorded (a compare-and-swap union, not a last
+// writer winning); scopes the authorization requested already are not a
+// step-up, and a connection that moved on records nothing.
+func TestOAuthStepUpConcurrent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newOAuthEnv(t)
+	svc := connection.NewService(e.st, e.sealer, connection.Options{Egress: testenv.Loopback})
+	v := e.create(t, svc, admin, "team", "shared")
+	v = e.authorize(t, svc, admin, v.ID, e.p.User1())
+	const n = 24
+	var wg sync.WaitGroup
+	var want []string
+	for i := range n {
+		s := fmt.Sprintf("scope:%02d", i)
+		want = append(want, s)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := connection.RecordStepUp(svc, ctx, v.ID, v.AuthorizationGeneration, []string{"openid", s}); !errors.Is(err, connection.ErrStepUp) {
+				t.Errorf("record %s: %v, want ErrStepUp", s, err)
+			}
+		}()
+	}
+	wg.Wait()
+	got, err := svc.Get(ctx, admin, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got.StepUpScopes)
+	if !slices.Equal(got.StepUpScopes, want) {
+		t.Fatalf("step_up_scopes = %q, want %q", got.StepUpScopes, want)
+	}
+	if err := connection.RecordStepUp(svc, ctx, v.ID, v.AuthorizationGeneration, []string{"openid"}); err != nil {
+		t.Errorf("a challenge for a requested scope: %v, want nil (not a step-up)", err)
+	}
+	if err := connection.RecordStepUp(svc, ctx, v.ID, v.AuthorizationGeneration-1, []string{"new:scope"}); errors.Is(err, connection.ErrStepUp) || err == nil {
+		t.Errorf("at a generation the connection left: %v, want a refusal", err)
+	}
+}
+
+// requestedScope is the scope parameter of an authorization URL.
+func requestedScope(t *testing.T, authURL string) []string {
+	t.Helper()
+	u, err := url.Parse(authURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Fields(u.Query().Get("scope"))
+}
+
+// complete follows an authorization URL as user and delivers the callback.
+func (e *oauthEnv) complete(t *testing.T, svc *connection.Service, authURL, user string) connection.View {
+	t.Helper()
+	back, err := e.p.Login(context.Background(), authURL, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := back.Query()
+	v, err := svc.Callback(context.Background(), connection.CallbackQuery{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")})
+	if err != nil {
+		t.Fatalf("callback: %v", err)
+	}
+	return v
+}
