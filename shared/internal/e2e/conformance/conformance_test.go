@@ -217,35 +217,81 @@ func TestConformanceClient(t *testing.T) {
 		t.Fatalf("%s: authorized as %s, want %s", scenario, how, want)
 	}
 
-	back := browse(t, started.AuthorizationURL)
-	page := deliver(t, s.API.URL, back)
-	if !strings.Contains(page, "Connected") {
-		t.Fatalf("the callback page says: %s", page)
-	}
+	authorize(t, s.API.URL, started.AuthorizationURL)
 	if err := s.Admin.Do(ctx, "POST", "/v1/connections/"+con.ID+"/tools/refresh", nil, nil); err != nil {
 		t.Fatalf("tools/refresh: %v", err)
 	}
-	pol := fmt.Sprintf(`{"name":"conformance","default_verdict":"deny","rules":[{"id":"t","tool":"mcp__%s__%s","verdict":"allow"}]}`, connName, tool)
-	run := s.NewRun(t, pol, map[string]any{"connections": []string{con.ID}})
-	rc, err := client.New(s.API.URL, run.Token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ans struct {
-		Decision string `json:"decision"`
-		Reason   string `json:"reason"`
-		Result   *struct {
-			IsError bool `json:"isError"`
-		} `json:"result"`
-	}
-	if err := rc.Do(ctx, "POST", "/v1/sessions/"+run.ID+"/tools/call", map[string]any{
-		"tool_call_id": "c1", "tool_name": "mcp__" + connName + "__" + tool, "input": map[string]any{},
-	}, &ans); err != nil {
-		t.Fatalf("tools/call: %v", err)
+	ans := callTool(t, s, con.ID)
+	if ans.Decision == "deny" && ans.Source == "binding" && strings.Contains(ans.Reason, "fluidbox connections authorize "+con.ID) {
+		// The server asked for more scopes (step-up): as an operator
+		// would, re-authorize (the connection lists what it asked for)
+		// and call again in a new run, bound to the new generation.
+		var c struct {
+			AuthorizationGeneration int      `json:"authorization_generation"`
+			StepUpScopes            []string `json:"step_up_scopes"`
+		}
+		if err := s.Admin.Do(ctx, "GET", "/v1/connections/"+con.ID, nil, &c); err != nil {
+			t.Fatal(err)
+		}
+		if len(c.StepUpScopes) == 0 {
+			t.Fatalf("refused for scopes (%s), but the connection lists no step_up_scopes", ans.Reason)
+		}
+		t.Logf("%s: step-up asked for %q; re-authorizing", scenario, c.StepUpScopes)
+		if err := s.Admin.Do(ctx, "POST", "/v1/connections/"+con.ID+"/authorize", nil, &started); err != nil {
+			t.Fatalf("authorize again: %v", err)
+		}
+		authorize(t, s.API.URL, started.AuthorizationURL)
+		var after struct {
+			AuthorizationGeneration int `json:"authorization_generation"`
+		}
+		if err := s.Admin.Do(ctx, "GET", "/v1/connections/"+con.ID, nil, &after); err != nil {
+			t.Fatal(err)
+		}
+		if after.AuthorizationGeneration != c.AuthorizationGeneration+1 {
+			t.Fatalf("generation %d after the re-authorization, want %d", after.AuthorizationGeneration, c.AuthorizationGeneration+1)
+		}
+		ans = callTool(t, s, con.ID)
 	}
 	if ans.Decision != "allow" || ans.Result == nil || ans.Result.IsError {
 		t.Fatalf("tools/call = %+v", ans)
 	}
+}
+
+// authorize follows an authorization URL to fluidbox's callback.
+func authorize(t *testing.T, api, authURL string) {
+	t.Helper()
+	back := browse(t, authURL)
+	page := deliver(t, api, back)
+	if !strings.Contains(page, "Connected") {
+		t.Fatalf("the callback page says: %s", page)
+	}
+}
+
+type callAnswer struct {
+	Decision string `json:"decision"`
+	Source   string `json:"source"`
+	Reason   string `json:"reason"`
+	Result   *struct {
+		IsError bool `json:"isError"`
+	} `json:"result"`
+}
+
+// callTool calls the suite's tool, brokered through the gate, in a new run.
+func callTool(t *testing.T, s *controlplane.Stack, conID string) callAnswer {
+	t.Helper()
+	pol := fmt.Sprintf(`{"name":"conformance","default_verdict":"deny","rules":[{"id":"t","tool":"mcp__%s__%s","verdict":"allow"}]}`, connName, tool)
+	run := s.NewRun(t, pol, map[string]any{"connections": []string{conID}})
+	rc, err := client.New(s.API.URL, run.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ans callAnswer
+	if err := rc.Do(context.Background(), "POST", "/v1/sessions/"+run.ID+"/tools/call", map[string]any{
+		"tool_call_id": "c1", "tool_name": "mcp__" + connName + "__" + tool, "input": map[string]any{},
+	}, &ans); err != nil {
+		t.Fatalf("tools/call: %v", err)
+	}
+	return ans
 }
 
 // browser is the member's browser: it follows nothing by itself and dials
