@@ -176,7 +176,7 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 		}
 		if pre.Outcome != gate.OutcomeDeny {
 			switch err := b.look(ctx, up, bt, conn, false); {
-			case errors.Is(err, errStepUp):
+			case errors.Is(err, ErrStepUp):
 				// The grant does not cover this call: for it, the
 				// connection is as good as one needing authorization, and
 				// the gate denies with source binding (the connection
@@ -234,7 +234,7 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 	}
 	if err := b.look(ctx, up, bt, conn, waited); errors.Is(err, errAuthorizationLost) {
 		return b.refuse(ctx, runID, req, gate.SourceBinding, reauthorizeReason(bt.ConnectionID))
-	} else if errors.Is(err, errStepUp) {
+	} else if errors.Is(err, ErrStepUp) {
 		return b.refuse(ctx, runID, req, gate.SourceBinding, stepUpReason(bt.ConnectionID))
 	} else if err != nil {
 		return CallAnswer{}, err
@@ -298,7 +298,7 @@ func (b *Broker) look(ctx context.Context, up *upstream, bt permission.BrokeredT
 	lctx, cancel := context.WithTimeout(ctx, b.svc.opts.ListTimeout)
 	defer cancel()
 	photo, err := b.listTools(lctx, up, conn.URL)
-	if serr := b.scopeChallenge(ctx, conn, bt.Binding.Generation, err); serr != nil {
+	if serr := b.svc.scopeChallenge(ctx, conn, bt.Binding.Generation, err); serr != nil {
 		return serr
 	}
 	if errors.Is(err, broker.ErrUnauthorized) && conn.CredentialType == CredentialOAuth {
@@ -308,7 +308,7 @@ func (b *Broker) look(ctx context.Context, up *upstream, bt permission.BrokeredT
 			return err
 		}
 		photo, err = b.listTools(lctx, up, conn.URL)
-		if serr := b.scopeChallenge(ctx, conn, bt.Binding.Generation, err); serr != nil {
+		if serr := b.svc.scopeChallenge(ctx, conn, bt.Binding.Generation, err); serr != nil {
 			return serr
 		}
 	}
@@ -376,7 +376,7 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 	if err == nil {
 		res, err = up.sess.CallTool(cctx, bt.UpstreamName, args)
 	}
-	serr := b.scopeChallenge(ctx, conn, bt.Binding.Generation, err)
+	serr := b.svc.scopeChallenge(ctx, conn, bt.Binding.Generation, err)
 	if serr == nil && errors.Is(err, broker.ErrUnauthorized) && conn.CredentialType == CredentialOAuth {
 		// Refused at the door: the tool did not run, so the one execution
 		// this call claimed is still unspent. Refresh once and call again.
@@ -385,9 +385,9 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 				res, err = up.sess.CallTool(cctx, bt.UpstreamName, args)
 			}
 		}
-		serr = b.scopeChallenge(ctx, conn, bt.Binding.Generation, err)
+		serr = b.svc.scopeChallenge(ctx, conn, bt.Binding.Generation, err)
 	}
-	if errors.Is(serr, errStepUp) {
+	if errors.Is(serr, ErrStepUp) {
 		// Refused at the door for want of scopes: the tool did not run.
 		// The claim stays spent (a retry of this tool_call_id is not run);
 		// after the re-authorization a new run calls it again.

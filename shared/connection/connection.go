@@ -20,6 +20,13 @@
 //     never reaches the upstream. Then the upstream's current tool list is
 //     compared with the frozen photograph, so a rug pull is denied with
 //     source capability even if nobody refreshed the connection.
+//   - An upstream refusing a call for want of OAuth scopes (a 403
+//     insufficient_scope, or a 401, naming scopes the authorization did not
+//     request) has them recorded on the connection, bounded and as a
+//     compare-and-swap union, and the call refused (binding) with a reason
+//     to re-authorize that names no scope and nothing of the token; the
+//     connection stays active at its generation until the re-authorization,
+//     which asks for the union, completes.
 //   - An allowed call is executed at most once (a conditional claim on the
 //     call record before the upstream is called), with a bounded timeout;
 //     tool.brokered records its latency and the digest of its result.

@@ -21,6 +21,3 @@ func Credential(s *Service, ctx context.Context, c store.Connection, gen int) (s
 func RecordStepUp(s *Service, ctx context.Context, id string, gen int, asked []string) error {
 	return s.recordStepUp(ctx, id, gen, asked)
 }
-
-// ErrStepUp is errStepUp, for the tests.
-var ErrStepUp = errStepUp

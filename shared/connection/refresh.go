@@ -64,11 +64,17 @@ func (s *Service) Refresh(ctx context.Context, who auth.Principal, ref string) (
 	lctx, cancel := context.WithTimeout(ctx, s.opts.ListTimeout)
 	defer cancel()
 	photo, err := broker.ListTools(lctx, s.opts.Egress, c.URL, cred)
+	if serr := s.scopeChallenge(ctx, c, c.Generation, err); serr != nil {
+		return RefreshResult{}, authorizationError(serr)
+	}
 	if errors.Is(err, broker.ErrUnauthorized) && c.CredentialType == CredentialOAuth {
 		if cred, err = s.credential(lctx, c, c.Generation, true); err != nil {
 			return RefreshResult{}, authorizationError(err)
 		}
 		photo, err = broker.ListTools(lctx, s.opts.Egress, c.URL, cred)
+		if serr := s.scopeChallenge(ctx, c, c.Generation, err); serr != nil {
+			return RefreshResult{}, authorizationError(serr)
+		}
 	}
 	if err != nil {
 		return RefreshResult{}, err

@@ -24,9 +24,10 @@ import (
 // generation meanwhile: calls the current grant allows keep working, and
 // only the completed re-authorization moves the generation.
 
-// errStepUp: the upstream asked for scopes the connection's authorization
-// lacks; they are recorded on the connection.
-var errStepUp = errors.New("connection: the upstream asks for more scopes")
+// ErrStepUp: the upstream asked for scopes the connection's authorization
+// lacks; they are recorded on the connection (step_up_scopes), and its
+// owner must re-authorize it.
+var ErrStepUp = errors.New("connection: the upstream asks for more scopes; re-authorize the connection")
 
 // maxStepUpScopes bounds a connection's recorded scopes: the scopes its
 // authorization requested (at most maxScopes and offline_access) and what
@@ -88,17 +89,17 @@ func unionScopes(sets ...[]string) []string {
 // scopeChallenge handles an upstream's refusal err of a call on conn at
 // generation gen: when its challenge names scopes (broker validated them)
 // that the connection's last authorization did not ask for, they are
-// recorded and errStepUp returned. nil means it is not a step-up (no
+// recorded and ErrStepUp returned. nil means it is not a step-up (no
 // challenge, or one asking only for scopes already requested: another
 // authorization would ask for the same), and the refusal is handled as
 // before.
-func (b *Broker) scopeChallenge(ctx context.Context, conn store.Connection, gen int, err error) error {
+func (s *Service) scopeChallenge(ctx context.Context, conn store.Connection, gen int, err error) error {
 	var ue *broker.UpstreamError
 	if conn.CredentialType != CredentialOAuth || !errors.As(err, &ue) || len(ue.Scopes) == 0 ||
 		!(errors.Is(err, broker.ErrInsufficientScope) || errors.Is(err, broker.ErrUnauthorized)) {
 		return nil
 	}
-	return b.svc.recordStepUp(ctx, conn.ID, gen, ue.Scopes)
+	return s.recordStepUp(ctx, conn.ID, gen, ue.Scopes)
 }
 
 // recordStepUp records asked on the connection, as the union of what its
@@ -132,7 +133,7 @@ func (s *Service) recordStepUp(ctx context.Context, id string, gen int, asked []
 			return nil
 		}
 		if !slices.ContainsFunc(asked, func(a string) bool { return !slices.Contains(recorded, a) }) {
-			return errStepUp // recorded already
+			return ErrStepUp // recorded already
 		}
 		union := unionScopes(requested, recorded, asked)
 		if len(union) > maxStepUpScopes {
@@ -147,7 +148,7 @@ func (s *Service) recordStepUp(ctx context.Context, id string, gen int, asked []
 			return err
 		}
 		s.log().InfoContext(ctx, "upstream asks for more scopes; the connection needs re-authorization", "connection", id)
-		return errStepUp
+		return ErrStepUp
 	}
 	return fmt.Errorf("%w: its step-up scopes kept changing", ErrChanged)
 }

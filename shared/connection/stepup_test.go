@@ -148,6 +148,68 @@ func TestOAuthStepUp(t *testing.T) {
 	}
 }
 
+// TestOAuthStepUpBeforeTheDecision: an upstream that wants more scopes
+// to list its tools (the broker's look before the gate decides) has the
+// call denied by the gate with source binding and the step-up reason (the
+// tool is not called), and tools/refresh refused with ErrStepUp; the
+// re-authorization makes a new run's call work.
+func TestOAuthStepUpBeforeTheDecision(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newOAuthEnv(t)
+	e.up = oauthtest.NewServer(t, e.p, oauthtest.StepUpTool("write_note", stepUpScope))
+	svc := connection.NewService(e.st, e.sealer, connection.Options{Egress: testenv.Loopback})
+	v := e.create(t, svc, admin, "team", "shared")
+	v = e.authorize(t, svc, admin, v.ID, e.p.User1())
+	if _, err := svc.Refresh(ctx, admin, v.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.up.RequireListScope(stepUpScope)
+	runs := run.NewService(e.led, time.Now)
+	pol := mustPolicy(t, e.st)
+	newRun := func() string {
+		t.Helper()
+		limit := 1.0
+		req := run.CreateRequest{PolicyID: pol, Capabilities: []string{"claude-code"}, Connections: []string{"team"}}
+		req.Budget = &struct {
+			LimitUSD *float64 `json:"limit_usd"`
+		}{LimitUSD: &limit}
+		r, err := runs.Create(ctx, admin, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.ID
+	}
+	perm := permission.NewService(e.led, approval.NewService(e.led, time.Now), approval.Lazy{}, slog.New(slog.DiscardHandler), time.Now)
+	b := connection.NewBroker(svc, perm, nil)
+	r1 := newRun()
+	ans, err := b.Call(ctx, r1, permission.Request{ToolCallID: "w1", ToolName: "mcp__team__whoami", Input: json.RawMessage(`{}`)}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ans.Decision != call.Denied || ans.Source != "binding" || ans.Result != nil || !strings.Contains(ans.Reason, "fluidbox connections authorize "+v.ID) {
+		t.Fatalf("a call whose tools/list needs a scope = %+v, want the gate's binding denial with the step-up reason", ans)
+	}
+	got, err := svc.Get(ctx, admin, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != store.ConnectionActive || got.AuthorizationGeneration != v.AuthorizationGeneration || !slices.Equal(got.StepUpScopes, []string{stepUpScope}) {
+		t.Fatalf("after the challenge: %+v", got)
+	}
+	if _, err := svc.Refresh(ctx, admin, v.ID); !errors.Is(err, connection.ErrStepUp) {
+		t.Errorf("tools/refresh while the upstream wants more scopes: %v, want ErrStepUp", err)
+	}
+	v = e.authorize(t, svc, admin, v.ID, e.p.User1())
+	if v.AuthorizationGeneration != got.AuthorizationGeneration+1 {
+		t.Fatalf("generation %d after the re-authorization, want %d", v.AuthorizationGeneration, got.AuthorizationGeneration+1)
+	}
+	ans, err = b.Call(ctx, newRun(), permission.Request{ToolCallID: "w1", ToolName: "mcp__team__whoami", Input: json.RawMessage(`{}`)}, 0)
+	if err != nil || ans.Decision != call.Allowed || ans.Result == nil || ans.Result.IsError {
+		t.Fatalf("after the re-authorization: %+v %v", ans, err)
+	}
+}
+
 // TestOAuthStepUpConcurrent: challenges landing at once, each asking for
 // its own scope, all end up recorded (a compare-and-swap union, not a last
 // writer winning); scopes the authorization requested already are not a

@@ -37,6 +37,8 @@ func (s *Server) connectionError(r *http.Request, err error) error {
 		return conflict("the connection changed while this request ran (a concurrent credential replacement or revocation); read it and retry")
 	case errors.Is(err, connection.ErrAuthorizationRequired):
 		return conflict("the connection needs authorization: its owner (an admin for a shared connection) calls POST /v1/connections/%s/authorize", r.PathValue("id"))
+	case errors.Is(err, connection.ErrStepUp):
+		return conflict("the upstream asks for scopes the connection's authorization lacks (insufficient_scope; the connection lists them as step_up_scopes): its owner (an admin for a shared connection) calls POST /v1/connections/%s/authorize", r.PathValue("id"))
 	case errors.Is(err, connection.ErrUpstreamUnavailable):
 		s.log.WarnContext(r.Context(), "oauth provider unavailable", "route", r.Pattern, "connection", r.PathValue("id"), "err", err)
 		return &route.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the connection's OAuth provider could not refresh its token; retry later"}
@@ -52,7 +54,7 @@ func (s *Server) connectionError(r *http.Request, err error) error {
 		switch {
 		case errors.Is(ue, broker.ErrUnauthorized):
 			return conflict("the upstream refused the connection's credential; replace it with PUT /v1/connections/{id}/credential (%s)", ue.Error())
-		case errors.Is(ue, broker.ErrForbidden):
+		case errors.Is(ue, broker.ErrForbidden), errors.Is(ue, broker.ErrInsufficientScope):
 			return conflict("the upstream refused the request although it did not reject the credential (HTTP 403): the credential may lack a permission or scope the upstream wants (%s)", ue.Error())
 		case errors.Is(ue, broker.ErrAddressRefused):
 			return conflict("the connection's URL is not https or reaches an address the broker may not (loopback, link-local, private, unique-local or special-purpose); nothing was sent to it. An operator can allow a range with FLUIDBOX_CONNECTION_ALLOW_CIDRS")

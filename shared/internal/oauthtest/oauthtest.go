@@ -208,6 +208,7 @@ type Server struct {
 	// endpoint (for StepUpTool).
 	introspect  bool
 	stepUpCalls atomic.Int64
+	listScope   atomic.Pointer[string]
 }
 
 // ServerOption changes how NewServer's server asks for tokens.
@@ -281,6 +282,12 @@ func NewServer(t testing.TB, p *Provider, opts ...ServerOption) *Server {
 		return s
 	}
 	stepUp := auth.RequireBearerToken(s.verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: prmURL, Scopes: []string{o.stepUpScope}})(mcpHandler)
+	listScope := func() string {
+		if p := s.listScope.Load(); p != nil {
+			return *p
+		}
+		return ""
+	}
 	mux.Handle("/mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 		if err != nil {
@@ -301,12 +308,18 @@ func NewServer(t testing.TB, p *Provider, opts ...ServerOption) *Server {
 		case o.stepUpTool != "" && msg.Method == "tools/call" && msg.Params.Name == o.stepUpTool:
 			s.stepUpCalls.Add(1)
 			stepUp.ServeHTTP(w, r)
+		case msg.Method == "tools/list" && listScope() != "":
+			auth.RequireBearerToken(s.verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: prmURL, Scopes: []string{listScope()}})(mcpHandler).ServeHTTP(w, r)
 		default:
 			guarded.ServeHTTP(w, r)
 		}
 	}))
 	return s
 }
+
+// RequireListScope makes tools/list need scope too, from now on (only on a
+// server with a StepUpTool, which learns a token's scopes).
+func (s *Server) RequireListScope(scope string) { s.listScope.Store(&scope) }
 
 // StepUpCalls counts tools/call requests of the StepUpTool, answered or
 // refused.
