@@ -298,7 +298,7 @@ func (b *Broker) look(ctx context.Context, up *upstream, bt permission.BrokeredT
 	lctx, cancel := context.WithTimeout(ctx, b.svc.opts.ListTimeout)
 	defer cancel()
 	photo, err := b.listTools(lctx, up, conn.URL)
-	if serr := b.svc.scopeChallenge(ctx, conn, bt.Binding.Generation, err); serr != nil {
+	if serr := b.svc.scopeChallenge(ctx, conn, bt.Binding.Generation, err, false); serr != nil {
 		return serr
 	}
 	if errors.Is(err, broker.ErrUnauthorized) && conn.CredentialType == CredentialOAuth {
@@ -308,7 +308,7 @@ func (b *Broker) look(ctx context.Context, up *upstream, bt permission.BrokeredT
 			return err
 		}
 		photo, err = b.listTools(lctx, up, conn.URL)
-		if serr := b.svc.scopeChallenge(ctx, conn, bt.Binding.Generation, err); serr != nil {
+		if serr := b.svc.scopeChallenge(ctx, conn, bt.Binding.Generation, err, true); serr != nil {
 			return serr
 		}
 	}
@@ -376,7 +376,7 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 	if err == nil {
 		res, err = up.sess.CallTool(cctx, bt.UpstreamName, args)
 	}
-	serr := b.svc.scopeChallenge(ctx, conn, bt.Binding.Generation, err)
+	serr := b.svc.scopeChallenge(ctx, conn, bt.Binding.Generation, err, false)
 	if serr == nil && errors.Is(err, broker.ErrUnauthorized) && conn.CredentialType == CredentialOAuth {
 		// Refused at the door: the tool did not run, so the one execution
 		// this call claimed is still unspent. Refresh once and call again.
@@ -385,7 +385,7 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 				res, err = up.sess.CallTool(cctx, bt.UpstreamName, args)
 			}
 		}
-		serr = b.svc.scopeChallenge(ctx, conn, bt.Binding.Generation, err)
+		serr = b.svc.scopeChallenge(ctx, conn, bt.Binding.Generation, err, true)
 	}
 	if errors.Is(serr, ErrStepUp) {
 		// Refused at the door for want of scopes: the tool did not run.

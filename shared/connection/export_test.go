@@ -21,3 +21,9 @@ func Credential(s *Service, ctx context.Context, c store.Connection, gen int) (s
 func RecordStepUp(s *Service, ctx context.Context, id string, gen int, asked []string) error {
 	return s.recordStepUp(ctx, id, gen, asked)
 }
+
+// ScopeChallenge exposes the handling of an upstream's refusal to the
+// tests.
+func ScopeChallenge(s *Service, ctx context.Context, c store.Connection, err error, refreshed bool) error {
+	return s.scopeChallenge(ctx, c, c.Generation, err, refreshed)
+}

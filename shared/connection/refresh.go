@@ -64,7 +64,7 @@ func (s *Service) Refresh(ctx context.Context, who auth.Principal, ref string) (
 	lctx, cancel := context.WithTimeout(ctx, s.opts.ListTimeout)
 	defer cancel()
 	photo, err := broker.ListTools(lctx, s.opts.Egress, c.URL, cred)
-	if serr := s.scopeChallenge(ctx, c, c.Generation, err); serr != nil {
+	if serr := s.scopeChallenge(ctx, c, c.Generation, err, false); serr != nil {
 		return RefreshResult{}, authorizationError(serr)
 	}
 	if errors.Is(err, broker.ErrUnauthorized) && c.CredentialType == CredentialOAuth {
@@ -72,7 +72,7 @@ func (s *Service) Refresh(ctx context.Context, who auth.Principal, ref string) (
 			return RefreshResult{}, authorizationError(err)
 		}
 		photo, err = broker.ListTools(lctx, s.opts.Egress, c.URL, cred)
-		if serr := s.scopeChallenge(ctx, c, c.Generation, err); serr != nil {
+		if serr := s.scopeChallenge(ctx, c, c.Generation, err, true); serr != nil {
 			return RefreshResult{}, authorizationError(serr)
 		}
 	}

@@ -92,11 +92,15 @@ func unionScopes(sets ...[]string) []string {
 // recorded and ErrStepUp returned. nil means it is not a step-up (no
 // challenge, or one asking only for scopes already requested: another
 // authorization would ask for the same), and the refusal is handled as
-// before.
-func (s *Service) scopeChallenge(ctx context.Context, conn store.Connection, gen int, err error) error {
+// before. A 401 counts only once refreshed (refreshed): it most often
+// means an expired token, which a refresh mends; a 401 that a fresh token
+// gets too, naming more scopes, is a step-up.
+func (s *Service) scopeChallenge(ctx context.Context, conn store.Connection, gen int, err error, refreshed bool) error {
 	var ue *broker.UpstreamError
-	if conn.CredentialType != CredentialOAuth || !errors.As(err, &ue) || len(ue.Scopes) == 0 ||
-		!(errors.Is(err, broker.ErrInsufficientScope) || errors.Is(err, broker.ErrUnauthorized)) {
+	if conn.CredentialType != CredentialOAuth || !errors.As(err, &ue) || len(ue.Scopes) == 0 {
+		return nil
+	}
+	if !errors.Is(err, broker.ErrInsufficientScope) && !(refreshed && errors.Is(err, broker.ErrUnauthorized)) {
 		return nil
 	}
 	return s.recordStepUp(ctx, conn.ID, gen, ue.Scopes)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/approval"
+	"github.com/fluidbox/fluidbox/shared/broker"
 	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/connection"
 	"github.com/fluidbox/fluidbox/shared/internal/oauthtest"
@@ -249,6 +250,56 @@ func TestOAuthStepUpConcurrent(t *testing.T) {
 	}
 	if err := connection.RecordStepUp(svc, ctx, v.ID, v.AuthorizationGeneration-1, []string{"new:scope"}); errors.Is(err, connection.ErrStepUp) || err == nil {
 		t.Errorf("at a generation the connection left: %v, want a refusal", err)
+	}
+}
+
+// TestScopeChallengeKinds: which refusals are a step-up. A 403 naming a
+// scope the authorization did not request is; one naming only requested
+// scopes is not (another authorization would ask for the same); a 401 is
+// only after a refresh (it most often means an expired token); a
+// connection with a static credential has nothing to re-authorize.
+func TestScopeChallengeKinds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newOAuthEnv(t)
+	svc := connection.NewService(e.st, e.sealer, connection.Options{Egress: testenv.Loopback})
+	v := e.create(t, svc, admin, "team", "shared")
+	e.authorize(t, svc, admin, v.ID, e.p.User1())
+	c, err := e.st.GetConnection(ctx, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusal := func(sentinel error, scopes ...string) error {
+		return &broker.UpstreamError{Op: "tools/call", Status: 403, Msg: "x", Err: sentinel, Scopes: scopes}
+	}
+	static := c
+	static.CredentialType = "bearer"
+	cases := []struct {
+		name      string
+		c         store.Connection
+		err       error
+		refreshed bool
+		want      error
+	}{
+		{"403 for a requested scope", c, refusal(broker.ErrInsufficientScope, "openid"), false, nil},
+		{"403 without scopes", c, refusal(broker.ErrForbidden), false, nil},
+		{"401 before a refresh", c, refusal(broker.ErrUnauthorized, "more:a"), false, nil},
+		{"a static credential", static, refusal(broker.ErrInsufficientScope, "more:b"), false, nil},
+		{"not an upstream refusal", c, errors.New("x"), true, nil},
+		{"401 after a refresh", c, refusal(broker.ErrUnauthorized, "more:c"), true, connection.ErrStepUp},
+		{"403 for a new scope", c, refusal(broker.ErrInsufficientScope, "openid", "more:d"), false, connection.ErrStepUp},
+	}
+	for _, tc := range cases {
+		if err := connection.ScopeChallenge(svc, ctx, tc.c, tc.err, tc.refreshed); !errors.Is(err, tc.want) || (tc.want == nil && err != nil) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	got, err := svc.Get(ctx, admin, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.StepUpScopes, []string{"more:c", "more:d"}) {
+		t.Errorf("step_up_scopes = %q, want only the step-ups' [more:c more:d]", got.StepUpScopes)
 	}
 }
 
