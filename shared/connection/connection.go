@@ -21,8 +21,9 @@
 //     compared with the frozen photograph, so a rug pull is denied with
 //     source capability even if nobody refreshed the connection.
 //   - An upstream refusing a call for want of OAuth scopes (a 403
-//     insufficient_scope, or a 401, naming scopes the authorization did not
-//     request) has them recorded on the connection, bounded and as a
+//     insufficient_scope, or a 401 after a refresh, naming scopes the
+//     authorization did not request) has them recorded on the connection,
+//     bounded and as a
 //     compare-and-swap union, and the call refused (binding) with a reason
 //     to re-authorize that names no scope and nothing of the token; the
 //     connection stays active at its generation until the re-authorization,
