@@ -159,16 +159,9 @@ func policyShadow(ctx context.Context, args []string, getenv func(string) string
 	if len(pos) != 1 {
 		return usagef("one POLICY_ID is needed (usage: fluidbox policy shadow POLICY_ID)")
 	}
-	now := time.Now()
 	q := url.Values{}
-	for k, v := range map[string]string{"created_after": *since, "created_before": *until} {
-		t, err := parseTime(v, now)
-		if err != nil {
-			return err
-		}
-		if t != "" {
-			q.Set(k, t)
-		}
+	if err := setWindow(q, *since, *until, time.Now()); err != nil {
+		return err
 	}
 	q.Set("limit", strconv.Itoa(*limit))
 	c, err := f.client()

@@ -73,6 +73,21 @@ func parseTime(s string, now time.Time) (string, error) {
 	return "", usagef("%q is neither an RFC 3339 time nor a duration such as 24h", s)
 }
 
+// setWindow sets a listing's created_after and created_before from --since
+// and --until (each a time or a duration before now; "" for none).
+func setWindow(q url.Values, since, until string, now time.Time) error {
+	for k, v := range map[string]string{"created_after": since, "created_before": until} {
+		t, err := parseTime(v, now)
+		if err != nil {
+			return err
+		}
+		if t != "" {
+			q.Set(k, t)
+		}
+	}
+	return nil
+}
+
 func runsList(ctx context.Context, args []string, e cmdEnv) error {
 	fs := newFlagSet("runs list", e.stderr, "runs list [--status S] [--trigger T] [--repository OWNER/NAME] [--since T] [--until T] [--limit N] [--all] [--cursor C] [--json]")
 	f := addAPIFlags(fs, e.getenv)
@@ -98,14 +113,8 @@ func runsList(ctx context.Context, args []string, e cmdEnv) error {
 			q.Set(k, v)
 		}
 	}
-	for k, v := range map[string]string{"created_after": *since, "created_before": *until} {
-		t, err := parseTime(v, now)
-		if err != nil {
-			return err
-		}
-		if t != "" {
-			q.Set(k, t)
-		}
+	if err := setWindow(q, *since, *until, now); err != nil {
+		return err
 	}
 	q.Set("limit", fmt.Sprint(*limit))
 	c, err := f.client()
