@@ -138,7 +138,7 @@ func describeEvent(e client.Event) string {
 		if get("autonomous") == "true" {
 			auto = "autonomous,"
 		}
-		return join("policy", get("policy_id"), "v"+get("policy_version")+",", get("tools"), "tools, trust", get("trust_tier")+",", auto, opt("trigger ", "trigger"), opt("by ", "invoker"))
+		return join("policy", get("policy_id"), "v"+get("policy_version")+",", get("tools"), "tools, trust", get("trust_tier")+",", auto, opt("trigger ", "trigger"), opt("by ", "invoker"), opt("shadow ", "shadow_policy_id"), opt("v", "shadow_policy_version"))
 	case "tool.requested":
 		return join(get("tool_call_id"), get("tool_name"))
 	case "tool.decision":

@@ -168,4 +168,8 @@ func TestDescribeShadow(t *testing.T) {
 			t.Errorf("describeEvent(%s) = %q, want %q", data, got, want)
 		}
 	}
+	created := `{"policy_id":"pol_a","policy_version":2,"tools":7,"trust_tier":"trusted","shadow_policy_id":"pol_b","shadow_policy_version":3}`
+	if got, want := describeEvent(client.Event{Type: "session.created", Data: json.RawMessage(created)}), "policy pol_a v2, 7 tools, trust trusted, shadow pol_b v3"; got != want {
+		t.Errorf("describeEvent(%s) = %q, want %q", created, got, want)
+	}
 }

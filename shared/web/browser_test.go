@@ -52,6 +52,11 @@ const (
 const testPolicy = `{"name":"web","default_verdict":"deny","approval":{"scope":"once","ttl_seconds":900},"rules":[
  {"id":"ask-rm","tool":"Bash","match":{"command_prefix":["rm"]},"verdict":"require_approval"}]}`
 
+// shadowPolicy, every run's shadow, would deny what testPolicy asks about.
+const shadowPolicy = `{"name":"web-shadow","default_verdict":"deny","rules":[
+ {"id":"no-rm","tool":"Bash","match":{"command_prefix":["rm"]},"verdict":"deny"},
+ {"id":"ls","tool":"Bash","match":{"command_prefix":["ls"]},"verdict":"allow"}]}`
+
 type stack struct {
 	url    string
 	admin  *client.Client
@@ -99,8 +104,12 @@ func (s *stack) waitingCall(t *testing.T, command string) (string, client.Approv
 	if err := s.admin.Do(ctx, "POST", "/v1/policies", json.RawMessage(testPolicy), &pol); err != nil {
 		t.Fatalf("create policy: %v", err)
 	}
+	var shadow struct{ ID string }
+	if err := s.admin.Do(ctx, "POST", "/v1/policies", json.RawMessage(shadowPolicy), &shadow); err != nil {
+		t.Fatalf("create shadow policy: %v", err)
+	}
 	var ses struct{ ID, Token string }
-	body := map[string]any{"policy_id": pol.ID, "capabilities": []string{"claude-code"}, "budget": map[string]any{"limit_usd": 5}}
+	body := map[string]any{"policy_id": pol.ID, "shadow_policy_id": shadow.ID, "capabilities": []string{"claude-code"}, "budget": map[string]any{"limit_usd": 5}}
 	if err := s.admin.Do(ctx, "POST", "/v1/sessions", body, &ses); err != nil {
 		t.Fatalf("create session: %v", err)
 	}
@@ -383,6 +392,9 @@ func TestBrowserSingleAdminOnPhone(t *testing.T) {
 	}
 	if tl := text(t, step, "#timeline-body"); !strings.Contains(tl, "approved_once by admin") || !strings.Contains(text(t, step, "#run-status"), "following "+ses) {
 		t.Errorf("timeline reads %q, want the approval by admin", tl)
+	}
+	if tl := text(t, step, "#timeline-body"); strings.Count(tl, "[shadow: deny, rule no-rm]") != 2 || !strings.Contains(tl, " shadow pol_") {
+		t.Errorf("timeline reads %q, want the run's shadow policy, and its deny on the approval and on the decision", tl)
 	}
 	if w := eval[int](t, step, `document.documentElement.scrollWidth`); w > phoneWidth {
 		t.Errorf("with the timeline the page is %d px wide in a %d px window", w, phoneWidth)

@@ -530,18 +530,27 @@
     const d = e.data || {};
     const L = (s) => (s === undefined || s === null ? s : R.line(String(s)));
     const j = (...parts) => parts.filter((p) => p !== undefined && p !== null && p !== "").join(" ");
+    // Where the run's shadow policy would have differed; the ledger carries it only then.
+    const shadow = () => {
+      if (d.shadow_error) return "[shadow: " + L(d.shadow_error) + "]";
+      if (!d.shadow_verdict) return "";
+      let v = L(d.shadow_verdict);
+      if (d.shadow_rewritten_verdict) v += " rewritten to " + L(d.shadow_rewritten_verdict);
+      if (d.shadow_rule_id) v += ", rule " + L(d.shadow_rule_id);
+      return "[shadow: " + v + "]";
+    };
     switch (e.type) {
       case "session.created":
-        return j("policy", L(d.policy_id), "v" + d.policy_version + ",", d.tools, "tools, trust", L(d.trust_tier) + (d.autonomous ? ", autonomous" : "") + ",", d.trigger ? "trigger " + L(d.trigger) : "", d.invoker ? "by " + L(d.invoker) : "");
+        return j("policy", L(d.policy_id), "v" + d.policy_version + ",", d.tools, "tools, trust", L(d.trust_tier) + (d.autonomous ? ", autonomous" : "") + ",", d.trigger ? "trigger " + L(d.trigger) : "", d.invoker ? "by " + L(d.invoker) : "", d.shadow_policy_id ? "shadow " + L(d.shadow_policy_id) + " v" + d.shadow_policy_version : "");
       case "tool.requested":
         return j(L(d.tool_call_id), L(d.tool_name));
       case "tool.decision": {
         const why = [L(d.source), d.rule_id && "rule " + L(d.rule_id), d.approval_id && "approval " + L(d.approval_id), d.grant && "grant " + L(d.grant)].filter(Boolean);
         const rw = d.rewritten_verdict ? "[" + L(d.verdict) + " rewritten to " + L(d.rewritten_verdict) + "]" : "";
-        return j(L(d.tool_call_id), L(d.tool_name), "→", L(d.decision), rw, why.length ? "(" + why.join(", ") + ")" : "");
+        return j(L(d.tool_call_id), L(d.tool_name), "→", L(d.decision), rw, why.length ? "(" + why.join(", ") + ")" : "", shadow());
       }
       case "approval.requested":
-        return j(L(d.approval_id), L(d.tool_call_id), L(d.tool_name), d.rule_id && "rule " + L(d.rule_id), d.default_scope && "scope " + L(d.default_scope), "expires " + new Date(d.expires_at).toLocaleTimeString());
+        return j(L(d.approval_id), L(d.tool_call_id), L(d.tool_name), d.rule_id && "rule " + L(d.rule_id), d.default_scope && "scope " + L(d.default_scope), "expires " + new Date(d.expires_at).toLocaleTimeString(), shadow());
       case "approval.decided":
         return j(L(d.approval_id), L(d.tool_call_id), L(d.status), d.decided_by && "by " + L(d.decided_by));
       case "session.ended":
