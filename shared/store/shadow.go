@@ -129,7 +129,6 @@ func (s *Store) ShadowDifferenceOp(runID string, k ShadowKey, toolCallID string,
 // ShadowRun is a run listed under its shadow policy, with its differences.
 type ShadowRun struct {
 	RunID       string
-	CreatedAt   string
 	Differences []ShadowDifference
 }
 
@@ -156,7 +155,7 @@ func (s *Store) ListShadowRuns(ctx context.Context, policyID string, q ListQuery
 			if err := attributevalue.UnmarshalMap(av, &l); err != nil {
 				return 0, fmt.Errorf("store: decode shadow listing: %w", err)
 			}
-			runs[i] = ShadowRun{RunID: l.RunID, CreatedAt: l.CreatedAt}
+			runs[i] = ShadowRun{RunID: l.RunID}
 		}
 		errs := make([]error, len(runs))
 		sem := make(chan struct{}, shadowReads)
