@@ -190,6 +190,9 @@ func policyShadow(ctx context.Context, args []string, getenv func(string) string
 func printShadow(w io.Writer, s client.ShadowSummary) error {
 	fmt.Fprintf(w, "policy %s as a shadow: %d runs, %d with a difference, %d calls decided differently\n",
 		clean(s.PolicyID, 40), s.Runs, s.RunsDiffering, s.Differences)
+	if s.RunsCut > 0 {
+		fmt.Fprintf(w, "%d runs had more kinds of difference than are read of one run; their counts are partial\n", s.RunsCut)
+	}
 	if len(s.ByDifference) == 0 {
 		return nil
 	}

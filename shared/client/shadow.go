@@ -15,11 +15,17 @@ type ShadowSummary struct {
 	// Runs is how many runs the page covers; RunsDiffering how many of
 	// them had at least one difference; Differences how many calls
 	// differed.
-	Runs          int           `json:"runs"`
-	RunsDiffering int           `json:"runs_differing"`
-	Differences   int64         `json:"differences"`
-	ByDifference  []ShadowGroup `json:"by_difference"`
-	NextCursor    string        `json:"next_cursor,omitempty"`
+	Runs          int   `json:"runs"`
+	RunsDiffering int   `json:"runs_differing"`
+	Differences   int64 `json:"differences"`
+	// RunsCut is how many of the runs had more kinds of difference than
+	// the server reads of one run (1,000): their counts are partial.
+	RunsCut      int           `json:"runs_cut,omitempty"`
+	ByDifference []ShadowGroup `json:"by_difference"`
+	NextCursor   string        `json:"next_cursor,omitempty"`
+
+	// index finds a difference's group in ByDifference.
+	index map[[6]string]int
 }
 
 // ShadowGroup is one kind of difference: a tool, what the enforced policy
@@ -60,23 +66,34 @@ func (g ShadowGroup) key() [6]string {
 }
 
 // Add counts g into s (Differences included), merging it with the group
-// of the same difference, and keeps the groups ordered: most calls first.
+// of the same difference. Call Sort once the groups are all added.
 func (s *ShadowSummary) Add(g ShadowGroup) {
 	s.Differences += g.Count
-	i := slices.IndexFunc(s.ByDifference, func(h ShadowGroup) bool { return h.key() == g.key() })
-	if i < 0 {
-		g.Samples = append([]ShadowSample{}, g.Samples[:min(len(g.Samples), MaxShadowSamples)]...)
-		s.ByDifference = append(s.ByDifference, g)
-	} else {
-		h := &s.ByDifference[i]
-		h.Count += g.Count
-		h.Runs += g.Runs
-		for _, x := range g.Samples {
-			if len(h.Samples) < MaxShadowSamples {
-				h.Samples = append(h.Samples, x)
-			}
+	if s.index == nil {
+		s.index = make(map[[6]string]int, len(s.ByDifference))
+		for i, h := range s.ByDifference {
+			s.index[h.key()] = i
 		}
 	}
+	i, ok := s.index[g.key()]
+	if !ok {
+		g.Samples = append([]ShadowSample{}, g.Samples[:min(len(g.Samples), MaxShadowSamples)]...)
+		s.index[g.key()] = len(s.ByDifference)
+		s.ByDifference = append(s.ByDifference, g)
+		return
+	}
+	h := &s.ByDifference[i]
+	h.Count += g.Count
+	h.Runs += g.Runs
+	for _, x := range g.Samples {
+		if len(h.Samples) < MaxShadowSamples {
+			h.Samples = append(h.Samples, x)
+		}
+	}
+}
+
+// Sort orders the groups: most calls first, then by difference.
+func (s *ShadowSummary) Sort() {
 	slices.SortStableFunc(s.ByDifference, func(a, b ShadowGroup) int {
 		if c := cmp.Compare(b.Count, a.Count); c != 0 {
 			return c
@@ -84,13 +101,17 @@ func (s *ShadowSummary) Add(g ShadowGroup) {
 		k, l := a.key(), b.key()
 		return slices.Compare(k[:], l[:])
 	})
+	s.index = nil
 }
 
-// Merge adds page's runs and groups to s (its cursor is not taken).
+// Merge adds page's runs and groups to s, in order (its cursor is not
+// taken).
 func (s *ShadowSummary) Merge(page ShadowSummary) {
 	s.Runs += page.Runs
 	s.RunsDiffering += page.RunsDiffering
+	s.RunsCut += page.RunsCut
 	for _, g := range page.ByDifference {
 		s.Add(g)
 	}
+	s.Sort()
 }

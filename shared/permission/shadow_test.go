@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sync"
 	"testing"
 
@@ -249,5 +250,57 @@ func TestShadowThatDoesNotCompile(t *testing.T) {
 		if ev["shadow_error"] != "shadow_unavailable" || ev["shadow_verdict"] != nil {
 			t.Errorf("event %v; want shadow_error shadow_unavailable", ev)
 		}
+	}
+}
+
+// TestShadowSummaryReadIsBounded: a run's calls choose how many kinds of
+// difference it has; a summary reads at most store.MaxShadowDifferences of
+// one run, and says when it cut. One real difference is recorded, then
+// copied behind the store's back (as if other tools had differed), which
+// takes a second where real calls would take half a minute.
+func TestShadowSummaryReadIsBounded(t *testing.T) {
+	t.Parallel()
+	e := calltest.NewShadowEnv(t, `{"name":"p","default_verdict":"allow","rules":[]}`, `{"name":"s","default_verdict":"deny","rules":[]}`, false)
+	ctx := context.Background()
+	if a, err := e.Bash(t, "call-0", "git status", 0); err != nil || a.Decision != "allow" {
+		t.Fatalf("call = %+v, %v; want allow", a, err)
+	}
+	db := devstack.DynamoClient(e.DB.URL)
+	got, err := db.Query(ctx, &dynamodb.QueryInput{
+		TableName: aws.String(e.St.Table()), KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :p)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: "RUN#" + e.RunID}, ":p": &types.AttributeValueMemberS{Value: "SHADOW#"}},
+	})
+	if err != nil || len(got.Items) != 1 {
+		t.Fatalf("difference items: %d, %v; want the one", len(got.Items), err)
+	}
+	copies := func(from, to int) {
+		for i := from; i < to; i += 25 {
+			var puts []types.WriteRequest
+			for j := i; j < min(i+25, to); j++ {
+				item := maps.Clone(got.Items[0])
+				item["sk"] = &types.AttributeValueMemberS{Value: fmt.Sprintf("SHADOW#copy%04d", j)}
+				item["tool_name"] = &types.AttributeValueMemberS{Value: fmt.Sprintf("mcp__x__t%04d", j)}
+				puts = append(puts, types.WriteRequest{PutRequest: &types.PutRequest{Item: item}})
+			}
+			if _, err := db.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{e.St.Table(): puts}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	read := func() store.ShadowRun {
+		page, err := e.St.ListShadowRuns(ctx, e.ShadowPolicyID, store.ListQuery{Limit: 10})
+		if err != nil || len(page.Runs) != 1 {
+			t.Fatalf("ListShadowRuns = %d runs, %v; want the one run", len(page.Runs), err)
+		}
+		return page.Runs[0]
+	}
+	n := store.MaxShadowDifferences
+	copies(1, n)
+	if r := read(); r.Cut || len(r.Differences) != n {
+		t.Errorf("with %d kinds: cut %v, %d read; want all, not cut", n, r.Cut, len(r.Differences))
+	}
+	copies(n, n+1)
+	if r := read(); !r.Cut || len(r.Differences) != n {
+		t.Errorf("with %d kinds: cut %v, %d read; want %d read and cut", n+1, r.Cut, len(r.Differences), n)
 	}
 }

@@ -34,6 +34,13 @@ func (s *Store) query(ctx context.Context, op string, in *dynamodb.QueryInput, v
 // queryPrefix visits every item of a partition whose sort key starts with
 // prefix, in order, with consistent reads.
 func (s *Store) queryPrefix(ctx context.Context, pk, prefix string, visit func(map[string]types.AttributeValue) error) error {
+	_, err := s.queryPrefixUpTo(ctx, pk, prefix, 0, visit)
+	return err
+}
+
+// queryPrefixUpTo is queryPrefix that stops after limit items (above zero);
+// cut reports that the partition holds more.
+func (s *Store) queryPrefixUpTo(ctx context.Context, pk, prefix string, limit int, visit func(map[string]types.AttributeValue) error) (cut bool, err error) {
 	in := &dynamodb.QueryInput{
 		TableName:              aws.String(s.table),
 		KeyConditionExpression: aws.String("pk = :pk AND begins_with(sk, :p)"),
@@ -43,12 +50,22 @@ func (s *Store) queryPrefix(ctx context.Context, pk, prefix string, visit func(m
 		},
 		ConsistentRead: aws.Bool(true),
 	}
-	return s.query(ctx, "query "+pk+"/"+prefix, in, func(av map[string]types.AttributeValue) (bool, error) {
+	if limit > 0 {
+		in.Limit = aws.Int32(int32(limit + 1)) // one more says whether there is more
+	}
+	n := 0
+	err = s.query(ctx, "query "+pk+"/"+prefix, in, func(av map[string]types.AttributeValue) (bool, error) {
+		if limit > 0 && n == limit {
+			cut = true
+			return false, nil
+		}
+		n++
 		if err := visit(av); err != nil {
 			return false, fmt.Errorf("store: decode %s/%s: %w", pk, prefix, err)
 		}
 		return true, nil
 	})
+	return cut, err
 }
 
 // indexQuery is a listing of one partition of gsi1. The index is eventually

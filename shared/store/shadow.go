@@ -127,10 +127,18 @@ func (s *Store) ShadowDifferenceOp(runID string, k ShadowKey, toolCallID string,
 }
 
 // ShadowRun is a run listed under its shadow policy, with its differences.
+// Cut: the run has more kinds of difference than MaxShadowDifferences, and
+// only that many were read.
 type ShadowRun struct {
 	RunID       string
 	Differences []ShadowDifference
+	Cut         bool
 }
+
+// MaxShadowDifferences bounds the kinds of difference (tool, verdicts and
+// rules) read of one run: a run's calls choose how many there are, and a
+// summary page must stay one bounded read.
+const MaxShadowDifferences = 1000
 
 // ShadowPage is one page of the runs a shadow policy was frozen into,
 // newest first.
@@ -166,7 +174,7 @@ func (s *Store) ListShadowRuns(ctx context.Context, policyID string, q ListQuery
 			go func() {
 				defer wg.Done()
 				defer func() { <-sem }()
-				errs[i] = s.queryPrefix(ctx, runPK(runs[i].RunID), shadowDiffPrefix, collect(&runs[i].Differences))
+				runs[i].Cut, errs[i] = s.queryPrefixUpTo(ctx, runPK(runs[i].RunID), shadowDiffPrefix, MaxShadowDifferences, collect(&runs[i].Differences))
 			}()
 		}
 		wg.Wait()

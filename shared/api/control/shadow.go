@@ -41,6 +41,9 @@ func (s *Server) policyShadow(w http.ResponseWriter, r *http.Request, _ auth.Pri
 		if len(run.Differences) > 0 {
 			sum.RunsDiffering++
 		}
+		if run.Cut {
+			sum.RunsCut++
+		}
 		for _, d := range run.Differences {
 			sum.Add(client.ShadowGroup{
 				ToolName: d.ToolName, Verdict: d.Verdict, RuleID: d.RuleID,
@@ -50,6 +53,7 @@ func (s *Server) policyShadow(w http.ResponseWriter, r *http.Request, _ auth.Pri
 			})
 		}
 	}
+	sum.Sort()
 	writeJSON(w, http.StatusOK, sum)
 	return nil
 }
