@@ -97,8 +97,9 @@ type Inspection struct {
 	URLSources []string
 	// Cache1h: some cache_control asks for the 1-hour TTL.
 	Cache1h bool
-	// Documents: a PDF or URL source, whose token count the body's bytes
-	// do not bound (a page renders as an image).
+	// Documents: an image, a PDF or a URL source, whose token count the
+	// body's bytes do not bound (an image's tokens follow its pixels, not
+	// its compressed size, and a PDF page renders as an image).
 	Documents bool
 	// InferenceGeo is "" (default), "global" or "us".
 	InferenceGeo string
@@ -710,6 +711,9 @@ func (in *Inspection) readBlock(v span, at path, allowed []string) *Refusal {
 			return refuse(ReasonMalformed, "%s.text: must be a string", at)
 		}
 	case "image":
+		// A few hundred bytes of PNG are a screen of pixels: some 1,600
+		// tokens, more than the bytes that carry them.
+		in.Documents = true
 		return in.readSource(b.val("source"), at, "base64", "url")
 	case "document":
 		return in.readSource(b.val("source"), at, "base64", "text", "content", "url")
@@ -824,7 +828,9 @@ func (in *Inspection) readSource(v span, at path, kinds ...string) *Refusal {
 		if kind(in.body, data) != '"' || url != "" || hasContent {
 			return refuse(ReasonSource, "%s.source: a %s source carries media_type and data (a string)", at, typ)
 		}
-		if mediaType == "application/pdf" {
+		// A base64 document is a PDF whatever media_type says: the flag
+		// does not hang on a string the upstream may read otherwise.
+		if typ == "base64" || mediaType == "application/pdf" {
 			in.Documents = true
 		}
 	}

@@ -2,7 +2,11 @@ package modelproxy
 
 import (
 	"bytes"
+	"encoding/base64"
 	stdjson "encoding/json"
+	"image"
+	"image/color"
+	pngenc "image/png"
 	"net/http"
 	"os"
 	"slices"
@@ -214,5 +218,39 @@ func TestInspectImposesLimits(t *testing.T) {
 	}
 	if in.ServerTools[0].MaxUses != DefaultMaxUses || in.ServerTools[1].MaxUses != 2 {
 		t.Errorf("server tools %+v", in.ServerTools)
+	}
+}
+
+// TestInputBoundImages: an image's tokens follow its pixels, not its bytes:
+// a 1-bit PNG of 1092x1092 pixels (some 1,590 tokens) is a few hundred
+// bytes of base64, so a hundred of them must not be reserved as the bytes
+// of the body; neither may a base64 document whose media_type is not
+// spelled application/pdf.
+func TestInputBoundImages(t *testing.T) {
+	t.Parallel()
+	const side, window = 1092, 1_000_000
+	var png bytes.Buffer
+	img := image.NewPaletted(image.Rect(0, 0, side, side), color.Palette{color.White, color.Black})
+	if err := (&pngenc.Encoder{CompressionLevel: pngenc.BestCompression}).Encode(&png, img); err != nil {
+		t.Fatal(err)
+	}
+	block := `{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + base64.StdEncoding.EncodeToString(png.Bytes()) + `"}}`
+	const images = 100
+	for name, body := range map[string]string{
+		"message":     `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[` + strings.TrimSuffix(strings.Repeat(block+",", images), ",") + `]}]}`,
+		"tool_result": `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[` + strings.TrimSuffix(strings.Repeat(block+",", images), ",") + `]}]}]}`,
+		"document":    `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/PDF","data":"JVBERi0="}}]}]}`,
+	} {
+		in, ref := Inspect([]byte(body), http.Header{}, "")
+		if ref != nil {
+			t.Fatalf("%s: refused: %s", name, ref.Message)
+		}
+		want := int64(window)
+		if name != "document" {
+			want = images * side * side / 750 // Anthropic's tokens of an image
+		}
+		if input, _ := inputBound(in, len(body), window); input < want {
+			t.Errorf("%s: %d bytes reserved as %d input tokens, under the %d they are billed", name, len(body), input, want)
+		}
 	}
 }

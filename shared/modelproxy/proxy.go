@@ -319,8 +319,8 @@ func (p *Proxy) reserve(pl plan, maxTokens int64) (budget.Micros, error) {
 // inputBound is the most input tokens the request can be billed for, and
 // the most web searches it can run. Without server tools the API samples
 // once and reads at most the request (a token is never shorter than a
-// byte, plus the prompt the API adds), within the context window; a PDF or
-// a URL source is bounded only by the window. Each server tool use is one
+// byte, plus the prompt the API adds), within the context window; an
+// image, a PDF or a URL source is bounded only by the window. Each server tool use is one
 // more sampling step reading the context again with the tool's result
 // added: a web fetch adds at most twice its max_content_tokens (the limit
 // is approximate), a web search an unbounded result, so the window.
