@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -139,4 +140,76 @@ func TestValidateBounds(t *testing.T) {
 	if _, err := validate(nest(maxDepth + 1)); !errors.Is(err, errSyntax) {
 		t.Fatalf("depth %d: %v, want %v", maxDepth+1, err, errSyntax)
 	}
+}
+
+// TestInspectConcurrent: documents come from a pool shared by concurrent
+// requests; dozens of goroutines inspecting different bodies at once (some
+// refused half-read, some with objects large enough for a name set, some
+// with escaped names) each get exactly what a lone inspection gets.
+func TestInspectConcurrent(t *testing.T) {
+	t.Parallel()
+	var bodies [][]byte
+	for _, name := range []string{"claude-code-2.1.332-messages.json", "claude-code-2.1.332-tool-result.json", "claude-code-2.1.332-websearch.json"} {
+		b, err := os.ReadFile("testdata/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies = append(bodies, b)
+	}
+	var wide strings.Builder
+	for i := range 40 {
+		fmt.Fprintf(&wide, `"k%d":%d,`, i, i)
+	}
+	for i := range 24 {
+		ttl := []string{"5m", "1h", `1\u0068`}[i%3]
+		bodies = append(bodies,
+			[]byte(fmt.Sprintf(`{"m\u006fdel":"m%d","max_tokens":%d,"messages":[{"role":"user","content":[{"type":"text","text":"%s","cache_control":{"type":"ephemeral","ttl":"%s"}}]}],"tools":[{"type":"web_fetch_20250910","name":"web_fetch"},{"name":"t","input_schema":{%s"k":0}}]}`, i, i+1, strings.Repeat("x", i*7), ttl, wide.String())),
+			[]byte(fmt.Sprintf(`{"model":"m%d","max_tokens":1,"messages":[],"tools":[{"name":"t","input_schema":{%s"k%d":0}}]}`, i, wide.String(), i+20)), // a duplicate for i < 20
+			[]byte(fmt.Sprintf(`{"model":"m%d","max_tokens":1,"messages":[],"x\u0079":%d}`, i, i)))
+	}
+	type result struct {
+		model         string
+		maxTokens     int64
+		cache1h       bool
+		offered       string
+		body, refusal string
+	}
+	inspect := func(b []byte) result {
+		in, ref := Inspect(b, http.Header{}, "")
+		if ref != nil {
+			return result{refusal: ref.Message}
+		}
+		in.SetMaxTokens(in.MaxTokens) // an edit, so that Body rewrites
+		out, err := in.Body(b)
+		if err != nil {
+			t.Error(err)
+		}
+		return result{in.Model, in.MaxTokens, in.Cache1h, strings.Join(in.Offered(), ","), string(out), ""}
+	}
+	want := make([]result, len(bodies))
+	refused := 0
+	for i, b := range bodies {
+		want[i] = inspect(b)
+		if want[i].refusal != "" {
+			refused++
+		}
+	}
+	if refused == 0 || refused == len(bodies) {
+		t.Fatalf("%d of %d bodies refused; the test needs both", refused, len(bodies))
+	}
+	var wg sync.WaitGroup
+	for g := range 48 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range 40 {
+				i := (g*7 + n*13) % len(bodies)
+				if got := inspect(bodies[i]); got != want[i] {
+					t.Errorf("body %d inspected concurrently: %+v, alone: %+v", i, got, want[i])
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
