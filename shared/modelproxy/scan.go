@@ -99,8 +99,13 @@ type key struct {
 	side bool
 }
 
-// keptValues is the largest tape a released document keeps.
-const keptValues = 1 << 16
+// keptValues is the largest tape a released document keeps, keptSide the
+// most bytes of unescaped names (which one long escaped name fills without
+// many values).
+const (
+	keptValues = 1 << 16
+	keptSide   = 1 << 20
+)
 
 // docs keeps documents' tables between requests: reading a request then
 // allocates next to nothing.
@@ -108,6 +113,13 @@ var docs = sync.Pool{New: func() any { return new(doc) }}
 
 // release gives d back; nothing may use it, or what it returned, after.
 func (d *doc) release() {
+	d.reset()
+	docs.Put(d)
+}
+
+// reset empties d for the next document, keeping its tables unless they
+// grew past what an ordinary request needs.
+func (d *doc) reset() {
 	clear(d.arena) // member names
 	for _, f := range d.stack {
 		if f.set != nil {
@@ -117,11 +129,10 @@ func (d *doc) release() {
 	}
 	clear(d.stack[:cap(d.stack)])
 	*d = doc{tape: d.tape[:0], stack: d.stack[:0], keys: d.keys[:0], side: d.side[:0], arena: d.arena[:0], spans: d.spans[:0], sets: d.sets}
-	if cap(d.tape) > keptValues {
+	if cap(d.tape) > keptValues || cap(d.side) > keptSide {
 		// A huge body's tables are not kept for the requests after it.
 		*d = doc{}
 	}
-	docs.Put(d)
 }
 
 // validate checks that b is exactly one strict JSON value with unique

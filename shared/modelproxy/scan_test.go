@@ -213,3 +213,31 @@ func TestInspectConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestResetDropsHugeTables: a document read from a huge body does not keep
+// its tables for the requests after it, whether the body had many values
+// or one long escaped member name (a few values, megabytes unescaped).
+func TestResetDropsHugeTables(t *testing.T) {
+	t.Parallel()
+	for name, b := range map[string][]byte{
+		"values": []byte("[" + strings.Repeat("0,", keptValues) + "0]"),
+		"name":   []byte(`{"` + strings.Repeat(`\n`, keptSide+1) + `":0}`),
+	} {
+		d, err := validate(b)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		d.reset() // not given back: this test still looks at it
+		if cap(d.tape) != 0 || cap(d.side) != 0 {
+			t.Errorf("%s: a reset document keeps %d values and %d bytes of names", name, cap(d.tape), cap(d.side))
+		}
+	}
+	d, err := validate([]byte(`{"\u0061":[{"b":1}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.reset()
+	if cap(d.tape) == 0 {
+		t.Error("a small document's tape is not kept")
+	}
+}
