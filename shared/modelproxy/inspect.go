@@ -503,6 +503,15 @@ func readThinking(in *Inspection, v span) *Refusal {
 // call) is not admitted.
 var contextEdits = []string{"clear_thinking_20251015", "clear_tool_uses_20250919"}
 
+// editSettings are the members each admitted edit may carry besides type.
+// Their values (how many to keep, when to trigger, which tools to spare)
+// only choose what is dropped, so they are not read; a member not listed
+// is one the upstream might read otherwise, and is refused.
+var editSettings = map[string][]string{
+	"clear_thinking_20251015":  {"keep"},
+	"clear_tool_uses_20250919": {"trigger", "keep", "clear_at_least", "exclude_tools", "clear_tool_inputs"},
+}
+
 func readContextManagement(in *Inspection, v span) *Refusal {
 	o, ok := in.object(v, "edits")
 	if !ok || !in.optKind(o, "edits", '[') {
@@ -515,16 +524,15 @@ func readContextManagement(in *Inspection, v span) *Refusal {
 		if kind(in.body, e) != '{' {
 			return refuse(ReasonField, "context_management: only edits is admitted")
 		}
-		// The clearing edits' own settings (keep, trigger, exclude_tools,
-		// ...) only choose what is dropped, so they are not read.
-		var typ string
-		for _, m := range in.doc.members(e) {
-			if m.name == "type" {
-				typ, _ = str(in.body, m.v)
-			}
-		}
+		ms := obj(in.doc.members(e))
+		typ, _ := str(in.body, ms.val("type"))
 		if !slices.Contains(contextEdits, typ) {
 			return refuse(ReasonField, "context_management.edits[%d].type: only %s are admitted", i, strings.Join(contextEdits, " and "))
+		}
+		for _, m := range ms {
+			if m.name != "type" && !slices.Contains(editSettings[typ], m.name) {
+				return refuse(ReasonField, "context_management.edits[%d]: a %s edit may not carry %s; remove it", i, typ, quoteName(m.name))
+			}
 		}
 	}
 	return nil

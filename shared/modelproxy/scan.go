@@ -658,6 +658,9 @@ func init() {
 	add(toolFields...)
 	add(messageBlocks...)
 	add(contextEdits...)
+	for _, ms := range editSettings {
+		add(ms...)
+	}
 	add(toolChoices...)
 	for k := range toolTypes {
 		add(k)
