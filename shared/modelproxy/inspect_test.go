@@ -7,11 +7,15 @@ import (
 	"image"
 	"image/color"
 	pngenc "image/png"
+	"math"
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/fluidbox/fluidbox/shared/capability"
 )
 
 func ccHeader() http.Header {
@@ -256,5 +260,36 @@ func TestInputBoundImages(t *testing.T) {
 		if input, _ := inputBound(in, len(body), window); input < want {
 			t.Errorf("%s: %d bytes reserved as %d input tokens, under the %d they are billed", name, len(body), input, want)
 		}
+	}
+}
+
+// TestInputBoundLimitsSaturate: max_uses and max_content_tokens are the
+// client's; bounds built from huge ones saturate (and no budget covers
+// them) instead of wrapping to a small or negative bound, and are reached
+// without a loop as long as max_uses.
+func TestInputBoundLimitsSaturate(t *testing.T) {
+	t.Parallel()
+	const window = 200_000
+	huge := strconv.FormatInt(1<<62, 10)
+	for name, tools := range map[string]string{
+		"fetch":  `{"type":"web_fetch_20250910","name":"a","max_uses":` + huge + `,"max_content_tokens":` + huge + `},{"type":"web_fetch_20250910","name":"b","max_uses":` + huge + `,"max_content_tokens":` + huge + `}`,
+		"search": `{"type":"web_search_20250305","name":"a","max_uses":` + huge + `},{"type":"web_search_20250305","name":"b","max_uses":` + huge + `}`,
+		"one":    `{"type":"web_fetch_20250910","name":"a","max_uses":` + huge + `,"max_content_tokens":1}`,
+	} {
+		body := `{"model":"m","max_tokens":10,"messages":[],"tools":[` + tools + `]}`
+		in, ref := Inspect([]byte(body), http.Header{}, "")
+		if ref != nil {
+			t.Fatalf("%s: refused: %s", name, ref.Message)
+		}
+		input, searches := inputBound(in, len(body), window)
+		if input != math.MaxInt64 || searches < 0 || (name == "search" && searches != math.MaxInt64) {
+			t.Errorf("%s: input %d, searches %d; want both saturated, not wrapped", name, input, searches)
+		}
+	}
+	// Within int64 the bound is the same step by step: 3 fetches of at most
+	// 2x100 tokens each on a 1,000-token first read, in a 1,200 window.
+	in := &Inspection{ServerTools: []ServerTool{{Tool: capability.ToolWebFetch, MaxUses: 3, MaxContentTokens: 100}}}
+	if input, _ := inputBound(in, 1000-promptOverhead, 1200); input != 1000+1200+1200+1200 {
+		t.Errorf("input %d, want %d", input, 1000+1200+1200+1200)
 	}
 }

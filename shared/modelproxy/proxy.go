@@ -53,6 +53,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
+	"math/bits"
 	"net"
 	"net/http"
 	"strings"
@@ -329,23 +331,45 @@ func inputBound(in *Inspection, bodyLen int, window int64) (input, searches int6
 	if in.Documents {
 		first = window
 	}
+	// The client sets max_uses and max_content_tokens: sums and products
+	// saturate (a bound past int64 is one no budget covers) rather than
+	// wrap to a small or negative one.
 	steps, growth := int64(0), int64(0)
 	for _, st := range in.ServerTools {
-		steps += st.MaxUses
+		steps = satAdd(steps, st.MaxUses)
 		switch st.Tool {
 		case capability.ToolWebSearch:
-			searches += st.MaxUses
+			searches = satAdd(searches, st.MaxUses)
 			growth = window
 		case capability.ToolWebFetch:
-			growth = max(growth, 2*st.MaxContentTokens)
+			growth = max(growth, 2*min(st.MaxContentTokens, window))
 		}
 	}
+	// The context grows by growth a step until it fills the window (at most
+	// window/growth steps); every step after reads what it has come to.
 	input, cur := first, first
-	for range steps {
+	for ; steps > 0 && growth > 0 && cur < window; steps-- {
 		cur = min(cur+growth, window)
 		input += cur
 	}
-	return input, searches
+	return satAdd(input, satMul(steps, cur)), searches
+}
+
+// satAdd and satMul are + and * of non-negative int64s, saturating at
+// math.MaxInt64.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+func satMul(a, b int64) int64 {
+	hi, lo := bits.Mul64(uint64(a), uint64(b))
+	if hi != 0 || lo > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(lo)
 }
 
 // judgeTools asks the gate about every server tool and URL source.
