@@ -97,10 +97,12 @@ type Inspection struct {
 	URLSources []string
 	// Cache1h: some cache_control asks for the 1-hour TTL.
 	Cache1h bool
-	// Documents: an image, a PDF or a URL source, whose token count the
-	// body's bytes do not bound (an image's tokens follow its pixels, not
-	// its compressed size, and a PDF page renders as an image).
+	// Documents: a PDF or a URL source, whose token count the body's bytes
+	// do not bound (a page renders as an image).
 	Documents bool
+	// Images counts the image blocks: an image's tokens follow its pixels,
+	// not its compressed size, so each is reserved at maxImageTokens.
+	Images int64
 	// InferenceGeo is "" (default), "global" or "us".
 	InferenceGeo string
 
@@ -721,7 +723,7 @@ func (in *Inspection) readBlock(v span, at path, allowed []string) *Refusal {
 	case "image":
 		// A few hundred bytes of PNG are a screen of pixels: some 1,600
 		// tokens, more than the bytes that carry them.
-		in.Documents = true
+		in.Images++
 		return in.readSource(b.val("source"), at, "base64", "url")
 	case "document":
 		return in.readSource(b.val("source"), at, "base64", "text", "content", "url")

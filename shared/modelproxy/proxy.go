@@ -318,16 +318,21 @@ func (p *Proxy) reserve(pl plan, maxTokens int64) (budget.Micros, error) {
 	return budget.ReserveBound(pl.price, budget.Bound{MaxOutputTokens: maxTokens, InputTokens: pl.input, WebSearches: pl.webSearches, No1hCacheWrite: !pl.in.Cache1h})
 }
 
+// maxImageTokens bounds one image's input tokens. The API scales an image
+// down until it is at most about 1,600 tokens (width x height / 750, long
+// edge 1568 px); a quarter more covers the estimate being approximate.
+const maxImageTokens = 2000
+
 // inputBound is the most input tokens the request can be billed for, and
 // the most web searches it can run. Without server tools the API samples
 // once and reads at most the request (a token is never shorter than a
-// byte, plus the prompt the API adds), within the context window; an
-// image, a PDF or a URL source is bounded only by the window. Each server tool use is one
+// byte, plus the prompt the API adds, plus maxImageTokens an image), within
+// the context window; a PDF or a URL source is bounded only by the window. Each server tool use is one
 // more sampling step reading the context again with the tool's result
 // added: a web fetch adds at most twice its max_content_tokens (the limit
 // is approximate), a web search an unbounded result, so the window.
 func inputBound(in *Inspection, bodyLen int, window int64) (input, searches int64) {
-	first := min(int64(bodyLen)+promptOverhead, window)
+	first := min(satAdd(int64(bodyLen)+promptOverhead, satMul(in.Images, maxImageTokens)), window)
 	if in.Documents {
 		first = window
 	}
