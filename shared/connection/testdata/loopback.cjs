@@ -1,8 +1,8 @@
 // Preloaded with `node -r` by the e2e suites that run Node servers
 // (@modelcontextprotocol/server-everything, the MCP conformance suite):
 // every TCP server the process starts listens on 127.0.0.1 only, whatever
-// host (or none) its code asks for; listen(port) alone would bind all
-// interfaces.
+// host (or none) its code asks for; listen(port), or listen() with no port,
+// alone would bind all interfaces.
 //
 // listen with a host resolves it through dns.lookup, which answers on a
 // later tick, so the server would have no address() right after listen
@@ -34,6 +34,11 @@ function listenLoopback(server, options, cb) {
 net.Server.prototype.listen = function (...args) {
   const cb = typeof args[args.length - 1] === 'function' ? args[args.length - 1] : undefined;
   const first = args[0];
+  if (first === undefined || first === null || typeof first === 'function') {
+    // listen(), listen(cb), listen(null, ...): a random port on every
+    // interface, unless pinned here.
+    return listenLoopback(this, { port: 0 }, cb);
+  }
   if (typeof first === 'number' || (typeof first === 'string' && /^\d+$/.test(first))) {
     return listenLoopback(this, { port: Number(first) }, cb);
   }
