@@ -23,7 +23,8 @@
 //     bodies, so they are never wrapped into the returned error's text.
 //   - Discovery fails closed: no protected resource metadata whose resource
 //     matches the server, no authorization server metadata with PKCE S256,
-//     or an insecure endpoint, and there is no flow.
+//     an insecure endpoint, or discovered scopes that are not a bounded list
+//     of RFC 6749 scope tokens, and there is no flow.
 //   - Every token request (the code exchange and each refresh) carries the
 //     resource the tokens are for.
 package oauth
@@ -40,6 +41,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 	"golang.org/x/oauth2"
+
+	"github.com/fluidbox/fluidbox/shared/broker"
 )
 
 // Sentinel errors.
@@ -174,10 +177,19 @@ func Discover(ctx context.Context, hc *http.Client, serverURL string, scopes []s
 	switch {
 	case len(scopes) > 0:
 		d.Scopes = slices.Clone(scopes)
-	case challengeParam(challenges, "scope") != "":
-		d.Scopes = strings.Fields(challengeParam(challenges, "scope"))
 	default:
-		d.Scopes = slices.Clone(prm.ScopesSupported)
+		// The server chose these (its challenge's scope, else its
+		// scopes_supported): they are stored on the connection, asked for
+		// and shown, so they are held to the bounds of the scopes a
+		// challenge may ask for, like the operator's.
+		found := challengeParam(challenges, "scope")
+		if found == "" {
+			found = strings.Join(prm.ScopesSupported, " ")
+		}
+		var ok bool
+		if d.Scopes, ok = broker.ParseScopes(found); !ok {
+			return fail(fmt.Sprintf("the MCP server's scopes (its challenge's, else its scopes_supported) are not at most %d RFC 6749 scope tokens; give the connection its scopes", broker.MaxScopes))
+		}
 	}
 	if slices.Contains(asm.ScopesSupported, "offline_access") && !slices.Contains(d.Scopes, "offline_access") {
 		// fluidbox keeps the refresh token sealed and refreshes where the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -269,5 +270,68 @@ func TestDiscoverPastAnOpenHandshake(t *testing.T) {
 	defer open.Close()
 	if _, err := oauth.Discover(context.Background(), loopbackClient(), open.URL, nil); !errors.Is(err, oauth.ErrDiscovery) {
 		t.Fatalf("Discover against a server that takes no token: %v, want ErrDiscovery", err)
+	}
+}
+
+// TestDiscoverBoundsTheServersScopes: the scopes a server chooses (its
+// challenge's scope, else its scopes_supported) are taken only as a
+// bounded list of RFC 6749 scope tokens, as a step-up challenge's are;
+// anything else fails discovery (the operator can give the connection
+// its scopes instead).
+func TestDiscoverBoundsTheServersScopes(t *testing.T) {
+	p := oauthtest.NewProvider(t, redirect)
+	many := make([]string, 40)
+	for i := range many {
+		many[i] = fmt.Sprintf("s%d", i)
+	}
+	for _, tc := range []struct {
+		name, challenge string
+		supported       []string
+		want            []string // nil: discovery fails
+	}{
+		{name: "challenge", challenge: "read write read", want: []string{"read", "write", "offline_access"}},
+		{name: "supported", supported: []string{"read", "write"}, want: []string{"read", "write", "offline_access"}},
+		{name: "none", want: []string{"offline_access"}},
+		{name: "challenge quote", challenge: `read a"b`},
+		{name: "challenge non-ASCII", challenge: "read écrire"},
+		{name: "challenge empty token", challenge: "read  write"},
+		{name: "challenge too long", challenge: strings.Repeat("x", 257)},
+		{name: "challenge too many", challenge: strings.Join(many, " ")},
+		{name: "supported too many", supported: many},
+		{name: "supported with space", supported: []string{"read", ""}},
+		{name: "supported control", supported: []string{"read\x01"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var srv *httptest.Server
+			srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == "/prm" {
+					w.Header().Set("Content-Type", "application/json")
+					_ = json.NewEncoder(w).Encode(map[string]any{
+						"resource": srv.URL + "/mcp", "authorization_servers": []string{p.Issuer}, "scopes_supported": tc.supported,
+					})
+					return
+				}
+				ch := fmt.Sprintf(`Bearer resource_metadata=%q`, srv.URL+"/prm")
+				if tc.challenge != "" {
+					ch += `, scope="` + strings.ReplaceAll(tc.challenge, `"`, `\"`) + `"`
+				}
+				w.Header().Set("WWW-Authenticate", ch)
+				w.WriteHeader(http.StatusUnauthorized)
+			}))
+			defer srv.Close()
+			d, err := oauth.Discover(context.Background(), loopbackClient(), srv.URL+"/mcp", nil)
+			if tc.want == nil {
+				if !errors.Is(err, oauth.ErrDiscovery) {
+					t.Fatalf("Discover = %v, %v; want ErrDiscovery", d.Scopes, err)
+				}
+				if strings.Contains(err.Error(), "écrire") || strings.Contains(err.Error(), "s39") {
+					t.Fatalf("the error quotes the server's scopes: %v", err)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(d.Scopes, tc.want) {
+				t.Fatalf("Discover = %v, %v; want %v", d.Scopes, err, tc.want)
+			}
+		})
 	}
 }
