@@ -10,12 +10,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
 
 	"golang.org/x/oauth2"
 
 	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/broker"
 	"github.com/fluidbox/fluidbox/shared/oauth"
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -65,8 +65,9 @@ func (r OAuthRequest) LogValue() slog.Value {
 const (
 	maxClientID     = 512
 	maxClientSecret = 2048
-	maxScopes       = 32
-	maxScopeLen     = 256
+	// The operator's scopes are held to the bounds of those an upstream
+	// may ask for (in its challenge, or at discovery).
+	maxScopes = broker.MaxScopes
 )
 
 func (r OAuthRequest) validate() error {
@@ -83,9 +84,8 @@ func (r OAuthRequest) validate() error {
 		return invalid("credential", "at most %d scopes", maxScopes)
 	}
 	for _, s := range r.Scopes {
-		// RFC 6749 3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E )
-		if s == "" || len(s) > maxScopeLen || strings.ContainsAny(s, "\"\\ ") || !printable(s) {
-			return invalid("credential", "each scope must be 1 to %d printable characters without spaces, quotes or backslashes", maxScopeLen)
+		if !broker.ValidScope(s) {
+			return invalid("credential", "each scope must be 1 to %d printable characters without spaces, quotes or backslashes", broker.MaxScopeLen)
 		}
 	}
 	return nil
