@@ -241,6 +241,16 @@ func (s *Service) Authorize(ctx context.Context, who auth.Principal, ref string,
 	if err != nil {
 		return AuthorizeResult{}, err
 	}
+	iss, err := clientIssuer(c)
+	if err != nil {
+		return AuthorizeResult{}, err
+	}
+	if client.ID != "" && iss != "" && iss != d.Issuer {
+		// The upstream's metadata now names another authorization server:
+		// the client (and its secret, at the token endpoint) belongs to the
+		// first and is not presented to this one.
+		return AuthorizeResult{}, &oauth.Error{Op: "discover", Msg: "the MCP server names another authorization server than the one the connection's OAuth client belongs to; create a new connection to authorize there", Err: oauth.ErrDiscovery}
+	}
 	var pre *oauth.Client
 	if client.ID != "" {
 		pre = &client
@@ -255,7 +265,7 @@ func (s *Service) Authorize(ctx context.Context, who auth.Principal, ref string,
 				return AuthorizeResult{}, fmt.Errorf("connection: seal: %w", err)
 			}
 		}
-		err := s.st.SetOAuthClient(ctx, c.ID, c.Generation, client.ID, sealed, client.AuthMethod, store.FormatTime(s.opts.Now()))
+		err := s.st.SetOAuthClient(ctx, c.ID, c.Generation, client.ID, sealed, client.AuthMethod, d.Issuer, store.FormatTime(s.opts.Now()))
 		if errors.Is(err, store.ErrConnectionChanged) {
 			return AuthorizeResult{}, ErrChanged
 		}
@@ -284,6 +294,21 @@ func (s *Service) Authorize(ctx context.Context, who auth.Principal, ref string,
 		return AuthorizeResult{}, err
 	}
 	return AuthorizeResult{AuthorizationURL: oauth.AuthURL(d, client, site.RedirectURI, state, verifier), ExpiresAt: expires}, nil
+}
+
+// clientIssuer is the authorization server the connection's client
+// belongs to: the one it was registered at, else (the operator's client)
+// the issuer of the last completed authorization; "" when not yet bound.
+// A stored discovery that does not decode is an error, not unbound.
+func clientIssuer(c store.Connection) (string, error) {
+	if c.OAuth.ClientIssuer != "" || c.OAuth.Discovery == "" {
+		return c.OAuth.ClientIssuer, nil
+	}
+	var d oauth.Discovery
+	if err := json.Unmarshal([]byte(c.OAuth.Discovery), &d); err != nil {
+		return "", fmt.Errorf("connection: decode discovery of %s: %w", c.ID, err)
+	}
+	return d.Issuer, nil
 }
 
 // client is the connection's OAuth client, its secret opened; a zero
@@ -375,6 +400,14 @@ func (s *Service) Callback(ctx context.Context, q CallbackQuery) (View, error) {
 	}
 	if err := oauth.CheckIssuer(d, q.Iss); err != nil {
 		return View{}, err
+	}
+	if iss, err := clientIssuer(c); err != nil {
+		return View{}, err
+	} else if iss != "" && iss != d.Issuer {
+		// The connection's client was registered at another server since
+		// this URL was made (a concurrent authorization): its secret is not
+		// sent to this one's token endpoint.
+		return View{}, ErrChanged
 	}
 	verifier, err := s.sealer.Open(ctx, st.Verifier, stateSealContext(c.ID, digest))
 	if err != nil {

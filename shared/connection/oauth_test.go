@@ -277,3 +277,54 @@ func TestOAuthCallbackBindings(t *testing.T) {
 		t.Errorf("refused callbacks moved the connection: %+v %v", got, err)
 	}
 }
+
+// TestOAuthClientStaysWithItsServer: a connection's OAuth client belongs to
+// the authorization server it was registered at, or first authorized at
+// (the operator's): when the upstream's metadata names another, the client
+// and its secret are not presented there. Authorizing is refused before
+// the other server sees the client, and a state whose discovery names
+// another server than the client's is refused at the callback before the
+// code is redeemed.
+func TestOAuthClientStaysWithItsServer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newOAuthEnv(t)
+	svc := connection.NewService(e.st, e.sealer, connection.Options{Egress: testenv.Loopback})
+	v := e.create(t, svc, admin, "team", "shared")
+	v = e.authorize(t, svc, admin, v.ID, e.p.User1())
+
+	other := oauthtest.NewProvider(t, oauthRedirect)
+	e.up.SetAuthorizationServer(other.Issuer)
+	if res, err := svc.Authorize(ctx, admin, v.ID, oauthSite); !errors.Is(err, oauth.ErrDiscovery) {
+		t.Fatalf("authorize after the upstream switched servers: %+v, %v; want ErrDiscovery", res, err)
+	}
+	if other.Codes() != 0 || other.Refreshes() != 0 {
+		t.Fatalf("the other server got token requests")
+	}
+
+	e.up.SetAuthorizationServer(e.p.Issuer)
+	res, err := svc.Authorize(ctx, admin, v.ID, oauthSite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A registration at the other server lands meanwhile (a concurrent
+	// authorization that discovered it).
+	if err := e.st.SetOAuthClient(ctx, v.ID, v.AuthorizationGeneration, e.p.ClientID, nil, "client_secret_basic", other.Issuer, time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+		t.Fatal(err)
+	}
+	back, err := e.p.Login(ctx, res.AuthorizationURL, e.p.User1())
+	if err != nil {
+		t.Fatal(err)
+	}
+	codes := e.p.Codes()
+	q := back.Query()
+	if _, err := svc.Callback(ctx, connection.CallbackQuery{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}); !errors.Is(err, connection.ErrChanged) {
+		t.Fatalf("callback with the client bound to another server: %v, want ErrChanged", err)
+	}
+	if n := e.p.Codes() - codes; n != 0 {
+		t.Fatalf("%d code redemptions after the client moved to another server", n)
+	}
+	if got, err := svc.Get(ctx, admin, v.ID); err != nil || got.AuthorizationGeneration != v.AuthorizationGeneration {
+		t.Fatalf("the refused callback moved the connection: %+v %v", got, err)
+	}
+}

@@ -23,6 +23,10 @@ type OAuth struct {
 	ClientSecret     []byte   `dynamodbav:"oauth_client_secret,omitempty"`
 	ClientAuthMethod string   `dynamodbav:"oauth_client_auth_method,omitempty"`
 	ClientRegistered bool     `dynamodbav:"oauth_client_registered,omitempty"`
+	// ClientIssuer is the authorization server the client was registered
+	// at ("" for the operator's client, bound by the first completed
+	// authorization's discovery instead): it is presented nowhere else.
+	ClientIssuer string `dynamodbav:"oauth_client_issuer,omitempty"`
 	Scopes           []string `dynamodbav:"oauth_scopes,omitempty"`
 	// Discovery is the JSON of the last authorization's discovery.
 	Discovery string `dynamodbav:"oauth_discovery,omitempty"`
@@ -99,22 +103,23 @@ func (s *Store) ConsumeOAuthState(ctx context.Context, digest, at string) (OAuth
 }
 
 // SetOAuthClient records the client a connection authorizes as (after a
-// dynamic registration), conditioned on the generation the caller read and
+// dynamic registration at issuer), conditioned on the generation the caller read and
 // on the connection not being revoked: revocation keeps the generation and
 // deletes the client secret, which a registration racing it must not put
 // back.
-func (s *Store) SetOAuthClient(ctx context.Context, id string, gen int, clientID string, sealedSecret []byte, method string, at string) error {
+func (s *Store) SetOAuthClient(ctx context.Context, id string, gen int, clientID string, sealedSecret []byte, method, issuer, at string) error {
 	vals := map[string]types.AttributeValue{
 		":cid": &types.AttributeValueMemberS{Value: clientID},
+		":iss": &types.AttributeValueMemberS{Value: issuer},
 		":m":   &types.AttributeValueMemberS{Value: method},
 		":reg": &types.AttributeValueMemberBOOL{Value: true},
 		":g":   num(int64(gen)),
 		":at":  &types.AttributeValueMemberS{Value: at},
 		":rev": &types.AttributeValueMemberS{Value: ConnectionRevoked},
 	}
-	expr := "SET oauth_client_id = :cid, oauth_client_auth_method = :m, oauth_client_registered = :reg, updated_at = :at REMOVE oauth_client_secret"
+	expr := "SET oauth_client_id = :cid, oauth_client_auth_method = :m, oauth_client_registered = :reg, oauth_client_issuer = :iss, updated_at = :at REMOVE oauth_client_secret"
 	if len(sealedSecret) > 0 {
-		expr = "SET oauth_client_id = :cid, oauth_client_auth_method = :m, oauth_client_registered = :reg, updated_at = :at, oauth_client_secret = :sec"
+		expr = "SET oauth_client_id = :cid, oauth_client_auth_method = :m, oauth_client_registered = :reg, oauth_client_issuer = :iss, updated_at = :at, oauth_client_secret = :sec"
 		vals[":sec"] = &types.AttributeValueMemberB{Value: sealedSecret}
 	}
 	_, err := s.changeConnection(ctx, "set oauth client of", id, &dynamodb.UpdateItemInput{

@@ -107,11 +107,14 @@ func TestSetOAuthClientRevoked(t *testing.T) {
 	ctx := context.Background()
 	st := newStore(t)
 	must(t, st.PutConnection(ctx, store.Connection{ID: "con_r", Name: "r", Status: store.ConnectionActive, Generation: 1, CreatedAt: at(0)}))
-	must(t, st.SetOAuthClient(ctx, "con_r", 1, "client-1", []byte{1, 2}, "client_secret_post", at(time.Minute)))
+	must(t, st.SetOAuthClient(ctx, "con_r", 1, "client-1", []byte{1, 2}, "client_secret_post", "https://as.example", at(time.Minute)))
+	if c, err := st.GetConnection(ctx, "con_r"); err != nil || c.OAuth.ClientID != "client-1" || c.OAuth.ClientIssuer != "https://as.example" {
+		t.Fatalf("client recorded = %+v, %v; want client-1 of https://as.example", c.OAuth, err)
+	}
 	if _, err := st.RevokeConnection(ctx, "con_r", "admin", at(2*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, "client of a revoked connection", st.SetOAuthClient(ctx, "con_r", 1, "client-2", []byte{3, 4}, "client_secret_post", at(3*time.Minute)), store.ErrConnectionChanged)
+	wantErr(t, "client of a revoked connection", st.SetOAuthClient(ctx, "con_r", 1, "client-2", []byte{3, 4}, "client_secret_post", "https://as.example", at(3*time.Minute)), store.ErrConnectionChanged)
 	c, err := st.GetConnection(ctx, "con_r")
 	if err != nil {
 		t.Fatal(err)

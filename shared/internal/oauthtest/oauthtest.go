@@ -200,10 +200,13 @@ type Server struct {
 	p   *Provider
 	// Resource overrides the resource its metadata names ("" is URL).
 	resource atomic.Pointer[string]
-	mu       sync.Mutex
-	seen     map[string]time.Time // token -> first seen
-	cutoff   time.Time            // tokens first seen before it are expired
-	rejects  atomic.Int64
+	// authServer overrides the authorization server its metadata names
+	// ("" is the provider's issuer).
+	authServer atomic.Pointer[string]
+	mu         sync.Mutex
+	seen       map[string]time.Time // token -> first seen
+	cutoff     time.Time            // tokens first seen before it are expired
+	rejects    atomic.Int64
 	// introspect: learn a token's scopes at the provider's introspection
 	// endpoint (for StepUpTool).
 	introspect  bool
@@ -272,8 +275,12 @@ func NewServer(t testing.TB, p *Provider, opts ...ServerOption) *Server {
 		if p := s.resource.Load(); p != nil {
 			res = *p
 		}
+		as := p.Issuer
+		if p := s.authServer.Load(); p != nil {
+			as = *p
+		}
 		auth.ProtectedResourceMetadataHandler(&oauthex.ProtectedResourceMetadata{
-			Resource: res, AuthorizationServers: []string{p.Issuer}, ScopesSupported: []string{oidc.ScopeOpenID},
+			Resource: res, AuthorizationServers: []string{as}, ScopesSupported: []string{oidc.ScopeOpenID},
 		}).ServeHTTP(w, r)
 	}))
 	guarded := auth.RequireBearerToken(s.verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: prmURL})(mcpHandler)
@@ -327,6 +334,10 @@ func (s *Server) StepUpCalls() int64 { return s.stepUpCalls.Load() }
 
 // SetResource makes the metadata name another resource than the server.
 func (s *Server) SetResource(r string) { s.resource.Store(&r) }
+
+// SetAuthorizationServer makes its metadata name issuer as its
+// authorization server from now on (an upstream that switches servers).
+func (s *Server) SetAuthorizationServer(issuer string) { s.authServer.Store(&issuer) }
 
 // ExpireTokens makes every token seen so far expired (as if its lifetime
 // had run out), so the next call with one gets a 401.
