@@ -20,6 +20,9 @@
 //     never reaches the upstream. Then the upstream's current tool list is
 //     compared with the frozen photograph, so a rug pull is denied with
 //     source capability even if nobody refreshed the connection.
+//   - An OAuth connection's client (and its secret) is presented only to
+//     the authorization server it belongs to: the one it was registered at,
+//     or, for the operator's client, the first one it was authorized at.
 //   - An upstream refusing a call for want of OAuth scopes (a 403
 //     insufficient_scope, or a 401 after a refresh, naming scopes the
 //     authorization did not request) has them recorded on the connection,
