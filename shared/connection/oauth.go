@@ -301,14 +301,24 @@ func (s *Service) Authorize(ctx context.Context, who auth.Principal, ref string,
 // the issuer of the last completed authorization; "" when not yet bound.
 // A stored discovery that does not decode is an error, not unbound.
 func clientIssuer(c store.Connection) (string, error) {
-	if c.OAuth.ClientIssuer != "" || c.OAuth.Discovery == "" {
+	if c.OAuth.ClientIssuer != "" {
 		return c.OAuth.ClientIssuer, nil
 	}
+	d, err := storedDiscovery(c)
+	return d.Issuer, err
+}
+
+// storedDiscovery is what the connection's last authorization discovered;
+// a zero Discovery when it has none.
+func storedDiscovery(c store.Connection) (oauth.Discovery, error) {
 	var d oauth.Discovery
-	if err := json.Unmarshal([]byte(c.OAuth.Discovery), &d); err != nil {
-		return "", fmt.Errorf("connection: decode discovery of %s: %w", c.ID, err)
+	if c.OAuth.Discovery == "" {
+		return d, nil
 	}
-	return d.Issuer, nil
+	if err := json.Unmarshal([]byte(c.OAuth.Discovery), &d); err != nil {
+		return oauth.Discovery{}, fmt.Errorf("connection: decode discovery of %s: %w", c.ID, err)
+	}
+	return d, nil
 }
 
 // client is the connection's OAuth client, its secret opened; a zero

@@ -2,7 +2,6 @@ package connection
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/broker"
-	"github.com/fluidbox/fluidbox/shared/oauth"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
@@ -40,8 +38,8 @@ const maxStepUpTries = 32
 
 // requestedScopes is what the connection's last authorization asked for.
 func requestedScopes(c store.Connection) []string {
-	var d oauth.Discovery
-	if c.OAuth.Discovery == "" || json.Unmarshal([]byte(c.OAuth.Discovery), &d) != nil {
+	d, err := storedDiscovery(c)
+	if err != nil {
 		return nil
 	}
 	return d.Scopes
