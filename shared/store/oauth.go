@@ -20,14 +20,14 @@ import (
 type OAuth struct {
 	ClientID string `dynamodbav:"oauth_client_id,omitempty"`
 	// ClientSecret is sealed (seal.Seal under "<id>#oauth-client", 1).
-	ClientSecret     []byte   `dynamodbav:"oauth_client_secret,omitempty"`
-	ClientAuthMethod string   `dynamodbav:"oauth_client_auth_method,omitempty"`
-	ClientRegistered bool     `dynamodbav:"oauth_client_registered,omitempty"`
+	ClientSecret     []byte `dynamodbav:"oauth_client_secret,omitempty"`
+	ClientAuthMethod string `dynamodbav:"oauth_client_auth_method,omitempty"`
+	ClientRegistered bool   `dynamodbav:"oauth_client_registered,omitempty"`
 	// ClientIssuer is the authorization server the client was registered
 	// at ("" for the operator's client, bound by the first completed
 	// authorization's discovery instead): it is presented nowhere else.
-	ClientIssuer string `dynamodbav:"oauth_client_issuer,omitempty"`
-	Scopes           []string `dynamodbav:"oauth_scopes,omitempty"`
+	ClientIssuer string   `dynamodbav:"oauth_client_issuer,omitempty"`
+	Scopes       []string `dynamodbav:"oauth_scopes,omitempty"`
 	// Discovery is the JSON of the last authorization's discovery.
 	Discovery string `dynamodbav:"oauth_discovery,omitempty"`
 	// TokenExpiresAt is the access token's expiry (RFC 3339, "" unknown).
