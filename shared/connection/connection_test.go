@@ -2,7 +2,6 @@ package connection_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -18,11 +17,10 @@ import (
 	"github.com/fluidbox/fluidbox/shared/broker"
 	"github.com/fluidbox/fluidbox/shared/capability"
 	"github.com/fluidbox/fluidbox/shared/connection"
-	"github.com/fluidbox/fluidbox/shared/ids"
+	"github.com/fluidbox/fluidbox/shared/internal/calltest"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/permission"
-	"github.com/fluidbox/fluidbox/shared/policy"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -149,19 +147,7 @@ func mustPolicy(t *testing.T, st *store.Store) string {
 
 func mustPolicyDoc(t *testing.T, st *store.Store, text string) string {
 	t.Helper()
-	p, _, err := policy.Parse([]byte(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, err := json.Marshal(p.Document())
-	if err != nil {
-		t.Fatal(err)
-	}
-	id := ids.New("pol_")
-	if err := st.PutPolicyVersion(context.Background(), store.PolicyVersion{PolicyID: id, Version: 1, Name: "p", Digest: p.Digest(), Document: string(doc), CreatedAt: store.FormatTime(time.Now())}); err != nil {
-		t.Fatal(err)
-	}
-	return id
+	return calltest.PutPolicy(t, st, text, time.Now())
 }
 
 func TestClassOfOnlyTightens(t *testing.T) {

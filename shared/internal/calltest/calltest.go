@@ -128,21 +128,7 @@ func NewShadowEnv(t *testing.T, policyText, shadowText string, autonomous bool, 
 	st, db := testenv.StoreOn(t, opts...)
 	clock := NewClock()
 	led := ledger.New(st, clock.Now)
-	put := func(text string) string {
-		p, _, err := policy.Parse([]byte(text))
-		if err != nil {
-			t.Fatal(err)
-		}
-		doc, err := json.Marshal(p.Document())
-		if err != nil {
-			t.Fatal(err)
-		}
-		id := ids.New("pol_")
-		if err := st.PutPolicyVersion(ctx, store.PolicyVersion{PolicyID: id, Version: 1, Name: "p", Digest: p.Digest(), Document: string(doc), CreatedAt: store.FormatTime(clock.Now())}); err != nil {
-			t.Fatal(err)
-		}
-		return id
-	}
+	put := func(text string) string { return PutPolicy(t, st, text, clock.Now()) }
 	polID, shadowID := put(policyText), ""
 	if shadowText != "" {
 		shadowID = put(shadowText)
@@ -159,6 +145,25 @@ func NewShadowEnv(t *testing.T, policyText, shadowText string, autonomous bool, 
 	approvals := approval.NewService(led, clock.Now)
 	return &Env{St: st, Led: led, Clock: clock, Approvals: approvals, RunID: v.ID, ShadowPolicyID: shadowID, DB: db,
 		Perm: permission.NewService(led, approvals, approval.Lazy{}, nil, clock.Now)}
+}
+
+// PutPolicy stores the policy document text as version 1 of a new policy,
+// as the control API would, and returns its id.
+func PutPolicy(t *testing.T, st *store.Store, text string, now time.Time) string {
+	t.Helper()
+	p, _, err := policy.Parse([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := json.Marshal(p.Document())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := ids.New("pol_")
+	if err := st.PutPolicyVersion(context.Background(), store.PolicyVersion{PolicyID: id, Version: 1, Name: "p", Digest: p.Digest(), Document: string(doc), CreatedAt: store.FormatTime(now)}); err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
 
 // Bash asks the permission service about a Bash command.
