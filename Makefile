@@ -11,8 +11,10 @@ EVENT     ?= events/control/create-session.json
 run:
 	$(GO) run ./cmd/fluidbox dev --print-webhook-secret
 
-## test: vet, then every Go test with -race, against real local servers
+## test: gofmt and vet, then every Go test with -race, against real local servers
 test:
+	@unformatted="$$("$$($(GO) env GOROOT)/bin/gofmt" -l $$(find . -name '*.go' -not -path './.build/*' -not -path '*/node_modules/*'))"; \
+	if [ -n "$$unformatted" ]; then echo "gofmt: these files are not formatted:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 15m ./...
 
