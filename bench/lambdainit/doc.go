@@ -3,5 +3,7 @@
 // first request for the next invocation from the Lambda Runtime API, and
 // how large it is gzipped (what Lambda downloads), for each HTTP function
 // beside a hello-world aws-lambda-go bootstrap built the same way, in the
-// same run. `make bench` runs it; nothing here asserts a time.
+// same run. A second baseline, dynamodb, is hello with the AWS SDK's
+// DynamoDB client linked and called: the floor under every function that
+// talks to the table. `make bench` runs it; nothing here asserts a time.
 package lambdainit

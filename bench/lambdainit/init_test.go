@@ -84,6 +84,7 @@ func (api *runtimeAPI) initTime(b *testing.B, bin string) time.Duration {
 
 var subjects = []struct{ name, pkg string }{
 	{"hello", "./testdata/hello"},
+	{"dynamodb", "./testdata/dynamodb"},
 	{"gate", "../../functions/gate"},
 	{"approvals", "../../functions/approvals"},
 	{"control", "../../functions/control"},
