@@ -104,3 +104,5 @@ require (
 )
 
 tool github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie
+
+replace github.com/santhosh-tekuri/jsonschema/v5 => ./third_party/jsonschema
