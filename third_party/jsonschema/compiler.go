@@ -47,6 +47,18 @@ type Compiler struct {
 
 	// AssertContent for specifications >= draft2019-09.
 	AssertContent bool
+
+	// loading is the draft whose metaschema this compiler compiles, if any.
+	loading *Draft
+}
+
+// metaOf returns d's metaschema, or nil while c compiles that very
+// metaschema.
+func (c *Compiler) metaOf(d *Draft) *Schema {
+	if d == c.loading {
+		return nil
+	}
+	return d.metaSchema()
 }
 
 // Compile parses json-schema at given url returns, if successful,
@@ -208,8 +220,8 @@ func (c *Compiler) findResource(url string) (*resource, error) {
 
 func (c *Compiler) compileURL(url string, stack []schemaRef, ptr string) (*Schema, error) {
 	// if url points to a draft, return Draft.meta
-	if d := findDraft(url); d != nil && d.meta != nil {
-		return d.meta, nil
+	if d := findDraft(url); d != nil && d != c.loading {
+		return d.metaSchema(), nil
 	}
 
 	b, f := split(url)
@@ -312,7 +324,7 @@ func (c *Compiler) compileMap(r *resource, stack []schemaRef, sref schemaRef, re
 		if sch, ok := m["$schema"]; ok {
 			sch := sch.(string)
 			if d := findDraft(sch); d != nil {
-				s.meta = d.meta
+				s.meta = c.metaOf(d)
 			} else {
 				if s.meta, err = c.compileRef(r, stack, "$schema", res, sch); err != nil {
 					return err
@@ -761,7 +773,7 @@ func (c *Compiler) validateSchema(r *resource, v interface{}, vloc string) error
 		return meta.validateValue(v, vloc)
 	}
 
-	if err := validate(r.draft.meta); err != nil {
+	if err := validate(c.metaOf(r.draft)); err != nil {
 		return err
 	}
 	for _, ext := range c.extensions {

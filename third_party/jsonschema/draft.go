@@ -4,12 +4,16 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // A Draft represents json-schema draft
 type Draft struct {
 	version      int
-	meta         *Schema
+	meta         *Schema // compiled by metaSchema, once, when first needed
+	metaURL      string
+	metaJSON     string
+	metaOnce     sync.Once
 	id           string   // property name used to represent schema id.
 	boolSchema   bool     // is boolean valid schema
 	vocab        []string // built-in vocab
@@ -37,14 +41,28 @@ func (d *Draft) String() string {
 	return fmt.Sprintf("Draft%d", d.version)
 }
 
+// loadMeta records the draft's metaschema; metaSchema compiles it.
 func (d *Draft) loadMeta(url, schema string) {
-	c := NewCompiler()
-	c.AssertFormat = true
-	if err := c.AddResource(url, strings.NewReader(schema)); err != nil {
-		panic(err)
-	}
-	d.meta = c.MustCompile(url)
-	d.meta.meta = d.meta
+	d.metaURL, d.metaJSON = url, schema
+}
+
+// metaSchema returns the draft's compiled metaschema, compiling it the
+// first time. The compiler that compiles it has loading set to d, so
+// that, within that compilation, d's own metaschema is absent (nil), as
+// it was while upstream compiled the metaschemas at init.
+func (d *Draft) metaSchema() *Schema {
+	d.metaOnce.Do(func() {
+		c := NewCompiler()
+		c.AssertFormat = true
+		c.loading = d
+		if err := c.AddResource(d.metaURL, strings.NewReader(d.metaJSON)); err != nil {
+			panic(err)
+		}
+		meta := c.MustCompile(d.metaURL)
+		meta.meta = meta
+		d.meta = meta
+	})
+	return d.meta
 }
 
 func (d *Draft) getID(sch interface{}) string {
