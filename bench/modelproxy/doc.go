@@ -3,6 +3,9 @@
 // (captured from Claude Code 2.1.332, grown with tool turns) is inspected
 // and forwarded through a plain net/http/httputil.ReverseProxy to a
 // loopback upstream, side by side in the same run, and the inspection's
-// share of the forwarding's latency is reported. `make bench` runs it;
-// nothing here asserts a time.
+// share of the forwarding's latency is reported. Beside it, as the floor
+// of any inspection that reads the whole body, the same share for a
+// syntax check alone by the fastest JSON validator Go has
+// (github.com/bytedance/sonic, SIMD on amd64; a test dependency only) and
+// by encoding/json. `make bench` runs it; nothing here asserts a time.
 package modelproxy

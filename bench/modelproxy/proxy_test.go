@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bytedance/sonic"
+
 	"github.com/fluidbox/fluidbox/shared/modelproxy"
 )
 
@@ -155,23 +157,49 @@ func BenchmarkReverseProxy100KB(b *testing.B) {
 	}
 }
 
-// BenchmarkInspectShare does both in each iteration, alternating so that
-// both see the same machine, and reports the inspection's time as a share
-// of the forwarding's latency (inspect-%), the figure the model proxy's
-// design aims to hold under 5% (nothing turns inspection off).
+// BenchmarkSonicValid100KB is the floor: a SIMD syntax check of the same
+// request, nothing more (no duplicate keys, no field read).
+func BenchmarkSonicValid100KB(b *testing.B) {
+	body := request(b)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		valid(b, sonic.Valid, body)
+	}
+}
+
+func valid(tb testing.TB, check func([]byte) bool, body []byte) {
+	if !check(body) {
+		tb.Fatal("the request is not valid JSON")
+	}
+}
+
+// BenchmarkInspectShare does the inspection, the two syntax checks and the
+// forwarding in each iteration, in turn so that all see the same machine,
+// and reports each check's time as a share of the forwarding's latency:
+// inspect-%, the figure the model proxy's design aims to hold under 5%
+// (nothing turns inspection off), sonic-valid-% and json-valid-%, what
+// reading the body once for its syntax alone costs.
 func BenchmarkInspectShare(b *testing.B) {
 	body, h, f := request(b), header(), newForwarder(b)
 	f.forward(b, body)
-	var inspecting, forwarding time.Duration
+	var inspecting, sonicValid, jsonValid, forwarding time.Duration
 	for b.Loop() {
 		t0 := time.Now()
 		inspect(b, h, body)
 		t1 := time.Now()
+		valid(b, sonic.Valid, body)
+		t2 := time.Now()
+		valid(b, json.Valid, body)
+		t3 := time.Now()
 		f.forward(b, body)
 		inspecting += t1.Sub(t0)
-		forwarding += time.Since(t1)
+		sonicValid += t2.Sub(t1)
+		jsonValid += t3.Sub(t2)
+		forwarding += time.Since(t3)
 	}
 	b.ReportMetric(float64(inspecting.Nanoseconds())/float64(b.N), "inspect-ns/op")
 	b.ReportMetric(float64(forwarding.Nanoseconds())/float64(b.N), "forward-ns/op")
 	b.ReportMetric(100*float64(inspecting)/float64(forwarding), "inspect-%")
+	b.ReportMetric(100*float64(sonicValid)/float64(forwarding), "sonic-valid-%")
+	b.ReportMetric(100*float64(jsonValid)/float64(forwarding), "json-valid-%")
 }
