@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 	"time"
 	"unicode"
@@ -166,4 +168,49 @@ func clock(at string) string {
 		return clean(at, 25)
 	}
 	return t.Local().Format("15:04:05")
+}
+
+// readPages reads a listing (GET path with q, its items under key) from
+// cursor on: one page, or with all every page to the end, with progress
+// on progress. It returns the items and the cursor of what is left.
+func readPages(ctx context.Context, c *client.Client, path, key string, q url.Values, cursor string, all bool, progress io.Writer) ([]json.RawMessage, string, error) {
+	var list []json.RawMessage
+	next := cursor
+	for page := 1; ; page++ {
+		if next != "" {
+			q.Set("cursor", next)
+		}
+		var p map[string]json.RawMessage
+		if err := c.Get(ctx, path, q, &p); err != nil {
+			return nil, "", explain(err)
+		}
+		var items []json.RawMessage
+		if err := json.Unmarshal(p[key], &items); err != nil {
+			return nil, "", fmt.Errorf("the answer of GET %s has no %q list: %w", path, key, err)
+		}
+		next = ""
+		if raw, ok := p["next_cursor"]; ok {
+			if err := json.Unmarshal(raw, &next); err != nil {
+				return nil, "", fmt.Errorf("the answer of GET %s has a next_cursor that is not a string", path)
+			}
+		}
+		list = append(list, items...)
+		if !all || next == "" {
+			return list, next, nil
+		}
+		fmt.Fprintf(progress, "page %d: %d %s so far...\n", page, len(list), key)
+	}
+}
+
+// pageJSON is what --json prints for a listing: its items under key, never
+// null, and the cursor of what is left, if anything is.
+func pageJSON(key string, list []json.RawMessage, next string) map[string]any {
+	if list == nil {
+		list = []json.RawMessage{}
+	}
+	out := map[string]any{key: list}
+	if next != "" {
+		out["next_cursor"] = next
+	}
+	return out
 }

@@ -19,7 +19,14 @@ import (
 	"github.com/fluidbox/fluidbox/shared/policy/policyyaml"
 )
 
-const policyUsage = `policy eval POLICY_ID (--command LINE | --tool NAME --input JSON) [--version N]
+const policyUsage = `policy list [--since T] [--until T] [--limit N] [--all] [--cursor C] [--json]
+       policy get POLICY_ID [--version N] [--json]
+                             a version's header and its document (default: the latest)
+       policy create -f FILE [--json]
+       policy update POLICY_ID -f FILE [--json]
+                             store a document (JSON or YAML, - for stdin) as a new policy or as
+                             the policy's next version; it is checked and its tests run first
+       policy eval POLICY_ID (--command LINE | --tool NAME --input JSON) [--version N]
        [--tier read_only] [--autonomous] [--workspace DIR] [--cwd DIR] [--class CLASS] [--json]
        policy shadow POLICY_ID [--since T] [--until T] [--limit N] [--json]
                              where the policy, as runs' shadow_policy_id, would have decided
@@ -30,12 +37,19 @@ const policyUsage = `policy eval POLICY_ID (--command LINE | --tool NAME --input
                              no equivalent is listed on stderr`
 
 // policyCmd is `fluidbox policy SUBCOMMAND ...`.
-func policyCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func policyCmd(ctx context.Context, args []string, e cmdEnv) error {
+	getenv, stdout, stderr := e.getenv, e.stdout, e.stderr
 	if len(args) == 0 {
 		fmt.Fprintf(stderr, "usage: fluidbox %s\n", policyUsage)
 		return errors.New("a subcommand is needed")
 	}
 	switch args[0] {
+	case "list":
+		return policyList(ctx, args[1:], e)
+	case "get":
+		return policyGet(ctx, args[1:], e)
+	case "create", "update":
+		return policyWrite(ctx, args[0], args[1:], e)
 	case "eval":
 		return policyEval(ctx, args[1:], getenv, stdout, stderr)
 	case "shadow":
@@ -50,7 +64,7 @@ func policyCmd(ctx context.Context, args []string, getenv func(string) string, s
 		fmt.Fprintf(stdout, "\nsubcommands:\n  fluidbox %s\n", policyUsage)
 		return nil
 	}
-	return fmt.Errorf("unknown subcommand %q (eval, shadow, test, import-claude)", args[0])
+	return fmt.Errorf("unknown subcommand %q (list, get, create, update, eval, shadow, test, import-claude)", args[0])
 }
 
 // evaluation is the answer of POST /v1/policies/{id}/evaluate.

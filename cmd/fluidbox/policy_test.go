@@ -193,3 +193,71 @@ func TestPolicyShadow(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyStore: `policy create`, `update`, `get` and `list` store and
+// show policies from JSON or YAML files (or stdin); a document that is
+// invalid or fails its own tests is refused before anything is sent.
+func TestPolicyStore(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, nil)
+	ctx := context.Background()
+	dir := t.TempDir()
+	yamlDoc := filepath.Join(dir, "p.yaml")
+	if err := os.WriteFile(yamlDoc, []byte("name: store\ndefault_verdict: deny\nrules:\n  - {id: reads, tool: Read, verdict: allow}\ntests:\n  - {tool_name: Read, input: {file_path: /w/a}, expect: allow}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	r := fluidbox(ctx, s.env(), "", "policy", "create", "-f", yamlDoc, "--json")
+	var created storedPolicy
+	if err := json.Unmarshal([]byte(r.stdout), &created); err != nil || r.code != 0 || created.ID == "" || created.Version != 1 || created.Name != "store" {
+		t.Fatalf("policy create -f YAML --json = %+v (%v), want version 1 of %q", r, err, "store")
+	}
+	r = fluidbox(ctx, s.env(), testPolicy, "policy", "update", created.ID, "-f", "-")
+	if r.code != 0 || !strings.Contains(r.stdout, created.ID+" v2") || !strings.Contains(r.stdout, "name     cli") {
+		t.Errorf("policy update -f - = %+v, want version 2 named cli", r)
+	}
+	r = fluidbox(ctx, s.env(), "", "policy", "get", created.ID)
+	if r.code != 0 || !strings.Contains(r.stdout, created.ID+" v2") || !strings.Contains(r.stdout, `"id": "no-push"`) {
+		t.Errorf("policy get = %+v, want version 2 and its document", r)
+	}
+	r = fluidbox(ctx, s.env(), "", "policy", "get", created.ID, "--version", "1", "--json")
+	var v1 storedPolicy
+	if err := json.Unmarshal([]byte(r.stdout), &v1); err != nil || r.code != 0 || v1.Version != 1 || v1.Digest != created.Digest {
+		t.Errorf("policy get --version 1 --json = %+v (%v), want version 1 as created", r, err)
+	}
+	r = fluidbox(ctx, s.env(), "", "policy", "list")
+	if r.code != 0 || !strings.Contains(r.stdout, "POLICY") || !strings.Contains(r.stdout, created.ID) {
+		t.Errorf("policy list = %+v, want a table holding %s", r, created.ID)
+	}
+	r = fluidbox(ctx, s.env(), "", "policy", "list", "--limit", "1", "--all", "--json")
+	var page struct {
+		Policies []storedPolicy `json:"policies"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &page); err != nil || r.code != 0 || len(page.Policies) == 0 || page.Policies[0].ID != created.ID || page.Policies[0].Version != 2 {
+		t.Errorf("policy list --all --json = %+v (%v), want the policy at version 2", r, err)
+	}
+
+	failing := filepath.Join(dir, "failing.json")
+	if err := os.WriteFile(failing, []byte(`{"name":"f","default_verdict":"deny","rules":[{"id":"r","tool":"Read","verdict":"allow"}],"tests":[{"tool_name":"Read","input":{"file_path":"/a"},"expect":"deny"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"policy", "create"}, "-f FILE is required"},
+		{[]string{"policy", "create", "-f", failing}, "1 of 1 tests failed (nothing sent)"},
+		{[]string{"policy", "create", "-f", filepath.Join(dir, "missing.yaml")}, "no such file"},
+		{[]string{"policy", "update", "-f", yamlDoc}, "usage: fluidbox policy update"},
+		{[]string{"policy", "update", "pol_nope", "-f", yamlDoc}, "404"},
+		{[]string{"policy", "get"}, "usage: fluidbox policy get"},
+		{[]string{"policy", "list", "--since", "yesterday"}, "neither an RFC 3339 time"},
+	} {
+		if r := fluidbox(ctx, s.env(), "", bad.args...); r.code == 0 || !strings.Contains(r.stderr, bad.want) {
+			t.Errorf("fluidbox %v = %+v, want a failure saying %q", bad.args, r, bad.want)
+		}
+	}
+	if r := fluidbox(ctx, s.env(), "{", "policy", "create", "-f", "-"); r.code != 1 || !strings.Contains(r.stderr, "-:") {
+		t.Errorf("policy create of a broken document = %+v, want the file named in a failure", r)
+	}
+}

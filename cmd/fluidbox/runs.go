@@ -33,11 +33,6 @@ type runView struct {
 	TokenPending bool `json:"token_pending"`
 }
 
-type runsPage struct {
-	Sessions   []json.RawMessage `json:"sessions"`
-	NextCursor string            `json:"next_cursor,omitempty"`
-}
-
 // runs is `fluidbox runs list|get|token`.
 func runs(ctx context.Context, args []string, e cmdEnv) error {
 	if len(args) == 0 || isHelp(args[0]) {
@@ -121,29 +116,12 @@ func runsList(ctx context.Context, args []string, e cmdEnv) error {
 	if err != nil {
 		return err
 	}
-	var list []json.RawMessage
-	next := *cursor
-	for page := 1; ; page++ {
-		if next != "" {
-			q.Set("cursor", next)
-		}
-		var p runsPage
-		if err := c.Get(ctx, "/v1/sessions", q, &p); err != nil {
-			return explain(err)
-		}
-		list = append(list, p.Sessions...)
-		next = p.NextCursor
-		if !*all || next == "" {
-			break
-		}
-		fmt.Fprintf(e.stderr, "page %d: %d runs so far...\n", page, len(list))
+	list, next, err := readPages(ctx, c, "/v1/sessions", "sessions", q, *cursor, *all, e.stderr)
+	if err != nil {
+		return err
 	}
 	if f.json {
-		out := map[string]any{"sessions": nonNilRaw(list)}
-		if next != "" {
-			out["next_cursor"] = next
-		}
-		return writeJSON(e.stdout, out)
+		return writeJSON(e.stdout, pageJSON("sessions", list, next))
 	}
 	if len(list) == 0 && next == "" {
 		_, err := fmt.Fprintln(e.stdout, "no runs")
@@ -175,12 +153,6 @@ func runsList(ctx context.Context, args []string, e cmdEnv) error {
 	return nil
 }
 
-func nonNilRaw(l []json.RawMessage) []json.RawMessage {
-	if l == nil {
-		return []json.RawMessage{}
-	}
-	return l
-}
 
 func runsGet(ctx context.Context, args []string, e cmdEnv) error {
 	fs := newFlagSet("runs get", e.stderr, "runs get ID [--json]")

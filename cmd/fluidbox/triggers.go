@@ -92,31 +92,12 @@ func triggersList(ctx context.Context, args []string, e cmdEnv) error {
 	if err != nil {
 		return err
 	}
-	var list []json.RawMessage
-	next := ""
-	for {
-		q := url.Values{"limit": {"100"}}
-		if next != "" {
-			q.Set("cursor", next)
-		}
-		var p struct {
-			Triggers   []json.RawMessage `json:"triggers"`
-			NextCursor string            `json:"next_cursor"`
-		}
-		if err := c.Get(ctx, "/v1/triggers", q, &p); err != nil {
-			return explain(err)
-		}
-		list, next = append(list, p.Triggers...), p.NextCursor
-		if !*all || next == "" {
-			break
-		}
+	list, next, err := readPages(ctx, c, "/v1/triggers", "triggers", url.Values{"limit": {"100"}}, "", *all, e.stderr)
+	if err != nil {
+		return err
 	}
 	if f.json {
-		out := map[string]any{"triggers": nonNilRaw(list)}
-		if next != "" {
-			out["next_cursor"] = next
-		}
-		return writeJSON(e.stdout, out)
+		return writeJSON(e.stdout, pageJSON("triggers", list, next))
 	}
 	if len(list) == 0 {
 		_, err := fmt.Fprintln(e.stdout, "no trigger configurations")
