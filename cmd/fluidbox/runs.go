@@ -153,7 +153,6 @@ func runsList(ctx context.Context, args []string, e cmdEnv) error {
 	return nil
 }
 
-
 func runsGet(ctx context.Context, args []string, e cmdEnv) error {
 	fs := newFlagSet("runs get", e.stderr, "runs get ID [--json]")
 	f := addAPIFlags(fs, e.getenv)
