@@ -14,6 +14,7 @@
 //	              (brokered calls only)  executing ◀─broker─ allow | approved_*
 //	                                     executing ─broker─▶ executed
 //	                       allow | approved_* ─broker─▶ refused (not stored)
+//	                                     executing ─broker─▶ refused (claim released)
 //
 // What it guarantees:
 //   - A move happens only if it is a row of the table below (Move); every
@@ -63,8 +64,10 @@ const (
 	Executing State = "executing"
 	Executed  State = "executed"
 	// Refused: an allowed brokered call that re-verification stopped
-	// before it ran. Recorded as an event only; the call stays allowed and
-	// a retry re-verifies.
+	// before it ran, or whose claimed execution the upstream refused at
+	// its door (insufficient_scope: the tool did not run). Recorded as an
+	// event, the claim released; the call stays allowed and a retry
+	// re-verifies.
 	Refused State = "refused"
 )
 
@@ -116,6 +119,7 @@ var Transitions = []Transition{
 	{Allowed, Refused, Broker, "tool.decision deny; the call record stays allow"},
 	{ApprovedOnce, Refused, Broker, "tool.decision deny; the call record stays allow"},
 	{ApprovedSession, Refused, Broker, "tool.decision deny; the call record stays allow"},
+	{Executing, Refused, Broker, "tool.decision deny and the claim released, together: the upstream refused before the tool ran"},
 }
 
 // Settled reports whether s is a final settlement of a pending call.

@@ -403,9 +403,9 @@ func Claim(ctx context.Context, st *store.Store, runID, toolCallID string, now t
 	var old store.Call
 	err := st.UpdateItem(ctx, "claim "+runID+"/"+toolCallID, store.CallKey(runID, toolCallID), store.Update{
 		Set:    map[string]any{"executed_at": store.FormatTime(now)},
-		Cond:   "attribute_exists(pk) AND #d = :allow AND attribute_not_exists(executed_at)",
+		Cond:   "attribute_exists(pk) AND #d = :allow AND (attribute_not_exists(executed_at) OR executed_at = :released)",
 		Names:  map[string]string{"#d": "decision"},
-		Values: map[string]any{":allow": string(Allowed)},
+		Values: map[string]any{":allow": string(Allowed), ":released": released},
 	}, &old)
 	if errors.Is(err, store.ErrConditionFailed) {
 		switch {
@@ -448,8 +448,9 @@ func StoreOutcome(ctx context.Context, st *store.Store, runID, toolCallID string
 		return err
 	}
 	err := st.UpdateItem(ctx, "outcome of "+runID+"/"+toolCallID, store.CallKey(runID, toolCallID), store.Update{
-		Set:  map[string]any{"result_digest": o.ResultDigest.String(), "latency_ms": o.LatencyMS, "is_error": o.IsError},
-		Cond: "attribute_exists(executed_at) AND attribute_not_exists(result_digest)",
+		Set:    map[string]any{"result_digest": o.ResultDigest.String(), "latency_ms": o.LatencyMS, "is_error": o.IsError},
+		Cond:   "attribute_exists(executed_at) AND executed_at <> :released AND attribute_not_exists(result_digest)",
+		Values: map[string]any{":released": released},
 	}, nil)
 	if errors.Is(err, store.ErrConditionFailed) {
 		return fmt.Errorf("outcome of %s/%s: %w", runID, toolCallID, ErrNotExecuting)
@@ -488,6 +489,36 @@ func Refusal(toolCallID, toolName string, src gate.Source) (store.Batch, error) 
 		return store.Batch{}, err
 	}
 	return store.Batch{Events: []redact.Envelope{env}}, nil
+}
+
+// released is executed_at once a claim is released: the execution was
+// claimed, the upstream refused it at its door, and the call may be
+// claimed again.
+const released = ""
+
+// Unclaim is executing -> refused: the upstream refused the claimed call
+// before the tool ran (it wants scopes the grant lacks), so the claim made
+// at claimedAt is released in the same append as the tool.decision deny.
+// A retry of the call then re-verifies and, if it is still allowed, claims
+// it again; at most one execution still happens, since the release holds
+// only for this claim and only while no outcome is stored.
+func Unclaim(st *store.Store, runID, toolCallID, toolName string, src gate.Source, claimedAt time.Time) (store.Batch, error) {
+	if err := Move(Executing, Refused, Broker); err != nil {
+		return store.Batch{}, err
+	}
+	env, err := redact.New(redact.ToolDecision{ToolCallID: toolCallID, ToolName: toolName, Decision: string(Denied), Source: string(src)})
+	if err != nil {
+		return store.Batch{}, err
+	}
+	op, err := st.UpdateOp(store.CallKey(runID, toolCallID), store.Update{
+		Set:    map[string]any{"executed_at": released},
+		Cond:   "executed_at = :claimed AND attribute_not_exists(result_digest)",
+		Values: map[string]any{":claimed": store.FormatTime(claimedAt)},
+	}, ErrNotExecuting)
+	if err != nil {
+		return store.Batch{}, err
+	}
+	return store.Batch{Events: []redact.Envelope{env}, Ops: []store.Op{op}}, nil
 }
 
 // Reverify repeats the gate's own stage 2 (frozen tool set and binding) for

@@ -447,3 +447,69 @@ func TestReverifyIsTheGatesStage(t *testing.T) {
 		}
 	}
 }
+
+// TestUnclaim: a claimed execution the upstream refused at its door is
+// released with its tool.decision deny, in one append; only that claim is
+// released and only while no outcome is stored, and a released call is
+// claimed again by exactly one of many.
+func TestUnclaim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	if _, err := f.record(t, f.asked(t, "up", map[string]any{}), allow, call.Pin{}); err != nil {
+		t.Fatal(err)
+	}
+	t1 := t0.Add(time.Second)
+	unclaim := func(at time.Time) error {
+		b, err := call.Unclaim(f.st, f.run, "up", "Bash", gate.SourceBinding, at)
+		if err != nil {
+			return err
+		}
+		_, err = f.led.Append(ctx, f.run, func(store.Head) (store.Batch, error) { return b, nil })
+		return err
+	}
+	if err := unclaim(t0); !errors.Is(err, call.ErrNotExecuting) {
+		t.Errorf("release before any claim = %v, want ErrNotExecuting", err)
+	}
+	if _, err := call.Claim(ctx, f.st, f.run, "up", t0, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := unclaim(t1); !errors.Is(err, call.ErrNotExecuting) {
+		t.Errorf("release of another claim = %v, want ErrNotExecuting", err)
+	}
+	before := len(f.events(t))
+	if err := unclaim(t0); err != nil {
+		t.Fatal(err)
+	}
+	if evs := f.events(t); len(evs) != before+1 || evs[len(evs)-1] != "tool.decision" {
+		t.Errorf("events after the release = %v, want one more tool.decision", evs)
+	}
+	out := call.Outcome{ResultDigest: redact.DigestBytes([]byte(`{}`))}
+	if err := call.StoreOutcome(ctx, f.st, f.run, "up", out); !errors.Is(err, call.ErrNotExecuting) {
+		t.Errorf("outcome of a released claim = %v, want ErrNotExecuting", err)
+	}
+
+	var won atomic.Int32
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			_, err := call.Claim(ctx, f.st, f.run, "up", t1, time.Second)
+			switch {
+			case err == nil:
+				won.Add(1)
+			case !errors.Is(err, call.ErrExecuted):
+				t.Errorf("claim after the release: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if won.Load() != 1 {
+		t.Fatalf("%d claims won after the release, want 1", won.Load())
+	}
+	if err := call.StoreOutcome(ctx, f.st, f.run, "up", out); err != nil {
+		t.Fatal(err)
+	}
+	if err := unclaim(t1); !errors.Is(err, call.ErrNotExecuting) {
+		t.Errorf("release after the outcome = %v, want ErrNotExecuting", err)
+	}
+}

@@ -267,6 +267,11 @@ func (b *Broker) refuse(ctx context.Context, runID string, req permission.Reques
 	if err != nil {
 		return CallAnswer{}, err
 	}
+	return b.refuseWith(ctx, runID, batch, src, reason)
+}
+
+// refuseWith appends a refusal's batch and answers the deny.
+func (b *Broker) refuseWith(ctx context.Context, runID string, batch store.Batch, src gate.Source, reason string) (CallAnswer, error) {
 	if _, err := b.perm.Ledger().Append(ctx, runID, func(store.Head) (store.Batch, error) { return batch, nil }); err != nil {
 		return CallAnswer{}, err
 	}
@@ -357,7 +362,8 @@ const recordMargin = 2 * time.Second
 // execute claims the call's one execution, calls the upstream and records
 // the outcome and tool.brokered.
 func (b *Broker) execute(ctx context.Context, runID string, req permission.Request, bt permission.BrokeredTool, conn store.Connection, up *upstream, args map[string]any, ans call.Answer) (CallAnswer, error) {
-	prev, err := call.Claim(ctx, b.svc.st, runID, req.ToolCallID, b.svc.opts.Now(), b.svc.opts.CallTimeout+recordMargin)
+	claimedAt := b.svc.opts.Now()
+	prev, err := call.Claim(ctx, b.svc.st, runID, req.ToolCallID, claimedAt, b.svc.opts.CallTimeout+recordMargin)
 	switch {
 	case errors.Is(err, call.ErrExecuted):
 		return CallAnswer{}, b.ranAlready(ctx, runID, req, bt, prev)
@@ -388,10 +394,15 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 		serr = b.svc.scopeChallenge(ctx, conn, bt.Binding.Generation, err, true)
 	}
 	if errors.Is(serr, ErrStepUp) {
-		// Refused at the door for want of scopes: the tool did not run.
-		// The claim stays spent (a retry of this tool_call_id is not run);
-		// after the re-authorization a new run calls it again.
-		return b.refuse(ctx, runID, req, gate.SourceBinding, stepUpReason(bt.ConnectionID))
+		// Refused at the door for want of scopes: the tool did not run, so
+		// the claim is released with the refusal. A retry of this
+		// tool_call_id re-verifies (after the re-authorization the run's
+		// frozen binding no longer matches) and never finds it "executed".
+		batch, err := call.Unclaim(b.svc.st, runID, req.ToolCallID, req.ToolName, gate.SourceBinding, claimedAt)
+		if err != nil {
+			return CallAnswer{}, err
+		}
+		return b.refuseWith(ctx, runID, batch, gate.SourceBinding, stepUpReason(bt.ConnectionID))
 	}
 	if serr != nil {
 		err = serr

@@ -113,6 +113,14 @@ func TestOAuthStepUp(t *testing.T) {
 	if n := e.up.StepUpCalls(); n != 1 {
 		t.Errorf("write_note reached the upstream %d times, want 1 (refused, not retried)", n)
 	}
+	// The tool did not run, so a retry of the call is not "executed
+	// already": it is judged again, and refused again at the door.
+	if retried := callTool(r1, "n1", "write_note"); retried.Decision != call.Denied || retried.Source != "binding" || !strings.Contains(retried.Reason, "insufficient_scope") {
+		t.Fatalf("a retry of the refused call = %+v, want the step-up denial again", retried)
+	}
+	if n := e.up.StepUpCalls(); n != 2 {
+		t.Errorf("write_note reached the upstream %d times after its retry, want 2", n)
+	}
 	got, err := svc.Get(ctx, alice, v.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -143,6 +151,9 @@ func TestOAuthStepUp(t *testing.T) {
 	}
 	if ans := callTool(r1, "n2", "write_note"); ans.Decision != call.Denied || ans.Source != "binding" {
 		t.Errorf("the old run after the re-authorization = %+v, want a binding denial", ans)
+	}
+	if ans := callTool(r1, "n1", "write_note"); ans.Decision != call.Denied || ans.Source != "binding" {
+		t.Errorf("the refused call retried after the re-authorization = %+v, want a binding denial", ans)
 	}
 	if got := subject(callTool(newRun(), "n1", "write_note")); got != "id1" {
 		t.Fatalf("write_note after the re-authorization reached the upstream as %q", got)
