@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/url"
 	"strings"
+	"text/tabwriter"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -200,6 +201,52 @@ func readPages(ctx context.Context, c *client.Client, path, key string, q url.Va
 		}
 		fmt.Fprintf(progress, "page %d: %d %s so far...\n", page, len(list), key)
 	}
+}
+
+// printListing prints what readPages read: with asJSON the page as JSON,
+// else a table (header, then the row of each item, which row decodes) or
+// empty when there is nothing; more is said on stderr when next is left.
+func printListing(e cmdEnv, asJSON bool, key string, list []json.RawMessage, next, empty, header string, row func(json.RawMessage) (string, error), more string) error {
+	if asJSON {
+		return writeJSON(e.stdout, pageJSON(key, list, next))
+	}
+	if len(list) == 0 && next == "" {
+		_, err := fmt.Fprintln(e.stdout, empty)
+		return err
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, raw := range list {
+		line, err := row(raw)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(tw, line)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if next != "" {
+		fmt.Fprintln(e.stderr, more)
+	}
+	return nil
+}
+
+// fetch does one call and, with asJSON, prints its answer whole (done is
+// true); otherwise it decodes the answer into v, which what names for an
+// error. On an error done is true too.
+func fetch(ctx context.Context, c *client.Client, asJSON bool, w io.Writer, method, path string, body, v any, what string) (done bool, err error) {
+	var raw json.RawMessage
+	if err := c.Do(ctx, method, path, body, &raw); err != nil {
+		return true, explain(err)
+	}
+	if asJSON {
+		return true, writeJSON(w, raw)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return true, fmt.Errorf("the answer is not %s: %w", what, err)
+	}
+	return false, nil
 }
 
 // pageJSON is what --json prints for a listing: its items under key, never

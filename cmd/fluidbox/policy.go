@@ -143,12 +143,8 @@ func policyEval(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	path := "/v1/policies/" + url.PathEscape(pos[0])
-	if *version > 0 {
-		path += "/versions/" + strconv.Itoa(*version)
-	}
 	var out evaluation
-	if err := c.Do(ctx, "POST", path+"/evaluate", body, &out); err != nil {
+	if err := c.Do(ctx, "POST", policyPath(pos[0], *version)+"/evaluate", body, &out); err != nil {
 		return explain(err)
 	}
 	if f.json {

@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
 	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"sigs.k8s.io/yaml"
@@ -63,16 +61,9 @@ func policyWrite(ctx context.Context, sub string, args []string, e cmdEnv) error
 	if sub == "update" {
 		method, path = "PUT", path+"/"+url.PathEscape(pos[0])
 	}
-	var raw json.RawMessage
-	if err := c.Do(ctx, method, path, doc, &raw); err != nil {
-		return explain(err)
-	}
-	if f.json {
-		return writeJSON(e.stdout, raw)
-	}
 	var p storedPolicy
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return fmt.Errorf("the answer is not a policy: %w", err)
+	if done, err := fetch(ctx, c, f.json, e.stdout, method, path, doc, &p, "a policy"); done {
+		return err
 	}
 	return printPolicy(e.stdout, p, false)
 }
@@ -80,21 +71,9 @@ func policyWrite(ctx context.Context, sub string, args []string, e cmdEnv) error
 // readPolicyFile reads a policy document from a file or stdin ("-"),
 // checks it (parse, validation, its tests) and returns it as JSON.
 func readPolicyFile(name string, stdin io.Reader) (json.RawMessage, error) {
-	var r io.Reader = stdin
-	if name != "-" {
-		fh, err := os.Open(name)
-		if err != nil {
-			return nil, err
-		}
-		defer fh.Close()
-		r = fh
-	}
-	data, err := io.ReadAll(io.LimitReader(r, policy.MaxDocumentBytes+1))
+	data, err := readInput(name, stdin, policy.MaxDocumentBytes)
 	if err != nil {
 		return nil, err
-	}
-	if len(data) > policy.MaxDocumentBytes {
-		return nil, fmt.Errorf("%s: over %d bytes, the most a policy document may be", name, policy.MaxDocumentBytes)
 	}
 	p, _, err := policyyaml.Parse(data)
 	if err != nil {
@@ -136,22 +115,20 @@ func policyGet(ctx context.Context, args []string, e cmdEnv) error {
 	if err != nil {
 		return err
 	}
-	path := "/v1/policies/" + url.PathEscape(pos[0])
-	if *version > 0 {
-		path += "/versions/" + strconv.Itoa(*version)
-	}
-	var raw json.RawMessage
-	if err := c.Do(ctx, "GET", path, nil, &raw); err != nil {
-		return explain(err)
-	}
-	if f.json {
-		return writeJSON(e.stdout, raw)
-	}
 	var p storedPolicy
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return fmt.Errorf("the answer is not a policy: %w", err)
+	if done, err := fetch(ctx, c, f.json, e.stdout, "GET", policyPath(pos[0], *version), nil, &p, "a policy"); done {
+		return err
 	}
 	return printPolicy(e.stdout, p, true)
+}
+
+// policyPath is a policy's path, or one version's when version > 0.
+func policyPath(id string, version int) string {
+	path := "/v1/policies/" + url.PathEscape(id)
+	if version > 0 {
+		path += "/versions/" + strconv.Itoa(version)
+	}
+	return path
 }
 
 // printPolicy prints a policy version's header, its warnings and, with
@@ -201,27 +178,11 @@ func policyList(ctx context.Context, args []string, e cmdEnv) error {
 	if err != nil {
 		return err
 	}
-	if f.json {
-		return writeJSON(e.stdout, pageJSON("policies", list, next))
-	}
-	if len(list) == 0 && next == "" {
-		_, err := fmt.Fprintln(e.stdout, "no policies")
-		return err
-	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "POLICY\tNAME\tVERSION\tUPDATED\tDIGEST")
-	for _, raw := range list {
+	return printListing(e, f.json, "policies", list, next, "no policies", "POLICY\tNAME\tVERSION\tUPDATED\tDIGEST", func(raw json.RawMessage) (string, error) {
 		var p storedPolicy
 		if err := json.Unmarshal(raw, &p); err != nil {
-			return fmt.Errorf("a policy in the answer is not what fluidbox sends: %w", err)
+			return "", fmt.Errorf("a policy in the answer is not what fluidbox sends: %w", err)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", clean(p.ID, 64), clean(p.Name, 60), p.Version, clean(p.UpdatedAt, 30), clean(p.Digest, 80))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if next != "" {
-		fmt.Fprintf(e.stderr, "more policies: --cursor %s (or --all)\n", next)
-	}
-	return nil
+		return fmt.Sprintf("%s\t%s\t%d\t%s\t%s", clean(p.ID, 64), clean(p.Name, 60), p.Version, clean(p.UpdatedAt, 30), clean(p.Digest, 80)), nil
+	}, "more policies: --cursor "+next+" (or --all)")
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/client"
@@ -120,19 +119,10 @@ func runsList(ctx context.Context, args []string, e cmdEnv) error {
 	if err != nil {
 		return err
 	}
-	if f.json {
-		return writeJSON(e.stdout, pageJSON("sessions", list, next))
-	}
-	if len(list) == 0 && next == "" {
-		_, err := fmt.Fprintln(e.stdout, "no runs")
-		return err
-	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tSTATUS\tTIER\tTRIGGER\tPULL REQUEST\tSPENT\tCREATED")
-	for _, raw := range list {
+	return printListing(e, f.json, "sessions", list, next, "no runs", "RUN\tSTATUS\tTIER\tTRIGGER\tPULL REQUEST\tSPENT\tCREATED", func(raw json.RawMessage) (string, error) {
 		var r runView
 		if err := json.Unmarshal(raw, &r); err != nil {
-			return fmt.Errorf("a run in the answer is not what fluidbox sends: %w", err)
+			return "", fmt.Errorf("a run in the answer is not what fluidbox sends: %w", err)
 		}
 		pr := "-"
 		if r.GitHub != nil {
@@ -142,15 +132,8 @@ func runsList(ctx context.Context, args []string, e cmdEnv) error {
 		if r.TokenPending {
 			st += " (no token yet)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t$%.4f of $%.2f\t%s\n", clean(r.ID, 64), st, clean(r.TrustTier, 12), clean(r.Trigger, 12), pr, r.Budget.SpentUSD, r.Budget.LimitUSD, clean(r.CreatedAt, 30))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if next != "" {
-		fmt.Fprintf(e.stderr, "more runs: --cursor %s (or --all)\n", next)
-	}
-	return nil
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t$%.4f of $%.2f\t%s", clean(r.ID, 64), st, clean(r.TrustTier, 12), clean(r.Trigger, 12), pr, r.Budget.SpentUSD, r.Budget.LimitUSD, clean(r.CreatedAt, 30)), nil
+	}, "more runs: --cursor "+next+" (or --all)")
 }
 
 func runsGet(ctx context.Context, args []string, e cmdEnv) error {
@@ -167,16 +150,9 @@ func runsGet(ctx context.Context, args []string, e cmdEnv) error {
 	if err != nil {
 		return err
 	}
-	var raw json.RawMessage
-	if err := c.Do(ctx, "GET", "/v1/sessions/"+url.PathEscape(pos[0]), nil, &raw); err != nil {
-		return explain(err)
-	}
-	if f.json {
-		return writeJSON(e.stdout, raw)
-	}
 	var r runView
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return fmt.Errorf("the answer is not a run: %w", err)
+	if done, err := fetch(ctx, c, f.json, e.stdout, "GET", "/v1/sessions/"+url.PathEscape(pos[0]), nil, &r, "a run"); done {
+		return err
 	}
 	fmt.Fprintf(e.stdout, "run      %s\nstatus   %s\ntier     %s\ntrigger  %s\ncreated  %s\nbudget   $%.4f spent of $%.2f\n", clean(r.ID, 64), clean(r.Status, 20), clean(r.TrustTier, 12), clean(r.Trigger, 12), clean(r.CreatedAt, 30), r.Budget.SpentUSD, r.Budget.LimitUSD)
 	if r.GitHub != nil {

@@ -17,7 +17,6 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"text/tabwriter"
 	"time"
 )
 
@@ -96,19 +95,10 @@ func triggersList(ctx context.Context, args []string, e cmdEnv) error {
 	if err != nil {
 		return err
 	}
-	if f.json {
-		return writeJSON(e.stdout, pageJSON("triggers", list, next))
-	}
-	if len(list) == 0 {
-		_, err := fmt.Fprintln(e.stdout, "no trigger configurations")
-		return err
-	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TRIGGER\tREPOSITORY\tPOLICY\tTIER\tAUTONOMOUS\tBUDGET\tREVISION")
-	for _, raw := range list {
+	return printListing(e, f.json, "triggers", list, next, "no trigger configurations", "TRIGGER\tREPOSITORY\tPOLICY\tTIER\tAUTONOMOUS\tBUDGET\tREVISION", func(raw json.RawMessage) (string, error) {
 		var t triggerView
 		if err := json.Unmarshal(raw, &t); err != nil {
-			return fmt.Errorf("a trigger in the answer is not what fluidbox sends: %w", err)
+			return "", fmt.Errorf("a trigger in the answer is not what fluidbox sends: %w", err)
 		}
 		pol := clean(t.PolicyID, 64)
 		if t.PolicyVersion > 0 {
@@ -118,15 +108,8 @@ func triggersList(ctx context.Context, args []string, e cmdEnv) error {
 		if tier == "" {
 			tier = "(derived)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t$%.2f\t%d\n", clean(t.ID, 64), clean(t.Repository, 140), pol, clean(tier, 12), t.Autonomous, t.Budget.LimitUSD, t.Revision)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if next != "" {
-		fmt.Fprintln(e.stderr, "more configurations: --all")
-	}
-	return nil
+		return fmt.Sprintf("%s\t%s\t%s\t%s\t%v\t$%.2f\t%d", clean(t.ID, 64), clean(t.Repository, 140), pol, clean(tier, 12), t.Autonomous, t.Budget.LimitUSD, t.Revision), nil
+	}, "more configurations: --all")
 }
 
 // triggerCall is get, create, update and delete: one request, the answer
@@ -177,16 +160,9 @@ func triggerCall(ctx context.Context, sub, method string, args []string, e cmdEn
 	if err != nil {
 		return err
 	}
-	var raw json.RawMessage
-	if err := c.Do(ctx, method, path, body, &raw); err != nil {
-		return explain(err)
-	}
-	if f.json {
-		return writeJSON(e.stdout, raw)
-	}
 	var t triggerView
-	if err := json.Unmarshal(raw, &t); err != nil {
-		return fmt.Errorf("the answer is not a trigger: %w", err)
+	if done, err := fetch(ctx, c, f.json, e.stdout, method, path, body, &t, "a trigger"); done {
+		return err
 	}
 	if t.Status == "deleted" {
 		_, err := fmt.Fprintf(e.stdout, "trigger %s deleted\n", clean(t.ID, 64))
@@ -202,11 +178,9 @@ func triggerCall(ctx context.Context, sub, method string, args []string, e cmdEn
 	return nil
 }
 
-// maxDocument bounds a configuration file.
-const maxDocument = 1 << 20
-
-// readDocument reads a JSON object from a file or stdin ("-").
-func readDocument(name string, stdin io.Reader) (map[string]any, error) {
+// readInput reads at most max bytes of a file or of stdin ("-"); more is
+// an error.
+func readInput(name string, stdin io.Reader, max int) ([]byte, error) {
 	var r io.Reader = stdin
 	if name != "-" {
 		fh, err := os.Open(name)
@@ -216,12 +190,24 @@ func readDocument(name string, stdin io.Reader) (map[string]any, error) {
 		defer fh.Close()
 		r = fh
 	}
-	b, err := io.ReadAll(io.LimitReader(r, maxDocument+1))
+	b, err := io.ReadAll(io.LimitReader(r, int64(max)+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(b) > maxDocument {
-		return nil, fmt.Errorf("%s: over %d bytes", name, maxDocument)
+	if len(b) > max {
+		return nil, fmt.Errorf("%s: over %d bytes", name, max)
+	}
+	return b, nil
+}
+
+// maxDocument bounds a configuration file.
+const maxDocument = 1 << 20
+
+// readDocument reads a JSON object from a file or stdin ("-").
+func readDocument(name string, stdin io.Reader) (map[string]any, error) {
+	b, err := readInput(name, stdin, maxDocument)
+	if err != nil {
+		return nil, err
 	}
 	var doc map[string]any
 	if err := json.Unmarshal(b, &doc); err != nil {
