@@ -331,3 +331,36 @@ func TestSlackDown(t *testing.T) {
 		t.Errorf("posts = %d, want one message per approval", len(posts))
 	}
 }
+
+// TestExternalOrganizationUser: a Slack Connect user from another
+// organization, in a channel shared with the approvals channel, whose
+// profile email is an approver's (their organization chose it: its SSO
+// can assert any address) decides nothing, approve or deny. Only the
+// app's own team vouches for an email.
+func TestExternalOrganizationUser(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, map[string]string{"U_ALICE": "alice@example.com", "U_EXT": "alice@example.com"}, nil)
+	s.slack.teams["U_EXT"] = "T0OTHERORG"
+	s.member("alice-sub", "alice@example.com", "approver")
+	runID, tok := s.run()
+	apr := s.pending(runID, tok, "c1", "rm a")
+
+	if r := s.interact(s.clickBody("U_EXT", slackbot.ActionApproveOnce, apr, 1)); r.status != 200 {
+		t.Fatalf("click = %+v", r)
+	}
+	if r := s.interact(s.denyBody("U_EXT", apr, "external says no", 2)); !strings.Contains(r.body, "does not know you") {
+		t.Errorf("external deny = %+v, want refused as unknown", r)
+	}
+	if got := s.status(apr); got != "pending" {
+		t.Fatalf("approval after an external user's clicks = %s, want pending", got)
+	}
+	_, _, responses, _ := s.slack.snapshot()
+	if len(responses) != 1 || !strings.Contains(responses[0], "does not know you") {
+		t.Errorf("replies = %q, want the click refused as unknown", responses)
+	}
+	// The app's own Alice still decides.
+	s.interact(s.clickBody("U_ALICE", slackbot.ActionApproveOnce, apr, 3))
+	if got := s.status(apr); got != "approved_once" {
+		t.Errorf("approval after Alice's click = %s, want approved_once", got)
+	}
+}

@@ -41,6 +41,8 @@ const (
 	signingSecret = "8f742231b10e8888abcd99yyyzzz85a5"
 	botToken      = "xoxb-test-bot-token-never-logged"
 	channel       = "C0APPROVALS"
+	// homeTeam is the team slacktest's auth.test names: the app's own.
+	homeTeam = "T024BE7LD"
 )
 
 const policyDoc = `{"name":"slack","default_verdict":"require_approval","rules":[
@@ -54,7 +56,11 @@ const policyDoc = `{"name":"slack","default_verdict":"require_approval","rules":
 type fakeSlack struct {
 	srv   *slacktest.Server
 	users map[string]string // Slack user id -> email
-	fail  atomic.Bool       // every Web API method answers 500
+	// teams puts a user in another Slack team than the app's (slacktest's
+	// auth.test team, homeTeam): a Slack Connect user from an external
+	// organization in a shared channel.
+	teams map[string]string
+	fail  atomic.Bool // every Web API method answers 500
 
 	mu        sync.Mutex
 	seq       int
@@ -73,7 +79,7 @@ type message struct {
 
 func newFakeSlack(t *testing.T, users map[string]string) *fakeSlack {
 	t.Helper()
-	f := &fakeSlack{users: users}
+	f := &fakeSlack{users: users, teams: map[string]string{}}
 	f.srv = slacktest.NewTestServer(func(c slacktest.Customize) {
 		c.Handle("/chat.postMessage", f.message(true))
 		c.Handle("/chat.update", f.message(false))
@@ -148,13 +154,17 @@ func (f *fakeSlack) usersInfo(w http.ResponseWriter, r *http.Request) {
 	id := r.FormValue("user")
 	f.mu.Lock()
 	f.userInfos++
-	f.mu.Unlock()
 	email, ok := f.users[id]
+	team, external := f.teams[id]
+	f.mu.Unlock()
 	if !ok {
 		_ = json.NewEncoder(w).Encode(map[string]any{"ok": false, "error": "user_not_found"})
 		return
 	}
-	_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "user": map[string]any{"id": id, "profile": map[string]any{"email": email}}})
+	if !external {
+		team = homeTeam
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "user": map[string]any{"id": id, "team_id": team, "profile": map[string]any{"email": email}}})
 }
 
 func (f *fakeSlack) response(w http.ResponseWriter, r *http.Request) {

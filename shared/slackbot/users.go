@@ -22,9 +22,11 @@ var (
 	ErrInactive    = errors.New("slackbot: this fluidbox member has been deactivated")
 )
 
-// UserInfo is the part of the Slack Web API the Directory uses.
+// UserInfo is the part of the Slack Web API the Directory uses: users.info
+// for a clicker's email, auth.test for the app's own team.
 type UserInfo interface {
 	GetUserInfoContext(ctx context.Context, user string, options ...slack.GetUserInfoOption) (*slack.User, error)
+	AuthTestContext(ctx context.Context) (*slack.AuthTestResponse, error)
 }
 
 // Members is the part of the store the Directory reads.
@@ -49,6 +51,9 @@ type Directory struct {
 
 	mu     sync.Mutex
 	emails map[string]cachedEmail
+	// home is the app's own team (and enterprise), from auth.test, once
+	// it has answered.
+	home *slack.AuthTestResponse
 }
 
 type cachedEmail struct {
@@ -126,9 +131,20 @@ func (d *Directory) email(ctx context.Context, slackUser string) (string, error)
 	if err != nil {
 		return "", fmt.Errorf("slackbot: users.info: %w", err)
 	}
-	if u.Deleted || u.IsBot || u.IsRestricted || u.IsUltraRestricted {
+	if u.Deleted || u.IsBot || u.IsRestricted || u.IsUltraRestricted || u.IsStranger {
 		// Guests and bots are never matched by email: a guest's address is
 		// the guest's word, not the workspace's.
+		return "", ErrUnknownUser
+	}
+	home, err := d.homeTeam(ctx)
+	if err != nil {
+		return "", err
+	}
+	if !(u.TeamID != "" && u.TeamID == home.TeamID) && !(home.EnterpriseID != "" && u.Enterprise.EnterpriseID == home.EnterpriseID) {
+		// A Slack Connect user from another organization, in a channel
+		// shared with the approvals channel: that organization chose the
+		// address (its SSO can assert any), so it vouches for nothing here.
+		// Only the app's own team (or its Enterprise Grid) does.
 		return "", ErrUnknownUser
 	}
 	email := strings.ToLower(strings.TrimSpace(u.Profile.Email))
@@ -139,4 +155,26 @@ func (d *Directory) email(ctx context.Context, slackUser string) (string, error)
 	d.emails[slackUser] = cachedEmail{email: email, at: now}
 	d.mu.Unlock()
 	return email, nil
+}
+
+// homeTeam is the app's own team, asked of auth.test once; a failure is
+// not kept, so the next click asks again, and refuses meanwhile.
+func (d *Directory) homeTeam(ctx context.Context) (*slack.AuthTestResponse, error) {
+	d.mu.Lock()
+	home := d.home
+	d.mu.Unlock()
+	if home != nil {
+		return home, nil
+	}
+	home, err := d.api.AuthTestContext(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("slackbot: auth.test: %w", err)
+	}
+	if home.TeamID == "" {
+		return nil, errors.New("slackbot: auth.test names no team")
+	}
+	d.mu.Lock()
+	d.home = home
+	d.mu.Unlock()
+	return home, nil
 }
