@@ -2,6 +2,8 @@ package connection
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -173,7 +175,8 @@ func photograph(c store.Connection, photo broker.Photo, at string) (store.Photo,
 
 // Bounds on a photographed tool's fields. The upstream chose them, so each
 // is bounded: a tool over a bound stays in the photograph, un-callable,
-// with the reason and the field cut (a schema or annotations dropped), so
+// with the reason and the field cut (a name to a distinct cutName, a
+// schema or annotations dropped), so
 // that one careless or hostile tool can neither make every refresh fail
 // nor a stored item exceed DynamoDB's 400 KB.
 const (
@@ -187,7 +190,7 @@ const (
 func bound(pt *store.PhotoTool) string {
 	var over []string
 	if len(pt.Name) > MaxToolNameBytes {
-		pt.Name = cut(pt.Name, MaxToolNameBytes)
+		pt.Name = cutName(pt.Name)
 		over = append(over, fmt.Sprintf("name over %d bytes", MaxToolNameBytes))
 	}
 	if len(pt.Description) > MaxToolDescriptionBytes {
@@ -206,6 +209,18 @@ func bound(pt *store.PhotoTool) string {
 		return ""
 	}
 	return "the tool is too large to keep: " + strings.Join(over, ", ")
+}
+
+// cutName is what an over-long tool name is kept as: its first
+// MaxToolNameBytes, an ellipsis and a digest of the whole name. A name
+// merely cut could equal another tool's (one at the bound, or another
+// over-long name with the same start), and a photograph naming one tool
+// twice could neither be attached to a run nor rebuilt by the next
+// refresh. This one is longer than any name kept whole, and two differ
+// whenever the names do.
+func cutName(name string) string {
+	sum := sha256.Sum256([]byte(name))
+	return cut(name, MaxToolNameBytes) + "\u2026" + hex.EncodeToString(sum[:16])
 }
 
 // cut shortens s to at most n bytes without splitting a UTF-8 sequence.
