@@ -31,6 +31,9 @@ const (
 	DefaultHTTPTimeout = 2 * time.Minute
 	// MaxResponseBytes bounds one HTTP response body.
 	MaxResponseBytes = 8 << 20
+	// MaxToolListBytes bounds the response bodies of one tools/list, all
+	// pages together.
+	MaxToolListBytes = 16 << 20
 	// MaxTools bounds a photographed tool list, and maxPages the tools/list pages read.
 	MaxTools = 1000
 	maxPages = 100
@@ -129,6 +132,12 @@ func (s *Session) Close() error {
 func (s *Session) ListTools(ctx context.Context) (Photo, error) {
 	const op = "tools/list"
 	s.rec.reset()
+	// Each page is bounded by MaxResponseBytes; together they share this
+	// budget, or a hundred pages would be held at once.
+	budget := new(atomic.Int64)
+	budget.Store(MaxToolListBytes)
+	s.rec.budget.Store(budget)
+	defer s.rec.budget.Store(nil)
 	var tools []ToolDef
 	seen := map[string]bool{}
 	cursor := ""
@@ -320,7 +329,7 @@ func classify(ctx context.Context, op string, err error, rec *recorder) *Upstrea
 		return &UpstreamError{Op: op, Status: status, Msg: "request refused by the upstream (the credential was not rejected as invalid)", Err: ErrForbidden}
 	case errors.Is(err, egress.ErrRefused):
 		return &UpstreamError{Op: op, Msg: addressRefused, Err: ErrAddressRefused}
-	case errors.Is(err, errResponseTooLarge):
+	case rec.tooLarge.Load():
 		return &UpstreamError{Op: op, Msg: "response too large", Err: ErrInvalidResponse}
 	case ctx.Err() != nil:
 		msg := "canceled"
@@ -450,7 +459,7 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
 		t.rec.challenge.Store(readChallenge(resp.Header, t.cred))
 	}
-	resp.Body = &limitedBody{rc: resp.Body, left: MaxResponseBytes}
+	resp.Body = &limitedBody{rc: resp.Body, left: MaxResponseBytes, shared: t.rec.budget.Load(), over: &t.rec.tooLarge}
 	return resp, nil
 }
 
@@ -459,6 +468,13 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 type recorder struct {
 	status    atomic.Int64
 	challenge atomic.Pointer[challenge]
+	// budget, when set, is what the responses of the exchange under way
+	// may still carry in all (a tools/list's pages).
+	budget atomic.Pointer[atomic.Int64]
+	// tooLarge: a response body was cut at a bound. The SDK flattens a
+	// body's read error into text, so errResponseTooLarge alone would not
+	// be seen in what it returns.
+	tooLarge atomic.Bool
 }
 
 func (r *recorder) lastStatus() int { return int(r.status.Load()) }
@@ -467,25 +483,37 @@ func (r *recorder) lastStatus() int { return int(r.status.Load()) }
 func (r *recorder) reset() {
 	r.status.Store(0)
 	r.challenge.Store(nil)
+	r.tooLarge.Store(false)
 }
 
 var errResponseTooLarge = errors.New("broker: response body too large")
 
-// limitedBody fails a read past the limit instead of truncating silently.
+// limitedBody fails a read past the limit, its own or the one it shares
+// with the exchange's other responses, instead of truncating silently.
 type limitedBody struct {
-	rc   io.ReadCloser
-	left int64
+	rc     io.ReadCloser
+	left   int64
+	shared *atomic.Int64 // nil: only left bounds
+	over   *atomic.Bool  // set when a read is refused
 }
 
 func (l *limitedBody) Read(p []byte) (int, error) {
-	if l.left <= 0 {
+	left := l.left
+	if l.shared != nil {
+		left = min(left, l.shared.Load())
+	}
+	if left <= 0 {
+		l.over.Store(true)
 		return 0, errResponseTooLarge
 	}
-	if int64(len(p)) > l.left {
-		p = p[:l.left]
+	if int64(len(p)) > left {
+		p = p[:left]
 	}
 	n, err := l.rc.Read(p)
 	l.left -= int64(n)
+	if l.shared != nil {
+		l.shared.Add(-int64(n))
+	}
 	return n, err
 }
 
