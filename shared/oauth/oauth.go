@@ -18,8 +18,8 @@
 // Guarantees:
 //   - No error built here carries a token, a code, a verifier, a client
 //     secret or any text the provider chose: errors are fixed words, the
-//     provider's OAuth error code (when it is a plain token) and an HTTP
-//     status. The SDK's and oauth2's own error texts can quote response
+//     provider's OAuth error code (when it is a registered one) and an
+//     HTTP status. The SDK's and oauth2's own error texts can quote response
 //     bodies, so they are never wrapped into the returned error's text.
 //   - Discovery fails closed: no protected resource metadata whose resource
 //     matches the server, no authorization server metadata with PKCE S256,
@@ -66,11 +66,11 @@ var (
 )
 
 // Error is a failed exchange with the provider. Its text holds only
-// fixed words, the OAuth error code and the HTTP status.
+// fixed words, a registered OAuth error code and the HTTP status.
 type Error struct {
 	Op     string // "discover", "register", "exchange", "refresh"
 	Msg    string // fixed words written by this package
-	Code   string // the OAuth error code, when it is a plain token
+	Code   string // the OAuth error code, when it is a registered one
 	Status int
 	Err    error // a sentinel above
 }
@@ -411,7 +411,7 @@ func Register(ctx context.Context, hc *http.Client, d Discovery, site Site, pre 
 	if err != nil {
 		e := &Error{Op: "register", Msg: "the authorization server refused the registration", Err: ErrRegistration}
 		var re *oauthex.ClientRegistrationError
-		if errors.As(err, &re) && plainCode(re.ErrorCode) {
+		if errors.As(err, &re) && knownCode(re.ErrorCode) {
 			e.Code = re.ErrorCode
 		}
 		return Client{}, e
@@ -537,7 +537,7 @@ func tokenError(op string, err error) error {
 		if re.Response != nil {
 			e.Status = re.Response.StatusCode
 		}
-		if plainCode(re.ErrorCode) {
+		if knownCode(re.ErrorCode) {
 			e.Code = re.ErrorCode
 		}
 		if grantCodes[re.ErrorCode] {
@@ -551,16 +551,19 @@ func tokenError(op string, err error) error {
 	return &Error{Op: op, Msg: "the token endpoint could not be reached or answered unusably", Err: ErrToken}
 }
 
-// plainCode: an OAuth error code as RFC 6749 allows it (printable ASCII
-// without quote or backslash), bounded; only such codes are kept.
-func plainCode(s string) bool {
-	if s == "" || len(s) > 64 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
-			return false
-		}
-	}
-	return true
+// registeredCodes are the OAuth error codes of the IANA "OAuth Extensions
+// Error Registry" a token or registration endpoint answers with (RFC 6749
+// 5.2, RFC 7591 3.2.2, RFC 8707 2, RFC 9449 and RFC 8628's device grant
+// left out). Only these are kept: an "error" field is the provider's
+// choice, and any other value, however plain, could be the code, the
+// verifier, the refresh token or the client secret it was just sent.
+var registeredCodes = map[string]bool{
+	"invalid_request": true, "invalid_client": true, "invalid_grant": true, "unauthorized_client": true,
+	"unsupported_grant_type": true, "invalid_scope": true, "access_denied": true, "server_error": true,
+	"temporarily_unavailable": true, "invalid_redirect_uri": true, "invalid_client_metadata": true,
+	"invalid_software_statement": true, "unapproved_software_statement": true, "invalid_target": true,
+	"invalid_dpop_proof": true, "use_dpop_nonce": true,
 }
+
+// knownCode: code is a registered OAuth error code, safe to name.
+func knownCode(code string) bool { return registeredCodes[code] }
