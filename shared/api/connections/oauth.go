@@ -92,6 +92,12 @@ var callbackPage = template.Must(template.New("callback").Parse(`<!doctype html>
 
 type page struct{ Title, Text string }
 
+// notCompleted is the page of a refused or failed authorization response.
+var notCompleted = page{"Not connected", "The authorization was not completed. Ask for a new authorization URL and try again."}
+
+// callbackParams are the authorization response's parameters fluidbox reads.
+var callbackParams = []string{"code", "state", "iss", "error"}
+
 // oauthCallback is GET /v1/oauth/callback: the provider's redirect with
 // code and state (or error). It takes no bearer: the single-use state is
 // the authentication, bound to the connection, its generation and the
@@ -108,6 +114,17 @@ func (s *Server) oauthCallback(w http.ResponseWriter, r *http.Request) {
 		s.page(w, http.StatusServiceUnavailable, page{"Not connected", "fluidbox cannot complete authorizations right now. Try again later."})
 		return
 	}
+	for _, name := range callbackParams {
+		if len(q[name]) > 1 {
+			// RFC 6749 3.1: a parameter is never sent twice. Which copy
+			// counts is a parser's guess, and a lenient server that lets a
+			// redirect_uri carry parameters appends its own iss after one
+			// put there for it: the state is left unspent.
+			s.log.WarnContext(r.Context(), "oauth callback refused", "reason", "the "+name+" parameter appears more than once")
+			s.page(w, http.StatusBadRequest, notCompleted)
+			return
+		}
+	}
 	v, err := s.conns.Callback(r.Context(), connection.CallbackQuery{
 		Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss"), Error: q.Get("error"),
 	})
@@ -121,7 +138,7 @@ func (s *Server) oauthCallback(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) callbackFailure(r *http.Request, err error) (int, page) {
-	failed := page{"Not connected", "The authorization was not completed. Ask for a new authorization URL and try again."}
+	failed := notCompleted
 	var oe *oauth.Error
 	switch {
 	case errors.Is(err, connection.ErrState), errors.Is(err, connection.ErrAuthorizationDenied), errors.Is(err, oauth.ErrIssuer),
