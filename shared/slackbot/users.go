@@ -140,7 +140,9 @@ func (d *Directory) email(ctx context.Context, slackUser string) (string, error)
 	if err != nil {
 		return "", err
 	}
-	if !(u.TeamID != "" && u.TeamID == home.TeamID) && !(home.EnterpriseID != "" && u.Enterprise.EnterpriseID == home.EnterpriseID) {
+	ownTeam := home.TeamID != "" && u.TeamID == home.TeamID
+	ownGrid := home.EnterpriseID != "" && u.Enterprise.EnterpriseID == home.EnterpriseID
+	if !ownTeam && !ownGrid {
 		// A Slack Connect user from another organization, in a channel
 		// shared with the approvals channel: that organization chose the
 		// address (its SSO can assert any), so it vouches for nothing here.
@@ -170,8 +172,10 @@ func (d *Directory) homeTeam(ctx context.Context) (*slack.AuthTestResponse, erro
 	if err != nil {
 		return nil, fmt.Errorf("slackbot: auth.test: %w", err)
 	}
-	if home.TeamID == "" {
-		return nil, errors.New("slackbot: auth.test names no team")
+	if home.TeamID == "" && home.EnterpriseID == "" {
+		// An org-wide install names its enterprise; one without either
+		// would vouch for nobody.
+		return nil, errors.New("slackbot: auth.test names no team or enterprise")
 	}
 	d.mu.Lock()
 	d.home = home
