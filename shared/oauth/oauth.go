@@ -225,7 +225,17 @@ func probe(ctx context.Context, hc *http.Client, serverURL string) ([]oauthex.Ch
 			return nil, 0, err
 		}
 	}
-	cs, err := oauthex.ParseWWWAuthenticate(h.Values("WWW-Authenticate"))
+	values := h.Values("WWW-Authenticate")
+	n := 0
+	for _, v := range values {
+		n += len(v)
+	}
+	if n > broker.MaxChallengeBytes {
+		// Not parsed (the parser is quadratic in commas, and the header may
+		// be megabytes): the well-known URLs remain.
+		return nil, status, nil
+	}
+	cs, err := oauthex.ParseWWWAuthenticate(values)
 	if err != nil {
 		cs = nil // an unparsable challenge: the well-known URLs remain
 	}
