@@ -75,8 +75,10 @@ func handler(d function.Deps, verifier *sso.Verifier, sealer seal.Sealer) (*rout
 		control.New(control.Config{Config: base, SSEMaxDuration: function.SSEWindow, Page: control.PageConfig(verifier)}),
 		connections.New(connections.Config{Config: base, Sealer: sealer, Egress: guard}),
 		model.New(model.Config{Config: base, Sealer: sealer, Prices: prices, Egress: guard}),
-		// No webhook secret: deliveries are the github function's.
-		triggers.New(triggers.Config{Config: base}),
+		// The webhook secret derives a trigger's own secret
+		// (own_webhook_secret), shown once; deliveries are the github
+		// function's.
+		triggers.New(triggers.Config{Config: base, GitHubWebhookSecret: d.Config.GitHubWebhookSecret}),
 		people,
 	)
 }

@@ -658,3 +658,28 @@ func TestGitHubTriggerShadow(t *testing.T) {
 		t.Errorf("triggered run = shadow %v version %v, want %s version 1", got["shadow_policy_id"], got["shadow_policy_version"], shadow)
 	}
 }
+
+// TestTriggerUpdateOwnSecret: an update shows the trigger's own webhook
+// secret only when it turns own_webhook_secret on; an update of a trigger
+// that had it already does not show it again.
+func TestTriggerUpdateOwnSecret(t *testing.T) {
+	t.Parallel()
+	s := newWebhookStack(t, webhookSecret)
+	config := func(own bool) map[string]any {
+		return map[string]any{"repository": "octo-org/app", "policy_id": s.policy(basicPolicy), "capabilities": []string{"claude-code"},
+			"budget": map[string]any{"limit_usd": 1}, "own_webhook_secret": own}
+	}
+	created := s.must(201, "POST", "/v1/triggers", adminToken, config(false))
+	if _, ok := created["webhook_secret"]; ok {
+		t.Errorf("a trigger without its own secret was shown one: %v", created)
+	}
+	path := "/v1/triggers/" + created["id"].(string)
+	on := s.must(200, "PUT", path, adminToken, config(true))
+	if secret, _ := on["webhook_secret"].(string); len(secret) != 64 {
+		t.Errorf("the update turning own_webhook_secret on = %v, want its 64-hex secret", on)
+	}
+	again := s.must(200, "PUT", path, adminToken, config(true))
+	if _, ok := again["webhook_secret"]; ok || again["own_webhook_secret"] != true {
+		t.Errorf("an update of a trigger that had its own secret = %v, want no secret shown", again)
+	}
+}

@@ -61,7 +61,9 @@ func (s *Server) updateTrigger(w http.ResponseWriter, r *http.Request, who auth.
 	}
 	s.log.InfoContext(r.Context(), "trigger updated", "trigger", t.ID, "revision", t.Revision, "by", who.Subject, "runner_key_rotated", req.RotateRunnerKey)
 	out := triggerOut(t)
-	if t.OwnSecret {
+	if t.OwnSecret && !cur.OwnSecret {
+		// The update gave the trigger its own secret: this answer is the
+		// one that shows it, as creation's does for a trigger created so.
 		out.WebhookSecret = triggerSecret(s.cfg.GitHubWebhookSecret, t.ID)
 	}
 	if req.RotateRunnerKey {

@@ -31,6 +31,7 @@ func TestSampleEvents(t *testing.T) {
 		"events/control/create-session.json":                {status: 201},
 		"events/control/list-capabilities.json":             {status: 200},
 		"events/control/create-session-unknown-policy.json": {status: 400},
+		"events/control/create-trigger-own-secret.json":     {status: 201},
 		"events/gate/permission-allow.json":                 {status: 200},
 		"events/gate/permission-pending.json":               {status: 200},
 		"events/gate/permission-schema.json":                {status: 200},
