@@ -459,6 +459,11 @@ func (p *Proxy) admissionFailed(ctx context.Context, w http.ResponseWriter, runI
 // refuse records a refusal in the run's ledger and answers it. A run that
 // does not exist has no ledger to record in.
 func (p *Proxy) refuse(ctx context.Context, w http.ResponseWriter, runID, requestID, model string, ref *Refusal) {
+	if _, err := p.admit.Prices().Model(model); err != nil {
+		// A name the price table does not know is the sandbox's own text
+		// (up to the whole body): the ledger keeps only the table's names.
+		model = ""
+	}
 	if ref.Reason != ReasonRun || ref.Status != http.StatusNotFound {
 		err := p.admit.Refused(ctx, runID, redact.ModelRefused{
 			RequestID: requestID, Model: model, Status: ref.Status, Reason: string(ref.Reason),
