@@ -1,9 +1,15 @@
 package api_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/fluidbox/fluidbox/shared/budget"
 )
 
 // TestModelProxyRefusalKeepsNoModelText: the model a refused request names
@@ -50,6 +56,59 @@ func TestModelProxyRefusalKeepsNoModelText(t *testing.T) {
 	}
 	if n := len(up.received()); n != 0 {
 		t.Errorf("the upstream received %d refused requests", n)
+	}
+	p.checkNothingKept(tok)
+}
+
+// TestModelProxyServerToolNamesFromUpstream: the server_tool_use blocks of
+// a response are the upstream's text. Only the server tools fluidbox knows
+// are recorded, by their bundle names; a block naming anything else (here
+// the reply canary, and thousands of distinct names) leaves no trace of its
+// name in the ledger, the store or the log, and the request still settles
+// at the upstream's usage.
+func TestModelProxyServerToolNamesFromUpstream(t *testing.T) {
+	t.Parallel()
+	blocks := func() string {
+		var sb strings.Builder
+		for i := range 2 {
+			fmt.Fprintf(&sb, `{"type":"server_tool_use","id":"srvtoolu_%d","name":"web_search","input":{}},`, i)
+		}
+		for i := range 3000 {
+			fmt.Fprintf(&sb, `{"type":"server_tool_use","id":"srvtoolu_x%d","name":"%s-%d","input":{}},`, i, replyCanary, i)
+		}
+		return sb.String() + `{"type":"text","text":"ok"}`
+	}()
+	const usage = `{"input_tokens":3000,"output_tokens":100,"server_tool_use":{"web_search_requests":2}}`
+	up := newRecorder(t, func(w http.ResponseWriter, body []byte) {
+		if !bytes.Contains(body, []byte(`"stream":true`)) {
+			answerJSON("claude-haiku-4-5", usage, blocks)(w, body)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"type\":\"message_start\",\"message\":{\"model\":\"claude-haiku-4-5\",\"usage\":{\"input_tokens\":3000,\"output_tokens\":1}}}\n\n")
+		var list []json.RawMessage
+		_ = json.Unmarshal([]byte("["+blocks+"]"), &list)
+		for i, b := range list {
+			fmt.Fprintf(w, "data: {\"type\":\"content_block_start\",\"index\":%d,\"content_block\":%s}\n\n", i, b)
+		}
+		io.WriteString(w, "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":"+usage+"}\n\ndata: {\"type\":\"message_stop\"}\n\n")
+	})
+	p := newProxyStack(t, up.srv.URL)
+	id, tok := p.gateRun(p.policy(serverToolPolicy), runOpts{budget: 50, bundle: "anthropic-server-tools"})
+	want := float64(haikuCost(budget.Usage{InputTokens: 3000, OutputTokens: 100}) + 2*10_000)
+	for i, stream := range []string{"", `,"stream":true`} {
+		st, resp := p.post(id, tok, msgBody(`,"tools":[{"type":"web_search_20250305","name":"web_search","max_uses":3}]`+stream))
+		if st != 200 {
+			t.Fatalf("request %d = %d %.200s", i, st, resp)
+		}
+		p.waitSettled(id, i+1)
+		evs := p.budgetEvents(id)
+		rec := evs[len(evs)-1]
+		uses, _ := rec["server_tool_uses"].(map[string]any)
+		if rec["settlement"] != "usage" || rec["cost_micros"] != want || len(uses) != 1 || uses["anthropic__web_search"] != 2.0 {
+			b, _ := json.Marshal(rec)
+			t.Errorf("request %d: budget.reconciled = %.300s, want usage at %v with only anthropic__web_search: 2", i, b, want)
+		}
 	}
 	p.checkNothingKept(tok)
 }

@@ -491,8 +491,18 @@ func (p *Proxy) settle(ctx context.Context, runID, requestID string, res admissi
 		u.CacheCreation1hInputTokens = u.CacheCreationInputTokens
 	}
 	uses := map[string]int64{}
+	unknown := int64(0)
 	for name, n := range out.uses {
-		uses["anthropic__"+name] = n
+		if tool, ok := serverToolNames[name]; ok {
+			uses[tool] += n
+		} else {
+			unknown += n
+		}
+	}
+	if unknown > 0 {
+		// The upstream's names are its text: only fluidbox's own reach the
+		// ledger, and a block naming anything else is counted, never named.
+		p.log.WarnContext(ctx, "model proxy: the response ran server tools fluidbox does not know", "run", runID, "request", requestID, "blocks", unknown)
 	}
 	u.WebSearchRequests = max(u.WebSearchRequests, out.uses["web_search"])
 	u.WebFetchRequests = max(u.WebFetchRequests, out.uses["web_fetch"])
@@ -523,6 +533,17 @@ func (p *Proxy) settle(ctx context.Context, runID, requestID string, res admissi
 	} else {
 		p.log.WarnContext(ctx, "model proxy: settle failed; retrying in the background", "run", runID, "request", requestID, "err", err)
 	}
+}
+
+// serverToolNames maps the name a response's server_tool_use block gives
+// to the tool of the anthropic-server-tools bundle (code execution runs as
+// its bash and text-editor parts).
+var serverToolNames = map[string]string{
+	"web_search":                 capability.ToolWebSearch,
+	"web_fetch":                  capability.ToolWebFetch,
+	"code_execution":             capability.ToolCodeExecution,
+	"bash_code_execution":        capability.ToolCodeExecution,
+	"text_editor_code_execution": capability.ToolCodeExecution,
 }
 
 // outcome is what the settlement of one request is decided from.
