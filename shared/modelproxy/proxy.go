@@ -300,7 +300,7 @@ func (p *Proxy) plan(ctx context.Context, runID string, in *Inspection, bodyLen 
 	fixed, _ := p.reserve(pl, 0)
 	afford := int64(0)
 	if left := available - int64(fixed); left > 0 && pl.price.OutputPerMTok > 0 {
-		afford = left * 1_000_000 / int64(pl.price.OutputPerMTok)
+		afford = tokensFor(left, int64(pl.price.OutputPerMTok))
 	}
 	if afford < floor || afford >= in.MaxTokens {
 		need, _ := p.reserve(pl, min(floor, in.MaxTokens))
@@ -312,6 +312,19 @@ func (p *Proxy) plan(ctx context.Context, runID string, in *Inspection, bodyLen 
 	pl.requested = in.MaxTokens
 	in.SetMaxTokens(afford)
 	return pl, nil
+}
+
+// tokensFor is how many tokens micros buys at perMTok micro-USD per
+// million, rounded down: the product is taken in 128 bits, since on a
+// budget over $9.2M it does not fit in 64 and a wrapped one would lower
+// max_tokens to an arbitrary fraction of what is affordable.
+func tokensFor(micros, perMTok int64) int64 {
+	hi, lo := bits.Mul64(uint64(micros), 1_000_000)
+	if hi >= uint64(perMTok) {
+		return math.MaxInt64 // the quotient does not fit in 64 bits
+	}
+	q, _ := bits.Div64(hi, lo, uint64(perMTok))
+	return int64(min(q, math.MaxInt64))
 }
 
 func (p *Proxy) reserve(pl plan, maxTokens int64) (budget.Micros, error) {

@@ -1,0 +1,44 @@
+package api_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// TestModelProxyLowersMaxTokensOnLargeBudgets: max_tokens is lowered to
+// what the budget affords on a run of any size. On a $20M run a request
+// whose max_tokens alone costs more (5e12 tokens of claude-haiku-4-5 at $5
+// per million) is forwarded with max_tokens at exactly what is left after
+// the input bound: not refused with a 402 that says it needs less than is
+// available, which a product overflowing int64 made it.
+func TestModelProxyLowersMaxTokensOnLargeBudgets(t *testing.T) {
+	t.Parallel()
+	up := newRecorder(t, answerJSON("claude-haiku-4-5", `{"input_tokens":10,"output_tokens":10}`, `{"type":"text","text":"ok"}`))
+	p := newProxyStack(t, up.srv.URL)
+	const limit = 20_000_000 // USD
+	id, tok := p.gateRun(p.policy(basicPolicy), runOpts{budget: limit})
+	body := strings.Replace(msgBody(""), `"max_tokens":256`, `"max_tokens":5000000000000`, 1)
+	st, resp := p.post(id, tok, body)
+	if st != 200 {
+		t.Fatalf("a request the budget affords with max_tokens lowered = %d %s, want it forwarded", st, resp)
+	}
+	var fwd struct {
+		MaxTokens int64 `json:"max_tokens"`
+	}
+	if err := json.Unmarshal(up.received()[0], &fwd); err != nil {
+		t.Fatal(err)
+	}
+	// The input bound at the 5-minute write rate ($1.25 per million),
+	// rounded up on its own, then every output token ($5 per million) the
+	// rest affords.
+	fixed := ((int64(len(body))+8192)*1_250_000 + 999_999) / 1_000_000
+	want := (limit*1_000_000 - fixed) / 5 // micros left, at 5 micros a token
+	if fwd.MaxTokens != want {
+		t.Errorf("forwarded max_tokens %d, want %d", fwd.MaxTokens, want)
+	}
+	p.waitSettled(id, 1)
+	if res := p.budgetEvents(id)[0]; res["max_tokens_forwarded"] != float64(want) || res["reserved_micros"].(float64) > limit*1_000_000 {
+		t.Errorf("budget.reserved = %v, want max_tokens_forwarded %d within the budget", res, want)
+	}
+}
