@@ -53,6 +53,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"math/bits"
 	"net"
@@ -393,11 +394,18 @@ func satMul(a, b int64) int64 {
 // judgeTools asks the gate about every server tool and URL source.
 func (p *Proxy) judgeTools(ctx context.Context, runID string, in *Inspection) *Refusal {
 	var calls []gate.Request
+	var whats []string
 	for _, st := range in.ServerTools {
 		calls = append(calls, gate.Request{ToolName: st.Tool, Input: st.Input})
+		whats = append(whats, "server tool "+st.Tool)
+		for _, one := range eachDomain(st.Input) {
+			calls = append(calls, gate.Request{ToolName: st.Tool, Input: one})
+			whats = append(whats, "server tool "+st.Tool+" (one of its allowed_domains, judged on its own)")
+		}
 	}
 	for _, u := range in.URLSources {
 		calls = append(calls, gate.Request{ToolName: capability.ToolWebFetch, Input: map[string]any{"url": u}})
+		whats = append(whats, "a URL source (judged as "+capability.ToolWebFetch+")")
 	}
 	if len(calls) == 0 {
 		return nil
@@ -414,12 +422,12 @@ func (p *Proxy) judgeTools(ctx context.Context, runID string, in *Inspection) *R
 		p.log.ErrorContext(ctx, "model proxy: gate", "run", runID, "err", err)
 		return &Refusal{Status: http.StatusServiceUnavailable, Type: "api_error", Reason: ReasonGate, Message: "fluidbox cannot judge this request's server tools right now"}
 	}
+	if len(ds) != len(calls) {
+		p.log.ErrorContext(ctx, "model proxy: gate answered another number of calls", "run", runID, "calls", len(calls), "decisions", len(ds))
+		return &Refusal{Status: http.StatusServiceUnavailable, Type: "api_error", Reason: ReasonGate, Message: "fluidbox cannot judge this request's server tools right now"}
+	}
 	for i, d := range ds {
-		name := calls[i].ToolName
-		what := "server tool " + name
-		if i >= len(in.ServerTools) {
-			what = "a URL source (judged as " + name + ")"
-		}
+		name, what := calls[i].ToolName, whats[i]
 		switch d.Outcome {
 		case gate.OutcomeAllow:
 			continue
@@ -432,6 +440,27 @@ func (p *Proxy) judgeTools(ctx context.Context, runID string, in *Inspection) *R
 		}
 	}
 	return nil
+}
+
+// eachDomain returns, for a server tool allowing more than one domain, its
+// definition once per domain with that domain as the only one. A policy
+// pins a tool's domains by pointer ("/allowed_domains/0"), which reads one
+// element; judged also one domain at a time, every domain the API may reach
+// meets the policy, while the whole definition is still judged as sent (a
+// rule on "/allowed_domains/1" keeps matching).
+func eachDomain(input any) []any {
+	def, _ := input.(map[string]any)
+	domains, _ := def["allowed_domains"].([]any)
+	if len(domains) < 2 {
+		return nil
+	}
+	out := make([]any, len(domains))
+	for i, d := range domains {
+		one := maps.Clone(def)
+		one["allowed_domains"] = []any{d}
+		out[i] = one
+	}
+	return out
 }
 
 // sameModel reports whether the model a response names is the admitted one
