@@ -2,8 +2,11 @@ package api_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/fluidbox/fluidbox/shared/budget"
 )
 
 // TestModelProxyLowersMaxTokensOnLargeBudgets: max_tokens is lowered to
@@ -40,5 +43,40 @@ func TestModelProxyLowersMaxTokensOnLargeBudgets(t *testing.T) {
 	p.waitSettled(id, 1)
 	if res := p.budgetEvents(id)[0]; res["max_tokens_forwarded"] != float64(want) || res["reserved_micros"].(float64) > limit*1_000_000 {
 		t.Errorf("budget.reserved = %v, want max_tokens_forwarded %d within the budget", res, want)
+	}
+}
+
+// TestModelProxyFetchBoundCountsOutputReread: with server tools every
+// sampling step reads the context again, and that context holds what the
+// model wrote in the steps before (up to max_tokens), not only the fetched
+// pages. A request offering five web fetches of one token each with
+// max_tokens 20000 may be billed for six reads of the request plus five of
+// the 20,000 tokens written: its reservation covers that cost.
+func TestModelProxyFetchBoundCountsOutputReread(t *testing.T) {
+	t.Parallel()
+	const maxTokens, uses = 20000, 5
+	body := strings.Replace(msgBody(`,"tools":[{"type":"web_fetch_20250910","name":"web_fetch","max_uses":5,"max_content_tokens":1,"allowed_domains":["docs.example.com"]}]`),
+		`"max_tokens":256`, `"max_tokens":20000`, 1)
+	first := int64(len(body)) + 8192
+	// Step 0 reads the request; step i reads it again, with everything
+	// written so far and i fetched results of at most twice one token.
+	worst := first
+	for i := int64(1); i <= uses; i++ {
+		worst += first + maxTokens + 2*i
+	}
+	up := newRecorder(t, answerJSON("claude-haiku-4-5", fmt.Sprintf(`{"input_tokens":%d,"output_tokens":%d,"server_tool_use":{"web_fetch_requests":%d}}`, worst, maxTokens, uses), `{"type":"text","text":"ok"}`))
+	p := newProxyStack(t, up.srv.URL)
+	id, tok := p.gateRun(p.policy(serverToolPolicy), runOpts{budget: 5, bundle: "anthropic-server-tools"})
+	if st, resp := p.post(id, tok, body); st != 200 {
+		t.Fatalf("web fetch request = %d %s", st, resp)
+	}
+	p.waitSettled(id, 1)
+	evs := p.budgetEvents(id)
+	reserved, cost := evs[0]["reserved_micros"].(float64), evs[1]["cost_micros"].(float64)
+	if want := float64(haikuCost(budget.Usage{InputTokens: worst, OutputTokens: maxTokens})); cost != want {
+		t.Fatalf("cost %v, want %v", cost, want)
+	}
+	if cost > reserved {
+		t.Errorf("reserved %v micros for a request that may cost %v: the reservation is not an upper bound", reserved, cost)
 	}
 }

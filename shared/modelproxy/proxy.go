@@ -343,8 +343,9 @@ const maxImageTokens = 2000
 // byte, plus the prompt the API adds, plus maxImageTokens an image), within
 // the context window; a PDF or a URL source is bounded only by the window. Each server tool use is one
 // more sampling step reading the context again with the tool's result
-// added: a web fetch adds at most twice its max_content_tokens (the limit
-// is approximate), a web search an unbounded result, so the window.
+// added, and with what the model wrote in the steps before: a web fetch
+// adds at most twice its max_content_tokens (the limit is approximate), a
+// web search an unbounded result, so the window.
 func inputBound(in *Inspection, bodyLen int, window int64) (input, searches int64) {
 	first := min(satAdd(int64(bodyLen)+promptOverhead, satMul(in.Images, maxImageTokens)), window)
 	if in.Documents {
@@ -364,9 +365,15 @@ func inputBound(in *Inspection, bodyLen int, window int64) (input, searches int6
 			growth = max(growth, 2*min(st.MaxContentTokens, window))
 		}
 	}
-	// The context grows by growth a step until it fills the window (at most
-	// window/growth steps); every step after reads what it has come to.
+	// Every step after the first reads the context again: the request,
+	// what the model wrote before it (at most max_tokens in all, and read
+	// by every later step) and the results so far. The results grow it by
+	// growth a step until it fills the window (at most window/growth
+	// steps); every step after reads what it has come to.
 	input, cur := first, first
+	if steps > 0 {
+		cur = min(satAdd(first, in.MaxTokens), window)
+	}
 	for ; steps > 0 && growth > 0 && cur < window; steps-- {
 		cur = min(cur+growth, window)
 		input += cur
