@@ -1,8 +1,11 @@
 package api_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -78,5 +81,37 @@ func TestModelProxyFetchBoundCountsOutputReread(t *testing.T) {
 	}
 	if cost > reserved {
 		t.Errorf("reserved %v micros for a request that may cost %v: the reservation is not an upper bound", reserved, cost)
+	}
+}
+
+// TestModelProxyResponseWithoutModel: a response that names no model
+// cannot be checked against the admitted one, so its usage is not priced
+// at the admitted model's rates: streamed or not, it is settled at the full
+// reservation.
+func TestModelProxyResponseWithoutModel(t *testing.T) {
+	t.Parallel()
+	up := newRecorder(t, func(w http.ResponseWriter, body []byte) {
+		if !bytes.Contains(body, []byte(`"stream":true`)) {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"usage\":{\"input_tokens\":1,\"output_tokens\":1}}}\n\n"+
+			"data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n"+
+			"data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":1}}\n\ndata: {\"type\":\"message_stop\"}\n\n")
+	})
+	p := newProxyStack(t, up.srv.URL)
+	id, tok := p.gateRun(p.policy(basicPolicy), runOpts{budget: 5})
+	for i, stream := range []string{"", `,"stream":true`} {
+		if st, resp := p.post(id, tok, msgBody(stream)); st != 200 {
+			t.Fatalf("request %d = %d %s", i, st, resp)
+		}
+		p.waitSettled(id, i+1)
+		evs := p.budgetEvents(id)
+		res, rec := evs[len(evs)-2], evs[len(evs)-1]
+		if rec["settlement"] != "pessimistic" || rec["cost_micros"] != res["reserved_micros"] {
+			t.Errorf("request %d: settled %v, want the full reservation %v", i, rec, res["reserved_micros"])
+		}
 	}
 }

@@ -33,7 +33,8 @@
 //     and the sweep; the usage endpoint refuses them. The usage comes from
 //     the upstream's own response: a stream is followed without a line cap
 //     on the usage path; a response naming another model than the admitted
-//     one is cut and settled in full; no usage settles in full; an upstream
+//     one is cut and settled in full, one naming none is settled in full;
+//     no usage settles in full; an upstream
 //     error answer or a refused connection releases. A settlement that
 //     fails is retried, inline and then in the background, before the
 //     sweep settles it in full.
@@ -245,7 +246,9 @@ func (p *Proxy) ServeMessages(w http.ResponseWriter, r *http.Request, runID stri
 			WriteError(w, http.StatusBadGateway, "api_error", "fluidbox: the model upstream answered with a model other than the one admitted")
 			return
 		}
-		if err == nil {
+		if err == nil && model != "" {
+			// Usage is priced at the admitted model's rates only when the
+			// response says it is that model; unnamed, it is settled in full.
 			out.settlement, out.usage, out.haveUsage, out.uses = admission.SettlementUsage, u, true, uses
 		}
 		copyResponseHeaders(w.Header(), resp.Header)
@@ -635,6 +638,10 @@ func (p *Proxy) stream(w http.ResponseWriter, body io.Reader, pl plan, out *outc
 	u, ok := su.Usage()
 	out.uses = su.ServerToolUses()
 	switch {
+	case su.Model() == "":
+		// A stream that does not name its model cannot be priced as the
+		// admitted one: settle in full.
+		out.settlement = admission.SettlementPessimistic
 	case ok && su.Complete():
 		out.settlement, out.usage, out.haveUsage = admission.SettlementUsage, u, true
 	case ok && !su.Produced():
