@@ -1,7 +1,9 @@
 package api_test
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -113,5 +115,61 @@ func TestModelProxyResponseWithoutModel(t *testing.T) {
 		if rec["settlement"] != "pessimistic" || rec["cost_micros"] != res["reserved_micros"] {
 			t.Errorf("request %d: settled %v, want the full reservation %v", i, rec, res["reserved_micros"])
 		}
+	}
+}
+
+// TestModelProxyClientLeavesBeforeContent: after message_start the model
+// may be generating for long before the first content block reaches the
+// stream (thinking with display "omitted" shows nothing until it ends).
+// A client that leaves in that window cannot have its request settled at
+// message_start's one output token: the output is billed at max_tokens.
+// Only the upstream's own error event, saying it stopped, settles such a
+// stream at what message_start counted.
+func TestModelProxyClientLeavesBeforeContent(t *testing.T) {
+	t.Parallel()
+	const start = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-haiku-4-5\",\"content\":[],\"usage\":{\"input_tokens\":700,\"output_tokens\":1}}}\n\n"
+	released := make(chan struct{})
+	defer close(released)
+	up := newRecorder(t, func(w http.ResponseWriter, body []byte) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, start)
+		w.(http.Flusher).Flush()
+		if bytes.Contains(body, []byte("overloaded")) {
+			io.WriteString(w, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n")
+			return
+		}
+		io.WriteString(w, "event: ping\ndata: {\"type\":\"ping\"}\n\n")
+		w.(http.Flusher).Flush()
+		<-released // thinking, until the proxy gives up on us
+	})
+	p := newProxyStack(t, up.srv.URL)
+	id, tok := p.gateRun(p.policy(basicPolicy), runOpts{budget: 5})
+	body := func(prompt string) string {
+		return `{"model":"claude-haiku-4-5","max_tokens":4000,"stream":true,"thinking":{"type":"adaptive","display":"omitted"},"messages":[{"role":"user","content":"` + prompt + `"}]}`
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", p.url+"/v1/sessions/"+id+"/model/v1/messages", strings.NewReader(body("think long")))
+	req.Header.Set("x-api-key", tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if line, _ := bufio.NewReader(resp.Body).ReadString('\n'); !strings.HasPrefix(line, "event: message_start") {
+		t.Fatalf("first line = %q", line)
+	}
+	cancel()
+	resp.Body.Close()
+	p.waitSettled(id, 1)
+	if rec := p.budgetEvents(id)[1]; rec["output_tokens"] != 4000.0 || rec["cost_micros"] != float64(haikuCost(budget.Usage{InputTokens: 700, OutputTokens: 4000})) {
+		t.Errorf("client gone before content: settled %v, want the output at max_tokens 4000", rec)
+	}
+
+	if st, _ := p.post(id, tok, body("overloaded")); st != 200 {
+		t.Fatalf("overloaded stream = %d", st)
+	}
+	p.waitSettled(id, 2)
+	if rec := p.budgetEvents(id)[3]; rec["settlement"] != "partial" || rec["cost_micros"] != float64(haikuCost(budget.Usage{InputTokens: 700, OutputTokens: 1})) {
+		t.Errorf("upstream error before content: settled %v, want partial at message_start's counts", rec)
 	}
 }

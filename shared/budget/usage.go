@@ -392,6 +392,10 @@ func (s *StreamUsage) ServerToolUses() map[string]int64 { return s.uses }
 // bound on what was billed.
 func (s *StreamUsage) Produced() bool { return s.produced }
 
+// Errored reports whether the stream carried an error event: the upstream
+// said it stopped.
+func (s *StreamUsage) Errored() bool { return s.errored }
+
 // Complete reports whether the stream ran to message_stop with final usage from a
 // message_delta, no error event, and nothing lost: Usage is then the upstream's final count.
 func (s *StreamUsage) Complete() bool {

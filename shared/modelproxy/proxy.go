@@ -644,8 +644,12 @@ func (p *Proxy) stream(w http.ResponseWriter, body io.Reader, pl plan, out *outc
 		out.settlement = admission.SettlementPessimistic
 	case ok && su.Complete():
 		out.settlement, out.usage, out.haveUsage = admission.SettlementUsage, u, true
-	case ok && !su.Produced():
-		// Cut before any content: what message_start counted is what ran.
+	case ok && !su.Produced() && su.Errored():
+		// The upstream stopped before any content, and said so: what
+		// message_start counted is what ran. Without its word (the client
+		// left, the connection dropped) the model may have been writing
+		// what the stream had not shown yet (thinking with display
+		// "omitted" shows nothing until it ends), so the cases below apply.
 		out.settlement, out.usage, out.haveUsage = admission.SettlementPartial, u, true
 	case ok && len(pl.in.ServerTools) == 0:
 		// Content was generated that only the missing message_delta
