@@ -173,3 +173,23 @@ func TestModelProxyClientLeavesBeforeContent(t *testing.T) {
 		t.Errorf("upstream error before content: settled %v, want partial at message_start's counts", rec)
 	}
 }
+
+// TestModelProxyImageReservesItsPixels: an image is billed by its pixels
+// (at most some 5,000 tokens at the largest resolution a model reads), so
+// a request with a screenshot is reserved at that, not at the model's whole
+// context window as if it were a PDF: on a $1 run a claude-haiku-4-5
+// request with one image is forwarded, and reserved under $0.05.
+func TestModelProxyImageReservesItsPixels(t *testing.T) {
+	t.Parallel()
+	up := newRecorder(t, answerJSON("claude-haiku-4-5", `{"input_tokens":1700,"output_tokens":10}`, `{"type":"text","text":"ok"}`))
+	p := newProxyStack(t, up.srv.URL)
+	id, tok := p.gateRun(p.policy(basicPolicy), runOpts{budget: 1})
+	body := `{"model":"claude-haiku-4-5","max_tokens":256,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="}}]},{"type":"text","text":"` + promptCanary + `"}]}]}`
+	if st, resp := p.post(id, tok, body); st != 200 {
+		t.Fatalf("a request with one image on a $1 run = %d %s, want it forwarded", st, resp)
+	}
+	p.waitSettled(id, 1)
+	if res := p.budgetEvents(id)[0]; res["reserved_micros"].(float64) > 50_000 || res["max_tokens_requested"] != nil {
+		t.Errorf("budget.reserved = %v, want under $0.05 with max_tokens as sent", res)
+	}
+}

@@ -721,12 +721,12 @@ func (in *Inspection) readBlock(v span, at path, allowed []string) *Refusal {
 			return refuse(ReasonMalformed, "%s.text: must be a string", at)
 		}
 	case "image":
-		// A few hundred bytes of PNG are a screen of pixels: some 1,600
-		// tokens, more than the bytes that carry them.
+		// A few hundred bytes of PNG are a screen of pixels: up to some
+		// 5,000 tokens, more than the bytes that carry them.
 		in.Images++
-		return in.readSource(b.val("source"), at, "base64", "url")
+		return in.readSource(b.val("source"), at, false, "base64", "url")
 	case "document":
-		return in.readSource(b.val("source"), at, "base64", "text", "content", "url")
+		return in.readSource(b.val("source"), at, true, "base64", "text", "content", "url")
 	case "search_result":
 		return in.readContent(b.val("content"), at.dot("content"), textOnly)
 	case "tool_result":
@@ -805,7 +805,8 @@ func (in *Inspection) readCacheControl(v span, at path) *Refusal {
 	return nil
 }
 
-func (in *Inspection) readSource(v span, at path, kinds ...string) *Refusal {
+// readSource reads the source of an image or, with document, a document.
+func (in *Inspection) readSource(v span, at path, document bool, kinds ...string) *Refusal {
 	s, ok := in.object(v, "type", "media_type", "data", "url", "content", "file_id")
 	typ, tok := in.optString(s, "type")
 	mediaType, mok := in.optString(s, "media_type")
@@ -839,8 +840,9 @@ func (in *Inspection) readSource(v span, at path, kinds ...string) *Refusal {
 			return refuse(ReasonSource, "%s.source: a %s source carries media_type and data (a string)", at, typ)
 		}
 		// A base64 document is a PDF whatever media_type says: the flag
-		// does not hang on a string the upstream may read otherwise.
-		if typ == "base64" || mediaType == "application/pdf" {
+		// does not hang on a string the upstream may read otherwise. An
+		// image is bounded by its pixels (Images), not by the window.
+		if (document && typ == "base64") || mediaType == "application/pdf" {
 			in.Documents = true
 		}
 	}

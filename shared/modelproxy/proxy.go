@@ -336,9 +336,13 @@ func (p *Proxy) reserve(pl plan, maxTokens int64) (budget.Micros, error) {
 }
 
 // maxImageTokens bounds one image's input tokens. The API scales an image
-// down until it is at most about 1,600 tokens (width x height / 750, long
-// edge 1568 px); a quarter more covers the estimate being approximate.
-const maxImageTokens = 2000
+// down to the most a model reads, and bills about width x height / 750
+// tokens (a 28 px patch a token, the edges padded to a patch): some 1,600
+// tokens at the 1568 px long edge of models before Claude Opus 4.7, some
+// 5,000 at the 2576 px and 3.75 megapixels of Opus 4.7 and later. The
+// bound is the larger, with a quarter more for the estimate being
+// approximate.
+const maxImageTokens = 6250
 
 // inputBound is the most input tokens the request can be billed for, and
 // the most web searches it can run. Without server tools the API samples
