@@ -237,6 +237,20 @@ func TestPolicyStore(t *testing.T) {
 		t.Errorf("policy list --all --json = %+v (%v), want the policy at version 2", r, err)
 	}
 
+	// A document the server warns about is stored and its warnings shown,
+	// as lines, in text and in JSON.
+	r = fluidbox(ctx, s.env(), "name: w\ndefault_verdict: allow\n", "policy", "create", "-f", "-")
+	if r.code != 0 || !strings.Contains(r.stdout, "warning: ") {
+		t.Errorf("policy create of a document drawing a warning = %+v, want it stored and the warning shown", r)
+	}
+	r = fluidbox(ctx, s.env(), "name: w\ndefault_verdict: allow\n", "policy", "create", "-f", "-", "--json")
+	var warned struct {
+		Warnings []string `json:"warnings"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &warned); err != nil || r.code != 0 || len(warned.Warnings) == 0 {
+		t.Errorf("policy create --json of a document drawing a warning = %+v (%v), want warnings as strings", r, err)
+	}
+
 	failing := filepath.Join(dir, "failing.json")
 	if err := os.WriteFile(failing, []byte(`{"name":"f","default_verdict":"deny","rules":[{"id":"r","tool":"Read","verdict":"allow"}],"tests":[{"tool_name":"Read","input":{"file_path":"/a"},"expect":"deny"}]}`), 0o600); err != nil {
 		t.Fatal(err)

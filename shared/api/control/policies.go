@@ -15,13 +15,14 @@ import (
 )
 
 type policyView struct {
-	ID        string           `json:"id"`
-	Version   int              `json:"version"`
-	Name      string           `json:"name"`
-	Digest    string           `json:"digest"`
-	Document  json.RawMessage  `json:"document"`
-	CreatedAt string           `json:"created_at"`
-	Warnings  []policy.Warning `json:"warnings,omitempty"`
+	ID        string          `json:"id"`
+	Version   int             `json:"version"`
+	Name      string          `json:"name"`
+	Digest    string          `json:"digest"`
+	Document  json.RawMessage `json:"document"`
+	CreatedAt string          `json:"created_at"`
+	// Warnings are "field: message" lines, as a run's are.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 func policyOut(v store.PolicyVersion) policyView {
@@ -75,7 +76,9 @@ func (s *Server) storePolicy(w http.ResponseWriter, r *http.Request, id string, 
 		return err
 	}
 	out := policyOut(v)
-	out.Warnings = warnings
+	for _, warning := range warnings {
+		out.Warnings = append(out.Warnings, warning.String())
+	}
 	writeJSON(w, status, out)
 	return nil
 }
