@@ -63,7 +63,7 @@ type proxyStack struct {
 	logs *lockedBuffer
 }
 
-func newProxyStack(t *testing.T, upstreamURL string) *proxyStack {
+func newProxyStack(t *testing.T, upstreamURL string, opts ...func(*api.Config)) *proxyStack {
 	t.Helper()
 	st, db := testenv.StoreOn(t)
 	led := ledger.New(st, time.Now)
@@ -72,8 +72,12 @@ func newProxyStack(t *testing.T, upstreamURL string) *proxyStack {
 		t.Fatal(err)
 	}
 	logs := &lockedBuffer{}
-	h := api.New(api.Config{AdminToken: adminToken, Ledger: led, Sealer: sealer, Egress: testenv.Loopback,
-		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	cfg := api.Config{AdminToken: adminToken, Ledger: led, Sealer: sealer, Egress: testenv.Loopback,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	h := api.New(cfg)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	p := &proxyStack{stack: &stack{t: t, url: srv.URL, st: st, db: db, led: led}, logs: logs}

@@ -2,13 +2,17 @@ package model
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/ids"
 	"github.com/fluidbox/fluidbox/shared/modelproxy"
+	"github.com/fluidbox/fluidbox/shared/ratelimit"
 	"github.com/fluidbox/fluidbox/shared/seal"
 )
 
@@ -28,12 +32,39 @@ func (s *Server) modelMessages(w http.ResponseWriter, r *http.Request) {
 	}
 	switch s.keys.Check(r, modelKey(r), id) {
 	case route.KeyOK:
+		if s.limited(w, r, id) {
+			return
+		}
 		s.budget.proxy.ServeMessages(w, r, id)
 	case route.KeyUnavailable:
 		modelproxy.WriteError(w, http.StatusServiceUnavailable, "api_error", "fluidbox cannot check credentials right now")
 	default:
 		modelproxy.WriteError(w, http.StatusUnauthorized, "authentication_error", "invalid x-api-key: use this run's session token")
 	}
+}
+
+// limited counts a request of the run against its per-run limit and, past
+// it, answers 429 in Anthropic's shape with Retry-After (Anthropic's
+// clients wait and retry); nothing is admitted or recorded, so a sandbox
+// cannot flood the ledger with refusals. A count that cannot be kept is
+// 503, never a pass.
+func (s *Server) limited(w http.ResponseWriter, r *http.Request, runID string) bool {
+	err := s.limit.Allow(r.Context(), runID)
+	var lim *ratelimit.LimitedError
+	switch {
+	case err == nil:
+		return false
+	case errors.As(err, &lim):
+		secs := max(int64((lim.RetryAfter+time.Second-1)/time.Second), 1)
+		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+		s.log.WarnContext(r.Context(), "model request rate limited", "run", runID, "limit_per_minute", lim.Limit)
+		modelproxy.WriteError(w, http.StatusTooManyRequests, "rate_limit_error",
+			fmt.Sprintf("fluidbox: this run made more than %d requests this minute (FLUIDBOX_RUN_REQUESTS_PER_MINUTE, counted with its other requests); nothing was forwarded: retry after %d s", lim.Limit, secs))
+	default:
+		s.log.ErrorContext(r.Context(), "rate limit unavailable", "run", runID, "err", err)
+		modelproxy.WriteError(w, http.StatusServiceUnavailable, "api_error", "fluidbox cannot count this run's requests right now; retry")
+	}
+	return true
 }
 
 // modelKey reads the run's session token as the Anthropic API sends keys:

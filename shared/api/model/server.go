@@ -24,6 +24,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/egress"
 	"github.com/fluidbox/fluidbox/shared/modelproxy"
 	"github.com/fluidbox/fluidbox/shared/permission"
+	"github.com/fluidbox/fluidbox/shared/ratelimit"
 	"github.com/fluidbox/fluidbox/shared/seal"
 )
 
@@ -54,6 +55,7 @@ type budgetDeps struct {
 type Server struct {
 	budget budgetDeps
 	keys   *route.SessionKeys
+	limit  *ratelimit.Limiter
 	log    *slog.Logger
 }
 
@@ -69,7 +71,10 @@ func New(cfg Config) *Server {
 	return &Server{
 		budget: budgetDeps{upstreams: upstreams, proxy: modelproxy.New(admit, upstreams, judge, cfg.Client, cfg.Logger)},
 		keys:   route.NewSessionKeys(st, cfg.Logger),
-		log:    cfg.Logger,
+		// The model proxy takes the session token like every route of the
+		// run, so its requests count against the same per-run limit.
+		limit: ratelimit.New(st, cfg.RunRequestsPerMinute, cfg.Now),
+		log:   cfg.Logger,
 	}
 }
 
