@@ -42,6 +42,7 @@ invoke:
 ## and the model proxy's inspection beside a plain httputil.ReverseProxy
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./shared/ledger/ ./shared/run/ ./shared/gate/ ./bench/cedar/ ./shared/schemaguard/ ./shared/policy/
+	$(GO) test -run '^$$' -bench . -benchtime 50x ./shared/permission/
 	$(GO) test -run '^$$' -bench . -benchtime 20x ./bench/lambdainit/
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 2s ./bench/modelproxy/
 	$(GO) test -run '^$$' -bench MultiProcess -benchtime 400x ./cmd/fluidbox/
