@@ -249,3 +249,31 @@ func resolvePointer(v any, ptr string) (any, bool) {
 	}
 	return v, true
 }
+
+// TestOpenAPIEventTypes: the Event schema's type enum is exactly the
+// ledger's event types (shared/redact's Type constants).
+func TestOpenAPIEventTypes(t *testing.T) {
+	t.Parallel()
+	d := mustLoadOpenAPI(t)
+	enum, ok := resolvePointer(d.raw, "/components/schemas/Event/properties/type/enum")
+	if !ok {
+		t.Fatal("no #/components/schemas/Event type enum")
+	}
+	var got []string
+	for _, v := range enum.([]any) {
+		got = append(got, fmt.Sprint(v))
+	}
+	src, err := os.ReadFile("../shared/redact/redact.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, m := range regexp.MustCompile(`(?m)^\s+Type[A-Za-z]+\s+Type = "([a-z._]+)"`).FindAllStringSubmatch(string(src), -1) {
+		want = append(want, m[1])
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if len(want) == 0 || !slices.Equal(got, want) {
+		t.Errorf("Event type enum = %v, want the ledger's types %v", got, want)
+	}
+}

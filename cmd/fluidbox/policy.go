@@ -31,7 +31,8 @@ const policyUsage = `policy list [--since T] [--until T] [--limit N] [--all] [--
        policy shadow POLICY_ID [--since T] [--until T] [--limit N] [--json]
                              where the policy, as runs' shadow_policy_id, would have decided
                              differently (every page of runs, added up)
-       policy test FILE...   validate documents and run their tests offline (exit 1 on a failure)
+       policy test [--json] FILE...
+                             validate documents and run their tests offline (exit 1 on a failure)
        policy import-claude .claude/settings.json [--name N] [--default VERDICT]
                              a policy document from Claude Code's permissions (stdout); what has
                              no equivalent is listed on stderr`

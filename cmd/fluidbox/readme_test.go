@@ -182,3 +182,32 @@ func TestREADMEWalkthrough(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeLayoutNamesEveryCommand: the README's Layout line for the CLI
+// names every command of the command table.
+func TestReadmeLayoutNamesEveryCommand(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, layout, _ := strings.Cut(string(readme), "\n## Layout\n")
+	_, cli, ok := strings.Cut(layout, "\ncmd/fluidbox/")
+	if !ok {
+		t.Fatal("README's Layout has no cmd/fluidbox/ line")
+	}
+	var text strings.Builder
+	for i, line := range strings.Split(cli, "\n") {
+		if i > 0 && !strings.HasPrefix(line, "   ") {
+			break
+		}
+		text.WriteString(line + "\n")
+	}
+	for _, c := range commands {
+		if c.name == "help" {
+			continue
+		}
+		if !regexp.MustCompile(`\b` + regexp.QuoteMeta(c.name) + `\b`).MatchString(text.String()) {
+			t.Errorf("README's Layout line for cmd/fluidbox/ does not name the %s command", c.name)
+		}
+	}
+}

@@ -36,9 +36,13 @@ func TestConnectionAllowAndRateLimit(t *testing.T) {
 	if c, err := config.Load(get(with("FLUIDBOX_RUN_REQUESTS_PER_MINUTE", "120")), config.Lambda); err != nil || c.RunRequestsPerMinute != 120 {
 		t.Errorf("rate 120 = %d, %v", c.RunRequestsPerMinute, err)
 	}
+	if c, err := config.Load(get(with("FLUIDBOX_MAX_PENDING_APPROVALS", "5")), config.Lambda); err != nil || c.MaxPendingApprovals != 5 {
+		t.Errorf("max pending approvals 5 = %d, %v", c.MaxPendingApprovals, err)
+	}
 	for k, v := range map[string]string{
 		"FLUIDBOX_CONNECTION_ALLOW_CIDRS":  "10.0.0.0/33",
 		"FLUIDBOX_RUN_REQUESTS_PER_MINUTE": "0",
+		"FLUIDBOX_MAX_PENDING_APPROVALS":   "1001",
 	} {
 		if _, err := config.Load(get(with(k, v)), config.Lambda); err == nil || !strings.Contains(err.Error(), k) {
 			t.Errorf("%s=%s = %v, want an error naming it", k, v, err)
@@ -46,5 +50,8 @@ func TestConnectionAllowAndRateLimit(t *testing.T) {
 	}
 	if _, err := config.Load(get(with("FLUIDBOX_RUN_REQUESTS_PER_MINUTE", "many")), config.Lambda); err == nil {
 		t.Error("a non-number rate was accepted")
+	}
+	if _, err := config.Load(get(with("FLUIDBOX_MAX_PENDING_APPROVALS", "0")), config.Lambda); err == nil {
+		t.Error("a limit of 0 pending approvals was accepted")
 	}
 }
