@@ -143,3 +143,32 @@ func TestPolicyTestsAtCreate(t *testing.T) {
 		t.Errorf("update with a failing test = %d %s", r.status, r.raw)
 	}
 }
+
+// TestEvaluateBrokeredInReadOnly: evaluate judges a tool named as an
+// existing connection's brokered tool as the gate does: a read_only run may
+// never call it, whatever class is given; a name of no connection is
+// judged by its class.
+func TestEvaluateBrokeredInReadOnly(t *testing.T) {
+	t.Parallel()
+	up := newMCPUpstream(t, canary)
+	s := newBrokerStack(t, localSealer(t), 0)
+	s.want(201, "POST", "/v1/connections", adminToken, map[string]any{
+		"name": "jira", "url": up.url(), "kind": "shared",
+		"credential": map[string]any{"type": "bearer", "token": canary}, "tool_classes": map[string]string{"echo": "read"},
+	})
+	pol := s.policy(`{"name":"b","default_verdict":"deny","rules":[{"id":"mcp","tool":"mcp__*","verdict":"allow"}]}`)
+	eval := func(tool, tier string) map[string]any {
+		t.Helper()
+		return s.want(200, "POST", "/v1/policies/"+pol+"/evaluate", adminToken, map[string]any{
+			"tool_name": tool, "input": map[string]any{}, "trust_tier": tier, "class": "read"})
+	}
+	if out := eval("mcp__jira__echo", "read_only"); out["decision"] != "deny" || out["source"] != "trust_tier" || !strings.Contains(fmt.Sprint(out["reason"]), "brokered") {
+		t.Errorf("a connection's tool in a read_only run = %v, want the gate's trust_tier deny", out)
+	}
+	if out := eval("mcp__jira__echo", "trusted"); out["decision"] != "allow" {
+		t.Errorf("a connection's tool in a trusted run = %v, want allow", out)
+	}
+	if out := eval("mcp__local__echo", "read_only"); out["decision"] != "allow" {
+		t.Errorf("a sandbox MCP tool of class read in a read_only run = %v, want allow", out)
+	}
+}

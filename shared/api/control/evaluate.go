@@ -1,10 +1,12 @@
 package control
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"path"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/fluidbox/fluidbox/shared/auth"
@@ -12,6 +14,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/gate"
 	"github.com/fluidbox/fluidbox/shared/ids"
 	"github.com/fluidbox/fluidbox/shared/policy"
+	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/schemaguard"
 	"github.com/fluidbox/fluidbox/shared/store"
 	"github.com/fluidbox/fluidbox/shared/trust"
@@ -151,6 +154,13 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request, n int) error {
 	}
 	if tool != nil {
 		view.Class = tool.Class
+		if !view.Builtin {
+			// A name the gate would give a connection's tool is judged as
+			// that brokered tool, which a read_only run may never call.
+			if tool.ConnectionID, err = s.brokeredBy(r.Context(), req.ToolName); err != nil {
+				return err
+			}
+		}
 	}
 	run := &gate.Run{
 		AvailableMicros: 1, TrustTier: tier, Autonomous: req.Autonomous, Policy: p, Workspace: req.Workspace,
@@ -166,6 +176,25 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request, n int) error {
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// brokeredBy returns the id of the connection whose brokered tool name is
+// (mcp__<connection>__<tool>, as runs freeze them), or "" when name is not
+// one of an existing connection's.
+func (s *Server) brokeredBy(ctx context.Context, name string) (string, error) {
+	rest, ok := strings.CutPrefix(name, run.BrokeredPrefix)
+	if !ok {
+		return "", nil
+	}
+	conn, _, ok := strings.Cut(rest, "__")
+	if !ok || conn == "" {
+		return "", nil
+	}
+	id, err := s.st.ConnectionIDByName(ctx, conn)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil
+	}
+	return id, err
 }
 
 // schemaless gives a tool the request named by class a schema that accepts
