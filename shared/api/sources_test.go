@@ -50,6 +50,13 @@ func TestGateReachesEverySource(t *testing.T) {
 		{source: "schema", run: func() (string, string) { return s.gateRun(pol, runOpts{budget: 1}) }, tool: "Bash", input: map[string]any{"cmd": "ls"}, events: decided},
 		{source: "trust_tier", run: func() (string, string) { return s.gateRun(pol, runOpts{budget: 1, tier: "read_only"}) }, tool: "Bash", input: bash("rm -rf build"), events: decided},
 		{source: "policy", run: func() (string, string) { return s.gateRun(pol, runOpts{budget: 1}) }, tool: "Bash", input: bash("git -C /repo push"), events: decided},
+		{source: "approval_limit", run: func() (string, string) {
+			id, tok := s.gateRun(pol, runOpts{budget: 1})
+			for i := range 20 { // the default limit of waiting approvals
+				s.pending(id, tok, fmt.Sprintf("waiting-%d", i), "make deploy")
+			}
+			return id, tok
+		}, tool: "Bash", input: bash("make deploy"), events: decided},
 		{source: "approval", run: func() (string, string) { return s.gateRun(pol, runOpts{budget: 1}) }, tool: "Bash", input: bash("make deploy"),
 			setup: func(id, tok, call string) {
 				s.decide(s.pending(id, tok, call, "make deploy"), "denied")
