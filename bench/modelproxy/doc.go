@@ -7,5 +7,11 @@
 // of any inspection that reads the whole body, the same share for a
 // syntax check alone by the fastest JSON validator Go has
 // (github.com/bytedance/sonic, SIMD on amd64; a test dependency only) and
-// by encoding/json. `make bench` runs it; nothing here asserts a time.
+// by encoding/json. BenchmarkProxiedShare sends the same request through
+// fluidbox's own model proxy too (as `fluidbox dev` serves it: minidyn on
+// loopback, the reservation, the stream followed and settled) and reports
+// the inspection's share of that latency beside its share of the plain
+// forward; most of the proxied latency is the table's round trips, which
+// on AWS are slower than minidyn's on loopback, and a real model's answer
+// slower still. `make bench` runs it; nothing here asserts a time.
 package modelproxy

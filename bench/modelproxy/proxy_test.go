@@ -76,8 +76,8 @@ const stream = "event: message_start\ndata: {\"type\":\"message_start\",\"messag
 // forwarder is a loopback upstream behind a plain httputil.ReverseProxy,
 // both on 127.0.0.1, and a client for it.
 type forwarder struct {
-	url    string
-	client *http.Client
+	url, upstream string
+	client        *http.Client
 }
 
 func newForwarder(tb testing.TB) *forwarder {
@@ -99,7 +99,7 @@ func newForwarder(tb testing.TB) *forwarder {
 	rp.FlushInterval = -1 // a stream is flushed as it comes, as the model proxy does
 	front := httptest.NewServer(rp)
 	tb.Cleanup(front.Close)
-	return &forwarder{url: front.URL + "/v1/messages?beta=true", client: front.Client()}
+	return &forwarder{url: front.URL + "/v1/messages?beta=true", upstream: upstream.URL, client: front.Client()}
 }
 
 func (f *forwarder) forward(tb testing.TB, body []byte) {
