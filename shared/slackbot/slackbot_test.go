@@ -364,3 +364,42 @@ func TestExternalOrganizationUser(t *testing.T) {
 		t.Errorf("approval after Alice's click = %s, want approved_once", got)
 	}
 }
+
+// TestUnconfirmedEmail: a Slack user of the app's own team whose profile
+// email is an approver's but was never confirmed with Slack (Slack lets a
+// user type any address on a profile before confirming it) decides
+// nothing, approve or deny; once Slack reports it confirmed, the same
+// user decides.
+func TestUnconfirmedEmail(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, map[string]string{"U_ALICE": "alice@example.com"}, nil)
+	s.slack.mu.Lock()
+	s.slack.unconfirmed["U_ALICE"] = true
+	s.slack.mu.Unlock()
+	s.member("alice-sub", "alice@example.com", "approver")
+	runID, tok := s.run()
+	apr := s.pending(runID, tok, "c1", "rm a")
+
+	if r := s.interact(s.clickBody("U_ALICE", slackbot.ActionApproveOnce, apr, 1)); r.status != 200 {
+		t.Fatalf("click = %+v", r)
+	}
+	if r := s.interact(s.denyBody("U_ALICE", apr, "unconfirmed says no", 2)); !strings.Contains(r.body, "does not know you") {
+		t.Errorf("unconfirmed deny = %+v, want refused as unknown", r)
+	}
+	if got := s.status(apr); got != "pending" {
+		t.Fatalf("approval after an unconfirmed user's clicks = %s, want pending", got)
+	}
+	_, _, responses, _ := s.slack.snapshot()
+	if len(responses) != 1 || !strings.Contains(responses[0], "does not know you") {
+		t.Errorf("replies = %q, want the click refused as unknown", responses)
+	}
+	// Confirmed now: an unconfirmed answer was not remembered, so Slack is
+	// asked again and the click applies.
+	s.slack.mu.Lock()
+	delete(s.slack.unconfirmed, "U_ALICE")
+	s.slack.mu.Unlock()
+	s.interact(s.clickBody("U_ALICE", slackbot.ActionApproveOnce, apr, 3))
+	if got := s.status(apr); got != "approved_once" {
+		t.Errorf("approval after the confirmed click = %s, want approved_once", got)
+	}
+}

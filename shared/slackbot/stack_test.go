@@ -60,7 +60,10 @@ type fakeSlack struct {
 	// auth.test team, homeTeam): a Slack Connect user from an external
 	// organization in a shared channel.
 	teams map[string]string
-	fail  atomic.Bool // every Web API method answers 500
+	// unconfirmed users have an email on their profile that they never
+	// confirmed with Slack (is_email_confirmed false).
+	unconfirmed map[string]bool
+	fail        atomic.Bool // every Web API method answers 500
 
 	mu        sync.Mutex
 	seq       int
@@ -79,7 +82,7 @@ type message struct {
 
 func newFakeSlack(t *testing.T, users map[string]string) *fakeSlack {
 	t.Helper()
-	f := &fakeSlack{users: users, teams: map[string]string{}}
+	f := &fakeSlack{users: users, teams: map[string]string{}, unconfirmed: map[string]bool{}}
 	f.srv = slacktest.NewTestServer(func(c slacktest.Customize) {
 		c.Handle("/chat.postMessage", f.message(true))
 		c.Handle("/chat.update", f.message(false))
@@ -156,6 +159,7 @@ func (f *fakeSlack) usersInfo(w http.ResponseWriter, r *http.Request) {
 	f.userInfos++
 	email, ok := f.users[id]
 	team, external := f.teams[id]
+	confirmed := !f.unconfirmed[id]
 	f.mu.Unlock()
 	if !ok {
 		_ = json.NewEncoder(w).Encode(map[string]any{"ok": false, "error": "user_not_found"})
@@ -164,7 +168,7 @@ func (f *fakeSlack) usersInfo(w http.ResponseWriter, r *http.Request) {
 	if !external {
 		team = homeTeam
 	}
-	_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "user": map[string]any{"id": id, "team_id": team, "profile": map[string]any{"email": email}}})
+	_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "user": map[string]any{"id": id, "team_id": team, "is_email_confirmed": confirmed, "profile": map[string]any{"email": email}}})
 }
 
 func (f *fakeSlack) response(w http.ResponseWriter, r *http.Request) {

@@ -69,8 +69,9 @@ func NewDirectory(api UserInfo, members Members, explicit map[string]string, now
 
 // Principal is the fluidbox caller a Slack user acts as: an explicit
 // mapping's subject ("admin" is the operator), else the one active member
-// whose verified SSO email is the user's Slack email. Roles are the
-// member's as its last token showed them. Anything unclear refuses.
+// whose verified SSO email is the user's Slack email (one Slack reports
+// confirmed). Roles are the member's as its last token showed them.
+// Anything unclear refuses.
 func (d *Directory) Principal(ctx context.Context, slackUser string) (auth.Principal, error) {
 	if slackUser == "" {
 		return auth.Principal{}, ErrUnknownUser
@@ -147,6 +148,13 @@ func (d *Directory) email(ctx context.Context, slackUser string) (string, error)
 		// shared with the approvals channel: that organization chose the
 		// address (its SSO can assert any), so it vouches for nothing here.
 		// Only the app's own team (or its Enterprise Grid) does.
+		return "", ErrUnknownUser
+	}
+	if !u.IsEmailConfirmed {
+		// A profile email is whatever the user typed until Slack has
+		// confirmed they receive mail there; an unconfirmed one could be
+		// any approver's. Not remembered, so confirming it counts at the
+		// next click.
 		return "", ErrUnknownUser
 	}
 	email := strings.ToLower(strings.TrimSpace(u.Profile.Email))
