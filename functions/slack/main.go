@@ -1,9 +1,12 @@
 // Command slack keeps each approval's Slack message in step with the
 // approval: subscribed to the fluidbox bus (approval.requested,
 // approval.decided), it reads the approval as committed and posts or
-// updates its message. It may read the table and write only its own
-// message records; it never decides anything (the approvals function
-// serves Slack's clicks).
+// updates its message. A notification Lambda's asynchronous retries could
+// not deliver reaches it again from the retry queue (the on-failure
+// destination of its invocations), until Slack is back. It may read the
+// table, write only its own message records and use only its retry
+// queue; it never decides anything (the approvals function serves
+// Slack's clicks).
 package main
 
 import (
@@ -36,6 +39,8 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return err
 	}
 	n := slackbot.NewNotifier(slackbot.NewClient(cfg), d.Store, cfg.Channel, d.Logger, time.Now)
-	lambda.StartWithOptions(n.HandleEvent, lambda.WithContext(ctx))
+	// One entry point for both feeds: the bus's notifications, and the
+	// retry queue where those Lambda could not deliver wait for Slack.
+	lambda.StartWithOptions(n.Invoke, lambda.WithContext(ctx))
 	return nil
 }

@@ -173,6 +173,68 @@ func (n *Notifier) HandleEvent(ctx context.Context, ev events.EventBridgeEvent) 
 	return nil
 }
 
+// failedInvocation is the record Lambda sends an asynchronous invocation's
+// on-failure destination once its retries are exhausted or the event grew
+// too old: the event as it was invoked, and why it failed (read only to
+// log it).
+type failedInvocation struct {
+	RequestContext struct {
+		Condition              string `json:"condition"`
+		ApproximateInvokeCount int    `json:"approximateInvokeCount"`
+	} `json:"requestContext"`
+	RequestPayload json.RawMessage `json:"requestPayload"`
+}
+
+// HandleRetries is the Lambda entry point for the retry queue, the
+// on-failure destination of HandleEvent's asynchronous invocations: each
+// message names a notification whose message Lambda's own retries could
+// not show. Each is shown again (as the approval stands now, so a late one
+// is harmless); one that fails again is reported as a batch item failure,
+// which SQS delivers again after the queue's visibility timeout and, past
+// its receive limit, moves to the dead-letter queue. A message that is no
+// failure record is logged and dropped: showing it can never succeed.
+func (n *Notifier) HandleRetries(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+	resp := events.SQSEventResponse{BatchItemFailures: []events.SQSBatchItemFailure{}}
+	for _, m := range ev.Records {
+		var f failedInvocation
+		var inner events.EventBridgeEvent
+		if err := json.Unmarshal([]byte(m.Body), &f); err != nil || len(f.RequestPayload) == 0 || json.Unmarshal(f.RequestPayload, &inner) != nil {
+			n.log.ErrorContext(ctx, "slackbot: retry queue message is no failed notification; dropped", "message_id", m.MessageId)
+			continue
+		}
+		n.log.InfoContext(ctx, "slackbot: retrying a notification", "message_id", m.MessageId, "id", inner.ID,
+			"condition", f.RequestContext.Condition, "invocations", f.RequestContext.ApproximateInvokeCount, "receives", m.Attributes["ApproximateReceiveCount"])
+		if err := n.HandleEvent(ctx, inner); err != nil {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
+		}
+	}
+	return resp, nil
+}
+
+// Invoke is the Slack function's one Lambda entry point: a batch from the
+// retry queue (records from aws:sqs) goes to HandleRetries, anything else
+// is an EventBridge notification for HandleEvent.
+func (n *Notifier) Invoke(ctx context.Context, payload json.RawMessage) (any, error) {
+	var probe struct {
+		Records []struct {
+			EventSource string `json:"eventSource"`
+		} `json:"Records"`
+	}
+	if json.Unmarshal(payload, &probe) == nil && len(probe.Records) > 0 && probe.Records[0].EventSource == "aws:sqs" {
+		var ev events.SQSEvent
+		if err := json.Unmarshal(payload, &ev); err != nil {
+			return nil, fmt.Errorf("slackbot: decode retry batch: %w", err)
+		}
+		return n.HandleRetries(ctx, ev)
+	}
+	var ev events.EventBridgeEvent
+	if err := json.Unmarshal(payload, &ev); err != nil {
+		n.log.ErrorContext(ctx, "slackbot: undecodable invocation skipped")
+		return nil, nil
+	}
+	return nil, n.HandleEvent(ctx, ev)
+}
+
 // Observer is the dev server's feed: each committed transition shows its
 // approval in the background, retried with Retry's pauses, so Slack never
 // delays the transition that caused it.

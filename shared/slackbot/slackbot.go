@@ -19,14 +19,17 @@
 //     refused (its digest is claimed in the table).
 //   - A click decides with the authority of the fluidbox member it maps to
 //     (an explicit mapping, or the member whose verified SSO email is the
-//     Slack user's, for a user of the app's own team: a Slack Connect user
+//     Slack user's email as Slack has confirmed it, for a user of the
+//     app's own team: a Slack Connect user
 //     from another organization is matched by nothing, since that
 //     organization chose the address) and the approval service's own
 //     rules: approvers by role,
 //     a personal connection's call only by its owner, approve and deny
 //     alike. Someone who loses a race is shown the settled answer.
 //   - Slack being down never blocks a decision: the page and the CLI decide
-//     without it, and the Notifier's failures are logged and retried.
+//     without it, and the Notifier's failures are logged and retried (in
+//     AWS: Lambda's asynchronous retries, then the retry queue that
+//     HandleRetries drains, then a dead-letter queue to re-drive).
 //   - The bot token and signing secret are never logged.
 package slackbot
 
