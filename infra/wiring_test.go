@@ -196,6 +196,11 @@ func TestSlackPrivileges(t *testing.T) {
 				if got := leading(st); !slices.Equal(got, []string{"SLACKMSG#*"}) {
 					t.Errorf("SlackFunction %s limited to leading keys %v, want [SLACKMSG#*]", a, got)
 				}
+			case "sqs:sendmessage", "sqs:receivemessage", "sqs:deletemessage", "sqs:getqueueattributes":
+				// Its retry queue alone (infra/delivery_test.go checks the rest).
+				if got := asStrings(st.fields["Resource"]); !slices.Equal(got, []string{"GETATT:SlackRetryQueue.Arn"}) {
+					t.Errorf("SlackFunction %s on %v, want its retry queue only", a, got)
+				}
 			default:
 				t.Errorf("SlackFunction holds %s; it reads the table and writes its message records only", a)
 			}
