@@ -390,3 +390,58 @@ func TestBashPipelineAcrossRules(t *testing.T) {
 		}
 	}
 }
+
+// TestBashDenySeesThroughWrapperOptions: a wrapper reads its options with
+// getopt_long, which takes an abbreviated long option (--sig for
+// --signal), a value attached inside a cluster (-iu X, -vS'...'), and
+// options after an operand. A deny rule must see the command the wrapper
+// runs whichever way the wrapper reads them, not only the spelling the
+// analyser knows; where it cannot split what runs, the line is opaque.
+func TestBashDenySeesThroughWrapperOptions(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, `{"name":"d","default_verdict":"allow","rules":[
+	  {"id":"no-rm","tool":"Bash","match":{"command_prefix":["rm"]},"verdict":"deny"}]}`)
+	for _, cmd := range []string{
+		"timeout --sig KILL 5 rm -rf /",
+		"timeout --kill 1 5 rm -rf /",
+		"timeout --preserve-status --sig=KILL 5 rm -rf /",
+		"nice --adj 5 rm -rf /",
+		"stdbuf --out L rm -rf /",
+		"ionice --cl 3 rm x",
+		"chrt --sched-run 5 -f 1 rm x",
+		"sudo --us root rm -rf /",
+		"sudo --chd /tmp rm x",
+		"\\time --out f rm x",
+		"strace -U x rm x",
+		"strace --output f rm x",
+		"ltrace -n 2 rm x",
+		"env -iu X rm x",
+		"env -iC /tmp rm x",
+		"env -vS'rm -rf /'",
+		"env -iS'rm -rf /'",
+		"env --split='rm -rf /'",
+		"env --s 'rm -rf /'",
+		"env -S'-i rm -rf /'",
+		"env -S'-u X rm -rf /'",
+		"env -S'-u' '#' rm -rf /",
+		"flock --tim 5 l rm x",
+		"flock -w5 l rm x",
+		"script --comm 'rm x' /dev/null",
+		"watch --int 5 rm x",
+		"toybox rm x",
+	} {
+		if got := p.Evaluate("Bash", bashInput(cmd)); got.Verdict != VerdictDeny || got.RuleID != "no-rm" {
+			t.Errorf("Evaluate(%q) = %v %q (%s), want deny by no-rm", cmd, got.Verdict, got.RuleID, got.Reason)
+		}
+	}
+	// env -S has its own escapes (\_ separates words), which a shell
+	// parse does not read: what runs cannot be established.
+	for _, cmd := range []string{
+		"env -S'-i\\_rm -rf /'",
+		"su --comm 'rm x'",
+	} {
+		if got := p.Evaluate("Bash", bashInput(cmd)); got.Verdict == VerdictAllow {
+			t.Errorf("Evaluate(%q) = allow (%s), want a deny or approval", cmd, got.Reason)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 
@@ -196,46 +197,84 @@ func (n *normalizer) emit(words []word) {
 	n.cmds = append(n.cmds, c)
 }
 
-// skipOptions returns the words after the leading options of a wrapper.
-// shortArg lists short options that take an argument; longArg long options
-// that take one as the next word. A dynamic word ends option parsing: it
-// may be anything, so it is read as the program.
-func skipOptions(words []word, shortArg string, longArg ...string) []word {
-	i := 1
-	for i < len(words) {
-		w := words[i]
-		if w.dynamic {
-			return words[i:]
+// maxReadings bounds the ways one wrapper's options are read; a line with
+// more is opaque.
+const maxReadings = 16
+
+// optionReadings returns where the command a wrapper runs may start: one
+// rest of words for each way the wrapper may read its leading options
+// (getopt_long). shortArg lists short options that take a value (attached,
+// or the next word); longArg long options that take the next word as value.
+// getopt_long also takes any unambiguous abbreviation of a long option
+// (--sig for --signal), and the analyser does not know every long option
+// of every wrapper and version, so a long option without "=" that is not
+// exactly in longArg is read both ways: taking the next word and not. A
+// dynamic word ends the options: it may be anything, so it is read as the
+// program. A short option in unsure may or may not take a value ("*": any
+// short option not in shortArg), and is read both ways too. ok is false
+// when there are more than maxReadings readings.
+func optionReadings(words []word, shortArg, unsure string, longArg ...string) (rests [][]word, ok bool) {
+	var walk func(i int) bool
+	add := func(rest []word) bool {
+		if len(rests) >= maxReadings {
+			return false
 		}
-		t := w.text
-		switch {
-		case t == "--":
-			return words[i+1:]
-		case strings.HasPrefix(t, "--"):
-			i++
-			if !strings.Contains(t, "=") {
-				for _, l := range longArg {
-					if t == l {
-						i++
+		rests = append(rests, rest)
+		return true
+	}
+	walk = func(i int) bool {
+		for i < len(words) {
+			w := words[i]
+			if w.dynamic {
+				return add(words[i:])
+			}
+			t := w.text
+			switch {
+			case t == "--":
+				return add(words[i+1:])
+			case strings.HasPrefix(t, "--"):
+				i++
+				if strings.Contains(t, "=") {
+					continue
+				}
+				if slices.Contains(longArg, t) {
+					i++
+					continue
+				}
+				// Perhaps an option taking a value: read that way too.
+				if !walk(min(i+1, len(words))) {
+					return false
+				}
+			case len(t) > 1 && t[0] == '-':
+				i++
+				for j := 1; j < len(t); j++ {
+					c := t[j]
+					if strings.IndexByte(shortArg, c) >= 0 {
+						if j == len(t)-1 {
+							i++ // the value is the next word
+						}
 						break
 					}
-				}
-			}
-		case len(t) > 1 && t[0] == '-':
-			i++
-			for j := 1; j < len(t); j++ {
-				if strings.IndexByte(shortArg, t[j]) >= 0 {
-					if j == len(t)-1 {
-						i++ // argument is the next word
+					if unsure == "*" || strings.IndexByte(unsure, c) >= 0 {
+						// Perhaps it takes a value: the rest of the
+						// cluster, else the next word.
+						next := i
+						if j == len(t)-1 {
+							next = min(i+1, len(words))
+						}
+						if !walk(next) {
+							return false
+						}
 					}
-					break
 				}
+			default:
+				return add(words[i:])
 			}
-		default:
-			return words[i:]
 		}
+		return add(nil)
 	}
-	return nil
+	ok = walk(1)
+	return rests, ok
 }
 
 // skipAssignments drops NAME=value words (env, sudo).
@@ -282,8 +321,11 @@ func joinStatic(words []word) (string, bool) {
 // wrapperGrammar is how a known wrapper reads its own words before the
 // command it runs, so that deny rules see that command.
 type wrapperGrammar struct {
-	short string   // short options that take a value (attached or next word)
-	long  []string // long options that take the next word as value
+	short string // short options that take a value (attached or next word)
+	// unsure: short options that may take a value ("*": any not in
+	// short), for wrappers whose options differ between versions.
+	unsure string
+	long   []string // long options that take the next word as value
 	// operands before the command (timeout's duration, taskset's mask).
 	operands int
 	// stop: options after which no command follows (command -v, taskset -p).
@@ -304,8 +346,8 @@ var wrapperGrammars = map[string]wrapperGrammar{
 	"time":     {short: "fo", long: []string{"--format", "--output"}},
 	"command":  {stop: []string{"-v", "-V"}},
 	"exec":     {short: "a"},
-	"strace":   {short: "eopsuabEIOPSX"},
-	"ltrace":   {short: "eopsuabEIOPSX"},
+	"strace":   {short: "abeEIoOpPsSuUX", unsure: "*"},
+	"ltrace":   {short: "aADeFlnopsux", unsure: "*"},
 	"taskset":  {operands: 1, stop: []string{"-p", "--pid"}},
 	"chrt":     {short: "TPD", long: []string{"--sched-runtime", "--sched-period", "--sched-deadline"}, operands: 1, stop: []string{"-p", "--pid", "-m", "--max"}},
 	"prlimit":  {short: "p", long: []string{"--pid"}, stop: []string{"-p", "--pid"}},
@@ -449,7 +491,7 @@ func (n *normalizer) command(words []word, redirs []*syntax.Redirect, depth int)
 		n.emit(words)
 		prog := basename(words[0].text)
 		if g, ok := wrapperGrammars[prog]; ok {
-			words = n.wrapped(prog, g, words)
+			words = n.follow(n.wrapped(prog, g, words), depth)
 			continue
 		}
 		switch {
@@ -466,15 +508,19 @@ func (n *normalizer) command(words []word, redirs []*syntax.Redirect, depth int)
 		case runsOther[prog]:
 			n.opaque(fmt.Sprintf("%s runs another program in a way fluidbox does not follow", quoteWord(prog)))
 			if prog == "xargs" {
-				rest := skipOptions(words, "adEILnPs", "--arg-file", "--delimiter", "--max-lines", "--max-args", "--max-procs", "--max-chars", "--process-slot-var", "--replace")
-				if len(rest) > 0 {
-					// xargs appends words read from stdin.
-					n.command(append(append([]word(nil), rest...), word{dynamic: true, split: true}), nil, depth)
+				rests := n.readings(words, "adEILnPs", "--arg-file", "--delimiter", "--max-lines", "--max-args", "--max-procs", "--max-chars", "--process-slot-var", "--replace")
+				for _, rest := range rests {
+					if len(rest) > 0 {
+						// xargs appends words read from stdin.
+						n.command(append(append([]word(nil), rest...), word{dynamic: true, split: true}), nil, depth)
+					}
 				}
 			}
 			if prog == "parallel" {
-				if text, ok := joinStatic(skipOptions(words, "nd", "--interval")); ok {
-					n.script(text, depth+1, true, "parallel argument")
+				for _, rest := range n.readings(words, "nd", "--interval") {
+					if text, ok := joinStatic(rest); ok {
+						n.script(text, depth+1, true, "parallel argument")
+					}
 				}
 			}
 			return
@@ -482,20 +528,22 @@ func (n *normalizer) command(words []word, redirs []*syntax.Redirect, depth int)
 		switch prog {
 		case "env":
 			words = n.env(words, depth)
-		case "sudo":
-			rest := skipOptions(words, "ugCDhprtUTR", "--user", "--group", "--close-from", "--chdir", "--host", "--prompt", "--role", "--type", "--other-user", "--command-timeout")
-			rest = n.skipAssignments(rest, depth)
-			if len(rest) == 0 && hasShellFlag(words) {
-				n.opaque(prog + " runs a shell reading stdin")
+		case "sudo", "doas":
+			var rests [][]word
+			if prog == "sudo" {
+				rests = n.readings(words, "ugCDhprtUTR", "--user", "--group", "--close-from", "--chdir", "--host", "--prompt", "--role", "--type", "--other-user", "--command-timeout", "--chroot")
+			} else {
+				rests = n.readings(words, "uC")
 			}
-			words = rest
-		case "doas":
-			rest := skipOptions(words, "uC")
-			if len(rest) == 0 && hasShellFlag(words) {
-				n.opaque(prog + " runs a shell reading stdin")
+			for k, rest := range rests {
+				rest = n.skipAssignments(rest, depth)
+				if len(rest) == 0 && hasShellFlag(words) {
+					n.opaque(prog + " runs a shell reading stdin")
+				}
+				rests[k] = rest
 			}
-			words = rest
-		case "busybox":
+			words = n.follow(rests, depth)
+		case "busybox", "toybox":
 			words = words[1:]
 		case "eval":
 			text, ok := joinStatic(words[1:])
@@ -506,13 +554,14 @@ func (n *normalizer) command(words []word, redirs []*syntax.Redirect, depth int)
 			n.script(text, depth+1, true, "eval argument")
 			return
 		case "watch":
-			rest := skipOptions(words, "nd", "--interval")
-			text, ok := joinStatic(rest)
-			if !ok {
-				n.opaque(prog + " of an expansion")
-				return
+			for _, rest := range n.readings(words, "nd", "--interval") {
+				text, ok := joinStatic(rest)
+				if !ok {
+					n.opaque(prog + " of an expansion")
+					return
+				}
+				n.script(text, depth+1, true, prog+" argument")
 			}
-			n.script(text, depth+1, true, prog+" argument")
 			return
 		case "su", "runuser", "flock", "script":
 			n.commandString(words, prog, depth)
@@ -583,8 +632,45 @@ func anyDynamic(words []word) bool {
 	return false
 }
 
-// wrapped returns the command a known wrapper runs.
-func (n *normalizer) wrapped(prog string, g wrapperGrammar, words []word) []word {
+// readings is optionReadings on the deny side: more readings than it
+// follows make the line opaque.
+func (n *normalizer) readings(words []word, shortArg string, longArg ...string) [][]word {
+	return n.readingsOf(words, wrapperGrammar{short: shortArg, long: longArg})
+}
+
+func (n *normalizer) readingsOf(words []word, g wrapperGrammar) [][]word {
+	rests, ok := optionReadings(words, g.short, g.unsure, g.long...)
+	if !ok {
+		n.opaque(fmt.Sprintf("%s options can be read in too many ways", quoteWord(basename(words[0].text))))
+	}
+	return rests
+}
+
+// follow records, as commands of their own, every reading of a wrapper's
+// words but the first, and returns the first for the caller to go on with.
+// Each one followed uses the re-read budget, so that wrappers nested in
+// wrappers cannot multiply the work.
+func (n *normalizer) follow(rests [][]word, depth int) []word {
+	if len(rests) == 0 {
+		return nil
+	}
+	for _, r := range rests[1:] {
+		if len(r) == 0 {
+			continue
+		}
+		if n.budget <= 0 {
+			n.opaque("the analysis budget ran out (too many ways to read wrapper options)")
+			break
+		}
+		n.budget--
+		n.command(r, nil, depth)
+	}
+	return rests[0]
+}
+
+// wrapped returns the commands a known wrapper may run, one per reading of
+// its options.
+func (n *normalizer) wrapped(prog string, g wrapperGrammar, words []word) [][]word {
 	for _, w := range words[1:] {
 		if w.dynamic {
 			break
@@ -598,17 +684,20 @@ func (n *normalizer) wrapped(prog string, g wrapperGrammar, words []word) []word
 			break
 		}
 	}
-	rest := skipOptions(words, g.short, g.long...)
-	for k := 0; k < g.operands && len(rest) > 0; k++ {
-		if rest[0].dynamic {
-			break
+	rests := n.readingsOf(words, g)
+	for i, rest := range rests {
+		for k := 0; k < g.operands && len(rest) > 0; k++ {
+			if rest[0].dynamic {
+				break
+			}
+			rest = rest[1:]
 		}
-		rest = rest[1:]
+		if len(rest) == 0 && g.bare != "" {
+			n.opaque(fmt.Sprintf("%s without a command runs %s", quoteWord(prog), g.bare))
+		}
+		rests[i] = rest
 	}
-	if len(rest) == 0 && g.bare != "" {
-		n.opaque(fmt.Sprintf("%s without a command runs %s", quoteWord(prog), g.bare))
-	}
-	return rest
+	return rests
 }
 
 // awk runs a command with system() or a pipe, and code from a file with -f.
@@ -798,49 +887,152 @@ func hasShellFlag(words []word) bool {
 	return false
 }
 
+// envValueLong are env's long options that take a value, which getopt_long
+// also takes abbreviated (--spl for --split-string).
+var envValueLong = []string{"--unset", "--chdir", "--argv0", "--split-string"}
+
+// env returns the command env runs. env reads its options with getopt_long:
+// -u, -C, -a and -S take a value attached or as the next word, also at the
+// end of a cluster (-iu NAME, -vS'...'), and long options may be
+// abbreviated. -S splits its value into words that env reads again as
+// options, assignments and the command.
 func (n *normalizer) env(words []word, depth int) []word {
-	i := 1
-	for i < len(words) {
+	for i := 1; i < len(words); i++ {
 		w := words[i]
 		if w.dynamic {
 			return words[i:]
 		}
 		t := w.text
+		var split string
+		hasSplit := false
 		switch {
 		case t == "--":
-			i++
-			return n.skipAssignments(words[i:], depth)
-		case t == "-S" || t == "--split-string" || strings.HasPrefix(t, "-S") || strings.HasPrefix(t, "--split-string="):
-			// env -S 'git push' splits the string into a command.
-			var s string
-			switch {
-			case strings.HasPrefix(t, "--split-string="):
-				s = strings.TrimPrefix(t, "--split-string=")
-			case len(t) > 2 && t[1] == 'S':
-				s = t[2:]
-			case i+1 < len(words) && !words[i+1].dynamic:
+			return n.skipAssignments(words[i+1:], depth)
+		case strings.HasPrefix(t, "--"):
+			name, value, attached := strings.Cut(t, "=")
+			long := ""
+			for _, o := range envValueLong {
+				if len(name) > 2 && strings.HasPrefix(o, name) {
+					long = o
+					break
+				}
+			}
+			if long == "" {
+				continue // a flag, or an option env refuses
+			}
+			if !attached {
+				if i+1 >= len(words) {
+					return nil
+				}
 				i++
-				s = words[i].text
-			default:
-				n.opaque("env -S of an expansion")
-				return nil
+				value = words[i].text
+				if words[i].dynamic {
+					n.opaque("env option of an expansion")
+					return nil
+				}
 			}
-			rest, ok := joinStatic(words[i+1:])
-			if !ok {
-				n.opaque("env -S with an expansion")
-				return nil
+			split, hasSplit = value, long == "--split-string"
+		case len(t) > 1 && t[0] == '-':
+			for j := 1; j < len(t); j++ {
+				c := t[j]
+				if strings.IndexByte("uCaS", c) < 0 {
+					continue
+				}
+				value := t[j+1:]
+				if value == "" {
+					if i+1 >= len(words) {
+						return nil
+					}
+					i++
+					if words[i].dynamic {
+						n.opaque("env option of an expansion")
+						return nil
+					}
+					value = words[i].text
+				}
+				split, hasSplit = value, c == 'S'
+				break
 			}
-			n.script(s+" "+rest, depth+1, true, "env -S string")
-			return nil
-		case t == "-u" || t == "-C" || t == "-P" || t == "--unset" || t == "--chdir":
-			i += 2
-		case strings.HasPrefix(t, "-"):
-			i++
 		default:
 			return n.skipAssignments(words[i:], depth)
 		}
+		if hasSplit {
+			return n.envSplit(split, words[i+1:], depth)
+		}
 	}
 	return nil
+}
+
+// envSplit reads env -S's string: its words, then the words after it, are
+// env's arguments again. The string is split with the shell's parser; env's
+// own escapes (\_ separates words, \c ends the string) and any shell syntax
+// in it that env reads as text make the split unknown, so the line is
+// opaque, and the string is still read as a script for what deny rules can
+// see in it.
+func (n *normalizer) envSplit(s string, after []word, depth int) []word {
+	if depth > maxDepth || n.budget <= 0 {
+		n.opaque("the analysis budget ran out (env -S nested too deeply)")
+		return nil
+	}
+	n.budget--
+	var split []word
+	f, err := parse(s)
+	ok := err == nil && !strings.ContainsRune(s, '\\') && len(f.Stmts) <= 1
+	if ok && len(f.Stmts) == 1 {
+		st := f.Stmts[0]
+		call, isCall := st.Cmd.(*syntax.CallExpr)
+		ok = isCall && !st.Background && !st.Negated && !st.Coprocess && !st.Disown && len(st.Redirs) == 0
+		if ok {
+			for _, a := range call.Assigns {
+				if a.Name == nil || a.Value == nil || a.Append || a.Naked || a.Index != nil || a.Array != nil {
+					ok = false
+					break
+				}
+				v := convertWord(a.Value)
+				split = append(split, word{text: a.Name.Value + "=" + v.text, dynamic: v.dynamic, split: v.split, execs: v.execs})
+			}
+			for _, a := range call.Args {
+				split = append(split, convertWord(a))
+			}
+		}
+	}
+	if !ok {
+		n.opaque("env -S string that fluidbox cannot split into words")
+		n.script(s, depth+1, false, "env -S string")
+		return nil
+	}
+	args := append(append([]word{{text: "env"}}, split...), after...)
+	return n.env(args, depth+1)
+}
+
+// commandStringArgs are, per program, the short options before which a
+// -c in the same cluster would be their value, not an option.
+var commandStringArgs = map[string]string{"su": "sgGw", "runuser": "sgGwu", "flock": "wE", "script": "BEIOmT"}
+
+// commandOption reports whether t gives the command string: -c or a cluster
+// reaching c (-lc, -c'cmd'), or --command and --session-command with any
+// abbreviation getopt_long takes (--comm, --sess), with the string
+// attached or in the next word (next).
+func commandOption(t, args string) (s string, next, ok bool) {
+	if strings.HasPrefix(t, "--") {
+		name, value, attached := strings.Cut(t, "=")
+		if len(name) <= 2 || !strings.HasPrefix("--command", name) && !strings.HasPrefix("--session-command", name) {
+			return "", false, false
+		}
+		return value, !attached, true
+	}
+	if len(t) < 2 || t[0] != '-' {
+		return "", false, false
+	}
+	for j := 1; j < len(t); j++ {
+		switch {
+		case t[j] == 'c':
+			return t[j+1:], j == len(t)-1, true
+		case strings.IndexByte(args, t[j]) >= 0:
+			return "", false, false
+		}
+	}
+	return "", false, false
 }
 
 // commandString handles programs that take a command string after -c or
@@ -854,27 +1046,26 @@ func (n *normalizer) commandString(words []word, prog string, depth int) {
 			return
 		}
 		t := w.text
-		var s string
-		switch {
-		case t == "-c" || t == "--command" || len(t) > 2 && t[0] == '-' && t[1] != '-' && t[len(t)-1] == 'c':
+		s, next, ok := commandOption(t, commandStringArgs[prog])
+		if !ok {
+			continue
+		}
+		if next {
 			if i+1 >= len(words) || words[i+1].dynamic {
 				n.opaque(prog + " -c of an expansion")
 				return
 			}
 			s = words[i+1].text
-		case strings.HasPrefix(t, "--command="):
-			s = strings.TrimPrefix(t, "--command=")
-		default:
-			continue
 		}
 		n.script(s, depth+1, true, prog+" command")
 		return
 	}
 	if prog == "flock" {
 		// flock [options] file command [args]
-		rest := skipOptions(words, "wEn", "--timeout", "--conflict-exit-code")
-		if len(rest) > 1 {
-			n.command(rest[1:], nil, depth)
+		for _, rest := range n.readings(words, "wEn", "--timeout", "--wait", "--conflict-exit-code") {
+			if len(rest) > 1 {
+				n.command(rest[1:], nil, depth)
+			}
 		}
 		return
 	}
@@ -1075,10 +1266,12 @@ func (n *normalizer) git(words []word, depth int) {
 		for j := 2; j < len(rest); j++ {
 			if !rest[j].dynamic && rest[j].text == "foreach" {
 				n.runsWhy = "git submodule foreach runs a command"
-				if text, ok := joinStatic(skipOptions(rest[j:], "")); ok {
-					n.script(text, depth+1, true, "git submodule foreach")
-				} else {
-					n.opaque("git submodule foreach of an expansion")
+				for _, cmd := range n.readings(rest[j:], "") {
+					if text, ok := joinStatic(cmd); ok {
+						n.script(text, depth+1, true, "git submodule foreach")
+					} else {
+						n.opaque("git submodule foreach of an expansion")
+					}
 				}
 				return
 			}
