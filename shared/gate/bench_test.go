@@ -194,3 +194,21 @@ func BenchmarkDecideWithShadow(b *testing.B) {
 		Decide(run, r)
 	}
 }
+
+// BenchmarkDecideBashWithShadow is a Bash call in a read_only run with a
+// shadow policy: the trust tier, the enforced policy and the shadow all
+// ask about the same line, which is parsed and analysed once for the three.
+func BenchmarkDecideBashWithShadow(b *testing.B) {
+	f := newFixture(b)
+	run := f.run()
+	run.TrustTier = trust.ReadOnly
+	run.Shadow = mustPolicy(b, shadowPolicy)
+	r := req(b, "Bash", `{"command":"git status --short && git diff --stat HEAD~1 | head -20"}`)
+	if d := Decide(run, r); d.Shadow == nil || d.Outcome == OutcomeDeny {
+		b.Fatalf("Decide = %+v, want a decision with a shadow", d)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		Decide(run, r)
+	}
+}

@@ -222,6 +222,19 @@ type call struct {
 	evaluated bool
 	// shadow is set by the policy stage in a run with a shadow policy.
 	shadow *Shadow
+	// prepared is the call as the policy package reads it; see
+	// policyCall.
+	prepared *policy.Call
+}
+
+// policyCall returns the call prepared once for the policy package, so that
+// the trust tier, the enforced and the shadow policy and the session grants
+// all read one analysis of a Bash line instead of parsing it each.
+func (c *call) policyCall() *policy.Call {
+	if c.prepared == nil {
+		c.prepared = policy.NewCall(c.req.ToolName, c.req.Input)
+	}
+	return c.prepared
 }
 
 // reasonPanic starts the reason of a decision made because a stage

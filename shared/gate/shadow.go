@@ -71,8 +71,9 @@ func (s Shadow) Settled() policy.Verdict {
 }
 
 // shadowOf evaluates the run's shadow policy on exactly what the enforced
-// policy saw, and compares it with the enforced result.
-func shadowOf(run *Run, env policy.Env, req Request, enforced policy.Result) (sh *Shadow) {
+// policy saw (the same prepared call, so a Bash line is analysed once for
+// both), and compares it with the enforced result.
+func shadowOf(run *Run, env policy.Env, pc *policy.Call, enforced policy.Result) (sh *Shadow) {
 	sh = &Shadow{Enforced: settledVerdict(enforced, run.Autonomous), EnforcedRuleID: enforced.RuleID}
 	defer func() {
 		if r := recover(); r != nil {
@@ -83,7 +84,7 @@ func shadowOf(run *Run, env policy.Env, req Request, enforced policy.Result) (sh
 		sh.Error, sh.Differs = ShadowUnavailable, true
 		return sh
 	}
-	res := run.Shadow.EvaluateIn(env, req.ToolName, req.Input)
+	res := run.Shadow.EvaluateCall(env, pc)
 	switch res.Verdict {
 	case policy.VerdictAllow, policy.VerdictDeny, policy.VerdictRequireApproval:
 	default:

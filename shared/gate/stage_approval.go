@@ -44,7 +44,7 @@ func checkApproval(c *call) (Decision, bool) {
 			}
 			return false
 		}
-		if policy.Covered(c.req.ToolName, c.req.Input, granted) && hit != "" {
+		if c.policyCall().Covered(granted) && hit != "" {
 			d := base
 			d.Outcome, d.Grant = OutcomeAllow, hit
 			d.Reason = res.Reason + "; allowed by the session grant " + quote(hit)

@@ -21,9 +21,10 @@ func checkPolicy(c *call) (Decision, bool) {
 		return deny(SourcePolicy, "this run has no frozen policy, so no tool call can be allowed")
 	}
 	env := policy.Env{Workspace: c.run.Workspace, Cwd: c.req.Cwd, Resolved: c.req.Resolved}
-	res := p.EvaluateIn(env, c.req.ToolName, c.req.Input)
+	pc := c.policyCall()
+	res := p.EvaluateCall(env, pc)
 	if c.run.Shadow != nil || c.run.ShadowBroken {
-		c.shadow = shadowOf(c.run, env, c.req, res)
+		c.shadow = shadowOf(c.run, env, pc, res)
 	}
 	switch res.Verdict {
 	case policy.VerdictAllow:

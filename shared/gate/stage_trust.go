@@ -2,7 +2,6 @@ package gate
 
 import (
 	"github.com/fluidbox/fluidbox/shared/capability"
-	"github.com/fluidbox/fluidbox/shared/policy"
 	"github.com/fluidbox/fluidbox/shared/trust"
 )
 
@@ -51,7 +50,7 @@ func checkTrustTier(c *call) (Decision, bool) {
 		if t.Class == capability.ClassExecute && t.Name == bashTool {
 			// Bash's class is decided per call: read when every simple
 			// command of the line is read-only by the catalogue.
-			if ok, why := policy.BashReadOnly(c.req.Input); !ok {
+			if ok, why := c.policyCall().BashReadOnly(); !ok {
 				return deny(SourceTrustTier, "this run is read_only: this Bash line is of class \"execute\" (%s) and only read commands may run (those the read-only catalogue lists: git diff, git log, ls, grep, ...); no approval can change that", why)
 			}
 			return next()

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -442,6 +443,43 @@ func TestBashDenySeesThroughWrapperOptions(t *testing.T) {
 	} {
 		if got := p.Evaluate("Bash", bashInput(cmd)); got.Verdict == VerdictAllow {
 			t.Errorf("Evaluate(%q) = allow (%s), want a deny or approval", cmd, got.Reason)
+		}
+	}
+}
+
+// TestEvaluateCallSharesOneAnalysis: a prepared call evaluated by several
+// policies at once decides each exactly as EvaluateIn does, and its
+// read-only and grant answers are the package functions' answers.
+func TestEvaluateCallSharesOneAnalysis(t *testing.T) {
+	t.Parallel()
+	policies := []*Policy{mustParse(t, corpusTripwire), mustParse(t, corpusReadOnly), mustParse(t, strictPolicy), mustParse(t, anyGitPolicy)}
+	granted := func(k string) bool { return k == "Bash:git status" || k == "Bash:ls" }
+	env := Env{Workspace: "/work", Cwd: "/work/app"}
+	for _, l := range readCorpus(t) {
+		in := bashInput(l.Cmd)
+		pc := NewCall("Bash", in)
+		got := make([]Result, len(policies))
+		var wg sync.WaitGroup
+		for i, p := range policies {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got[i] = p.EvaluateCall(env, pc)
+			}()
+		}
+		ro, roWhy := pc.BashReadOnly()
+		covered := pc.Covered(granted)
+		wg.Wait()
+		for i, p := range policies {
+			if want := p.EvaluateIn(env, "Bash", in); got[i] != want {
+				t.Errorf("%q: EvaluateCall = %+v, EvaluateIn = %+v", l.Cmd, got[i], want)
+			}
+		}
+		if wantRO, wantWhy := BashReadOnly(in); ro != wantRO || roWhy != wantWhy {
+			t.Errorf("%q: Call.BashReadOnly = %v %q, BashReadOnly = %v %q", l.Cmd, ro, roWhy, wantRO, wantWhy)
+		}
+		if want := Covered("Bash", in, granted); covered != want {
+			t.Errorf("%q: Call.Covered = %v, Covered = %v", l.Cmd, covered, want)
 		}
 	}
 }

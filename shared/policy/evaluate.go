@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/policy/bash"
@@ -55,29 +56,41 @@ type Env struct {
 	Resolved map[string]string
 }
 
-// call holds what Evaluate learns about one call, computed at most once.
-type call struct {
+// Call is one tool call prepared for evaluation. Its Bash line is analysed
+// at most once, on first need, however many policies evaluate it: a run's
+// enforced and shadow policies, the trust tier's read-only question and
+// the session grants all read the same analysis. A Call is safe for
+// concurrent use; the input must not change once it is made.
+type Call struct {
 	tool     string
 	input    any
+	once     sync.Once
+	analysis *bash.Analysis // nil when the input has no string command
+}
+
+// NewCall prepares a call for EvaluateCall, BashReadOnly and Covered.
+func NewCall(toolName string, input any) *Call {
+	return &Call{tool: toolName, input: input}
+}
+
+// bash returns the analysis of input.command, nil when there is none.
+func (c *Call) bash() *bash.Analysis {
+	c.once.Do(func() {
+		if cmd, ok := bashCommand(c.input); ok {
+			c.analysis = bash.Analyze(cmd)
+		}
+	})
+	return c.analysis
+}
+
+// call holds what one evaluation learns about a call, computed at most
+// once: the prepared call, and the paths as this environment resolves them.
+type call struct {
+	*Call
 	env      Env
-	analysis *bash.Analysis
-	command  string
-	hasCmd   bool
-	analyzed bool
 	paths    []pathValue
 	pathsOK  bool
 	pathsSet bool
-}
-
-func (c *call) bash() *bash.Analysis {
-	if !c.analyzed {
-		c.analyzed = true
-		c.command, c.hasCmd = bashCommand(c.input)
-		if c.hasCmd {
-			c.analysis = bash.Analyze(c.command)
-		}
-	}
-	return c.analysis
 }
 
 // opaque reports whether this is a Bash call whose effect cannot be
@@ -125,7 +138,14 @@ func (p *Policy) Evaluate(toolName string, input any) Result {
 // require_approval rule it gets the document's bash.opaque verdict. A Bash
 // call whose command is missing or does not parse is never allowed.
 func (p *Policy) EvaluateIn(env Env, toolName string, input any) Result {
-	c := call{tool: toolName, input: input, env: env}
+	return p.EvaluateCall(env, NewCall(toolName, input))
+}
+
+// EvaluateCall is EvaluateIn for a prepared call, so that several policies
+// deciding the same call share one analysis of it.
+func (p *Policy) EvaluateCall(env Env, pc *Call) Result {
+	c := call{Call: pc, env: env}
+	toolName := pc.tool
 	var ra, allow, restrictive *rule
 	var allowWhy string
 	// Simple commands covered by allow prefixes, across rules, and why
@@ -546,20 +566,24 @@ func absolute(p, base string) string {
 // other tools the key is the tool name. granted is asked about candidate
 // keys only.
 func Covered(toolName string, input any, granted func(scopeKey string) bool) bool {
-	if granted == nil || toolName == "" {
+	return NewCall(toolName, input).Covered(granted)
+}
+
+// Covered is the package's Covered for a prepared call.
+func (c *Call) Covered(granted func(scopeKey string) bool) bool {
+	if granted == nil || c.tool == "" {
 		return false
 	}
-	if toolName != bashTool {
-		if strings.HasPrefix(toolName, bashKeyPrefix) {
+	if c.tool != bashTool {
+		if strings.HasPrefix(c.tool, bashKeyPrefix) {
 			return false
 		}
-		return granted(toolName)
+		return granted(c.tool)
 	}
-	cmd, ok := bashCommand(input)
-	if !ok {
+	a := c.bash()
+	if a == nil {
 		return false
 	}
-	a := bash.Analyze(cmd)
 	n := a.Parts()
 	if n == 0 {
 		return false
@@ -585,11 +609,17 @@ func Covered(toolName string, input any, granted func(scopeKey string) bool) boo
 // its words name). The gate gives such a call the class read. If not, why
 // says which part is not, naming programs and options only.
 func BashReadOnly(input any) (bool, string) {
-	cmd, ok := bashCommand(input)
-	if !ok {
+	return NewCall(bashTool, input).BashReadOnly()
+}
+
+// BashReadOnly is the package's BashReadOnly for a prepared call: its
+// input read as a Bash call's, whatever the tool.
+func (c *Call) BashReadOnly() (bool, string) {
+	a := c.bash()
+	if a == nil {
 		return false, "the call has no string command"
 	}
-	return bash.Analyze(cmd).ReadOnly()
+	return a.ReadOnly()
 }
 
 // BashTrace is what the analysis made of a Bash call, for an evaluation's
