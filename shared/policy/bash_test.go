@@ -483,3 +483,28 @@ func TestEvaluateCallSharesOneAnalysis(t *testing.T) {
 		}
 	}
 }
+
+// TestBashAwkIndirectCallIsSeen: gawk calls a function by the name a string
+// holds (@f()), built-ins included since 4.1.2, so a program can build
+// "system" from pieces and run a command no word names. It is never
+// read-only, and a deny rule cannot be sure it is not the command it denies.
+func TestBashAwkIndirectCallIsSeen(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, `{"name":"d","default_verdict":"allow","rules":[
+	  {"id":"no-rm","tool":"Bash","match":{"command_prefix":["rm"]},"verdict":"deny"}]}`)
+	ro := mustParse(t, corpusReadOnly)
+	for _, cmd := range []string{
+		`awk 'BEGIN { f = "sys" "tem"; @f("rm -rf /") }'`,
+		`gawk 'BEGIN { f = sprintf("%c%s", 115, "ystem"); @f("rm x") }'`,
+	} {
+		if got := p.Evaluate("Bash", bashInput(cmd)); got.Verdict == VerdictAllow {
+			t.Errorf("tripwire Evaluate(%q) = allow (%s), want a deny or approval", cmd, got.Reason)
+		}
+		if got := ro.Evaluate("Bash", bashInput(cmd)); got.Verdict == VerdictAllow {
+			t.Errorf("read-only Evaluate(%q) = allow (%s), want a refusal", cmd, got.Reason)
+		}
+		if ok, _ := BashReadOnly(bashInput(cmd)); ok {
+			t.Errorf("BashReadOnly(%q) = true", cmd)
+		}
+	}
+}

@@ -261,9 +261,12 @@ func sedScript(s string) string {
 
 // awkUnsafe finds what lets an awk program run a command, write a file or
 // read beyond its operands. '>' is refused even as a comparison: telling
-// one from a redirection needs the whole grammar.
+// one from a redirection needs the whole grammar. '@' is refused wherever it
+// stands: it starts gawk's @load and @include, and its indirect call @f(),
+// which calls the function a string names, built-ins included, so
+// f = "sys" "tem"; @f("cmd") runs a command no word of the program names.
 var awkUnsafe = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`system|getline|close|fflush|ENVIRON|PROCINFO|@load|@include|[|>]`)
+	return regexp.MustCompile(`system|getline|close|fflush|ENVIRON|PROCINFO|[@|>]`)
 })
 
 func awkCheck(p *parsed) string {

@@ -58,7 +58,7 @@ var catalogueCases = map[string]struct{ safe, unsafe []string }{
 	"nproc":     {[]string{"nproc"}, []string{"nproc x"}},
 	"date":      {[]string{"date", "date -u +%F", "date -d yesterday +%s"}, []string{"date 010101012000", "date -s now", "date --set=x"}},
 	"sed":       {[]string{"sed -n '1,10p' f", "sed 's/a/b/g' f", "sed -E -e 's|x|y|' -e '/^#/d' f", "sed '$!N;s/\\n/ /' f", "sed -n '/start/,/end/p' f"}, []string{"sed -i 's/a/b/' f", "sed 's/a/b/e' f", "sed 's/a/b/w out' f", "sed 'e id' f", "sed '1w out' f", "sed -f script.sed f", "sed 'r /etc/shadow' f", "sed --in-place s/a/b/ f"}},
-	"awk":       {[]string{"awk '{print $1}' f", "awk -F: '{print $1}' /etc/passwd", "awk -v n=1 'NR==n' f"}, []string{"awk 'BEGIN{system(\"id\")}'", "awk '{print > \"out\"}' f", "awk '{print | \"sh\"}' f", "awk -f prog.awk f", "awk 'BEGIN{getline l < \"/etc/shadow\"}'", "awk 'BEGIN{print ENVIRON[\"TOKEN\"]}'"}},
+	"awk":       {[]string{"awk '{print $1}' f", "awk -F: '{print $1}' /etc/passwd", "awk -v n=1 'NR==n' f"}, []string{"awk 'BEGIN{system(\"id\")}'", "awk '{print > \"out\"}' f", "awk '{print | \"sh\"}' f", "awk -f prog.awk f", "awk 'BEGIN{getline l < \"/etc/shadow\"}'", "awk 'BEGIN{print ENVIRON[\"TOKEN\"]}'", "awk 'BEGIN{f=\"sys\" \"tem\"; @f(\"id\")}'", "awk 'BEGIN{f=sprintf(\"%c%s\",115,\"ystem\"); @f(\"id\")}'"}},
 	"gawk":      {[]string{"gawk '{print NF}' f"}, []string{"gawk -l filefuncs 'BEGIN{}'", "gawk -e 'BEGIN{}'"}},
 	"mawk":      {[]string{"mawk '{print}' f"}, []string{"mawk -W exec x"}},
 	"nawk":      {[]string{"nawk '{print}' f"}, []string{"nawk 'BEGIN{system(\"id\")}'"}},

@@ -729,8 +729,10 @@ func (n *normalizer) awk(words []word) {
 }
 
 // awkRuns, like the catalogue and its patterns, is compiled on first use:
-// not in the init of every function that links the analyser.
-var awkRuns = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`system|\||@load|@include`) })
+// not in the init of every function that links the analyser. '@' covers
+// @load, @include and gawk's indirect call @f(), which can call system by
+// a name built at run time.
+var awkRuns = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`system|\||@`) })
 
 // sed runs a command with its e command and the e flag of s.
 func (n *normalizer) sed(words []word) {
