@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/fluidbox/fluidbox/shared/policy/bash"
 )
@@ -442,8 +443,12 @@ func (r *rule) matchStrictNonPrefix(c *call) bool {
 		if !ok || len(vals) == 0 {
 			return false
 		}
-		// Every path of the call, given and resolved, must be inside.
+		// Every path of the call, given and resolved, must be inside,
+		// and there must be no other reading of one.
 		for _, v := range vals {
+			if v.alt {
+				return false
+			}
 			inside := false
 			for _, g := range r.paths {
 				if g.matchStrict(v, &c.env) {
@@ -489,6 +494,11 @@ func (r *rule) matchInput(input any) bool {
 type pathValue struct {
 	text    string
 	pattern bool
+	// alt: another reading of a given path, which the tool may open
+	// instead of what the text says (see readings). Only deny and
+	// require_approval rules match alternative readings; a call with one
+	// is never allowed by a path rule.
+	alt bool
 }
 
 // pathValues returns every path-bearing field of a file tool call, given
@@ -521,12 +531,12 @@ func (c *call) pathValues() ([]pathValue, bool) {
 			return nil, false
 		}
 		if !f.pattern {
-			out = append(out, pathValue{text: absolute(s, base)})
+			out = appendPath(out, s, base)
 			if f.dir {
 				dir = s
 			}
 			if r, ok := c.env.Resolved[f.name]; ok && r != "" {
-				out = append(out, pathValue{text: absolute(r, base)})
+				out = appendPath(out, r, base)
 			}
 			continue
 		}
@@ -548,6 +558,36 @@ func (c *call) pathValues() ([]pathValue, bool) {
 	}
 	c.paths, c.pathsOK = out, len(out) > 0
 	return c.paths, c.pathsOK
+}
+
+// appendPath appends a given path, made absolute, and every other path the
+// tool may read its text as, marked alt: Claude Code trims the path
+// (JavaScript's trim) and expands a leading ~ or ~user to a home directory;
+// a Windows harness reads '\' as a separator and C: as a drive. A path
+// under ~ is kept relative, since the home directory is not known: deny
+// rules then match it wherever it could be.
+func appendPath(out []pathValue, s, base string) []pathValue {
+	out = append(out, pathValue{text: absolute(s, base)})
+	trimmed := strings.TrimFunc(s, func(r rune) bool { return unicode.IsSpace(r) || r == '\uFEFF' })
+	slashed := strings.ReplaceAll(trimmed, `\`, "/")
+	if len(slashed) >= 2 && slashed[1] == ':' && (slashed[0]|0x20 >= 'a' && slashed[0]|0x20 <= 'z') {
+		slashed = slashed[2:]
+	}
+	seen := s
+	for _, r := range []string{trimmed, slashed} {
+		if r == seen || r == "" {
+			continue
+		}
+		seen = r
+		out = append(out, pathValue{text: absolute(r, base), alt: true})
+	}
+	for _, r := range []string{s, trimmed, slashed} {
+		if home, ok := strings.CutPrefix(r, "~"); ok {
+			_, tail, _ := strings.Cut(home, "/")
+			out = append(out, pathValue{text: tail, alt: true})
+		}
+	}
+	return out
 }
 
 // absolute joins a relative path to base when base is known.

@@ -35,7 +35,7 @@ func compilePathGlob(p string) (*pathGlob, error) {
 	if !doublestar.ValidatePattern(p) {
 		return nil, errors.New("bad glob " + `"` + p + `"`)
 	}
-	g := &pathGlob{pattern: p, lower: strings.ToLower(p)}
+	g := &pathGlob{pattern: p, lower: foldCase(p)}
 	segs := strings.Split(strings.TrimPrefix(g.lower, "/"), "/")
 	if last := segs[len(segs)-1]; last != "" && !strings.ContainsAny(last, globMeta) {
 		g.lastLiteral = last
@@ -54,6 +54,11 @@ func compilePathGlob(p string) (*pathGlob, error) {
 	}
 	return g, nil
 }
+
+// foldCase folds a path for the deny side's case-insensitive match: upper
+// then lower case, so that the characters a file system folds to an ASCII
+// letter (ſ to s, the Kelvin sign to k) match it too.
+func foldCase(s string) string { return strings.ToLower(strings.ToUpper(s)) }
 
 // isRelative reports whether the glob is relative (resolved against a
 // run's workspace).
@@ -169,7 +174,7 @@ func (g *pathGlob) coversPattern(pat string, env *Env) bool {
 // segment could name the file the glob's last segment names ("*.env" could
 // be ".env").
 func (g *pathGlob) matchLoose(v pathValue, _ *Env) bool {
-	c := path.Clean(strings.ToLower(v.text))
+	c := path.Clean(foldCase(v.text))
 	if v.pattern && g.lastLiteral != "" {
 		last := c[strings.LastIndexByte(c, '/')+1:]
 		if strings.ContainsAny(last, globMeta) && doublestar.MatchUnvalidated(last, g.lastLiteral) {

@@ -180,3 +180,42 @@ func FuzzPathRules(f *testing.F) {
 		}
 	})
 }
+
+// TestPathSpellingsTheToolReadsDifferently: Claude Code trims a path and
+// expands a leading ~ to the home directory; a Windows harness reads '\' as
+// a separator; a case-insensitive file system folds ſ to s. A path in any
+// such spelling is never allowed (the analysis would judge another file
+// than the one read), and a deny rule matches it under every reading.
+func TestPathSpellingsTheToolReadsDifferently(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, `{"name":"r","default_verdict":"require_approval","rules":[
+	 {"id":"read","tool":"Read","match":{"path":["/work/**"]},"verdict":"allow"},
+	 {"id":"secrets","tool":"Read","match":{"path":["**/.env","/root/.ssh/**","/home/*/.ssh/**"]},"verdict":"deny"}]}`)
+	tests := []struct {
+		path, cwd string
+		want      Verdict
+	}{
+		{"/work/app/main.go", "", VerdictAllow},
+		{"main.go", "/work/app", VerdictAllow},
+		// ~ is the home directory, wherever the working directory is.
+		{"~/.ssh/id_rsa", "/work", VerdictDeny},
+		{"~/notes.txt", "/work", VerdictRequireApproval},
+		{"~root/.ssh/id_rsa", "/work", VerdictDeny},
+		// A path Claude Code trims.
+		{" /root/.ssh/id_rsa", "/work", VerdictDeny},
+		{" /etc/passwd", "/work", VerdictRequireApproval},
+		{"/etc/passwd\n", "/work", VerdictRequireApproval},
+		// Windows separators.
+		{`/work/app\.env`, "", VerdictDeny},
+		{`C:\work\app\.env`, "", VerdictDeny},
+		{`/work/app\x.go`, "", VerdictRequireApproval},
+		// Case folding beyond ASCII.
+		{"/home/u/.ſsh/id_rsa", "", VerdictDeny},
+	}
+	for _, tt := range tests {
+		got := p.EvaluateIn(Env{Cwd: tt.cwd}, "Read", map[string]any{"file_path": tt.path})
+		if got.Verdict != tt.want {
+			t.Errorf("Read %q (cwd %q) = %v (%s), want %v", tt.path, tt.cwd, got.Verdict, got.Reason, tt.want)
+		}
+	}
+}
