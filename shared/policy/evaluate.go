@@ -449,6 +449,9 @@ func (r *rule) matchStrictNonPrefix(c *call) bool {
 			if v.alt {
 				return false
 			}
+			if v.search {
+				continue
+			}
 			inside := false
 			for _, g := range r.paths {
 				if g.matchStrict(v, &c.env) {
@@ -499,6 +502,10 @@ type pathValue struct {
 	// require_approval rules match alternative readings; a call with one
 	// is never allowed by a path rule.
 	alt bool
+	// search: the tree a search tool reads (Grep with a path and no
+	// glob reads every file under it). Only deny and require_approval
+	// rules read it; an allow rule judges the path itself.
+	search bool
 }
 
 // pathValues returns every path-bearing field of a file tool call, given
@@ -521,6 +528,7 @@ func (c *call) pathValues() ([]pathValue, bool) {
 	}
 	var dir string
 	var out []pathValue
+	hasPattern := false
 	for _, f := range fields {
 		raw, present := m[f.name]
 		if !present {
@@ -543,6 +551,7 @@ func (c *call) pathValues() ([]pathValue, bool) {
 		// A pattern searches from the tool's directory field, else the
 		// working directory. rg's glob without a '/' matches a file name
 		// at any depth.
+		hasPattern = true
 		d := dir
 		if d == "" {
 			d = base
@@ -555,6 +564,14 @@ func (c *call) pathValues() ([]pathValue, bool) {
 			pat = strings.TrimSuffix(d, "/") + "/" + pat
 		}
 		out = append(out, pathValue{text: pat, pattern: true})
+	}
+	if dir != "" && !hasPattern && c.tool == "Grep" {
+		// Grep without a glob reads every file under its path.
+		for _, v := range out {
+			if !v.pattern {
+				out = append(out, pathValue{text: strings.TrimSuffix(v.text, "/") + "/**", pattern: true, search: true})
+			}
+		}
 	}
 	c.paths, c.pathsOK = out, len(out) > 0
 	return c.paths, c.pathsOK

@@ -55,6 +55,62 @@ func compilePathGlob(p string) (*pathGlob, error) {
 	return g, nil
 }
 
+// mayReach reports whether some path the search pattern pat (folded and
+// cleaned) selects could match the glob: the two are walked segment by
+// segment, '**' standing for any run of segments, and a segment with a
+// pattern character on both sides is taken to match. A relative glob
+// matches at any depth, and a relative pattern searches an unknown
+// directory, so each is read with a leading '**'.
+func (g *pathGlob) mayReach(pat string) bool {
+	a := strings.Split(g.lower, "/")
+	if g.isRelative() {
+		a = append([]string{"**"}, a...)
+	}
+	b := strings.Split(pat, "/")
+	if !strings.HasPrefix(pat, "/") {
+		b = append([]string{"**"}, b...)
+	}
+	// seen[i][j]: a[i:] against b[j:] was tried and failed.
+	seen := make([][]bool, len(a)+1)
+	for i := range seen {
+		seen[i] = make([]bool, len(b)+1)
+	}
+	var walk func(i, j int) bool
+	walk = func(i, j int) bool {
+		if seen[i][j] {
+			return false
+		}
+		seen[i][j] = true
+		switch {
+		case i < len(a) && a[i] == "**":
+			return walk(i+1, j) || j < len(b) && walk(i, j+1)
+		case j < len(b) && b[j] == "**":
+			return walk(i, j+1) || i < len(a) && walk(i+1, j)
+		case i == len(a) || j == len(b):
+			return i == len(a) && j == len(b)
+		}
+		return segmentsMayMatch(a[i], b[j]) && walk(i+1, j+1)
+	}
+	return walk(0, 0)
+}
+
+// segmentsMayMatch: two path segments, either of which may be a pattern,
+// could name the same file.
+func segmentsMayMatch(x, y string) bool {
+	xp, yp := strings.ContainsAny(x, globMeta), strings.ContainsAny(y, globMeta)
+	switch {
+	case xp && yp:
+		return true
+	case xp:
+		ok, err := doublestar.Match(x, y)
+		return ok || err != nil
+	case yp:
+		ok, err := doublestar.Match(y, x)
+		return ok || err != nil
+	}
+	return x == y
+}
+
 // foldCase folds a path for the deny side's case-insensitive match: upper
 // then lower case, so that the characters a file system folds to an ASCII
 // letter (ſ to s, the Kelvin sign to k) match it too.
@@ -175,6 +231,9 @@ func (g *pathGlob) coversPattern(pat string, env *Env) bool {
 // be ".env").
 func (g *pathGlob) matchLoose(v pathValue, _ *Env) bool {
 	c := path.Clean(foldCase(v.text))
+	if v.pattern && g.mayReach(c) {
+		return true
+	}
 	if v.pattern && g.lastLiteral != "" {
 		last := c[strings.LastIndexByte(c, '/')+1:]
 		if strings.ContainsAny(last, globMeta) && doublestar.MatchUnvalidated(last, g.lastLiteral) {

@@ -45,7 +45,8 @@ func TestPathFieldsOfEveryFileTool(t *testing.T) {
 		// A pattern that could name a .env is denied by the .env rule.
 		{"Grep", map[string]any{"pattern": "x", "path": "/work", "glob": "../etc/*"}, VerdictDeny, "env-grep"},
 		{"Grep", map[string]any{"pattern": "x", "path": "/work", "glob": "../etc/*.conf"}, VerdictDeny, ""},
-		{"Grep", map[string]any{"pattern": "x", "path": "/etc"}, VerdictDeny, ""},
+		// Grep without a glob reads every file under /etc, /etc/.env too.
+		{"Grep", map[string]any{"pattern": "x", "path": "/etc"}, VerdictDeny, "env-grep"},
 		// Glob's pattern.
 		{"Glob", map[string]any{"pattern": "**/.env", "path": "/work"}, VerdictDeny, "env-glob"},
 		{"Glob", map[string]any{"pattern": "**/*.go", "path": "/work"}, VerdictAllow, "glob"},
@@ -216,6 +217,45 @@ func TestPathSpellingsTheToolReadsDifferently(t *testing.T) {
 		got := p.EvaluateIn(Env{Cwd: tt.cwd}, "Read", map[string]any{"file_path": tt.path})
 		if got.Verdict != tt.want {
 			t.Errorf("Read %q (cwd %q) = %v (%s), want %v", tt.path, tt.cwd, got.Verdict, got.Reason, tt.want)
+		}
+	}
+}
+
+// TestSearchesReachingADeniedTree: Grep reads every file under its path
+// that its glob selects, Glob lists every name its pattern selects. A deny
+// rule matches a search whenever some path it may reach matches the rule's
+// glob, not only when the search's own text does; and a search that cannot
+// reach the glob is not denied by it.
+func TestSearchesReachingADeniedTree(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, `{"name":"r","default_verdict":"allow","rules":[
+	 {"id":"ssh-grep","tool":"Grep","match":{"path":["/root/.ssh/**"]},"verdict":"deny"},
+	 {"id":"ssh-glob","tool":"Glob","match":{"path":["/root/.ssh/**"]},"verdict":"deny"},
+	 {"id":"env-grep","tool":"Grep","match":{"path":["**/.env"]},"verdict":"deny"}]}`)
+	tests := []struct {
+		tool string
+		in   map[string]any
+		want Verdict
+	}{
+		{"Grep", map[string]any{"pattern": "KEY", "path": "/root"}, VerdictDeny},
+		{"Grep", map[string]any{"pattern": "KEY", "path": "/"}, VerdictDeny},
+		{"Grep", map[string]any{"pattern": "KEY", "path": "/root", "glob": "id_rsa"}, VerdictDeny},
+		{"Grep", map[string]any{"pattern": "KEY", "path": "/root", "glob": "*"}, VerdictDeny},
+		{"Grep", map[string]any{"pattern": "KEY", "path": "/work/app"}, VerdictDeny}, // may hold a .env
+		{"Glob", map[string]any{"pattern": "**/*", "path": "/root"}, VerdictDeny},
+		{"Glob", map[string]any{"pattern": "*/*", "path": "/root"}, VerdictDeny},
+		{"Glob", map[string]any{"pattern": "/root/.ss?/*"}, VerdictDeny},
+		{"Glob", map[string]any{"pattern": "/root/.[s]sh/id_*"}, VerdictDeny},
+		// Searches that cannot reach either glob.
+		{"Grep", map[string]any{"pattern": "KEY", "path": "/work/src", "glob": "*.go"}, VerdictAllow},
+		{"Glob", map[string]any{"pattern": "src/*.go", "path": "/root"}, VerdictAllow},
+		{"Glob", map[string]any{"pattern": "/root/.cache/*"}, VerdictAllow},
+		{"Grep", map[string]any{"pattern": "KEY", "path": "/work/app/main.go"}, VerdictDeny}, // could be a directory
+	}
+	for _, tt := range tests {
+		got := p.Evaluate(tt.tool, tt.in)
+		if got.Verdict != tt.want {
+			t.Errorf("%s %v = %v (%s), want %v", tt.tool, tt.in, got.Verdict, got.Reason, tt.want)
 		}
 	}
 }

@@ -51,7 +51,9 @@ func TestFileGlobs(t *testing.T) {
 		{"Read", map[string]any{"file_path": "../../etc/passwd"}, VerdictDeny, "etc"},
 		{"Read", map[string]any{"file_path": "../outside.txt"}, VerdictRequireApproval, ""},
 		{"Grep", map[string]any{"pattern": "x"}, VerdictDeny, "grep-secrets"},
-		{"Grep", map[string]any{"pattern": "x", "path": "src"}, VerdictRequireApproval, ""},
+		// Grep without a glob reads every file under its path, and
+		// src/secrets/k is what a relative "secrets/**" matches.
+		{"Grep", map[string]any{"pattern": "x", "path": "src"}, VerdictDeny, "grep-secrets"},
 		{"NotebookEdit", map[string]any{"notebook_path": "a.ipynb"}, VerdictAllow, "nb"},
 		{"NotebookEdit", map[string]any{"file_path": "a.ipynb"}, VerdictRequireApproval, ""},
 	}
