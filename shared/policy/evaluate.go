@@ -585,23 +585,31 @@ func (c *call) pathValues() ([]pathValue, bool) {
 // rules then match it wherever it could be.
 func appendPath(out []pathValue, s, base string) []pathValue {
 	out = append(out, pathValue{text: absolute(s, base)})
-	trimmed := strings.TrimFunc(s, func(r rune) bool { return unicode.IsSpace(r) || r == '\uFEFF' })
-	slashed := strings.ReplaceAll(trimmed, `\`, "/")
-	if len(slashed) >= 2 && slashed[1] == ':' && (slashed[0]|0x20 >= 'a' && slashed[0]|0x20 <= 'z') {
-		slashed = slashed[2:]
+	// The cleaned text too: /work/ / is /work/ once cleaned, which the
+	// tool trims to /work.
+	forms := []string{s}
+	if c := path.Clean(s); c != s {
+		forms = append(forms, c)
 	}
-	seen := s
-	for _, r := range []string{trimmed, slashed} {
-		if r == seen || r == "" {
-			continue
+	for _, f := range forms {
+		trimmed := strings.TrimFunc(f, func(r rune) bool { return unicode.IsSpace(r) || r == '\uFEFF' })
+		slashed := strings.ReplaceAll(trimmed, `\`, "/")
+		if len(slashed) >= 2 && slashed[1] == ':' && (slashed[0]|0x20 >= 'a' && slashed[0]|0x20 <= 'z') {
+			slashed = slashed[2:]
 		}
-		seen = r
-		out = append(out, pathValue{text: absolute(r, base), alt: true})
-	}
-	for _, r := range []string{s, trimmed, slashed} {
-		if home, ok := strings.CutPrefix(r, "~"); ok {
-			_, tail, _ := strings.Cut(home, "/")
-			out = append(out, pathValue{text: tail, alt: true})
+		seen := f
+		for _, r := range []string{trimmed, slashed} {
+			if r == seen || r == "" {
+				continue
+			}
+			seen = r
+			out = append(out, pathValue{text: absolute(r, base), alt: true})
+		}
+		for _, r := range []string{f, trimmed, slashed} {
+			if home, ok := strings.CutPrefix(r, "~"); ok {
+				_, tail, _ := strings.Cut(home, "/")
+				out = append(out, pathValue{text: tail, alt: true})
+			}
 		}
 	}
 	return out
