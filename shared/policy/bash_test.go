@@ -508,3 +508,55 @@ func TestBashAwkIndirectCallIsSeen(t *testing.T) {
 		}
 	}
 }
+
+// TestBashArithmeticOfUnknownValues: bash evaluates a variable read in an
+// arithmetic context as an expression, and a subscript in it with full
+// expansion, so v='a[$(cmd)]'; echo $((v)) runs cmd. The value may come
+// from a file, stdin or pieces joined at run time, so an arithmetic
+// context that reads a variable is opaque: a deny rule cannot be sure it
+// is not the command it denies.
+func TestBashArithmeticOfUnknownValues(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, `{"name":"d","default_verdict":"allow","rules":[
+	  {"id":"no-rm","tool":"Bash","match":{"command_prefix":["rm"]},"verdict":"deny"}]}`)
+	for _, cmd := range []string{
+		`v='a[$'"(rm -rf /)]"; echo $((v))`,
+		`v='a[$''(rm -rf /)]'; echo $((v))`,
+		`read v < payload; echo $((v + 1))`,
+		`read v < payload; (( v ))`,
+		`read v < payload; let v`,
+		`read v < payload; [[ $v -eq 1 ]]`,
+		`read v < payload; echo ${s:v}`,
+		`read v < payload; echo ${a[v]}`,
+		`read v < payload; a[v]=1`,
+		`read v < payload; for ((i = v; i < 3; i++)); do :; done`,
+		`declare -i n; read n < payload`,
+		`echo $[v]`,
+		`read v < payload; echo ${!v}`,
+		// Builtins that take a variable's name expand a subscript in it.
+		`read "$v" < payload`,
+		`read -r x "$v" < payload`,
+		`printf -v "$v" x`,
+		`unset "$v"`,
+		`mapfile -t "$v" < f`,
+		`[[ -v $v ]]`,
+		`test -v "$v"`,
+		`[ -v "$v" ]`,
+		`declare "$v"`,
+	} {
+		if got := p.Evaluate("Bash", bashInput(cmd)); got.Verdict == VerdictAllow {
+			t.Errorf("Evaluate(%q) = allow (%s), want a deny or approval", cmd, got.Reason)
+		}
+	}
+	// Arithmetic of literals and of the shell's own numbers runs nothing.
+	for _, cmd := range []string{
+		`echo $((1 + 2))`,
+		`echo $(( $# + 0x10 ))`,
+		`(( 2 > 1 )) && echo yes`,
+		`[[ 3 -gt 2 ]]`,
+	} {
+		if got := p.Evaluate("Bash", bashInput(cmd)); got.Verdict != VerdictAllow {
+			t.Errorf("Evaluate(%q) = %v (%s), want allow", cmd, got.Verdict, got.Reason)
+		}
+	}
+}

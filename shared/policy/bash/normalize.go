@@ -93,9 +93,57 @@ func (n *normalizer) walk(root syntax.Node, depth int) {
 			if x.Variant != nil {
 				n.emit([]word{{text: x.Variant.Value}})
 			}
+			for _, a := range x.Args {
+				if a.Naked && a.Value != nil {
+					if cw := convertWord(a.Value); cw.dynamic || strings.HasPrefix(cw.text, "-") && strings.ContainsAny(cw.text, "in") {
+						n.opaque("a declaration of an integer or a name reference evaluates values as expressions, which can run a command")
+					}
+				}
+			}
+		case *syntax.ArithmExp:
+			n.arithm(x.X)
+		case *syntax.ArithmCmd:
+			n.arithm(x.X)
+		case *syntax.LetClause:
+			for _, e := range x.Exprs {
+				n.arithm(e)
+			}
+		case *syntax.CStyleLoop:
+			n.arithm(x.Init)
+			n.arithm(x.Cond)
+			n.arithm(x.Post)
+		case *syntax.ParamExp:
+			if x.Index != nil && !wholeArray(x.Index) {
+				n.arithm(x.Index)
+			}
+			if x.Slice != nil {
+				n.arithm(x.Slice.Offset)
+				n.arithm(x.Slice.Length)
+			}
+			if x.Excl && x.Names == 0 && x.Index == nil {
+				n.opaque("an indirect expansion names its variable at run time, and a subscript in that name can run a command")
+			}
+		case *syntax.UnaryTest:
+			if x.Op == syntax.TsVarSet || x.Op == syntax.TsRefVar {
+				if w, ok := x.X.(*syntax.Word); !ok || !literalParts(w) {
+					n.opaque("[[ -v ]] of a name known only at run time expands a subscript in it, which can run a command")
+				}
+			}
+		case *syntax.BinaryTest:
+			switch x.Op {
+			case syntax.TsEql, syntax.TsNeq, syntax.TsLeq, syntax.TsGeq, syntax.TsLss, syntax.TsGtr:
+				for _, side := range []syntax.TestExpr{x.X, x.Y} {
+					if w, ok := side.(*syntax.Word); !ok || !numericWord(w) {
+						n.opaque("a [[ ]] integer comparison evaluates its operands as arithmetic expressions, which can run a command")
+					}
+				}
+			}
 		case *syntax.Assign:
 			if x.Name != nil {
 				n.assignment(x.Name.Value)
+			}
+			if x.Index != nil {
+				n.arithm(x.Index)
 			}
 			// Values of assignments may be run later by the program
 			// (GIT_SSH_COMMAND, PAGER, PROMPT_COMMAND, ...).
@@ -117,18 +165,32 @@ func (n *normalizer) walk(root syntax.Node, depth int) {
 			if !literalParts(x) {
 				return true
 			}
+			// The parts are read joined: a substitution may be split
+			// across them ('a[$'"(cmd)]").
+			if len(x.Parts) == 1 {
+				switch p := x.Parts[0].(type) {
+				case *syntax.Lit:
+					n.maybeCode(p.Value, depth)
+					return false
+				case *syntax.SglQuoted:
+					n.maybeCode(p.Value, depth)
+					return false
+				}
+			}
+			var b strings.Builder
 			for _, part := range x.Parts {
 				switch p := part.(type) {
 				case *syntax.Lit:
-					n.maybeCode(p.Value, depth)
+					b.WriteString(p.Value)
 				case *syntax.SglQuoted:
-					n.maybeCode(p.Value, depth)
+					b.WriteString(p.Value)
 				case *syntax.DblQuoted:
 					for _, dp := range p.Parts {
-						n.maybeCode(dp.(*syntax.Lit).Value, depth)
+						b.WriteString(dp.(*syntax.Lit).Value)
 					}
 				}
 			}
+			n.maybeCode(b.String(), depth)
 			return false
 		case *syntax.Lit:
 			n.maybeCode(x.Value, depth)
@@ -138,6 +200,66 @@ func (n *normalizer) walk(root syntax.Node, depth int) {
 		return true
 	})
 }
+
+// arithm reads an arithmetic expression. bash evaluates the value of a
+// variable read in one as an expression in turn, with its subscripts
+// expanded, so a value such as a[$(cmd)] runs cmd; the value may come from
+// a file, stdin or pieces joined at run time. An expression that reads a
+// variable (or a substitution's output) is therefore opaque; numbers and
+// the shell's own counters ($#, $?, ${#x}, ...) are not.
+func (n *normalizer) arithm(x syntax.ArithmExpr) {
+	if x == nil {
+		return
+	}
+	syntax.Walk(x, func(node syntax.Node) bool {
+		w, ok := node.(*syntax.Word)
+		if !ok {
+			return true
+		}
+		if !numericWord(w) {
+			n.opaque("an arithmetic expression reads a variable, whose value bash evaluates as an expression that can run a command")
+		}
+		return false
+	})
+}
+
+// wholeArray: the subscript of ${a[@]} or ${a[*]}, which is not arithmetic.
+func wholeArray(x syntax.ArithmExpr) bool {
+	w, ok := x.(*syntax.Word)
+	if !ok {
+		return false
+	}
+	lit := w.Lit()
+	return lit == "@" || lit == "*"
+}
+
+// numericWord: an arithmetic operand that is a number (10, 0x1f, 2#101) or
+// one of the shell's numeric parameters, never a variable's text.
+func numericWord(w *syntax.Word) bool {
+	if len(w.Parts) != 1 {
+		return false
+	}
+	switch p := w.Parts[0].(type) {
+	case *syntax.Lit:
+		return arithmNumber().MatchString(p.Value)
+	case *syntax.ParamExp:
+		if p.Param == nil || p.Index != nil || p.Slice != nil || p.Repl != nil || p.Exp != nil || p.Excl || p.Names != 0 {
+			return false
+		}
+		if p.Length {
+			return true
+		}
+		switch p.Param.Value {
+		case "#", "?", "$", "!", "RANDOM", "SECONDS", "LINENO", "BASHPID", "PPID", "UID", "EUID":
+			return true
+		}
+	}
+	return false
+}
+
+var arithmNumber = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^([0-9]+#[0-9A-Za-z@_]+|0[xX][0-9A-Fa-f]+|[0-9]+)$`)
+})
 
 // literalParts reports whether every part of w is literal text: a literal,
 // a single-quoted string, or a double-quoted string of literals only.
@@ -580,6 +702,23 @@ func (n *normalizer) command(words []word, redirs []*syntax.Redirect, depth int)
 			return
 		case "make", "gmake":
 			n.make(words)
+			return
+		case "read", "mapfile", "readarray", "unset", "getopts", "wait", "printf", "test", "[":
+			// These take a variable's name, and bash expands a
+			// subscript in it (a[$(cmd)]): a name known only at run
+			// time can run a command.
+			for k, w := range words[1:] {
+				if !w.dynamic {
+					continue
+				}
+				if prog == "printf" || prog == "test" || prog == "[" {
+					if k == 0 || words[k].dynamic || words[k].text != "-v" {
+						continue
+					}
+				}
+				n.opaque(fmt.Sprintf("%s names a variable at run time, and a subscript in that name can run a command", quoteWord(prog)))
+				break
+			}
 			return
 		case "hash":
 			if len(words) > 1 && strings.HasPrefix(words[1].text, "-") && strings.Contains(words[1].text, "p") || anyDynamic(words[1:]) {
