@@ -2,7 +2,9 @@ package policy
 
 import (
 	"fmt"
+	"math"
 	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -383,7 +385,7 @@ const bashKeyPrefix = bashTool + ":"
 
 // matchLoose is the deny/require_approval reading of a rule's criteria.
 func (r *rule) matchLoose(c *call) bool {
-	if r.hasInput && !r.matchInput(c.input) {
+	if r.hasInput && !r.matchInputLoose(c.input) {
 		return false
 	}
 	if r.hasPath {
@@ -490,6 +492,56 @@ func (r *rule) matchInput(input any) bool {
 		}
 	}
 	return true
+}
+
+// matchInputLoose is the deny side's reading of input criteria: a value
+// matches in any case, and a number (or a string holding one) in any
+// notation, since the receiver may read "Evil-Org" as evil-org and 5.0 or
+// "05" as 5.
+func (r *rule) matchInputLoose(input any) bool {
+	for _, cond := range r.inputs {
+		v, ok := cond.ptr.resolve(input)
+		if !ok {
+			return false
+		}
+		text, ok := scalarText(v)
+		if !ok {
+			return false
+		}
+		texts := looseTexts(text)
+		hit := false
+		for _, g := range cond.folded {
+			for _, t := range texts {
+				if g.match(t) {
+					hit = true
+					break
+				}
+			}
+			if hit {
+				break
+			}
+		}
+		if !hit {
+			return false
+		}
+	}
+	return true
+}
+
+// looseTexts are the spellings a deny glob is matched against: the text
+// case-folded and, when it is a finite number, its shortest decimal and,
+// for an integral one, the integer.
+func looseTexts(text string) []string {
+	out := []string{foldCase(text)}
+	f, err := strconv.ParseFloat(strings.TrimSpace(text), 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return out
+	}
+	out = append(out, strconv.FormatFloat(f, 'f', -1, 64))
+	if f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+		out = append(out, strconv.FormatInt(int64(f), 10))
+	}
+	return out
 }
 
 // pathValue is one path the call touches: a path, or a glob pattern joined

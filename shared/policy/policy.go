@@ -59,6 +59,8 @@ type rule struct {
 type inputCond struct {
 	ptr   pointer
 	globs []*glob
+	// folded are the globs case-folded, for the deny side's reading.
+	folded []*glob
 }
 
 // Parse reads, validates and compiles a policy document in JSON (package
@@ -247,8 +249,16 @@ func compileRule(i int, r Rule) (*rule, []Warning) {
 				warn(fmt.Sprintf("%s.match.input[%q]", f, k), "empty list: the rule never matches")
 			}
 			for _, s := range m.Input[k] {
+				if r.Verdict != VerdictAllow && strings.Contains(s, "://") {
+					warn(fmt.Sprintf("%s.match.input[%q]", f, k), "%q is matched against the URL's text (case and number spelling aside): the same host spelt with a port, userinfo, percent-encoding or a trailing dot is not matched; deny the tool by default and allow the hosts instead", s)
+				}
 				g, _ := compileGlob(s)
 				c.globs = append(c.globs, g)
+				f, err := compileGlob(foldCase(s))
+				if err != nil {
+					f = g // folding cannot unbalance a valid glob; if it did, the exact one
+				}
+				c.folded = append(c.folded, f)
 			}
 			cr.inputs = append(cr.inputs, c)
 		}

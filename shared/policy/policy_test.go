@@ -555,3 +555,57 @@ func TestCreationWarnings(t *testing.T) {
 		t.Errorf("warnings for a plain document: %v", warns)
 	}
 }
+
+// TestInputDenyMatchesOtherSpellings: deny and require_approval input
+// globs match a value however the caller spells it for a receiver that
+// reads it loosely: in another case (GitHub owners, hosts, Jira keys), or
+// a number in another notation (5, 5.0, 5e0, "05"). An allow reads the
+// value exactly as before.
+func TestInputDenyMatchesOtherSpellings(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, `{"name":"i","default_verdict":"allow","rules":[
+	  {"id":"evil","tool":"mcp__github__create_issue","match":{"input":{"/owner":["evil-org"]}},"verdict":"deny"},
+	  {"id":"ms","tool":"mcp__github__create_issue","match":{"input":{"/milestone":["5"]}},"verdict":"deny"},
+	  {"id":"ours","tool":"mcp__github__get_issue","match":{"input":{"/owner":["fluidbox"]}},"verdict":"allow"}]}`)
+	strict := mustParse(t, `{"name":"s","default_verdict":"deny","rules":[
+	  {"id":"ours","tool":"mcp__github__get_issue","match":{"input":{"/owner":["fluidbox"],"/number":["7"]}},"verdict":"allow"}]}`)
+	for _, in := range []string{`{"owner":"Evil-Org"}`, `{"owner":"EVIL-ORG"}`, `{"milestone":5.0}`, `{"milestone":5e0}`, `{"milestone":"05"}`, `{"milestone":"5.0"}`} {
+		if got := p.Evaluate("mcp__github__create_issue", decodeJSON(t, in)); got.Verdict != VerdictDeny {
+			t.Errorf("create_issue %s = %v (%s), want deny", in, got.Verdict, got.Reason)
+		}
+	}
+	if got := p.Evaluate("mcp__github__create_issue", decodeJSON(t, `{"owner":"good-org","milestone":6}`)); got.Verdict != VerdictAllow {
+		t.Errorf("create_issue good-org = %v (%s), want allow", got.Verdict, got.Reason)
+	}
+	for in, want := range map[string]Verdict{
+		`{"owner":"fluidbox","number":7}`:   VerdictAllow,
+		`{"owner":"FluidBox","number":7}`:   VerdictDeny,
+		`{"owner":"fluidbox","number":7.0}`: VerdictDeny,
+	} {
+		if got := strict.Evaluate("mcp__github__get_issue", decodeJSON(t, in)); got.Verdict != want {
+			t.Errorf("get_issue %s = %v (%s), want %v", in, got.Verdict, got.Reason, want)
+		}
+	}
+}
+
+func TestWarningOnURLDeny(t *testing.T) {
+	t.Parallel()
+	_, warns, err := Parse([]byte(`{"name":"u","default_verdict":"allow","rules":[
+	  {"id":"evil","tool":"WebFetch","match":{"input":{"/url":["https://evil.example/*"]}},"verdict":"deny"},
+	  {"id":"good","tool":"WebFetch","match":{"input":{"/url":["https://good.example/*"]}},"verdict":"allow"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, w := range warns {
+		if strings.Contains(w.Message, "URL's text") {
+			n++
+			if w.Field != `rules[0].match.input["/url"]` {
+				t.Errorf("warning on %s, want rules[0]", w.Field)
+			}
+		}
+	}
+	if n != 1 {
+		t.Errorf("warnings = %v, want one about the deny's URL", warns)
+	}
+}
