@@ -198,6 +198,22 @@ func TestRunnerNeverOptionsEverySpelling(t *testing.T) {
 		{"pytest", "pytest -x -- tests/a.py", true},
 		{"npm test", "npm test -- --prefix=/tmp", true}, // passed to the script
 		{"cargo test", "cargo test --target x86_64-unknown-linux-gnu", true},
+		// jest (yargs) and vitest (cac) read --root-dir as rootDir, and
+		// load modules named by many more options than their configs.
+		{"jest", "jest --root-dir=/tmp/evil", false},
+		{"jest", "jest --rootdir /tmp/evil", false},
+		{"jest", "jest --setup-files-after-env=/tmp/x.js", false},
+		{"jest", "jest --testEnvironment=/tmp/env.js", false},
+		{"jest", "jest --reporters=/tmp/r.js", false},
+		{"jest", "jest --projects /tmp/other", false},
+		{"jest", "jest --transform={}", false},
+		{"jest", "jest --watch-all=false -t name", true},
+		{"vitest", "vitest --global-setup=/tmp/x.js", false},
+		{"vitest", "vitest --setup-files /tmp/x.js", false},
+		{"vitest", "vitest --reporter=/tmp/r.js", false},
+		{"vitest", "vitest --coverage.customProviderModule=/tmp/p.js", false},
+		{"vitest", "vitest run --environment=/tmp/e", false},
+		{"vitest", "vitest run -t name", true},
 	} {
 		p, err := ParsePrefix(c.prefix)
 		if err != nil {

@@ -16,8 +16,10 @@ type runner struct {
 	// style is how the program reads options: "getopt" (short clusters,
 	// -Cdir), "getopt_long" (getopt plus long options that may be
 	// abbreviated: GNU getopt_long, Python's argparse), "nopt" (npm's
-	// parser: long options may be abbreviated), or "go" (one or two
-	// dashes, names matched whole).
+	// parser: long options may be abbreviated), "go" (one or two
+	// dashes, names matched whole), or "js" (yargs and cac: --root-dir
+	// is rootDir, so names are compared without case or dashes, dotted
+	// names whole).
 	style string
 	// noAssign: an operand NAME=value overrides a variable (make SHELL=...),
 	// after "--" too.
@@ -39,8 +41,14 @@ var runners = map[string]runner{
 	"cargo":  {never: []string{"manifest-path", "config", "Z", "target-dir", "C", "lockfile-path"}, style: "getopt"},
 	"pytest": {never: []string{"p", "c", "config-file", "rootdir", "confcutdir", "o", "override-ini", "basetemp", "pyargs", "inifile"}, style: "getopt", argFile: '@'},
 	"tox":    {never: []string{"c", "conf", "workdir", "root", "x", "override"}, style: "getopt_long"},
-	"jest":   {never: []string{"c", "config", "rootDir", "roots", "setupFiles", "testRunner", "globalSetup", "preset"}, style: "nopt"},
-	"vitest": {never: []string{"c", "config", "root", "dir", "globalSetup", "setupFiles"}, style: "nopt"},
+	// jest and vitest load modules named by many options (setup files,
+	// environments, reporters, transforms, runners, resolvers, ...).
+	"jest": {never: []string{"c", "config", "rootDir", "roots", "setupFiles", "setupFilesAfterEnv", "testRunner", "globalSetup",
+		"globalTeardown", "preset", "projects", "testEnvironment", "env", "reporters", "transform", "resolver", "runner",
+		"testSequencer", "testResultsProcessor", "watchPlugins", "snapshotResolver", "moduleNameMapper", "modulePaths",
+		"moduleDirectories", "dependencyExtractor", "prettierPath", "filter"}, style: "js"},
+	"vitest": {never: []string{"c", "config", "r", "root", "dir", "globalSetup", "setupFiles", "reporter", "reporters",
+		"environment", "workspace", "pool", "coverage.customProviderModule", "browser.provider", "typecheck.checker"}, style: "js"},
 	"mvn":    {never: []string{"f", "file", "s", "settings", "gs", "global-settings"}, style: "getopt_long"},
 	"gradle": {never: []string{"b", "build-file", "c", "settings-file", "p", "project-dir", "I", "init-script", "g", "gradle-user-home"}, style: "getopt"},
 }
@@ -88,6 +96,10 @@ func runnerSafe(words []string, glob []bool, trusted int) string {
 	return ""
 }
 
+// jsName is an option name as yargs and cac compare it: --root-dir,
+// --rootDir and --rootdir are one option.
+func jsName(s string) string { return strings.ToLower(strings.ReplaceAll(s, "-", "")) }
+
 // hits returns the never option a word names, or "".
 func (r runner) hits(w string) string {
 	long := strings.HasPrefix(w, "--")
@@ -96,6 +108,13 @@ func (r runner) hits(w string) string {
 		switch {
 		case name == o:
 			return "-" + o
+		case r.style == "js":
+			if long && jsName(name) == jsName(o) {
+				return "--" + o
+			}
+			if !long && len(o) == 1 && strings.Contains(name, o) {
+				return "-" + o
+			}
 		case r.style == "go":
 		case long && (r.style == "nopt" || r.style == "getopt_long") && len(name) >= 2 && strings.HasPrefix(o, name):
 			// npm, getopt_long and argparse accept any unambiguous
