@@ -47,9 +47,11 @@ func checkTrustTier(c *call) (Decision, bool) {
 		if t.ConnectionID != "" {
 			return deny(SourceTrustTier, "this run is read_only: tool %s is brokered through a connection, which a read_only run may never use; no approval can change that", quote(t.Name))
 		}
-		if t.Class == capability.ClassExecute && t.Name == bashTool {
+		if (t.Class == capability.ClassExecute || t.Class == capability.ClassRead) && t.Name == bashTool {
 			// Bash's class is decided per call: read when every simple
-			// command of the line is read-only by the catalogue.
+			// command of the line is read-only by the catalogue. A Bash
+			// frozen as read (a bundle may say so) is still the shell
+			// Claude Code runs, so it is judged per call too.
 			if ok, why := c.policyCall().BashReadOnly(); !ok {
 				return deny(SourceTrustTier, "this run is read_only: this Bash line is of class \"execute\" (%s) and only read commands may run (those the read-only catalogue lists: git diff, git log, ls, grep, ...); no approval can change that", why)
 			}

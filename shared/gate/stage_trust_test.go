@@ -1,14 +1,23 @@
 package gate
 
 import (
+	"maps"
 	"testing"
 
+	"github.com/fluidbox/fluidbox/shared/capability"
 	"github.com/fluidbox/fluidbox/shared/trust"
 )
 
 func TestStageTrustTier(t *testing.T) {
 	t.Parallel()
 	readOnly := func(r *Run) { r.TrustTier = trust.ReadOnly }
+	bashAsRead := func(r *Run) {
+		readOnly(r)
+		r.Tools = maps.Clone(r.Tools)
+		b := *r.Tools["Bash"]
+		b.Class = capability.ClassRead
+		r.Tools["Bash"] = &b
+	}
 	testStage(t, "trust_tier", []stageCase{
 		{name: "trusted write", tool: "Write", input: `{"file_path":"a","content":"b"}`},
 		{name: "trusted execute", tool: "Bash", input: `{"command":"ls"}`},
@@ -29,6 +38,12 @@ func TestStageTrustTier(t *testing.T) {
 			wantDone: true, wantOut: OutcomeDeny, wantSource: SourceTrustTier, wantReason: "execute"},
 		{name: "read_only bash opaque", run: readOnly, tool: "Bash", input: `{"command":"python3 -c 'print(1)'"}`,
 			wantDone: true, wantOut: OutcomeDeny, wantSource: SourceTrustTier, wantReason: "python3"},
+
+		// A Bash frozen with class read (a custom bundle can say so) is
+		// still the shell: its lines are judged per call.
+		{name: "read_only bash frozen as read", run: bashAsRead, tool: "Bash", input: `{"command":"git push"}`,
+			wantDone: true, wantOut: OutcomeDeny, wantSource: SourceTrustTier, wantReason: "no approval can change that"},
+		{name: "read_only bash frozen as read, a read line", run: bashAsRead, tool: "Bash", input: `{"command":"git status"}`},
 
 		{name: "read_only egress", run: readOnly, tool: "WebFetch", input: `{"file_path":"a"}`,
 			wantDone: true, wantOut: OutcomeDeny, wantSource: SourceTrustTier},
