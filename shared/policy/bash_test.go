@@ -560,3 +560,25 @@ func TestBashArithmeticOfUnknownValues(t *testing.T) {
 		}
 	}
 }
+
+// TestBashCallbacksAndPromptExpansion: mapfile's -C callback is a command
+// string, and ${x@P} expands a value as a prompt, which runs its
+// substitutions. The callback is read as code; a prompt expansion of a
+// value known only at run time is opaque.
+func TestBashCallbacksAndPromptExpansion(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, `{"name":"d","default_verdict":"allow","rules":[
+	  {"id":"no-rm","tool":"Bash","match":{"command_prefix":["rm"]},"verdict":"deny"}]}`)
+	for _, cmd := range []string{
+		`mapfile -C 'rm -rf /' -c 1 a < f`,
+		`readarray -t -c1 -C'rm -rf /' a < f`,
+		`read x < payload; echo "${x@P}"`,
+	} {
+		if got := p.Evaluate("Bash", bashInput(cmd)); got.Verdict == VerdictAllow {
+			t.Errorf("Evaluate(%q) = allow (%s), want a deny or approval", cmd, got.Reason)
+		}
+	}
+	if got := p.Evaluate("Bash", bashInput(`mapfile -t lines < f`)); got.Verdict != VerdictAllow {
+		t.Errorf("mapfile without a callback = %v (%s), want allow", got.Verdict, got.Reason)
+	}
+}

@@ -120,6 +120,9 @@ func (n *normalizer) walk(root syntax.Node, depth int) {
 				n.arithm(x.Slice.Offset)
 				n.arithm(x.Slice.Length)
 			}
+			if x.Exp != nil && x.Exp.Op == syntax.OtherParamOps && (x.Exp.Word == nil || !strings.Contains("QEaAKkUuL", x.Exp.Word.Lit()) || len(x.Exp.Word.Lit()) != 1) {
+				n.opaque("a ${x@P} prompt expansion runs the substitutions in a value known only at run time")
+			}
 			if x.Excl && x.Names == 0 && x.Index == nil {
 				n.opaque("an indirect expansion names its variable at run time, and a subscript in that name can run a command")
 			}
@@ -703,22 +706,35 @@ func (n *normalizer) command(words []word, redirs []*syntax.Redirect, depth int)
 		case "make", "gmake":
 			n.make(words)
 			return
-		case "read", "mapfile", "readarray", "unset", "getopts", "wait", "printf", "test", "[":
-			// These take a variable's name, and bash expands a
-			// subscript in it (a[$(cmd)]): a name known only at run
-			// time can run a command.
-			for k, w := range words[1:] {
-				if !w.dynamic {
-					continue
+		case "mapfile", "readarray":
+			// -C names a command string run every -c lines.
+			for k := 1; k < len(words); k++ {
+				w := words[k]
+				if w.dynamic {
+					n.opaque(fmt.Sprintf("%s with an expanded argument may name a callback", quoteWord(prog)))
+					return
 				}
-				if prog == "printf" || prog == "test" || prog == "[" {
-					if k == 0 || words[k].dynamic || words[k].text != "-v" {
-						continue
+				t := w.text
+				if t == "--" || !strings.HasPrefix(t, "-") {
+					break
+				}
+				if j := strings.IndexByte(t, 'C'); j > 0 {
+					cb := t[j+1:]
+					if cb == "" && k+1 < len(words) {
+						k++
+						if words[k].dynamic {
+							n.opaque(prog + " -C of an expansion")
+							return
+						}
+						cb = words[k].text
 					}
+					n.script(cb, depth+1, true, prog+" -C callback")
 				}
-				n.opaque(fmt.Sprintf("%s names a variable at run time, and a subscript in that name can run a command", quoteWord(prog)))
-				break
 			}
+			n.nameArgs(prog, words)
+			return
+		case "read", "unset", "getopts", "wait", "printf", "test", "[":
+			n.nameArgs(prog, words)
 			return
 		case "hash":
 			if len(words) > 1 && strings.HasPrefix(words[1].text, "-") && strings.Contains(words[1].text, "p") || anyDynamic(words[1:]) {
@@ -753,6 +769,24 @@ func (n *normalizer) command(words []word, redirs []*syntax.Redirect, depth int)
 			}
 			return
 		}
+	}
+}
+
+// nameArgs: read, mapfile, unset, printf -v, test -v, ... take a
+// variable's name, and bash expands a subscript in it (a[$(cmd)]), so a
+// name known only at run time can run a command.
+func (n *normalizer) nameArgs(prog string, words []word) {
+	for k, w := range words[1:] {
+		if !w.dynamic {
+			continue
+		}
+		if prog == "printf" || prog == "test" || prog == "[" {
+			if k == 0 || words[k].dynamic || words[k].text != "-v" {
+				continue
+			}
+		}
+		n.opaque(fmt.Sprintf("%s names a variable at run time, and a subscript in that name can run a command", quoteWord(prog)))
+		return
 	}
 }
 
