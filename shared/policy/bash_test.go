@@ -582,3 +582,40 @@ func TestBashCallbacksAndPromptExpansion(t *testing.T) {
 		t.Errorf("mapfile without a callback = %v (%s), want allow", got.Verdict, got.Reason)
 	}
 }
+
+// TestBashOptionsThatNameACommand: ordinary programs take a command in an
+// option's value (man -P, tar --to-command and -I, rsync -e, sort
+// --compress-program, zip -TT, tcpdump -z, wget --use-askpass, compgen
+// -C) or read commands to run (at, batch). A deny rule must see that
+// command, or the line is opaque.
+func TestBashOptionsThatNameACommand(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, `{"name":"d","default_verdict":"allow","rules":[
+	  {"id":"no-rm","tool":"Bash","match":{"command_prefix":["rm"]},"verdict":"deny"}]}`)
+	for _, cmd := range []string{
+		`man -P 'rm -rf /' ls`,
+		`man --pager='rm -rf /' ls`,
+		`tar -cf x.tar --to-command='rm -rf /' .`,
+		`tar -I 'rm -rf /' -cf x.tar .`,
+		`tar --use-compress-program='rm -rf /' -cf x.tar .`,
+		`tar -cf x.tar --checkpoint=1 --checkpoint-action=exec='rm -rf /' .`,
+		`rsync -e 'rm -rf /' a b:c`,
+		`rsync --rsh='rm -rf /' a b:c`,
+		`sort --compress-program='rm' -S 1 f`,
+		`zip -T -TT 'rm -rf /' x.zip f`,
+		`tcpdump -z rm -G 1 -w x`,
+		`wget --use-askpass='rm -rf /' https://example.com/`,
+		`compgen -C 'rm -rf /' x`,
+		`echo 'rm -rf /' | at now`,
+		`batch < jobs`,
+	} {
+		if got := p.Evaluate("Bash", bashInput(cmd)); got.Verdict == VerdictAllow {
+			t.Errorf("Evaluate(%q) = allow (%s), want a deny or approval", cmd, got.Reason)
+		}
+	}
+	for _, cmd := range []string{`man ls`, `tar -czf x.tgz src`, `rsync -av a/ b/`, `sort -u f`} {
+		if got := p.Evaluate("Bash", bashInput(cmd)); got.Verdict != VerdictAllow {
+			t.Errorf("Evaluate(%q) = %v (%s), want allow", cmd, got.Verdict, got.Reason)
+		}
+	}
+}

@@ -496,7 +496,29 @@ var runsOther = map[string]bool{
 	"pkexec": true, "machinectl": true, "cpulimit": true, "trickle": true, "tini": true,
 	"dumb-init": true, "gosu": true, "su-exec": true, "chronic": true, "hyperfine": true,
 	"retry": true, "winpty": true, "expect": true, "parallel": true, "xargs": true,
-	"sg": true, "dbus-run-session": true, "flatpak-spawn": true,
+	"sg": true, "dbus-run-session": true, "flatpak-spawn": true, "at": true, "batch": true,
+}
+
+// commandOpts are a program's options whose value is a command it runs.
+type commandOpts struct {
+	short string   // short options, anywhere in a cluster
+	long  []string // long options, also abbreviated (getopt_long)
+	words []string // options spelt as whole words (zip -TT)
+}
+
+// commandOptions lists ordinary programs with such options. Using one
+// makes the line opaque; its value, when it can be told, is also read as a
+// script so that a deny rule on what it runs still decides.
+var commandOptions = map[string]commandOpts{
+	"man":     {short: "PH", long: []string{"--pager", "--html"}},
+	"tar":     {short: "IF", long: []string{"--to-command", "--use-compress-program", "--checkpoint-action", "--info-script", "--new-volume-script", "--rsh-command", "--rmt-command"}},
+	"rsync":   {short: "e", long: []string{"--rsh", "--rsync-path"}},
+	"sort":    {long: []string{"--compress-program"}},
+	"zip":     {long: []string{"--unzip-command"}, words: []string{"-TT"}},
+	"tcpdump": {short: "z"},
+	"wget":    {long: []string{"--use-askpass"}},
+	"scp":     {short: "S"},
+	"sftp":    {short: "S"},
 }
 
 // interpreters run code given inline (-c, -e), on stdin or in a script
@@ -650,6 +672,9 @@ func (n *normalizer) command(words []word, redirs []*syntax.Redirect, depth int)
 			}
 			return
 		}
+		if o, ok := commandOptions[prog]; ok {
+			n.commandOptions(prog, o, words, depth)
+		}
 		switch prog {
 		case "env":
 			words = n.env(words, depth)
@@ -748,10 +773,10 @@ func (n *normalizer) command(words []word, redirs []*syntax.Redirect, depth int)
 				}
 			}
 			return
-		case "complete":
+		case "complete", "compgen":
 			for _, w := range words[1:] {
 				if w.dynamic || strings.HasPrefix(w.text, "-") && strings.ContainsAny(w.text, "CF") {
-					n.opaque("complete -C runs a command")
+					n.opaque(prog + " -C runs a command")
 				}
 			}
 			return
@@ -769,6 +794,54 @@ func (n *normalizer) command(words []word, redirs []*syntax.Redirect, depth int)
 			}
 			return
 		}
+	}
+}
+
+// commandOptions finds a program's options whose value is a command.
+func (n *normalizer) commandOptions(prog string, o commandOpts, words []word, depth int) {
+	for k := 1; k < len(words); k++ {
+		w := words[k]
+		if w.dynamic {
+			n.opaque(fmt.Sprintf("%s with an expanded argument may name a command", quoteWord(prog)))
+			return
+		}
+		t := w.text
+		if t == "--" {
+			return
+		}
+		value, next, hit := "", false, false
+		switch {
+		case slices.Contains(o.words, t):
+			hit, next = true, true
+		case strings.HasPrefix(t, "--"):
+			name, v, attached := strings.Cut(t, "=")
+			for _, l := range o.long {
+				if len(name) > 3 && strings.HasPrefix(l, name) {
+					hit, value, next = true, v, !attached
+					break
+				}
+			}
+		case strings.HasPrefix(t, "-") || k == 1 && prog == "tar":
+			// A cluster (tar's first word needs no dash). A letter
+			// after one that takes a value may be that value; read
+			// conservatively, any listed letter is a hit.
+			if j := strings.IndexAny(strings.TrimPrefix(t, "-"), o.short); j >= 0 && o.short != "" {
+				rest := strings.TrimPrefix(t, "-")[j+1:]
+				hit, value, next = true, rest, rest == ""
+			}
+		}
+		if !hit {
+			continue
+		}
+		n.opaque(fmt.Sprintf("a %s option runs a command given in its value", quoteWord(prog)))
+		if next && k+1 < len(words) && !words[k+1].dynamic {
+			value = words[k+1].text
+		}
+		value = strings.TrimPrefix(value, "exec=") // tar --checkpoint-action=exec=CMD
+		if value != "" {
+			n.script(value, depth+1, false, prog+" option value")
+		}
+		return
 	}
 }
 
