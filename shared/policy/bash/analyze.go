@@ -17,10 +17,14 @@
 //     (re-parsed), xargs and find -exec targets, after stripping assignments,
 //     wrappers (env, command, exec, nohup, sudo, timeout, nice, ...), program
 //     directories (/usr/bin/git -> git) and git's global options
-//     (git -C dir push -> git push). Words whose value is only known at run
-//     time match any prefix word. When the analysis cannot see what would run
-//     (parse failure, eval of an expansion, a shell reading its script from a
-//     pipe) the line is opaque and matches every loose prefix.
+//     (git -C dir push -> git push). A wrapper's options are read every way
+//     getopt_long may read them (abbreviated long options, values inside
+//     clusters). Words whose value is only known at run time match any
+//     prefix word. When the analysis cannot see what would run (parse
+//     failure, eval of an expansion, a shell reading its script from a pipe,
+//     arithmetic on a variable, a variable name known only at run time, an
+//     option whose value is a command) the line is opaque and matches every
+//     loose prefix.
 //
 // The package never panics on any input; a failure inside the parser is
 // reported as a parse error.
