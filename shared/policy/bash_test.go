@@ -619,3 +619,28 @@ func TestBashOptionsThatNameACommand(t *testing.T) {
 		}
 	}
 }
+
+// TestBashGitRunOptionsAbbreviated: git's option parser takes any unique
+// prefix of a long option, so --open-files-in is --open-files-in-pager and
+// --exe is rebase's --exec. A deny rule must see what they run.
+func TestBashGitRunOptionsAbbreviated(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, `{"name":"d","default_verdict":"allow","rules":[
+	  {"id":"no-rm","tool":"Bash","match":{"command_prefix":["rm"]},"verdict":"deny"}]}`)
+	for _, cmd := range []string{
+		`git grep --open-files-in='rm -rf /' x`,
+		`git difftool --extc='rm -rf /' HEAD`,
+		`git fetch --upload-p='rm -rf /' origin`,
+		`git clone --upload-p 'rm -rf /' x y`,
+		`git clone --conf=core.sshCommand='rm -rf /' x`,
+		`git rebase --exe='rm -rf /' HEAD~1`,
+		`git rebase --exe 'rm -rf /' HEAD~1`,
+	} {
+		if got := p.Evaluate("Bash", bashInput(cmd)); got.Verdict == VerdictAllow {
+			t.Errorf("Evaluate(%q) = allow (%s), want a deny or approval", cmd, got.Reason)
+		}
+	}
+	if got := p.Evaluate("Bash", bashInput(`git log --ext-diff --stat`)); got.Verdict != VerdictAllow {
+		t.Errorf("git log --ext-diff = %v (%s), want allow (no command in its words)", got.Verdict, got.Reason)
+	}
+}

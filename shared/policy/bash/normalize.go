@@ -1480,7 +1480,7 @@ func (n *normalizer) git(words []word, depth int) {
 			if opt == "--exec" && sub == "rebase" {
 				continue // read below: its command is visible
 			}
-			if optionIs(a.text, opt) {
+			if _, _, ok := gitLong(a.text, opt); ok {
 				n.opaque(fmt.Sprintf("git %s %s runs a program", sub, opt))
 				return
 			}
@@ -1491,12 +1491,13 @@ func (n *normalizer) git(words []word, depth int) {
 				return
 			}
 		}
-		if a.text == "--config" || a.text == "-c" && sub == "clone" {
+		value, attached, isConfig := gitLong(a.text, "--config")
+		if isConfig && !attached || a.text == "-c" && sub == "clone" {
 			n.opaque("git " + sub + " --config sets configuration")
 			return
 		}
-		if strings.HasPrefix(a.text, "--config=") {
-			n.gitConfig(word{text: strings.TrimPrefix(a.text, "--config=")}, "git "+sub+" --config", depth)
+		if isConfig {
+			n.gitConfig(word{text: value}, "git "+sub+" --config", depth)
 		}
 	}
 	// Subcommands that run a command string or set what git runs.
@@ -1527,17 +1528,18 @@ func (n *normalizer) git(words []word, depth int) {
 	case "rebase":
 		for j := 2; j < len(rest); j++ {
 			t := rest[j].text
-			if t == "-x" || t == "--exec" || strings.HasPrefix(t, "--exec=") {
+			value, attached, isExec := gitLong(t, "--exec")
+			if t == "-x" || isExec {
 				n.runsWhy = "git rebase --exec runs a command"
 			}
-			if (t == "-x" || t == "--exec") && j+1 < len(rest) {
+			if (t == "-x" || isExec && !attached) && j+1 < len(rest) {
 				if rest[j+1].dynamic {
 					n.opaque("git rebase --exec of an expansion")
 					return
 				}
 				n.script(rest[j+1].text, depth+1, true, "git rebase --exec")
-			} else if strings.HasPrefix(t, "--exec=") {
-				n.script(strings.TrimPrefix(t, "--exec="), depth+1, true, "git rebase --exec")
+			} else if isExec && attached {
+				n.script(value, depth+1, true, "git rebase --exec")
 			}
 		}
 	case "bisect":
@@ -1546,6 +1548,17 @@ func (n *normalizer) git(words []word, depth int) {
 			n.command(rest[3:], nil, depth)
 		}
 	}
+}
+
+// gitLong reports whether t is the long option opt as git's option parser
+// reads it: whole or any prefix of at least two letters (git takes unique
+// abbreviations: --upload-p is --upload-pack), with its value if attached.
+func gitLong(t, opt string) (value string, attached, ok bool) {
+	name, value, attached := strings.Cut(t, "=")
+	if len(name) < 4 || !strings.HasPrefix(opt, name) {
+		return "", false, false
+	}
+	return value, attached, true
 }
 
 // inertGitConfig: configuration keys that cannot make git run a command or
