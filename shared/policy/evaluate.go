@@ -608,14 +608,26 @@ func (c *call) pathValues() ([]pathValue, bool) {
 		if d == "" {
 			d = base
 		}
-		pat := s
-		if c.tool == "Grep" && !strings.Contains(pat, "/") {
-			pat = "**/" + pat
+		join := func(pat string) string {
+			if c.tool == "Grep" && !strings.Contains(pat, "/") {
+				pat = "**/" + pat
+			}
+			if !strings.HasPrefix(pat, "/") && d != "" {
+				pat = strings.TrimSuffix(d, "/") + "/" + pat
+			}
+			return pat
 		}
-		if !strings.HasPrefix(pat, "/") && d != "" {
-			pat = strings.TrimSuffix(d, "/") + "/" + pat
+		out = append(out, pathValue{text: join(s), pattern: true})
+		// The field may hold several globs, and rg reads one starting
+		// with '!' as every file but those: deny rules see each.
+		if pieces := globPieces(s); len(pieces) > 1 || pieces[0] != s || strings.HasPrefix(s, "!") {
+			for _, piece := range pieces {
+				if strings.HasPrefix(piece, "!") {
+					piece = "**"
+				}
+				out = append(out, pathValue{text: join(piece), pattern: true, search: true})
+			}
 		}
-		out = append(out, pathValue{text: pat, pattern: true})
 	}
 	if dir != "" && !hasPattern && c.tool == "Grep" {
 		// Grep without a glob reads every file under its path.
@@ -627,6 +639,37 @@ func (c *call) pathValues() ([]pathValue, bool) {
 	}
 	c.paths, c.pathsOK = out, len(out) > 0
 	return c.paths, c.pathsOK
+}
+
+// globPieces splits a search tool's glob field on whitespace and commas
+// outside braces (*.{ts,tsx} stays one glob).
+func globPieces(s string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\':
+			i++
+		case c == '{':
+			depth++
+		case c == '}':
+			if depth > 0 {
+				depth--
+			}
+		case depth == 0 && (c == ',' || c == ' ' || c == '\t' || c == '\n'):
+			if i > start {
+				out = append(out, s[start:i])
+			}
+			start = i + 1
+		}
+	}
+	if start < len(s) {
+		out = append(out, s[start:])
+	}
+	if len(out) == 0 {
+		out = []string{s}
+	}
+	return out
 }
 
 // appendPath appends a given path, made absolute, and every other path the

@@ -259,3 +259,23 @@ func TestSearchesReachingADeniedTree(t *testing.T) {
 		}
 	}
 }
+
+// TestSearchGlobsThatWiden: rg reads a glob starting with '!' as "every file
+// but these", and Claude Code may pass several globs in one field
+// ("*.md .env", "*.md,.env"). A deny rule matches what any of them reaches.
+func TestSearchGlobsThatWiden(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, pathPolicy)
+	for _, glob := range []string{"!*.md", "*.md .env", "*.md,.env", "*.{md,txt} .env"} {
+		in := map[string]any{"pattern": "KEY", "path": "/work", "glob": glob}
+		if got := p.Evaluate("Grep", in); got.Verdict != VerdictDeny || got.RuleID != "env-grep" {
+			t.Errorf("Grep glob %q = %v %q (%s), want deny by env-grep", glob, got.Verdict, got.RuleID, got.Reason)
+		}
+	}
+	for _, glob := range []string{"*.go", "*.{go,md}"} {
+		in := map[string]any{"pattern": "KEY", "path": "/work", "glob": glob}
+		if got := p.Evaluate("Grep", in); got.Verdict != VerdictAllow {
+			t.Errorf("Grep glob %q = %v (%s), want allow", glob, got.Verdict, got.Reason)
+		}
+	}
+}
