@@ -285,9 +285,8 @@ func awkCheck(p *parsed) string {
 var jqUnsafe = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\$ENV|\benv\b|\binput_filename\b|\$__loc__`) })
 
 func jqCheck(p *parsed) string {
-	if p.has("--args", "--jsonargs") {
-		return ""
-	}
+	// With --args or --jsonargs the words after the program are values;
+	// the program is still the first positional word.
 	if len(p.pos) == 0 {
 		return ""
 	}

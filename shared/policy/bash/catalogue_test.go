@@ -62,7 +62,7 @@ var catalogueCases = map[string]struct{ safe, unsafe []string }{
 	"gawk":      {[]string{"gawk '{print NF}' f"}, []string{"gawk -l filefuncs 'BEGIN{}'", "gawk -e 'BEGIN{}'"}},
 	"mawk":      {[]string{"mawk '{print}' f"}, []string{"mawk -W exec x"}},
 	"nawk":      {[]string{"nawk '{print}' f"}, []string{"nawk 'BEGIN{system(\"id\")}'"}},
-	"jq":        {[]string{"jq .name package.json", "jq -r '.[] | .id' f", "jq --arg x y '.a == $x' f"}, []string{"jq -f prog.jq f", "jq -n env", "jq -n '$ENV.TOKEN'", "jq --arg a b env f"}},
+	"jq":        {[]string{"jq .name package.json", "jq -r '.[] | .id' f", "jq --arg x y '.a == $x' f"}, []string{"jq -f prog.jq f", "jq -n env", "jq -n '$ENV.TOKEN'", "jq --arg a b env f", "jq -n --args '$ENV.TOKEN' a", "jq --jsonargs -n env 1"}},
 	"find":      {[]string{"find . -name '*.go'", "find src -type f -mtime -1 -print", "find . -maxdepth 2 \\( -name a -o -name b \\)"}, []string{"find . -exec rm {} ;", "find . -delete", "find . -fprint out", "find . -name *.go", "find . -execdir id ;", "find . -ok id ;", "find . -fls out"}},
 	"git":       {[]string{"git --version", "git --no-pager status"}, []string{"git", "git -c core.pager=x log", "git -C /tmp status", "git --git-dir=x status", "git push", "git st"}},
 
