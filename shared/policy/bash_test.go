@@ -644,3 +644,25 @@ func TestBashGitRunOptionsAbbreviated(t *testing.T) {
 		t.Errorf("git log --ext-diff = %v (%s), want allow (no command in its words)", got.Verdict, got.Reason)
 	}
 }
+
+// TestBashSedLongOptionsAbbreviated: GNU sed takes --expr for
+// --expression and --fi for --file (getopt_long); the script they carry
+// may run a command (the e command), which a deny rule must not miss.
+func TestBashSedLongOptionsAbbreviated(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, `{"name":"d","default_verdict":"allow","rules":[
+	  {"id":"no-rm","tool":"Bash","match":{"command_prefix":["rm"]},"verdict":"deny"}]}`)
+	for _, cmd := range []string{
+		`sed --expr='1e rm -rf /' f`,
+		`sed --expr '1e rm -rf /' f`,
+		`sed -n --e='1e rm -rf /' f`,
+		`sed --fi=script.sed f`,
+	} {
+		if got := p.Evaluate("Bash", bashInput(cmd)); got.Verdict == VerdictAllow {
+			t.Errorf("Evaluate(%q) = allow (%s), want a deny or approval", cmd, got.Reason)
+		}
+	}
+	if got := p.Evaluate("Bash", bashInput(`sed --expression='s/a/b/' f`)); got.Verdict != VerdictAllow {
+		t.Errorf("a substitution = %v (%s), want allow", got.Verdict, got.Reason)
+	}
+}

@@ -991,8 +991,14 @@ func (n *normalizer) sed(words []word) {
 			return
 		}
 		t := w.text
+		// Long options are read as getopt_long reads them: any unique
+		// prefix (--expr is --expression, --fi is --file).
+		name, value, attached := strings.Cut(t, "=")
+		longOf := func(opt string, min int) bool {
+			return strings.HasPrefix(t, "--") && len(name) >= min && strings.HasPrefix(opt, name)
+		}
 		switch {
-		case t == "-e" || t == "--expression":
+		case t == "-e" || longOf("--expression", 3) && !attached:
 			if i+1 < len(words) {
 				if words[i+1].dynamic {
 					n.opaque("sed with an expanded script")
@@ -1002,9 +1008,9 @@ func (n *normalizer) sed(words []word) {
 				script = true
 				i++
 			}
-		case strings.HasPrefix(t, "--expression="):
-			scripts, script = append(scripts, strings.TrimPrefix(t, "--expression=")), true
-		case t == "-f" || strings.HasPrefix(t, "--file") || strings.HasPrefix(t, "-") && !strings.HasPrefix(t, "--") && strings.Contains(t, "f"):
+		case longOf("--expression", 3):
+			scripts, script = append(scripts, value), true
+		case t == "-f" || longOf("--file", 4) || strings.HasPrefix(t, "--file") || strings.HasPrefix(t, "-") && !strings.HasPrefix(t, "--") && strings.Contains(t, "f"):
 			n.opaque("sed reads its script from a file, which fluidbox cannot analyse")
 			return
 		case strings.HasPrefix(t, "-") && len(t) > 1 && !strings.HasPrefix(t, "--") && strings.Contains(t, "e"):
