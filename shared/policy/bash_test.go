@@ -666,3 +666,22 @@ func TestBashSedLongOptionsAbbreviated(t *testing.T) {
 		t.Errorf("a substitution = %v (%s), want allow", got.Verdict, got.Reason)
 	}
 }
+
+// TestBashMakeLongOptionsAbbreviated: make takes --ev for --eval and --fil
+// for --file; inline make code and a makefile from stdin run commands a
+// deny rule cannot see.
+func TestBashMakeLongOptionsAbbreviated(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, `{"name":"d","default_verdict":"allow","rules":[
+	  {"id":"no-rm","tool":"Bash","match":{"command_prefix":["rm"]},"verdict":"deny"}]}`)
+	for _, cmd := range []string{
+		`make --ev='$(shell rm -rf /)'`,
+		`make --eva '$(shell rm -rf /)' all`,
+		`make --fil=/dev/stdin < payload`,
+		`make --makef /dev/stdin < payload`,
+	} {
+		if got := p.Evaluate("Bash", bashInput(cmd)); got.Verdict == VerdictAllow {
+			t.Errorf("Evaluate(%q) = allow (%s), want a deny or approval", cmd, got.Reason)
+		}
+	}
+}

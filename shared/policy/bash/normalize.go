@@ -1043,9 +1043,19 @@ func (n *normalizer) make(words []word) {
 			return
 		}
 		t := w.text
+		// Long options by any prefix getopt_long takes (--fil, --ev).
+		name, value, attached := strings.Cut(t, "=")
+		longOf := func(opts ...string) bool {
+			for _, o := range opts {
+				if strings.HasPrefix(t, "--") && len(name) >= 4 && strings.HasPrefix(o, name) {
+					return true
+				}
+			}
+			return false
+		}
 		var file string
 		switch {
-		case t == "-f" || t == "--file" || t == "--makefile":
+		case t == "-f" || longOf("--file", "--makefile") && !attached:
 			if i+1 < len(words) {
 				if words[i+1].dynamic {
 					n.opaque("make -f of an expansion")
@@ -1054,11 +1064,11 @@ func (n *normalizer) make(words []word) {
 				file = words[i+1].text
 				i++
 			}
-		case strings.HasPrefix(t, "--file=") || strings.HasPrefix(t, "--makefile="):
-			_, file, _ = strings.Cut(t, "=")
+		case longOf("--file", "--makefile"):
+			file = value
 		case strings.HasPrefix(t, "-f") && len(t) > 2:
 			file = t[2:]
-		case t == "-E" || t == "--eval" || strings.HasPrefix(t, "--eval="):
+		case t == "-E" || longOf("--eval"):
 			n.opaque("make --eval runs inline make code")
 			return
 		}
