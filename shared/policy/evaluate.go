@@ -94,6 +94,30 @@ type call struct {
 	paths    []pathValue
 	pathsOK  bool
 	pathsSet bool
+	folds    foldCache
+}
+
+// foldCache remembers the case-folded input values of one evaluation: the
+// deny rules of a tool often test the same few fields, and folding is the
+// one allocation of their reading.
+type foldCache struct {
+	n   int
+	key [8]string
+	val [8]string
+}
+
+func (f *foldCache) fold(s string) string {
+	for i := 0; i < f.n; i++ {
+		if f.key[i] == s {
+			return f.val[i]
+		}
+	}
+	v := foldCase(s)
+	if f.n < len(f.key) {
+		f.key[f.n], f.val[f.n] = s, v
+		f.n++
+	}
+	return v
 }
 
 // opaque reports whether this is a Bash call whose effect cannot be
@@ -385,7 +409,7 @@ const bashKeyPrefix = bashTool + ":"
 
 // matchLoose is the deny/require_approval reading of a rule's criteria.
 func (r *rule) matchLoose(c *call) bool {
-	if r.hasInput && !r.matchInputLoose(c.input) {
+	if r.hasInput && !r.matchInputLoose(c) {
 		return false
 	}
 	if r.hasPath {
@@ -497,10 +521,11 @@ func (r *rule) matchInput(input any) bool {
 // matchInputLoose is the deny side's reading of input criteria: a value
 // matches in any case, and a number (or a string holding one) in any
 // notation, since the receiver may read "Evil-Org" as evil-org and 5.0 or
-// "05" as 5.
-func (r *rule) matchInputLoose(input any) bool {
+// "05" as 5. It allocates only for text that needs folding or a number
+// not already in its shortest form.
+func (r *rule) matchInputLoose(c *call) bool {
 	for _, cond := range r.inputs {
-		v, ok := cond.ptr.resolve(input)
+		v, ok := cond.ptr.resolve(c.input)
 		if !ok {
 			return false
 		}
@@ -508,40 +533,54 @@ func (r *rule) matchInputLoose(input any) bool {
 		if !ok {
 			return false
 		}
-		texts := looseTexts(text)
-		hit := false
-		for _, g := range cond.folded {
-			for _, t := range texts {
-				if g.match(t) {
-					hit = true
-					break
-				}
-			}
-			if hit {
-				break
-			}
-		}
-		if !hit {
+		if !matchesAny(cond.folded, c.folds.fold(text)) && !matchesNumber(cond.folded, text) {
 			return false
 		}
 	}
 	return true
 }
 
-// looseTexts are the spellings a deny glob is matched against: the text
-// case-folded and, when it is a finite number, its shortest decimal and,
-// for an integral one, the integer.
-func looseTexts(text string) []string {
-	out := []string{foldCase(text)}
-	f, err := strconv.ParseFloat(strings.TrimSpace(text), 64)
+func matchesAny(globs []*glob, text string) bool {
+	for _, g := range globs {
+		if g.match(text) {
+			return true
+		}
+	}
+	return false
+}
+
+// matchesNumber matches a finite number's other spellings: its shortest
+// decimal and, for an integral one, the integer.
+func matchesNumber(globs []*glob, text string) bool {
+	t := strings.TrimSpace(text)
+	if t == "" || strings.IndexByte("0123456789+-.", t[0]) < 0 || plainInteger(t) {
+		return false // not a number, or already in its one spelling
+	}
+	f, err := strconv.ParseFloat(t, 64)
 	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-		return out
+		return false
 	}
-	out = append(out, strconv.FormatFloat(f, 'f', -1, 64))
-	if f == math.Trunc(f) && math.Abs(f) < 1<<53 {
-		out = append(out, strconv.FormatInt(int64(f), 10))
+	if matchesAny(globs, strconv.FormatFloat(f, 'f', -1, 64)) {
+		return true
 	}
-	return out
+	return f == math.Trunc(f) && math.Abs(f) < 1<<53 && matchesAny(globs, strconv.FormatInt(int64(f), 10))
+}
+
+// plainInteger: digits without a leading zero (or "0"), which no other
+// notation shortens.
+func plainInteger(t string) bool {
+	if t == "0" {
+		return true
+	}
+	if t[0] < '1' || t[0] > '9' {
+		return false
+	}
+	for i := 1; i < len(t); i++ {
+		if t[i] < '0' || t[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // pathValue is one path the call touches: a path, or a glob pattern joined

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"path"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/bmatcuk/doublestar/v4"
 )
@@ -114,7 +115,14 @@ func segmentsMayMatch(x, y string) bool {
 // foldCase folds a path for the deny side's case-insensitive match: upper
 // then lower case, so that the characters a file system folds to an ASCII
 // letter (ſ to s, the Kelvin sign to k) match it too.
-func foldCase(s string) string { return strings.ToLower(strings.ToUpper(s)) }
+func foldCase(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return strings.ToLower(strings.ToUpper(s))
+		}
+	}
+	return strings.ToLower(s) // ASCII: no allocation when already lower case
+}
 
 // isRelative reports whether the glob is relative (resolved against a
 // run's workspace).
