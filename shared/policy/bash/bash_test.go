@@ -214,6 +214,13 @@ func TestRunnerNeverOptionsEverySpelling(t *testing.T) {
 		{"vitest", "vitest --coverage.customProviderModule=/tmp/p.js", false},
 		{"vitest", "vitest run --environment=/tmp/e", false},
 		{"vitest", "vitest run -t name", true},
+		// pytest and tox options that import or install code from a path.
+		{"pytest", "pytest --pdbcls=evil:Debugger --pdb", false},
+		{"pytest", "pytest --cov-config=/tmp/covrc", false},
+		{"tox", "tox --installpkg /tmp/evil.whl", false},
+		{"tox", "tox --force-dep 'x @ file:///tmp/evil'", false},
+		{"tox", "tox --discover /tmp/python", false},
+		{"pytest", "pytest -k name --maxfail=1", true},
 	} {
 		p, err := ParsePrefix(c.prefix)
 		if err != nil {

@@ -39,8 +39,8 @@ var runners = map[string]runner{
 	"gmake":  {never: makeNever, style: "getopt_long", noAssign: true},
 	"go":     {never: []string{"C", "exec", "toolexec", "overlay", "modfile", "ldflags", "gcflags", "asmflags", "gccgoflags", "compiler", "vettool", "o", "pkgdir", "pgo"}, style: "go"},
 	"cargo":  {never: []string{"manifest-path", "config", "Z", "target-dir", "C", "lockfile-path"}, style: "getopt"},
-	"pytest": {never: []string{"p", "c", "config-file", "rootdir", "confcutdir", "o", "override-ini", "basetemp", "pyargs", "inifile"}, style: "getopt", argFile: '@'},
-	"tox":    {never: []string{"c", "conf", "workdir", "root", "x", "override"}, style: "getopt_long"},
+	"pytest": {never: []string{"p", "c", "config-file", "rootdir", "confcutdir", "o", "override-ini", "basetemp", "pyargs", "inifile", "pdbcls", "cov-config"}, style: "getopt", argFile: '@'},
+	"tox":    {never: []string{"c", "conf", "workdir", "root", "x", "override", "installpkg", "force-dep", "discover"}, style: "getopt_long"},
 	// jest and vitest load modules named by many options (setup files,
 	// environments, reporters, transforms, runners, resolvers, ...).
 	"jest": {never: []string{"c", "config", "rootDir", "roots", "setupFiles", "setupFilesAfterEnv", "testRunner", "globalSetup",
