@@ -714,9 +714,10 @@ func globPieces(s string) []string {
 // appendPath appends a given path, made absolute, and every other path the
 // tool may read its text as, marked alt: Claude Code trims the path
 // (JavaScript's trim) and expands a leading ~ or ~user to a home directory;
-// a Windows harness reads '\' as a separator and C: as a drive. A path
-// under ~ is kept relative, since the home directory is not known: deny
-// rules then match it wherever it could be.
+// a Windows harness reads '\' as a separator and C: as a drive; a harness
+// that expands variables reads $HOME. A path under ~ or a variable is kept
+// relative, since that directory is not known: deny rules then match it
+// wherever it could be.
 func appendPath(out []pathValue, s, base string) []pathValue {
 	out = append(out, pathValue{text: absolute(s, base)})
 	// The cleaned text too: /work/ / is /work/ once cleaned, which the
@@ -740,8 +741,10 @@ func appendPath(out []pathValue, s, base string) []pathValue {
 			out = append(out, pathValue{text: absolute(r, base), alt: true})
 		}
 		for _, r := range []string{f, trimmed, slashed} {
-			if home, ok := strings.CutPrefix(r, "~"); ok {
-				_, tail, _ := strings.Cut(home, "/")
+			// ~, ~user and a leading $VAR or ${VAR} name a directory
+			// the analysis does not know.
+			if strings.HasPrefix(r, "~") || strings.HasPrefix(r, "$") {
+				_, tail, _ := strings.Cut(r, "/")
 				out = append(out, pathValue{text: tail, alt: true})
 			}
 		}

@@ -202,6 +202,9 @@ func TestPathSpellingsTheToolReadsDifferently(t *testing.T) {
 		{"~/.ssh/id_rsa", "/work", VerdictDeny},
 		{"~/notes.txt", "/work", VerdictRequireApproval},
 		{"~root/.ssh/id_rsa", "/work", VerdictDeny},
+		// A harness that expands variables reads $HOME as the home.
+		{"$HOME/.ssh/id_rsa", "/work", VerdictDeny},
+		{"${HOME}/notes.txt", "/work", VerdictRequireApproval},
 		// A path Claude Code trims.
 		{" /root/.ssh/id_rsa", "/work", VerdictDeny},
 		{" /etc/passwd", "/work", VerdictRequireApproval},
