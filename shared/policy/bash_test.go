@@ -685,3 +685,28 @@ func TestBashMakeLongOptionsAbbreviated(t *testing.T) {
 		}
 	}
 }
+
+// TestBashMoreProgramsThatRunOthers: programs that run the command given in
+// their words (ifne, pee, ssh-agent, caffeinate, runcon, ...) or
+// install commands that run later (crontab) are opaque: what runs is not
+// read.
+func TestBashMoreProgramsThatRunOthers(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, `{"name":"d","default_verdict":"allow","rules":[
+	  {"id":"no-rm","tool":"Bash","match":{"command_prefix":["rm"]},"verdict":"deny"}]}`)
+	for _, cmd := range []string{
+		`ifne rm -rf /`,
+		`echo x | pee 'rm -rf /'`,
+		`ssh-agent rm -rf /`,
+		`caffeinate -i rm -rf /`,
+		`sandbox-exec -p '(allow default)' rm -rf /`,
+		`runcon -t unconfined_t rm -rf /`,
+		`lckdo /tmp/l rm -rf /`,
+		`echo '* * * * * rm -rf /' | crontab -`,
+		`taskpolicy -c utility rm -rf /`,
+	} {
+		if got := p.Evaluate("Bash", bashInput(cmd)); got.Verdict == VerdictAllow {
+			t.Errorf("Evaluate(%q) = allow (%s), want a deny or approval", cmd, got.Reason)
+		}
+	}
+}

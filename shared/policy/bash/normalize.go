@@ -497,6 +497,10 @@ var runsOther = map[string]bool{
 	"dumb-init": true, "gosu": true, "su-exec": true, "chronic": true, "hyperfine": true,
 	"retry": true, "winpty": true, "expect": true, "parallel": true, "xargs": true,
 	"sg": true, "dbus-run-session": true, "flatpak-spawn": true, "at": true, "batch": true,
+	"crontab": true, "ifne": true, "pee": true, "ssh-agent": true, "caffeinate": true,
+	"sandbox-exec": true, "taskpolicy": true, "runcon": true, "lckdo": true, "setlock": true,
+	"envuidgid": true, "timelimit": true, "schedtool": true, "sudoedit": true, "toolbox": true,
+	"distrobox-enter": true, "systemd-nspawn": true,
 }
 
 // commandOpts are a program's options whose value is a command it runs.
