@@ -710,3 +710,30 @@ func TestBashMoreProgramsThatRunOthers(t *testing.T) {
 		}
 	}
 }
+
+// TestBashMakeWithAnotherMakefile: make -f FILE (or -C DIR) runs the
+// recipes of a makefile the line names, which may have been written a
+// moment before (printf ... > M && make -f M): like bash FILE, opaque.
+// make with the project's own makefile stays a plain command.
+func TestBashMakeWithAnotherMakefile(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, `{"name":"d","default_verdict":"allow","rules":[
+	  {"id":"no-rm","tool":"Bash","match":{"command_prefix":["rm"]},"verdict":"deny"}]}`)
+	for _, cmd := range []string{
+		`printf 'x:\n\trm -rf /\n' > M && make -f M x`,
+		`make -fM x`,
+		`make --file=M x`,
+		`make -C /tmp/evil`,
+		`make --directory /tmp/evil x`,
+		`make -I /tmp/evil x`,
+	} {
+		if got := p.Evaluate("Bash", bashInput(cmd)); got.Verdict == VerdictAllow {
+			t.Errorf("Evaluate(%q) = allow (%s), want a deny or approval", cmd, got.Reason)
+		}
+	}
+	for _, cmd := range []string{`make test`, `make -j4 -k build`} {
+		if got := p.Evaluate("Bash", bashInput(cmd)); got.Verdict != VerdictAllow {
+			t.Errorf("Evaluate(%q) = %v (%s), want allow", cmd, got.Verdict, got.Reason)
+		}
+	}
+}

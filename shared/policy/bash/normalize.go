@@ -1038,7 +1038,10 @@ func (n *normalizer) sed(words []word) {
 // with no 'e' anywhere are known not to run anything.
 func sedMayRun(s string) bool { return strings.ContainsRune(s, 'e') }
 
-// make reads code from stdin (-f -, -f /dev/stdin) or inline (--eval).
+// make runs the recipes of the project's makefile, which deny rules accept
+// as they accept a test runner; but a makefile or directory the line names
+// (-f, -C, -I: perhaps written a moment before) or inline make code
+// (--eval) is, like bash FILE, code the analysis does not read.
 func (n *normalizer) make(words []word) {
 	for i := 1; i < len(words); i++ {
 		w := words[i]
@@ -1047,37 +1050,26 @@ func (n *normalizer) make(words []word) {
 			return
 		}
 		t := w.text
-		// Long options by any prefix getopt_long takes (--fil, --ev).
-		name, value, attached := strings.Cut(t, "=")
-		longOf := func(opts ...string) bool {
-			for _, o := range opts {
-				if strings.HasPrefix(t, "--") && len(name) >= 4 && strings.HasPrefix(o, name) {
-					return true
-				}
-			}
-			return false
-		}
-		var file string
-		switch {
-		case t == "-f" || longOf("--file", "--makefile") && !attached:
-			if i+1 < len(words) {
-				if words[i+1].dynamic {
-					n.opaque("make -f of an expansion")
-					return
-				}
-				file = words[i+1].text
-				i++
-			}
-		case longOf("--file", "--makefile"):
-			file = value
-		case strings.HasPrefix(t, "-f") && len(t) > 2:
-			file = t[2:]
-		case t == "-E" || longOf("--eval"):
-			n.opaque("make --eval runs inline make code")
+		if t == "--" {
 			return
 		}
-		if file == "-" || strings.HasPrefix(file, "/dev/") || strings.HasPrefix(file, "/proc/") {
-			n.opaque("make reads its makefile from stdin or a device")
+		if strings.HasPrefix(t, "--") {
+			// Long options by any prefix getopt_long takes (--fil, --ev).
+			name, _, _ := strings.Cut(t, "=")
+			for _, o := range []string{"--file", "--makefile", "--directory", "--include-dir", "--eval"} {
+				if len(name) >= 4 && strings.HasPrefix(o, name) {
+					n.opaque(fmt.Sprintf("make %s runs code from a makefile or directory the line names, which fluidbox does not read", o))
+					return
+				}
+			}
+			continue
+		}
+		if len(t) < 2 || t[0] != '-' {
+			continue
+		}
+		// A cluster: the first letter that takes a value ends it.
+		if j := strings.IndexAny(t[1:], "fCIEojWl"); j >= 0 && strings.IndexByte("fCIE", t[1+j]) >= 0 {
+			n.opaque(fmt.Sprintf("make -%c runs code from a makefile or directory the line names, which fluidbox does not read", t[1+j]))
 			return
 		}
 	}
