@@ -537,7 +537,8 @@ var interpreters = map[string]bool{
 	"erl": true, "escript": true, "racket": true, "guile": true, "sbcl": true, "clisp": true,
 	"sqlite3": true, "psql": true, "mysql": true, "dc": true, "m4": true, "ed": true,
 	"red": true, "ex": true, "vi": true, "vim": true, "nvim": true, "view": true, "rvim": true,
-	"emacs": true, "gdb": true, "lldb": true, "jrunscript": true,
+	"emacs": true, "gdb": true, "lldb": true, "jrunscript": true, "tsx": true,
+	"ts-node": true, "java": true, "jbang": true, "bb": true,
 	"source": true, ".": true, "trap": true, "alias": true, "fc": true, "enable": true,
 	"bind": true,
 }
@@ -575,7 +576,7 @@ func versionOnly(words []word) bool {
 	}
 	for _, w := range words[1:] {
 		switch w.text {
-		case "--version", "-V", "-v", "--help", "-h", "version":
+		case "--version", "-V", "-v", "--help", "-h", "version", "-version":
 		default:
 			return false
 		}
@@ -781,6 +782,46 @@ func (n *normalizer) command(words []word, redirs []*syntax.Redirect, depth int)
 			for _, w := range words[1:] {
 				if w.dynamic || strings.HasPrefix(w.text, "-") && strings.ContainsAny(w.text, "CF") {
 					n.opaque(prog + " -C runs a command")
+				}
+			}
+			return
+		case "go":
+			// go run of a file or of module@version runs code the line
+			// names or fetches; go run of a project package is the
+			// project's code, as go test is.
+			if len(words) > 2 && !words[1].dynamic && words[1].text == "run" {
+				for _, a := range words[2:] {
+					if a.dynamic || strings.HasSuffix(a.text, ".go") || strings.Contains(a.text, "@") {
+						n.opaque("go run of a file, a module version or an expansion runs code fluidbox cannot analyse")
+						return
+					}
+				}
+			}
+			return
+		case "bun":
+			// bun is a package runner (bun test, bun run build) and a
+			// JavaScript runtime: inline code or a script file is opaque.
+			for _, a := range words[1:] {
+				if a.dynamic {
+					n.opaque("bun with an expanded argument")
+					return
+				}
+				t := a.text
+				if t == "-e" || t == "-p" || optionIs(t, "--eval") || optionIs(t, "--print") {
+					n.opaque("`bun` runs inline code, which fluidbox cannot analyse")
+					return
+				}
+				if !strings.HasPrefix(t, "-") {
+					for _, ext := range []string{".js", ".ts", ".mjs", ".cjs", ".jsx", ".tsx", ".mts", ".cts"} {
+						if strings.HasSuffix(t, ext) {
+							n.opaque("`bun` runs a script file, which fluidbox cannot analyse")
+							return
+						}
+					}
+					if t == "run" {
+						continue // bun run FILE runs the file
+					}
+					return // a subcommand or a package script
 				}
 			}
 			return
