@@ -53,6 +53,10 @@ export class GateError extends Error {
   }
 }
 
+/** Starts every session token (a run's, good for that run only). */
+export const sessionTokenPrefix = 'fbx_sess_';
+const sessionToken = new RegExp(`^${sessionTokenPrefix}[A-Za-z0-9_-]+$`);
+
 /** The longest wait the API accepts on one request (wait_seconds). */
 export const maxWaitSeconds = 25;
 
@@ -67,6 +71,10 @@ export interface GateConfig {
   /** The control plane's base URL, e.g. http://127.0.0.1:8080. */
   url: string;
   sessionId: string;
+  /**
+   * The run's session token (fbx_sess_...). Anything else is refused: it
+   * becomes Claude Code's API key and FLUIDBOX_SESSION_TOKEN.
+   */
   token: string;
   /**
    * How long a call's first ask is retried while fluidbox fails with 503,
@@ -89,6 +97,10 @@ export interface ToolCall {
   tool_call_id: string;
   tool_name: string;
   input: Record<string, unknown>;
+  /** The runner's working directory, absolute; relative input paths resolve against it. */
+  cwd?: string;
+  /** Path field -> the path the sandbox resolved it to (symlinks followed). */
+  resolved_paths?: Record<string, string>;
 }
 
 export class Gate {
@@ -115,8 +127,14 @@ export class Gate {
     if (!/^ses_[A-Za-z0-9_-]+$/.test(cfg.sessionId ?? '')) {
       throw new GateError('sessionId must be a fluidbox run id (ses_...)');
     }
-    if (typeof cfg.token !== 'string' || cfg.token === '') {
-      throw new GateError('token must be the run\'s session token');
+    // Only a run's session token belongs beside Claude Code: it becomes
+    // its ANTHROPIC_API_KEY and FLUIDBOX_SESSION_TOKEN, and is good for
+    // that one run. The admin token (or the runner token) there would let
+    // the sandbox approve its own calls, so, as the hook does, the adapter
+    // refuses it before sending or exporting anything. A session token is
+    // the prefix and base64url; nothing else may ride in a header.
+    if (typeof cfg.token !== 'string' || !sessionToken.test(cfg.token)) {
+      throw new GateError(`token is not a session token (${sessionTokenPrefix}...): only a run's session token belongs in the sandbox, never the admin token or the runner token`);
     }
     u.search = '';
     u.hash = '';

@@ -8,7 +8,11 @@
 //     call; canUseTool alone is not enough, because Claude Code calls it only
 //     when its own rules say "ask" (reads and commands it deems read-only run
 //     without it). canUseTool is wired to the same gate for any call that
-//     still reaches it.
+//     still reaches it. Each ask carries the call's cwd and its file paths
+//     resolved with symlinks followed (paths.ts), as the Claude Code hook
+//     sends them.
+//   - the token must be a session token (fbx_sess_...): the admin or runner
+//     token is refused before anything is sent or exported.
 //   - permissionMode is 'dontAsk': a call the hook did not allow is refused,
 //     never prompted for. Options that would open another way in are refused
 //     with an error (FluidboxOptionsError), not dropped silently.
@@ -19,6 +23,8 @@
 //     token limit fits the run's budget, and the run's brokered tools are an
 //     in-process MCP server whose handlers call tools/call: one decision and
 //     one execution per call, inside fluidbox.
+
+import { resolve } from 'node:path';
 
 import { createSdkMcpServer, tool, BUILTIN_TOOL_NAMES } from '@anthropic-ai/claude-agent-sdk';
 import type {
@@ -36,9 +42,10 @@ import { z } from 'zod';
 
 import { Gate, GateError, clean, type Answer, type CallAnswer, type GateConfig, type Run, type ToolCall } from './gate.js';
 import { runEnvironment } from './env.js';
+import { cleanCwd, resolvePaths } from './paths.js';
 import { outputTokens } from './budget.js';
 
-export { Gate, GateError, type Answer, type CallAnswer, type Run, type ToolCall } from './gate.js';
+export { Gate, GateError, sessionTokenPrefix, type Answer, type CallAnswer, type Run, type ToolCall } from './gate.js';
 export { outputTokens, outputRate } from './budget.js';
 
 /** How to reach the run this query belongs to. */
@@ -137,7 +144,10 @@ export async function withFluidbox(options: Options, cfg: FluidboxConfig): Promi
     throw new FluidboxOptionsError(`the run's available budget ($${run.budget.available_usd}) does not cover one model response; raise its limit or set maxOutputTokens`);
   }
 
-  const decider = new Decider(gate, timeoutMs, cfg.onDecision, connections);
+  // Claude Code runs in options.cwd (the SDK's default: this process's).
+  // A hook input names the call's own cwd; canUseTool's does not.
+  const sessionCwd = resolve(options.cwd ?? process.cwd());
+  const decider = new Decider(gate, timeoutMs, cfg.onDecision, connections, sessionCwd);
   const matcher: HookCallbackMatcher = {
     hooks: [decider.hook],
     onFailure: 'block',
@@ -232,16 +242,22 @@ class Decider {
   readonly #timeoutMs: number;
   readonly #onDecision: ((e: DecisionEvent) => void) | undefined;
   readonly #connections: Map<string, string[]>;
+  /** Claude Code's working directory for the session, absolute. */
+  readonly #cwd: string;
 
-  constructor(gate: Gate, timeoutMs: number, onDecision: ((e: DecisionEvent) => void) | undefined, connections: Map<string, string[]>) {
+  constructor(gate: Gate, timeoutMs: number, onDecision: ((e: DecisionEvent) => void) | undefined, connections: Map<string, string[]>, cwd: string) {
     this.#gate = gate;
     this.#timeoutMs = timeoutMs;
     this.#onDecision = onDecision;
     this.#connections = connections;
+    this.#cwd = cwd;
   }
 
-  /** Asks about one sandbox call; never throws: every failure is a deny. */
-  async #ask(via: DecisionEvent['via'], toolName: string, toolUseId: string, input: unknown, signal?: AbortSignal): Promise<{ allow: boolean; reason: string }> {
+  /**
+   * Asks about one sandbox call, with its path context (cwd, an absolute
+   * directory or ""); never throws: every failure is a deny.
+   */
+  async #ask(via: DecisionEvent['via'], toolName: string, toolUseId: string, input: unknown, cwd: string, signal?: AbortSignal): Promise<{ allow: boolean; reason: string }> {
     const start = performance.now();
     const report = (allow: boolean, reason: string, answer?: Answer, error?: string) => {
       try {
@@ -257,7 +273,13 @@ class Decider {
     const obj = input === undefined || input === null ? {} : input;
     if (!isPlainObject(obj)) return report(false, 'fluidbox denied this call: its input is not a JSON object');
     try {
-      const ans = await this.#gate.permission({ tool_call_id: toolUseId, tool_name: toolName, input: obj }, Date.now() + this.#timeoutMs, signal);
+      // The gate judges each path as given and as resolved here (symlinks
+      // followed), as the hook sends them (paths.ts).
+      const call: ToolCall = { tool_call_id: toolUseId, tool_name: toolName, input: obj };
+      if (cwd !== '') call.cwd = cwd;
+      const resolved = await resolvePaths(obj, cwd);
+      if (resolved !== undefined) call.resolved_paths = resolved;
+      const ans = await this.#gate.permission(call, Date.now() + this.#timeoutMs, signal);
       return report(ans.decision === 'allow', reasonFor(ans, this.#timeoutMs), ans);
     } catch (err) {
       const msg = err instanceof Error ? err.message : String(err);
@@ -285,12 +307,14 @@ class Decider {
       // in one step; asking /permission too would decide the call twice.
       return preToolUse('allow', 'fluidbox decides this brokered call when it runs (tools/call)');
     }
-    const d = await this.#ask('hook', pre.tool_name, id, pre.tool_input, signal);
+    // The call's cwd as Claude Code reports it (a Bash cd can move it),
+    // else the session's.
+    const d = await this.#ask('hook', pre.tool_name, id, pre.tool_input, cleanCwd(pre.cwd) || this.#cwd, signal);
     return preToolUse(d.allow ? 'allow' : 'deny', d.reason);
   };
 
   readonly canUseTool: CanUseTool = async (toolName, input, { signal, toolUseID }): Promise<PermissionResult> => {
-    const d = await this.#ask('canUseTool', toolName, toolUseID, input, signal);
+    const d = await this.#ask('canUseTool', toolName, toolUseID, input, this.#cwd, signal);
     return d.allow ? { behavior: 'allow', updatedInput: input, toolUseID } : { behavior: 'deny', message: d.reason, toolUseID };
   };
 

@@ -12,7 +12,12 @@ import type { HookCallback, HookCallbackMatcher, Options, PreToolUseHookInput, S
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 
-import { withFluidbox, FluidboxOptionsError, outputTokens, outputRate, brokered } from '../index.js';
+import { mkdir, mkdtemp, realpath, rm, symlink, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import { withFluidbox, FluidboxOptionsError, Gate, GateError, outputTokens, outputRate, brokered } from '../index.js';
+import { resolvePaths } from '../paths.js';
 
 const token = 'fbx_sess_unit_0123456789';
 const sessionId = 'ses_unit';
@@ -194,7 +199,10 @@ test('the hook: allow, deny with fluidbox\'s reason, the same tool_call_id and i
   const d = await decide(hook, pre('Bash', { command: 'git push' }, 'toolu_b'));
   assert.deepEqual(d, { decision: 'deny', reason: 'fluidbox denied (policy, rule no-push): denied by rule "no-push"' });
   const asks = fb.seen.filter((s) => s.path === permPath);
-  assert.deepEqual(asks[0]!.body, { tool_call_id: 'toolu_a', tool_name: 'Read', input: { file_path: '/repo/a' } });
+  // With the call's cwd and its path resolved (/repo does not exist: the
+  // path resolves through /).
+  assert.deepEqual(asks[0]!.body, { tool_call_id: 'toolu_a', tool_name: 'Read', input: { file_path: '/repo/a' }, cwd: '/tmp', resolved_paths: { file_path: '/repo/a' } });
+  assert.deepEqual(asks[1]!.body, { tool_call_id: 'toolu_b', tool_name: 'Bash', input: { command: 'git push' }, cwd: '/tmp' }, 'no path field, no resolved_paths');
   assert.equal(asks[1]!.body.tool_call_id, 'toolu_b');
   assert.equal(asks[0]!.auth, `Bearer ${token}`);
 });
@@ -358,4 +366,118 @@ test('brokered: names split at the connection', () => {
     ['jira', ['echo', 'a__b']],
     ['gh-x', ['list']],
   ]);
+});
+
+/**
+ * A directory as a fork's pull request could leave it: root/.env holds a
+ * secret, work/notes.txt -> ../.env, link -> real, a symlink loop and a
+ * dangling symlink. root is resolved itself (tmpdir may be a symlink).
+ */
+async function plantedTree(t: { after: (fn: () => Promise<void>) => void }) {
+  const root = await realpath(await mkdtemp(join(tmpdir(), 'fluidbox-paths-')));
+  t.after(() => rm(root, { recursive: true, force: true }));
+  const work = join(root, 'work');
+  await mkdir(join(root, 'real'), { recursive: true });
+  await mkdir(work);
+  await writeFile(join(root, '.env'), 'SECRET=1\n');
+  await writeFile(join(work, 'README.md'), 'hi\n');
+  await symlink('../.env', join(work, 'notes.txt'));
+  await symlink(join(root, 'real'), join(root, 'link'));
+  await symlink('loop', join(work, 'loop'));
+  await symlink('../missing.txt', join(work, 'dangling'));
+  return { root, work };
+}
+
+test('resolvePaths: as the hook resolves them (symlinks followed, relative against cwd, through the deepest existing ancestor)', async (t) => {
+  const { root, work } = await plantedTree(t);
+  const cases: [string, Record<string, unknown>, string, Record<string, string> | undefined][] = [
+    ['a symlink, relative', { file_path: 'notes.txt' }, work, { file_path: join(root, '.env') }],
+    ['a symlink, absolute', { file_path: join(work, 'notes.txt') }, '', { file_path: join(root, '.env') }],
+    ['a symlink reached by ..', { file_path: join(work, '..', 'work', 'notes.txt') }, '', { file_path: join(root, '.env') }],
+    ['a new file under a linked directory', { file_path: 'link/new/file.go' }, root, { file_path: join(root, 'real', 'new', 'file.go') }],
+    ['every path field; patterns as given', { path: join(root, 'link'), pattern: '**/*.go', notebook_path: 'work/notes.txt', glob: '*.env' }, root, { path: join(root, 'real'), notebook_path: join(root, '.env') }],
+    ['a plain file', { file_path: join(work, 'README.md') }, '', { file_path: join(work, 'README.md') }],
+    ['a dangling symlink: through its directory', { file_path: 'dangling' }, work, { file_path: join(work, 'dangling') }],
+    ['a loop is left out', { file_path: 'loop' }, work, undefined],
+    ['through a file is left out', { file_path: 'README.md/x' }, work, undefined],
+    ['relative without cwd is left out', { file_path: 'notes.txt' }, '', undefined],
+    ['not a string, or empty', { file_path: 7, path: '', notebook_path: null }, work, undefined],
+    ['a NUL byte is left out', { file_path: 'notes.txt\u0000x' }, work, undefined],
+  ];
+  for (const [name, input, cwd, want] of cases) {
+    assert.deepEqual(await resolvePaths(input, cwd), want, name);
+  }
+});
+
+test('the hook and canUseTool send the call\'s cwd and its paths resolved: a symlink is judged by its target', async (t) => {
+  const { root, work } = await plantedTree(t);
+  const envPath = join(root, '.env');
+  // The scripted gate judges as fluidbox's does: deny if the given or the
+  // resolved path is a .env.
+  const judge = (s: Seen) => {
+    const paths = [s.body.input.file_path, ...Object.values(s.body.resolved_paths ?? {})];
+    return paths.some((p) => typeof p === 'string' && p.endsWith('/.env'))
+      ? { status: 200, body: { decision: 'deny', source: 'policy', rule_id: 'no-env', reason: 'denied by rule "no-env"' } }
+      : { status: 200, body: { decision: 'allow', source: 'policy', rule_id: 'work' } };
+  };
+  const fb = await fakeFluidbox(t, claudeCodeRun, { [permPath]: Array.from({ length: 8 }, () => judge) });
+  const opts = await withFluidbox({ cwd: join(work, 'sub', '..') }, { url: fb.url, sessionId, token });
+  const { hook } = hookOf(opts);
+
+  const readme = await decide(hook, pre('Read', { file_path: join(work, 'README.md') }, 'p1', { cwd: work }));
+  assert.equal(readme.decision, 'allow');
+  const notes = await decide(hook, pre('Read', { file_path: join(work, 'notes.txt') }, 'p2', { cwd: work }));
+  assert.deepEqual(notes, { decision: 'deny', reason: 'fluidbox denied (policy, rule no-env): denied by rule "no-env"' });
+  // A relative path against the hook input's cwd, cleaned.
+  await decide(hook, pre('Grep', { pattern: 'SECRET', path: 'notes.txt' }, 'p3', { cwd: `${work}/./` }));
+  // No usable cwd in the hook input: the session's (options.cwd).
+  await decide(hook, pre('Read', { file_path: 'notes.txt' }, 'p4', { cwd: 'relative/dir' }));
+  const base = { signal: new AbortController().signal, requestId: 'r' };
+  const cu = await opts.canUseTool!('Read', { file_path: 'notes.txt' }, { ...base, toolUseID: 'p5' });
+  assert.equal(cu?.behavior, 'deny');
+
+  const asks = fb.seen.filter((s) => s.path === permPath).map((s) => s.body);
+  assert.deepEqual(asks[0], { tool_call_id: 'p1', tool_name: 'Read', input: { file_path: join(work, 'README.md') }, cwd: work, resolved_paths: { file_path: join(work, 'README.md') } });
+  assert.deepEqual(asks[1], { tool_call_id: 'p2', tool_name: 'Read', input: { file_path: join(work, 'notes.txt') }, cwd: work, resolved_paths: { file_path: envPath } });
+  assert.deepEqual(asks[2], { tool_call_id: 'p3', tool_name: 'Grep', input: { pattern: 'SECRET', path: 'notes.txt' }, cwd: work, resolved_paths: { path: envPath } });
+  assert.deepEqual(asks[3], { tool_call_id: 'p4', tool_name: 'Read', input: { file_path: 'notes.txt' }, cwd: work, resolved_paths: { file_path: envPath } });
+  assert.deepEqual(asks[4], { tool_call_id: 'p5', tool_name: 'Read', input: { file_path: 'notes.txt' }, cwd: work, resolved_paths: { file_path: envPath } });
+});
+
+test('without options.cwd, the session cwd is this process\'s', async (t) => {
+  const fb = await fakeFluidbox(t, claudeCodeRun, { [permPath]: [{ status: 200, body: { decision: 'deny' } }] });
+  const opts = await withFluidbox({}, { url: fb.url, sessionId, token });
+  await opts.canUseTool!('Glob', { pattern: '*.md' }, { signal: new AbortController().signal, requestId: 'r', toolUseID: 'c1' });
+  assert.equal(fb.seen.find((s) => s.path === permPath)!.body.cwd, process.cwd());
+});
+
+test('a token that is not a session token is refused before anything is sent or exported', async (t) => {
+  const fb = await fakeFluidbox(t, claudeCodeRun);
+  const bad: [string, unknown][] = [
+    ['an admin token', 'e2e-admin-token-0123456789'],
+    ['a runner token', 'fbx_run_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA'],
+    ['a trigger key', 'fbx_trg_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA'],
+    ['the prefix alone', 'fbx_sess_'],
+    ['a session token with a header after it', 'fbx_sess_abc\r\nx-admin: 1'],
+    ['a session token behind a space', ' fbx_sess_abc'],
+    ['empty', ''],
+    ['not a string', 42],
+  ];
+  for (const [name, tok] of bad) {
+    for (const attempt of [
+      () => withFluidbox({ env: { PATH: '/usr/bin' } }, { url: fb.url, sessionId, token: tok as string }),
+      async () => new Gate({ url: fb.url, sessionId, token: tok as string }),
+    ]) {
+      await assert.rejects(attempt(), (err: Error) => {
+        assert.ok(err instanceof GateError, name);
+        assert.match(err.message, /token is not a session token \(fbx_sess_\.\.\.\): only a run's session token belongs in the sandbox/, name);
+        if (typeof tok === 'string' && tok.trim().length > 'fbx_sess_'.length) assert.ok(!err.message.includes(tok.trim()), `${name}: the token is not in the error`);
+        return true;
+      }, name);
+    }
+  }
+  assert.equal(fb.seen.length, 0, 'nothing reached fluidbox');
+  // A session token is taken.
+  const ok = await withFluidbox({}, { url: fb.url, sessionId, token });
+  assert.equal(ok.env!.ANTHROPIC_API_KEY, token);
 });
