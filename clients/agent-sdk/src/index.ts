@@ -254,8 +254,8 @@ class Decider {
   }
 
   /**
-   * Asks about one sandbox call, with its path context (cwd, an absolute
-   * directory or ""); never throws: every failure is a deny.
+   * Asks about one sandbox call in cwd (absolute); never throws: every
+   * failure is a deny.
    */
   async #ask(via: DecisionEvent['via'], toolName: string, toolUseId: string, input: unknown, cwd: string, signal?: AbortSignal): Promise<{ allow: boolean; reason: string }> {
     const start = performance.now();
@@ -275,8 +275,7 @@ class Decider {
     try {
       // The gate judges each path as given and as resolved here (symlinks
       // followed), as the hook sends them (paths.ts).
-      const call: ToolCall = { tool_call_id: toolUseId, tool_name: toolName, input: obj };
-      if (cwd !== '') call.cwd = cwd;
+      const call: ToolCall = { tool_call_id: toolUseId, tool_name: toolName, input: obj, cwd };
       const resolved = await resolvePaths(obj, cwd);
       if (resolved !== undefined) call.resolved_paths = resolved;
       const ans = await this.#gate.permission(call, Date.now() + this.#timeoutMs, signal);
