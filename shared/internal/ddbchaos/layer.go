@@ -17,7 +17,10 @@
 // errors, added latency; and targeted single faults ("the next
 // TransactWriteItems whose items include a key matching X"). A faulted
 // request never reaches minidyn, as a cancelled transaction never applies
-// on AWS.
+// on AWS. Third, when given a role's IAM statements (Enforce), requests
+// signed with that role's access key are authorized as AWS authorizes
+// them and refused with AccessDeniedException otherwise, recorded with
+// the validator's refusals (iam.go; package roles reads template.yaml's).
 //
 // It sits at the HTTP layer rather than in the SDK's middleware stack so
 // that it sees exactly what goes over the wire from any client (tests,
@@ -53,6 +56,8 @@ type Layer struct {
 	faults  []*Injection
 	refused []string
 	stats   Stats
+	// policies are the roles Enforce was given, by access key id.
+	policies map[string]Policy
 
 	// updates serializes UpdateItem's size check (a read before, the
 	// update, a read after) so that no other update lands between.
@@ -126,6 +131,14 @@ func (l *Layer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		l.refused = append(l.refused, op+": "+verr.Error())
 		l.mu.Unlock()
 		writeError(w, http.StatusBadRequest, "com.amazon.coral.validate#ValidationException", verr.Error())
+		return
+	}
+	if why := l.authorize(r, op, body); why != "" {
+		l.mu.Lock()
+		l.stats.Refused++
+		l.refused = append(l.refused, op+": AccessDenied: "+why)
+		l.mu.Unlock()
+		writeAccessDenied(w, why)
 		return
 	}
 	if d := l.delay(); d > 0 {
