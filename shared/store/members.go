@@ -55,12 +55,20 @@ var ErrNoMember = fmt.Errorf("store: no such member: %w", ErrNotFound)
 // PutMember records a member seen for the first time. It never replaces a
 // row: if the member exists (another request recorded it first, or an
 // admin deactivated it) it fails with ErrMemberExists.
+//
+// The put is a transaction of one item, not a PutItem: a member is first
+// seen by whichever function a person's first request reaches (approvals,
+// broker, control), and the approvals and broker roles may put items only
+// inside TransactWriteItems (template.yaml), which keeps them from any
+// blind overwrite; widening them to a plain PutItem on USER#* would be a
+// second, unconditioned way in. Once per member, the transaction's double
+// write cost is nothing.
 func (s *Store) PutMember(ctx context.Context, m Member) error {
 	av, err := item(memberPK(m.Sub), "HEAD", memberItem{Member: m, GSI1PK: "MEMBER", GSI1SK: m.Sub})
 	if err != nil {
 		return err
 	}
-	if err = s.putItemNew(ctx, "put member "+m.Sub, av); errors.Is(err, ErrConditionFailed) {
+	if err = s.transactOp(ctx, "put member "+m.Sub, []types.TransactWriteItem{putNew(s.table, av)}); errors.Is(err, ErrExists) {
 		return fmt.Errorf("store: put member %s: %w", m.Sub, ErrMemberExists)
 	}
 	return err
