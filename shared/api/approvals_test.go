@@ -14,6 +14,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/api"
 	"github.com/fluidbox/fluidbox/shared/approval"
+	"github.com/fluidbox/fluidbox/shared/internal/ddbchaos/roles"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 )
 
@@ -180,11 +181,11 @@ func TestWaitingRunnerGetsTheDecision(t *testing.T) {
 // in-process timer without any read, and a decision afterwards is refused.
 func TestExpiryDenies(t *testing.T) {
 	t.Parallel()
-	st, db := testenvStore(t)
+	st, db := roleStore(t)
 	led := ledger.New(st, time.Now)
 	timers := approval.NewTimers(approval.NewService(led, time.Now), nil)
 	defer timers.Stop()
-	srv := httptest.NewServer(api.New(api.Config{AdminToken: adminToken, Ledger: led, Scheduler: timers}))
+	srv := httptest.NewServer(roles.Serve(api.New(api.Config{AdminToken: adminToken, Ledger: led, Scheduler: timers})))
 	defer srv.Close()
 	s := &stack{t: t, url: srv.URL, st: st, db: db, led: led}
 	id, tok := s.gateRun(s.policy(approvalPolicy), runOpts{budget: 1})

@@ -22,6 +22,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/api"
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/expiry"
+	"github.com/fluidbox/fluidbox/shared/internal/ddbchaos/roles"
 	"github.com/fluidbox/fluidbox/shared/internal/scriptedmodel"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
@@ -125,7 +126,7 @@ func (d *details) Publish(_ context.Context, entries []notify.Entry) error {
 func TestCanarySweep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, db := testenv.StoreOn(t)
+	st, db := roleStore(t)
 	led := ledger.New(st, time.Now)
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -141,7 +142,7 @@ func TestCanarySweep(t *testing.T) {
 		AdminToken: adminToken, Ledger: led, Logger: log, Sealer: localSealer(t),
 		Observer: notify.NewHandler(notes, nil, log).Observer(), GitHubWebhookSecret: webhookSecret,
 	})
-	srv := httptest.NewServer(errs.wrap(h))
+	srv := httptest.NewServer(errs.wrap(roles.Serve(h)))
 	t.Cleanup(srv.Close)
 	s := &brokerStack{stack: &stack{t: t, url: srv.URL, st: st, db: db, led: led}, logs: logs, responses: &syncBuffer{}}
 	pol := s.policy(canaryPolicy)

@@ -18,6 +18,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/fluidbox/fluidbox/shared/api"
+	"github.com/fluidbox/fluidbox/shared/internal/ddbchaos/roles"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/seal"
@@ -57,11 +58,11 @@ type brokerStack struct {
 
 func newBrokerStack(t *testing.T, sealer seal.Sealer, ttl time.Duration) *brokerStack {
 	t.Helper()
-	st, db := testenv.StoreOn(t)
+	st, db := roleStore(t)
 	led := ledger.New(st, time.Now)
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv := httptest.NewServer(api.New(api.Config{AdminToken: adminToken, Ledger: led, Logger: log, Sealer: sealer, UpstreamToolsTTL: ttl, Egress: testenv.Loopback}))
+	srv := httptest.NewServer(roles.Serve(api.New(api.Config{AdminToken: adminToken, Ledger: led, Logger: log, Sealer: sealer, UpstreamToolsTTL: ttl, Egress: testenv.Loopback})))
 	t.Cleanup(srv.Close)
 	return &brokerStack{stack: &stack{t: t, url: srv.URL, st: st, db: db, led: led}, logs: logs, responses: &syncBuffer{}}
 }

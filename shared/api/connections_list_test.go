@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/api"
+	"github.com/fluidbox/fluidbox/shared/internal/ddbchaos/roles"
 	"github.com/fluidbox/fluidbox/shared/internal/oidcissuer"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
@@ -26,9 +27,9 @@ func TestConnectionsPaged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, db := testenv.StoreOn(t)
+	st, db := roleStore(t)
 	led := ledger.New(st, time.Now)
-	srv := httptest.NewServer(api.New(api.Config{AdminToken: adminToken, Ledger: led, OIDC: verifier, Sealer: localSealer(t), Egress: testenv.Loopback}))
+	srv := httptest.NewServer(roles.Serve(api.New(api.Config{AdminToken: adminToken, Ledger: led, OIDC: verifier, Sealer: localSealer(t), Egress: testenv.Loopback})))
 	t.Cleanup(srv.Close)
 	s := &ssoStack{stack: &stack{t: t, url: srv.URL, st: st, db: db, led: led}, iss: iss}
 	alice, bob := s.user("alice", "member"), s.user("bob", "member")

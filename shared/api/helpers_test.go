@@ -16,6 +16,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/api"
 	"github.com/fluidbox/fluidbox/shared/devstack"
+	"github.com/fluidbox/fluidbox/shared/internal/ddbchaos/roles"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -37,9 +38,11 @@ type stack struct {
 
 func newStack(t *testing.T) *stack {
 	t.Helper()
-	st, db := testenv.StoreOn(t)
+	// Each route's table requests are made in its function's IAM role
+	// (template.yaml), as on AWS.
+	st, db := roleStore(t)
 	led := ledger.New(st, time.Now)
-	srv := httptest.NewServer(api.New(api.Config{AdminToken: adminToken, Ledger: led}))
+	srv := httptest.NewServer(roles.Serve(api.New(api.Config{AdminToken: adminToken, Ledger: led})))
 	t.Cleanup(srv.Close)
 	return &stack{t: t, url: srv.URL, st: st, db: db, led: led}
 }
@@ -149,7 +152,12 @@ const basicPolicy = `{"name":"basic","default_verdict":"require_approval","rules
  {"id":"git-read","tool":"Bash","match":{"command_prefix":["git status","git diff"]},"verdict":"allow"},
  {"id":"no-push","tool":"Bash","match":{"command_prefix":["git push"]},"verdict":"deny"}]}`
 
-func testenvStore(t *testing.T) (*store.Store, *devstack.DynamoDB) {
+// roleStore is testenv.StoreOn whose requests made while serving a route
+// (through roles.Serve) are checked against the IAM role template.yaml
+// gives that route's function.
+func roleStore(t *testing.T) (*store.Store, *devstack.DynamoDB) {
 	t.Helper()
-	return testenv.StoreOn(t)
+	st, db := testenv.StoreOn(t, roles.Client)
+	roles.Enforce(t, db, st.Table())
+	return st, db
 }

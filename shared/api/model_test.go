@@ -22,6 +22,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/api"
 	"github.com/fluidbox/fluidbox/shared/budget"
+	"github.com/fluidbox/fluidbox/shared/internal/ddbchaos/roles"
 	"github.com/fluidbox/fluidbox/shared/internal/scriptedmodel"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
@@ -65,7 +66,7 @@ type proxyStack struct {
 
 func newProxyStack(t *testing.T, upstreamURL string, opts ...func(*api.Config)) *proxyStack {
 	t.Helper()
-	st, db := testenv.StoreOn(t)
+	st, db := roleStore(t)
 	led := ledger.New(st, time.Now)
 	sealer, err := seal.NewLocal(filepath.Join(t.TempDir(), "seal", "key"))
 	if err != nil {
@@ -78,7 +79,7 @@ func newProxyStack(t *testing.T, upstreamURL string, opts ...func(*api.Config)) 
 		o(&cfg)
 	}
 	h := api.New(cfg)
-	srv := httptest.NewServer(h)
+	srv := httptest.NewServer(roles.Serve(h))
 	t.Cleanup(srv.Close)
 	p := &proxyStack{stack: &stack{t: t, url: srv.URL, st: st, db: db, led: led}, logs: logs}
 	out := p.must(200, "PUT", "/v1/model-upstream", adminToken, map[string]any{

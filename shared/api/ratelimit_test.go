@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/api"
+	"github.com/fluidbox/fluidbox/shared/internal/ddbchaos/roles"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 )
@@ -19,10 +20,10 @@ import (
 // runner token and the operator are not limited by it.
 func TestRunRateLimit(t *testing.T) {
 	t.Parallel()
-	st, db := testenv.StoreOn(t)
+	st, db := roleStore(t)
 	testenv.Calm(t, db)
 	led := ledger.New(st, time.Now)
-	srv := httptest.NewServer(api.New(api.Config{AdminToken: adminToken, Ledger: led, RunRequestsPerMinute: 4}))
+	srv := httptest.NewServer(roles.Serve(api.New(api.Config{AdminToken: adminToken, Ledger: led, RunRequestsPerMinute: 4})))
 	t.Cleanup(srv.Close)
 	s := &stack{t: t, url: srv.URL, st: st, db: db, led: led}
 	body := map[string]any{"policy_id": s.policy(basicPolicy), "capabilities": []string{"claude-code"}, "budget": map[string]any{"limit_usd": 1}}

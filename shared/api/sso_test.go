@@ -14,8 +14,8 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/api"
 	"github.com/fluidbox/fluidbox/shared/devstack"
+	"github.com/fluidbox/fluidbox/shared/internal/ddbchaos/roles"
 	"github.com/fluidbox/fluidbox/shared/internal/oidcissuer"
-	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/sso"
 )
@@ -36,9 +36,9 @@ func newSSOStack(t *testing.T) *ssoStack {
 	if err != nil {
 		t.Fatalf("NewOIDC: %v", err)
 	}
-	st, db := testenv.StoreOn(t)
+	st, db := roleStore(t)
 	led := ledger.New(st, time.Now)
-	srv := httptest.NewServer(api.New(api.Config{AdminToken: adminToken, Ledger: led, OIDC: verifier}))
+	srv := httptest.NewServer(roles.Serve(api.New(api.Config{AdminToken: adminToken, Ledger: led, OIDC: verifier})))
 	t.Cleanup(srv.Close)
 	return &ssoStack{stack: &stack{t: t, url: srv.URL, st: st, db: db, led: led}, iss: iss}
 }

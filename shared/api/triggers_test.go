@@ -22,7 +22,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/api"
 	"github.com/fluidbox/fluidbox/shared/api/triggers"
-	"github.com/fluidbox/fluidbox/shared/internal/testenv"
+	"github.com/fluidbox/fluidbox/shared/internal/ddbchaos/roles"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
@@ -32,9 +32,9 @@ const webhookSecret = "test-webhook-secret-0123456789"
 // newWebhookStack is newStack with a GitHub webhook secret ("" for none).
 func newWebhookStack(t *testing.T, secret string) *stack {
 	t.Helper()
-	st, db := testenv.StoreOn(t)
+	st, db := roleStore(t)
 	led := ledger.New(st, time.Now)
-	srv := httptest.NewServer(api.New(api.Config{AdminToken: adminToken, Ledger: led, GitHubWebhookSecret: secret}))
+	srv := httptest.NewServer(roles.Serve(api.New(api.Config{AdminToken: adminToken, Ledger: led, GitHubWebhookSecret: secret})))
 	t.Cleanup(srv.Close)
 	return &stack{t: t, url: srv.URL, st: st, db: db, led: led}
 }
