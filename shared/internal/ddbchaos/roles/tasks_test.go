@@ -1,0 +1,99 @@
+package roles_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/slack-go/slack/slacktest"
+
+	"github.com/fluidbox/fluidbox/shared/admission"
+	"github.com/fluidbox/fluidbox/shared/api"
+	"github.com/fluidbox/fluidbox/shared/approval"
+	"github.com/fluidbox/fluidbox/shared/expiry"
+	"github.com/fluidbox/fluidbox/shared/internal/ddbchaos/roles"
+	"github.com/fluidbox/fluidbox/shared/internal/testenv"
+	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/slackbot"
+)
+
+const rolesAdmin = "roles-test-admin-token-0123456789"
+
+// TestTaskFunctionsStayInTheirRoles: the functions no HTTP route reaches
+// (expire, sweep, slack) do their table work within the IAM statements
+// template.yaml gives them. The HTTP functions are checked by every
+// stack of shared/api's tests (roles.Serve); these run their handlers
+// here, as their main.go builds them, on a run the API made: the gate
+// files two approvals and admits a model request, then, a day later, the
+// expire task settles one approval, the sweep the other and the
+// reservation, and the Slack function posts a message for each.
+func TestTaskFunctionsStayInTheirRoles(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, db := testenv.StoreOn(t, roles.Client)
+	roles.Enforce(t, db, st.Table())
+	led := ledger.New(st, time.Now)
+	srv := httptest.NewServer(roles.Serve(api.New(api.Config{AdminToken: rolesAdmin, Ledger: led})))
+	t.Cleanup(srv.Close)
+	call := func(want int, method, path, token string, body any) map[string]any {
+		t.Helper()
+		b, _ := json.Marshal(body)
+		req, _ := http.NewRequest(method, srv.URL+path, bytes.NewReader(b))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		if resp.StatusCode != want {
+			t.Fatalf("%s %s = %d %v, want %d", method, path, resp.StatusCode, out, want)
+		}
+		return out
+	}
+	pol := call(201, "POST", "/v1/policies", rolesAdmin, json.RawMessage(`{"name":"ask","default_verdict":"require_approval","rules":[]}`))["id"].(string)
+	run := call(201, "POST", "/v1/sessions", rolesAdmin, map[string]any{"policy_id": pol, "capabilities": []string{"claude-code"}, "budget": map[string]any{"limit_usd": 2.5}})
+	id, tok := run["id"].(string), run["token"].(string)
+	var approvals []string
+	for _, c := range []string{"c1", "c2"} {
+		p := call(200, "POST", "/v1/sessions/"+id+"/permission", tok, map[string]any{"tool_call_id": c, "tool_name": "Bash", "input": map[string]any{"command": "ls " + c}})
+		a, _ := p["approval_id"].(string)
+		if a == "" {
+			t.Fatalf("permission = %v, want a pending approval", p)
+		}
+		approvals = append(approvals, a)
+	}
+	call(201, "POST", "/v1/sessions/"+id+"/admissions", tok, map[string]any{"request_id": "req-1", "model": "claude-haiku-4-5", "max_output_tokens": 100, "input_tokens_upper_bound": 100})
+
+	later := func() time.Time { return time.Now().Add(48 * time.Hour) }
+	log := slog.New(slog.DiscardHandler)
+	tasks := expiry.NewHandler(approval.NewService(led, later), log)
+	res, err := tasks.Expire(roles.As(ctx, "ExpireFunction"), expiry.Task{ApprovalID: approvals[0]})
+	if err != nil || !res.Expired {
+		t.Errorf("expire = %+v, %v", res, err)
+	}
+	sweep := roles.As(ctx, "SweepFunction")
+	if n, err := tasks.Sweep(sweep, events.EventBridgeEvent{}); err != nil || n.Expired != 1 {
+		t.Errorf("sweep = %+v, %v; want the other approval expired", n, err)
+	}
+	if n, err := admission.New(led, nil, later).SweepReservations(sweep, later()); err != nil || n != 1 {
+		t.Errorf("reservation sweep = %d, %v; want 1", n, err)
+	}
+
+	slack := slacktest.NewTestServer()
+	slack.Start()
+	t.Cleanup(slack.Stop)
+	n := slackbot.NewNotifier(slackbot.NewClient(slackbot.Config{BotToken: "xoxb-roles", APIURL: slack.GetAPIURL()}), st, "C1", log, time.Now)
+	for _, a := range approvals {
+		if err := n.Show(roles.As(ctx, "SlackFunction"), a); err != nil {
+			t.Errorf("slack message of %s: %v", a, err)
+		}
+	}
+}
