@@ -151,7 +151,7 @@ func TestWaitingRunnerGetsTheDecision(t *testing.T) {
 	apr := s.pending(id, tok, "c1", "git push")
 
 	// A second control plane over the same table, as after a restart.
-	restarted := httptest.NewServer(api.New(api.Config{AdminToken: adminToken, Ledger: ledger.New(s.st, time.Now)}))
+	restarted := httptest.NewServer(roles.Serve(api.New(api.Config{AdminToken: adminToken, Ledger: ledger.New(s.st, time.Now)})))
 	defer restarted.Close()
 	s2 := &stack{t: t, url: restarted.URL, st: s.st, db: s.db}
 

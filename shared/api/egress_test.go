@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/api"
+	"github.com/fluidbox/fluidbox/shared/internal/ddbchaos/roles"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 )
 
@@ -31,8 +32,8 @@ func TestConnectionsCannotPointInside(t *testing.T) {
 	})["id"].(string)
 
 	// The same table behind a server whose guard allows nothing.
-	strict := httptest.NewServer(api.New(api.Config{AdminToken: adminToken, Ledger: ledger.New(s.st, time.Now), Sealer: sealer,
-		Logger: slog.New(slog.NewTextHandler(s.logs, nil))}))
+	strict := httptest.NewServer(roles.Serve(api.New(api.Config{AdminToken: adminToken, Ledger: ledger.New(s.st, time.Now), Sealer: sealer,
+		Logger: slog.New(slog.NewTextHandler(s.logs, nil))})))
 	t.Cleanup(strict.Close)
 	p := &stack{t: t, url: strict.URL, st: s.st, db: s.db, led: s.led}
 

@@ -155,9 +155,9 @@ const basicPolicy = `{"name":"basic","default_verdict":"require_approval","rules
 // roleStore is testenv.StoreOn whose requests made while serving a route
 // (through roles.Serve) are checked against the IAM role template.yaml
 // gives that route's function.
-func roleStore(t *testing.T) (*store.Store, *devstack.DynamoDB) {
+func roleStore(t *testing.T, opts ...func(*dynamodb.Options)) (*store.Store, *devstack.DynamoDB) {
 	t.Helper()
-	st, db := testenv.StoreOn(t, roles.Client)
+	st, db := testenv.StoreOn(t, append([]func(*dynamodb.Options){roles.Client}, opts...)...)
 	roles.Enforce(t, db, st.Table())
 	return st, db
 }

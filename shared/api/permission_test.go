@@ -15,6 +15,7 @@ import (
 	"github.com/truora/minidyn/server"
 
 	"github.com/fluidbox/fluidbox/shared/api"
+	"github.com/fluidbox/fluidbox/shared/internal/ddbchaos/roles"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 )
@@ -281,9 +282,9 @@ func TestCanaryNeverStored(t *testing.T) {
 // records nothing; the runner treats that as deny.
 func TestStoreDownAnswers503(t *testing.T) {
 	t.Parallel()
-	st, db := testenv.StoreOn(t, func(o *dynamodb.Options) { o.RetryMaxAttempts = 1 })
+	st, db := roleStore(t, func(o *dynamodb.Options) { o.RetryMaxAttempts = 1 })
 	testenv.Calm(t, db) // no retries: random chaos would fail the setup
-	srv := httptest.NewServer(api.New(api.Config{AdminToken: adminToken, Ledger: ledger.New(st, time.Now)}))
+	srv := httptest.NewServer(roles.Serve(api.New(api.Config{AdminToken: adminToken, Ledger: ledger.New(st, time.Now)})))
 	defer srv.Close()
 	s := &stack{t: t, url: srv.URL, st: st, db: db}
 	id, tok := s.gateRun(s.policy(gatePolicy), runOpts{budget: 1})
@@ -322,9 +323,9 @@ func TestOneTransactionPerDecision(t *testing.T) {
 			}), middleware.Before)
 		})
 	}
-	st, db := testenv.StoreOn(t, count)
+	st, db := roleStore(t, count)
 	testenv.Calm(t, db) // it counts transactions: a retried one counts twice
-	srv := httptest.NewServer(api.New(api.Config{AdminToken: adminToken, Ledger: ledger.New(st, time.Now)}))
+	srv := httptest.NewServer(roles.Serve(api.New(api.Config{AdminToken: adminToken, Ledger: ledger.New(st, time.Now)})))
 	defer srv.Close()
 	s := &stack{t: t, url: srv.URL, st: st, db: db}
 	id, tok := s.gateRun(s.policy(gatePolicy), runOpts{budget: 1})
