@@ -15,5 +15,8 @@
 //   - no function links a package its privilege forbids (go list -deps:
 //     the gate links no MCP, OIDC or KMS code).
 //
+// Placeholders is how those tests, and the role check the table tests run
+// under (shared/internal/ddbchaos/roles), read the template's intrinsics.
+//
 // `make validate` runs `go test ./infra/...`.
 package infra

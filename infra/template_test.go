@@ -35,45 +35,6 @@ const (
 // "Brokered tools and sealing").
 const brokerFunction = "BrokerFunction"
 
-// placeholder stands in for intrinsic functions the way the deployed value
-// would: a string naming what it refers to. goformation's default handlers
-// resolve Ref and GetAtt of resources to nil, which would make the schema
-// check reject every !Ref and !GetAtt.
-func placeholder(name string, input, _ any) any {
-	switch name {
-	case "Ref":
-		return "REF:" + fmt.Sprint(input)
-	case "Fn::GetAtt":
-		if parts, ok := input.([]any); ok {
-			s := make([]string, len(parts))
-			for i, p := range parts {
-				s[i] = fmt.Sprint(p)
-			}
-			return "GETATT:" + strings.Join(s, ".")
-		}
-		return "GETATT:" + fmt.Sprint(input)
-	case "Fn::Sub":
-		if parts, ok := input.([]any); ok && len(parts) > 0 {
-			return "SUB:" + fmt.Sprint(parts[0])
-		}
-		return "SUB:" + fmt.Sprint(input)
-	case "Fn::If":
-		// [condition, then, else]: "then" is as representative as "else".
-		if parts, ok := input.([]any); ok && len(parts) == 3 {
-			return parts[1]
-		}
-	}
-	return strings.ToUpper(strings.TrimPrefix(name, "Fn::")) + ":" + fmt.Sprint(input)
-}
-
-func processorOptions() *intrinsics.ProcessorOptions {
-	h := map[string]intrinsics.IntrinsicHandler{}
-	for _, name := range []string{"Ref", "Fn::GetAtt", "Fn::Sub", "Fn::If", "Fn::ImportValue", "Fn::Cidr", "Fn::GetAZs"} {
-		h[name] = placeholder
-	}
-	return &intrinsics.ProcessorOptions{IntrinsicHandlerOverrides: h}
-}
-
 // loaded is the template in two forms: goformation's typed model, and the
 // same intrinsic-resolved document as plain JSON values (for the schema
 // check and for the parts goformation models lossily, like Policies).
@@ -83,7 +44,7 @@ type loaded struct {
 }
 
 var loadTemplate = sync.OnceValues(func() (*loaded, error) {
-	typed, err := goformation.OpenWithOptions(templatePath, processorOptions())
+	typed, err := goformation.OpenWithOptions(templatePath, Placeholders())
 	if err != nil {
 		return nil, fmt.Errorf("goformation: %w", err)
 	}
@@ -91,7 +52,7 @@ var loadTemplate = sync.OnceValues(func() (*loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	js, err := intrinsics.ProcessYAML(raw, processorOptions())
+	js, err := intrinsics.ProcessYAML(raw, Placeholders())
 	if err != nil {
 		return nil, err
 	}

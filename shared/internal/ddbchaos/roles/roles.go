@@ -35,6 +35,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/awslabs/goformation/v7/intrinsics"
 
+	"github.com/fluidbox/fluidbox/infra"
 	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/devstack"
 	"github.com/fluidbox/fluidbox/shared/internal/ddbchaos"
@@ -147,40 +148,14 @@ func templatePath() (string, error) {
 	}
 }
 
-// intrinsic stands in for an intrinsic function the way infra's tests
-// resolve them: a string naming what it refers to.
-func intrinsic(name string, input, _ any) any {
-	switch name {
-	case "Fn::GetAtt":
-		if parts, ok := input.([]any); ok {
-			s := make([]string, len(parts))
-			for i, p := range parts {
-				s[i] = fmt.Sprint(p)
-			}
-			return "GETATT:" + strings.Join(s, ".")
-		}
-		return "GETATT:" + fmt.Sprint(input)
-	case "Fn::Sub":
-		if parts, ok := input.([]any); ok && len(parts) > 0 {
-			return "SUB:" + fmt.Sprint(parts[0])
-		}
-		return "SUB:" + fmt.Sprint(input)
-	}
-	return strings.ToUpper(strings.TrimPrefix(name, "Fn::")) + ":" + fmt.Sprint(input)
-}
-
 var yamlMu sync.Mutex
 
 // Parse is Load of a template's text.
 func Parse(template []byte, table string) (map[string]ddbchaos.Policy, error) {
-	h := map[string]intrinsics.IntrinsicHandler{}
-	for _, name := range []string{"Ref", "Fn::GetAtt", "Fn::Sub", "Fn::If", "Fn::ImportValue", "Fn::Join", "Fn::Select"} {
-		h[name] = intrinsic
-	}
 	// goformation registers its YAML tags in a package map on every call:
 	// one call at a time (tests enforce roles in parallel).
 	yamlMu.Lock()
-	js, err := intrinsics.ProcessYAML(template, &intrinsics.ProcessorOptions{IntrinsicHandlerOverrides: h})
+	js, err := intrinsics.ProcessYAML(template, infra.Placeholders())
 	yamlMu.Unlock()
 	if err != nil {
 		return nil, err
