@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,4 +101,25 @@ func wantErr(t *testing.T, what string, err, want error) {
 	if !errors.Is(err, want) {
 		t.Errorf("%s = %v, want %v", what, err, want)
 	}
+}
+
+// wins runs try(0..n-1) from n goroutines at once and returns how many
+// succeeded; a failure other than lost (the compare-and-swap's sentinel)
+// fails the test.
+func wins(t *testing.T, n int, lost error, try func(i int) error) int {
+	t.Helper()
+	var won atomic.Int64
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			switch err := try(i); {
+			case err == nil:
+				won.Add(1)
+			case !errors.Is(err, lost):
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	return int(won.Load())
 }

@@ -2,9 +2,6 @@ package store_test
 
 import (
 	"context"
-	"errors"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,23 +31,10 @@ func TestMemberFirstSeenInEachRole(t *testing.T) {
 	}
 
 	ctx := roles.As(context.Background(), "ApprovalsFunction")
-	var won atomic.Int64
-	var wg sync.WaitGroup
-	for i := range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := st.PutMember(ctx, store.Member{Sub: "racer", Status: store.MemberActive, FirstSeen: at(time.Duration(i)), LastSeen: at(0)})
-			switch {
-			case err == nil:
-				won.Add(1)
-			case !errors.Is(err, store.ErrMemberExists):
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
-	if won.Load() != 1 {
-		t.Errorf("%d first requests recorded the member, want 1", won.Load())
+	won := wins(t, 32, store.ErrMemberExists, func(i int) error {
+		return st.PutMember(ctx, store.Member{Sub: "racer", Status: store.MemberActive, FirstSeen: at(time.Duration(i)), LastSeen: at(0)})
+	})
+	if won != 1 {
+		t.Errorf("%d first requests recorded the member, want 1", won)
 	}
 }

@@ -39,24 +39,11 @@ func TestRefreshLease(t *testing.T) {
 		t.Fatalf("after the holder's time ran out: %v", err)
 	}
 
-	var won atomic.Int64
-	var wg sync.WaitGroup
-	for i := range 24 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := st.AcquireRefreshLease(ctx, "con_b", string(rune('a'+i)), 1000, 2000)
-			switch {
-			case err == nil:
-				won.Add(1)
-			case !errors.Is(err, store.ErrLeaseHeld):
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
-	if won.Load() != 1 {
-		t.Fatalf("%d holders at once, want 1", won.Load())
+	won := wins(t, 24, store.ErrLeaseHeld, func(i int) error {
+		return st.AcquireRefreshLease(ctx, "con_b", string(rune('a'+i)), 1000, 2000)
+	})
+	if won != 1 {
+		t.Fatalf("%d holders at once, want 1", won)
 	}
 }
 

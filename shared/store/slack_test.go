@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,24 +92,11 @@ func TestSlackMessages(t *testing.T) {
 	// Workers racing for one message, fresh and then (the first round's
 	// claim gone stale) again: one wins each time.
 	for round, stale := range []string{at(0), at(time.Minute + time.Nanosecond)} {
-		var won atomic.Int64
-		var wg sync.WaitGroup
-		for range 32 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				err := st.ClaimSlackMessage(ctx, "apr_race", at(time.Duration(round+1)*time.Minute), stale)
-				switch {
-				case err == nil:
-					won.Add(1)
-				case !errors.Is(err, store.ErrSlackMessageClaimed):
-					t.Error(err)
-				}
-			}()
-		}
-		wg.Wait()
-		if won.Load() != 1 {
-			t.Errorf("round %d: %d claims won, want 1", round, won.Load())
+		won := wins(t, 32, store.ErrSlackMessageClaimed, func(_ int) error {
+			return st.ClaimSlackMessage(ctx, "apr_race", at(time.Duration(round+1)*time.Minute), stale)
+		})
+		if won != 1 {
+			t.Errorf("round %d: %d claims won, want 1", round, won)
 		}
 	}
 }

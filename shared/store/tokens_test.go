@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,24 +62,12 @@ func TestAuthorizeConnection(t *testing.T) {
 
 	// Concurrent callbacks of one generation: exactly one lands.
 	oauthConnection(t, st, "con_race", store.ConnectionAuthorizationRequired, 5, nil)
-	var won atomic.Int64
-	var wg sync.WaitGroup
-	for i := range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, err := st.AuthorizeConnection(ctx, "con_race", 5, []byte{byte(i)}, "{}", at(time.Hour), at(time.Minute))
-			switch {
-			case err == nil:
-				won.Add(1)
-			case !errors.Is(err, store.ErrConnectionChanged):
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
-	if got, _ := st.GetConnection(ctx, "con_race"); won.Load() != 1 || got.Generation != 6 {
-		t.Errorf("%d authorizations of generation 5 landed (generation now %d), want 1 (6)", won.Load(), got.Generation)
+	won := wins(t, 32, store.ErrConnectionChanged, func(i int) error {
+		_, err := st.AuthorizeConnection(ctx, "con_race", 5, []byte{byte(i)}, "{}", at(time.Hour), at(time.Minute))
+		return err
+	})
+	if got, _ := st.GetConnection(ctx, "con_race"); won != 1 || got.Generation != 6 {
+		t.Errorf("%d authorizations of generation 5 landed (generation now %d), want 1 (6)", won, got.Generation)
 	}
 }
 
@@ -109,24 +95,11 @@ func TestStoreRefreshedTokens(t *testing.T) {
 
 	// Refreshes racing from the same tokens: exactly one is stored.
 	oauthConnection(t, st, "con_race", store.ConnectionActive, 1, []byte("t0"))
-	var won atomic.Int64
-	var wg sync.WaitGroup
-	for i := range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := st.StoreRefreshedTokens(ctx, "con_race", 1, []byte("t0"), []byte(fmt.Sprintf("t%d", i+1)), at(time.Hour), at(time.Minute))
-			switch {
-			case err == nil:
-				won.Add(1)
-			case !errors.Is(err, store.ErrConnectionChanged):
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
-	if won.Load() != 1 {
-		t.Errorf("%d refreshes from the same tokens were stored, want 1", won.Load())
+	won := wins(t, 32, store.ErrConnectionChanged, func(i int) error {
+		return st.StoreRefreshedTokens(ctx, "con_race", 1, []byte("t0"), []byte(fmt.Sprintf("t%d", i+1)), at(time.Hour), at(time.Minute))
+	})
+	if won != 1 {
+		t.Errorf("%d refreshes from the same tokens were stored, want 1", won)
 	}
 }
 
@@ -166,28 +139,16 @@ func TestRequireAuthorization(t *testing.T) {
 
 	// A refresh and a refusal racing from the same tokens: one of them.
 	oauthConnection(t, st, "con_race", store.ConnectionActive, 1, []byte("t0"))
-	var won atomic.Int64
-	var wg sync.WaitGroup
-	for i := range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var err error
-			if i%2 == 0 {
-				err = st.RequireAuthorization(ctx, "con_race", 1, []byte("t0"), at(time.Minute))
-			} else {
-				err = st.StoreRefreshedTokens(ctx, "con_race", 1, []byte("t0"), []byte("t1"), at(time.Hour), at(time.Minute))
-			}
-			switch {
-			case err == nil:
-				won.Add(1)
-			case !errors.Is(err, store.ErrConnectionChanged):
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
-	if won.Load() != 1 {
-		t.Errorf("%d of the racing refresh and refusal landed, want 1", won.Load())
+	won := wins(t, 32, store.ErrConnectionChanged, func(i int) error {
+		var err error
+		if i%2 == 0 {
+			err = st.RequireAuthorization(ctx, "con_race", 1, []byte("t0"), at(time.Minute))
+		} else {
+			err = st.StoreRefreshedTokens(ctx, "con_race", 1, []byte("t0"), []byte("t1"), at(time.Hour), at(time.Minute))
+		}
+		return err
+	})
+	if won != 1 {
+		t.Errorf("%d of the racing refresh and refusal landed, want 1", won)
 	}
 }
