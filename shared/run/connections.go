@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/fluidbox/fluidbox/shared/capability"
 	"github.com/fluidbox/fluidbox/shared/ids"
@@ -27,6 +28,17 @@ const BrokeredPrefix = "mcp__"
 // splits back unambiguously.
 func BrokeredName(connection, tool string) string {
 	return BrokeredPrefix + connection + "__" + tool
+}
+
+// BrokeredConnection is BrokeredName's inverse: the connection name a
+// brokered tool's name starts with, or false for a name of no such form.
+func BrokeredConnection(name string) (string, bool) {
+	rest, ok := strings.CutPrefix(name, BrokeredPrefix)
+	if !ok {
+		return "", false
+	}
+	conn, _, ok := strings.Cut(rest, "__")
+	return conn, ok && conn != ""
 }
 
 // resolveConnections freezes the named connections: each must exist, be

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"path"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/fluidbox/fluidbox/shared/auth"
@@ -182,12 +181,8 @@ func (s *Server) evaluate(w http.ResponseWriter, r *http.Request, n int) error {
 // (mcp__<connection>__<tool>, as runs freeze them), or "" when name is not
 // one of an existing connection's.
 func (s *Server) brokeredBy(ctx context.Context, name string) (string, error) {
-	rest, ok := strings.CutPrefix(name, run.BrokeredPrefix)
+	conn, ok := run.BrokeredConnection(name)
 	if !ok {
-		return "", nil
-	}
-	conn, _, ok := strings.Cut(rest, "__")
-	if !ok || conn == "" {
 		return "", nil
 	}
 	id, err := s.st.ConnectionIDByName(ctx, conn)
