@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/fluidbox/fluidbox/shared/policy"
 	"github.com/fluidbox/fluidbox/shared/policy/policyyaml"
 )
@@ -68,8 +66,9 @@ func policyWrite(ctx context.Context, sub string, args []string, e cmdEnv) error
 	return printPolicy(e.stdout, p, false)
 }
 
-// readPolicyFile reads a policy document from a file or stdin ("-"),
-// checks it (parse, validation, its tests) and returns it as JSON.
+// readPolicyFile reads a policy document (JSON or YAML) from a file or
+// stdin ("-"), checks it as the control plane will (parse, validation, its
+// tests) and returns it as the JSON the control plane stores.
 func readPolicyFile(name string, stdin io.Reader) (json.RawMessage, error) {
 	data, err := readInput(name, stdin, policy.MaxDocumentBytes)
 	if err != nil {
@@ -87,14 +86,8 @@ func readPolicyFile(name string, stdin io.Reader) (json.RawMessage, error) {
 		}
 		return nil, fmt.Errorf("%s", b.String())
 	}
-	if trimmed := bytes.TrimSpace(data); trimmed[0] == '{' {
-		return trimmed, nil
-	}
-	js, err := yaml.YAMLToJSONStrict(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err) // Parse read it: not reached
-	}
-	return js, nil
+	// The document as parsed, in JSON: what the control plane stores.
+	return json.Marshal(p.Document())
 }
 
 // policyGet is `policy get POLICY_ID [--version N]`: the version's header
