@@ -59,6 +59,12 @@ func (e *LimitedError) Error() string {
 // Is makes errors.Is(err, ErrLimited) hold.
 func (e *LimitedError) Is(target error) bool { return target == ErrLimited }
 
+// RetryAfterSeconds is RetryAfter as a Retry-After header says it: whole
+// seconds, rounded up, at least 1.
+func (e *LimitedError) RetryAfterSeconds() int64 {
+	return max(int64((e.RetryAfter+time.Second-1)/time.Second), 1)
+}
+
 // Limiter counts runs' requests.
 type Limiter struct {
 	st    *store.Store

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/auth"
@@ -55,7 +54,7 @@ func (s *Server) limited(w http.ResponseWriter, r *http.Request, runID string) b
 	case err == nil:
 		return false
 	case errors.As(err, &lim):
-		secs := max(int64((lim.RetryAfter+time.Second-1)/time.Second), 1)
+		secs := lim.RetryAfterSeconds()
 		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 		s.log.WarnContext(r.Context(), "model request rate limited", "run", runID, "limit_per_minute", lim.Limit)
 		modelproxy.WriteError(w, http.StatusTooManyRequests, "rate_limit_error",

@@ -209,11 +209,11 @@ func (s *Server) rateLimit(w http.ResponseWriter, r *http.Request, runID string)
 	case err == nil:
 		return nil
 	case errors.As(err, &lim):
-		secs := int64((lim.RetryAfter + time.Second - 1) / time.Second)
-		w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
+		secs := lim.RetryAfterSeconds()
+		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 		s.log.WarnContext(r.Context(), "rate limited", "run", runID, "limit_per_minute", lim.Limit)
 		return &Error{Status: http.StatusTooManyRequests, Code: "rate_limited",
-			Message: fmt.Sprintf("this run made more than %d requests this minute (FLUIDBOX_RUN_REQUESTS_PER_MINUTE); nothing was done: retry after %d s (Retry-After), and treat this as deny until then", lim.Limit, max(secs, 1))}
+			Message: fmt.Sprintf("this run made more than %d requests this minute (FLUIDBOX_RUN_REQUESTS_PER_MINUTE); nothing was done: retry after %d s (Retry-After), and treat this as deny until then", lim.Limit, secs)}
 	}
 	s.log.ErrorContext(r.Context(), "rate limit unavailable", "run", runID, "err", err)
 	return ErrUnavailable
