@@ -44,7 +44,8 @@ type triggerRequest struct {
 	Events    []string `json:"events,omitempty"`
 	Workspace string   `json:"workspace,omitempty"`
 	// OwnWebhookSecret gives the trigger its own webhook secret, returned
-	// once in the creation's answer, instead of the server's.
+	// once (in the answer of the creation or of the update that turns it
+	// on), instead of the server's.
 	OwnWebhookSecret bool `json:"own_webhook_secret,omitempty"`
 	// SlackChannel, a Slack channel id, takes the approval messages of the
 	// trigger's runs instead of FLUIDBOX_SLACK_CHANNEL.
@@ -75,7 +76,8 @@ type triggerView struct {
 	Events              []string      `json:"events"`
 	Workspace           string        `json:"workspace,omitempty"`
 	// OwnWebhookSecret: deliveries must be signed with the trigger's own
-	// secret. WebhookSecret is that secret, in the creation's answer only.
+	// secret. WebhookSecret is that secret, only in the answer that gave
+	// it to the trigger.
 	OwnWebhookSecret bool   `json:"own_webhook_secret,omitempty"`
 	WebhookSecret    string `json:"webhook_secret,omitempty"`
 	SlackChannel     string `json:"slack_channel,omitempty"`
