@@ -16,8 +16,11 @@ import (
 // inputWidth is how much of an input the approvals table shows.
 const inputWidth = 60
 
-// approvals lists the pending approvals: `fluidbox approvals [--json]`, or
-// shows one whole: `fluidbox approvals show ID`.
+// approvals lists the caller's inbox, every page of it, with the total:
+// `fluidbox approvals [--json]`, or shows one whole: `fluidbox approvals
+// show ID`. Signed in as a member, the inbox is the calls on their own
+// personal connections; as an approver, admin or the operator, the shared
+// calls (and their own personal ones).
 func approvals(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "show" {
 		return showApproval(ctx, args[1:], getenv, stdout, stderr)
@@ -43,7 +46,7 @@ func approvals(ctx context.Context, args []string, getenv func(string) string, s
 		if list == nil {
 			list = []client.Approval{}
 		}
-		return writeJSON(stdout, map[string]any{"approvals": list})
+		return writeJSON(stdout, map[string]any{"approvals": list, "total": len(list)})
 	}
 	if len(list) == 0 {
 		_, err := fmt.Fprintln(stdout, "no pending approvals")
@@ -66,6 +69,9 @@ func approvals(ctx context.Context, args []string, getenv func(string) string, s
 			cellText(in), clean(rule, 30), timeLeft(a.ExpiresAt, now))
 	}
 	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(stdout, "%d pending\n", len(list)); err != nil {
 		return err
 	}
 	if cut > 0 {
