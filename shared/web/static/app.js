@@ -216,6 +216,11 @@
       const w = who();
       $("who").textContent = w ? "signed in as " + R.line(w.name) + (w.roles.length ? " (" + w.roles.join(", ") + ")" : "") : "";
       $("sign-out").textContent = "Sign out";
+      // The server decides what the inbox holds; this only says so.
+      const approver = w && (w.roles.includes("admin") || w.roles.includes("approver"));
+      $("inbox-hint").textContent = approver
+        ? "Calls waiting for an approver, and calls on your own personal connections. A call on someone else's personal connection is theirs alone to decide and is not shown."
+        : "Calls on your own personal connections: only you may decide them. Other calls are decided by approvers.";
     } else {
       $("who").textContent = "admin token";
       $("sign-out").textContent = "Forget token";
@@ -259,18 +264,38 @@
     stopRun();
   }
 
+  // inbox reads every page of the caller's inbox (GET /v1/approvals
+  // follows MayDecide: a member's own personal calls; an approver's shared
+  // ones), following next_cursor to the end so that nothing hides past the
+  // first page. A cursor seen before would never end: it is an error.
+  async function inbox() {
+    const all = [];
+    const seen = new Set();
+    let path = "v1/approvals?limit=100";
+    for (;;) {
+      const data = await api("GET", path);
+      for (const a of (data && data.approvals) || []) all.push(a);
+      const next = data && typeof data.next_cursor === "string" ? data.next_cursor : "";
+      if (!next) return all;
+      if (seen.has(next)) throw new Error("the control plane's approvals list repeated a page; retrying…");
+      seen.add(next);
+      path = "v1/approvals?limit=100&cursor=" + encodeURIComponent(next);
+    }
+  }
+
   async function pollApprovals() {
     const gen = ++pollGen;
     clearTimeout(pollTimer);
     try {
-      const data = await api("GET", "v1/approvals");
+      const list = await inbox();
       if (gen !== pollGen) return;
-      approvals = (data && data.approvals) || [];
+      approvals = list;
       setConn("connected", "ok");
       renderApprovals();
     } catch (err) {
       if (gen !== pollGen) return;
       if (handleError(err)) return;
+      if (!(err instanceof APIError)) setConn(R.line(err.message), "bad");
     }
     pollTimer = setTimeout(pollApprovals, POLL_MS);
   }
