@@ -105,7 +105,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if slackCfg.Enabled() {
 		// The Slack function's code, fed in-process by the same observer:
 		// it posts in the background and retries, never delaying a decision.
-		n := slackbot.NewNotifier(slackbot.NewClient(slackCfg), st, slackCfg.Channel, log, time.Now)
+		n := slackbot.NewNotifier(slackbot.NewClient(slackCfg), st, slackCfg.Channel, log, time.Now).WithUsers(slackCfg.Users)
 		printed, posted := notifications, n.Observer()
 		notifications = func(ctx context.Context, before, after store.Approval) {
 			printed(ctx, before, after)

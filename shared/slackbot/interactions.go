@@ -82,7 +82,7 @@ func NewInteractions(cfg Config, api API, decider Decider, seen Seen, members Me
 	}
 	return &Interactions{
 		secret: cfg.SigningSecret, api: api, decider: decider, seen: seen,
-		users: NewDirectory(api, members, cfg.Users, now), log: log, now: now, replyHost: host,
+		users: NewDirectory(api, members, cfg.Users, cfg.RolesMaxAge, now), log: log, now: now, replyHost: host,
 	}
 }
 
@@ -269,7 +269,11 @@ func settled(a store.Approval) string {
 }
 
 func refusal(err error) string {
+	var stale *StaleError
 	switch {
+	case errors.As(err, &stale):
+		return fmt.Sprintf("fluidbox last saw your roles %s ago, longer than the %s it trusts them for here. Sign in to fluidbox again (the approvals page), then click again. Nothing was decided.",
+			stale.Age.Round(time.Minute), stale.MaxAge)
 	case errors.Is(err, ErrInactive):
 		return "Your fluidbox membership has been deactivated; nothing was decided."
 	case errors.Is(err, ErrAmbiguous):

@@ -51,6 +51,9 @@ func Blocks(a store.Approval, f review.Facts, now time.Time) ([]slack.Block, str
 	}
 	fallback = head + " · " + render.Line(a.ID)
 	blocks := []slack.Block{slack.NewHeaderBlock(plain(clip(head, maxHeader)))}
+	if a.Personal {
+		blocks = append(blocks, slack.NewContextBlock("", plain(clip("Only you decide this: the call runs on your personal connection "+render.Line(a.ConnectionID)+". Nobody else is shown it.", 1900))))
+	}
 
 	v := render.Call(a.ToolName, []byte(a.Input))
 	cut := false

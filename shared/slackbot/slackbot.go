@@ -60,6 +60,9 @@ type Config struct {
 	// match; the subject "admin" is the operator, and only an explicit
 	// mapping can name it.
 	Users map[string]string
+	// RolesMaxAge is how long ago a member's roles may have been seen for
+	// a click to decide with them; 0 is DefaultRolesMaxAge.
+	RolesMaxAge time.Duration
 }
 
 // Secret is a credential that never prints.
@@ -148,5 +151,6 @@ func FromConfig(cfg config.Config) (Config, error) {
 		Channel:       cfg.SlackChannel,
 		APIURL:        cfg.SlackAPIURL,
 		Users:         users,
+		RolesMaxAge:   cfg.SlackRolesMaxAge,
 	}, nil
 }
