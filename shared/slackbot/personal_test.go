@@ -174,6 +174,11 @@ func TestPersonalCallGoesToItsOwner(t *testing.T) {
 			t.Errorf("reply to another's click = %q, want refused", r)
 		}
 	}
+	// Nor does the deny modal, which shows the call, open for them.
+	s.interact(s.clickBody("U_BOB", slackbot.ActionDeny, apr, 12))
+	if _, _, r, views := s.slack.snapshot(); views != 0 || len(r) != 3 || !strings.Contains(r[2], "You may not decide") {
+		t.Errorf("another member's deny click: %d modals, replies %q; want none and a refusal", views, r)
+	}
 	if got := s.status(apr); got != "pending" {
 		t.Fatalf("after the others' clicks the approval is %s, want pending", got)
 	}
