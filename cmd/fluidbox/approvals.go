@@ -32,7 +32,7 @@ func approvals(ctx context.Context, args []string, getenv func(string) string, s
 		return err
 	}
 	if len(pos) > 0 {
-		return fmt.Errorf("unexpected argument %q", pos[0])
+		return usagef("unexpected argument %q", pos[0])
 	}
 	c, err := f.client()
 	if err != nil {
@@ -46,7 +46,7 @@ func approvals(ctx context.Context, args []string, getenv func(string) string, s
 		if list == nil {
 			list = []client.Approval{}
 		}
-		return writeJSON(stdout, map[string]any{"approvals": list, "total": len(list)})
+		return f.write(stdout, map[string]any{"approvals": list, "total": len(list)})
 	}
 	if len(list) == 0 {
 		_, err := fmt.Fprintln(stdout, "no pending approvals")
@@ -114,7 +114,7 @@ func showApproval(ctx context.Context, args []string, getenv func(string) string
 	}
 	if len(pos) != 1 {
 		fs.Usage()
-		return fmt.Errorf("want exactly one approval id (apr_...), got %d arguments", len(pos))
+		return usagef("want exactly one approval id (apr_...), got %d arguments", len(pos))
 	}
 	c, err := f.client()
 	if err != nil {
@@ -125,7 +125,7 @@ func showApproval(ctx context.Context, args []string, getenv func(string) string
 		return explain(err)
 	}
 	if f.json {
-		return writeJSON(stdout, a)
+		return f.write(stdout, a)
 	}
 	_, err = io.WriteString(stdout, describeApproval(a, time.Now()))
 	return err
@@ -241,7 +241,7 @@ func decide(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(st
 	}
 	if len(pos) != 1 || strings.TrimSpace(pos[0]) == "" {
 		fs.Usage()
-		return fmt.Errorf("want exactly one approval id (apr_...), got %d arguments", len(pos))
+		return usagef("want exactly one approval id (apr_...), got %d arguments", len(pos))
 	}
 	c, err := f.client()
 	if err != nil {
@@ -254,7 +254,7 @@ func decide(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(st
 	}
 	applied := a.Applied != nil && *a.Applied
 	if f.json {
-		if err := writeJSON(stdout, a); err != nil {
+		if err := f.write(stdout, a); err != nil {
 			return err
 		}
 	} else if applied {

@@ -95,7 +95,7 @@ func TestApprovalsApproveDeny(t *testing.T) {
 	if again.Decision != "deny" || again.Source != "approval" {
 		t.Errorf("the runner after a human denied = %+v, want deny from approval", again)
 	}
-	if r := fluidbox(ctx, s.env(), "", "approve"); r.code != 1 || !strings.Contains(r.stderr, "want exactly one approval id") {
+	if r := fluidbox(ctx, s.env(), "", "approve"); r.code != 2 || !strings.Contains(r.stderr, "want exactly one approval id") {
 		t.Errorf("fluidbox approve with no id = %+v", r)
 	}
 }

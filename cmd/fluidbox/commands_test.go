@@ -206,3 +206,64 @@ func TestSendTestStaysLocal(t *testing.T) {
 		}
 	}
 }
+
+// Every command and subcommand answers a wrong command line with exit 2:
+// a flag it does not know, a flag value it refuses, or arguments it does
+// not take. The subcommands are the command's words that are not flags.
+func TestUsageErrorsExitTwo(t *testing.T) {
+	ctx := context.Background()
+	env := map[string]string{"FLUIDBOX_URL": "http://127.0.0.1:1", "FLUIDBOX_ADMIN_TOKEN": "x"}
+	for _, c := range commands {
+		switch c.name {
+		case "help", "completion":
+			continue // their arguments are words, checked below
+		}
+		lines := [][]string{{c.name, "--no-such-flag"}}
+		if c.name != "hook" { // hook's flags come after its runner's name
+			lines = append(lines, []string{c.name, "--jq", ".["})
+		}
+		for _, w := range c.words {
+			if !strings.HasPrefix(w, "-") {
+				lines = append(lines, []string{c.name, w, "--no-such-flag"}, []string{c.name, w, "--jq", ".["})
+			}
+		}
+		for _, line := range lines {
+			if c.name == "hook" && len(line) == 3 {
+				continue
+			}
+			if r := fluidbox(ctx, env, "", line...); r.code != 2 {
+				t.Errorf("%q = %d, want 2 (usage); stderr %q", line, r.code, r.stderr)
+			}
+		}
+	}
+	for _, line := range [][]string{
+		{"approvals", "extra"}, {"approvals", "show"}, {"approve"}, {"approve", "apr_1", "apr_2"}, {"deny"},
+		{"events"}, {"events", "ses_1", "ses_2"}, {"events", "ses_1", "--after", "x"},
+		{"runs", "list", "extra"}, {"runs", "list", "--limit", "many"}, {"runs", "get"}, {"runs", "token"},
+		{"policy"}, {"policy", "nope"}, {"policy", "eval"}, {"policy", "eval", "pol_1"},
+		{"policy", "eval", "pol_1", "--command", "ls", "--tool", "Read"}, {"policy", "eval", "pol_1", "--tool", "Read", "--input", "{"},
+		{"policy", "test"}, {"policy", "import-claude"}, {"policy", "get"}, {"policy", "update"},
+		{"triggers", "get"}, {"triggers", "delete"}, {"connections"}, {"connections", "authorize"},
+		{"completion"}, {"completion", "tcsh"}, {"version", "extra"}, {"dynamodb", "extra"}, {"dynamodb", "--chaos", "nonsense"}, {"dev", "extra"}, {"hook"}, {"hook", "codex"},
+	} {
+		if r := fluidbox(ctx, env, "", line...); r.code != 2 {
+			t.Errorf("%q = %d, want 2 (usage); stderr %q", line, r.code, r.stderr)
+		}
+	}
+}
+
+// Help spells every flag as the usage lines do: --json, never -json.
+func TestHelpSpellsFlagsWithTwoDashes(t *testing.T) {
+	ctx := context.Background()
+	for _, line := range [][]string{{"runs", "list", "--help"}, {"policy", "eval", "--help"}, {"triggers", "create", "--help"}, {"events", "--help"}, {"version", "--help"}} {
+		r := fluidbox(ctx, nil, "", line...)
+		if r.code != 0 || !strings.Contains(r.stdout+r.stderr, "  --json") {
+			t.Errorf("%q = %d, want --json in %q", line, r.code, r.stdout+r.stderr)
+		}
+		for _, l := range strings.Split(r.stdout+r.stderr, "\n") {
+			if f := strings.Fields(l); len(f) > 0 && strings.HasPrefix(f[0], "-") && !strings.HasPrefix(f[0], "--") && len(f[0]) > 2 {
+				t.Errorf("%q: help line %q spells a flag with one dash", line, l)
+			}
+		}
+	}
+}

@@ -41,7 +41,7 @@ import (
 func dev(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("dev", stderr, "dev [--print-webhook-secret]")
 	printSecret := fs.Bool("print-webhook-secret", false, "when FLUIDBOX_GITHUB_WEBHOOK_SECRET is unset, generate a GitHub webhook secret and print it with the export lines, so a pull request can be tried without a restart")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -42,7 +42,7 @@ func policyCmd(ctx context.Context, args []string, e cmdEnv) error {
 	getenv, stdout, stderr := e.getenv, e.stdout, e.stderr
 	if len(args) == 0 {
 		fmt.Fprintf(stderr, "usage: fluidbox %s\n", policyUsage)
-		return errors.New("a subcommand is needed")
+		return usagef("a subcommand is needed")
 	}
 	switch args[0] {
 	case "list":
@@ -65,7 +65,7 @@ func policyCmd(ctx context.Context, args []string, e cmdEnv) error {
 		fmt.Fprintf(stdout, "\nsubcommands:\n  fluidbox %s\n", policyUsage)
 		return nil
 	}
-	return fmt.Errorf("unknown subcommand %q (list, get, create, update, eval, shadow, test, import-claude)", args[0])
+	return usagef("unknown subcommand %q (list, get, create, update, eval, shadow, test, import-claude)", args[0])
 }
 
 // evaluation is the answer of POST /v1/policies/{id}/evaluate.
@@ -111,12 +111,12 @@ func policyEval(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	if len(pos) != 1 {
-		return fmt.Errorf("one POLICY_ID is needed (usage: fluidbox %s)", policyUsage)
+		return usagef("one POLICY_ID is needed (usage: fluidbox %s)", policyUsage)
 	}
 	body := map[string]any{}
 	switch {
 	case *command != "" && (*tool != "" || *input != ""):
-		return errors.New("--command is a Bash call; give either it or --tool and --input")
+		return usagef("--command is a Bash call; give either it or --tool and --input")
 	case *command != "":
 		body["tool_name"], body["input"] = "Bash", map[string]any{"command": *command}
 	case *tool != "":
@@ -125,12 +125,12 @@ func policyEval(ctx context.Context, args []string, getenv func(string) string, 
 			dec := json.NewDecoder(strings.NewReader(*input))
 			dec.UseNumber()
 			if err := dec.Decode(&in); err != nil {
-				return fmt.Errorf("--input: not JSON: %v", err)
+				return usagef("--input: not JSON: %v", err)
 			}
 		}
 		body["tool_name"], body["input"] = *tool, in
 	default:
-		return errors.New("--command or --tool is needed")
+		return usagef("--command or --tool is needed")
 	}
 	for k, v := range map[string]string{"trust_tier": *tier, "workspace": *workspace, "cwd": *cwd, "class": *class} {
 		if v != "" {
@@ -149,7 +149,7 @@ func policyEval(ctx context.Context, args []string, getenv func(string) string, 
 		return explain(err)
 	}
 	if f.json {
-		return writeJSON(stdout, out)
+		return f.write(stdout, out)
 	}
 	return printEvaluation(stdout, out)
 }
@@ -193,7 +193,7 @@ func policyShadow(ctx context.Context, args []string, getenv func(string) string
 		fmt.Fprintf(stderr, "page %d: %d runs so far...\n", page, sum.Runs)
 	}
 	if f.json {
-		return writeJSON(stdout, sum)
+		return f.write(stdout, sum)
 	}
 	return printShadow(stdout, sum)
 }
@@ -293,13 +293,13 @@ var errTestsFailed = errors.New("policy tests failed")
 // needed.
 func policyTest(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("policy test", stderr, "policy test [--json] FILE...")
-	asJSON := fs.Bool("json", false, "print JSON for scripts instead of text")
+	out := addOutFlags(fs)
 	files, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(files) == 0 {
-		return errors.New("one or more policy files are needed")
+		return usagef("one or more policy files are needed")
 	}
 	type fileResult struct {
 		File     string               `json:"file"`
@@ -327,8 +327,8 @@ func policyTest(args []string, stdout, stderr io.Writer) error {
 		failed = failed || res.Error != "" || len(res.Failures) > 0
 		results = append(results, res)
 	}
-	if *asJSON {
-		if err := writeJSON(stdout, map[string]any{"results": results}); err != nil {
+	if out.json {
+		if err := out.write(stdout, map[string]any{"results": results}); err != nil {
 			return err
 		}
 	} else {
@@ -369,7 +369,7 @@ func policyImportClaude(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if len(pos) != 1 {
-		return errors.New("one settings file is needed (such as .claude/settings.json)")
+		return usagef("one settings file is needed (such as .claude/settings.json)")
 	}
 	data, err := os.ReadFile(pos[0])
 	if err != nil {

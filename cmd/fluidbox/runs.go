@@ -119,7 +119,7 @@ func runsList(ctx context.Context, args []string, e cmdEnv) error {
 	if err != nil {
 		return err
 	}
-	return printListing(e, f.json, "sessions", list, next, "no runs", "RUN\tSTATUS\tTIER\tTRIGGER\tPULL REQUEST\tSPENT\tCREATED", func(raw json.RawMessage) (string, error) {
+	return printListing(e, f.outFlags, "sessions", list, next, "no runs", "RUN\tSTATUS\tTIER\tTRIGGER\tPULL REQUEST\tSPENT\tCREATED", func(raw json.RawMessage) (string, error) {
 		var r runView
 		if err := json.Unmarshal(raw, &r); err != nil {
 			return "", fmt.Errorf("a run in the answer is not what fluidbox sends: %w", err)
@@ -151,7 +151,7 @@ func runsGet(ctx context.Context, args []string, e cmdEnv) error {
 		return err
 	}
 	var r runView
-	if done, err := fetch(ctx, c, f.json, e.stdout, "GET", "/v1/sessions/"+url.PathEscape(pos[0]), nil, &r, "a run"); done {
+	if done, err := fetch(ctx, c, f.outFlags, e.stdout, "GET", "/v1/sessions/"+url.PathEscape(pos[0]), nil, &r, "a run"); done {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "run      %s\nstatus   %s\ntier     %s\ntrigger  %s\ncreated  %s\nbudget   $%.4f spent of $%.2f\n", clean(r.ID, 64), clean(r.Status, 20), clean(r.TrustTier, 12), clean(r.Trigger, 12), clean(r.CreatedAt, 30), r.Budget.SpentUSD, r.Budget.LimitUSD)
@@ -197,7 +197,7 @@ func runsToken(ctx context.Context, args []string, e cmdEnv) error {
 		return explain(err)
 	}
 	if f.json {
-		return writeJSON(e.stdout, t)
+		return f.write(e.stdout, t)
 	}
 	for _, v := range []string{t.SessionID, t.Token, t.RunnerToken} {
 		if strings.ContainsAny(v, " \t\n'\"$`\\") {
