@@ -267,3 +267,43 @@ func TestHelpSpellsFlagsWithTwoDashes(t *testing.T) {
 		}
 	}
 }
+
+// runs create makes a run from flags alone and prints its tokens as export
+// lines; runs get shows the policy by name and the workspace; --jq picks
+// fields out of any --json answer.
+func TestRunsCreateGetAndJQ(t *testing.T) {
+	ctx := context.Background()
+	s := newStack(t, nil)
+	vars := s.env()
+	var pol struct{ ID string }
+	c, _ := (&apiFlags{url: s.url, token: adminToken}).client()
+	if err := c.Do(ctx, "POST", "/v1/policies", json.RawMessage(testPolicy), &pol); err != nil {
+		t.Fatal(err)
+	}
+	r := fluidbox(ctx, vars, "", "runs", "create", "--policy", pol.ID, "--budget", "2", "--workspace", "/work/app", "--tier", "read_only")
+	if r.code != 0 || !strings.Contains(r.stdout, "export FLUIDBOX_SESSION_TOKEN=fbx_sess_") || !strings.Contains(r.stdout, "export FLUIDBOX_RUNNER_TOKEN=fbx_run_") || !strings.Contains(r.stderr, "read_only") {
+		t.Fatalf("runs create = %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	id := strings.TrimPrefix(strings.Fields(r.stdout)[1], "FLUIDBOX_SESSION_ID=")
+	r = fluidbox(ctx, vars, "", "runs", "get", id)
+	if r.code != 0 || !strings.Contains(r.stdout, `"cli"`) || !strings.Contains(r.stdout, pol.ID+" version 1") || !strings.Contains(r.stdout, "workspace  /work/app") {
+		t.Errorf("runs get = %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := fluidbox(ctx, vars, "", "runs", "get", id, "--jq", ".trust_tier"); r.code != 0 || r.stdout != "read_only\n" {
+		t.Errorf("runs get --jq .trust_tier = %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := fluidbox(ctx, vars, "", "runs", "list", "--jq", ".sessions | length"); r.code != 0 || r.stdout != "1\n" {
+		t.Errorf("runs list --jq length = %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := fluidbox(ctx, vars, "", "runs", "get", id, "--jq", ".no_such | error(\"x\")"); r.code != 1 || !strings.Contains(r.stderr, "--jq") {
+		t.Errorf("runs get with a failing --jq = %d %q", r.code, r.stderr)
+	}
+	for _, bad := range [][]string{{"runs", "create", "--budget", "1"}, {"runs", "create", "--policy", pol.ID}, {"runs", "create", "--policy", pol.ID, "--budget", "-1"}} {
+		if r := fluidbox(ctx, vars, "", bad...); r.code != 2 {
+			t.Errorf("%q = %d, want 2", bad, r.code)
+		}
+	}
+	if r := fluidbox(ctx, vars, "", "runs", "create", "--policy", "pol_nope", "--budget", "1"); r.code != 1 || !strings.Contains(r.stderr, `no policy "pol_nope"`) {
+		t.Errorf("runs create with an unknown policy = %d %q", r.code, r.stderr)
+	}
+}

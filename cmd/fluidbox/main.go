@@ -97,9 +97,9 @@ func init() {
 			run: func(ctx context.Context, args []string, e cmdEnv) error {
 				return events(ctx, args, e.getenv, e.stdout, e.stderr)
 			}},
-		{name: "runs", synopsis: "list|get|token ...", summary: "list runs (filters, pages), show one, issue a triggered run's tokens",
+		{name: "runs", synopsis: "list|get|create|token ...", summary: "list runs (filters, pages), show one, create one, issue a triggered run's tokens",
 			environment: clientEnv + "  FLUIDBOX_TRIGGER_KEY  runs token: a trigger's runner key, instead of the admin token\n",
-			words:       []string{"list", "get", "token", "--status", "--trigger", "--repository", "--since", "--until", "--limit", "--all", "--json", "--jq", "--url", "--token"},
+			words:       []string{"list", "get", "create", "token", "--policy", "--policy-version", "--budget", "--capabilities", "--connections", "--workspace", "--tier", "--autonomous", "--shadow-policy", "--status", "--trigger", "--repository", "--since", "--until", "--limit", "--all", "--json", "--jq", "--url", "--token"},
 			run:         runs},
 		{name: "triggers", synopsis: "list|get|create|update|delete|send-test ...", summary: "manage trigger configurations; send-test signs a sample pull_request delivery",
 			environment: clientEnv + "  FLUIDBOX_GITHUB_WEBHOOK_SECRET  send-test: the secret to sign with (--secret overrides it)\n",
