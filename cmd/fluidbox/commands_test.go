@@ -39,8 +39,10 @@ func TestEveryCommandHasHelp(t *testing.T) {
 	if r := fluidbox(ctx, nil, "", "dev", "--help"); !strings.Contains(r.stdout, "FLUIDBOX_GITHUB_WEBHOOK_SECRET") || !strings.Contains(r.stdout, "-print-webhook-secret") {
 		t.Errorf("dev --help = %q, want its variables and flags", r.stdout)
 	}
-	if r := fluidbox(ctx, nil, "", "hook", "--help"); r.code != 0 || !strings.Contains(r.stdout, "FLUIDBOX_SESSION_TOKEN") {
-		t.Errorf("hook --help = %d %q", r.code, r.stdout)
+	for _, line := range [][]string{{"hook", "--help"}, {"hook", "claude-code", "--help"}} {
+		if r := fluidbox(ctx, nil, "", line...); r.code != 0 || !strings.Contains(r.stdout, "FLUIDBOX_SESSION_TOKEN") || !strings.Contains(r.stdout, "FLUIDBOX_HOOK_TIMEOUT_SECONDS") {
+			t.Errorf("%q = %d %q, want its environment", line, r.code, r.stdout)
+		}
 	}
 	for _, bad := range [][]string{{"runs"}, {"runs", "nope"}, {"triggers", "nope"}, {"completion", "tcsh"}, {"version", "extra"}, {"nope"}} {
 		if r := fluidbox(ctx, nil, "", bad...); r.code != 2 {

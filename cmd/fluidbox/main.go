@@ -220,6 +220,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		}
 	}
 	if c.name == "hook" {
+		if len(args) == 3 && isHelp(args[2]) { // hook claude-code --help
+			fmt.Fprint(stdout, commandHelp(c))
+			return exitOK
+		}
 		// The hook's own code answers Claude Code.
 		return hook(ctx, args[1:], getenv, stdin, stdout, stderr)
 	}
