@@ -14,9 +14,11 @@ import (
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/client"
+	"github.com/fluidbox/fluidbox/shared/evaluation"
 	"github.com/fluidbox/fluidbox/shared/gate"
 	"github.com/fluidbox/fluidbox/shared/policy"
 	"github.com/fluidbox/fluidbox/shared/policy/policyyaml"
+	frozenrun "github.com/fluidbox/fluidbox/shared/run"
 )
 
 const policyUsage = `policy list [--since T] [--until T] [--limit N] [--all] [--cursor C] [--json]
@@ -26,8 +28,10 @@ const policyUsage = `policy list [--since T] [--until T] [--limit N] [--all] [--
        policy update POLICY_ID -f FILE [--json]
                              store a document (JSON or YAML, - for stdin) as a new policy or as
                              the policy's next version; it is checked and its tests run first
-       policy eval POLICY_ID (--command LINE | --tool NAME --input JSON) [--version N]
+       policy eval (POLICY_ID [--version N] | -f FILE) (--command LINE | --tool NAME --input JSON)
        [--tier read_only] [--autonomous] [--workspace DIR] [--cwd DIR] [--class CLASS] [--json]
+                             how the policy decides one call, nothing recorded; -f decides offline
+                             against a document, with the control plane's own code
        policy shadow POLICY_ID [--since T] [--until T] [--limit N] [--json]
                              where the policy, as runs' shadow_policy_id, would have decided
                              differently (every page of runs, added up)
@@ -52,7 +56,7 @@ func policyCmd(ctx context.Context, args []string, e cmdEnv) error {
 	case "create", "update":
 		return policyWrite(ctx, args[0], args[1:], e)
 	case "eval":
-		return policyEval(ctx, args[1:], getenv, stdout, stderr)
+		return policyEval(ctx, args[1:], e)
 	case "shadow":
 		return policyShadow(ctx, args[1:], getenv, stdout, stderr)
 	case "test":
@@ -68,35 +72,16 @@ func policyCmd(ctx context.Context, args []string, e cmdEnv) error {
 	return usagef("unknown subcommand %q (list, get, create, update, eval, shadow, test, import-claude)", args[0])
 }
 
-// evaluation is the answer of POST /v1/policies/{id}/evaluate.
-type evaluation struct {
-	Decision      string `json:"decision"`
-	Source        string `json:"source,omitempty"`
-	RuleID        string `json:"rule_id,omitempty"`
-	Reason        string `json:"reason"`
-	Verdict       string `json:"verdict,omitempty"`
-	Rewritten     string `json:"rewritten,omitempty"`
-	PolicyID      string `json:"policy_id"`
-	PolicyVersion int    `json:"policy_version"`
-	Digest        string `json:"digest"`
-	Trace         struct {
-		Stages []gate.Step `json:"stages"`
-		Tool   struct {
-			Name    string `json:"name"`
-			Class   string `json:"class,omitempty"`
-			Builtin bool   `json:"builtin"`
-		} `json:"tool"`
-		Bash *policy.BashTrace `json:"bash,omitempty"`
-	} `json:"trace"`
-}
-
-// policyEval asks the control plane how a policy decides one call, as a
-// run with the given tier, autonomy and workspace would be answered;
-// nothing is recorded. The exit status is 0 whatever the decision: the
-// answer is the output.
-func policyEval(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("policy eval", stderr, policyUsage)
-	f := addAPIFlags(fs, getenv)
+// policyEval asks how a policy decides one call, as a run with the given
+// tier, autonomy and workspace would be answered; nothing is recorded.
+// With -f it decides offline, with the same code as the control plane
+// (package evaluation), against a document in a file. The exit status is
+// 0 whatever the decision: the answer is the output.
+func policyEval(ctx context.Context, args []string, e cmdEnv) error {
+	stdout := e.stdout
+	fs := newFlagSet("policy eval", e.stderr, policyUsage)
+	f := addAPIFlags(fs, e.getenv)
+	file := fs.String("f", "", "decide offline against this policy document (JSON or YAML, - for stdin) instead of a stored policy")
 	command := fs.String("command", "", "a Bash command line (the tool is then Bash)")
 	tool := fs.String("tool", "", "the tool name (Bash, Read, mcp__jira__create_issue, ...)")
 	input := fs.String("input", "", "the tool's input as a JSON object")
@@ -110,43 +95,43 @@ func policyEval(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usagef("one POLICY_ID is needed (usage: fluidbox %s)", policyUsage)
+	switch {
+	case *file == "" && len(pos) != 1:
+		return usagef("one POLICY_ID, or -f FILE, is needed (usage: fluidbox %s)", policyUsage)
+	case *file != "" && (len(pos) > 0 || *version > 0):
+		return usagef("-f decides against a file: give no POLICY_ID or --version with it")
 	}
-	body := map[string]any{}
+	req := evaluation.Request{TrustTier: *tier, Autonomous: *autonomous, Workspace: *workspace, Cwd: *cwd, Class: *class}
 	switch {
 	case *command != "" && (*tool != "" || *input != ""):
 		return usagef("--command is a Bash call; give either it or --tool and --input")
 	case *command != "":
-		body["tool_name"], body["input"] = "Bash", map[string]any{"command": *command}
+		req.ToolName, req.Input = "Bash", map[string]any{"command": *command}
 	case *tool != "":
-		var in any = map[string]any{}
+		req.ToolName, req.Input = *tool, map[string]any{}
 		if *input != "" {
 			dec := json.NewDecoder(strings.NewReader(*input))
 			dec.UseNumber()
-			if err := dec.Decode(&in); err != nil {
+			if err := dec.Decode(&req.Input); err != nil {
 				return usagef("--input: not JSON: %v", err)
 			}
 		}
-		body["tool_name"], body["input"] = *tool, in
 	default:
 		return usagef("--command or --tool is needed")
 	}
-	for k, v := range map[string]string{"trust_tier": *tier, "workspace": *workspace, "cwd": *cwd, "class": *class} {
-		if v != "" {
-			body[k] = v
+	var out evaluation.View
+	if *file != "" {
+		if out, err = evalFile(*file, req, e.stdin); err != nil {
+			return err
 		}
-	}
-	if *autonomous {
-		body["autonomous"] = true
-	}
-	c, err := f.client()
-	if err != nil {
-		return err
-	}
-	var out evaluation
-	if err := c.Do(ctx, "POST", policyPath(pos[0], *version)+"/evaluate", body, &out); err != nil {
-		return explain(err)
+	} else {
+		c, err := f.client()
+		if err != nil {
+			return err
+		}
+		if err := c.Do(ctx, "POST", policyPath(pos[0], *version)+"/evaluate", req, &out); err != nil {
+			return explain(err)
+		}
 	}
 	if f.json {
 		return f.write(stdout, out)
@@ -230,12 +215,40 @@ func printShadow(w io.Writer, s client.ShadowSummary) error {
 	return tw.Flush()
 }
 
-func printEvaluation(w io.Writer, e evaluation) error {
+// evalFile decides req offline against the policy document in name (- for
+// stdin). A tool named as a connection's (mcp__<connection>__<tool>) with
+// a --class is judged as that brokered tool, as the control plane judges
+// it when such a connection exists: a file knows no connections, and the
+// stricter reading is the one that cannot mislead.
+func evalFile(name string, req evaluation.Request, stdin io.Reader) (evaluation.View, error) {
+	if err := req.Check(); err != nil {
+		return evaluation.View{}, usagef("%v", err)
+	}
+	data, err := readInput(name, stdin, policy.MaxDocumentBytes)
+	if err != nil {
+		return evaluation.View{}, err
+	}
+	p, _, err := policyyaml.Parse(data)
+	if err != nil {
+		return evaluation.View{}, fmt.Errorf("%s: %w", name, err)
+	}
+	conn := ""
+	if c, ok := frozenrun.BrokeredConnection(req.ToolName); ok && req.Class != "" && !evaluation.Builtin(req.ToolName) {
+		conn = "(a connection named " + c + ")"
+	}
+	return evaluation.Decide(evaluation.Policy{Policy: p, Digest: p.Digest()}, req, conn), nil
+}
+
+func printEvaluation(w io.Writer, e evaluation.View) error {
 	rule := e.RuleID
 	if rule == "" {
 		rule = "(none)"
 	}
-	fmt.Fprintf(w, "%s  (policy %s version %d, rule %s)\n", strings.ToUpper(e.Decision), clean(e.PolicyID, 40), e.PolicyVersion, clean(rule, 60))
+	where := fmt.Sprintf("policy %s version %d", clean(e.PolicyID, 40), e.PolicyVersion)
+	if e.PolicyID == "" {
+		where = "policy file, offline"
+	}
+	fmt.Fprintf(w, "%s  (%s, rule %s)\n", strings.ToUpper(string(e.Decision)), where, clean(rule, 60))
 	fmt.Fprintf(w, "reason: %s\n", clean(e.Reason, 400))
 	if e.Rewritten != "" {
 		fmt.Fprintf(w, "policy said %s; autonomy rewrote it to %s\n", e.Verdict, e.Rewritten)

@@ -9,7 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/fluidbox/fluidbox/shared/client"
+	"github.com/fluidbox/fluidbox/shared/evaluation"
 )
 
 // TestPolicyEval: `fluidbox policy eval` prints the decision, the stages
@@ -34,7 +37,7 @@ func TestPolicyEval(t *testing.T) {
 		t.Errorf("policy eval in read_only = %+v, want a trust_tier deny", r)
 	}
 	r = fluidbox(ctx, s.env(), "", "policy", "eval", pol.ID, "--command", "rm x", "--autonomous", "--json")
-	var out evaluation
+	var out evaluation.View
 	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || r.code != 0 || out.Decision != "deny" || out.Verdict != "require_approval" || out.Trace.Bash == nil {
 		t.Errorf("policy eval --autonomous --json = %+v (%v), want deny from require_approval with a Bash trace", r, err)
 	}
@@ -129,7 +132,7 @@ func TestPolicyImportClaude(t *testing.T) {
 	if err := s.admin.Do(ctx, "POST", "/v1/policies", json.RawMessage(r.stdout), &created); err != nil || len(created.Document.Rules) != 5 {
 		t.Fatalf("the imported document = %v (%+v), want it accepted with 5 rules (Bash deny, Bash allow, Read/Glob/Grep allow)", err, created)
 	}
-	var ev evaluation
+	var ev evaluation.View
 	if err := s.admin.Do(ctx, "POST", "/v1/policies/"+created.ID+"/evaluate", map[string]any{"tool_name": "Bash", "input": map[string]any{"command": "git diff HEAD"}}, &ev); err != nil || ev.Decision != "allow" {
 		t.Errorf("git diff under the imported policy = %+v (%v), want allow", ev, err)
 	}
@@ -273,5 +276,105 @@ func TestPolicyStore(t *testing.T) {
 	}
 	if r := fluidbox(ctx, s.env(), "{", "policy", "create", "-f", "-"); r.code != 1 || !strings.Contains(r.stderr, "-:") {
 		t.Errorf("policy create of a broken document = %+v, want the file named in a failure", r)
+	}
+}
+
+// TestPolicyEvalOfflineMatchesAPI: `policy eval -f FILE` decides offline
+// exactly as POST /v1/policies/{id}/evaluate decides with the same
+// document stored: the whole answer (decision, source, rule, reason,
+// stages, Bash trace, digest) is equal, over the example policies, every
+// line of the Bash corpus and calls of the file tools, in both tiers.
+func TestPolicyEvalOfflineMatchesAPI(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, nil)
+	ctx := context.Background()
+	files, err := filepath.Glob("../../docs/policies/*")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("example policies: %v %v", files, err)
+	}
+	corpus, err := os.ReadFile("../../shared/policy/testdata/bash_corpus.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls [][]string
+	for _, line := range strings.Split(strings.TrimSpace(string(corpus)), "\n") {
+		var l struct{ Cmd string }
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatal(err)
+		}
+		calls = append(calls, []string{"--command", l.Cmd})
+	}
+	for _, c := range []struct{ tool, input string }{
+		{"Read", `{"file_path":"/work/app/.env"}`}, {"Read", `{"file_path":"/work/app/src/main.go"}`},
+		{"Write", `{"file_path":"/work/app/src/x.go","content":"x"}`}, {"Write", `{"file_path":"/etc/passwd","content":"x"}`},
+		{"Edit", `{"file_path":"/work/app/.git/config","old_string":"a","new_string":"b"}`},
+		{"Grep", `{"pattern":"KEY","path":"/work/app"}`}, {"Glob", `{"pattern":"**/*.pem"}`},
+		{"WebFetch", `{"url":"https://example.com","prompt":"x"}`}, {"Read", `{"path":"x"}`},
+	} {
+		calls = append(calls, []string{"--tool", c.tool, "--input", c.input, "--workspace", "/work/app", "--cwd", "/work/app"})
+	}
+	calls = append(calls, []string{"--tool", "mcp__jira__search", "--input", `{}`})
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pol struct{ ID string }
+		doc, err := readPolicyFile(file, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.admin.Do(ctx, "POST", "/v1/policies", doc, &pol); err != nil {
+			t.Fatalf("%s: %v (%s)", file, err, data)
+		}
+		for _, call := range calls {
+			for _, tier := range []string{"trusted", "read_only"} {
+				args := append(append([]string{}, call...), "--tier", tier, "--json")
+				api := fluidbox(ctx, s.env(), "", append([]string{"policy", "eval", pol.ID}, args...)...)
+				offline := fluidbox(ctx, nil, "", append([]string{"policy", "eval", "-f", file}, args...)...)
+				var a, o map[string]any
+				if err := json.Unmarshal([]byte(api.stdout), &a); err != nil || api.code != 0 {
+					t.Fatalf("%s %q through the API = %+v", file, args, api)
+				}
+				if err := json.Unmarshal([]byte(offline.stdout), &o); err != nil || offline.code != 0 {
+					t.Fatalf("%s %q offline = %+v", file, args, offline)
+				}
+				if a["policy_id"] != pol.ID || o["policy_id"] != "" {
+					t.Errorf("%s %q: policy_id %v through the API, %v offline", file, args, a["policy_id"], o["policy_id"])
+				}
+				delete(a, "policy_id")
+				delete(a, "policy_version")
+				delete(o, "policy_id")
+				delete(o, "policy_version")
+				if diff := cmp.Diff(a, o); diff != "" {
+					t.Errorf("%s %q: offline differs from the API (-api +offline):\n%s", file, args, diff)
+				}
+			}
+		}
+	}
+}
+
+// Offline, a tool named as a connection's, with a class, is judged as the
+// brokered tool it would be in a run (a file knows no connections, and a
+// run gets such a name only from a connection): a read_only run may not
+// call it.
+func TestPolicyEvalOfflineBrokered(t *testing.T) {
+	t.Parallel()
+	r := fluidbox(context.Background(), nil, "", "policy", "eval", "-f", "../../docs/policies/tripwire.json", "--tool", "mcp__jira__search", "--input", "{}", "--class", "read", "--tier", "read_only")
+	if r.code != 0 || !strings.Contains(r.stdout, "DENY") || !strings.Contains(r.stdout, "brokered through a connection") || !strings.Contains(r.stdout, "policy file, offline") {
+		t.Errorf("policy eval -f of a connection's tool in read_only = %+v, want a trust_tier deny", r)
+	}
+	for _, bad := range [][]string{
+		{"policy", "eval", "-f", "../../docs/policies/tripwire.json", "pol_x", "--command", "ls"},
+		{"policy", "eval", "-f", "../../docs/policies/tripwire.json", "--version", "2", "--command", "ls"},
+		{"policy", "eval", "-f", "../../docs/policies/tripwire.json", "--command", "ls", "--tier", "root"},
+		{"policy", "eval", "-f", "../../docs/policies/tripwire.json", "--command", "ls", "--cwd", "rel/dir"},
+	} {
+		if r := fluidbox(context.Background(), nil, "", bad...); r.code != 2 {
+			t.Errorf("%q = %+v, want 2 (usage)", bad, r)
+		}
+	}
+	if r := fluidbox(context.Background(), nil, "", "policy", "eval", "-f", "no-such-file.yaml", "--command", "ls"); r.code != 1 {
+		t.Errorf("policy eval -f of a missing file = %+v, want 1", r)
 	}
 }
