@@ -37,6 +37,9 @@ const policyUsage = `policy list [--since T] [--until T] [--limit N] [--all] [--
                              differently (every page of runs, added up)
        policy test [--json] FILE...
                              validate documents and run their tests offline (exit 1 on a failure)
+       policy fmt [--check] FILE...
+                             rewrite documents in their canonical layout (meaning unchanged);
+                             --check writes nothing and exits 1 if a file is not canonical
        policy import-claude .claude/settings.json [--name N] [--default VERDICT]
                              a policy document from Claude Code's permissions (stdout); what has
                              no equivalent is listed on stderr`
@@ -63,13 +66,15 @@ func policyCmd(ctx context.Context, args []string, e cmdEnv) error {
 		return policyTest(args[1:], stdout, stderr)
 	case "import-claude":
 		return policyImportClaude(args[1:], stdout, stderr)
+	case "fmt":
+		return policyFmt(args[1:], e)
 	case "help", "-h", "--help":
 		c, _ := lookup("policy")
 		fmt.Fprint(stdout, commandHelp(c))
 		fmt.Fprintf(stdout, "\nsubcommands:\n  fluidbox %s\n", policyUsage)
 		return nil
 	}
-	return usagef("unknown subcommand %q (list, get, create, update, eval, shadow, test, import-claude)", args[0])
+	return usagef("unknown subcommand %q (list, get, create, update, eval, shadow, test, fmt, import-claude)", args[0])
 }
 
 // policyEval asks how a policy decides one call, as a run with the given

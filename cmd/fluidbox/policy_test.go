@@ -378,3 +378,58 @@ func TestPolicyEvalOfflineBrokered(t *testing.T) {
 		t.Errorf("policy eval -f of a missing file = %+v, want 1", r)
 	}
 }
+
+// TestPolicyFmt: fmt rewrites a document's layout and nothing else
+// (comments and key order kept, the same digest); --check writes nothing,
+// lists what is not canonical and exits 1; the example policies are
+// canonical already.
+func TestPolicyFmt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	examples, _ := filepath.Glob("../../docs/policies/*")
+	if r := fluidbox(ctx, nil, "", append([]string{"policy", "fmt", "--check"}, examples...)...); r.code != 0 || r.stdout != "" {
+		t.Errorf("policy fmt --check of the examples = %+v, want them canonical", r)
+	}
+	dir := t.TempDir()
+	messy := filepath.Join(dir, "p.yaml")
+	const before = "# who may do what\nname: messy\ndefault_verdict: deny\nrules:\n-   id: r   # read anything\n    tool: Read\n    verdict:    allow\n"
+	const after = "# who may do what\nname: messy\ndefault_verdict: deny\nrules:\n  - id: r # read anything\n    tool: Read\n    verdict: allow\n"
+	compact := filepath.Join(dir, "p.json")
+	if err := os.WriteFile(messy, []byte(before), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(compact, []byte(`{"name":"c","default_verdict":"deny","rules":[{"tool":"Read","id":"r","verdict":"allow"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := fluidbox(ctx, nil, "", "policy", "fmt", "--check", messy, compact); r.code != 1 || r.stdout != messy+"\n"+compact+"\n" {
+		t.Errorf("policy fmt --check = %+v, want both files listed and exit 1", r)
+	}
+	if b, _ := os.ReadFile(messy); string(b) != before {
+		t.Errorf("--check wrote the file: %q", b)
+	}
+	if r := fluidbox(ctx, nil, "", "policy", "fmt", messy, compact); r.code != 0 {
+		t.Fatalf("policy fmt = %+v", r)
+	}
+	if b, _ := os.ReadFile(messy); string(b) != after {
+		t.Errorf("policy fmt wrote %q, want %q", b, after)
+	}
+	if info, _ := os.Stat(messy); info.Mode().Perm() != 0o640 {
+		t.Errorf("policy fmt changed the mode to %v", info.Mode())
+	}
+	want := "{\n  \"name\": \"c\",\n  \"default_verdict\": \"deny\",\n  \"rules\": [\n    {\n      \"tool\": \"Read\",\n      \"id\": \"r\",\n      \"verdict\": \"allow\"\n    }\n  ]\n}\n"
+	if b, _ := os.ReadFile(compact); string(b) != want {
+		t.Errorf("policy fmt wrote %q, want %q", b, want)
+	}
+	if r := fluidbox(ctx, nil, "", "policy", "fmt", "--check", messy, compact); r.code != 0 {
+		t.Errorf("policy fmt --check after fmt = %+v, want 0", r)
+	}
+	if r := fluidbox(ctx, nil, before, "policy", "fmt", "-"); r.code != 0 || r.stdout != after {
+		t.Errorf("policy fmt - = %+v, want the canonical document on stdout", r)
+	}
+	if r := fluidbox(ctx, nil, "name: x\ndefault_verdict: maybe\n", "policy", "fmt", "-"); r.code != 1 || !strings.Contains(r.stderr, "default_verdict") {
+		t.Errorf("policy fmt of an invalid document = %+v, want 1 naming the field", r)
+	}
+	if r := fluidbox(ctx, nil, "", "policy", "fmt"); r.code != 2 {
+		t.Errorf("policy fmt with no file = %+v, want 2", r)
+	}
+}
