@@ -111,7 +111,7 @@ func init() {
 				return connections(ctx, args, e.getenv, e.stdout, e.stderr)
 			}},
 		{name: "policy", synopsis: "list|get|create|update|eval|shadow|test|fmt|import-claude ...", summary: "list, show and store policies; decide a call against a stored policy or a file (nothing recorded), summarise a shadow policy's differences, test and format policy files offline, import Claude Code's permissions",
-			environment: clientEnv, words: []string{"list", "get", "create", "update", "-f", "--all", "--cursor", "eval", "shadow", "--since", "--until", "--limit", "test", "fmt", "--check", "import-claude", "--command", "--tool", "--input", "--version", "--tier", "--autonomous", "--workspace", "--cwd", "--class", "--name", "--default", "--json", "--jq", "--url", "--token"},
+			environment: clientEnv, words: []string{"list", "get", "create", "update", "-f", "--all", "--cursor", "eval", "shadow", "--since", "--until", "--limit", "test", "fmt", "--check", "import-claude", "--bash-options", "-o", "--command", "--tool", "--input", "--version", "--tier", "--autonomous", "--workspace", "--cwd", "--class", "--name", "--default", "--json", "--jq", "--url", "--token"},
 			run: policyCmd},
 		// hook's run is nil: run calls hook itself, which returns its own code.
 		{name: "hook", synopsis: "claude-code", summary: "a Claude Code PreToolUse hook: asks the gate, answers allow/deny",

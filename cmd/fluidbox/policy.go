@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -40,9 +41,10 @@ const policyUsage = `policy list [--since T] [--until T] [--limit N] [--all] [--
        policy fmt [--check] FILE...
                              rewrite documents in their canonical layout (meaning unchanged);
                              --check writes nothing and exits 1 if a file is not canonical
-       policy import-claude .claude/settings.json [--name N] [--default VERDICT]
-                             a policy document from Claude Code's permissions (stdout); what has
-                             no equivalent is listed on stderr`
+       policy import-claude [--name N] [--default VERDICT] [--bash-options catalogue|any] [-o FILE]
+       .claude/settings.json a policy document from Claude Code's permissions (stdout, or FILE as
+                             YAML or JSON by its name); on stderr, every rule not translated or
+                             changed in meaning and every key not carried over, with why`
 
 // policyCmd is `fluidbox policy SUBCOMMAND ...`.
 func policyCmd(ctx context.Context, args []string, e cmdEnv) error {
@@ -375,13 +377,19 @@ func policyTest(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// policyImportClaude prints a policy document translated from a Claude
-// Code settings file's permissions; every rule it could not translate is
-// listed on stderr with the reason, and the document's warnings too.
+// policyImportClaude writes a policy document translated from a Claude
+// Code settings file's permissions, to stdout or to -o FILE in the format
+// its name says (.yaml or .yml: YAML; else JSON). On stderr it reports
+// every rule it could not translate, every rule whose meaning changed and
+// every key it did not carry over, each with why, and the document's
+// warnings.
 func policyImportClaude(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("policy import-claude", stderr, "policy import-claude [--name N] [--default VERDICT] FILE")
+	const syn = "policy import-claude [--name N] [--default VERDICT] [--bash-options catalogue|any] [-o FILE] SETTINGS_FILE"
+	fs := newFlagSet("policy import-claude", stderr, syn)
 	name := fs.String("name", "imported-from-claude-code", "the policy's name")
 	def := fs.String("default", string(policy.VerdictRequireApproval), "the default verdict for calls no rule matches: allow, deny or require_approval")
+	bashOptions := fs.String("bash-options", string(policy.OptionsCatalogue), "what may follow a Bash(prefix:*) allow's prefix: catalogue (the read-only catalogue's words, fluidbox's default) or any (Claude Code's meaning)")
+	out := fs.String("o", "", "write the document to this file (.yaml or .yml for YAML, else JSON) instead of stdout")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -389,29 +397,53 @@ func policyImportClaude(args []string, stdout, stderr io.Writer) error {
 	if len(pos) != 1 {
 		return usagef("one settings file is needed (such as .claude/settings.json)")
 	}
+	if o := policy.Options(*bashOptions); o != policy.OptionsCatalogue && o != policy.OptionsAny {
+		return usagef("--bash-options: %q is not catalogue or any", *bashOptions)
+	}
 	data, err := os.ReadFile(pos[0])
 	if err != nil {
 		return err
 	}
-	doc, left, err := policy.FromClaudeSettings(data, *name, policy.Verdict(*def))
+	doc, rep, err := policy.FromClaudeSettings(data, policy.ClaudeImport{Name: *name, DefaultVerdict: policy.Verdict(*def), AnyOptions: *bashOptions == string(policy.OptionsAny)})
 	if err != nil {
 		return err
 	}
 	_, warns, err := policy.New(doc)
 	if err != nil {
-		return err // an unknown --default, named by its field
+		return usagef("%v", err) // an unknown --default, named by its field
 	}
-	if err := writeJSON(stdout, doc); err != nil {
+	text, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
 		return err
 	}
-	for _, u := range left {
+	text = append(text, '\n')
+	if ext := strings.ToLower(filepath.Ext(*out)); ext == ".yaml" || ext == ".yml" {
+		if text, err = policyYAML(text); err != nil {
+			return err
+		}
+	}
+	if *out == "" {
+		_, err = stdout.Write(text)
+	} else if err = os.WriteFile(*out, text, 0o644); err == nil {
+		fmt.Fprintf(stderr, "wrote %s (%d rules)\n", *out, len(doc.Rules))
+	}
+	if err != nil {
+		return err
+	}
+	for _, u := range rep.Untranslated {
 		fmt.Fprintf(stderr, "not translated (%s): %s: %s\n", u.List, clean(u.Rule, 200), u.Reason)
+	}
+	for _, c := range rep.Changed {
+		fmt.Fprintf(stderr, "changed (%s): %s, rule %s: %s\n", c.List, clean(c.Rule, 200), c.RuleID, c.Change)
+	}
+	for _, k := range rep.Ignored {
+		fmt.Fprintf(stderr, "not carried over: %s: %s\n", clean(k.Key, 100), k.Reason)
 	}
 	for _, w := range warns {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
-	if len(left) > 0 {
-		fmt.Fprintf(stderr, "%d rules were not translated; add their equivalent by hand or leave them to the default verdict (%s)\n", len(left), doc.DefaultVerdict)
+	if n := len(rep.Untranslated); n > 0 {
+		fmt.Fprintf(stderr, "%d rules were not translated; add their equivalent by hand or leave them to the default verdict (%s)\n", n, doc.DefaultVerdict)
 	}
 	return nil
 }

@@ -103,6 +103,43 @@ func canonicalPolicy(data []byte) ([]byte, error) {
 	return out, nil
 }
 
+// policyYAML writes a policy document given as JSON in YAML's block
+// style, its keys in the same order, and refuses a result that would not
+// read back to the same document.
+func policyYAML(doc []byte) ([]byte, error) {
+	var n yaml.Node
+	if err := yaml.Unmarshal(doc, &n); err != nil { // JSON is YAML
+		return nil, err
+	}
+	blockStyle(&n)
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(&n); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	p, _, err := policyyaml.Parse(doc)
+	if err != nil {
+		return nil, err
+	}
+	if q, _, err := policyyaml.Parse(b.Bytes()); err != nil || q.Digest() != p.Digest() {
+		return nil, fmt.Errorf("the document does not read back the same as YAML; write it as JSON")
+	}
+	return b.Bytes(), nil
+}
+
+// blockStyle clears every node's style, so the encoder writes block
+// collections and quotes a string only where YAML needs it.
+func blockStyle(n *yaml.Node) {
+	n.Style = 0
+	for _, c := range n.Content {
+		blockStyle(c)
+	}
+}
+
 // writeFileAtomic replaces name with data through a temporary file in the
 // same directory, keeping the file's mode: a crash leaves the old file or
 // the new one, never half of either.

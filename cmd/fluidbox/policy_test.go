@@ -136,8 +136,29 @@ func TestPolicyImportClaude(t *testing.T) {
 	if err := s.admin.Do(ctx, "POST", "/v1/policies/"+created.ID+"/evaluate", map[string]any{"tool_name": "Bash", "input": map[string]any{"command": "git diff HEAD"}}, &ev); err != nil || ev.Decision != "allow" {
 		t.Errorf("git diff under the imported policy = %+v (%v), want allow", ev, err)
 	}
-	if r := fluidbox(ctx, s.env(), "", "policy", "import-claude", file, "--default", "ask"); r.code == 0 || !strings.Contains(r.stderr, `"ask" is not one of allow, deny, require_approval`) {
+	if r := fluidbox(ctx, s.env(), "", "policy", "import-claude", file, "--default", "ask"); r.code != 2 || !strings.Contains(r.stderr, `"ask" is not one of allow, deny, require_approval`) {
 		t.Errorf("import-claude --default ask = %+v, want refused with the valid verdicts", r)
+	}
+	if !strings.Contains(r.stderr, "changed (allow): Bash(git diff:*), rule allow-bash-1: narrowed") {
+		t.Errorf("import-claude stderr = %q, want the narrowed Bash rule reported", r.stderr)
+	}
+
+	// -o FILE.yaml writes YAML that reads back as the same document, and
+	// --bash-options any keeps Claude Code's meaning (and says so).
+	out := filepath.Join(t.TempDir(), "imported.yaml")
+	r = fluidbox(ctx, nil, "", "policy", "import-claude", "--bash-options", "any", "-o", out, "--default", "deny", file)
+	if r.code != 0 || r.stdout != "" || !strings.Contains(r.stderr, "wrote "+out) || !strings.Contains(r.stderr, `imported with "options": "any"`) {
+		t.Fatalf("import-claude -o %s = %+v", out, r)
+	}
+	y, err := os.ReadFile(out)
+	if err != nil || !strings.HasPrefix(string(y), "name: imported-from-claude-code\n") || strings.Contains(string(y), "{") {
+		t.Fatalf("%s = %q (%v), want block YAML", out, y, err)
+	}
+	if r := fluidbox(ctx, nil, "", "policy", "eval", "-f", out, "--command", "git diff --output=x"); r.code != 0 || !strings.HasPrefix(r.stdout, "ALLOW") {
+		t.Errorf("git diff --output=x under the --bash-options any import = %+v, want allow (Claude Code's meaning)", r)
+	}
+	if r := fluidbox(ctx, nil, "", "policy", "import-claude", "--bash-options", "all", file); r.code != 2 {
+		t.Errorf("--bash-options all = %+v, want 2", r)
 	}
 }
 
