@@ -309,3 +309,29 @@ func TestRunsCreateGetAndJQ(t *testing.T) {
 		t.Errorf("runs create with an unknown policy = %d %q", r.code, r.stderr)
 	}
 }
+
+// --webhook-secret-file generates a secret into a new file (0600) and reads
+// it back afterwards; a file that holds no secret is refused.
+func TestWebhookSecretFile(t *testing.T) {
+	dir := t.TempDir()
+	name := filepath.Join(dir, "sub", "secret")
+	a, err := webhookSecretFile(name)
+	if err != nil || len(a) != 64 {
+		t.Fatalf("webhookSecretFile(new) = %q, %v", a, err)
+	}
+	if info, err := os.Stat(name); err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("the secret file's mode = %v (%v), want 0600", info.Mode(), err)
+	}
+	if b, err := webhookSecretFile(name); err != nil || b != a {
+		t.Errorf("webhookSecretFile(existing) = %q, %v, want %q", b, err, a)
+	}
+	for _, bad := range []string{"", "short", "two words are not one secret", "line-one-0123456789\nline-two-0123456789"} {
+		f := filepath.Join(dir, "bad")
+		if err := os.WriteFile(f, []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := webhookSecretFile(f); err == nil {
+			t.Errorf("webhookSecretFile of %q succeeded, want refused", bad)
+		}
+	}
+}

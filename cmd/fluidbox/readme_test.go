@@ -9,8 +9,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fluidbox/fluidbox/shared/client"
 )
 
 // readmeBlock returns the first ```sh block of the README section titled
@@ -209,5 +212,116 @@ func TestReadmeLayoutNamesEveryCommand(t *testing.T) {
 		if !regexp.MustCompile(`\b` + regexp.QuoteMeta(c.name) + `\b`).MatchString(text.String()) {
 			t.Errorf("README's Layout line for cmd/fluidbox/ does not name the %s command", c.name)
 		}
+	}
+}
+
+// TestREADMERestart runs the README's restart block as pasted (the built
+// binary for `go run ./cmd/fluidbox`, a free port for 8000, a temporary
+// file for the secret): the token it picks, the data and the webhook secret
+// are the same after the control plane restarts, and the dev server it
+// starts prints the same secret both times.
+func TestREADMERestart(t *testing.T) {
+	for _, tool := range []string{"bash", "od", "tr"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("the README's restart block needs %s", tool)
+		}
+	}
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, _ := strings.Cut(string(raw), "\n## Two commands\n")
+	sec, _, _ = strings.Cut(sec, "\n## ")
+	_, block, ok := strings.Cut(sec, "```sh\ngo run ./cmd/fluidbox dynamodb &")
+	if !ok {
+		t.Fatal(`README's "Two commands" has no sh block starting "go run ./cmd/fluidbox dynamodb &"`)
+	}
+	block, _, _ = strings.Cut("go run ./cmd/fluidbox dynamodb &"+block, "```\n")
+	lines := strings.Split(strings.TrimSpace(block), "\n")
+	last := lines[len(lines)-1]
+	if !strings.HasPrefix(last, "go run ./cmd/fluidbox dev ") {
+		t.Fatalf("the block's last line %q does not start the control plane", last)
+	}
+	bin := fluidboxBinary(t)
+	dbAddr, apiAddr := freeAddr(t), freeAddr(t)
+	secretFile := filepath.Join(t.TempDir(), "webhook-secret")
+	// The server's default address is the block's 127.0.0.1:8000.
+	subst := strings.NewReplacer("go run ./cmd/fluidbox", bin, "dynamodb &", "dynamodb --addr "+dbAddr+" &", "127.0.0.1:8000", dbAddr, ".build/webhook-secret", secretFile)
+
+	// Everything before the last line, as pasted, then the environment it
+	// leaves; the DynamoDB server it backgrounds is stopped by the test.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// Its output goes to files: the server it backgrounds keeps them open.
+	envFile := filepath.Join(t.TempDir(), "env")
+	setup := exec.CommandContext(ctx, "bash", "-c", "set -eu\n"+subst.Replace(strings.Join(lines[:len(lines)-1], "\n"))+"\nenv > "+envFile+"\n")
+	setup.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	setup.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := setup.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-setup.Process.Pid, syscall.SIGKILL) })
+	if err := setup.Wait(); err != nil {
+		t.Fatalf("the block before its last line failed: %v", err)
+	}
+	dumped, err := os.ReadFile(envFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "FLUIDBOX_ADDR=" + apiAddr}
+	token := ""
+	for _, kv := range strings.Split(string(dumped), "\n") {
+		if strings.HasPrefix(kv, "FLUIDBOX_ADMIN_TOKEN=") || strings.HasPrefix(kv, "AWS_ENDPOINT_URL_DYNAMODB=") {
+			env = append(env, kv)
+		}
+		if v, ok := strings.CutPrefix(kv, "FLUIDBOX_ADMIN_TOKEN="); ok {
+			token = v
+		}
+	}
+	if len(token) < 32 || len(env) != 5 {
+		t.Fatalf("the block left the environment %v, want a token of at least 32 characters and the DynamoDB endpoint", env[3:])
+	}
+
+	args := strings.Fields(subst.Replace(last))
+	if i := strings.Index(last, "#"); i >= 0 {
+		args = strings.Fields(subst.Replace(last[:i]))
+	}
+	start := func() (secret string, stop func()) {
+		t.Helper()
+		dev := exec.CommandContext(ctx, args[0], args[1:]...)
+		dev.Env = env
+		out := &syncBuffer{}
+		dev.Stdout, dev.Stderr = out, out
+		if err := dev.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitHealthy(t, "http://"+apiAddr)
+		for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), "press Ctrl-C") && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond) // the export lines follow the listener
+		}
+		for _, l := range strings.Split(out.String(), "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(l), "export FLUIDBOX_GITHUB_WEBHOOK_SECRET="); ok {
+				secret = v
+			}
+		}
+		return secret, func() { _ = dev.Process.Signal(os.Interrupt); _ = dev.Wait() }
+	}
+	c, err := client.New("http://"+apiAddr, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, stop := start()
+	var pol struct{ ID string }
+	if err := c.Do(ctx, "POST", "/v1/policies", json.RawMessage(testPolicy), &pol); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	second, stop := start()
+	defer stop()
+	if len(first) < 32 || first != second {
+		t.Errorf("the webhook secret was %q, then %q after the restart; want one secret kept", first, second)
+	}
+	if err := c.Do(ctx, "GET", "/v1/policies/"+pol.ID, nil, nil); err != nil {
+		t.Errorf("the policy after the restart, with the same token: %v", err)
 	}
 }
