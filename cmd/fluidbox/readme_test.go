@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -323,5 +324,57 @@ func TestREADMERestart(t *testing.T) {
 	}
 	if err := c.Do(ctx, "GET", "/v1/policies/"+pol.ID, nil, nil); err != nil {
 		t.Errorf("the policy after the restart, with the same token: %v", err)
+	}
+}
+
+// TestREADMEStepsAsPromised holds every README block of numbered steps
+// (the walkthrough and the sections that continue its shell) to what the
+// walkthrough promises a reader pasting them: steps numbered 1, 2, 3...
+// in reading order; only curl (through api, or with --fail-with-body, or a
+// bounded readiness probe), grep and the repository's own `go run
+// ./cmd/fluidbox` (no jq, no installed fluidbox); no fixed sleep in place
+// of waiting for what it waits for.
+func TestREADMEStepsAsPromised(t *testing.T) {
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := regexp.MustCompile(`^# ([0-9]+)\. `)
+	fixedSleep := regexp.MustCompile(`(^|[;&|]\s*)sleep [0-9.]+\s*(#.*)?$`)
+	bareCLI := regexp.MustCompile(`(^|[;&|(]\s*|\$\()fluidbox `)
+	blocks := strings.Split(string(raw), "```sh\n")[1:]
+	next, numbered := 1, 0
+	for _, b := range blocks {
+		b, _, _ = strings.Cut(b, "```\n")
+		if !regexp.MustCompile(`(?m)^# [0-9]+\. `).MatchString(b) {
+			continue
+		}
+		numbered++
+		for _, line := range strings.Split(b, "\n") {
+			if m := step.FindStringSubmatch(line); m != nil {
+				if m[1] != strconv.Itoa(next) {
+					t.Errorf("README step %s comes where step %d should: %q", m[1], next, line)
+				}
+				next++
+				continue
+			}
+			code, _, _ := strings.Cut(line, " #")
+			if strings.HasPrefix(strings.TrimSpace(line), "#") {
+				continue
+			}
+			switch {
+			case strings.Contains(code, "jq "):
+				t.Errorf("README step line uses jq, which the walkthrough does not promise: %q", line)
+			case bareCLI.MatchString(code):
+				t.Errorf("README step line runs an installed fluidbox, not go run ./cmd/fluidbox: %q", line)
+			case fixedSleep.MatchString(strings.TrimSpace(code)):
+				t.Errorf("README step line sleeps a fixed time instead of waiting: %q", line)
+			case strings.Contains(code, "curl ") && !strings.Contains(code, "--fail-with-body") && !strings.Contains(code, "-o /dev/null"):
+				t.Errorf("README step line calls curl without --fail-with-body (use api): %q", line)
+			}
+		}
+	}
+	if numbered < 4 || next < 15 {
+		t.Errorf("found %d blocks of numbered steps up to step %d; the README has lost its steps", numbered, next-1)
 	}
 }
