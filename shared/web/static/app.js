@@ -423,9 +423,28 @@
     head.appendChild(el("span", "meta id", R.line(a.id)));
     head.appendChild(el("span", "left", timeLeft(a.expires_at)));
     li.appendChild(head);
+    const f = a.review || {};
+    // What deserves a second look (an opaque line, a destructive command)
+    // comes first, and approving is then not the primary action.
+    const danger = Array.isArray(f.danger) ? f.danger : [];
+    if (danger.length > 0) {
+      li.classList.add("dangerous");
+      const warn = el("div", "danger");
+      warn.setAttribute("role", "alert");
+      warn.appendChild(el("strong", "", "Look twice before approving:"));
+      const ul = el("ul", "");
+      for (const d of danger) ul.appendChild(el("li", "", R.line(String(d))));
+      warn.appendChild(ul);
+      li.appendChild(warn);
+    }
     const input = el("div", "call");
     renderInput(input, a);
     li.appendChild(input);
+    if (f.matched && f.matched.text) {
+      const m = el("p", "matched", "The rule asked about part " + f.matched.index + " of " + f.matched.of + ": ");
+      m.appendChild(el("mark", "", R.line(String(f.matched.text))));
+      li.appendChild(m);
+    }
     if (a.input === null || a.input === undefined) {
       api("GET", "v1/approvals/" + encodeURIComponent(a.id))
         .then((whole) => renderInput(input, whole))
@@ -448,7 +467,7 @@
       actions.appendChild(box);
     };
     choice("approve-once", "Approve once" + (sc.default === "once" ? " (the rule's default)" : ""), sc.once, () => decide(a, "approved_once", "", li));
-    choice("approve-session", "Approve for run" + (sc.default === "run" ? " (the rule's default)" : ""), sc.run, () => decide(a, "approved_session", "", li), !sc.run_ok);
+    choice("approve-session", "Approve for run" + (sc.default === "run" ? " (the rule's default)" : ""), sc.run + (f.grant_covers ? " Note: " + R.line(f.grant_covers) + "." : ""), () => decide(a, "approved_session", "", li), !sc.run_ok);
     choice("deny", "Deny…", sc.deny, () => {
       form.hidden = false;
       form.querySelector("input").focus();
