@@ -179,9 +179,11 @@ type View struct {
 	// that the connection's authorization did not request: the next
 	// authorization asks for them.
 	StepUpScopes []string `json:"step_up_scopes,omitempty"`
-	Digest       string   `json:"digest,omitempty"`
-	RefreshedAt  string   `json:"refreshed_at,omitempty"`
-	CreatedAt    string   `json:"created_at"`
+	// OAuth is an OAuth connection's client settings.
+	OAuth       *OAuthView `json:"oauth,omitempty"`
+	Digest      string     `json:"digest,omitempty"`
+	RefreshedAt string     `json:"refreshed_at,omitempty"`
+	CreatedAt   string     `json:"created_at"`
 }
 
 func viewOf(c store.Connection) View {
@@ -193,7 +195,7 @@ func viewOf(c store.Connection) View {
 		ID: c.ID, Name: c.Name, URL: c.URL, Kind: c.Kind, Owner: c.Owner, Status: c.Status,
 		AuthorizationGeneration: c.Generation, CredentialType: c.CredentialType, ToolClasses: classes,
 		Digest: c.PhotoDigest, RefreshedAt: c.RefreshedAt, CreatedAt: c.CreatedAt,
-		StepUpScopes: pendingScopes(c),
+		StepUpScopes: pendingScopes(c), OAuth: oauthView(c),
 	}
 }
 

@@ -124,6 +124,11 @@ var Table = []Route{
 	// never dials a provider. The callback's state is its authentication.
 	{Pattern: "POST /v1/connections/{id}/authorize", Access: People, Function: Broker, Via: APIGateway},
 	{Pattern: "GET /v1/oauth/callback", Access: Public, Function: Broker, Via: APIGateway},
+	// Each authorization server's own redirect URI (mix-up, RFC 9700 4.4).
+	{Pattern: "GET /v1/oauth/callback/{issuer}", Access: Public, Function: Broker, Via: APIGateway},
+	// The authorize redirect: sets the browser-bound nonce the callback
+	// asks for, then sends the browser to the authorization server.
+	{Pattern: "GET /v1/oauth/start", Access: Public, Function: Broker, Via: APIGateway},
 	// fluidbox's client ID metadata document: its URL is the client_id an
 	// authorization server that takes those is given; it fetches it.
 	{Pattern: "GET /v1/oauth/client-metadata.json", Access: Public, Function: Broker, Via: APIGateway},

@@ -43,6 +43,13 @@ type RogueOptions struct {
 	ChallengeMethods []string
 	// Scopes are its scopes_supported.
 	Scopes []string
+	// ForwardTo, when set, makes its own /authorize (the endpoint its
+	// metadata names) send the browser on to this honest authorization
+	// endpoint with the same request, its redirect_uri replaced by
+	// ForwardRedirectURI (the one fluidbox registered at the honest
+	// server).
+	ForwardTo          string
+	ForwardRedirectURI string
 }
 
 // NewRogue starts the attacker's authorization server.
@@ -74,6 +81,15 @@ func NewRogue(t testing.TB, o RogueOptions) *Rogue {
 	if o.ClientID != "" {
 		meta["registration_endpoint"] = r.Issuer + "/register"
 	}
+	mux.HandleFunc("GET /authorize", func(w http.ResponseWriter, req *http.Request) {
+		if o.ForwardTo == "" {
+			http.NotFound(w, req)
+			return
+		}
+		q := req.URL.Query()
+		q.Set("redirect_uri", o.ForwardRedirectURI)
+		http.Redirect(w, req, o.ForwardTo+"?"+q.Encode(), http.StatusFound)
+	})
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(meta)
