@@ -231,25 +231,37 @@ func AuthorizationServer(ctx context.Context, hc *http.Client, serverURL string)
 const (
 	probeInitialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"fluidbox-broker","version":"1"}}}`
 	probeToolsList  = `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
-	maxSessionID    = 256
+	// probeDiscover is the stateless handshake of MCP 2026-07-28
+	// (server/discover, the version and client in _meta), for a server
+	// that refuses initialize.
+	probeDiscover = `{"jsonrpc":"2.0","id":3,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"fluidbox-broker","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`
+	maxSessionID  = 256
 )
 
 // probe sends an unauthenticated MCP initialize to serverURL and returns
 // the challenges of its answer and its status. A server may let the
 // handshake through and ask for a token only for operations (the MCP
 // conformance suite's step-up servers do): when initialize succeeds, a
-// tools/list in the session it opened is what is answered.
+// tools/list in the session it opened is what is answered. A server of
+// the 2026-07-28 revision only may refuse initialize outright: then its
+// stateless server/discover is what is answered.
 func probe(ctx context.Context, hc *http.Client, serverURL string) ([]oauthex.Challenge, int, error) {
-	status, h, err := probePost(ctx, hc, serverURL, probeInitialize, "")
+	status, h, err := probePost(ctx, hc, serverURL, probeInitialize, "", nil)
 	if err != nil {
 		return nil, 0, err
 	}
-	if status >= 200 && status < 300 {
+	switch {
+	case status >= 200 && status < 300:
 		sid := h.Get("Mcp-Session-Id")
 		if len(sid) > maxSessionID || !printableASCII(sid) {
 			sid = ""
 		}
-		if status, h, err = probePost(ctx, hc, serverURL, probeToolsList, sid); err != nil {
+		if status, h, err = probePost(ctx, hc, serverURL, probeToolsList, sid, nil); err != nil {
+			return nil, 0, err
+		}
+	case status != http.StatusUnauthorized && status != http.StatusForbidden:
+		stateless := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"}
+		if status, h, err = probePost(ctx, hc, serverURL, probeDiscover, "", stateless); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -270,13 +282,16 @@ func probe(ctx context.Context, hc *http.Client, serverURL string) ([]oauthex.Ch
 	return cs, status, nil
 }
 
-func probePost(ctx context.Context, hc *http.Client, serverURL, body, session string) (int, http.Header, error) {
+func probePost(ctx context.Context, hc *http.Client, serverURL, body, session string, headers map[string]string) (int, http.Header, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, serverURL, strings.NewReader(body))
 	if err != nil {
 		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
 	if session != "" {
 		req.Header.Set("Mcp-Session-Id", session)
 		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")

@@ -409,3 +409,15 @@ func TestAuthURLConsent(t *testing.T) {
 		}
 	}
 }
+
+// TestDiscoverStatelessOnly: a server of the 2026-07-28 revision only,
+// which refuses initialize, is discovered from the challenge of its
+// stateless server/discover.
+func TestDiscoverStatelessOnly(t *testing.T) {
+	p := oauthtest.NewProvider(t, redirect)
+	s := oauthtest.NewServer(t, p, oauthtest.RefuseInitialize())
+	d, err := oauth.Discover(context.Background(), loopbackClient(), s.URL, nil)
+	if err != nil || d.Issuer != p.Issuer || d.Resource != s.URL {
+		t.Fatalf("Discover = %+v, %v; want the provider's metadata", d, err)
+	}
+}

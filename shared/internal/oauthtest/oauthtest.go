@@ -266,10 +266,17 @@ type Server struct {
 type ServerOption func(*serverOptions)
 
 type serverOptions struct {
+	refuseInit    bool
 	openHandshake bool
 	stepUpTool    string
 	stepUpScope   string
 }
+
+// RefuseInitialize makes the server answer the 2025-11-25 initialize with
+// 400, as a server of the 2026-07-28 revision only does (the MCP
+// conformance suite's are such; the Go SDK's always answers it): only its
+// stateless requests are served, behind the token check.
+func RefuseInitialize() ServerOption { return func(o *serverOptions) { o.refuseInit = true } }
 
 // OpenHandshake makes the server answer initialize and notifications
 // without a token and ask for one only for operations (tools/list,
@@ -332,7 +339,7 @@ func NewServer(t testing.TB, p *Provider, opts ...ServerOption) *Server {
 		}).ServeHTTP(w, r)
 	}))
 	guarded := auth.RequireBearerToken(s.verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: prmURL})(mcpHandler)
-	if !o.openHandshake && o.stepUpTool == "" {
+	if !o.openHandshake && o.stepUpTool == "" && !o.refuseInit {
 		mux.Handle("/mcp", guarded)
 		return s
 	}
@@ -358,6 +365,8 @@ func NewServer(t testing.TB, p *Provider, opts ...ServerOption) *Server {
 		}
 		_ = json.Unmarshal(b, &msg)
 		switch {
+		case o.refuseInit && msg.Method == "initialize":
+			http.Error(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"initialize is not served"}}`, http.StatusBadRequest)
 		case o.openHandshake && (msg.Method == "initialize" || strings.HasPrefix(msg.Method, "notifications/")):
 			mcpHandler.ServeHTTP(w, r)
 		case o.stepUpTool != "" && msg.Method == "tools/call" && msg.Params.Name == o.stepUpTool:
