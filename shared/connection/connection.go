@@ -22,7 +22,13 @@
 //     source capability even if nobody refreshed the connection.
 //   - An OAuth connection's client (and its secret) is presented only to
 //     the authorization server it belongs to: the one it was registered at,
-//     or, for the operator's client, the first one it was authorized at.
+//     or, for the operator's client, the issuer named with it at creation.
+//     A registered client is never taken to another server: the next
+//     authorization registers anew there.
+//   - An OAuth authorization response is taken only at the redirect URI of
+//     the authorization server its state was made for (mix-up, RFC 9700
+//     4.4), with the issuer RFC 9207 requires where advertised, and only
+//     from the browser the authorize redirect gave the state's nonce to.
 //   - An upstream refusing a call for want of OAuth scopes (a 403
 //     insufficient_scope, or a 401 after a refresh, naming scopes the
 //     authorization did not request) has them recorded on the connection,
