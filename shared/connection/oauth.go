@@ -300,14 +300,14 @@ func (s *Service) Authorize(ctx context.Context, who auth.Principal, ref string,
 	case client.ID == "":
 	case !client.Registered && iss == "":
 		return AuthorizeResult{}, invalid("credential", "the connection's OAuth client names no issuer; create the connection again with the issuer of its client_id")
-	case !client.Registered && iss != d.Issuer:
+	case !client.Registered && !oauth.SameIssuer(iss, d.Issuer):
 		// The upstream's metadata names another authorization server than
 		// the operator's client belongs to: the client and its secret are
 		// not presented there.
 		return AuthorizeResult{}, &oauth.Error{Op: "discover", Msg: "the MCP server names another authorization server than the issuer of the connection's OAuth client; create a new connection to authorize there", Err: oauth.ErrDiscovery}
 	case !client.Registered:
 		pre = &client
-	case iss == d.Issuer && c.OAuth.ClientRedirectURI != "" && c.OAuth.ClientRedirectURI == registeredRedirect(d, site, client):
+	case oauth.SameIssuer(iss, d.Issuer) && c.OAuth.ClientRedirectURI != "" && c.OAuth.ClientRedirectURI == registeredRedirect(d, site, client):
 		pre = &client
 	default:
 		// Registered for another server (the upstream moved) or another
@@ -579,7 +579,7 @@ func (s *Service) Callback(ctx context.Context, q CallbackQuery) (Authorized, er
 	}
 	if iss, err := clientIssuer(c); err != nil {
 		return Authorized{}, err
-	} else if iss != "" && iss != d.Issuer {
+	} else if iss != "" && !oauth.SameIssuer(iss, d.Issuer) {
 		// The connection's client was registered at another server since
 		// this URL was made (a concurrent authorization): its secret is not
 		// sent to this one's token endpoint.

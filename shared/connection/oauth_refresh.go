@@ -94,7 +94,7 @@ func (s *Service) checkAuthorizationServer(ctx context.Context, c store.Connecti
 		return err
 	}
 	now, err := oauth.AuthorizationServer(ctx, s.opts.OAuthClient, c.URL)
-	if err != nil || now == d.Issuer {
+	if err != nil || oauth.SameIssuer(now, d.Issuer) {
 		return nil
 	}
 	return s.lose(ctx, c, gen, "the upstream names another authorization server; a new client is registered there at the next authorization")

@@ -420,10 +420,20 @@ type Site struct {
 }
 
 // IssuerKey is issuer's name in its redirect URI: the first 128 bits of
-// its SHA-256, in hex (an issuer is a URL; a digest is a path segment).
+// the SHA-256 of it without a trailing slash, in hex (an issuer is a URL;
+// a digest is a path segment). Issuers that are the same server
+// (SameIssuer) have the same key.
 func IssuerKey(issuer string) string {
-	sum := sha256.Sum256([]byte(issuer))
+	sum := sha256.Sum256([]byte(strings.TrimSuffix(issuer, "/")))
 	return hex.EncodeToString(sum[:16])
+}
+
+// SameIssuer: a and b name the same authorization server, as the MCP Go
+// SDK compares a metadata document's issuer with the URL it was fetched
+// for (equal but for a trailing slash). The iss of an authorization
+// response is held to exact equality instead (CheckIssuer, RFC 9207).
+func SameIssuer(a, b string) bool {
+	return strings.TrimSuffix(a, "/") == strings.TrimSuffix(b, "/")
 }
 
 // RedirectURIFor is the redirect URI of the authorization server issuer.

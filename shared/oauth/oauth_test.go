@@ -421,3 +421,19 @@ func TestDiscoverStatelessOnly(t *testing.T) {
 		t.Fatalf("Discover = %+v, %v; want the provider's metadata", d, err)
 	}
 }
+
+// TestIssuerKey: the redirect URI of a server does not depend on how its
+// issuer's trailing slash was written (the operator's issuer, the
+// metadata's and the protected resource metadata's may differ so), and
+// differs between servers.
+func TestIssuerKey(t *testing.T) {
+	if oauth.IssuerKey("https://as.example") != oauth.IssuerKey("https://as.example/") {
+		t.Error("a trailing slash changes the key")
+	}
+	if !oauth.SameIssuer("https://as.example/", "https://as.example") || oauth.SameIssuer("https://as.example", "https://as.example.evil") {
+		t.Error("SameIssuer")
+	}
+	if k := oauth.IssuerKey("https://as.example"); k == oauth.IssuerKey("https://as.example/tenant") || len(k) != 32 {
+		t.Errorf("IssuerKey = %q", k)
+	}
+}
