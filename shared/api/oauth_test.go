@@ -304,9 +304,10 @@ func TestOAuthClientMetadataDocument(t *testing.T) {
 	}
 }
 
-// TestOAuthCallbackFromAnotherBrowser: the authorize redirect sets its
-// nonce in the member's browser (HttpOnly, SameSite=Lax, the callback's
-// path only); the provider's response delivered by another browser (the
+// TestOAuthCallbackFromAnotherBrowser: the authorize redirect, opened by
+// the member (not sent there by another site), sets its nonce in the
+// member's browser (HttpOnly, SameSite=Lax, the callback's path only); the
+// provider's response delivered by another browser (the
 // authorization server's URL completed by someone else) is refused and
 // spends the state, so it cannot be completed afterwards either. GET of
 // the connection names the redirect URI to register for its client.
@@ -326,7 +327,23 @@ func TestOAuthCallbackFromAnotherBrowser(t *testing.T) {
 
 	au := s.want(200, "POST", "/v1/connections/"+con+"/authorize", adminToken, nil)["authorization_url"].(string)
 	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := hc.Get(au)
+	// A browser sent there by another site's page is refused, the link
+	// left for the member to open.
+	for _, site := range []string{"cross-site", "same-site"} {
+		req, _ := http.NewRequest(http.MethodGet, au, nil)
+		req.Header.Set("Sec-Fetch-Site", site)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || len(resp.Cookies()) != 0 {
+			t.Errorf("authorize redirect with Sec-Fetch-Site %s = %d, cookies %v; want 400 and none", site, resp.StatusCode, resp.Cookies())
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, au, nil)
+	req.Header.Set("Sec-Fetch-Site", "none") // typed or pasted
+	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

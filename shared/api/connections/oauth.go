@@ -128,11 +128,24 @@ func htmlHeaders(w http.ResponseWriter) {
 // (HttpOnly, SameSite=Lax so that the provider's redirect back brings it,
 // scoped to the callback's path) and is sent on to the authorization
 // server; the key is spent, so nobody else's browser can get the nonce.
+//
+// A browser that says the navigation came from another site (Fetch
+// Metadata: Sec-Fetch-Site cross-site or same-site) is refused, the key left
+// unspent: the link is meant to be opened by the member who asked for it
+// (pasted, or by `fluidbox connections authorize --open`), and a page that
+// sends a member's browser there is an attacker making that browser the one
+// the authorization is bound to. Clients that send no Fetch Metadata are
+// not browsers an attacker's page can drive.
 func (s *Server) oauthStart(w http.ResponseWriter, r *http.Request) {
 	htmlHeaders(w)
 	q := r.URL.Query()
 	if len(q["key"]) != 1 {
 		s.page(w, http.StatusBadRequest, notCompleted)
+		return
+	}
+	if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
+		s.log.WarnContext(r.Context(), "oauth authorize redirect refused", "reason", "opened from another site")
+		s.page(w, http.StatusBadRequest, page{"Not started", "This authorization link was opened from another site. Paste it into the address bar yourself (or run fluidbox connections authorize --open)."})
 		return
 	}
 	st, err := s.conns.Start(r.Context(), q.Get("key"))
