@@ -20,6 +20,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/broker"
+	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/oauth"
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -570,6 +571,13 @@ func (s *Service) Callback(ctx context.Context, q CallbackQuery) (Authorized, er
 		// A personal connection takes only its owner's grant.
 		return Authorized{}, ErrForbidden
 	}
+	if ok, err := s.memberActive(ctx, st.Subject); err != nil {
+		return Authorized{}, err
+	} else if !ok {
+		// The member who started it was deactivated since: their pending
+		// authorization completes nothing.
+		return Authorized{}, ErrForbidden
+	}
 	var d oauth.Discovery
 	if err := json.Unmarshal([]byte(st.Discovery), &d); err != nil {
 		return Authorized{}, fmt.Errorf("connection: decode discovery of %s: %w", c.ID, err)
@@ -614,6 +622,21 @@ func (s *Service) Callback(ctx context.Context, q CallbackQuery) (Authorized, er
 	}
 	s.tools.forget(c.ID)
 	return Authorized{View: viewOf(updated), Refreshable: tok.RefreshToken != "", ExpiresAt: tok.Expiry}, nil
+}
+
+// memberActive: sub's membership is active, as the gate judges a personal
+// connection's owner (permission.LiveConnection): its member row decides,
+// and without one only the admin-token operator, who has none in
+// single-admin mode, is active.
+func (s *Service) memberActive(ctx context.Context, sub string) (bool, error) {
+	m, err := s.st.GetMember(ctx, sub)
+	switch {
+	case err == nil:
+		return m.Status == store.MemberActive, nil
+	case errors.Is(err, store.ErrNotFound):
+		return sub == string(call.Operator), nil
+	}
+	return false, err
 }
 
 // tokenSet is the sealed plaintext of an OAuth connection's credential.

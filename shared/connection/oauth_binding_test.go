@@ -224,3 +224,31 @@ func mustQuery(t *testing.T, raw string) url.Values {
 	}
 	return u.Query()
 }
+
+// TestOAuthCallbackBoundToTheMember: an authorization completes only while
+// the member who started it is active; one deactivated meanwhile completes
+// nothing (and no code is redeemed).
+func TestOAuthCallbackBoundToTheMember(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newOAuthEnv(t)
+	if err := e.st.PutMember(ctx, store.Member{Sub: alice.Subject, Status: store.MemberActive, Roles: alice.Roles}); err != nil {
+		t.Fatal(err)
+	}
+	svc := connection.NewService(e.st, e.sealer, connection.Options{Egress: testenv.Loopback})
+	v := e.create(t, svc, alice, "mine", "personal")
+	res, err := svc.Authorize(ctx, alice, v.ID, oauthSite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := e.respond(t, start(t, svc, res), e.p.User1())
+	if _, err := e.st.SetMemberStatus(ctx, alice.Subject, store.MemberInactive, "admin", store.FormatTime(time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Callback(ctx, q); !errors.Is(err, connection.ErrForbidden) {
+		t.Fatalf("callback of a deactivated member: %v, want ErrForbidden", err)
+	}
+	if e.p.Codes() != 0 {
+		t.Fatalf("%d codes redeemed", e.p.Codes())
+	}
+}
