@@ -27,6 +27,11 @@
 //     of RFC 6749 scope tokens, and there is no flow.
 //   - Every token request (the code exchange and each refresh) carries the
 //     resource the tokens are for.
+//   - Mix-up (RFC 9700 section 4.4): a client of one authorization server
+//     authorizes with that server's own redirect URI (Site.RedirectURIFor);
+//     the one client valid at every server, fluidbox's client ID metadata
+//     document, is offered only to servers that advertise RFC 9207's iss,
+//     which CheckIssuer then requires.
 package oauth
 
 import (
