@@ -188,7 +188,11 @@ func oauthView(c store.Connection) *OAuthView {
 	if c.CredentialType != CredentialOAuth {
 		return nil
 	}
-	return &OAuthView{Issuer: c.OAuth.ClientIssuer, RedirectURI: c.OAuth.ClientRedirectURI, ConsentPrompt: !c.OAuth.NoConsentPrompt}
+	// An operator's client of a connection created before issuers were
+	// named is bound to its first authorization's: shown, so that its
+	// redirect URI is too. A discovery that does not decode shows none.
+	iss, _ := clientIssuer(c)
+	return &OAuthView{Issuer: iss, RedirectURI: c.OAuth.ClientRedirectURI, ConsentPrompt: !c.OAuth.NoConsentPrompt}
 }
 
 // Seal contexts of an OAuth connection's other secrets. A context names

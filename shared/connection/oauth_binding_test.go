@@ -252,3 +252,35 @@ func TestOAuthCallbackBoundToTheMember(t *testing.T) {
 		t.Fatalf("%d codes redeemed", e.p.Codes())
 	}
 }
+
+// TestOAuthLegacyOperatorClient: an operator's client stored before
+// issuers were named is bound to its first authorization's issuer, which
+// its view shows (so that the redirect URI to register is shown too); one
+// never authorized is refused at authorize, before any server is asked
+// about its client.
+func TestOAuthLegacyOperatorClient(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newOAuthEnv(t)
+	svc := connection.NewService(e.st, e.sealer, connection.Options{Egress: testenv.Loopback})
+	base := store.Connection{Name: "old", URL: e.up.URL, Kind: store.ConnectionShared, Owner: "admin", Status: store.ConnectionAuthorizationRequired,
+		Generation: 1, CredentialType: connection.CredentialOAuth, CreatedAt: store.FormatTime(time.Now())}
+	authorized, never := base, base
+	authorized.ID, authorized.OAuth.ClientID, authorized.OAuth.Discovery = "con_legacy1", e.p.ClientID, `{"issuer":"`+e.p.Issuer+`"}`
+	never.ID, never.Name, never.OAuth.ClientID = "con_legacy2", "older", e.p.ClientID
+	for _, c := range []store.Connection{authorized, never} {
+		if err := e.st.PutConnection(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if v, err := svc.Get(ctx, admin, authorized.ID); err != nil || v.OAuth == nil || v.OAuth.Issuer != e.p.Issuer {
+		t.Fatalf("legacy view %+v %v, want the first authorization's issuer", v.OAuth, err)
+	}
+	var ie *connection.InvalidError
+	if _, err := svc.Authorize(ctx, admin, never.ID, oauthSite); !errors.As(err, &ie) {
+		t.Fatalf("authorize an operator's client bound to no issuer: %v, want an InvalidError", err)
+	}
+	if len(e.p.Prompts()) != 0 {
+		t.Fatal("the provider saw an authorization request")
+	}
+}
