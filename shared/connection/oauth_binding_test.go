@@ -284,3 +284,44 @@ func TestOAuthLegacyOperatorClient(t *testing.T) {
 		t.Fatal("the provider saw an authorization request")
 	}
 }
+
+// TestOAuthStartOnceConcurrently: dozens of browsers opening one authorize
+// redirect at once: exactly one gets the authorization server's URL and a
+// nonce, and only that nonce completes the authorization.
+func TestOAuthStartOnceConcurrently(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newOAuthEnv(t)
+	svc := connection.NewService(e.st, e.sealer, connection.Options{Egress: testenv.Loopback})
+	v := e.create(t, svc, admin, "team", "shared")
+	res, err := svc.Authorize(ctx, admin, v.ID, oauthSite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := mustQuery(t, res.AuthorizationURL).Get("key")
+	const n = 32
+	won := make(chan connection.Started, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := svc.Start(ctx, key)
+			switch {
+			case err == nil:
+				won <- st
+			case !errors.Is(err, connection.ErrState):
+				t.Errorf("Start: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(won)
+	if len(won) != 1 {
+		t.Fatalf("%d browsers got the authorization, want 1", len(won))
+	}
+	st := <-won
+	if a, err := svc.Callback(ctx, e.respond(t, st, e.p.User1())); err != nil || a.View.Status != store.ConnectionActive {
+		t.Fatalf("the winner's callback: %+v %v", a, err)
+	}
+}
