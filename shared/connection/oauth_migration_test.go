@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/fluidbox/fluidbox/shared/connection"
 	"github.com/fluidbox/fluidbox/shared/internal/oauthtest"
@@ -89,5 +90,37 @@ func TestOAuthRegisteredClientNotReused(t *testing.T) {
 	}
 	if r, _ := regs[0]["redirect_uris"].([]any); len(r) != 1 || r[0] != oauthSite.RedirectURIFor(second.Issuer) {
 		t.Fatalf("registered redirect_uris %v", regs[0]["redirect_uris"])
+	}
+}
+
+// TestOAuthRefreshNeverTakesANewClientToTheOldServer: when a client was
+// registered at another authorization server (the owner re-authorizing
+// after the upstream moved) while the connection still holds the first
+// server's tokens, those tokens are not refreshed with the new client (its
+// id and secret never reach the first server's token endpoint): the
+// connection needs authorization when they run out.
+func TestOAuthRefreshNeverTakesANewClientToTheOldServer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newOAuthEnv(t)
+	svc := connection.NewService(e.st, e.sealer, connection.Options{Egress: testenv.Loopback})
+	v := e.create(t, svc, admin, "team", "shared")
+	v = e.authorize(t, svc, admin, v.ID, e.p.User1())
+	if err := e.st.SetOAuthClient(ctx, v.ID, v.AuthorizationGeneration, "new-servers-client", nil, "none", "http://127.0.0.1:9/new", oauthSite.RedirectURIFor("http://127.0.0.1:9/new"), store.FormatTime(time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.st.GetConnection(ctx, v.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := connection.NewService(e.st, e.sealer, connection.Options{Now: func() time.Time { return time.Now().Add(time.Hour) }, Egress: testenv.Loopback})
+	if _, err := connection.Credential(later, ctx, c, c.Generation); err == nil {
+		t.Fatal("an expired token was refreshed or presented")
+	}
+	if n := e.p.Refreshes(); n != 0 {
+		t.Fatalf("%d refresh requests at the first server with the new client", n)
+	}
+	if got, err := svc.Get(ctx, admin, v.ID); err != nil || got.Status != store.ConnectionAuthorizationRequired {
+		t.Fatalf("after: %+v %v, want authorization_required", got, err)
 	}
 }

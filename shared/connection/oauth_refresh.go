@@ -183,6 +183,15 @@ func (s *Service) refreshHeld(ctx context.Context, id string, gen int, stale []b
 	if err := json.Unmarshal([]byte(c.OAuth.Discovery), &d); err != nil {
 		return tokenSet{}, fmt.Errorf("connection: decode discovery of %s: %w", id, err)
 	}
+	if iss, err := clientIssuer(c); err != nil {
+		return tokenSet{}, err
+	} else if !oauth.SameIssuer(iss, d.Issuer) {
+		// A client was registered at another server since these tokens
+		// were granted (the upstream moved, and its owner started a new
+		// authorization): that client and its secret are not sent to the
+		// server the tokens came from, and these tokens refresh no more.
+		return tokenSet{}, s.lose(ctx, c, gen, "the connection's client now belongs to another authorization server than its tokens")
+	}
 	client, err := s.client(ctx, c)
 	if err != nil {
 		return tokenSet{}, err
