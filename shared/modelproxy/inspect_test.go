@@ -42,8 +42,11 @@ func TestInspectClaudeCode(t *testing.T) {
 		if in.Model != "claude-opus-5-5" || in.MaxTokens != 128000 {
 			t.Errorf("%s: model %s max_tokens %d", f, in.Model, in.MaxTokens)
 		}
-		if out, _ := in.Body(b); !bytes.Equal(out, b) {
-			t.Errorf("%s: the forwarded body differs from the request although nothing was imposed", f)
+		// Claude Code names no service tier: "standard_only" is imposed,
+		// and every other byte goes as it sent it.
+		want := append(bytes.TrimSuffix(bytes.TrimRight(slices.Clone(b), "\n "), []byte("}")), `,"service_tier":"standard_only"}`...)
+		if out, _ := in.Body(b); !bytes.Equal(out, want) {
+			t.Errorf("%s: the forwarded body is not the request with service_tier standard_only imposed", f)
 		}
 		wantTools := []string(nil)
 		if strings.Contains(f, "websearch") {
@@ -93,6 +96,7 @@ func TestInspectAllowlists(t *testing.T) {
 		{"tool_choice", base(`,"tool_choice":{"type":"tool","name":"x","disable_parallel_tool_use":true}`), "", ""},
 		{"service_tier standard_only", base(`,"service_tier":"standard_only"`), "", ""},
 		{"service_tier priority", base(`,"service_tier":"priority"`), "", ReasonUnpriced},
+		{"service_tier auto", base(`,"service_tier":"auto"`), "", ReasonUnpriced},
 		{"inference_geo us", base(`,"inference_geo":"us"`), "", ""},
 		{"inference_geo eu", base(`,"inference_geo":"eu"`), "", ReasonMalformed},
 		{"speed fast", base(`,"speed":"fast"`), "", ReasonUnpriced},

@@ -25,8 +25,10 @@
 //     cache-write rate; plus every web search max_uses allows at its fee.
 //     Server tools without max_uses (web fetch without max_content_tokens)
 //     get one imposed in the forwarded request. What the price table cannot
-//     price (code execution, fast mode, US-only inference where no
-//     multiplier is known) is refused. When max_tokens does not fit the
+//     price (code execution, fast mode, a service tier other than
+//     standard_only, US-only inference where no multiplier is known) is
+//     refused, and a request naming no service tier gets standard_only
+//     imposed (the API's default may use Priority Tier capacity). When max_tokens does not fit the
 //     budget, it is lowered to what does (never below MinMaxTokens); below
 //     that the answer is a 402 with the amounts needed and available.
 //   - One meter. Reservations booked here are settled only by this proxy
@@ -41,7 +43,8 @@
 //   - The operator's credential is opened per request, in this process
 //     only, and set on the upstream request alone; the session token is
 //     never forwarded, and only allow-listed headers cross in either
-//     direction.
+//     direction (never the upstream's anthropic-* family: the operator's
+//     organization id and organization-wide rate limits).
 //   - Prompts and completions pass through and are kept nowhere: the ledger
 //     holds ids, server-tool names and counts, token counts and cost.
 package modelproxy
@@ -687,15 +690,19 @@ func copyRequestHeaders(dst, src http.Header) {
 	}
 }
 
-// copyResponseHeaders passes on what an Anthropic client reads from a
-// response: the content type, the request id, retry advice and the
-// anthropic-* family (rate limits, organization).
+// responseHeaders are the upstream's response headers an Anthropic client
+// reads about its own request: the content type, the request id and retry
+// advice. Nothing else passes, above all not the anthropic-* family: it
+// names the operator's organization and carries its organization-wide rate
+// limits and counts (every run's traffic, and Priority Tier capacity),
+// which are no sandbox's business and tell it how loaded the operator is.
+var responseHeaders = []string{"Content-Type", "Request-Id", "Retry-After", "Retry-After-Ms", "X-Should-Retry"}
+
+// copyResponseHeaders passes on responseHeaders, and nothing else.
 func copyResponseHeaders(dst, src http.Header) {
-	for k, vs := range src {
-		switch ck := http.CanonicalHeaderKey(k); {
-		case ck == "Content-Type", ck == "Request-Id", ck == "Retry-After", ck == "X-Should-Retry",
-			strings.HasPrefix(ck, "Anthropic-"):
-			dst[ck] = append([]string(nil), vs...)
+	for _, k := range responseHeaders {
+		if vs := src.Values(k); len(vs) > 0 {
+			dst[k] = append([]string(nil), vs...)
 		}
 	}
 	if strings.HasPrefix(dst.Get("Content-Type"), "text/event-stream") {
