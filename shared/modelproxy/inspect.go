@@ -110,6 +110,14 @@ type Inspection struct {
 	doc       *doc
 	maxTokens span   // the max_tokens value in body
 	edits     []edit // what fluidbox changes in the forwarded body
+
+	// The conversation as the proof check reads it (verify.go): each
+	// message's role, and the tool_use and tool_result blocks of the
+	// messages, in order. msg is the message being read.
+	roles   []string
+	uses    []toolUse
+	results []toolResult
+	msg     int
 }
 
 // edit replaces body[at.s:at.e] with with.
@@ -606,6 +614,7 @@ func readMessages(in *Inspection, v span) *Refusal {
 		default:
 			return refuse(ReasonMalformed, "messages[%d].role: must be user, assistant or system", i)
 		}
+		in.roles, in.msg = append(in.roles, role), i
 		if oc, ok := m.get("output_config"); ok && kind(in.body, oc) != 'n' {
 			if r := readOutputConfig(in, oc); r != nil {
 				r.Message = strings.Replace(r.Message, "output_config", fmt.Sprintf("messages[%d].output_config", i), 1)
@@ -753,7 +762,12 @@ func (in *Inspection) readBlock(v span, at path, allowed []string) *Refusal {
 		return in.readSource(b.val("source"), at, true, "base64", "text", "content", "url")
 	case "search_result":
 		return in.readContent(b.val("content"), at.dot("content"), textOnly)
+	case "tool_use":
+		return in.readToolUse(b, at)
 	case "tool_result":
+		if r := in.readToolResult(b, at); r != nil {
+			return r
+		}
 		if c, ok := b.get("content"); ok {
 			return in.readContent(c, at.dot("content"), resultBlocks)
 		}

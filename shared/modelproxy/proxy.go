@@ -108,14 +108,16 @@ type Proxy struct {
 	admit     *admission.Service
 	upstreams *Upstreams
 	judge     Judge
+	verify    *Verifier
 	client    *http.Client
 	log       *slog.Logger
 }
 
-// New returns a proxy. client may be nil for a default without an overall
-// timeout (a stream lasts as long as the model writes) but with bounded
-// connection setup.
-func New(admit *admission.Service, upstreams *Upstreams, judge Judge, client *http.Client, log *slog.Logger) *Proxy {
+// New returns a proxy. verify checks each request's tool results (the
+// proof of asking, verify.go); it is required. client may be nil for a
+// default without an overall timeout (a stream lasts as long as the model
+// writes) but with bounded connection setup.
+func New(admit *admission.Service, upstreams *Upstreams, judge Judge, verify *Verifier, client *http.Client, log *slog.Logger) *Proxy {
 	if client == nil {
 		// No proxy: the guard judges the upstream's own address, after
 		// resolution, at every dial.
@@ -134,7 +136,7 @@ func New(admit *admission.Service, upstreams *Upstreams, judge Judge, client *ht
 	// Never follow a redirect: it would carry the operator's key elsewhere.
 	c := *client
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &Proxy{admit: admit, upstreams: upstreams, judge: judge, client: &c, log: log}
+	return &Proxy{admit: admit, upstreams: upstreams, judge: judge, verify: verify, client: &c, log: log}
 }
 
 // plan is an inspected request, judged and priced, ready to admit.
@@ -171,6 +173,17 @@ func (p *Proxy) ServeMessages(w http.ResponseWriter, r *http.Request, runID stri
 	}
 	pl, ref := p.plan(ctx, runID, in, len(body))
 	if ref != nil {
+		p.refuse(ctx, w, runID, requestID, in.Model, ref)
+		return
+	}
+	// After plan, which refuses an ended run, and before anything is
+	// booked or sent: a halted run's request is answered here.
+	if ref := p.verify.Check(ctx, runID, in); ref != nil {
+		if ref.Reason == ReasonRun {
+			// A halt: run.halted is its record, not model.refused.
+			WriteError(w, ref.Status, ref.Type, ref.Message)
+			return
+		}
 		p.refuse(ctx, w, runID, requestID, in.Model, ref)
 		return
 	}
