@@ -111,6 +111,8 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	// Halts of runs by the model proxy: printed the same way.
+	halted := notifier.Halted
 	if slackCfg.Enabled() {
 		// The Slack function's code, fed in-process by the same observer:
 		// it posts in the background and retries, never delaying a decision.
@@ -119,6 +121,11 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 		notifications = func(ctx context.Context, before, after store.Approval) {
 			printed(ctx, before, after)
 			posted(ctx, before, after)
+		}
+		printedHalt, postedHalt := halted, n.HaltObserver()
+		halted = func(ctx context.Context, h store.Halted) {
+			printedHalt(ctx, h)
+			postedHalt(ctx, h)
 		}
 		log.Info("Slack approvals on", "channel", slackCfg.Channel, "interactions", "POST /v1/integrations/slack/interactions")
 	}
@@ -146,6 +153,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 		GitHubWebhookSecret: cfg.GitHubWebhookSecret,
 		RunCreated:          notifier.RunCreated,
+		Halted:              halted,
 		UpstreamToolsTTL:    time.Duration(cfg.UpstreamToolsTTLSeconds) * time.Second,
 
 		MaxPendingApprovals: cfg.MaxPendingApprovals,

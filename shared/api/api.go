@@ -35,7 +35,6 @@ import (
 	"github.com/fluidbox/fluidbox/shared/budget"
 	"github.com/fluidbox/fluidbox/shared/egress"
 	"github.com/fluidbox/fluidbox/shared/ledger"
-	"github.com/fluidbox/fluidbox/shared/modelproxy"
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/slackbot"
 	"github.com/fluidbox/fluidbox/shared/sso"
@@ -62,7 +61,7 @@ type Config struct {
 	// RunCreated, when set, is told of each run a trigger created.
 	RunCreated func(context.Context, store.Head)
 	// Halted, when set, is told of each run the model proxy halted.
-	Halted func(context.Context, modelproxy.Halt)
+	Halted func(context.Context, store.Halted)
 	// OIDC, when set, is SSO mode: a bearer that is neither the admin token
 	// nor a session token is verified as a JWT from the issuer (members).
 	OIDC *sso.Verifier

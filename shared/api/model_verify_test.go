@@ -20,8 +20,8 @@ import (
 	"github.com/fluidbox/fluidbox/shared/internal/scriptedmodel"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
-	"github.com/fluidbox/fluidbox/shared/modelproxy"
 	"github.com/fluidbox/fluidbox/shared/seal"
+	"github.com/fluidbox/fluidbox/shared/store"
 )
 
 // The proof of asking, against the scripted upstream: each test plays a
@@ -42,13 +42,13 @@ type verifyStack struct {
 	counting atomic.Bool
 	mu       sync.Mutex
 	ops      map[string]int
-	halts    chan modelproxy.Halt
+	halts    chan store.Halted
 	sealer   seal.Sealer
 }
 
 func newVerifyStack(t *testing.T) *verifyStack {
 	t.Helper()
-	v := &verifyStack{ops: map[string]int{}, halts: make(chan modelproxy.Halt, 16)}
+	v := &verifyStack{ops: map[string]int{}, halts: make(chan store.Halted, 16)}
 	count := func(o *dynamodb.Options) {
 		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
 			return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("count", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
@@ -75,7 +75,7 @@ func newVerifyStack(t *testing.T) *verifyStack {
 	logs := &lockedBuffer{}
 	h := api.New(api.Config{AdminToken: adminToken, Ledger: led, Sealer: sealer, Egress: testenv.Loopback,
 		Logger: slog.New(slog.NewTextHandler(logs, nil)),
-		Halted: func(_ context.Context, h modelproxy.Halt) { v.halts <- h }})
+		Halted: func(_ context.Context, h store.Halted) { v.halts <- h }})
 	srv := httptest.NewServer(roles.Serve(h))
 	t.Cleanup(srv.Close)
 	v.proxyStack = &proxyStack{stack: &stack{t: t, url: srv.URL, st: st, db: db, led: led}, logs: logs}
@@ -187,7 +187,7 @@ func (v *verifyStack) checkHalted(id, tok, call, reason string, st int, body str
 	}
 	select {
 	case h := <-v.halts:
-		if h.RunID != id || h.ToolCallID != call || string(h.Reason) != reason {
+		if h.RunID != id || h.ToolCallID != call || h.Reason != reason || h.At == "" {
 			v.t.Fatalf("halt notified as %+v", h)
 		}
 	case <-time.After(5 * time.Second):

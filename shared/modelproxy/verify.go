@@ -73,24 +73,16 @@ type Verifier struct {
 	st     *store.Store
 	led    *ledger.Ledger
 	runs   *run.Service
-	halted func(context.Context, Halt)
+	halted func(context.Context, store.Halted)
 	log    *slog.Logger
 	now    func() time.Time
 	seen   *checked
 }
 
-// Halt is a run the proxy halted: what its notification says.
-type Halt struct {
-	RunID      string
-	ToolCallID string
-	Reason     redact.Violation
-	At         time.Time
-}
-
 // NewVerifier returns a verifier over led. halted, when set, is told of
 // each run this process halted, after the commit (the dev server's
 // notifications; in AWS the table's stream carries run.halted instead).
-func NewVerifier(led *ledger.Ledger, runs *run.Service, halted func(context.Context, Halt), log *slog.Logger, now func() time.Time) *Verifier {
+func NewVerifier(led *ledger.Ledger, runs *run.Service, halted func(context.Context, store.Halted), log *slog.Logger, now func() time.Time) *Verifier {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -521,7 +513,7 @@ func (v *Verifier) violated(ctx context.Context, runID string, bad []violation) 
 	if halted {
 		v.log.WarnContext(ctx, "model proxy: run halted", "run", runID, "tool_call", first.a.use.id, "reason", first.reason)
 		if v.halted != nil {
-			v.halted(ctx, Halt{RunID: runID, ToolCallID: first.a.use.id, Reason: first.reason, At: v.now()})
+			v.halted(ctx, store.Halted{RunID: runID, ToolCallID: first.a.use.id, Reason: string(first.reason), At: store.FormatTime(v.now())})
 		}
 	}
 	return &Refusal{Status: http.StatusForbidden, Type: "permission_error", Reason: ReasonRun,

@@ -624,7 +624,7 @@ func (s *Service) Get(ctx context.Context, id string) (View, error) {
 // End ends a run; the gate denies everything afterwards. Ending an ended
 // run changes nothing.
 func (s *Service) End(ctx context.Context, who auth.Principal, id string) error {
-	_, err := s.end(ctx, who, id)
+	_, err := s.end(ctx, who, id, nil)
 	return err
 }
 
@@ -640,12 +640,17 @@ func (s *Service) Halt(ctx context.Context, id, toolCallID string, reason redact
 	if err != nil {
 		return false, err
 	}
-	return s.end(ctx, auth.Principal{Subject: HaltedBy}, id, ev)
+	// The halt's own item: the table's stream notifies run.halted from it.
+	op, err := s.st.PutNew(store.HaltedKey(id), store.Halted{RunID: id, ToolCallID: toolCallID, Reason: string(reason), At: store.FormatTime(s.now())}, errAlreadyEnded)
+	if err != nil {
+		return false, err
+	}
+	return s.end(ctx, auth.Principal{Subject: HaltedBy}, id, []store.Op{op}, ev)
 }
 
-// end appends events (if any) and session.ended, and marks the run ended,
-// unless it has ended already.
-func (s *Service) end(ctx context.Context, who auth.Principal, id string, events ...redact.Envelope) (bool, error) {
+// end appends events (if any) and session.ended with ops, and marks the run
+// ended, unless it has ended already.
+func (s *Service) end(ctx context.Context, who auth.Principal, id string, ops []store.Op, events ...redact.Envelope) (bool, error) {
 	ended, err := redact.New(redact.SessionEnded{EndedBy: who.Subject})
 	if err != nil {
 		return false, err
@@ -654,7 +659,7 @@ func (s *Service) end(ctx context.Context, who auth.Principal, id string, events
 		if Status(h.Status) == StatusEnded {
 			return store.Batch{}, errAlreadyEnded
 		}
-		return store.Batch{Events: append(slices.Clip(events), ended), Head: store.HeadChange{Status: string(StatusEnded)}}, nil
+		return store.Batch{Events: append(slices.Clip(events), ended), Head: store.HeadChange{Status: string(StatusEnded)}, Ops: ops}, nil
 	})
 	switch {
 	case errors.Is(err, errAlreadyEnded):

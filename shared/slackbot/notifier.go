@@ -190,9 +190,17 @@ func (n *Notifier) channelFor(ctx context.Context, a store.Approval) (string, er
 }
 
 // HandleEvent is the Lambda entry point: one EventBridge notification
-// (approval.requested or approval.decided from source fluidbox). An error
-// makes Lambda deliver it again.
+// (approval.requested, approval.decided or run.halted from source
+// fluidbox). An error makes Lambda deliver it again.
 func (n *Notifier) HandleEvent(ctx context.Context, ev events.EventBridgeEvent) error {
+	if ev.Source == notify.Source && ev.DetailType == string(notify.RunHalted) {
+		var h notify.HaltDetail
+		if err := json.Unmarshal(ev.Detail, &h); err != nil || !ids.Valid("ses_", h.SessionID) {
+			n.log.ErrorContext(ctx, "slackbot: undecodable notification skipped", "id", ev.ID)
+			return nil
+		}
+		return n.ShowHalt(ctx, h)
+	}
 	if ev.Source != notify.Source || (ev.DetailType != string(notify.Requested) && ev.DetailType != string(notify.Decided)) {
 		n.log.WarnContext(ctx, "slackbot: event ignored", "source", ev.Source, "detail_type", ev.DetailType)
 		return nil

@@ -102,3 +102,17 @@ type Unverified struct {
 	Reason     string `dynamodbav:"reason"`
 	At         string `dynamodbav:"at"`
 }
+
+// HaltedKey is the key of the item the model proxy's halt of a run writes
+// beside run.halted, in the same append: the table's stream carries its
+// insert to the notify function (run.halted on the bus), whatever shape
+// the ledger's own items take.
+func HaltedKey(runID string) Key { return Key{runPK(runID), "HALTED"} }
+
+// Halted is that item.
+type Halted struct {
+	RunID      string `dynamodbav:"run_id"`
+	ToolCallID string `dynamodbav:"tool_call_id"`
+	Reason     string `dynamodbav:"reason"`
+	At         string `dynamodbav:"at"`
+}

@@ -28,6 +28,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/ratelimit"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/seal"
+	"github.com/fluidbox/fluidbox/shared/store"
 )
 
 // Config is what the model routes need.
@@ -48,7 +49,7 @@ type Config struct {
 	// Halted, when set, is told of each run the proxy halted, after the
 	// commit (the dev server's notifications; in AWS the table's stream
 	// carries run.halted).
-	Halted func(context.Context, modelproxy.Halt)
+	Halted func(context.Context, store.Halted)
 }
 
 // budgetDeps is what the model endpoints use.

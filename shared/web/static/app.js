@@ -601,12 +601,16 @@
         return j(d.ended_by && "by " + L(d.ended_by));
       case "grant.revoked":
         return j(L(d.scope_key), d.revoked_by && "by " + L(d.revoked_by));
+      case "run.halted":
+        return j("halted: the result of", L(d.tool_call_id), "answers a call the gate did not allow (" + L(d.reason) + ")");
+      case "tool.unverified":
+        return j("recorded: the result of", L(d.tool_call_id), "answers a call the gate did not allow (" + L(d.reason) + ")");
     }
     return R.value(d, null, "");
   }
 
   function addEvent(e) {
-    const mark = (e.data && (e.data.decision || e.data.status)) || "";
+    const mark = e.type === "run.halted" ? "deny" : (e.data && (e.data.decision || e.data.status)) || "";
     const tr = el("tr", ["allow", "deny", "pending", "denied"].includes(mark) ? mark : "");
     tr.dataset.seq = String(e.seq);
     tr.appendChild(el("td", "seq", e.seq));
