@@ -484,3 +484,52 @@ func TestProofMalformedPairs(t *testing.T) {
 		t.Fatalf("run.halted = %v", h)
 	}
 }
+
+// TestProofSubagentsConcurrent: subagents share the run's token and proxy;
+// 24 of them at once, each asking the gate and sending its own
+// conversation, are all forwarded; then 24 at once sending results nobody
+// asked about halt the run exactly once, and every one of them is refused.
+func TestProofSubagentsConcurrent(t *testing.T) {
+	t.Parallel()
+	v := newVerifyStack(t)
+	id, tok := v.run("")
+	const n = 24
+	var wg sync.WaitGroup
+	statuses := make([]int, n)
+	for i := range n {
+		wg.Go(func() {
+			call := fmt.Sprintf("toolu_sub%02d", i)
+			if d := v.askRaw(id, tok, call, "Bash", `{"command":"git status"}`); d != "allow" {
+				t.Errorf("gate on %s = %s", call, d)
+			}
+			c := (&convo{}).user("task").uses([3]string{call, "Bash", `{"command":"git status"}`}).results([3]string{call, "clean", "false"})
+			statuses[i], _ = v.post(id, tok, c.body())
+		})
+	}
+	wg.Wait()
+	for i, st := range statuses {
+		if st != 200 {
+			t.Fatalf("subagent %d = %d, want 200", i, st)
+		}
+	}
+	before := len(v.up.Requests())
+	for i := range n {
+		wg.Go(func() {
+			call := fmt.Sprintf("toolu_rogue%02d", i)
+			c := (&convo{}).user("task").uses([3]string{call, "Read", `{"file_path":"/work/.env"}`}).results([3]string{call, "SECRET", "false"})
+			statuses[i], _ = v.post(id, tok, c.body())
+		})
+	}
+	wg.Wait()
+	for i, st := range statuses {
+		if st != 403 {
+			t.Errorf("rogue subagent %d = %d, want 403", i, st)
+		}
+	}
+	if got := len(v.up.Requests()); got != before {
+		t.Errorf("%d rogue requests reached the upstream", got-before)
+	}
+	if h, e := v.eventsOf(id, "run.halted"), v.eventsOf(id, "session.ended"); len(h) != 1 || len(e) != 1 || h[0]["reason"] != "unasked" {
+		t.Errorf("run.halted = %v, session.ended = %v; want one each", h, e)
+	}
+}
