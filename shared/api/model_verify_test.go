@@ -533,3 +533,49 @@ func TestProofSubagentsConcurrent(t *testing.T) {
 		t.Errorf("run.halted = %v, session.ended = %v; want one each", h, e)
 	}
 }
+
+// TestVerifySetting: verify is "halt" by default, "record" when asked, and
+// anything else is refused, on runs and on triggers; a trigger's setting is
+// its runs'. Failed on the old code (an unknown field, 400).
+func TestVerifySetting(t *testing.T) {
+	t.Parallel()
+	s := newWebhookStack(t, webhookSecret)
+	pol := s.policy(basicPolicy)
+	run := func(verify any) response {
+		body := map[string]any{"policy_id": pol, "capabilities": []string{"claude-code"}, "budget": map[string]any{"limit_usd": 1}}
+		if verify != nil {
+			body["verify"] = verify
+		}
+		return s.do("POST", "/v1/sessions", adminToken, body)
+	}
+	for verify, want := range map[any]string{nil: "halt", "halt": "halt", "record": "record"} {
+		r := run(verify)
+		if r.status != 201 || r.body["verify"] != want {
+			t.Errorf("run with verify %v = %d %s, want 201 verify %s", verify, r.status, r.raw, want)
+			continue
+		}
+		if got := s.must(200, "GET", "/v1/sessions/"+r.body["id"].(string), adminToken, nil)["verify"]; got != want {
+			t.Errorf("GET of a run with verify %v = %v, want %s", verify, got, want)
+		}
+	}
+	for _, bad := range []any{"off", "HALT", true, 1} {
+		if r := run(bad); r.status != 400 || !strings.Contains(string(r.raw), "verify") {
+			t.Errorf("run with verify %v = %d %s, want 400 naming verify", bad, r.status, r.raw)
+		}
+	}
+	if r := s.do("POST", "/v1/triggers", adminToken, map[string]any{"repository": "octo/app", "policy_id": pol,
+		"capabilities": []string{"claude-code"}, "budget": map[string]any{"limit_usd": 1}, "verify": "sometimes"}); r.status != 400 {
+		t.Errorf("trigger with verify sometimes = %d %s, want 400", r.status, r.raw)
+	}
+	id := s.trigger("Codertocat/Hello-World", map[string]any{"verify": "record"})
+	if got := s.must(200, "GET", "/v1/triggers/"+id, adminToken, nil)["verify"]; got != "record" {
+		t.Errorf("trigger verify = %v, want record", got)
+	}
+	d := s.deliver(signed("verify-record", payload(t, "same_repo.opened.json")))
+	if d.status != 201 {
+		t.Fatalf("delivery = %d %s", d.status, d.raw)
+	}
+	if got := s.must(200, "GET", "/v1/sessions/"+d.body["session_id"].(string), adminToken, nil)["verify"]; got != "record" {
+		t.Errorf("the trigger's run has verify %v, want record", got)
+	}
+}
