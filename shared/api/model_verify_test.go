@@ -296,7 +296,7 @@ func TestProofDeniedResult(t *testing.T) {
 	if strings.Contains(string(got.Body), "CANARY-DENIED-OUTPUT") {
 		t.Fatal("a denied call's error content reached the model")
 	}
-	if rs := got.ToolResults(); len(rs) != 1 || !rs[0].IsError || !strings.Contains(rs[0].Content, "fluidbox: the gate did not allow this tool call (policy)") {
+	if rs := got.ToolResults(); len(rs) != 1 || !rs[0].IsError || !strings.Contains(rs[0].Content, "fluidbox denied (policy") {
 		t.Fatalf("forwarded result %+v, want the gate's reason as an error", rs)
 	}
 	// Again in a later request (the history): replaced again, no read.
@@ -420,7 +420,7 @@ func TestProofCompactedHistory(t *testing.T) {
 	if n := v.reads(); n != 1 {
 		t.Errorf("a cold proxy made %d batched reads, want 1", n)
 	}
-	if b := string(v.forwarded().Body); !strings.Contains(b, "fluidbox: the gate did not allow this tool call") {
+	if b := string(v.forwarded().Body); !strings.Contains(b, "fluidbox denied (policy") {
 		t.Errorf("the denied call's cleared result was not replaced by the cold proxy: %s", b)
 	}
 	if h := v.eventsOf(id, "run.halted"); len(h) != 0 {

@@ -12,6 +12,7 @@ import (
 	"math/big"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -453,19 +454,34 @@ func judge(a answered, c store.Call, asked bool) (f finding, reason redact.Viola
 		return 0, redact.ViolationInputMismatch, nil, nil
 	}
 	if a.res.isError {
-		why := "fluidbox: the gate did not allow this tool call"
-		switch {
-		case call.State(c.Decision) == call.Pending:
-			why += " (it is waiting for a human's approval)"
-		case c.Source != "":
-			why += " (" + c.Source + ")"
-		}
-		if c.Reason != "" {
-			why += ": " + c.Reason
-		}
-		return replaced, "", replacement(why + "."), nil
+		return replaced, "", replacement(refusedText(c)), nil
 	}
 	return 0, redact.ViolationDeniedResult, nil, nil
+}
+
+// refusedText is what the model reads for a call the gate did not allow:
+// for a denial, the words the hook gives the model ("fluidbox denied
+// (source, rule id): reason"), so a runner's own refusal and fluidbox's
+// replacement read alike.
+func refusedText(c store.Call) string {
+	if call.State(c.Decision) == call.Pending {
+		return "fluidbox: no human has decided on this call's approval (" + c.ApprovalID + "); it did not run under fluidbox, and its output is withheld."
+	}
+	var parts []string
+	if c.Source != "" {
+		parts = append(parts, c.Source)
+	}
+	if c.RuleID != "" {
+		parts = append(parts, "rule "+c.RuleID)
+	}
+	text := "fluidbox denied"
+	if len(parts) > 0 {
+		text += " (" + strings.Join(parts, ", ") + ")"
+	}
+	if c.Reason != "" {
+		text += ": " + c.Reason
+	}
+	return text
 }
 
 // replacement is text as a tool_result's content.
