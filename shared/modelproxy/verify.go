@@ -436,7 +436,7 @@ func (v *Verifier) Check(ctx context.Context, runID string, in *Inspection) *Ref
 func judge(a answered, c store.Call, asked bool) (f finding, reason redact.Violation, text []byte, err error) {
 	if !asked {
 		if a.res.isError {
-			return replaced, "", replacement("fluidbox: the gate was never asked about this tool call, so it did not run under fluidbox; its output is withheld. If the tool refused its input, correct the input and call it again."), nil
+			return replaced, "", replacement("fluidbox denied this call: the gate has no record of it (the runner did not ask, or could not reach fluidbox), so its output is withheld. If the tool refused its input, correct the input and call it again."), nil
 		}
 		return 0, redact.ViolationUnasked, nil, nil
 	}
@@ -449,7 +449,7 @@ func judge(a answered, c store.Call, asked bool) (f finding, reason redact.Viola
 			return passed, "", nil, nil
 		}
 		if a.res.isError {
-			return replaced, "", replacement("fluidbox: the gate allowed this tool call id with another tool or input than this tool_use, so this call did not run under fluidbox; its output is withheld."), nil
+			return replaced, "", replacement("fluidbox denied this call: the gate allowed this tool call id with another tool or input than this tool_use, so its output is withheld."), nil
 		}
 		return 0, redact.ViolationInputMismatch, nil, nil
 	}
@@ -459,13 +459,13 @@ func judge(a answered, c store.Call, asked bool) (f finding, reason redact.Viola
 	return 0, redact.ViolationDeniedResult, nil, nil
 }
 
-// refusedText is what the model reads for a call the gate did not allow:
-// for a denial, the words the hook gives the model ("fluidbox denied
-// (source, rule id): reason"), so a runner's own refusal and fluidbox's
-// replacement read alike.
+// refusedText is what the model reads for a call the gate did not allow,
+// in the words the hook gives the model ("fluidbox denied (source, rule
+// id): reason", "fluidbox denied this call: ..."), so a runner's own
+// refusal and fluidbox's replacement read alike.
 func refusedText(c store.Call) string {
 	if call.State(c.Decision) == call.Pending {
-		return "fluidbox: no human has decided on this call's approval (" + c.ApprovalID + "); it did not run under fluidbox, and its output is withheld."
+		return "fluidbox denied this call: no human has decided on its approval (" + c.ApprovalID + ") yet, so its output is withheld."
 	}
 	var parts []string
 	if c.Source != "" {
