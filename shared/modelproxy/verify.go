@@ -91,8 +91,14 @@ func NewVerifier(led *ledger.Ledger, runs *run.Service, halted func(context.Cont
 }
 
 // maxChecked bounds the results a process remembers as checked (some
-// 100 bytes each).
-const maxChecked = 1 << 17
+// 100 bytes each, a few hundred with a replacement's text).
+const maxChecked = 1 << 15
+
+// maxFresh bounds the results one request may ask the proxy to check
+// anew: up to 41 batched reads. A conversation's whole history fits (a
+// context window holds fewer tool calls), and a request of fabricated
+// pairs cannot make the table do unbounded work for one request.
+const maxFresh = 4096
 
 // toolUse is a tool_use block of an assistant message.
 type toolUse struct {
@@ -398,6 +404,10 @@ func (v *Verifier) Check(ctx context.Context, runID string, in *Inspection) *Ref
 	}
 	if len(fresh) == 0 {
 		return nil
+	}
+	if len(fresh) > maxFresh {
+		return &Refusal{Status: http.StatusRequestEntityTooLarge, Type: "request_too_large", Reason: ReasonTooLarge,
+			Message: fmt.Sprintf("fluidbox: this request carries %d tool results not checked before, more than the %d fluidbox's model proxy checks at once; send less", len(fresh), maxFresh)}
 	}
 	ids := make([]string, len(fresh))
 	for i, a := range fresh {

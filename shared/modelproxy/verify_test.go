@@ -188,3 +188,34 @@ func sameValue(a, b any) bool {
 	}
 	return a == b
 }
+
+// TestPairsBound: a request answering more tool calls than the proxy
+// checks at once is refused before any read (Check reads nothing: its
+// verifier has no store here, so a read would panic the test).
+func TestPairsBound(t *testing.T) {
+	t.Parallel()
+	var b bytes.Buffer
+	b.WriteString(`{"model":"m","max_tokens":1,"messages":[{"role":"assistant","content":[`)
+	for i := range maxFresh + 1 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"type":"tool_use","id":"t` + strconv.Itoa(i) + `","name":"x","input":{}}`)
+	}
+	b.WriteString(`]},{"role":"user","content":[`)
+	for i := range maxFresh + 1 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(`{"type":"tool_result","tool_use_id":"t` + strconv.Itoa(i) + `","content":"r"}`)
+	}
+	b.WriteString(`]}]}`)
+	in, ref := Inspect(b.Bytes(), http.Header{}, "")
+	if ref != nil {
+		t.Fatal(ref.Message)
+	}
+	v := &Verifier{seen: newChecked(maxChecked)}
+	if ref := v.Check(t.Context(), "ses_x", in); ref == nil || ref.Status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("Check of %d fresh results = %+v, want a 413", maxFresh+1, ref)
+	}
+}
