@@ -18,6 +18,10 @@
 //     anthropic-server-tools bundle: frozen tool set, schema, trust tier,
 //     policy, in the gate's own order. Anything but allow is refused; a
 //     read_only run can offer none of them.
+//   - The runner asked. Every tool result a request carries must answer a
+//     call the gate allowed with the input the model asked for, or be an
+//     error whose content fluidbox replaces; anything else halts the run
+//     (verify.go).
 //   - The reservation is a genuine upper bound: max_tokens at the output
 //     rate; an input bound taken from the body's bytes, or from the model's
 //     context window for each sampling step when server tools or documents
