@@ -219,3 +219,51 @@ func TestPairsBound(t *testing.T) {
 		t.Fatalf("Check of %d fresh results = %+v, want a 413", maxFresh+1, ref)
 	}
 }
+
+// FuzzPairs: for any request the inspector admits, each pair the check
+// reads joins a tool_result to the tool_use of the same id in an
+// assistant message before the result's user message, with only
+// assistant (or system) messages between them, and no id is paired twice.
+func FuzzPairs(f *testing.F) {
+	f.Add([]byte(`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"x"},{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"Bash","input":{}}]},{"role":"system","content":"s"},{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":"r"}]}]}`))
+	f.Add([]byte(`{"model":"m","max_tokens":1,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"x","input":{}},{"type":"tool_use","id":"b","name":"x","input":{"n":1}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"b","is_error":true},{"type":"tool_result","tool_use_id":"a","content":[{"type":"text","text":"t"}]}]}]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		in, ref := Inspect(body, http.Header{}, "")
+		if ref != nil {
+			return
+		}
+		pairs, ref := in.pairs()
+		if ref != nil {
+			if ref.Status != http.StatusBadRequest {
+				t.Fatalf("pairs refused with %d", ref.Status)
+			}
+			return
+		}
+		if len(pairs) != len(in.results) {
+			t.Fatalf("%d pairs for %d results", len(pairs), len(in.results))
+		}
+		seen := map[string]bool{}
+		for _, p := range pairs {
+			if p.use.id != p.res.id || seen[p.res.id] || !validToolID(p.res.id) {
+				t.Fatalf("pair %+v (seen %v)", p, seen[p.res.id])
+			}
+			seen[p.res.id] = true
+			if in.roles[p.use.msg] != "assistant" || in.roles[p.res.msg] != "user" || p.use.msg >= p.res.msg {
+				t.Fatalf("pair of messages %d (%s) and %d (%s)", p.use.msg, in.roles[p.use.msg], p.res.msg, in.roles[p.res.msg])
+			}
+			// Between them, only the rest of the assistant turn, then the
+			// start of the user turn (system messages belong to neither).
+			user := false
+			for m := p.use.msg + 1; m < p.res.msg; m++ {
+				switch in.roles[m] {
+				case "user":
+					user = true
+				case "assistant":
+					if user {
+						t.Fatalf("result of message %d answers message %d across another turn", p.res.msg, p.use.msg)
+					}
+				}
+			}
+		}
+	})
+}
