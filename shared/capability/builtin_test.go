@@ -28,6 +28,10 @@ func TestBuiltinClaudeCode(t *testing.T) {
 	want := map[string]Class{
 		"Bash": ClassExecute, "Read": ClassRead, "Glob": ClassRead, "Grep": ClassRead,
 		"Write": ClassWrite, "Edit": ClassWrite, "WebFetch": ClassEgress,
+		// Each decided in builtin/README.md.
+		"Agent": ClassExecute, "Skill": ClassExecute, "Monitor": ClassExecute,
+		"NotebookEdit": ClassWrite, "EnterWorktree": ClassWrite, "ExitWorktree": ClassWrite,
+		"TaskStop": ClassRead, "ToolSearch": ClassRead, "WebSearch": ClassEgress,
 	}
 	if len(b.Tools) != len(want) {
 		t.Errorf("claude-code has %d tools, want %d", len(b.Tools), len(want))
@@ -156,13 +160,13 @@ func TestClaudeCodeExcluded(t *testing.T) {
 		}
 	}
 	cli, sdk := ClaudeCodeExcluded(RunnerCLI), ClaudeCodeExcluded(RunnerSDK)
-	for _, name := range []string{"AskUserQuestion", "EnterPlanMode", "ExitPlanMode", "Agent"} {
+	for _, name := range []string{"AskUserQuestion", "EnterPlanMode", "ExitPlanMode", "CronCreate"} {
 		if sdk[name] == "" {
 			t.Errorf("%s is not excluded for the Agent SDK", name)
 		}
 	}
-	if cli["Agent"] == "" || cli["AskUserQuestion"] != "" {
-		t.Errorf("cli: Agent %q, AskUserQuestion %q; want Agent excluded and AskUserQuestion not offered", cli["Agent"], cli["AskUserQuestion"])
+	if cli["CronCreate"] == "" || cli["AskUserQuestion"] != "" {
+		t.Errorf("cli: CronCreate %q, AskUserQuestion %q; want CronCreate excluded and AskUserQuestion not offered", cli["CronCreate"], cli["AskUserQuestion"])
 	}
 	if ClaudeCodeExcluded("other") == nil || len(ClaudeCodeExcluded("other")) != 0 {
 		t.Error("an unknown runner offers nothing")
