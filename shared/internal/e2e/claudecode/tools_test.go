@@ -31,10 +31,9 @@ var excluded = capability.ClaudeCodeExcluded(capability.RunnerCLI)
 
 // firstTools runs the CLI once, the model answering "ok" without a tool
 // call, and returns the tools array of its first request as it reached the
-// model proxy. In the CLI's default mode that request asks for tool search
-// (a beta fluidbox's proxy does not admit): it is refused, recorded, and
-// the CLI asks again with every tool loaded, which the upstream answers;
-// the refused request still shows what the CLI offers.
+// model proxy. In the CLI's default mode (tool search on) that request
+// offers the deferred tools by name only, so their schemas are checked
+// where they arrive (TestToolSearchOn) and in the mode without.
 func firstTools(t *testing.T, toolSearch string) []scriptedmodel.Tool {
 	t.Helper()
 	var mu sync.Mutex
