@@ -46,6 +46,9 @@ type Asked struct {
 	ToolName   string
 	Input      any
 	Digest     redact.Digest
+	// AgentID and AgentType name the subagent that asked; empty for the
+	// run's main agent.
+	AgentID, AgentType string
 }
 
 // Pin is what a pending call's approval records about what it was decided
@@ -86,7 +89,7 @@ func Record(st *store.Store, h store.Head, c Asked, d gate.Decision, pin Pin, no
 		Verdict: ans.Verdict, RewrittenVerdict: ans.RewrittenVerdict, DecidedAt: at,
 	}
 	var out Recorded
-	requested, err := redact.New(redact.ToolRequested{ToolCallID: c.ToolCallID, ToolName: c.ToolName, InputDigest: c.Digest})
+	requested, err := redact.New(redact.ToolRequested{ToolCallID: c.ToolCallID, ToolName: c.ToolName, InputDigest: c.Digest, AgentID: c.AgentID, AgentType: c.AgentType})
 	if err != nil {
 		return Recorded{}, err
 	}

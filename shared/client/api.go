@@ -38,6 +38,10 @@ type PermissionRequest struct {
 	// directory, and the sandbox's realpath of each path-bearing field.
 	Cwd           string            `json:"cwd,omitempty"`
 	ResolvedPaths map[string]string `json:"resolved_paths,omitempty"`
+	// AgentID and AgentType identify the subagent making the call (Claude
+	// Code's hook input); empty for the main agent.
+	AgentID   string `json:"agent_id,omitempty"`
+	AgentType string `json:"agent_type,omitempty"`
 }
 
 // Answer is the gate's answer.

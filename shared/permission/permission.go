@@ -31,6 +31,7 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/call"
@@ -58,6 +59,27 @@ type Request struct {
 	// sandbox resolved them to (realpath); a file call is allowed only if
 	// both are allowed, denied if either is (optional).
 	ResolvedPaths map[string]string `json:"resolved_paths,omitempty"`
+	// AgentID and AgentType identify the subagent that makes the call
+	// (Claude Code's hook input); both empty for the run's main agent.
+	// They are recorded on tool.requested and matched by policies
+	// (match.agent_type). The runner reports them, and the model chose
+	// the type when it started the subagent (Agent's subagent_type).
+	AgentID   string `json:"agent_id,omitempty"`
+	AgentType string `json:"agent_type,omitempty"`
+}
+
+// checkAgent validates the subagent identity: both or neither, bounded,
+// printable (it is recorded and shown as it came).
+func checkAgent(req Request) error {
+	if (req.AgentID == "") != (req.AgentType == "") {
+		return &InvalidError{"agent_id and agent_type: send both (a subagent's call) or neither"}
+	}
+	for _, f := range []struct{ name, v string }{{"agent_id", req.AgentID}, {"agent_type", req.AgentType}} {
+		if len(f.v) > maxIDLen || strings.IndexFunc(f.v, func(r rune) bool { return r < 0x20 || r == 0x7f || r == utf8.RuneError }) >= 0 {
+			return &InvalidError{fmt.Sprintf("%s: at most %d printable characters", f.name, maxIDLen)}
+		}
+	}
+	return nil
 }
 
 // Bounds on the runner's path context.
@@ -157,7 +179,7 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 
 	var recorded call.Answer
 	var created store.Approval
-	asked := call.Asked{RunID: runID, ToolCallID: req.ToolCallID, ToolName: req.ToolName, Input: input, Digest: digest}
+	asked := call.Asked{RunID: runID, ToolCallID: req.ToolCallID, ToolName: req.ToolName, Input: input, Digest: digest, AgentID: req.AgentID, AgentType: req.AgentType}
 	_, err = s.led.Append(ctx, runID, func(h store.Head) (store.Batch, error) {
 		g := grants{ctx: ctx, st: s.st, runID: runID}
 		d := gate.Decide(fr.recordedRun(h, s.maxPending), gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Granted: g.has, Cwd: req.Cwd, Resolved: req.ResolvedPaths})
@@ -234,6 +256,9 @@ func checkRequest(req Request) (any, redact.Digest, error) {
 		return nil, redact.Digest{}, &InvalidError{fmt.Sprintf("tool_name: must be 1 to %d characters", maxIDLen)}
 	}
 	if err := checkPaths(req); err != nil {
+		return nil, redact.Digest{}, err
+	}
+	if err := checkAgent(req); err != nil {
 		return nil, redact.Digest{}, err
 	}
 	raw := req.Input
