@@ -57,6 +57,9 @@ type Env struct {
 	// is allowed only if both the given and the resolved path are, and
 	// denied if either is.
 	Resolved map[string]string
+	// AgentType is the type of the subagent making the call; empty for
+	// the run's main agent.
+	AgentType string
 }
 
 // Call is one tool call prepared for evaluation. Its Bash line is analysed
@@ -409,6 +412,9 @@ const bashKeyPrefix = bashTool + ":"
 
 // matchLoose is the deny/require_approval reading of a rule's criteria.
 func (r *rule) matchLoose(c *call) bool {
+	if r.hasAgent && !r.matchAgent(c.env.AgentType) {
+		return false
+	}
 	if r.hasInput && !r.matchInputLoose(c) {
 		return false
 	}
@@ -461,6 +467,9 @@ func (r *rule) matchStrict(c *call) bool {
 }
 
 func (r *rule) matchStrictNonPrefix(c *call) bool {
+	if r.hasAgent && !r.matchAgent(c.env.AgentType) {
+		return false
+	}
 	if r.hasInput && !r.matchInput(c.input) {
 		return false
 	}
@@ -492,6 +501,21 @@ func (r *rule) matchStrictNonPrefix(c *call) bool {
 		return true
 	}
 	return true
+}
+
+// matchAgent reports whether the subagent type agent matches the rule's
+// agent_type globs, exactly (the type is an identifier the runner reports,
+// not a path or text to fold). The main agent ("") matches none.
+func (r *rule) matchAgent(agent string) bool {
+	if agent == "" {
+		return false
+	}
+	for _, g := range r.agents {
+		if g.match(agent) {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *rule) matchInput(input any) bool {
