@@ -187,6 +187,10 @@ type Request struct {
 	// resolved them to (symlinks followed), when the runner sent them. A
 	// file call is allowed only if both paths are, denied if either is.
 	Resolved map[string]string
+	// AgentType is the type of the subagent making the call, as the
+	// runner reported it; empty for the run's main agent. Policies match
+	// it (match.agent_type).
+	AgentType string
 }
 
 // stage is one step of the gate. decide returns the decision and true when

@@ -161,7 +161,7 @@ func (s *Service) Preview(ctx context.Context, runID string, req Request, live m
 		return gate.Decision{}, err
 	}
 	g := grants{ctx: ctx, st: s.st, runID: runID}
-	d := gate.Decide(fr.gateRun(h, s.maxPending), gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Granted: g.has, Cwd: req.Cwd, Resolved: req.ResolvedPaths})
+	d := gate.Decide(fr.gateRun(h, s.maxPending), gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Granted: g.has, Cwd: req.Cwd, Resolved: req.ResolvedPaths, AgentType: req.AgentType})
 	if g.err != nil {
 		return gate.Decision{}, g.err
 	}

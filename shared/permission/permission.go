@@ -182,7 +182,7 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 	asked := call.Asked{RunID: runID, ToolCallID: req.ToolCallID, ToolName: req.ToolName, Input: input, Digest: digest, AgentID: req.AgentID, AgentType: req.AgentType}
 	_, err = s.led.Append(ctx, runID, func(h store.Head) (store.Batch, error) {
 		g := grants{ctx: ctx, st: s.st, runID: runID}
-		d := gate.Decide(fr.recordedRun(h, s.maxPending), gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Granted: g.has, Cwd: req.Cwd, Resolved: req.ResolvedPaths})
+		d := gate.Decide(fr.recordedRun(h, s.maxPending), gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Granted: g.has, Cwd: req.Cwd, Resolved: req.ResolvedPaths, AgentType: req.AgentType})
 		if g.err != nil {
 			return store.Batch{}, g.err
 		}
