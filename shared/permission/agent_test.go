@@ -13,8 +13,9 @@ import (
 
 // TestSubagentIdentity: a subagent's call is decided like any other and
 // recorded on tool.requested with the agent_id and agent_type the runner
-// sent; malformed identities (too long, control characters, one without
-// the other) are refused before anything is recorded.
+// sent; malformed identities (too long, control characters, an agent_id
+// without its type) are refused before anything is recorded. A type alone
+// is the main thread of a claude --agent session, and is accepted.
 func TestSubagentIdentity(t *testing.T) {
 	t.Parallel()
 	e := calltest.NewEnv(t, policyText)
@@ -45,11 +46,13 @@ func TestSubagentIdentity(t *testing.T) {
 		{AgentID: "a1", AgentType: "Exp\nlore"},
 		{AgentID: "a\x00", AgentType: "Explore"},
 		{AgentID: "a1"},
-		{AgentType: "Explore"},
 	} {
 		bad.ToolCallID, bad.ToolName, bad.Input = "c2", "Bash", []byte(`{"command":"ls"}`)
 		if _, err := e.Perm.Decide(ctx, e.RunID, bad, 0); !errors.As(err, &inv) {
 			t.Errorf("Decide(agent_id %q, agent_type %q) = %v, want InvalidError", bad.AgentID, bad.AgentType, err)
 		}
+	}
+	if ans, err := e.Perm.Decide(ctx, e.RunID, permission.Request{ToolCallID: "c3", ToolName: "Bash", Input: []byte(`{"command":"ls"}`), AgentType: "reviewer"}, 0); err != nil || ans.Decision != call.Allowed {
+		t.Errorf("Decide(agent_type alone) = %+v, %v; want allow", ans, err)
 	}
 }

@@ -60,7 +60,8 @@ type Request struct {
 	// both are allowed, denied if either is (optional).
 	ResolvedPaths map[string]string `json:"resolved_paths,omitempty"`
 	// AgentID and AgentType identify the subagent that makes the call
-	// (Claude Code's hook input); both empty for the run's main agent.
+	// (Claude Code's hook input); both empty for the run's main agent,
+	// AgentType alone for the main thread of a claude --agent session.
 	// They are recorded on tool.requested and matched by policies
 	// (match.agent_type). The runner reports them, and the model chose
 	// the type when it started the subagent (Agent's subagent_type).
@@ -68,11 +69,13 @@ type Request struct {
 	AgentType string `json:"agent_type,omitempty"`
 }
 
-// checkAgent validates the subagent identity: both or neither, bounded,
-// printable (it is recorded and shown as it came).
+// checkAgent validates the subagent identity: an agent_id comes with its
+// agent_type (a type alone is the main thread of a session started as
+// that agent, claude --agent), bounded and printable (it is recorded and
+// shown as it came).
 func checkAgent(req Request) error {
-	if (req.AgentID == "") != (req.AgentType == "") {
-		return &InvalidError{"agent_id and agent_type: send both (a subagent's call) or neither"}
+	if req.AgentID != "" && req.AgentType == "" {
+		return &InvalidError{"agent_id: send it with the subagent's agent_type"}
 	}
 	for _, f := range []struct{ name, v string }{{"agent_id", req.AgentID}, {"agent_type", req.AgentType}} {
 		if len(f.v) > maxIDLen || strings.IndexFunc(f.v, func(r rune) bool { return r < 0x20 || r == 0x7f || r == utf8.RuneError }) >= 0 {
