@@ -101,6 +101,9 @@ export interface ToolCall {
   cwd?: string;
   /** Path field -> the path the sandbox resolved it to (symlinks followed). */
   resolved_paths?: Record<string, string>;
+  /** The subagent making the call, from Claude Code's hook input; absent for the main agent. */
+  agent_id?: string;
+  agent_type?: string;
 }
 
 export class Gate {
