@@ -134,3 +134,27 @@ func TestAgentDeniedByPolicy(t *testing.T) {
 	}
 	s.CheckModelTraffic(t, r, v)
 }
+
+// TestAgentReadOnly: Agent is class execute, so a read_only run starts no
+// subagent, whatever its policy allows; a read_only run's subagents are
+// therefore never less than read_only (and its own calls, under the same
+// run, keep its trust tier).
+func TestAgentReadOnly(t *testing.T) {
+	t.Parallel()
+	s := newStack(t,
+		call("toolu_agent", "Agent", map[string]any{"description": "Explore", "prompt": "Look around", "subagent_type": "Explore"}),
+		scriptedmodel.SayToolResult(),
+	)
+	r := s.NewRun(t, `{"name":"allow-all","default_verdict":"allow","rules":[]}`, map[string]any{"trust_tier": "read_only"})
+	s.claude(t, r, project(t, nil), "explore with a subagent", cliOpts{})
+	v := s.Ledger(t, r)
+	if d := v.Decisions["toolu_agent"]; d.Decision != "deny" || d.Source != "trust_tier" {
+		t.Errorf("Agent in a read_only run: tool.decision %+v, want deny by trust_tier", d)
+	}
+	for _, q := range s.Model.Requests() {
+		if isSubagent(q) {
+			t.Fatal("a subagent of the read_only run made a model request")
+		}
+	}
+	s.CheckModelTraffic(t, r, v)
+}
