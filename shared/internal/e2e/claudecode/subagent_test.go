@@ -158,3 +158,31 @@ func TestAgentReadOnly(t *testing.T) {
 	}
 	s.CheckModelTraffic(t, r, v)
 }
+
+// TestAgentRemoteDenied: a subagent launched with isolation "remote" would
+// run in a cloud environment, where neither the run's hook nor its proxy
+// sees it. The bundle's Agent schema leaves "remote" out
+// (claude-code-narrowed.json), so the schema stage denies it even under a
+// policy that allows every Agent call.
+func TestAgentRemoteDenied(t *testing.T) {
+	t.Parallel()
+	s := newStack(t,
+		call("toolu_remote", "Agent", map[string]any{"description": "Work remotely", "prompt": "Do it in the cloud", "subagent_type": "general-purpose", "isolation": "remote"}),
+		scriptedmodel.SayToolResult(),
+	)
+	r := s.NewRun(t, `{"name":"agents","default_verdict":"deny","rules":[{"id":"agents","tool":"Agent","verdict":"allow"}]}`, nil)
+	res := s.claude(t, r, project(t, nil), "work in the cloud", cliOpts{})
+	v := s.Ledger(t, r)
+	if d := v.Decisions["toolu_remote"]; d.Decision != "deny" || d.Source != "schema" {
+		t.Errorf("Agent isolation remote: tool.decision %+v, want deny by schema", d)
+	}
+	if _, ok := res.denied()["toolu_remote"]; !ok {
+		t.Errorf("permission_denials = %+v, want the Agent call", res.PermissionDenials)
+	}
+	for _, q := range s.Model.Requests() {
+		if isSubagent(q) {
+			t.Fatal("a subagent made a model request")
+		}
+	}
+	s.CheckModelTraffic(t, r, v)
+}
