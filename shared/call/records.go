@@ -352,7 +352,9 @@ func Settle(st *store.Store, a store.Approval, to State, by Subject, note string
 	}
 	ops := []store.Op{row, rec}
 	if to == ApprovedSession {
-		g, err := st.Put(store.GrantKey(a.RunID, a.ScopeKey), store.Grant{ScopeKey: a.ScopeKey, ApprovalID: a.ID, GrantedBy: string(by), GrantedAt: at})
+		// The grant belongs to the rule that asked: the same scope key
+		// under another rule is another grant (policy.AnswerGrants).
+		g, err := st.Put(store.GrantKey(a.RunID, a.RuleID, a.ScopeKey), store.Grant{RuleID: a.RuleID, ScopeKey: a.ScopeKey, ApprovalID: a.ID, GrantedBy: string(by), GrantedAt: at})
 		if err != nil {
 			return nil, store.Approval{}, err
 		}
@@ -372,15 +374,26 @@ func Settle(st *store.Store, a store.Approval, to State, by Subject, note string
 	}, after, nil
 }
 
-// Revoke withdraws a run's session grant, recorded as grant.revoked; later
-// calls it covered ask again. The Append fails with ErrNoGrant when the
-// run holds no such grant.
-func Revoke(st *store.Store, runID, scopeKey string, by Subject) (store.Batch, error) {
+// Revoke withdraws the run's session grants held with scopeKey (under
+// every rule that holds one: held is what the caller read), recorded as one
+// grant.revoked; later calls they answered ask again. The Append fails
+// with ErrNoGrant when any of them is gone by then, and Revoke fails with
+// it at once when held has none with that key.
+func Revoke(st *store.Store, runID, scopeKey string, held []store.Grant, by Subject) (store.Batch, error) {
+	var ops []store.Op
+	for _, g := range held {
+		if g.ScopeKey == scopeKey {
+			ops = append(ops, st.DeleteExisting(store.GrantKey(runID, g.RuleID, g.ScopeKey), ErrNoGrant))
+		}
+	}
+	if len(ops) == 0 {
+		return store.Batch{}, ErrNoGrant
+	}
 	ev, err := redact.New(redact.GrantRevoked{ScopeKey: scopeKey, RevokedBy: string(by)})
 	if err != nil {
 		return store.Batch{}, err
 	}
-	return store.Batch{Events: []redact.Envelope{ev}, Ops: []store.Op{st.DeleteExisting(store.GrantKey(runID, scopeKey), ErrNoGrant)}}, nil
+	return store.Batch{Events: []redact.Envelope{ev}, Ops: ops}, nil
 }
 
 // Claim is allow | approved_* -> executing: it marks an allowed call's one

@@ -166,7 +166,7 @@ func TestPendingThenSettled(t *testing.T) {
 		t.Errorf("head = %s/%d", h.Status, h.PendingApprovals)
 	}
 	grants, err := f.st.Grants(ctx, f.run)
-	if err != nil || len(grants) != 1 || grants[0].ScopeKey != "Bash:git push" || grants[0].GrantedBy != "carol" {
+	if err != nil || len(grants) != 1 || grants[0].ScopeKey != "Bash:git push" || grants[0].RuleID != "r2" || grants[0].GrantedBy != "carol" {
 		t.Errorf("grants = %+v, %v", grants, err)
 	}
 
@@ -220,9 +220,9 @@ func TestDecisionAfterExpiryIsRefused(t *testing.T) {
 	}
 }
 
-// TestGrantKeysAreHashes: a grant's sort key is the scope key's SHA-256, so
-// a command of any length (or one holding a secret) never reaches a key,
-// and revoking by the scope key finds it.
+// TestGrantKeysAreHashes: a grant's sort key is a SHA-256 of the rule and
+// the scope key, so a command of any length (or one holding a secret) never
+// reaches a key, and revoking by the scope key finds it.
 func TestGrantKeysAreHashes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -241,20 +241,22 @@ func TestGrantKeysAreHashes(t *testing.T) {
 	if _, err := f.led.Append(ctx, f.run, build); err != nil {
 		t.Fatal(err)
 	}
-	k := store.GrantKey(f.run, long)
-	if !regexp.MustCompile(`^GRANT#[0-9a-f]{64}$`).MatchString(k.SK) {
-		t.Errorf("grant sort key %q is not GRANT#<sha256>", k.SK)
+	k := store.GrantKey(f.run, d.RuleID, long)
+	if !regexp.MustCompile(`^RGRANT#[0-9a-f]{64}$`).MatchString(k.SK) {
+		t.Errorf("grant sort key %q is not RGRANT#<sha256>", k.SK)
 	}
 	var g store.Grant
-	if err := f.st.Get(ctx, k, &g); err != nil || g.ScopeKey != long {
+	if err := f.st.Get(ctx, k, &g); err != nil || g.ScopeKey != long || g.RuleID != d.RuleID {
 		t.Fatalf("grant at %s = %+v, %v", k.SK, g, err)
 	}
 	revoke := func() error {
-		b, err := call.Revoke(f.st, f.run, long, call.Operator)
-		if err != nil {
-			return err
-		}
-		_, err = f.led.Append(ctx, f.run, func(store.Head) (store.Batch, error) { return b, nil })
+		_, err = f.led.Append(ctx, f.run, func(store.Head) (store.Batch, error) {
+			held, err := f.st.Grants(ctx, f.run)
+			if err != nil {
+				return store.Batch{}, err
+			}
+			return call.Revoke(f.st, f.run, long, held, call.Operator)
+		})
 		return err
 	}
 	if err := revoke(); err != nil {

@@ -20,7 +20,7 @@ func checkPolicy(c *call) (Decision, bool) {
 	if p == nil {
 		return deny(SourcePolicy, "this run has no frozen policy, so no tool call can be allowed")
 	}
-	env := policy.Env{Workspace: c.run.Workspace, Cwd: c.req.Cwd, Resolved: c.req.Resolved}
+	env := c.env()
 	pc := c.policyCall()
 	res := p.EvaluateCall(env, pc)
 	if c.run.Shadow != nil || c.run.ShadowBroken {

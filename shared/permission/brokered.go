@@ -160,10 +160,5 @@ func (s *Service) Preview(ctx context.Context, runID string, req Request, live m
 	if err != nil {
 		return gate.Decision{}, err
 	}
-	g := grants{ctx: ctx, st: s.st, runID: runID}
-	d := gate.Decide(fr.gateRun(h, s.maxPending), gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Granted: g.has, Cwd: req.Cwd, Resolved: req.ResolvedPaths})
-	if g.err != nil {
-		return gate.Decision{}, g.err
-	}
-	return d, nil
+	return s.gateDecide(ctx, runID, fr.gateRun(h, s.maxPending), gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Cwd: req.Cwd, Resolved: req.ResolvedPaths})
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/gate"
 	"github.com/fluidbox/fluidbox/shared/ids"
 	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/policy"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -159,10 +160,9 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 	var created store.Approval
 	asked := call.Asked{RunID: runID, ToolCallID: req.ToolCallID, ToolName: req.ToolName, Input: input, Digest: digest}
 	_, err = s.led.Append(ctx, runID, func(h store.Head) (store.Batch, error) {
-		g := grants{ctx: ctx, st: s.st, runID: runID}
-		d := gate.Decide(fr.recordedRun(h, s.maxPending), gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Granted: g.has, Cwd: req.Cwd, Resolved: req.ResolvedPaths})
-		if g.err != nil {
-			return store.Batch{}, g.err
+		d, err := s.gateDecide(ctx, runID, fr.recordedRun(h, s.maxPending), gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Cwd: req.Cwd, Resolved: req.ResolvedPaths})
+		if err != nil {
+			return store.Batch{}, err
 		}
 		pin := fr.pin(req.ToolName)
 		if d.Outcome == gate.OutcomeApproval {
@@ -200,29 +200,35 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 	return recorded, nil
 }
 
-// grants reads a run's session grants the first time the gate asks, which
-// it does only for a require_approval: the common paths read nothing.
-type grants struct {
-	ctx   context.Context
-	st    *store.Store
-	runID string
-	keys  map[string]bool
-	err   error
+// gateDecide asks the pure gate about a call on run. The run's session
+// grants are read here, before the Decide that uses them, and only when the
+// gate says grants could change its answer (Decision.Grantable), so the
+// common paths read nothing; a failed read fails the call (503), never
+// decides it. A stage that panicked is logged: the gate denied the call,
+// and someone must learn why.
+func (s *Service) gateDecide(ctx context.Context, runID string, run *gate.Run, req gate.Request) (gate.Decision, error) {
+	d := gate.Decide(run, req)
+	if d.Grantable {
+		held, err := s.st.Grants(ctx, runID)
+		if err != nil {
+			return gate.Decision{}, err
+		}
+		run.Grants = grantSet(held)
+		d = gate.Decide(run, req)
+	}
+	if d.Panicked {
+		s.log.ErrorContext(ctx, "a gate stage panicked; the call is denied (the gate recovers only its own stages)", "run", runID, "tool", req.ToolName, "stage", d.Stage)
+	}
+	return d, nil
 }
 
-func (g *grants) has(key string) bool {
-	if g.keys == nil && g.err == nil {
-		list, err := g.st.Grants(g.ctx, g.runID)
-		if err != nil {
-			g.err = err
-			return false
-		}
-		g.keys = map[string]bool{}
-		for _, gr := range list {
-			g.keys[gr.ScopeKey] = true
-		}
+// grantSet is the gate's view of a run's stored grants.
+func grantSet(held []store.Grant) policy.Grants {
+	keys := make([]policy.GrantKey, len(held))
+	for i, g := range held {
+		keys[i] = policy.GrantKey{RuleID: g.RuleID, ScopeKey: g.ScopeKey}
 	}
-	return g.keys[key]
+	return policy.NewGrants(keys...)
 }
 
 // checkRequest validates a request and decodes its input.

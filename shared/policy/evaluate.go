@@ -34,11 +34,9 @@ type Result struct {
 	// the rule's on_autonomous, else autonomy.on_approval_rule, else deny.
 	// Empty for other verdicts.
 	OnAutonomous Verdict
-	// ScopeKey is the key a session grant for this call is stored under
-	// ("" when no session grant can safely describe the call). For Bash it
-	// is built from the parse, never from the raw text: "Bash:<matched
-	// prefix words>" (e.g. "Bash:git push"), else "Bash:<program>" for a
-	// line that runs one program; for other tools, the tool name.
+	// ScopeKey is the key a session grant for this call is stored under,
+	// beside RuleID ("" when no session grant can safely describe the
+	// call; see scopeKey and AnswerGrants).
 	ScopeKey string
 }
 
@@ -71,7 +69,7 @@ type Call struct {
 	analysis *bash.Analysis // nil when the input has no string command
 }
 
-// NewCall prepares a call for EvaluateCall, BashReadOnly and Covered.
+// NewCall prepares a call for EvaluateCall, BashReadOnly and AnswerGrants.
 func NewCall(toolName string, input any) *Call {
 	return &Call{tool: toolName, input: input}
 }
@@ -368,44 +366,12 @@ func (p *Policy) approval(c *call, r *rule) Result {
 	} else {
 		res.Reason = "no rule matched; default verdict require_approval"
 	}
-	res.ScopeKey = p.scopeKey(c, r)
+	res.ScopeKey = scopeKey(c, r)
 	if res.ScopeKey == "" {
 		res.Scope = ScopeOnce
 	}
 	return res
 }
-
-// scopeKey names what a session grant for this call covers. For Bash it
-// comes from the parse, never from the raw text: the first prefix of the
-// rule that the line hits (loosely, so "git -C x push" under "git push" is
-// keyed "Bash:git push"), else the one program the line runs
-// ("Bash:rm"), else nothing. An opaque line has no key: no grant may cover
-// what the analysis cannot see.
-func (p *Policy) scopeKey(c *call, r *rule) string {
-	if c.tool != bashTool {
-		return c.tool
-	}
-	a := c.bash()
-	if a == nil {
-		return ""
-	}
-	if op, _ := a.Opaque(); op {
-		return ""
-	}
-	if r != nil {
-		for _, pf := range r.prefixes {
-			if a.LooseMatch(pf) {
-				return bashKeyPrefix + pf.Key()
-			}
-		}
-	}
-	if prog := a.Program(); prog != "" {
-		return bashKeyPrefix + prog
-	}
-	return ""
-}
-
-const bashKeyPrefix = bashTool + ":"
 
 // matchLoose is the deny/require_approval reading of a rule's criteria.
 func (r *rule) matchLoose(c *call) bool {
@@ -758,51 +724,6 @@ func absolute(p, base string) string {
 		return p
 	}
 	return path.Join(base, p)
-}
-
-// Covered reports whether session grants cover a call, matching strictly:
-// for Bash the line must be strict (not opaque, nothing but simple commands
-// joined by lists and pipes) and every simple command must start with the
-// words of some granted key ("Bash:git push" covers "git push --force
-// origin main", not "git pull", not "GIT_SSH_COMMAND=x git push"). For
-// other tools the key is the tool name. granted is asked about candidate
-// keys only.
-func Covered(toolName string, input any, granted func(scopeKey string) bool) bool {
-	return NewCall(toolName, input).Covered(granted)
-}
-
-// Covered is the package's Covered for a prepared call.
-func (c *Call) Covered(granted func(scopeKey string) bool) bool {
-	if granted == nil || c.tool == "" {
-		return false
-	}
-	if c.tool != bashTool {
-		if strings.HasPrefix(c.tool, bashKeyPrefix) {
-			return false
-		}
-		return granted(c.tool)
-	}
-	a := c.bash()
-	if a == nil {
-		return false
-	}
-	n := a.Parts()
-	if n == 0 {
-		return false
-	}
-	for i := 0; i < n; i++ {
-		hit := false
-		for _, k := range a.PartKeys(i) {
-			if granted(bashKeyPrefix + k) {
-				hit = true
-				break
-			}
-		}
-		if !hit {
-			return false
-		}
-	}
-	return true
 }
 
 // BashReadOnly reports whether a Bash call only reads: every simple

@@ -89,24 +89,6 @@ func (s *Store) GetApprovalByID(ctx context.Context, id string) (Approval, error
 	return s.GetApproval(ctx, ref.RunID, ref.ToolCallID)
 }
 
-// Grant is a session grant: later require_approval calls of the run whose
-// scope key it covers are allowed.
-type Grant struct {
-	ScopeKey   string `dynamodbav:"scope_key" json:"scope_key"`
-	ApprovalID string `dynamodbav:"approval_id" json:"approval_id"`
-	GrantedBy  string `dynamodbav:"granted_by" json:"granted_by"`
-	GrantedAt  string `dynamodbav:"granted_at" json:"granted_at"`
-}
-
-const grantPrefix = "GRANT#"
-
-// Grants lists a run's session grants.
-func (s *Store) Grants(ctx context.Context, runID string) ([]Grant, error) {
-	var out []Grant
-	err := s.queryPrefix(ctx, runPK(runID), grantPrefix, collect(&out))
-	return out, err
-}
-
 // RunApprovals lists every approval of a run, any status.
 func (s *Store) RunApprovals(ctx context.Context, runID string) ([]Approval, error) {
 	var out []Approval

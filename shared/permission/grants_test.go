@@ -1,0 +1,133 @@
+package permission_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"testing"
+
+	"github.com/fluidbox/fluidbox/shared/approval"
+	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/call"
+	"github.com/fluidbox/fluidbox/shared/internal/calltest"
+	"github.com/fluidbox/fluidbox/shared/permission"
+	"github.com/fluidbox/fluidbox/shared/redact"
+	"github.com/fluidbox/fluidbox/shared/store"
+)
+
+const grantsPolicy = `{"name":"g","default_verdict":"require_approval","approval":{"scope":"session"},"rules":[
+ {"id":"docs","tool":"Write","match":{"path":["docs/**"]},"verdict":"require_approval","scope":"session"},
+ {"id":"docs-secret","tool":"Write","match":{"path":["docs/secret/**"]},"verdict":"require_approval","scope":"once"},
+ {"id":"push","tool":"Bash","match":{"command_prefix":["git push"]},"verdict":"require_approval","scope":"session"}]}`
+
+var admin = auth.Principal{Kind: auth.KindAdmin, Subject: "admin"}
+
+func ask(t *testing.T, e *calltest.Env, id, tool string, input any, resolved map[string]string) permission.Answer {
+	t.Helper()
+	b, err := json.Marshal(input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := e.Perm.Decide(context.Background(), e.RunID, permission.Request{ToolCallID: id, ToolName: tool, Input: b, ResolvedPaths: resolved}, 0)
+	if err != nil {
+		t.Fatalf("Decide(%s %s %v): %v", id, tool, input, err)
+	}
+	return a
+}
+
+// approveForSession decides a pending answer approved_session.
+func approveForSession(t *testing.T, e *calltest.Env, a permission.Answer) {
+	t.Helper()
+	if a.Decision != call.Pending {
+		t.Fatalf("answer = %+v, want pending", a)
+	}
+	if _, ok, err := e.Approvals.Decide(context.Background(), admin, a.ApprovalID, approval.DecisionApprovedSession); !ok || err != nil {
+		t.Fatalf("approve %s for the session: %v %v", a.ApprovalID, ok, err)
+	}
+}
+
+// TestSessionGrantBelongsToItsRule is the attack of issue 25 item 2 end to
+// end: a "Write docs/** for the session" grant let every later Write
+// through, and a Bash grant for one command covered another.
+func TestSessionGrantBelongsToItsRule(t *testing.T) {
+	t.Parallel()
+	e := calltest.NewEnv(t, grantsPolicy)
+	write := func(p string) map[string]any { return map[string]any{"file_path": p, "content": "x"} }
+
+	approveForSession(t, e, ask(t, e, "w1", "Write", write("docs/a.md"), nil))
+	if a := ask(t, e, "w2", "Write", write("docs/b/c.md"), nil); a.Decision != call.Allowed {
+		t.Errorf("Write docs/b/c.md under the docs grant = %+v, want allow", a)
+	}
+	// Another rule, stricter, also asks: the docs grant does not answer.
+	if a := ask(t, e, "w3", "Write", write("docs/secret/key"), nil); a.Decision != call.Pending || a.RuleID != "docs-secret" {
+		t.Errorf("Write docs/secret/key = %+v, want pending under docs-secret", a)
+	}
+	// Inside the glob as given, outside it as resolved: asked again.
+	if a := ask(t, e, "w4", "Write", write("docs/link"), map[string]string{"file_path": "/ws/.env"}); a.Decision != call.Pending {
+		t.Errorf("Write docs/link -> /ws/.env = %+v, want pending", a)
+	}
+	// No rule: the default verdict names no path a grant could cover.
+	if a := ask(t, e, "w5", "Write", write("src/main.go"), nil); a.Decision != call.Pending || a.RuleID != "" {
+		t.Errorf("Write src/main.go = %+v, want pending under the default verdict", a)
+	}
+
+	// Bash: a default-verdict command cannot be approved for the session
+	// at all, so "rm a.txt" can never cover "rm -rf /srv/app".
+	rm := ask(t, e, "b1", "Bash", map[string]any{"command": "rm a.txt"}, nil)
+	if _, _, err := e.Approvals.Decide(context.Background(), admin, rm.ApprovalID, approval.DecisionApprovedSession); err == nil {
+		t.Errorf("approved_session of %+v succeeded, want it refused: no scope a grant could cover", rm)
+	}
+	if _, ok, err := e.Approvals.Decide(context.Background(), admin, rm.ApprovalID, approval.DecisionApprovedOnce); !ok || err != nil {
+		t.Fatalf("approve rm once: %v %v", ok, err)
+	}
+	if a := ask(t, e, "b2", "Bash", map[string]any{"command": "rm -rf /srv/app"}, nil); a.Decision != call.Pending {
+		t.Errorf("rm -rf /srv/app after rm a.txt was approved = %+v, want pending", a)
+	}
+	approveForSession(t, e, ask(t, e, "b3", "Bash", map[string]any{"command": "git push origin main"}, nil))
+	if a := ask(t, e, "b4", "Bash", map[string]any{"command": "git push --force origin main"}, nil); a.Decision != call.Allowed {
+		t.Errorf("git push --force under the push grant = %+v, want allow", a)
+	}
+	if a := ask(t, e, "b5", "Bash", map[string]any{"command": "git push && rm -rf /srv/app"}, nil); a.Decision != call.Pending {
+		t.Errorf("git push && rm -rf = %+v, want pending", a)
+	}
+
+	grants, err := e.St.Grants(context.Background(), e.RunID)
+	if err != nil || len(grants) != 2 || grants[0].RuleID == "" || grants[1].RuleID == "" {
+		t.Errorf("grants = %+v, %v; want the docs and push grants, each under its rule", grants, err)
+	}
+	// Revoked by scope key, as the API names grants: asked again.
+	if err := e.Approvals.RevokeGrant(context.Background(), admin, e.RunID, "Bash:git push"); err != nil {
+		t.Fatal(err)
+	}
+	if a := ask(t, e, "b6", "Bash", map[string]any{"command": "git push"}, nil); a.Decision != call.Pending {
+		t.Errorf("git push after the revoke = %+v, want pending", a)
+	}
+}
+
+// TestOldGrantsAreNotHonoured: a grant written the way grants were before
+// they belonged to a rule (GRANT#<sha256 of the scope key>, no rule) answers
+// nothing.
+func TestOldGrantsAreNotHonoured(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := calltest.NewEnv(t, grantsPolicy)
+	sum := sha256.Sum256([]byte("Bash:git push"))
+	old, err := e.St.Put(store.Key{PK: "RUN#" + e.RunID, SK: "GRANT#" + hex.EncodeToString(sum[:])},
+		store.Grant{ScopeKey: "Bash:git push", ApprovalID: "apr_old", GrantedBy: "admin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := redact.New(redact.GrantRevoked{ScopeKey: "unrelated", RevokedBy: "admin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Led.Append(ctx, e.RunID, func(store.Head) (store.Batch, error) {
+		return store.Batch{Events: []redact.Envelope{ev}, Ops: []store.Op{old}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if a := ask(t, e, "c1", "Bash", map[string]any{"command": "git push"}, nil); a.Decision != call.Pending {
+		t.Errorf("git push under an old-style grant = %+v, want pending", a)
+	}
+}
