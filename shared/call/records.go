@@ -39,13 +39,15 @@ func AnswerOf(c store.Call) Answer {
 }
 
 // Asked is a call as asked: its ids, its decoded input and that input's
-// digest.
+// digest, and the identity of the whole request (the digest of everything
+// the decision read), which a retry of the tool_call_id must match.
 type Asked struct {
 	RunID      string
 	ToolCallID string
 	ToolName   string
 	Input      any
 	Digest     redact.Digest
+	Identity   redact.Digest
 }
 
 // Pin is what a pending call's approval records about what it was decided
@@ -81,7 +83,7 @@ func Record(st *store.Store, h store.Head, c Asked, d gate.Decision, pin Pin, no
 	}
 	at := store.FormatTime(now)
 	rec := store.Call{
-		ToolCallID: c.ToolCallID, ToolName: c.ToolName, InputDigest: c.Digest.String(),
+		ToolCallID: c.ToolCallID, ToolName: c.ToolName, InputDigest: c.Digest.String(), RequestDigest: c.Identity.String(),
 		Decision: string(ans.Decision), Source: ans.Source, Reason: storedReason(d), RuleID: ans.RuleID,
 		Verdict: ans.Verdict, RewrittenVerdict: ans.RewrittenVerdict, DecidedAt: at,
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"github.com/fluidbox/fluidbox/shared/approval"
@@ -129,5 +130,62 @@ func TestOldGrantsAreNotHonoured(t *testing.T) {
 	}
 	if a := ask(t, e, "c1", "Bash", map[string]any{"command": "git push"}, nil); a.Decision != call.Pending {
 		t.Errorf("git push under an old-style grant = %+v, want pending", a)
+	}
+}
+
+// TestReplayIdentity is issue 25 item 3: the same tool_call_id with the
+// same input but another cwd or other resolved paths was answered by
+// replaying the first decision (a symlink to .env passed). Every input of
+// the decision is part of the call's identity; a difference is a conflict.
+func TestReplayIdentity(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := calltest.NewEnv(t, `{"name":"r","default_verdict":"deny","rules":[
+	 {"id":"read","tool":"Read","match":{"path":["/ws/**"]},"verdict":"allow"},
+	 {"id":"env","tool":"Read","match":{"path":["**/.env"]},"verdict":"deny"}]}`)
+	in := json.RawMessage(`{"file_path":"/ws/link"}`)
+	first, err := e.Perm.Decide(ctx, e.RunID, permission.Request{ToolCallID: "c1", ToolName: "Read", Input: in, Cwd: "/ws"}, 0)
+	if err != nil || first.Decision != call.Allowed {
+		t.Fatalf("first ask = %+v, %v; want allow", first, err)
+	}
+	for name, r := range map[string]permission.Request{
+		"resolved to .env": {ToolCallID: "c1", ToolName: "Read", Input: in, Cwd: "/ws", ResolvedPaths: map[string]string{"file_path": "/ws/.env"}},
+		"another cwd":      {ToolCallID: "c1", ToolName: "Read", Input: in, Cwd: "/"},
+		"no cwd":           {ToolCallID: "c1", ToolName: "Read", Input: in},
+	} {
+		if a, err := e.Perm.Decide(ctx, e.RunID, r, 0); !errors.Is(err, permission.ErrConflict) {
+			t.Errorf("retry with %s = %+v, %v; want ErrConflict", name, a, err)
+		}
+		if _, _, err := e.Perm.Recorded(ctx, e.RunID, r); !errors.Is(err, permission.ErrConflict) {
+			t.Errorf("Recorded with %s = %v; want ErrConflict", name, err)
+		}
+	}
+	again, err := e.Perm.Decide(ctx, e.RunID, permission.Request{ToolCallID: "c1", ToolName: "Read", Input: json.RawMessage(`{ "file_path" : "/ws/link" }`), Cwd: "/ws"}, 0)
+	if err != nil || again != first {
+		t.Errorf("the same request again = %+v, %v; want %+v", again, err, first)
+	}
+
+	// A record without an identity (from before records kept one) cannot
+	// show a retry is the same call.
+	digest, err := redact.DigestJSON(map[string]any{"file_path": "/ws/link"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, err := e.St.PutNew(store.CallKey(e.RunID, "c-old"), store.Call{ToolCallID: "c-old", ToolName: "Read",
+		InputDigest: digest.String(), Decision: string(call.Allowed), DecidedAt: "2026-03-01T12:00:00.000000000Z"}, call.ErrRecorded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := redact.New(redact.GrantRevoked{ScopeKey: "unrelated", RevokedBy: "admin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Led.Append(ctx, e.RunID, func(store.Head) (store.Batch, error) {
+		return store.Batch{Events: []redact.Envelope{ev}, Ops: []store.Op{old}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := e.Perm.Decide(ctx, e.RunID, permission.Request{ToolCallID: "c-old", ToolName: "Read", Input: in}, 0); !errors.Is(err, permission.ErrConflict) {
+		t.Errorf("retry of a record without an identity = %+v, %v; want ErrConflict", a, err)
 	}
 }

@@ -139,10 +139,11 @@ func (s *Service) Decide(ctx context.Context, runID string, req Request, wait ti
 // broker read for a brokered call (see DecideBrokered). When nil, a
 // brokered tool's connection is read from the table here.
 func (s *Service) decide(ctx context.Context, runID string, req Request, wait time.Duration, live map[string]gate.Live) (call.Answer, error) {
-	input, digest, err := checkRequest(req)
+	cr, err := checkRequest(req)
 	if err != nil {
 		return call.Answer{}, err
 	}
+	input := cr.input
 	fr, err := s.frozen.get(ctx, runID)
 	if errors.Is(err, store.ErrNotFound) {
 		return call.Answer{}, run.ErrNotFound
@@ -158,7 +159,7 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 
 	var recorded call.Answer
 	var created store.Approval
-	asked := call.Asked{RunID: runID, ToolCallID: req.ToolCallID, ToolName: req.ToolName, Input: input, Digest: digest}
+	asked := call.Asked{RunID: runID, ToolCallID: req.ToolCallID, ToolName: req.ToolName, Input: input, Digest: cr.digest, Identity: cr.identity}
 	_, err = s.led.Append(ctx, runID, func(h store.Head) (store.Batch, error) {
 		d, err := s.gateDecide(ctx, runID, fr.recordedRun(h, s.maxPending), gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Cwd: req.Cwd, Resolved: req.ResolvedPaths})
 		if err != nil {
@@ -185,7 +186,7 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 			}
 		}
 	case errors.Is(err, call.ErrRecorded):
-		recorded, err = s.replay(ctx, runID, fr, req, input, digest)
+		recorded, err = s.replay(ctx, runID, fr, req, cr)
 		if err != nil {
 			return call.Answer{}, err
 		}
@@ -195,7 +196,7 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 		return call.Answer{}, err
 	}
 	if recorded.Decision == call.Pending && wait > 0 {
-		return s.await(ctx, runID, req, fr, input, min(wait, MaxWait), recorded)
+		return s.await(ctx, runID, req, fr, cr, min(wait, MaxWait), recorded)
 	}
 	return recorded, nil
 }
@@ -231,35 +232,83 @@ func grantSet(held []store.Grant) policy.Grants {
 	return policy.NewGrants(keys...)
 }
 
+// checked is a well-formed request: its input decoded, the input's digest
+// (what the ledger and the model proxy's check know the call by) and its
+// identity.
+type checked struct {
+	input  any
+	digest redact.Digest
+	// identity digests everything the decision reads (identityOf): a
+	// retry with the same tool_call_id is the same call only if its
+	// identity is the same.
+	identity redact.Digest
+}
+
 // checkRequest validates a request and decodes its input.
-func checkRequest(req Request) (any, redact.Digest, error) {
+func checkRequest(req Request) (checked, error) {
 	if req.ToolCallID == "" || len(req.ToolCallID) > maxIDLen {
-		return nil, redact.Digest{}, &InvalidError{fmt.Sprintf("tool_call_id: must be 1 to %d characters", maxIDLen)}
+		return checked{}, &InvalidError{fmt.Sprintf("tool_call_id: must be 1 to %d characters", maxIDLen)}
 	}
 	if req.ToolName == "" || len(req.ToolName) > maxIDLen {
-		return nil, redact.Digest{}, &InvalidError{fmt.Sprintf("tool_name: must be 1 to %d characters", maxIDLen)}
+		return checked{}, &InvalidError{fmt.Sprintf("tool_name: must be 1 to %d characters", maxIDLen)}
 	}
 	if err := checkPaths(req); err != nil {
-		return nil, redact.Digest{}, err
+		return checked{}, err
 	}
 	raw := req.Input
 	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		raw = json.RawMessage("{}")
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var input any
-	if err := dec.Decode(&input); err != nil {
-		return nil, redact.Digest{}, &InvalidError{"input: must be a JSON object"}
+	input, err := decodeJSON(raw)
+	if err != nil {
+		return checked{}, &InvalidError{"input: must be a JSON object"}
 	}
 	if _, ok := input.(map[string]any); !ok {
-		return nil, redact.Digest{}, &InvalidError{"input: must be a JSON object"}
+		return checked{}, &InvalidError{"input: must be a JSON object"}
 	}
 	digest, err := redact.DigestJSON(input)
 	if err != nil {
-		return nil, redact.Digest{}, &InvalidError{"input: cannot be digested"}
+		return checked{}, &InvalidError{"input: cannot be digested"}
 	}
-	return input, digest, nil
+	identity, err := identityOf(req, input)
+	if err != nil {
+		return checked{}, &InvalidError{"request: cannot be digested"}
+	}
+	return checked{input: input, digest: digest, identity: identity}, nil
+}
+
+func decodeJSON(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	err := dec.Decode(&v)
+	return v, err
+}
+
+// identityOf is the digest that decides whether a repeated tool_call_id is
+// the same call: the canonical JSON of the whole request body, every field
+// of Request as it reads it, with the input as decoded. It covers what
+// the gate reads by construction: a field added to Request (a path's kind,
+// a subagent's id) is in it without anyone remembering to add it, so a
+// retry that differs in anything the decision could have read (another
+// cwd, another resolved path: a symlink to .env) is refused as a conflict
+// instead of being answered with a decision made about another call.
+func identityOf(req Request, input any) (redact.Digest, error) {
+	req.Input = nil
+	b, err := json.Marshal(req)
+	if err != nil {
+		return redact.Digest{}, err
+	}
+	body, err := decodeJSON(b)
+	if err != nil {
+		return redact.Digest{}, err
+	}
+	m, ok := body.(map[string]any)
+	if !ok {
+		return redact.Digest{}, fmt.Errorf("permission: request encodes as %T", body)
+	}
+	m["input"] = input
+	return redact.DigestJSON(m)
 }
 
 // pin is what an approval of toolName records about the run it pends in
@@ -277,12 +326,12 @@ func (fr *frozenRun) pin(toolName string) call.Pin {
 
 // replay returns the answer recorded for a call, after checking that the
 // retry is the same call.
-func (s *Service) replay(ctx context.Context, runID string, fr *frozenRun, req Request, input any, digest redact.Digest) (call.Answer, error) {
+func (s *Service) replay(ctx context.Context, runID string, fr *frozenRun, req Request, cr checked) (call.Answer, error) {
 	c, err := s.st.GetCall(ctx, runID, req.ToolCallID)
 	if err != nil {
 		return call.Answer{}, err
 	}
-	if c.InputDigest != digest.String() || c.ToolName != req.ToolName {
+	if !sameCall(c, req, cr) {
 		return call.Answer{}, ErrConflict
 	}
 	if call.State(c.Decision) == call.Pending && c.ApprovalID != "" {
@@ -301,7 +350,7 @@ func (s *Service) replay(ctx context.Context, runID string, fr *frozenRun, req R
 	}
 	a := call.AnswerOf(c)
 	if c.Source == string(gate.SourceSchema) {
-		a.Reason = fr.schemaReason(req.ToolName, input)
+		a.Reason = fr.schemaReason(req.ToolName, cr.input)
 	}
 	return a, nil
 }
@@ -309,9 +358,8 @@ func (s *Service) replay(ctx context.Context, runID string, fr *frozenRun, req R
 // await waits for a pending call to be settled, re-reading its record when
 // this process appends to the run and at least every pollEvery (the
 // decision may land in another process).
-func (s *Service) await(ctx context.Context, runID string, req Request, fr *frozenRun, input any, wait time.Duration, pending call.Answer) (call.Answer, error) {
+func (s *Service) await(ctx context.Context, runID string, req Request, fr *frozenRun, cr checked, wait time.Duration, pending call.Answer) (call.Answer, error) {
 	deadline := s.now().Add(wait)
-	digest, _ := redact.DigestJSON(input)
 	for {
 		left := deadline.Sub(s.now())
 		if left <= 0 {
@@ -320,7 +368,7 @@ func (s *Service) await(ctx context.Context, runID string, req Request, fr *froz
 		if err := s.led.Wait(ctx, runID, min(left, pollEvery)); err != nil {
 			return call.Answer{}, err
 		}
-		a, err := s.replay(ctx, runID, fr, req, input, digest)
+		a, err := s.replay(ctx, runID, fr, req, cr)
 		if err != nil {
 			return call.Answer{}, err
 		}
@@ -328,6 +376,15 @@ func (s *Service) await(ctx context.Context, runID string, req Request, fr *froz
 			return a, nil
 		}
 	}
+}
+
+// sameCall reports whether a call's record was made for this request: the
+// same tool, input and identity. A record without an identity (written
+// before records kept one) cannot show that the retry is the same call, so
+// it is not.
+func sameCall(c store.Call, req Request, cr checked) bool {
+	return c.ToolName == req.ToolName && c.InputDigest == cr.digest.String() &&
+		c.RequestDigest != "" && c.RequestDigest == cr.identity.String()
 }
 
 // pollEvery bounds how long a waiting request goes without re-reading.

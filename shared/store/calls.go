@@ -5,9 +5,13 @@ import "context"
 // Call is the recorded answer to one tool call, the gate's idempotency key,
 // and for a brokered call its execution. shared/call writes it.
 type Call struct {
-	ToolCallID       string `dynamodbav:"tool_call_id"`
-	ToolName         string `dynamodbav:"tool_name"`
-	InputDigest      string `dynamodbav:"input_digest"`
+	ToolCallID  string `dynamodbav:"tool_call_id"`
+	ToolName    string `dynamodbav:"tool_name"`
+	InputDigest string `dynamodbav:"input_digest"`
+	// RequestDigest digests the whole request the decision was made on
+	// (input, cwd, resolved paths, ...): a retry of the tool_call_id is
+	// answered from this record only if its own digest is the same.
+	RequestDigest    string `dynamodbav:"request_digest,omitempty"`
 	Decision         string `dynamodbav:"decision"`
 	Source           string `dynamodbav:"source,omitempty"`
 	Reason           string `dynamodbav:"reason,omitempty"`
