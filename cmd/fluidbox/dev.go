@@ -160,6 +160,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Egress:              egress.New(cfg.ConnectionAllowCIDRs),
 
 		RunRequestsPerMinute: cfg.RunRequestsPerMinute,
+		RunMaxOpenRequests:   cfg.RunMaxOpenRequests,
 		PublicURL:            cfg.PublicURL,
 	})
 	if err != nil {

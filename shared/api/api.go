@@ -91,6 +91,10 @@ type Config struct {
 	// make per minute (FLUIDBOX_RUN_REQUESTS_PER_MINUTE); 0 is
 	// ratelimit.DefaultPerMinute.
 	RunRequestsPerMinute int
+	// RunMaxOpenRequests bounds the requests one run's session token may
+	// have open at once (FLUIDBOX_RUN_MAX_OPEN_REQUESTS); 0 is
+	// ratelimit.DefaultMaxOpen.
+	RunMaxOpenRequests int
 	// PublicURL is the API's public base URL (FLUIDBOX_PUBLIC_URL): the
 	// OAuth redirect URI and client metadata document live under it. Empty:
 	// the request's host.
@@ -99,7 +103,7 @@ type Config struct {
 
 // Build builds the handler of every route.
 func Build(cfg Config) (*route.Server, error) {
-	base := route.Config{AdminToken: cfg.AdminToken, Ledger: cfg.Ledger, Logger: cfg.Logger, Now: cfg.Now, RunRequestsPerMinute: cfg.RunRequestsPerMinute}.WithDefaults()
+	base := route.Config{AdminToken: cfg.AdminToken, Ledger: cfg.Ledger, Logger: cfg.Logger, Now: cfg.Now, RunRequestsPerMinute: cfg.RunRequestsPerMinute, RunMaxOpenRequests: cfg.RunMaxOpenRequests}.WithDefaults()
 	people := members.New(members.Config{Config: base, OIDC: cfg.OIDC})
 	if cfg.OIDC != nil {
 		base.Users = people

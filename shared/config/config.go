@@ -90,6 +90,10 @@ type Config struct {
 	// per minute on the API (FLUIDBOX_RUN_REQUESTS_PER_MINUTE); 0 is
 	// ratelimit.DefaultPerMinute.
 	RunRequestsPerMinute int
+	// RunMaxOpenRequests is how many requests one run's session token may
+	// have open at once on the API, long polls included
+	// (FLUIDBOX_RUN_MAX_OPEN_REQUESTS); 0 is ratelimit.DefaultMaxOpen.
+	RunMaxOpenRequests int
 }
 
 // DefaultReservationSweepAfter is the sweep's default horizon: well past
@@ -201,6 +205,13 @@ func Load(getenv func(string) string, mode Mode) (Config, error) {
 			problems = append(problems, "FLUIDBOX_RUN_REQUESTS_PER_MINUTE must be an integer from 1 to 100000")
 		}
 		c.RunRequestsPerMinute = n
+	}
+	if s := getenv("FLUIDBOX_RUN_MAX_OPEN_REQUESTS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 1000 {
+			problems = append(problems, "FLUIDBOX_RUN_MAX_OPEN_REQUESTS must be an integer from 1 to 1000")
+		}
+		c.RunMaxOpenRequests = n
 	}
 	problems = append(problems, c.loadSSO(getenv, mode)...)
 	problems = append(problems, c.checkSlack(mode)...)
