@@ -19,10 +19,14 @@ func OpenKey(runID string) Key { return Key{"OPEN#" + runID, "HEAD"} }
 
 // The item at an OpenKey: the string set of leases, and their number,
 // kept beside it because a condition on size() of a set that may be
-// missing is not portable (minidyn refuses it) and a number is.
+// missing is not portable (minidyn refuses it) and a number is. The set
+// always holds leaseAnchor too, so it never becomes empty: DynamoDB drops
+// an emptied set, but minidyn keeps a typeless value that then breaks
+// every Query of the table.
 const (
-	attrLeases = "leases"
-	attrHeld   = "held"
+	attrLeases  = "leases"
+	attrHeld    = "held"
+	leaseAnchor = "anchor"
 )
 
 // HoldLease adds lease to the set at k unless the set already holds limit
@@ -40,7 +44,7 @@ func (s *Store) HoldLease(ctx context.Context, k Key, lease string, limit int, e
 		ExpressionAttributeNames: map[string]string{"#n": attrHeld, "#l": attrLeases, "#ttl": TTLAttribute},
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":one":   &types.AttributeValueMemberN{Value: "1"},
-			":lease": &types.AttributeValueMemberSS{Value: []string{lease}},
+			":lease": &types.AttributeValueMemberSS{Value: []string{lease, leaseAnchor}},
 			":limit": &types.AttributeValueMemberN{Value: strconv.Itoa(limit)},
 			":exp":   &types.AttributeValueMemberN{Value: strconv.FormatInt(expires, 10)},
 		},
@@ -59,14 +63,17 @@ func (s *Store) Leases(ctx context.Context, k Key) ([]string, error) {
 	if err != nil {
 		return nil, translate("read leases", err)
 	}
-	// The number decides whether any lease is held: with none, the set is
-	// gone on DynamoDB (a set cannot be empty), and minidyn leaves other
-	// values behind.
-	if n, ok := out.Item[attrHeld].(*types.AttributeValueMemberN); !ok || n.Value == "0" {
+	switch v := out.Item[attrLeases].(type) {
+	case nil:
 		return nil, nil
-	}
-	if v, ok := out.Item[attrLeases].(*types.AttributeValueMemberSS); ok {
-		return v.Value, nil
+	case *types.AttributeValueMemberSS:
+		var leases []string
+		for _, l := range v.Value {
+			if l != leaseAnchor {
+				leases = append(leases, l)
+			}
+		}
+		return leases, nil
 	}
 	return nil, translate("read leases", errLeasesType)
 }
