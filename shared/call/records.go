@@ -61,6 +61,11 @@ type Pin struct {
 	// personal connection is decidable only by the run's invoker.
 	ConnectionID string
 	Personal     bool
+	// Source is the run's trigger source ("" for none): its runs together
+	// may have at most SourceLimit approvals pending, counted at
+	// store.SourceKey in the same append that files one.
+	Source      string
+	SourceLimit int
 }
 
 // Recorded is what Record decided: the answer, the batch that records it,
@@ -119,6 +124,7 @@ func Record(st *store.Store, h store.Head, c Asked, d gate.Decision, pin Pin, no
 			ConnectionID: pin.ConnectionID, Personal: pin.Personal,
 			ShadowVerdict: shadow.ShadowVerdict, ShadowRewrittenVerdict: shadow.ShadowRewrittenVerdict,
 			ShadowRuleID: shadow.ShadowRuleID, ShadowError: shadow.ShadowError,
+			Source: pin.Source,
 		}
 		row, err := st.PutNew(store.ApprovalKey(a.RunID, a.ToolCallID),
 			store.PendingApproval{Approval: a, GSI1PK: store.PendingIndex, GSI1SK: store.ApprovalPosition(a)}, ErrRecorded)
@@ -138,6 +144,12 @@ func Record(st *store.Store, h store.Head, c Asked, d gate.Decision, pin Pin, no
 			return Recorded{}, err
 		}
 		out.Batch.Ops = append(out.Batch.Ops, row, ref)
+		if a.Source != "" {
+			// The cap across the source's runs holds by this condition,
+			// whatever the gate was told: two runs of one pull request
+			// filing at once cannot both pass it.
+			out.Batch.Ops = append(out.Batch.Ops, st.SourcePendingOp(store.SourceKey(a.Source), 1, pin.SourceLimit, ErrSourceFull))
+		}
 		out.Batch.Events = append(out.Batch.Events, ev)
 		out.Batch.Head.Pending = 1
 		if h.Status != runEnded {
@@ -353,6 +365,9 @@ func Settle(st *store.Store, a store.Approval, to State, by Subject, note string
 		return nil, store.Approval{}, err
 	}
 	ops := []store.Op{row, rec}
+	if a.Source != "" {
+		ops = append(ops, st.SourcePendingOp(store.SourceKey(a.Source), -1, 0, ErrSettled))
+	}
 	if to == ApprovedSession {
 		// The grant belongs to the rule that asked: the same scope key
 		// under another rule is another grant (policy.AnswerGrants).

@@ -177,6 +177,12 @@ type Run struct {
 	// human; MaxPendingApprovals is how many may (0: the default).
 	PendingApprovals    int64
 	MaxPendingApprovals int
+	// SourceFull: the runs of this run's trigger source (a pull request's
+	// repository and author, a schedule) already have MaxPendingApprovals
+	// approvals waiting together, as the caller found when it tried to
+	// file one. The caller's write holds the cap whatever this says; this
+	// only makes the answer a denial the model can act on.
+	SourceFull bool
 	// Grants are the run's session grants, read by the caller before
 	// Decide; the zero value holds none, which only ever asks more.
 	Grants policy.Grants

@@ -37,8 +37,10 @@ import (
 //
 // A run may have only so many approvals waiting (MaxPendingApprovals): one
 // sandbox filing hundreds would push other runs' approvals out of a human's
-// sight and let them expire unseen. Past the limit the call is denied, as
-// an answer the model can act on (wait, then ask again), not filed.
+// sight and let them expire unseen. So may all the runs of one trigger
+// source together (SourceFull), since a fork gets a run per push. Past
+// either limit the call is denied, as an answer the model can act on
+// (wait, then ask again), not filed.
 func checkApproval(c *call) (Decision, bool) {
 	if !c.evaluated || c.result.Verdict != policy.VerdictRequireApproval {
 		return deny(SourcePolicy, "the approval stage ran without a require_approval verdict, so the call is denied")
@@ -96,6 +98,13 @@ func checkApproval(c *call) (Decision, bool) {
 		d.Outcome, d.Source = OutcomeDeny, SourceApprovalLimit
 		d.Reason = fmt.Sprintf("%s; this run already has %d approvals waiting for a human, the most a run may have (%d), so the call is denied: ask again once some are decided",
 			res.Reason, c.run.PendingApprovals, limit)
+		return d, true
+	}
+	if c.run.SourceFull {
+		d := base
+		d.Outcome, d.Source = OutcomeDeny, SourceApprovalLimit
+		d.Reason = fmt.Sprintf("%s; the runs started by the same source as this one (the same pull request author in the same repository, or the same schedule) already have %d approvals waiting for a human, the most they may have together, so the call is denied: ask again once some are decided",
+			res.Reason, maxPending(c.run))
 		return d, true
 	}
 	d := base

@@ -53,6 +53,10 @@ func TestStageApproval(t *testing.T) {
 			wantDone: true, wantOut: OutcomeDeny, wantSource: SourceApprovalLimit, wantReason: "the most a run may have (3)"},
 		{name: "below a configured pending limit", run: pending(25, 30), tool: toolIssue, input: issueInput,
 			wantDone: true, wantOut: OutcomeApproval},
+		{name: "the trigger source at its limit", run: func(r *Run) { r.SourceFull = true }, tool: toolIssue, input: issueInput,
+			wantDone: true, wantOut: OutcomeDeny, wantSource: SourceApprovalLimit, wantReason: "already have 20 approvals waiting for a human, the most they may have together"},
+		{name: "a grant needs no approval at the source's limit", run: and(func(r *Run) { r.SourceFull = true }, granting("gh-issue", toolIssue)), tool: toolIssue, input: issueInput,
+			wantDone: true, wantOut: OutcomeAllow},
 		{name: "a grant needs no approval at the limit", run: and(pending(20, 0), granting("gh-issue", toolIssue)), tool: toolIssue, input: issueInput,
 			wantDone: true, wantOut: OutcomeAllow},
 	})

@@ -112,10 +112,38 @@ type Service struct {
 	maxPending int
 }
 
-// LimitPending sets how many approvals one run may have waiting at once;
-// n <= 0 is gate.DefaultMaxPendingApprovals. Past it, a require_approval is
-// denied (source approval_limit) instead of filed.
+// LimitPending sets how many approvals one run may have waiting at once,
+// and all the runs of one trigger source together (sourceOf); n <= 0 is
+// gate.DefaultMaxPendingApprovals. Past it, a require_approval is denied
+// (source approval_limit) instead of filed.
 func (s *Service) LimitPending(n int) { s.maxPending = n }
+
+func (s *Service) pendingLimit() int {
+	if s.maxPending <= 0 {
+		return gate.DefaultMaxPendingApprovals
+	}
+	return s.maxPending
+}
+
+// sourceOf names the source whose runs' pending approvals are capped
+// together, so that a fork getting a run per push cannot fill a human's
+// inbox three runs at a time: a pull request run's repository and author
+// (runs whose author the delivery did not name share one count per
+// repository), another triggered run's trigger (a schedule). A run a
+// person or the operator created has only its own cap: "".
+func sourceOf(h store.Head) string {
+	if g := h.GitHub; g != nil {
+		author := g.Author
+		if author == "" {
+			author = "unknown"
+		}
+		return "github:" + g.Repository + "#author:" + author
+	}
+	if h.Trigger != "" && h.Trigger != "manual" {
+		return "invoker:" + h.Invoker
+	}
+	return ""
+}
 
 // NewService returns a permission service. sched arranges each new
 // approval's expiry; lazy expiry and the sweep cover it if that fails.
@@ -160,19 +188,30 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 	var recorded call.Answer
 	var created store.Approval
 	asked := call.Asked{RunID: runID, ToolCallID: req.ToolCallID, ToolName: req.ToolName, Input: input, Digest: cr.digest, Identity: cr.identity}
-	_, err = s.led.Append(ctx, runID, func(h store.Head) (store.Batch, error) {
-		d, err := s.gateDecide(ctx, runID, fr.recordedRun(h, s.maxPending), gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Cwd: req.Cwd, Resolved: req.ResolvedPaths})
+	sourceFull := false
+	build := func(h store.Head) (store.Batch, error) {
+		run := fr.recordedRun(h, s.maxPending)
+		run.SourceFull = sourceFull
+		d, err := s.gateDecide(ctx, runID, run, gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Cwd: req.Cwd, Resolved: req.ResolvedPaths})
 		if err != nil {
 			return store.Batch{}, err
 		}
 		pin := fr.pin(req.ToolName)
+		pin.Source, pin.SourceLimit = sourceOf(h), s.pendingLimit()
 		if d.Outcome == gate.OutcomeApproval {
 			pin.ApprovalID = ids.New("apr_")
 		}
 		rec, err := call.Record(s.st, h, asked, d, pin, s.now())
 		recorded, created = rec.Answer, rec.Approval
 		return rec.Batch, err
-	})
+	}
+	_, err = s.led.Append(ctx, runID, build)
+	if errors.Is(err, call.ErrSourceFull) {
+		// The source's runs have as many approvals waiting as they may:
+		// decide again knowing it, which denies instead of filing.
+		sourceFull = true
+		_, err = s.led.Append(ctx, runID, build)
+	}
 	switch {
 	case err == nil:
 		if recorded.Decision == call.Pending {

@@ -35,6 +35,8 @@ type GitHubTrigger struct {
 	PullRequest    int    `json:"pull_request"`
 	HeadSHA        string `json:"head_sha"`
 	Fork           bool   `json:"fork"`
+	// Author is the pull request author's GitHub user id.
+	Author string `json:"author,omitempty"`
 }
 
 // SessionEnded closes a run.

@@ -54,6 +54,10 @@ type Approval struct {
 	ShadowRewrittenVerdict string `dynamodbav:"shadow_rewritten_verdict,omitempty"`
 	ShadowRuleID           string `dynamodbav:"shadow_rule_id,omitempty"`
 	ShadowError            string `dynamodbav:"shadow_error,omitempty"`
+	// Source is the trigger source (shared/call's Pin.Source) whose count
+	// of pending approvals (SourceKey) this one is in; "" for none. The
+	// settlement takes it out of that count.
+	Source string `dynamodbav:"source,omitempty"`
 }
 
 // PendingApproval is an approval row while it is pending: in the sparse

@@ -154,6 +154,10 @@ type GitHubTrigger struct {
 	PullRequest    int    `dynamodbav:"pull_request" json:"pull_request"`
 	HeadSHA        string `dynamodbav:"head_sha" json:"head_sha"`
 	Fork           bool   `dynamodbav:"fork" json:"fork"`
+	// Author is the pull request author's GitHub user id ("" when the
+	// delivery had none): with Repository, the source whose runs' pending
+	// approvals are capped together.
+	Author string `dynamodbav:"author,omitempty" json:"author,omitempty"`
 }
 
 // ErrTriggerChanged: the configuration was updated or deleted since the
