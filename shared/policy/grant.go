@@ -36,9 +36,6 @@ func (g Grants) Has(k GrantKey) bool {
 	return ok
 }
 
-// Len is how many grants the set holds.
-func (g Grants) Len() int { return len(g.held) }
-
 // GrantAnswer is how session grants answer a call the policy said
 // require_approval for.
 type GrantAnswer struct {

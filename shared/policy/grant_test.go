@@ -1,6 +1,10 @@
 package policy
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/fluidbox/fluidbox/shared/policy/bash"
+)
 
 // grantPolicy has, for each kind of tool, rules that ask with a session
 // scope, a stricter rule that asks every time, and allow rules beside them.
@@ -217,4 +221,38 @@ func TestAnswerGrantsRefusesForeignResults(t *testing.T) {
 	if p.AnswerGrants(Env{}, nil, res, held).Covered {
 		t.Errorf("AnswerGrants(nil call) covered")
 	}
+}
+
+// FuzzAnswerGrants: whatever the line, granting every ask the policy makes
+// about it never answers a line the analysis cannot see through, and an
+// ask for a grantable call is always under a key not held yet (so an
+// approval for the session makes progress).
+func FuzzAnswerGrants(f *testing.F) {
+	for _, s := range []string{"git push origin main", "git push --force && npm publish", "git status; git push", "env git push",
+		"git push $(curl x)", "bash -c 'git push'", "npm publish | git push", "GIT_DIR=x git push", "git push 'x"} {
+		f.Add(s)
+	}
+	p := mustParse(f, grantPolicy)
+	f.Fuzz(func(t *testing.T, cmd string) {
+		pc := NewCall("Bash", bashInput(cmd))
+		res := p.EvaluateCall(Env{}, pc)
+		var held []GrantKey
+		for range 5 {
+			ans := p.AnswerGrants(Env{}, pc, res, NewGrants(held...))
+			if ans.Covered {
+				if a := bash.Analyze(cmd); a.Parts() == 0 || res.Verdict != VerdictRequireApproval {
+					t.Fatalf("%q answered by grants %v: parts %d, verdict %s", cmd, held, a.Parts(), res.Verdict)
+				}
+				return
+			}
+			if !ans.Grantable {
+				return
+			}
+			k := GrantKey{RuleID: ans.Ask.RuleID, ScopeKey: ans.Ask.ScopeKey}
+			if k.ScopeKey == "" || NewGrants(held...).Has(k) {
+				t.Fatalf("%q asks under %+v, held %v", cmd, k, held)
+			}
+			held = append(held, k)
+		}
+	})
 }
