@@ -80,7 +80,9 @@ type Recorded struct {
 // the head h, as the batch that records it (tool.requested, then
 // tool.decision or approval.requested with the approval row, and the call
 // record). The call record and the approval row must be new: a retry's
-// Append fails with ErrRecorded.
+// Append fails with ErrRecorded. A decision a session grant answered holds
+// only while the grant does (ErrGrantRevoked); one that files an approval,
+// only while the run's trigger source is below its cap (ErrSourceFull).
 func Record(st *store.Store, h store.Head, c Asked, d gate.Decision, pin Pin, now time.Time) (Recorded, error) {
 	ans := answerOf(d)
 	if err := Move(Requested, ans.Decision, Gate); err != nil {
@@ -167,6 +169,10 @@ func Record(st *store.Store, h store.Head, c Asked, d gate.Decision, pin Pin, no
 			return Recorded{}, err
 		}
 		out.Batch.Events = append(out.Batch.Events, ev)
+	}
+	if d.Grant != "" {
+		// Answered by a grant: recorded only while the grant stands.
+		out.Batch.Ops = append(out.Batch.Ops, st.GrantHeldOp(h.RunID, d.GrantRule, d.Grant, ErrGrantRevoked))
 	}
 	op, err := st.PutNew(store.CallKey(h.RunID, c.ToolCallID), rec, ErrRecorded)
 	if err != nil {

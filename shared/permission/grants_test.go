@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/fluidbox/fluidbox/shared/approval"
@@ -188,4 +190,63 @@ func TestReplayIdentity(t *testing.T) {
 	if a, err := e.Perm.Decide(ctx, e.RunID, permission.Request{ToolCallID: "c-old", ToolName: "Read", Input: in}, 0); !errors.Is(err, permission.ErrConflict) {
 		t.Errorf("retry of a record without an identity = %+v, %v; want ErrConflict", a, err)
 	}
+}
+
+// TestRevokeRacesDecisions: 24 asks under a session grant race its
+// revocation. Every decision the grant answered is in the ledger before
+// grant.revoked (none after it), and every ask after the revoke returned
+// asks a human again.
+func TestRevokeRacesDecisions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := calltest.NewEnv(t, grantsPolicy)
+	approveForSession(t, e, ask(t, e, "first", "Bash", map[string]any{"command": "git push"}, nil))
+	var wg sync.WaitGroup
+	for i := range 24 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ask(t, e, fmt.Sprintf("r%02d", i), "Bash", map[string]any{"command": "git push origin"}, nil)
+		}()
+		if i == 12 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := e.Approvals.RevokeGrant(ctx, admin, e.RunID, "Bash:git push"); err != nil {
+					t.Errorf("revoke: %v", err)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if a := ask(t, e, "after", "Bash", map[string]any{"command": "git push origin"}, nil); a.Decision != call.Pending {
+		t.Errorf("ask after the revoke = %+v, want pending", a)
+	}
+	evs, err := e.St.Events(ctx, e.RunID, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	revokedAt := int64(0)
+	for _, ev := range evs {
+		if ev.Type == "grant.revoked" {
+			revokedAt = ev.Seq
+		}
+	}
+	if revokedAt == 0 {
+		t.Fatal("no grant.revoked in the ledger")
+	}
+	granted := 0
+	for _, ev := range evs {
+		var data struct {
+			Grant string `json:"grant"`
+		}
+		if ev.Type != "tool.decision" || json.Unmarshal([]byte(ev.Data), &data) != nil || data.Grant == "" {
+			continue
+		}
+		granted++
+		if ev.Seq > revokedAt {
+			t.Errorf("tool.decision by the grant at seq %d, after grant.revoked at %d", ev.Seq, revokedAt)
+		}
+	}
+	t.Logf("%d of 24 racing asks were answered by the grant before its revocation", granted)
 }

@@ -205,12 +205,24 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 		recorded, created = rec.Answer, rec.Approval
 		return rec.Batch, err
 	}
-	_, err = s.led.Append(ctx, runID, build)
-	if errors.Is(err, call.ErrSourceFull) {
-		// The source's runs have as many approvals waiting as they may:
-		// decide again knowing it, which denies instead of filing.
-		sourceFull = true
+	// A decision's own conditions may send it back to the gate: the
+	// source's runs have as many approvals waiting as they may (decide
+	// again knowing it, which denies instead of filing), or the grant
+	// that answered it was revoked meanwhile (decide again on the grants
+	// as they are now). Past a few rounds the call is not decided (503).
+	for range maxRedecide {
 		_, err = s.led.Append(ctx, runID, build)
+		switch {
+		case errors.Is(err, call.ErrSourceFull):
+			sourceFull = true
+			continue
+		case errors.Is(err, call.ErrGrantRevoked):
+			continue
+		}
+		break
+	}
+	if errors.Is(err, call.ErrSourceFull) || errors.Is(err, call.ErrGrantRevoked) {
+		return call.Answer{}, fmt.Errorf("permission: run %s: decided %d times and every record was refused: %w", runID, maxRedecide, store.ErrUnavailable)
 	}
 	switch {
 	case err == nil:
@@ -425,6 +437,10 @@ func sameCall(c store.Call, req Request, cr checked) bool {
 	return c.ToolName == req.ToolName && c.InputDigest == cr.digest.String() &&
 		c.RequestDigest != "" && c.RequestDigest == cr.identity.String()
 }
+
+// maxRedecide bounds how often one call goes back to the gate because its
+// decision's own condition refused it.
+const maxRedecide = 3
 
 // pollEvery bounds how long a waiting request goes without re-reading.
 const pollEvery = time.Second

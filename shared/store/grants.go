@@ -5,6 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // Grant is a session grant: later require_approval calls of the run that
@@ -34,6 +37,19 @@ const grantPrefix = "RGRANT#"
 func GrantKey(runID, ruleID, scopeKey string) Key {
 	sum := sha256.Sum256([]byte(strconv.Itoa(len(ruleID)) + ":" + ruleID + scopeKey))
 	return Key{runPK(runID), grantPrefix + hex.EncodeToString(sum[:])}
+}
+
+// GrantHeldOp is the op that holds only while the run still holds the
+// grant ruleID asked for with scopeKey; otherwise the Append fails with
+// failed. A decision a grant answered is recorded with it, so a revoke
+// that lands between reading the grants and recording the decision fences
+// the decision out by its own condition, not only by the run's counter.
+func (s *Store) GrantHeldOp(runID, ruleID, scopeKey string, failed error) Op {
+	return Op{item: types.TransactWriteItem{ConditionCheck: &types.ConditionCheck{
+		TableName:           aws.String(s.table),
+		Key:                 GrantKey(runID, ruleID, scopeKey).av(),
+		ConditionExpression: aws.String("attribute_exists(pk)"),
+	}}, failed: failed}
 }
 
 // Grants lists a run's session grants, read consistently: a grant

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"testing"
 
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -54,4 +55,25 @@ func TestGrantsBelongToTheirRule(t *testing.T) {
 		}
 		keys[k] = p
 	}
+}
+
+// TestGrantHeldOp: the check holds while the grant exists and refuses its
+// append (with the op's error) once it is gone.
+func TestGrantHeldOp(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	h := newRun(t, st, "ses_h", 0)
+	gone := errors.New("gone")
+	_, err := append1(t, st, h, store.HeadChange{}, st.GrantHeldOp("ses_h", "push", "Bash:git push", gone))
+	wantErr(t, "a check on a grant never written", err, gone)
+	g, err := st.Put(store.GrantKey("ses_h", "push", "Bash:git push"), store.Grant{RuleID: "push", ScopeKey: "Bash:git push"})
+	must(t, err)
+	h, err = append1(t, st, h, store.HeadChange{}, g)
+	must(t, err)
+	h, err = append1(t, st, h, store.HeadChange{}, st.GrantHeldOp("ses_h", "push", "Bash:git push", gone))
+	must(t, err)
+	h, err = append1(t, st, h, store.HeadChange{}, st.DeleteExisting(store.GrantKey("ses_h", "push", "Bash:git push"), gone))
+	must(t, err)
+	_, err = append1(t, st, h, store.HeadChange{}, st.GrantHeldOp("ses_h", "push", "Bash:git push", gone))
+	wantErr(t, "a check on a revoked grant", err, gone)
 }
