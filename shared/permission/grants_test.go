@@ -200,6 +200,7 @@ func TestRevokeRacesDecisions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := calltest.NewEnv(t, grantsPolicy)
+	e.Perm.LimitPending(100) // the asks after the revoke all wait
 	approveForSession(t, e, ask(t, e, "first", "Bash", map[string]any{"command": "git push"}, nil))
 	var wg sync.WaitGroup
 	for i := range 24 {
