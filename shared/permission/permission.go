@@ -6,7 +6,12 @@
 //   - One answer per (run, tool_call_id). The call record is written in the
 //     same transaction as tool.requested and tool.decision, with
 //     attribute_not_exists; a retry finds it and returns it, writing
-//     nothing. The same tool_call_id with a different input is a conflict.
+//     nothing. The same tool_call_id with a different request (input, cwd,
+//     resolved paths: anything the decision could have read) is a
+//     conflict.
+//   - Session grants are read before the gate decides, and only when it
+//     says a grant could answer the call; a decision a grant answered is
+//     recorded only while the grant stands.
 //   - The decision is made on the head it commits against: the append is
 //     conditioned on the run's counter, so an end, a spend or another
 //     decision that lands first makes the gate decide again.
