@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -67,6 +68,9 @@ type Call struct {
 	input    any
 	once     sync.Once
 	analysis *bash.Analysis // nil when the input has no string command
+	// protected is set once an evaluation found that the call writes a
+	// path programs obey: no session grant covers such a call.
+	protected atomic.Bool
 }
 
 // NewCall prepares a call for EvaluateCall, BashReadOnly and AnswerGrants.
@@ -93,6 +97,9 @@ type call struct {
 	pathsOK  bool
 	pathsSet bool
 	folds    foldCache
+	// prot is the protected path a write tool's call may name.
+	prot    *protectedGlob
+	protSet bool
 }
 
 // foldCache remembers the case-folded input values of one evaluation: the
@@ -178,6 +185,9 @@ func (p *Policy) EvaluateCall(env Env, pc *Call) Result {
 	var covered []bool
 	var missed []string
 	var coveredBy *rule
+	// broad is an allow rule that covered a write to a protected path
+	// without naming it.
+	var broad *rule
 	sawAllow := false
 	isBash := toolName == bashTool
 	opaque, opaqueWhy := false, ""
@@ -209,6 +219,12 @@ func (p *Policy) EvaluateCall(env Env, pc *Call) Result {
 			}
 			if !r.hasPrefix {
 				if r.matchStrict(&c) {
+					if h := c.protectedWrite(); h != nil && !r.names(h) {
+						if broad == nil {
+							broad = r
+						}
+						continue
+					}
 					allow, allowWhy = r, fmt.Sprintf("allowed by rule %q", r.id)
 				}
 				continue
@@ -274,7 +290,20 @@ func (p *Policy) EvaluateCall(env Env, pc *Call) Result {
 	case ra != nil:
 		return p.approval(&c, ra)
 	case allow != nil:
+		if isBash {
+			if why := c.bashProtectedWrite(); why != "" {
+				return p.protectedFallback(&c, fmt.Sprintf("rule %q covers every part, but %s; no allow rule covers such a Bash line (write the file with a file tool under a rule that names it)", allow.id, why))
+			}
+		}
 		return p.neverAllowUnparsed(&c, Result{Verdict: VerdictAllow, RuleID: allow.id, Reason: allowWhy})
+	}
+	if h := c.protectedWrite(); h != nil && (broad != nil || p.doc.DefaultVerdict == VerdictAllow) {
+		return p.protectedFallback(&c, protectedWriteReason(h, broad))
+	}
+	if isBash && p.doc.DefaultVerdict == VerdictAllow {
+		if why := c.bashProtectedWrite(); why != "" {
+			return p.protectedFallback(&c, "no rule matched, and "+why+"; the default verdict allow does not cover such a Bash line")
+		}
 	}
 	// For a refusal of a Bash line, say which part no allow rule covered
 	// and why; an allow by default needs no explanation.
@@ -298,6 +327,22 @@ func (p *Policy) EvaluateCall(env Env, pc *Call) Result {
 	default:
 		return Result{Verdict: VerdictDeny, Reason: reason("no rule matched; default verdict deny")}
 	}
+}
+
+// protectedFallback answers a call that writes a path programs obey and
+// that only a broad rule or the default would allow: the default verdict,
+// and deny where that is allow.
+func (p *Policy) protectedFallback(c *call, reason string) Result {
+	c.Call.protected.Store(true)
+	switch p.doc.DefaultVerdict {
+	case VerdictRequireApproval:
+		res := p.approval(c, nil)
+		res.Reason = reason + "; default verdict require_approval"
+		// A human may allow this one call; no grant may name it.
+		res.ScopeKey, res.Scope = "", ScopeOnce
+		return res
+	}
+	return Result{Verdict: VerdictDeny, Reason: reason}
 }
 
 // unmatchedDetail says, for a Bash line no rule decided, which part did not

@@ -84,6 +84,13 @@ func (p *Policy) AnswerGrants(env Env, pc *Call, res Result, held Grants) GrantA
 		return no
 	}
 	c := call{Call: pc, env: env}
+	// A write to a path programs obey is decided by a rule that names it,
+	// never by a grant given for another call: not when an evaluation of
+	// this call found one (with the run's paths resolved), nor when the
+	// path as given names one.
+	if pc.protected.Load() || c.protectedWrite() != nil {
+		return no
+	}
 	var a *bash.Analysis
 	if c.tool == bashTool {
 		if a = c.bash(); a == nil || a.Parts() == 0 {

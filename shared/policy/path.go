@@ -62,13 +62,26 @@ func compilePathGlob(p string) (*pathGlob, error) {
 // pattern character on both sides is taken to match. A relative glob
 // matches at any depth, and a relative pattern searches an unknown
 // directory, so each is read with a leading '**'.
-func (g *pathGlob) mayReach(pat string) bool {
+func (g *pathGlob) mayReach(pat string) bool { return g.mayReachIn(pat, false) }
+
+// mayReachIn is mayReach; with shell, pat is a shell pattern: its pattern
+// segments never match a name with a leading dot (bash without dotglob),
+// ** is *, and a relative pattern is relative to the known working
+// directory, not at any depth; a segment of wildcards only matches no
+// literal segment of the glob.
+func (g *pathGlob) mayReachIn(pat string, shell bool) bool {
 	a := strings.Split(g.lower, "/")
 	if g.isRelative() {
 		a = append([]string{"**"}, a...)
 	}
 	b := strings.Split(pat, "/")
-	if !strings.HasPrefix(pat, "/") {
+	if shell {
+		for i, s := range b {
+			if s == "**" {
+				b[i] = "*"
+			}
+		}
+	} else if !strings.HasPrefix(pat, "/") {
 		b = append([]string{"**"}, b...)
 	}
 	// seen[i][j]: a[i:] against b[j:] was tried and failed.
@@ -89,6 +102,14 @@ func (g *pathGlob) mayReach(pat string) bool {
 			return walk(i, j+1) || i < len(a) && walk(i+1, j)
 		case i == len(a) || j == len(b):
 			return i == len(a) && j == len(b)
+		}
+		if shell && strings.ContainsAny(b[j], globMeta) && !strings.ContainsAny(a[i], globMeta) {
+			// A shell pattern does not reach a dot file, and one of
+			// wildcards only (*, ?) names whatever is in a directory the
+			// other segments name, not this file in particular.
+			if strings.HasPrefix(a[i], ".") && !strings.HasPrefix(b[j], ".") || strings.Trim(b[j], "*?") == "" {
+				return false
+			}
 		}
 		return segmentsMayMatch(a[i], b[j]) && walk(i+1, j+1)
 	}

@@ -58,6 +58,14 @@ type Analysis struct {
 	loose     []looseCommand
 	opaqueWhy string
 	runsWhy   string
+
+	// What the line may write (see Writes), read from the normalizer's
+	// findings on first need.
+	redirected  []word
+	configWrite string
+	writesOnce  sync.Once
+	writes      []Target
+	unseen      string
 }
 
 // Parsed reports whether the command line parsed at all.
@@ -372,7 +380,7 @@ func Analyze(cmd string) (a *Analysis) {
 		// The parser and walker are third-party code; a crash inside
 		// them must end in "not understood", never in a crashed gate.
 		if r := recover(); r != nil {
-			*a = Analysis{parseErr: errParserFailure}
+			a = &Analysis{parseErr: errParserFailure}
 		}
 	}()
 	f, err := parse(cmd)
@@ -387,6 +395,7 @@ func Analyze(cmd string) (a *Analysis) {
 	n := &normalizer{budget: maxReparse}
 	n.file(f, 0)
 	a.loose, a.opaqueWhy, a.runsWhy = n.cmds, n.opaqueWhy, n.runsWhy
+	a.redirected, a.configWrite = n.redirected, n.configWrite
 	return a
 }
 
