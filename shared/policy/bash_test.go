@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -473,7 +474,7 @@ func TestEvaluateCallSharesOneAnalysis(t *testing.T) {
 		wg.Wait()
 		answered := policies[0].AnswerGrants(env, pc, got[0], held)
 		for i, p := range policies {
-			if want := p.EvaluateIn(env, "Bash", in); got[i] != want {
+			if want := p.EvaluateIn(env, "Bash", in); !reflect.DeepEqual(got[i], want) {
 				t.Errorf("%q: EvaluateCall = %+v, EvaluateIn = %+v", l.Cmd, got[i], want)
 			}
 		}

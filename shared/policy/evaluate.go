@@ -35,6 +35,10 @@ type Result struct {
 	// the rule's on_autonomous, else autonomy.on_approval_rule, else deny.
 	// Empty for other verdicts.
 	OnAutonomous Verdict
+	// UpdatedInput, on an allow, is the input the tool must run with
+	// instead of the one asked about: a search narrowed to leave out what
+	// a deny rule matches. nil when the input runs as asked.
+	UpdatedInput map[string]any
 	// ScopeKey is the key a session grant for this call is stored under,
 	// beside RuleID ("" when no session grant can safely describe the
 	// call; see scopeKey and AnswerGrants).
@@ -56,7 +60,23 @@ type Env struct {
 	// is allowed only if both the given and the resolved path are, and
 	// denied if either is.
 	Resolved map[string]string
+	// Kinds maps a path-bearing input field to what the sandbox found
+	// there without following a final symbolic link (lstat): KindFile,
+	// KindDir or KindAbsent. A Grep whose path is a file is judged as
+	// that file, not as a tree.
+	Kinds map[string]string
 }
+
+// Path kinds the sandbox reports. They are on the wire: never rename them.
+const (
+	KindFile   = "file"
+	KindDir    = "dir"
+	KindAbsent = "absent"
+)
+
+// isFile reports whether the sandbox found the field's path to be a file
+// (not a directory, a symbolic link or anything else).
+func (e *Env) isFile(field string) bool { return e.Kinds[field] == KindFile }
 
 // Call is one tool call prepared for evaluation. Its Bash line is analysed
 // at most once, on first need, however many policies evaluate it: a run's
@@ -188,6 +208,9 @@ func (p *Policy) EvaluateCall(env Env, pc *Call) Result {
 	// broad is an allow rule that covered a write to a protected path
 	// without naming it.
 	var broad *rule
+	// narrow are the deny and require_approval rules a search reaches only
+	// through its tree, which narrowing it can keep it from.
+	var narrow []*rule
 	sawAllow := false
 	isBash := toolName == bashTool
 	opaque, opaqueWhy := false, ""
@@ -203,13 +226,21 @@ func (p *Policy) EvaluateCall(env Env, pc *Call) Result {
 				restrictive = r
 			}
 			if r.matchLoose(&c) {
-				return Result{Verdict: VerdictDeny, RuleID: r.id, Reason: fmt.Sprintf("denied by rule %q", r.id)}
+				if c.narrowable(r) {
+					narrow = append(narrow, r)
+					continue
+				}
+				return Result{Verdict: VerdictDeny, RuleID: r.id, Reason: p.denyReason(&c, r)}
 			}
 		case VerdictRequireApproval:
 			if restrictive == nil {
 				restrictive = r
 			}
 			if ra == nil && r.matchLoose(&c) {
+				if c.narrowable(r) {
+					narrow = append(narrow, r)
+					continue
+				}
 				ra = r
 			}
 		case VerdictAllow:
@@ -286,6 +317,27 @@ func (p *Policy) EvaluateCall(env Env, pc *Call) Result {
 			return res
 		}
 	}
+	if len(narrow) > 0 {
+		if ra == nil && (allow != nil || p.doc.DefaultVerdict == VerdictAllow) {
+			in, why := c.narrowGrep(narrow)
+			by := "no rule matched; default verdict allow"
+			id := ""
+			if allow != nil {
+				by, id = allowWhy, allow.id
+			}
+			return Result{Verdict: VerdictAllow, RuleID: id, Reason: by + "; " + why, UpdatedInput: in}
+		}
+		// Not allowed otherwise: a narrowed search is no reason to ask
+		// or refuse less, so the rules decide as they read.
+		for _, r := range narrow {
+			if r.verdict == VerdictDeny {
+				return Result{Verdict: VerdictDeny, RuleID: r.id, Reason: p.denyReason(&c, r)}
+			}
+		}
+		if ra == nil {
+			ra = narrow[0]
+		}
+	}
 	switch {
 	case ra != nil:
 		return p.approval(&c, ra)
@@ -327,6 +379,62 @@ func (p *Policy) EvaluateCall(env Env, pc *Call) Result {
 	default:
 		return Result{Verdict: VerdictDeny, Reason: reason("no rule matched; default verdict deny")}
 	}
+}
+
+// denyReason says why rule r denies the call: for a search, which glob of
+// the rule the searched tree may reach and why the search was not
+// narrowed instead.
+func (p *Policy) denyReason(c *call, r *rule) string {
+	if c.tool == "Grep" || c.tool == "Glob" {
+		if g := c.reachedGlob(r); g != "" {
+			why := "it names no path a rule allows"
+			switch {
+			case c.tool == "Glob":
+				why = "Glob has no way to exclude paths"
+			case c.directHit(r):
+				why = "the path it names is such a path"
+			case !c.narrowable(r):
+				why = "no exclusion can express the glob"
+			}
+			return fmt.Sprintf("denied by rule %q: the search may reach paths matching %q, and it is not narrowed because %s", r.id, g, why)
+		}
+	}
+	return fmt.Sprintf("denied by rule %q", r.id)
+}
+
+// reachedGlob is the first of r's globs a search call's paths may reach.
+func (c *call) reachedGlob(r *rule) string {
+	vals, _ := c.pathValues()
+	for _, g := range r.paths {
+		for _, v := range vals {
+			if g.matchLoose(v, &c.env) {
+				return g.pattern
+			}
+		}
+	}
+	return ""
+}
+
+// directHit: r matches a path the call names, not only its tree: the path
+// itself, or a glob piece that names only files r matches (".env" under
+// "**/.env").
+func (c *call) directHit(r *rule) bool {
+	vals, _ := c.pathValues()
+	for _, v := range vals {
+		for _, g := range r.paths {
+			if !v.pattern {
+				if g.matchLoose(v, &c.env) {
+					return true
+				}
+				continue
+			}
+			last := foldCase(v.text[strings.LastIndexByte(v.text, '/')+1:])
+			if g.lastLiteral != "" && last == g.lastLiteral && (g.lower == last || g.lower == "**/"+last) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // protectedFallback answers a call that writes a path programs obey and
@@ -634,6 +742,11 @@ func (c *call) pathValues() ([]pathValue, bool) {
 	for _, f := range fields {
 		raw, present := m[f.name]
 		if !present {
+			if f.dir && c.tool == "Grep" && strings.HasPrefix(base, "/") {
+				// Grep without a path searches the working directory.
+				out = appendPath(out, base, "")
+				dir = base
+			}
 			continue
 		}
 		s, ok := raw.(string)
@@ -679,8 +792,9 @@ func (c *call) pathValues() ([]pathValue, bool) {
 			}
 		}
 	}
-	if dir != "" && !hasPattern && c.tool == "Grep" {
-		// Grep without a glob reads every file under its path.
+	if dir != "" && !hasPattern && c.tool == "Grep" && !c.env.isFile("path") {
+		// Grep without a glob reads every file under its path, unless
+		// the sandbox found the path to be a file.
 		for _, v := range out {
 			if !v.pattern {
 				out = append(out, pathValue{text: strings.TrimSuffix(v.text, "/") + "/**", pattern: true, search: true})
