@@ -88,9 +88,10 @@ type Call struct {
 	input    any
 	once     sync.Once
 	analysis *bash.Analysis // nil when the input has no string command
-	// protected is set once an evaluation found that the call writes a
-	// path programs obey: no session grant covers such a call.
-	protected atomic.Bool
+	// noGrant is set once an evaluation found that no session grant may
+	// cover the call: it writes a path programs obey, or a file rule
+	// asks about one of its paths.
+	noGrant atomic.Bool
 }
 
 // NewCall prepares a call for EvaluateCall, BashReadOnly and AnswerGrants.
@@ -306,8 +307,24 @@ func (p *Policy) EvaluateCall(env Env, pc *Call) Result {
 			}
 		}
 	}
+	var narrowEx []bash.Exclusion
+	if isBash {
+		deny, ask, ex := p.bashFiles(&c)
+		if deny != nil {
+			return Result{Verdict: VerdictDeny, RuleID: deny.rule.id, Reason: fmt.Sprintf("denied by rule %q (a rule of %s): %s", deny.rule.id, deny.rule.tool.pattern, deny.reason)}
+		}
+		if ask != nil && ra == nil {
+			res := p.approval(&c, ask.rule)
+			res.Reason = fmt.Sprintf("rule %q (a rule of %s) requires approval: %s", ask.rule.id, ask.rule.tool.pattern, ask.reason)
+			// A grant on the command would cover other paths too.
+			res.ScopeKey, res.Scope = "", ScopeOnce
+			c.Call.noGrant.Store(true)
+			return res
+		}
+		narrowEx = ex
+	}
 	if opaque && restrictive != nil {
-		why := fmt.Sprintf("%s; treated as matching rule %q (bash.opaque)", opaqueWhy, restrictive.id)
+		why := fmt.Sprintf("%s; the line is given the verdict of rule %q (bash.opaque) only because the policy has deny or require_approval rules for Bash, not because the line matches it", opaqueWhy, restrictive.id)
 		if p.opaqueVerdict == VerdictDeny {
 			return Result{Verdict: VerdictDeny, RuleID: restrictive.id, Reason: why}
 		}
@@ -346,6 +363,9 @@ func (p *Policy) EvaluateCall(env Env, pc *Call) Result {
 			if why := c.bashProtectedWrite(); why != "" {
 				return p.protectedFallback(&c, fmt.Sprintf("rule %q covers every part, but %s; no allow rule covers such a Bash line (write the file with a file tool under a rule that names it)", allow.id, why))
 			}
+			if len(narrowEx) > 0 {
+				return p.narrowedBash(&c, narrowEx, allowWhy)
+			}
 		}
 		return p.neverAllowUnparsed(&c, Result{Verdict: VerdictAllow, RuleID: allow.id, Reason: allowWhy})
 	}
@@ -355,6 +375,9 @@ func (p *Policy) EvaluateCall(env Env, pc *Call) Result {
 	if isBash && p.doc.DefaultVerdict == VerdictAllow {
 		if why := c.bashProtectedWrite(); why != "" {
 			return p.protectedFallback(&c, "no rule matched, and "+why+"; the default verdict allow does not cover such a Bash line")
+		}
+		if len(narrowEx) > 0 {
+			return p.narrowedBash(&c, narrowEx, "no rule matched; default verdict allow")
 		}
 	}
 	// For a refusal of a Bash line, say which part no allow rule covered
@@ -379,6 +402,27 @@ func (p *Policy) EvaluateCall(env Env, pc *Call) Result {
 	default:
 		return Result{Verdict: VerdictDeny, Reason: reason("no rule matched; default verdict deny")}
 	}
+}
+
+// narrowedBash answers a line the policy allows (by) whose searches must
+// leave the exclusions out: allow with the rewritten line, or deny when it
+// cannot be rewritten or the rewrite is not allowed.
+func (p *Policy) narrowedBash(c *call, ex []bash.Exclusion, by string) Result {
+	tails := make([]string, len(ex))
+	for i, e := range ex {
+		tails[i] = e.Tail
+	}
+	in, res, ok := p.narrowBash(c, ex)
+	if !ok {
+		why := "a search in it follows symbolic links, runs under a wrapper, or cannot be rewritten"
+		if res.Verdict != "" {
+			why = "the rewritten line is not allowed (" + res.Reason + ")"
+		}
+		return Result{Verdict: VerdictDeny, Reason: fmt.Sprintf("the line searches trees that may hold paths the file rules deny (%s), and it is not narrowed because %s", strings.Join(tails, ", "), why)}
+	}
+	res.UpdatedInput = in
+	res.Reason = by + "; narrowed: its searches leave out " + strings.Join(tails, ", ") + ", which the file rules deny"
+	return res
 }
 
 // denyReason says why rule r denies the call: for a search, which glob of
@@ -441,7 +485,7 @@ func (c *call) directHit(r *rule) bool {
 // that only a broad rule or the default would allow: the default verdict,
 // and deny where that is allow.
 func (p *Policy) protectedFallback(c *call, reason string) Result {
-	c.Call.protected.Store(true)
+	c.Call.noGrant.Store(true)
 	switch p.doc.DefaultVerdict {
 	case VerdictRequireApproval:
 		res := p.approval(c, nil)
@@ -756,7 +800,7 @@ func (c *call) pathValues() ([]pathValue, bool) {
 		if !f.pattern {
 			out = appendPath(out, s, base)
 			if f.dir {
-				dir = s
+				dir = absolute(s, base)
 			}
 			if r, ok := c.env.Resolved[f.name]; ok && r != "" {
 				out = appendPath(out, r, base)

@@ -409,3 +409,40 @@ func FuzzBashCatalogueSafe(f *testing.F) {
 		}
 	})
 }
+
+// FuzzFileRulesBash: under a secrets policy with read and copy commands
+// allowed, a Bash line the policy allows never reads a path a deny rule
+// matches, never writes a path programs obey, and a narrowed line is
+// allowed as it is, with nothing left to narrow.
+func FuzzFileRulesBash(f *testing.F) {
+	for _, s := range []string{
+		"cat .env", "grep -r KEY .", "rg -uu KEY | head", "cp .env /tmp/x", "git show HEAD:.env",
+		"head -c 100 secrets/k", "echo x > .git/config", "cat ~/.bashrc", "rg -L KEY", "grep -R x .",
+		"cat src/../.ENV", "sed -i s/a/b/ .gitattributes", "echo $(rg KEY)", "cp -r secrets /tmp",
+	} {
+		f.Add(s)
+	}
+	p := mustParse(f, filesPolicy)
+	env := Env{Workspace: "/work/repo", Cwd: "/work/repo"}
+	f.Fuzz(func(t *testing.T, cmd string) {
+		r := p.EvaluateIn(env, "Bash", map[string]any{"command": cmd})
+		if r.Verdict != VerdictAllow {
+			return
+		}
+		final := cmd
+		if r.UpdatedInput != nil {
+			final, _ = r.UpdatedInput["command"].(string)
+			again := p.EvaluateIn(env, "Bash", r.UpdatedInput)
+			if again.Verdict != VerdictAllow || again.UpdatedInput != nil {
+				t.Fatalf("%q narrowed to %q, which is %v %v (%s)", cmd, final, again.Verdict, again.UpdatedInput, again.Reason)
+			}
+		}
+		c := &call{Call: NewCall("Bash", map[string]any{"command": final}), env: env}
+		if why := c.bashProtectedWrite(); why != "" {
+			t.Fatalf("allowed %q, which %s", final, why)
+		}
+		if deny, ask, narrow := p.bashFiles(c); deny != nil || ask != nil || len(narrow) > 0 {
+			t.Fatalf("allowed %q, which the file rules refuse or narrow", final)
+		}
+	})
+}

@@ -85,10 +85,11 @@ func (p *Policy) AnswerGrants(env Env, pc *Call, res Result, held Grants) GrantA
 	}
 	c := call{Call: pc, env: env}
 	// A write to a path programs obey is decided by a rule that names it,
-	// never by a grant given for another call: not when an evaluation of
-	// this call found one (with the run's paths resolved), nor when the
-	// path as given names one.
-	if pc.protected.Load() || c.protectedWrite() != nil {
+	// never by a grant given for another call, and neither is a call a
+	// file rule asks about: not when an evaluation of this call found one
+	// (with the run's paths resolved), nor when the path as given names
+	// one.
+	if pc.noGrant.Load() || c.protectedWrite() != nil {
 		return no
 	}
 	var a *bash.Analysis

@@ -32,7 +32,7 @@ func exclusionTail(g *pathGlob) string {
 	for strings.HasPrefix(tail, "**/") {
 		tail = tail[3:]
 	}
-	if tail == "" || tail == "**" || !hasLiteralSegment(strings.Split(tail, "/")) {
+	if tail == "" || tail == "**" {
 		return ""
 	}
 	return tail

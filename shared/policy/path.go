@@ -122,6 +122,15 @@ func segmentsMayMatch(x, y string) bool {
 	xp, yp := strings.ContainsAny(x, globMeta), strings.ContainsAny(y, globMeta)
 	switch {
 	case xp && yp:
+		// *.pem and *.md name no file in common; two patterns that are
+		// each one * and a literal suffix (or prefix) are told apart,
+		// any other pair is taken to match.
+		if a, b, ok := affixes(x, y, strings.HasPrefix); ok {
+			return strings.HasSuffix(a, b) || strings.HasSuffix(b, a)
+		}
+		if a, b, ok := affixes(x, y, strings.HasSuffix); ok {
+			return strings.HasPrefix(a, b) || strings.HasPrefix(b, a)
+		}
 		return true
 	case xp:
 		ok, err := doublestar.Match(x, y)
@@ -131,6 +140,24 @@ func segmentsMayMatch(x, y string) bool {
 		return ok || err != nil
 	}
 	return x == y
+}
+
+// affixes returns the literal parts of two patterns that are each a single
+// * at the end has checks (strings.HasPrefix: "*.pem") and a literal rest.
+func affixes(x, y string, has func(s, prefix string) bool) (string, string, bool) {
+	cut := func(s string) (string, bool) {
+		if !has(s, "*") {
+			return "", false
+		}
+		rest := strings.TrimPrefix(s, "*")
+		if len(rest) == len(s) {
+			rest = strings.TrimSuffix(s, "*")
+		}
+		return rest, rest != "" && !strings.ContainsAny(rest, globMeta)
+	}
+	a, ok1 := cut(x)
+	b, ok2 := cut(y)
+	return a, b, ok1 && ok2
 }
 
 // foldCase folds a path for the deny side's case-insensitive match: upper
@@ -189,6 +216,11 @@ func (g *pathGlob) matchStrict(v pathValue, env *Env) bool {
 
 func (g *pathGlob) matchStrictPath(cleaned string, env *Env) bool {
 	if g.isRelative() && env.Workspace != "" && strings.HasPrefix(cleaned, "/") {
+		if cleaned == path.Clean(env.Workspace) {
+			// The workspace itself (a search of its root) is covered
+			// only by its whole tree.
+			return g.pattern == "**"
+		}
 		rel, ok := under(cleaned, env.Workspace)
 		if !ok {
 			return false
@@ -229,6 +261,11 @@ func (g *pathGlob) coversPattern(pat string, env *Env) bool {
 		return ok && g.matchStrictPath(cleaned, env)
 	}
 	tree, ok := strings.CutSuffix(g.pattern, "/**")
+	if g.pattern == "**" && env.Workspace != "" {
+		// The workspace's whole tree: a pattern searching from inside it.
+		d := path.Clean(strings.Join(static, "/"))
+		return d == path.Clean(env.Workspace) || strings.HasPrefix(d, path.Clean(env.Workspace)+"/")
+	}
 	if !ok {
 		return false
 	}

@@ -185,7 +185,7 @@ func (c *call) protectedWrite() *protectedGlob {
 	for _, v := range vals {
 		if h := protectedHit(v.text, v.pattern); h != nil {
 			c.prot = h
-			c.Call.protected.Store(true)
+			c.Call.noGrant.Store(true)
 			break
 		}
 	}

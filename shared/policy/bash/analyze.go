@@ -66,6 +66,10 @@ type Analysis struct {
 	writesOnce  sync.Once
 	writes      []Target
 	unseen      string
+	// What it may read (see Reads).
+	redirectedIn []word
+	readsOnce    sync.Once
+	reads        []Operand
 }
 
 // Parsed reports whether the command line parsed at all.
@@ -395,7 +399,7 @@ func Analyze(cmd string) (a *Analysis) {
 	n := &normalizer{budget: maxReparse}
 	n.file(f, 0)
 	a.loose, a.opaqueWhy, a.runsWhy = n.cmds, n.opaqueWhy, n.runsWhy
-	a.redirected, a.configWrite = n.redirected, n.configWrite
+	a.redirected, a.configWrite, a.redirectedIn = n.redirected, n.configWrite, n.redirectedIn
 	return a
 }
 

@@ -48,7 +48,9 @@ type normalizer struct {
 	// when the line changes to a directory known only at run time, so
 	// that a relative path written after it may be anywhere.
 	redirected []word
-	anyDir     bool
+	// redirectedIn are the files input redirections read.
+	redirectedIn []word
+	anyDir       bool
 	// dir is the directory literal cd words moved to, "" for the start.
 	dir string
 	// configWrite says why the line writes git's configuration without
@@ -1165,8 +1167,13 @@ func (n *normalizer) redirect(r *syntax.Redirect) {
 	}
 	cw := convertWord(r.Word)
 	switch r.Op {
-	case syntax.RdrOut, syntax.AppOut, syntax.RdrAll, syntax.AppAll, syntax.RdrClob, syntax.RdrInOut:
+	case syntax.RdrOut, syntax.AppOut, syntax.RdrAll, syntax.AppAll, syntax.RdrClob:
 		n.redirected = append(n.redirected, n.inDir(cw))
+	case syntax.RdrInOut:
+		n.redirected = append(n.redirected, n.inDir(cw))
+		n.redirectedIn = append(n.redirectedIn, n.inDir(cw))
+	case syntax.RdrIn:
+		n.redirectedIn = append(n.redirectedIn, n.inDir(cw))
 	}
 	switch {
 	case cw.glob && !strings.HasPrefix(cw.text, "/dev/"):
