@@ -30,6 +30,9 @@ type Answer struct {
 	ApprovalID       string   `json:"approval_id,omitempty"`
 	Verdict          string   `json:"verdict,omitempty"`
 	RewrittenVerdict string   `json:"rewritten_verdict,omitempty"`
+	// UpdatedInput, on an allow, is the input the tool must run with
+	// instead (a narrowed search).
+	UpdatedInput policy.Input `json:"updated_input,omitzero"`
 }
 
 // AnswerOf is the answer a call record holds.
@@ -93,6 +96,19 @@ func Record(st *store.Store, h store.Head, c Asked, d gate.Decision, pin Pin, no
 		ToolCallID: c.ToolCallID, ToolName: c.ToolName, InputDigest: c.Digest.String(), RequestDigest: c.Identity.String(),
 		Decision: string(ans.Decision), Source: ans.Source, Reason: storedReason(d), RuleID: ans.RuleID,
 		Verdict: ans.Verdict, RewrittenVerdict: ans.RewrittenVerdict, DecidedAt: at,
+	}
+	var updated redact.Digest
+	if !ans.UpdatedInput.IsZero() {
+		// The call record and the decision keep the narrowed input's
+		// digest, so a replay can check it re-derives the same input.
+		v, err := ans.UpdatedInput.Value()
+		if err == nil {
+			updated, err = redact.DigestJSON(v)
+		}
+		if err != nil {
+			return Recorded{}, err
+		}
+		rec.UpdatedInputDigest = updated.String()
 	}
 	var out Recorded
 	requested, err := redact.New(redact.ToolRequested{ToolCallID: c.ToolCallID, ToolName: c.ToolName, InputDigest: c.Digest})
@@ -163,7 +179,7 @@ func Record(st *store.Store, h store.Head, c Asked, d gate.Decision, pin Pin, no
 		ev, err := redact.New(redact.ToolDecision{
 			ToolCallID: c.ToolCallID, ToolName: c.ToolName, Decision: string(ans.Decision), Source: ans.Source,
 			RuleID: ans.RuleID, Verdict: ans.Verdict, RewrittenVerdict: ans.RewrittenVerdict, Grant: d.Grant,
-			Shadow: shadow,
+			UpdatedInputDigest: updated, Shadow: shadow,
 		})
 		if err != nil {
 			return Recorded{}, err
@@ -209,6 +225,7 @@ func answerOf(d gate.Decision) Answer {
 	switch d.Outcome {
 	case gate.OutcomeAllow:
 		a.Decision = Allowed
+		a.UpdatedInput = d.UpdatedInput
 	case gate.OutcomeApproval:
 		a.Decision = Pending
 	default:

@@ -92,6 +92,10 @@ type Decision struct {
 	// "budget", "tool_set", "schema", "trust_tier", "policy", "approval",
 	// or "gate" when no stage could decide.
 	Stage string
+	// UpdatedInput, on an allow, is the input the tool must run with
+	// instead of the one asked about (a search the policy narrowed); nil
+	// when the call runs as asked.
+	UpdatedInput policy.Input
 	// Shadow is what the run's shadow policy would have decided; set only
 	// when the policy stage ran in a run that has one. It never changes
 	// any other field.
@@ -203,6 +207,9 @@ type Request struct {
 	// resolved them to (symlinks followed), when the runner sent them. A
 	// file call is allowed only if both paths are, denied if either is.
 	Resolved map[string]string
+	// Kinds maps path-bearing input fields to what the sandbox found there
+	// (policy.KindFile, KindDir, KindAbsent), when the runner sent them.
+	Kinds map[string]string
 }
 
 // stage is one step of the gate. decide returns the decision and true when
@@ -245,7 +252,7 @@ type call struct {
 
 // env is where the call happens, as the policy package reads it.
 func (c *call) env() policy.Env {
-	return policy.Env{Workspace: c.run.Workspace, Cwd: c.req.Cwd, Resolved: c.req.Resolved}
+	return policy.Env{Workspace: c.run.Workspace, Cwd: c.req.Cwd, Resolved: c.req.Resolved, Kinds: c.req.Kinds}
 }
 
 // policyCall returns the call prepared once for the policy package, so that

@@ -64,6 +64,9 @@ type Request struct {
 	// sandbox resolved them to (realpath); a file call is allowed only if
 	// both are allowed, denied if either is (optional).
 	ResolvedPaths map[string]string `json:"resolved_paths,omitempty"`
+	// PathKinds maps path-bearing input fields to what the sandbox found
+	// there: "file", "dir" or "absent" (optional).
+	PathKinds map[string]string `json:"path_kinds,omitempty"`
 }
 
 // Bounds on the runner's path context.
@@ -83,6 +86,14 @@ func checkPaths(req Request) error {
 	for k, v := range req.ResolvedPaths {
 		if len(k) > maxIDLen || v == "" || len(v) > maxPathLen || v[0] != '/' || strings.IndexByte(v, 0) >= 0 {
 			return &InvalidError{fmt.Sprintf("resolved_paths: each value must be an absolute path of at most %d bytes", maxPathLen)}
+		}
+	}
+	if len(req.PathKinds) > maxResolvedPaths {
+		return &InvalidError{fmt.Sprintf("path_kinds: at most %d fields", maxResolvedPaths)}
+	}
+	for k, v := range req.PathKinds {
+		if len(k) > maxIDLen || v != policy.KindFile && v != policy.KindDir && v != policy.KindAbsent {
+			return &InvalidError{`path_kinds: each value must be "file", "dir" or "absent"`}
 		}
 	}
 	return nil
@@ -197,7 +208,7 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 	build := func(h store.Head) (store.Batch, error) {
 		run := fr.recordedRun(h, s.maxPending)
 		run.SourceFull = sourceFull
-		d, err := s.gateDecide(ctx, runID, run, gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Cwd: req.Cwd, Resolved: req.ResolvedPaths})
+		d, err := s.gateDecide(ctx, runID, run, gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Cwd: req.Cwd, Resolved: req.ResolvedPaths, Kinds: req.PathKinds})
 		if err != nil {
 			return store.Batch{}, err
 		}
@@ -408,7 +419,37 @@ func (s *Service) replay(ctx context.Context, runID string, fr *frozenRun, req R
 	if c.Source == string(gate.SourceSchema) {
 		a.Reason = fr.schemaReason(req.ToolName, cr.input)
 	}
+	if c.UpdatedInputDigest != "" {
+		// The record keeps the narrowed input's digest, not the input:
+		// the frozen policy derives it again from the same call, and a
+		// retry never gets the allow without its narrowing.
+		if a.UpdatedInput, err = s.narrowed(ctx, runID, fr, req, cr.input, c.UpdatedInputDigest); err != nil {
+			return call.Answer{}, err
+		}
+	}
 	return a, nil
+}
+
+// errNarrowing: a replayed allow's narrowed input could not be derived
+// again as recorded; the answer is withheld (503), never given without it.
+var errNarrowing = errors.New("permission: the recorded narrowed input cannot be derived again")
+
+// narrowed re-derives the input an allowed call was narrowed to.
+func (s *Service) narrowed(ctx context.Context, runID string, fr *frozenRun, req Request, input any, want string) (policy.Input, error) {
+	if fr.policy == nil {
+		return policy.Input{}, errNarrowing
+	}
+	h, err := s.st.GetHead(ctx, runID)
+	if err != nil {
+		return policy.Input{}, err
+	}
+	env := policy.Env{Workspace: h.Workspace, Cwd: req.Cwd, Resolved: req.ResolvedPaths, Kinds: req.PathKinds}
+	res := fr.policy.EvaluateIn(env, req.ToolName, input)
+	got, err := redact.DigestJSON(res.UpdatedInput)
+	if res.Verdict != policy.VerdictAllow || res.UpdatedInput == nil || err != nil || got.String() != want {
+		return policy.Input{}, errNarrowing
+	}
+	return policy.InputOf(res.UpdatedInput), nil
 }
 
 // await waits for a pending call to be settled, re-reading its record when

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 )
@@ -127,4 +128,41 @@ func (r *rule) globs() []string {
 		out[i] = g.pattern
 	}
 	return out
+}
+
+// Input is a tool input as JSON text, so that decisions holding one stay
+// comparable values; the zero Input is no input. It encodes as the object.
+type Input struct{ text string }
+
+// InputOf encodes an input; the zero Input for nil or one that cannot be
+// encoded (which a decoded JSON object always can).
+func InputOf(m map[string]any) Input {
+	if m == nil {
+		return Input{}
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return Input{}
+	}
+	return Input{text: string(b)}
+}
+
+// IsZero reports whether there is no input.
+func (in Input) IsZero() bool { return in.text == "" }
+
+// Value decodes the input (numbers as json.Number, as the gate reads one).
+func (in Input) Value() (map[string]any, error) {
+	dec := json.NewDecoder(strings.NewReader(in.text))
+	dec.UseNumber()
+	var m map[string]any
+	err := dec.Decode(&m)
+	return m, err
+}
+
+// MarshalJSON writes the input's object (null for none).
+func (in Input) MarshalJSON() ([]byte, error) {
+	if in.text == "" {
+		return []byte("null"), nil
+	}
+	return []byte(in.text), nil
 }

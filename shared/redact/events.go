@@ -80,6 +80,9 @@ type ToolDecision struct {
 	RewrittenVerdict string `json:"rewritten_verdict,omitempty"`
 	ApprovalID       string `json:"approval_id,omitempty"`
 	Grant            string `json:"grant,omitempty"`
+	// UpdatedInputDigest is the digest of the input the tool runs with
+	// when the gate narrowed it (tool.requested has the asked one's).
+	UpdatedInputDigest Digest `json:"updated_input_digest,omitzero"`
 	Shadow
 }
 

@@ -18,8 +18,10 @@ type Call struct {
 	RuleID           string `dynamodbav:"rule_id,omitempty"`
 	Verdict          string `dynamodbav:"verdict,omitempty"`
 	RewrittenVerdict string `dynamodbav:"rewritten_verdict,omitempty"`
-	ApprovalID       string `dynamodbav:"approval_id,omitempty"`
-	DecidedAt        string `dynamodbav:"decided_at"`
+	// UpdatedInputDigest is set when the answer narrowed the input.
+	UpdatedInputDigest string `dynamodbav:"updated_input_digest,omitempty"`
+	ApprovalID         string `dynamodbav:"approval_id,omitempty"`
+	DecidedAt          string `dynamodbav:"decided_at"`
 	// ExecutedAt is when a brokered call's one execution was claimed.
 	ExecutedAt string `dynamodbav:"executed_at,omitempty"`
 	// The outcome of an executed call: digests and numbers, never the
