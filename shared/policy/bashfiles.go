@@ -79,8 +79,17 @@ func (p *Policy) bashFiles(c *call) (deny, ask *bashFileFinding, narrow []bash.E
 	for _, op := range a.Reads() {
 		text := operandPath(op.Target, base)
 		where := operandName(op)
+		// The path the sandbox resolved the word to, when the runner sent
+		// it: a link committed as notes.txt -> .env is judged as .env.
+		resolved := c.env.Resolved[OperandField(op)]
 		for _, r := range reads {
 			g := r.hitGlob(pathValue{text: text, pattern: op.Pattern}, &c.env)
+			if g == "" && resolved != "" {
+				if g = r.hitGlob(pathValue{text: resolved}, &c.env); g != "" {
+					found(r, fmt.Sprintf("%s resolves in the sandbox to a path it matches (%q)", where, g))
+					continue
+				}
+			}
 			if g != "" {
 				found(r, fmt.Sprintf("%s is a path it matches (%q)", where, g))
 				continue
@@ -126,6 +135,12 @@ func (p *Policy) bashFiles(c *call) (deny, ask *bashFileFinding, narrow []bash.E
 	}
 	return deny, ask, narrow
 }
+
+// OperandField is the key under which a runner sends, in Env.Resolved
+// (resolved_paths), the sandbox's realpath of a Bash line's path operand:
+// "command#<part>.<index>", as bash.Operand numbers it. The hook analyses
+// the line with the same package, so both number the operands alike.
+func OperandField(op bash.Operand) string { return fmt.Sprintf("command#%d.%d", op.Part, op.Index) }
 
 // operandPath is an operand's path as the deny side reads it: absolute
 // against the working directory when known; ~ and a partly expanded word
