@@ -16,6 +16,8 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/client"
+	"github.com/fluidbox/fluidbox/shared/policy"
+	"github.com/fluidbox/fluidbox/shared/policy/bash"
 )
 
 // The Claude Code hook: `fluidbox hook claude-code`, configured as a
@@ -203,6 +205,18 @@ func claudeCodeDecision(ctx context.Context, getenv func(string) string, stdin i
 	}
 	req.ResolvedPaths = resolvePaths(in.ToolInput, req.Cwd)
 	req.PathKinds = pathKinds(in.ToolInput, req.Cwd)
+	if in.ToolName == "Bash" {
+		links, err := resolveOperands(in.ToolInput, req.Cwd)
+		if err != nil {
+			return fail("%v", err)
+		}
+		for k, v := range links {
+			if req.ResolvedPaths == nil {
+				req.ResolvedPaths = map[string]string{}
+			}
+			req.ResolvedPaths[k] = v
+		}
+	}
 	ans, err := c.Permission(ctx, cfg.sessionID, req, cfg.timeout)
 	switch {
 	case errors.Is(err, client.ErrBadToken):
@@ -287,6 +301,56 @@ func resolvePaths(input json.RawMessage, cwd string) map[string]string {
 		out[f] = r
 	}
 	return out
+}
+
+// maxOperandLinks is how many of a Bash line's path operands that are
+// symbolic links the hook reports; the request holds at most 8 resolved
+// paths in all.
+const maxOperandLinks = 8
+
+// resolveOperands returns, for each path operand of a Bash line (as the
+// policy's analysis numbers them) whose path goes through a symbolic link,
+// the path it resolves to, keyed by policy.OperandField: cat notes.txt,
+// where a pull request committed notes.txt -> .env, is then judged as a
+// read of .env. Operands that are patterns or partly expansions cannot be
+// resolved here and are judged as written. A line with more such links
+// than a request can carry is refused rather than sent half resolved.
+func resolveOperands(input json.RawMessage, cwd string) (map[string]string, error) {
+	var fields struct {
+		Command string `json:"command"`
+	}
+	if json.Unmarshal(input, &fields) != nil || fields.Command == "" || cwd == "" {
+		return nil, nil
+	}
+	// A link above the working directory is not the operand's: compare
+	// against the path through the resolved working directory.
+	base, ok := realpath(cwd)
+	if !ok {
+		base = cwd
+	}
+	var out map[string]string
+	for _, op := range bash.Analyze(fields.Command).Reads() {
+		if op.Index == 0 || op.Pattern || op.Partial || op.Text == "" || strings.HasPrefix(op.Text, "~") {
+			continue
+		}
+		p := op.Text
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(base, p)
+		}
+		p = filepath.Clean(p)
+		r, ok := realpath(p)
+		if !ok || r == p {
+			continue
+		}
+		if len(out) == maxOperandLinks {
+			return nil, fmt.Errorf("the command names more than %d paths through symbolic links, more than the hook can report to be judged", maxOperandLinks)
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[policy.OperandField(op)] = r
+	}
+	return out, nil
 }
 
 // realpath resolves symbolic links in an absolute path, through the

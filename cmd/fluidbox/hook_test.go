@@ -408,3 +408,52 @@ func TestPathKindsAndDanglingLinks(t *testing.T) {
 		t.Errorf("resolvePaths of a loop = %v, want nothing", got)
 	}
 }
+
+// A Bash line's path operands that are links are resolved by the hook, as
+// the file tools' paths are: cat notes.txt, where notes.txt -> .env, is
+// judged as a read of .env under a Read deny; the same line of a plain
+// file is allowed.
+func TestHookResolvesBashOperands(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{".env": "SECRET=1", "README.md": "hi"} {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(".env", filepath.Join(root, "notes.txt")); err != nil {
+		t.Fatal(err)
+	}
+	s := newStack(t, nil)
+	ctx := context.Background()
+	doc := `{"name":"secrets","default_verdict":"deny","rules":[
+	  {"id":"no-env","tool":"Read","match":{"path":["**/.env"]},"verdict":"deny"},
+	  {"id":"cat","tool":"Bash","match":{"command_prefix":["cat"]},"verdict":"allow"}]}`
+	var pol struct{ ID string }
+	if err := s.admin.Do(ctx, "POST", "/v1/policies", json.RawMessage(doc), &pol); err != nil {
+		t.Fatal(err)
+	}
+	var ses struct{ ID, Token string }
+	if err := s.admin.Do(ctx, "POST", "/v1/sessions", map[string]any{"policy_id": pol.ID, "capabilities": []string{"claude-code"}, "budget": map[string]any{"limit_usd": 1}}, &ses); err != nil {
+		t.Fatal(err)
+	}
+	vars := s.sandboxEnv("FLUIDBOX_SESSION_ID", ses.ID, "FLUIDBOX_SESSION_TOKEN", ses.Token)
+	for i, tt := range []struct{ line, want, reason string }{
+		{"cat README.md", "allow", "rule cat"},
+		{"cat notes.txt", "deny", "resolves in the sandbox to a path it matches"},
+		{"cat README.md " + filepath.Join(root, "notes.txt"), "deny", "word 2 of command 1"},
+	} {
+		in := fmt.Sprintf(`{"hook_event_name":"PreToolUse","cwd":%q,"tool_name":"Bash","tool_input":{"command":%q},"tool_use_id":"toolu_op%d"}`, root, tt.line, i)
+		got, reason := hookAnswer(t, fluidbox(ctx, vars, in, "hook", "claude-code"))
+		if got != tt.want || !strings.Contains(reason, tt.reason) {
+			t.Errorf("Bash %q = %s %q, want %s (%s)", tt.line, got, reason, tt.want, tt.reason)
+		}
+	}
+	links := strings.Repeat("notes.txt ", maxOperandLinks+1)
+	if _, err := resolveOperands(json.RawMessage(`{"command":"cat `+links+`"}`), root); err == nil {
+		t.Errorf("resolveOperands of %d links = nil error, want a refusal", maxOperandLinks+1)
+	}
+}
