@@ -66,7 +66,7 @@ func (p *Policy) bashFiles(c *call) (deny, ask *bashFileFinding, narrow []bash.E
 	if base == "" {
 		base = c.env.Workspace
 	}
-	seenEx := map[string]bool{}
+	var seenEx map[string]bool
 	found := func(r *rule, why string) {
 		f := &bashFileFinding{rule: r, reason: why}
 		switch {
@@ -78,7 +78,6 @@ func (p *Policy) bashFiles(c *call) (deny, ask *bashFileFinding, narrow []bash.E
 	}
 	for _, op := range a.Reads() {
 		text := operandPath(op.Target, base)
-		where := operandName(op)
 		// The path the sandbox resolved the word to, when the runner sent
 		// it: a link committed as notes.txt -> .env is judged as .env.
 		resolved := c.env.Resolved[OperandField(op)]
@@ -86,12 +85,12 @@ func (p *Policy) bashFiles(c *call) (deny, ask *bashFileFinding, narrow []bash.E
 			g := r.hitGlob(pathValue{text: text, pattern: op.Pattern}, &c.env)
 			if g == "" && resolved != "" {
 				if g = r.hitGlob(pathValue{text: resolved}, &c.env); g != "" {
-					found(r, fmt.Sprintf("%s resolves in the sandbox to a path it matches (%q)", where, g))
+					found(r, fmt.Sprintf("%s resolves in the sandbox to a path it matches (%q)", operandName(op), g))
 					continue
 				}
 			}
 			if g != "" {
-				found(r, fmt.Sprintf("%s is a path it matches (%q)", where, g))
+				found(r, fmt.Sprintf("%s is a path it matches (%q)", operandName(op), g))
 				continue
 			}
 			if !op.Tree {
@@ -113,6 +112,9 @@ func (p *Policy) bashFiles(c *call) (deny, ask *bashFileFinding, narrow []bash.E
 			switch {
 			case excluded:
 			case op.Narrow && ok:
+				if seenEx == nil {
+					seenEx = map[string]bool{}
+				}
 				for _, t := range tails {
 					if !seenEx[t.Tail] {
 						seenEx[t.Tail] = true
@@ -120,7 +122,7 @@ func (p *Policy) bashFiles(c *call) (deny, ask *bashFileFinding, narrow []bash.E
 					}
 				}
 			default:
-				found(r, fmt.Sprintf("%s reads the tree under its path, which may hold paths it matches (%q), and the search cannot be narrowed", where, g))
+				found(r, fmt.Sprintf("%s reads the tree under its path, which may hold paths it matches (%q), and the search cannot be narrowed", operandName(op), g))
 			}
 		}
 	}

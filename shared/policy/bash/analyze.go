@@ -66,6 +66,11 @@ type Analysis struct {
 	writesOnce  sync.Once
 	writes      []Target
 	unseen      string
+	// Whether it only reads (see ReadOnly), judged once: the trust tier,
+	// each policy and Writes all ask.
+	readOnlyOnce sync.Once
+	readOnly     bool
+	readOnlyWhy  string
 	// What it may read (see Reads).
 	redirectedIn []word
 	readsOnce    sync.Once
@@ -146,6 +151,11 @@ func (a *Analysis) PartReadOnly(i int) (bool, string) {
 // network or read beyond the paths its words name. If not, why names the
 // part and what is not read-only.
 func (a *Analysis) ReadOnly() (bool, string) {
+	a.readOnlyOnce.Do(func() { a.readOnly, a.readOnlyWhy = a.computeReadOnly() })
+	return a.readOnly, a.readOnlyWhy
+}
+
+func (a *Analysis) computeReadOnly() (bool, string) {
 	if ok, why := a.Strict(); !ok {
 		return false, why
 	}

@@ -57,6 +57,11 @@ func (a *Analysis) Writes() (targets []Target, unseen string) {
 }
 
 func (a *Analysis) computeWrites() ([]Target, string) {
+	if ok, _ := a.ReadOnly(); ok {
+		// A plain line of catalogue commands writes nothing: the strict
+		// reading admits no redirection but to /dev/null.
+		return nil, ""
+	}
 	var out []Target
 	unseen := a.configWrite
 	add := func(w word, dir string) { out = append(out, wordTargets(w, dir)...) }
@@ -109,6 +114,13 @@ var compressed = []string{".gz", ".bz2", ".xz", ".zst", ".lz4", ".lzma", ".br", 
 
 // wordTargets reads one word as the paths it may name.
 func wordTargets(w word, dir string) []Target {
+	if w.text == "" {
+		return nil
+	}
+	if !strings.ContainsAny(w.text, "=.") && w.text[0] != '-' && dir == "" {
+		// The usual word: itself, and nothing else it could name.
+		return []Target{{Text: w.text, Pattern: w.glob, Partial: w.dynamic && !w.glob}}
+	}
 	texts := []string{w.text}
 	if _, v, ok := strings.Cut(w.text, "="); ok {
 		texts = append(texts, v) // --output=x, of=x
