@@ -60,6 +60,14 @@ var protected = []Protected{
 		Why: "the system configuration ($(prefix)/etc/gitconfig)"},
 	{Glob: "**/HEAD", Name: "HEAD", Program: "git", Example: "/work/repo/vendor/x/HEAD", Revision: true,
 		Why: "a directory holding HEAD, objects/ and refs/ is a repository git discovers from inside it, and its config then drives git"},
+	// Hook directories that core.hooksPath usually names (husky's, and the
+	// conventional one), and the configuration a pre-commit hook runs.
+	{Glob: "**/.husky/**", Name: ".husky", Program: "git", Example: "/work/repo/.husky/pre-commit",
+		Why: "husky sets core.hooksPath to it: git commit, merge and checkout run the hooks there"},
+	{Glob: "**/.githooks/**", Name: ".githooks", Program: "git", Example: "/work/repo/.githooks/pre-commit",
+		Why: "the usual core.hooksPath of a repository that keeps its hooks in the tree"},
+	{Glob: "**/.pre-commit-config.yaml", Name: ".pre-commit-config.yaml", Program: "pre-commit", Example: "/work/repo/.pre-commit-config.yaml",
+		Why: "the commands pre-commit's git hook runs on every commit"},
 	// rg reads the file RIPGREP_CONFIG_PATH names; these are its usual names.
 	{Glob: "**/.ripgreprc", Name: ".ripgreprc", Program: "rg", Example: "/home/agent/.ripgreprc",
 		Why: "the usual file RIPGREP_CONFIG_PATH names; a line such as --pre makes rg run a program for every file it searches"},
