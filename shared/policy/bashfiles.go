@@ -196,6 +196,9 @@ func ruleTails(r *rule) ([]bash.Exclusion, bool) {
 // narrowBash rewrites the line so that its searches leave the exclusions
 // out, and returns the new input when the policy allows it as it is.
 func (p *Policy) narrowBash(c *call, ex []bash.Exclusion) (map[string]any, Result, bool) {
+	if c.Call.narrowed {
+		return nil, Result{}, false // a rewrite that still reaches the rules
+	}
 	cmd, _ := bashCommand(c.input)
 	narrowed, ok := bash.Narrow(cmd, ex)
 	if !ok || narrowed == cmd {
@@ -207,7 +210,9 @@ func (p *Policy) narrowBash(c *call, ex []bash.Exclusion) (map[string]any, Resul
 		in[k] = v
 	}
 	in["command"] = narrowed
-	res := p.EvaluateCall(c.env, NewCall(bashTool, in))
+	again := NewCall(bashTool, in)
+	again.narrowed = true
+	res := p.EvaluateCall(c.env, again)
 	if res.Verdict != VerdictAllow || res.UpdatedInput != nil {
 		return nil, res, false
 	}

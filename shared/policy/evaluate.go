@@ -84,8 +84,11 @@ func (e *Env) isFile(field string) bool { return e.Kinds[field] == KindFile }
 // the session grants all read the same analysis. A Call is safe for
 // concurrent use; the input must not change once it is made.
 type Call struct {
-	tool     string
-	input    any
+	tool  string
+	input any
+	// narrowed: the call is a rewrite the policy made to narrow a search;
+	// it is judged as it is, never narrowed again.
+	narrowed bool
 	once     sync.Once
 	analysis *bash.Analysis // nil when the input has no string command
 	// noGrant is set once an evaluation found that no session grant may

@@ -282,15 +282,88 @@ func (a *Analysis) Excludes(part int, ex Exclusion) bool {
 	default:
 		return false
 	}
-	for _, w := range c.words[1:] {
-		if !w.dynamic && w.text == want {
-			return true
+	// Where the exclusion stands, and whether anything could undo it: a
+	// later glob brings files back in rg (the last matching glob wins), an
+	// --include that may name the file in grep (the last matching one
+	// wins), following links reaches the file under another name, and a
+	// word known only at run time could be any of these.
+	at, end := -1, len(c.words)
+	for i := 1; i < len(c.words); i++ {
+		w := c.words[i]
+		if w.dynamic && !w.glob {
+			return false
 		}
-		if !w.dynamic && w.text == "--" {
+		if w.text == "--" {
+			end = i
 			break
 		}
+		if w.text == want {
+			at = i
+		}
 	}
-	return false
+	if at < 0 || hasShort(c.words[:end], 'L') && c.words[0].text == "rg" || hasShort(c.words[:end], 'R') && c.words[0].text != "rg" ||
+		hasAnyWord(c.words[:end], "--follow", "--dereference-recursive") {
+		return false
+	}
+	for i := 1; i < end; i++ {
+		t := c.words[i].text
+		switch c.words[0].text {
+		case "rg":
+			if i > at && !onlyExcludes(c.words, i, end) {
+				return false
+			}
+		default:
+			name, value, _ := strings.Cut(t, "=")
+			if len(name) >= 5 && strings.HasPrefix("--include", name) && mayName(value, ex.Tail) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// onlyExcludes: rg word i is no glob option, or one whose glob starts with
+// '!' (it leaves more out, never brings anything back).
+func onlyExcludes(words []word, i, end int) bool {
+	t := words[i].text
+	next := ""
+	if i+1 < end {
+		next = words[i+1].text
+	}
+	name, value, attached := strings.Cut(t, "=")
+	switch {
+	case strings.HasPrefix(name, "--glob") || strings.HasPrefix(name, "--iglob"):
+		if name == "--glob-case-insensitive" {
+			return true
+		}
+		if !attached {
+			value = next
+		}
+		return strings.HasPrefix(value, "!")
+	case len(t) > 1 && t[0] == '-' && t[1] != '-' && strings.ContainsRune(t, 'g'):
+		return t == "-g" && strings.HasPrefix(next, "!")
+	}
+	return true
+}
+
+// mayName reports whether an --include pattern may match a file the
+// exclusion leaves out (the exclusion's last name): told apart only when
+// one is a literal name, or both are * and a literal suffix.
+func mayName(include, tail string) bool {
+	name := strings.TrimSuffix(tail, "/**")
+	name = strings.ToLower(name[strings.LastIndexByte(name, '/')+1:])
+	include = strings.ToLower(include)
+	switch {
+	case !strings.ContainsAny(name, "*?[{"):
+		ok, err := path.Match(include, name)
+		return ok || err != nil
+	case !strings.ContainsAny(include, "*?[{"):
+		ok, err := path.Match(name, include)
+		return ok || err != nil
+	case strings.HasPrefix(include, "*") && strings.HasPrefix(name, "*") && !strings.ContainsAny(include[1:]+name[1:], "*?[{"):
+		return strings.HasSuffix(include, name[1:]) || strings.HasSuffix(name, include[1:])
+	}
+	return true
 }
 
 // Narrow rewrites a command line so that every rg and grep in it leaves
@@ -347,11 +420,28 @@ func Narrow(cmd string, excl []Exclusion) (string, bool) {
 		default:
 			return true
 		}
-		args := []*syntax.Word{call.Args[0]}
+		var added []*syntax.Word
 		for _, o := range opts {
-			args = append(args, &syntax.Word{Parts: []syntax.WordPart{&syntax.SglQuoted{Value: o}}})
+			added = append(added, &syntax.Word{Parts: []syntax.WordPart{&syntax.SglQuoted{Value: o}}})
 		}
-		call.Args = append(args, call.Args[1:]...)
+		// rg: after every other option (before "--"), since its last
+		// matching glob wins. grep: right after its name, where an option
+		// is one even when POSIXLY_CORRECT stops option parsing at the
+		// first operand; an --include that may undo it is refused by
+		// Excludes.
+		at := 1
+		if basename(prog.text) == "rg" {
+			at = len(call.Args)
+			for i, w := range words {
+				if i > 0 && !w.dynamic && w.text == "--" {
+					at = i
+					break
+				}
+			}
+		}
+		args := append([]*syntax.Word{}, call.Args[:at]...)
+		args = append(args, added...)
+		call.Args = append(args, call.Args[at:]...)
 		return true
 	})
 	if !ok {

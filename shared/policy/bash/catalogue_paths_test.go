@@ -96,7 +96,21 @@ func TestNarrow(t *testing.T) {
 			}
 		}
 	}
-	if Analyze("rg KEY").Excludes(1, ex[0]) {
-		t.Error("Excludes of an rg without exclusions = true")
+	// What could undo an exclusion: a later glob that brings files back
+	// (rg: the last matching glob wins), an --include that may name the
+	// file (grep), following links, a word known only at run time.
+	for _, line := range []string{
+		"rg KEY", "rg '--iglob=!**/.env' -g '*' KEY", "rg '--iglob=!**/.env' --glob=.env KEY", "rg '--iglob=!**/.env' -L KEY",
+		"rg '--iglob=!**/.env' \"$G\" KEY", "grep '--exclude=.[eE][nN][vV]' '--include=*' -r KEY .",
+		"grep '--exclude=.[eE][nN][vV]' --incl=.env -r KEY .", "grep '--exclude=.[eE][nN][vV]' -R KEY .",
+	} {
+		if Analyze(line).Excludes(1, ex[0]) {
+			t.Errorf("Excludes(%q) of .env = true", line)
+		}
+	}
+	for _, line := range []string{"rg -g '*.go' KEY '--iglob=!**/.env'", "rg '--iglob=!**/.env' -g '!*.md' KEY", "grep '--exclude=.[eE][nN][vV]' '--include=*.go' -r KEY ."} {
+		if !Analyze(line).Excludes(1, ex[0]) {
+			t.Errorf("Excludes(%q) of .env = false", line)
+		}
 	}
 }
