@@ -28,7 +28,7 @@ const filesPolicy = `{"name":"secrets","default_verdict":"deny","rules":[
   {"id":"read","tool":"Read","match":{"path":["**"]},"verdict":"allow"},
   {"id":"grep","tool":"Grep","match":{"path":["**"]},"verdict":"allow"},
   {"id":"glob","tool":"Glob","match":{"path":["**"]},"verdict":"allow"},
-  {"id":"shell-read","tool":"Bash","match":{"command_prefix":["cat","head","tail","wc","ls","grep","rg","find","sed","awk","jq","diff","git show","git diff","git status"]},"verdict":"allow"},
+  {"id":"shell-read","tool":"Bash","match":{"command_prefix":["cat","head","tail","wc","ls","grep","rg","find","sed","awk","jq","diff","git show","git diff","git status","git log","git grep"]},"verdict":"allow"},
   {"id":"copy","tool":"Bash","match":{"command_prefix":["cp"],"options":"any"},"verdict":"allow"}]}`
 
 type filesCase struct {
@@ -81,6 +81,27 @@ func secretRepo(t *testing.T) string {
 	}
 	if err := os.Symlink(".env", filepath.Join(dir, "notes.txt")); err != nil {
 		t.Fatal(err)
+	}
+	// A repository whose history and working tree change every secret, so
+	// that git diff, git log -p and git grep would show them.
+	git := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "init.defaultBranch=main"}, args...)...)
+		cmd.Dir = dir
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "GIT_CONFIG_NOSYSTEM=1"}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	if _, err := exec.LookPath("git"); err == nil {
+		git("init", "-q")
+		git("add", "-A")
+		git("commit", "-qm", "secrets")
+		for name, body := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(body+" changed\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	return dir
 }
@@ -136,7 +157,7 @@ func runAllowed(t *testing.T, ws, cmd string) {
 	defer cancel()
 	sh := exec.CommandContext(ctx, "bash", "-c", cmd)
 	sh.Dir = ws
-	sh.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + ws, "LC_ALL=C"}
+	sh.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + ws, "LC_ALL=C", "GIT_CONFIG_NOSYSTEM=1", "GIT_PAGER=cat"}
 	out, _ := sh.CombinedOutput()
 	if bytes.Contains(out, []byte("SECRET")) {
 		t.Errorf("allowed line %q printed a secret:\n%s", cmd, out)

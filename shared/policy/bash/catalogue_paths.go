@@ -196,8 +196,16 @@ func (a *Analysis) computeReads() []Operand {
 // at the repository's root.
 func gitReads(part int, c looseCommand) []Operand {
 	var out []Operand
+	if len(c.words) > 1 && !c.words[1].dynamic && gitContent[c.words[1].text] {
+		// It shows the content of the repository's files (a diff, a
+		// patch, matching lines): the whole tree, narrowed by pathspecs.
+		out = append(out, Operand{Part: part, Program: "git", Target: Target{Partial: true}, Tree: true, Narrow: true})
+	}
 	for i := 2; i < len(c.words); i++ {
 		w := c.words[i]
+		if !w.dynamic && excludePathspec(w.text) {
+			continue // leaves paths out; reads nothing
+		}
 		if !w.dynamic && strings.HasPrefix(w.text, "-") {
 			if _, v, ok := strings.Cut(w.text, "="); ok && strings.Contains(v, ":") {
 				w = word{text: v} // --contents=... and the like
@@ -219,6 +227,34 @@ func gitReads(part int, c looseCommand) []Operand {
 	}
 	return out
 }
+
+// gitContent are the catalogue's git subcommands that show files' content
+// (git show's patch, git grep's lines) of any path in the repository.
+var gitContent = map[string]bool{"diff": true, "log": true, "show": true, "whatchanged": true, "grep": true,
+	"diff-tree": true, "diff-index": true, "diff-files": true}
+
+// excludePathspec: a pathspec with the exclude magic (:(exclude)x, :!x,
+// :^x), which removes paths from what git shows.
+func excludePathspec(t string) bool {
+	if strings.HasPrefix(t, ":!") || strings.HasPrefix(t, ":^") {
+		return true
+	}
+	magic, _, ok := strings.Cut(strings.TrimPrefix(t, ":("), ")")
+	if !ok || !strings.HasPrefix(t, ":(") {
+		return false
+	}
+	for _, m := range strings.Split(magic, ",") {
+		if m == "exclude" {
+			return true
+		}
+	}
+	return false
+}
+
+// gitExclusion is the pathspec that leaves the tail out of what git
+// shows: from the top, case-insensitive, ** crossing directories; an
+// excluded path stays out whatever other pathspecs say.
+func gitExclusion(tail string) string { return ":(top,exclude,icase,glob)**/" + tail }
 
 // Exclusion is a path a narrowed search leaves out: Tail, a relative
 // glob matched at any depth, case-insensitively ("secrets/**", ".env").
@@ -271,6 +307,20 @@ func (a *Analysis) Excludes(part int, ex Exclusion) bool {
 	c := a.loose[part-1]
 	want := ""
 	switch c.words[0].text {
+	case "git":
+		// An exclude pathspec cannot be undone by another; it counts
+		// after "--", where git reads only pathspecs.
+		dashes := false
+		for _, w := range c.words[1:] {
+			if w.dynamic && !w.glob {
+				return false
+			}
+			dashes = dashes || w.text == "--"
+			if dashes && w.text == gitExclusion(ex.Tail) {
+				return true
+			}
+		}
+		return false
 	case "rg":
 		want = rgExclusion(ex.Tail)
 	case "grep", "egrep", "fgrep":
@@ -366,6 +416,42 @@ func mayName(include, tail string) bool {
 	return true
 }
 
+// narrowGit appends the exclusion pathspecs to a git command that shows
+// content: after its "--" (with ":/", the whole tree, when no pathspec
+// follows it, so that nothing is narrowed to less than asked), or after
+// a "--" it adds. Without "--" its operands become revisions only, so a
+// path given without "--" makes git refuse the line rather than widen it.
+func narrowGit(args []*syntax.Word, words []word, excl []Exclusion) []*syntax.Word {
+	sub := 1
+	for sub < len(words) && !words[sub].dynamic && strings.HasPrefix(words[sub].text, "-") {
+		sub++
+	}
+	if sub >= len(words) || words[sub].dynamic || !gitContent[words[sub].text] {
+		return args
+	}
+	lit := func(s string) *syntax.Word {
+		return &syntax.Word{Parts: []syntax.WordPart{&syntax.SglQuoted{Value: s}}}
+	}
+	out := append([]*syntax.Word{}, args...)
+	dashes := -1
+	for i := sub + 1; i < len(words); i++ {
+		if !words[i].dynamic && words[i].text == "--" {
+			dashes = i
+			break
+		}
+	}
+	if dashes < 0 {
+		out = append(out, lit("--"))
+	}
+	if dashes < 0 || dashes == len(words)-1 {
+		out = append(out, lit(":/"))
+	}
+	for _, e := range excl {
+		out = append(out, lit(gitExclusion(e.Tail)))
+	}
+	return out
+}
+
 // Narrow rewrites a command line so that every rg and grep in it leaves
 // the exclusions out of its search: their options are added after the
 // program's name. ok is false when that cannot be done safely: the line
@@ -393,6 +479,9 @@ func Narrow(cmd string, excl []Exclusion) (string, bool) {
 		}
 		var opts []string
 		switch basename(prog.text) {
+		case "git":
+			call.Args = narrowGit(call.Args, words, excl)
+			return true
 		case "rg":
 			if hasShort(words, 'L') || hasAnyWord(words, "--follow") {
 				ok = false

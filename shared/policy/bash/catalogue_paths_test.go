@@ -68,6 +68,8 @@ func TestNarrow(t *testing.T) {
 		{"rg KEY", []string{"'--iglob=!**/.env'", "'--iglob=!**/secrets/**'"}, true},
 		{"grep -r KEY . | head", []string{"'--exclude=.[eE][nN][vV]'", "'--exclude-dir=[sS][eE][cC][rR][eE][tT][sS]'"}, true},
 		{"echo $(rg KEY)", []string{"'--iglob=!**/.env'"}, true},
+		{"git diff", []string{"'--' ':/' ':(top,exclude,icase,glob)**/.env'"}, true},
+		{"git log -p -- src", []string{"src ':(top,exclude,icase,glob)**/.env'"}, true},
 		{"rg -L KEY", nil, false},
 		{"grep -R KEY .", nil, false},
 		{"rg 'unterminated", nil, false},
