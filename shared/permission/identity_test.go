@@ -33,6 +33,8 @@ func TestIdentityCoversEveryField(t *testing.T) {
 			v.Set(reflect.ValueOf(json.RawMessage(`{"file_path":"b"}`)))
 		case f.Type.Kind() == reflect.String:
 			v.SetString("/other")
+		case f.Name == "PathKinds":
+			v.Set(reflect.ValueOf(map[string]string{"file_path": "dir"}))
 		case f.Type == reflect.TypeOf(map[string]string(nil)):
 			v.Set(reflect.ValueOf(map[string]string{"file_path": "/other"}))
 		default:

@@ -173,24 +173,34 @@ func TestProtectedPathBash(t *testing.T) {
 
 // A session grant never covers a write to a protected path: not when the
 // path as given names one, not when the evaluation found one through the
-// resolved path.
+// resolved path, though the same grant covers an ordinary write.
 func TestProtectedPathNoGrant(t *testing.T) {
 	t.Parallel()
-	all := func(string) bool { return true }
-	if Covered("Write", map[string]any{"file_path": "/work/repo/.git/config"}, all) {
-		t.Error("a Write grant covers a write to .git/config")
+	p := mustParse(t, `{"name":"ask","default_verdict":"deny","rules":[
+	  {"id":"w","tool":"Write","match":{"path":["/work/**"]},"verdict":"require_approval","scope":"session"}]}`)
+	ordinary := NewCall("Write", map[string]any{"file_path": "/work/repo/src/a.go"})
+	res := p.EvaluateCall(Env{}, ordinary)
+	first := p.AnswerGrants(Env{}, ordinary, res, NewGrants())
+	if res.Verdict != VerdictRequireApproval || !first.Grantable || first.Ask.ScopeKey == "" {
+		t.Fatalf("an ordinary write = %v, grant %+v; want an approval a session grant can answer", res.Verdict, first)
 	}
-	if !Covered("Write", map[string]any{"file_path": "/work/repo/src/a.go"}, all) {
-		t.Error("a Write grant does not cover an ordinary write")
+	held := NewGrants(GrantKey{RuleID: first.Ask.RuleID, ScopeKey: first.Ask.ScopeKey})
+	if got := p.AnswerGrants(Env{}, NewCall("Write", map[string]any{"file_path": "/work/repo/src/b.go"}), res, held); !got.Covered {
+		t.Errorf("the grant does not cover another ordinary write: %+v", got)
 	}
-	p := mustParse(t, `{"name":"ask","default_verdict":"require_approval","rules":[
-	  {"id":"w","tool":"Write","match":{"path":["/work/**"]},"verdict":"allow"}]}`)
-	c := NewCall("Write", map[string]any{"file_path": "/work/repo/notes.txt"})
-	res := p.EvaluateCall(Env{Resolved: map[string]string{"file_path": "/work/repo/.git/hooks/pre-commit"}}, c)
-	if res.Verdict != VerdictRequireApproval || res.ScopeKey != "" || res.Scope != ScopeOnce {
-		t.Errorf("symlinked hook write = %v key %q scope %v (%s), want require_approval once without a key", res.Verdict, res.ScopeKey, res.Scope, res.Reason)
-	}
-	if c.Covered(all) {
-		t.Error("a grant covers the call after its evaluation found a protected path")
+	for name, c := range map[string]struct {
+		call *Call
+		env  Env
+	}{
+		"as given":    {NewCall("Write", map[string]any{"file_path": "/work/repo/.git/config"}), Env{}},
+		"as resolved": {NewCall("Write", map[string]any{"file_path": "/work/repo/notes.txt"}), Env{Resolved: map[string]string{"file_path": "/work/repo/.git/hooks/pre-commit"}}},
+	} {
+		r := p.EvaluateCall(c.env, c.call)
+		if r.Verdict == VerdictAllow {
+			t.Errorf("%s: a write to a protected path = allow (%s)", name, r.Reason)
+		}
+		if got := p.AnswerGrants(c.env, c.call, r, held); got.Covered || got.Grantable {
+			t.Errorf("%s: a session grant answers a write to a protected path: %+v", name, got)
+		}
 	}
 }
