@@ -14,8 +14,10 @@
 //   - A 401's or 403's Bearer challenge is read with the SDK's parser; its scopes are
 //     kept (UpstreamError.Scopes, ErrInsufficientScope) only when bounded, valid RFC 6749
 //     scope tokens that do not contain the credential; any other challenge is ignored.
-//   - A Photo's digest depends only on the tools, never on the order the upstream lists
-//     them in, so a digest comparison is a sound rug-pull check.
+//   - A Photo's digest depends only on what the tools mean (name, description, input and
+//     output schemas, annotations), never on the order the upstream lists them in, its
+//     cache hints (ttlMs, cacheScope), _meta or the protocol revision it speaks, so a
+//     digest comparison is a sound rug-pull check.
 //   - Nothing retries behind the caller's back; the caller's ctx bounds every call, and
 //     DefaultHTTPTimeout bounds each HTTP request when ctx has no deadline.
 package broker

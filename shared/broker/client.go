@@ -298,12 +298,20 @@ func toolDef(t *mcp.Tool) (ToolDef, error) {
 		return ToolDef{}, err
 	}
 	def := ToolDef{Name: t.Name, Description: t.Description, InputSchema: schema}
+	if t.OutputSchema != nil {
+		if def.OutputSchema, err = json.Marshal(t.OutputSchema); err != nil {
+			return ToolDef{}, err
+		}
+	}
 	if a := t.Annotations; a != nil {
-		ann := Annotations{DestructiveHint: a.DestructiveHint, OpenWorldHint: a.OpenWorldHint}
-		// The SDK decodes readOnlyHint as a plain bool, so absent and false look alike;
-		// only a positive claim is kept.
+		ann := Annotations{DestructiveHint: a.DestructiveHint, OpenWorldHint: a.OpenWorldHint, Title: a.Title}
+		// The SDK decodes readOnlyHint and idempotentHint as plain bools, so absent and
+		// false look alike; only a positive claim is kept.
 		if a.ReadOnlyHint {
 			ann.ReadOnlyHint = &a.ReadOnlyHint
+		}
+		if a.IdempotentHint {
+			ann.IdempotentHint = &a.IdempotentHint
 		}
 		def.Annotations = &ann
 	}

@@ -57,6 +57,9 @@ type upstreamOpts struct {
 	// stateless serves without sessions, as the SDK's handler must for a
 	// server to offer 2026-07-28.
 	stateless bool
+	// cache, when set, is the ttlMs and cacheScope of every cacheable
+	// result (2026-07-28).
+	cache *mcp.Cacheable
 	// check, when set, sees every POST's headers and body before the SDK
 	// does; an error refuses the request with HTTP 400.
 	check func(h http.Header, body []byte) error
@@ -64,7 +67,11 @@ type upstreamOpts struct {
 
 func newUpstream(t testing.TB, o upstreamOpts) *upstream {
 	t.Helper()
-	server := mcp.NewServer(&mcp.Implementation{Name: "test-upstream", Version: "1"}, &mcp.ServerOptions{PageSize: o.pageSize, SupportedProtocolVersions: o.versions})
+	sopts := &mcp.ServerOptions{PageSize: o.pageSize, SupportedProtocolVersions: o.versions}
+	if o.cache != nil {
+		sopts.SetCacheable = func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { *c = *o.cache }
+	}
+	server := mcp.NewServer(&mcp.Implementation{Name: "test-upstream", Version: "1"}, sopts)
 	// release unblocks the slow tool: the SDK server does not cancel a tool handler when
 	// the client gives up, and httptest.Server.Close waits for running handlers.
 	release := make(chan struct{})
