@@ -71,6 +71,7 @@ func transportFor(g *egress.Guard) http.RoundTripper {
 type Session struct {
 	cs     *mcp.ClientSession
 	rec    *recorder
+	in     *inputs
 	cred   seal.Credential
 	closed atomic.Bool
 }
@@ -107,12 +108,23 @@ func Connect(ctx context.Context, g *egress.Guard, endpoint string, cred seal.Cr
 		DisableStandaloneSSE: true,
 		MaxRetries:           -1,
 	}
-	client := mcp.NewClient(clientInfo, nil)
+	in := &inputs{}
+	client := mcp.NewClient(clientInfo, &mcp.ClientOptions{
+		// Elicitation of both modes is declared so that an upstream that
+		// needs input asks for it (and is answered, see inputs) instead of
+		// failing the call on a client that cannot take it. Nothing else is
+		// declared: no roots, no sampling (the broker lends the upstream
+		// neither the sandbox's files nor its model budget).
+		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{
+			Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{},
+		}},
+		ElicitationHandler: in.handle,
+	})
 	cs, err := client.Connect(ctx, transport, nil)
 	if err != nil {
 		return nil, classify(ctx, "connect", err, rec)
 	}
-	return &Session{cs: cs, rec: rec, cred: cred}, nil
+	return &Session{cs: cs, rec: rec, in: in, cred: cred}, nil
 }
 
 // Close ends the session (best effort: a DELETE to the upstream). After a call abandoned
@@ -195,6 +207,7 @@ func (s *Session) CallTool(ctx context.Context, name string, args map[string]any
 		return Result{}, &UpstreamError{Op: op, Msg: "empty tool name", Err: ErrInvalidRequest}
 	}
 	s.rec.reset()
+	s.in.reset()
 	if args == nil {
 		args = map[string]any{}
 	}
@@ -213,7 +226,7 @@ func (s *Session) CallTool(ctx context.Context, name string, args map[string]any
 	if content == nil {
 		content = []mcp.Content{}
 	}
-	out := Result{IsError: res.IsError}
+	out := Result{IsError: res.IsError, InputRequests: s.in.taken()}
 	if out.Content, err = json.Marshal(content); err != nil {
 		return Result{}, &UpstreamError{Op: op, Msg: "result content not encodable", Err: ErrInvalidResponse}
 	}
@@ -236,6 +249,10 @@ type Result struct {
 	Content           json.RawMessage `json:"content"`
 	StructuredContent json.RawMessage `json:"structuredContent,omitempty"`
 	IsError           bool            `json:"isError,omitempty"`
+	// InputRequests are the requests for input the upstream made during
+	// the call, as the broker judged and answered them. They are for the
+	// ledger and the run's humans, never for the sandbox: not encoded.
+	InputRequests []InputRequest `json:"-"`
 }
 
 // ListTools connects to the upstream at endpoint, photographs its tools, and closes.

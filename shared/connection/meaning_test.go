@@ -23,6 +23,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/permission"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/seal"
+	"github.com/fluidbox/fluidbox/shared/store"
 )
 
 // variant is one moment of an upstream's tool list.
@@ -53,14 +54,18 @@ func (v variant) server() *mcp.Server {
 	return s
 }
 
-// TestRefreshSeesMeaningOnly: an upstream of 2026-07-28 that changes only
-// its cache hints, its tools' _meta and the order it lists them in is
-// refreshed with no change reported and the same digest, and a run frozen
-// before keeps calling it; one that changes a description is reported
-// changed, and the run frozen before is denied (capability) rather than
-// upgraded. Its readOnlyHint never makes the tool read.
-func TestRefreshSeesMeaningOnly(t *testing.T) {
-	t.Parallel()
+// runOn is a shared connection "team" to an upstream, photographed, and a
+// run that may call its tools (policy: allow everything).
+type runOn struct {
+	st     *store.Store
+	svc    *connection.Service
+	broker *connection.Broker
+	con    connection.View
+	run    run.View
+}
+
+func newRunOn(t *testing.T, url string) (runOn, connection.RefreshResult) {
+	t.Helper()
 	ctx := context.Background()
 	st := testenv.Store(t)
 	led := ledger.New(st, time.Now)
@@ -68,25 +73,14 @@ func TestRefreshSeesMeaningOnly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var current atomic.Pointer[mcp.Server]
-	current.Store(variant{order: []string{"search", "lookup"}, desc: "Searches.", cache: mcp.Cacheable{TTLMs: 1000, CacheScope: "public"}}.server())
-	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return current.Load() },
-		&mcp.StreamableHTTPOptions{Stateless: true}))
-	t.Cleanup(srv.Close)
-
 	svc := connection.NewService(st, sealer, connection.Options{Egress: testenv.Loopback})
-	v, err := svc.Create(ctx, admin, connection.CreateRequest{Name: "team", URL: srv.URL, Kind: "shared", Credential: &seal.Credential{Type: seal.TypeBearer, Token: token}})
+	v, err := svc.Create(ctx, admin, connection.CreateRequest{Name: "team", URL: url, Kind: "shared", Credential: &seal.Credential{Type: seal.TypeBearer, Token: token}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	first, err := svc.Refresh(ctx, admin, v.ID)
 	if err != nil {
 		t.Fatal(err)
-	}
-	for _, tool := range first.Tools {
-		if tool.Class != "write" || tool.OutputSchema == nil {
-			t.Errorf("refresh shows %s as class %q, output schema %s; want write (readOnlyHint is no operator's word) and the schema", tool.Name, tool.Class, tool.OutputSchema)
-		}
 	}
 	limit := 1.0
 	req := run.CreateRequest{PolicyID: mustPolicy(t, st), Capabilities: []string{"claude-code"}, Connections: []string{"team"}}
@@ -99,6 +93,30 @@ func TestRefreshSeesMeaningOnly(t *testing.T) {
 	}
 	approvals := approval.NewService(led, time.Now)
 	b := connection.NewBroker(svc, permission.NewService(led, approvals, approval.Lazy{}, nil, time.Now), slog.New(slog.DiscardHandler))
+	return runOn{st: st, svc: svc, broker: b, con: v, run: r}, first
+}
+
+// TestRefreshSeesMeaningOnly: an upstream of 2026-07-28 that changes only
+// its cache hints, its tools' _meta and the order it lists them in is
+// refreshed with no change reported and the same digest, and a run frozen
+// before keeps calling it; one that changes a description is reported
+// changed, and the run frozen before is denied (capability) rather than
+// upgraded. Its readOnlyHint never makes the tool read.
+func TestRefreshSeesMeaningOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var current atomic.Pointer[mcp.Server]
+	current.Store(variant{order: []string{"search", "lookup"}, desc: "Searches.", cache: mcp.Cacheable{TTLMs: 1000, CacheScope: "public"}}.server())
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return current.Load() },
+		&mcp.StreamableHTTPOptions{Stateless: true}))
+	t.Cleanup(srv.Close)
+	f, first := newRunOn(t, srv.URL)
+	svc, b, v, r := f.svc, f.broker, f.con, f.run
+	for _, tool := range first.Tools {
+		if tool.Class != "write" || tool.OutputSchema == nil {
+			t.Errorf("refresh shows %s as class %q, output schema %s; want write (readOnlyHint is no operator's word) and the schema", tool.Name, tool.Class, tool.OutputSchema)
+		}
+	}
 	callSearch := func(id string) connection.CallAnswer {
 		t.Helper()
 		ans, err := b.Call(ctx, r.ID, permission.Request{ToolCallID: id, ToolName: "mcp__team__search", Input: []byte(`{"q":"x"}`)}, 0)

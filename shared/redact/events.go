@@ -134,6 +134,9 @@ type ToolBrokered struct {
 	LatencyMS    int64  `json:"latency_ms"`
 	ResultDigest Digest `json:"result_digest"`
 	IsError      bool   `json:"is_error"`
+	// InputRequests are the upstream's requests for input during the
+	// call (elicitation), as the broker answered them.
+	InputRequests []InputRequested `json:"input_requests,omitempty"`
 }
 
 func (ToolBrokered) eventType() Type { return TypeToolBrokered }
