@@ -74,6 +74,7 @@ type Session struct {
 	in     *inputs
 	cred   seal.Credential
 	closed atomic.Bool
+	listed atomic.Bool
 }
 
 // Connect opens a session with the upstream at endpoint, presenting cred. The URL is
@@ -140,9 +141,16 @@ func (s *Session) Close() error {
 	return nil
 }
 
-// ListTools pages through tools/list and returns the photo.
+// ListTools pages through tools/list and returns the photo. A session lists
+// once (ErrInvalidRequest after): the SDK's client keeps a 2026-07-28
+// session's lists for as long as the upstream's ttlMs says, so a second list
+// could be the first one again, and a look meant to see a change would not.
+// Connect anew to look again.
 func (s *Session) ListTools(ctx context.Context) (Photo, error) {
 	const op = "tools/list"
+	if s.listed.Swap(true) {
+		return Photo{}, &UpstreamError{Op: op, Msg: "this session listed its tools already; connect anew to look again", Err: ErrInvalidRequest}
+	}
 	s.rec.reset()
 	// Each page is bounded by MaxResponseBytes; together they share this
 	// budget, or a hundred pages would be held at once.

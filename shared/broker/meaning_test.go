@@ -3,6 +3,7 @@ package broker_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -88,5 +89,30 @@ func TestDigestCoversMeaningOnly(t *testing.T) {
 		if diff := cmp.Diff(all, broker.Diff(ref, p)); diff != "" {
 			t.Errorf("%s changed: Diff (-want +got):\n%s", name, diff)
 		}
+	}
+}
+
+// TestSessionListsOnce: a session refuses a second tools/list, which the
+// SDK would answer from the upstream's ttlMs without asking it: a caller
+// that looks again connects anew and reaches the upstream.
+func TestSessionListsOnce(t *testing.T) {
+	t.Parallel()
+	u := newUpstream(t, upstreamOpts{versions: []string{"2026-07-28"}, stateless: true, cache: &mcp.Cacheable{TTLMs: 86_400_000, CacheScope: "public"}})
+	s, err := broker.Connect(t.Context(), loopback, u.srv.URL, goodCred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.ListTools(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ListTools(t.Context()); !errors.Is(err, broker.ErrInvalidRequest) {
+		t.Errorf("second ListTools on a session = %v, want ErrInvalidRequest", err)
+	}
+	if _, err := broker.ListTools(t.Context(), loopback, u.srv.URL, goodCred); err != nil {
+		t.Fatal(err)
+	}
+	if n := u.listCalls.Load(); n != 2 {
+		t.Errorf("upstream saw %d tools/list, want 2 (one per session)", n)
 	}
 }

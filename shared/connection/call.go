@@ -300,6 +300,11 @@ func (b *Broker) look(ctx context.Context, up *upstream, bt permission.BrokeredT
 		up.looked, up.digest, up.tools, up.fetched = true, c.digest, c.tools, c.at
 		return nil
 	}
+	if again {
+		// A session lists once (its SDK client would answer from the
+		// upstream's cache hints): a second look is a new session.
+		up.close(ctx)
+	}
 	lctx, cancel := context.WithTimeout(ctx, b.svc.opts.ListTimeout)
 	defer cancel()
 	photo, err := b.listTools(lctx, up, conn.URL)
