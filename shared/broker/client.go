@@ -128,6 +128,12 @@ func Connect(ctx context.Context, g *egress.Guard, endpoint string, cred seal.Cr
 	return &Session{cs: cs, rec: rec, in: in, cred: cred}, nil
 }
 
+// stateless reports whether the session speaks 2026-07-28 or later.
+func (s *Session) stateless() bool {
+	res := s.cs.InitializeResult()
+	return res != nil && res.ProtocolVersion >= "2026-07-28"
+}
+
 // Close ends the session (best effort: a DELETE to the upstream). After a call abandoned
 // on its deadline the upstream may still be running the tool and answer the DELETE late;
 // the SDK bounds that wait at 5 s.
@@ -213,6 +219,19 @@ func (s *Session) CallTool(ctx context.Context, name string, args map[string]any
 	const op = "tools/call"
 	if name == "" {
 		return Result{}, &UpstreamError{Op: op, Msg: "empty tool name", Err: ErrInvalidRequest}
+	}
+	if !s.listed.Load() && s.stateless() {
+		// The SDK sets a 2026-07-28 call's Mcp-Param headers (a tool's
+		// x-mcp-header bindings) from the session's tool list, and the
+		// upstream refuses the call without them: list first. Its failure
+		// is one before the call reached the upstream.
+		if _, err := s.ListTools(ctx); err != nil {
+			var ue *UpstreamError
+			if errors.As(err, &ue) {
+				ue.Op = "connect"
+			}
+			return Result{}, err
+		}
 	}
 	s.rec.reset()
 	s.in.reset()
