@@ -26,7 +26,7 @@
 //   - An upstream's request for input mid-call (elicitation, input_required) is answered,
 //     never followed: a link that is not http or https, or a form asking for a secret, is
 //     declined, anything else cancelled; only its mode, a link's scheme, host and path, and
-//     the outcome are kept (Result.InputRequests), never encoded towards the sandbox.
+//     the outcome are kept (Session.InputRequests), never part of a Result.
 //     Nothing else is declared to the upstream (no roots, no sampling, no tasks), so it
 //     can ask for nothing else.
 //   - Nothing retries behind the caller's back; the caller's ctx bounds every call, and

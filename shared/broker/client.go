@@ -253,7 +253,7 @@ func (s *Session) CallTool(ctx context.Context, name string, args map[string]any
 	if content == nil {
 		content = []mcp.Content{}
 	}
-	out := Result{IsError: res.IsError, InputRequests: s.in.taken()}
+	out := Result{IsError: res.IsError}
 	if out.Content, err = json.Marshal(content); err != nil {
 		return Result{}, &UpstreamError{Op: op, Msg: "result content not encodable", Err: ErrInvalidResponse}
 	}
@@ -276,10 +276,18 @@ type Result struct {
 	Content           json.RawMessage `json:"content"`
 	StructuredContent json.RawMessage `json:"structuredContent,omitempty"`
 	IsError           bool            `json:"isError,omitempty"`
-	// InputRequests are the requests for input the upstream made during
-	// the call, as the broker judged and answered them. They are for the
-	// ledger and the run's humans, never for the sandbox: not encoded.
-	InputRequests []InputRequest `json:"-"`
+}
+
+// InputRequests are the requests for input the upstream made during the
+// session's last CallTool, as the broker judged and answered them, whether
+// the call succeeded or failed (an upstream that asks until the SDK gives
+// up is recorded too). They are for the ledger and the run's humans, never
+// for the sandbox.
+func (s *Session) InputRequests() []InputRequest {
+	if s == nil || s.in == nil {
+		return nil
+	}
+	return s.in.taken()
 }
 
 // ListTools connects to the upstream at endpoint, photographs its tools, and closes.

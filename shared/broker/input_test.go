@@ -91,6 +91,7 @@ func TestInputRequests(t *testing.T) {
 				args["schema"] = schema
 			}
 			res, err := s.CallTool(t.Context(), "ask", args)
+			asked := s.InputRequests()
 			s.Close()
 			if err != nil {
 				t.Errorf("%s %s: CallTool = %v, want the upstream's answer", rev, tc.name, err)
@@ -99,15 +100,52 @@ func TestInputRequests(t *testing.T) {
 			if got := string(res.Content); got != `[{"type":"text","text":"action `+tc.action+`"}]` {
 				t.Errorf("%s %s: result %s, want action %s", rev, tc.name, got, tc.action)
 			}
-			if diff := cmp.Diff([]broker.InputRequest{tc.want}, res.InputRequests); diff != "" {
+			if diff := cmp.Diff([]broker.InputRequest{tc.want}, asked); diff != "" {
 				t.Errorf("%s %s: input requests (-want +got):\n%s", rev, tc.name, diff)
 			}
 			// The sandbox gets the encoded result: no input request in it.
 			if b, _ := json.Marshal(res); strings.Contains(string(b), "example.com") || strings.Contains(string(b), "SECRET") {
 				t.Errorf("%s %s: encoded result %s carries the input request", rev, tc.name, b)
 			}
-			if b, _ := json.Marshal(res.InputRequests); strings.Contains(string(b), "SECRET") {
+			if b, _ := json.Marshal(asked); strings.Contains(string(b), "SECRET") {
 				t.Errorf("%s %s: input requests %s keep a query or user info", rev, tc.name, b)
+			}
+		}
+	}
+}
+
+// TestInputRequestsWithoutEnd: an upstream that asks again at every answer
+// does not hold the call: the SDK gives up after a bounded number of rounds
+// and the call fails, and what it asked is still there for the ledger,
+// bounded.
+func TestInputRequestsWithoutEnd(t *testing.T) {
+	t.Parallel()
+	for _, rev := range []string{"2026-07-28", "2025-11-25"} {
+		u := newUpstream(t, upstreamOpts{versions: []string{rev}, stateless: rev == "2026-07-28", tools: func(s *mcp.Server) {
+			mcp.AddTool(s, &mcp.Tool{Name: "nag", Description: "Asks forever."},
+				func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+					return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{
+						"a": &mcp.ElicitParams{Mode: "url", Message: "again", URL: "https://nag.example.com/a?n=QUERY-SECRET", ElicitationID: "x"},
+					}}, nil, nil
+				})
+		}})
+		s, err := broker.Connect(t.Context(), loopback, u.srv.URL, goodCred)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.CallTool(t.Context(), "nag", nil)
+		asked := s.InputRequests()
+		s.Close()
+		if err == nil {
+			t.Errorf("%s: CallTool(nag) succeeded, want a failure once the SDK gives up", rev)
+		}
+		assertNoSecret(t, err)
+		if len(asked) == 0 || len(asked) > broker.MaxInputRequests {
+			t.Errorf("%s: %d input requests kept, want 1 to %d", rev, len(asked), broker.MaxInputRequests)
+		}
+		for _, r := range asked {
+			if r != (broker.InputRequest{Mode: "url", Link: "https://nag.example.com/a", Outcome: "unanswered"}) {
+				t.Errorf("%s: input request %+v", rev, r)
 			}
 		}
 	}

@@ -438,7 +438,7 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 		return CallAnswer{}, fmt.Errorf("%w: encode result: %w", ErrNotRecorded, err)
 	}
 	out := call.Outcome{ResultDigest: redact.DigestBytes(body), LatencyMS: latency, IsError: res.IsError}
-	if err := b.record(ctx, runID, req, bt, out, false, inputRequested(res.InputRequests)); err != nil {
+	if err := b.record(ctx, runID, req, bt, out, false, inputRequested(up.sess.InputRequests())); err != nil {
 		b.log.ErrorContext(ctx, "brokered call executed but not recorded; result withheld", "run", runID, "call", req.ToolCallID, "err", err)
 		return CallAnswer{}, fmt.Errorf("%w: %w", ErrNotRecorded, err)
 	}

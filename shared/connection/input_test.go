@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/fluidbox/fluidbox/shared/broker"
 	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/permission"
 )
@@ -43,6 +44,12 @@ func TestBrokeredInputRequest(t *testing.T) {
 					}},
 				}}, nil, nil
 			})
+		mcp.AddTool(server, &mcp.Tool{Name: "nag", Description: "Asks forever."},
+			func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+				return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{
+					"a": &mcp.ElicitParams{Mode: "url", Message: "again", URL: "javascript:alert(1)//QUERY-SECRET"},
+				}}, nil, nil
+			})
 		srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
 			&mcp.StreamableHTTPOptions{Stateless: rev == "2026-07-28"}))
 		t.Cleanup(srv.Close)
@@ -55,11 +62,17 @@ func TestBrokeredInputRequest(t *testing.T) {
 		if ans.Decision != call.Allowed || ans.Result == nil || string(ans.Result.Content) != `[{"type":"text","text":"not deployed: consent cancel, token decline"}]` {
 			t.Fatalf("%s: Call = %+v (result %+v), want allowed with the upstream's answer", rev, ans.Answer, ans.Result)
 		}
+		// One that asks at every answer fails once the SDK gives up, and
+		// its requests are recorded all the same.
+		nag, err := f.broker.Call(context.Background(), f.run.ID, permission.Request{ToolCallID: "n1", ToolName: "mcp__team__nag", Input: []byte(`{}`)}, 0)
+		if err != nil || nag.Decision != call.Allowed || nag.Result == nil || !nag.Result.IsError {
+			t.Fatalf("%s: Call(nag) = %+v, %v; want allowed with a tool error", rev, nag.Answer, err)
+		}
 		evs, err := f.st.Events(context.Background(), f.run.ID, 0, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got []map[string]string
+		var got, nagged []map[string]string
 		for _, e := range evs {
 			if strings.Contains(string(e.Data), "SECRET") || strings.Contains(string(e.Data), "Approve the deploy") {
 				t.Errorf("%s: %s event keeps the upstream's request: %s", rev, e.Type, e.Data)
@@ -68,12 +81,21 @@ func TestBrokeredInputRequest(t *testing.T) {
 				continue
 			}
 			var data struct {
+				ToolCallID    string              `json:"tool_call_id"`
 				InputRequests []map[string]string `json:"input_requests"`
 			}
 			if err := json.Unmarshal([]byte(e.Data), &data); err != nil {
 				t.Fatal(err)
 			}
-			got = data.InputRequests
+			switch data.ToolCallID {
+			case "d1":
+				got = data.InputRequests
+			case "n1":
+				nagged = data.InputRequests
+			}
+		}
+		if len(nagged) == 0 || len(nagged) > broker.MaxInputRequests || nagged[0]["outcome"] != "refused" || nagged[0]["link"] != "" {
+			t.Errorf("%s: tool.brokered of the failed call lists %v, want its refused requests, bounded", rev, nagged)
 		}
 		want := []map[string]string{
 			{"mode": "form", "outcome": "refused"},
