@@ -438,7 +438,7 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 		return CallAnswer{}, fmt.Errorf("%w: encode result: %w", ErrNotRecorded, err)
 	}
 	out := call.Outcome{ResultDigest: redact.DigestBytes(body), LatencyMS: latency, IsError: res.IsError}
-	if err := b.record(ctx, runID, req, bt, out, false, inputRequested(up.sess.InputRequests())); err != nil {
+	if err := b.record(ctx, runID, req, bt, out, false, elicitations(up.sess.InputRequests())); err != nil {
 		b.log.ErrorContext(ctx, "brokered call executed but not recorded; result withheld", "run", runID, "call", req.ToolCallID, "err", err)
 		return CallAnswer{}, fmt.Errorf("%w: %w", ErrNotRecorded, err)
 	}
@@ -449,7 +449,7 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 // already) and then tool.brokered, each retried until it lands or the
 // request's deadline passes. It runs on past a caller who gave up: the
 // tool ran, so its record must land.
-func (b *Broker) record(ctx context.Context, runID string, req permission.Request, bt permission.BrokeredTool, out call.Outcome, stored bool, inputs []redact.InputRequested) error {
+func (b *Broker) record(ctx context.Context, runID string, req permission.Request, bt permission.BrokeredTool, out call.Outcome, stored bool, inputs []redact.Elicitation) error {
 	rctx, cancel := recordContext(ctx)
 	defer cancel()
 	if !stored {
@@ -460,7 +460,7 @@ func (b *Broker) record(ctx context.Context, runID string, req permission.Reques
 	batch, err := call.Brokered(b.svc.st, runID, redact.ToolBrokered{
 		ToolCallID: req.ToolCallID, ToolName: req.ToolName, ConnectionID: bt.ConnectionID,
 		LatencyMS: out.LatencyMS, ResultDigest: out.ResultDigest, IsError: out.IsError,
-		InputRequests: inputs,
+		Elicitations: inputs,
 	})
 	if err != nil {
 		return err
@@ -478,12 +478,12 @@ func (b *Broker) record(ctx context.Context, runID string, req permission.Reques
 	return nil
 }
 
-// inputRequested is what the ledger keeps of the upstream's requests for
+// elicitations is what the ledger keeps of the upstream's requests for
 // input: the broker's judgement, and a link's scheme, host and path.
-func inputRequested(in []broker.InputRequest) []redact.InputRequested {
-	var out []redact.InputRequested
+func elicitations(in []broker.InputRequest) []redact.Elicitation {
+	var out []redact.Elicitation
 	for _, r := range in {
-		out = append(out, redact.InputRequested{Mode: r.Mode, Link: r.Link, Outcome: r.Outcome})
+		out = append(out, redact.Elicitation{Mode: r.Mode, Link: r.Link, Outcome: r.Outcome})
 	}
 	return out
 }

@@ -81,17 +81,17 @@ func TestBrokeredInputRequest(t *testing.T) {
 				continue
 			}
 			var data struct {
-				ToolCallID    string              `json:"tool_call_id"`
-				InputRequests []map[string]string `json:"input_requests"`
+				ToolCallID   string              `json:"tool_call_id"`
+				Elicitations []map[string]string `json:"elicitations"`
 			}
 			if err := json.Unmarshal([]byte(e.Data), &data); err != nil {
 				t.Fatal(err)
 			}
 			switch data.ToolCallID {
 			case "d1":
-				got = data.InputRequests
+				got = data.Elicitations
 			case "n1":
-				nagged = data.InputRequests
+				nagged = data.Elicitations
 			}
 		}
 		if len(nagged) == 0 || len(nagged) > broker.MaxInputRequests || nagged[0]["outcome"] != "refused" || nagged[0]["link"] != "" {
@@ -102,7 +102,7 @@ func TestBrokeredInputRequest(t *testing.T) {
 			{"mode": "url", "link": "https://deploy.example.com/consent", "outcome": "unanswered"},
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("%s: tool.brokered input_requests (-want +got):\n%s", rev, diff)
+			t.Errorf("%s: tool.brokered elicitations (-want +got):\n%s", rev, diff)
 		}
 	}
 }

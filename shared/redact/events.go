@@ -134,9 +134,10 @@ type ToolBrokered struct {
 	LatencyMS    int64  `json:"latency_ms"`
 	ResultDigest Digest `json:"result_digest"`
 	IsError      bool   `json:"is_error"`
-	// InputRequests are the upstream's requests for input during the
-	// call (elicitation), as the broker answered them.
-	InputRequests []InputRequested `json:"input_requests,omitempty"`
+	// Elicitations are the upstream's requests for input during the call
+	// (MCP elicitation, or 2026-07-28 input_required), as the broker
+	// answered them.
+	Elicitations []Elicitation `json:"elicitations,omitempty"`
 }
 
 func (ToolBrokered) eventType() Type { return TypeToolBrokered }
