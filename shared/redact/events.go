@@ -55,6 +55,20 @@ type TokenIssued struct {
 
 func (TokenIssued) eventType() Type { return TypeTokenIssued }
 
+// WorkspaceFetched records that the control plane fetched a run's frozen
+// commit with its GitHub App and served it to the runner: the commit, the
+// archive's digest and size, never a file or the installation token.
+type WorkspaceFetched struct {
+	Repository    string `json:"repository"`
+	PullRequest   int    `json:"pull_request,omitempty"`
+	Commit        string `json:"commit"`
+	ArchiveDigest Digest `json:"archive_digest"`
+	ArchiveBytes  int64  `json:"archive_bytes"`
+	Files         int    `json:"files"`
+}
+
+func (WorkspaceFetched) eventType() Type { return TypeWorkspaceFetched }
+
 // ToolRequested records that a tool call was asked about. The input is kept
 // only as its digest.
 type ToolRequested struct {

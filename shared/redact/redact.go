@@ -36,6 +36,7 @@ const (
 	TypeSessionEnded      Type = "session.ended"
 	TypeGrantRevoked      Type = "grant.revoked"
 	TypeTokenIssued       Type = "session.token_issued"
+	TypeWorkspaceFetched  Type = "workspace.fetched"
 )
 
 // Envelope is a redacted ledger entry. Only New constructs one.
