@@ -136,10 +136,17 @@ var Table = []Route{
 	{Pattern: "/v1/sessions/{id}/model/", Access: Public, Function: Broker, Via: FunctionURL,
 		Undocumented: "every other Anthropic path: 404 in Anthropic's error shape"},
 	{Pattern: "GET /healthz", Access: Public, Function: Broker, Via: FunctionURL},
+	// A run's workspace: the frozen commit, fetched with the GitHub App's
+	// installation token, which only the broker may open; on the function
+	// URL, which carries a binary body of any size API Gateway would cut.
+	{Pattern: "GET /v1/sessions/{id}/workspace", Access: Runner, Function: Broker, Via: FunctionURL},
 
 	// The operator's model upstream: sealed here, opened only by the proxy.
 	{Pattern: "PUT /v1/model-upstream", Access: Admin, Function: Control, Via: APIGateway},
 	{Pattern: "GET /v1/model-upstream", Access: Admin, Function: Control, Via: APIGateway},
+	// The GitHub App that fetches workspaces: its key sealed here.
+	{Pattern: "PUT /v1/github-app", Access: Admin, Function: Control, Via: APIGateway},
+	{Pattern: "GET /v1/github-app", Access: Admin, Function: Control, Via: APIGateway},
 
 	// Triggers: configurations (admin), and GitHub's deliveries, signed,
 	// on a function of their own that holds the webhook secret.
