@@ -174,6 +174,11 @@ func pack(commit *object.Commit) (Archive, error) {
 		_, err = io.Copy(tw, r)
 		return err
 	})
+	if err != nil && !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrFetch) && !errors.Is(err, ErrUnsafeTree) {
+		// go-git's walker refuses ".git", ".." and "." entries itself, in
+		// its own words: the same refusal.
+		err = fmt.Errorf("%w: %v", ErrUnsafeTree, err)
+	}
 	if err != nil {
 		return Archive{}, err
 	}
