@@ -69,6 +69,23 @@ type WorkspaceFetched struct {
 
 func (WorkspaceFetched) eventType() Type { return TypeWorkspaceFetched }
 
+// RunLaunched records that a launcher started a runner for the run and
+// handed it a single-use launch credential (never the credential).
+type RunLaunched struct {
+	Launcher string `json:"launcher"`
+	By       string `json:"by"`
+}
+
+func (RunLaunched) eventType() Type { return TypeRunLaunched }
+
+// LaunchRefused records the first use of a run's launch credential after
+// its one good use: someone holds a copy of what should be spent.
+type LaunchRefused struct {
+	Reason string `json:"reason"`
+}
+
+func (LaunchRefused) eventType() Type { return TypeLaunchRefused }
+
 // ToolRequested records that a tool call was asked about. The input is kept
 // only as its digest.
 type ToolRequested struct {

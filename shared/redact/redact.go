@@ -37,6 +37,8 @@ const (
 	TypeGrantRevoked      Type = "grant.revoked"
 	TypeTokenIssued       Type = "session.token_issued"
 	TypeWorkspaceFetched  Type = "workspace.fetched"
+	TypeRunLaunched       Type = "run.launched"
+	TypeLaunchRefused     Type = "run.launch_refused"
 )
 
 // Envelope is a redacted ledger entry. Only New constructs one.

@@ -17,7 +17,9 @@ import (
 func hostileCommit(t *testing.T, dir, name string, mode filemode.FileMode) *object.Commit {
 	t.Helper()
 	st := memory.NewStorage()
-	put := func(o interface{ Encode(plumbing.EncodedObject) error }) plumbing.Hash {
+	put := func(o interface {
+		Encode(plumbing.EncodedObject) error
+	}) plumbing.Hash {
 		obj := st.NewEncodedObject()
 		if err := o.Encode(obj); err != nil {
 			t.Fatal(err)

@@ -208,9 +208,10 @@ const (
 	// approval.MayDecide, since the invoker of a run decides the calls on
 	// their personal connections whatever their role.
 	Deciders Access = "deciders"
-	// Issuers: the operator, an SSO admin, or the runner key of the
-	// trigger that created the run in the path (never a session or runner
-	// token: a run's own tokens cannot mint more).
+	// Issuers: the operator, an SSO admin, the runner key of the trigger
+	// that created the run in the path, or that run's launch credential,
+	// once (never a session or runner token: a run's own tokens cannot
+	// mint more).
 	Issuers Access = "issuers"
 	// People: the operator and every SSO user (never a session token); the
 	// handler decides further (connections: owner or admin).
