@@ -37,9 +37,14 @@ type GitHubTrigger struct {
 	Fork           bool   `json:"fork"`
 }
 
-// SessionEnded closes a run.
+// SessionEnded closes a run. A run ended by its runner also says how its
+// agent finished: why, the exit status (-1: none), and the digest of the
+// final message, whose text is kept outside the ledger for the report.
 type SessionEnded struct {
-	EndedBy string `json:"ended_by"`
+	EndedBy            string  `json:"ended_by"`
+	Reason             string  `json:"reason,omitempty"`
+	ExitStatus         *int    `json:"exit_status,omitempty"`
+	FinalMessageDigest *Digest `json:"final_message_digest,omitempty"`
 }
 
 func (SessionEnded) eventType() Type { return TypeSessionEnded }
