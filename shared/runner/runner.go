@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package runner runs one run's agent: it is `fluidbox runner`, the
 // process inside the sandbox's boundary but outside the agent's reach.
 //

@@ -8,6 +8,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -26,6 +28,9 @@ type report struct {
 	Files          []string          `json:"files"`
 	ReadmeContents string            `json:"readme"`
 	Cwd            string            `json:"cwd"`
+	Interfaces     []string          `json:"interfaces,omitempty"`
+	Dial           string            `json:"dial,omitempty"`
+	ControlPlane   string            `json:"control_plane,omitempty"`
 }
 
 func errText(err error) string {
@@ -33,6 +38,22 @@ func errText(err error) string {
 		return "ok"
 	}
 	return "error"
+}
+
+// interfaces lists this process's network namespace's interfaces
+// (/proc/self/net/dev is per namespace; /sys/class/net is not).
+func interfaces() []string {
+	b, err := os.ReadFile("/proc/self/net/dev")
+	if err != nil {
+		return []string{"unreadable"}
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n")[2:] {
+		if name, _, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 func main() {
@@ -47,6 +68,10 @@ func main() {
 	var prompt struct {
 		Probe, Settings string
 		Sleep           bool
+		// Dial is an address to try, only once the agent has seen that
+		// its network namespace holds nothing but loopback: a test must
+		// never send a packet anywhere else.
+		Dial string
 	}
 	if len(os.Args) > 2 {
 		_ = json.Unmarshal([]byte(os.Args[2]), &prompt)
@@ -64,6 +89,27 @@ func main() {
 		b, _ := os.ReadFile(settings)
 		r.Settings = string(b)
 		r.WriteSettings = errText(os.WriteFile(settings, []byte("{}"), 0o644))
+	}
+	if prompt.Dial != "" {
+		r.Interfaces = interfaces()
+		if len(r.Interfaces) == 1 && r.Interfaces[0] == "lo" {
+			c, err := net.DialTimeout("tcp", prompt.Dial, 2*time.Second)
+			if err == nil {
+				c.Close()
+				r.Dial = "connected"
+			} else {
+				r.Dial = err.Error()
+			}
+		} else {
+			r.Dial = "not dialled: the namespace has more than loopback"
+		}
+		resp, err := http.Get(os.Getenv("FLUIDBOX_URL") + "/healthz")
+		if err != nil {
+			r.ControlPlane = "error"
+		} else {
+			resp.Body.Close()
+			r.ControlPlane = resp.Status
+		}
 	}
 	r.Cwd, _ = os.Getwd()
 	_ = filepath.Walk(".", func(p string, info os.FileInfo, err error) error {
