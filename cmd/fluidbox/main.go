@@ -68,7 +68,7 @@ var commands []command
 func init() {
 	commands = []command{
 		{name: "dev", synopsis: "", summary: "run the local control plane on 127.0.0.1 (what \"make run\" starts)",
-			environment: devEnv, words: []string{"--print-webhook-secret"},
+			environment: devEnv, words: []string{"--print-webhook-secret", "--launcher", "--claude"},
 			run: func(ctx context.Context, args []string, e cmdEnv) error {
 				return dev(ctx, args, e.getenv, e.stdout, e.stderr)
 			}},

@@ -40,7 +40,9 @@ type Local struct {
 	Out io.Writer
 	Log *slog.Logger
 
-	wg sync.WaitGroup
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	running map[*exec.Cmd]bool
 }
 
 // Launch starts the runner of h's run if its trigger has a prompt.
@@ -77,7 +79,9 @@ func (l *Local) Launch(ctx context.Context, h store.Head) error {
 		}
 	}
 	cred, err := l.Runs.Launch(ctx, h.RunID, "local", "fluidbox dev")
-	if errors.Is(err, run.ErrLaunched) {
+	if errors.Is(err, run.ErrLaunched) || errors.Is(err, run.ErrRunEnded) || errors.Is(err, run.ErrTokensIssued) {
+		// Someone drives it already, or nobody needs to: not ours.
+		l.Log.InfoContext(ctx, "run not launched", "run", h.RunID, "why", err)
 		return nil
 	}
 	if err != nil {
@@ -114,10 +118,19 @@ func (l *Local) Launch(ctx context.Context, h store.Head) error {
 		return fmt.Errorf("launcher: start the runner of %s: %w", h.RunID, err)
 	}
 	fmt.Fprintf(l.Out, "runner of %s started: log at %s\n", h.RunID, logPath)
+	l.mu.Lock()
+	if l.running == nil {
+		l.running = map[*exec.Cmd]bool{}
+	}
+	l.running[cmd] = true
+	l.mu.Unlock()
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
 		err := cmd.Wait()
+		l.mu.Lock()
+		delete(l.running, cmd)
+		l.mu.Unlock()
 		ln.Close()
 		logf.Close()
 		l.Log.Info("runner finished", "run", h.RunID, "err", err, "log", logPath)
@@ -127,3 +140,15 @@ func (l *Local) Launch(ctx context.Context, h store.Head) error {
 
 // Wait waits for every runner started so far.
 func (l *Local) Wait() { l.wg.Wait() }
+
+// Stop kills every runner still running (unshare --kill-child takes the
+// runner with it, and the runner's agent dies with the runner) and waits
+// for them: a control plane that stops leaves no agent behind.
+func (l *Local) Stop() {
+	l.mu.Lock()
+	for cmd := range l.running {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	l.mu.Unlock()
+	l.wg.Wait()
+}
