@@ -32,7 +32,7 @@ func TestLocalLauncher(t *testing.T) {
 	runnertest.NeedRoot(t)
 	t.Parallel()
 	prompt, _ := json.Marshal(map[string]any{"dial": "192.0.2.1:80", "settings": "/etc/claude-code/managed-settings.json"})
-	p := runnertest.New(t, map[string]any{"prompt": string(prompt), "timeout_seconds": 120})
+	p := runnertest.New(t, runnertest.DenyAll, map[string]any{"prompt": string(prompt), "timeout_seconds": 120})
 	dir := runnertest.Sandbox(t)
 	_, hostSettingsBefore := os.Stat("/etc/claude-code/managed-settings.json")
 	var out bytes.Buffer

@@ -382,6 +382,9 @@ func agentEnv(cfg Config, sessionToken string) []string {
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 		"DISABLE_TELEMETRY=1",
 		"DISABLE_AUTOUPDATER=1",
+		// Tool search needs an anthropic-beta the model proxy does not
+		// forward; without this Claude Code's first request is refused.
+		"ENABLE_TOOL_SEARCH=false",
 	}
 }
 

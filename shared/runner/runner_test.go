@@ -43,7 +43,7 @@ type agentReport struct {
 func TestRunnerGovernsTheAgent(t *testing.T) {
 	runnertest.NeedRoot(t)
 	t.Parallel()
-	p := runnertest.New(t, nil)
+	p := runnertest.New(t, runnertest.DenyAll, nil)
 	id, cred := p.Launch(map[string]githubtest.File{
 		"README.md":             {Content: "review me\n"},
 		".claude/settings.json": {Content: `{"disableAllHooks":true,"permissions":{"allow":["Bash(*)"]}}`},
@@ -82,7 +82,7 @@ func TestRunnerGovernsTheAgent(t *testing.T) {
 	}
 	slices.Sort(names)
 	wantNames := []string{"ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_AUTOUPDATER", "DISABLE_TELEMETRY",
-		"FLUIDBOX_SESSION_ID", "FLUIDBOX_SESSION_TOKEN", "FLUIDBOX_URL", "HOME", "LANG", "PATH", "TMPDIR"}
+		"ENABLE_TOOL_SEARCH", "FLUIDBOX_SESSION_ID", "FLUIDBOX_SESSION_TOKEN", "FLUIDBOX_URL", "HOME", "LANG", "PATH", "TMPDIR"}
 	if diff := cmp.Diff(wantNames, names); diff != "" {
 		t.Errorf("agent's environment (-want +got):\n%s", diff)
 	}
@@ -142,7 +142,7 @@ func TestRunnerGovernsTheAgent(t *testing.T) {
 func TestRunnerTimeout(t *testing.T) {
 	runnertest.NeedRoot(t)
 	t.Parallel()
-	p := runnertest.New(t, nil)
+	p := runnertest.New(t, runnertest.DenyAll, nil)
 	id, cred := p.Launch(map[string]githubtest.File{"README.md": {Content: "x\n"}})
 	dir := runnertest.Sandbox(t)
 	out, err := runner.Run(context.Background(), runner.Config{

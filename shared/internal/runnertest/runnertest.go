@@ -50,9 +50,12 @@ type Plane struct {
 	GitHub    *githubtest.Server
 }
 
-// New starts a plane whose trigger for Repository has the given extra
-// fields (prompt, timeout_seconds, ...).
-func New(t *testing.T, trigger map[string]any) *Plane {
+// DenyAll is a policy that denies every call.
+const DenyAll = `{"name":"deny-all","default_verdict":"deny","rules":[]}`
+
+// New starts a plane whose trigger for Repository runs under policy (a
+// document) and has the given extra fields (prompt, timeout_seconds, ...).
+func New(t *testing.T, policy string, trigger map[string]any) *Plane {
 	t.Helper()
 	st, db := testenv.StoreOn(t, roles.Client)
 	roles.Enforce(t, db, st.Table())
@@ -66,7 +69,7 @@ func New(t *testing.T, trigger map[string]any) *Plane {
 	t.Cleanup(srv.Close)
 	p := &Plane{t: t, URL: srv.URL, Addr: strings.TrimPrefix(srv.URL, "http://"), Store: st, Runs: run.NewService(led, time.Now), GitHub: githubtest.New(t)}
 	p.Must(200, "PUT", "/v1/github-app", map[string]any{"app_id": githubtest.AppID, "private_key": string(p.GitHub.PrivateKey), "api_url": p.GitHub.API, "git_url": p.GitHub.Git})
-	pol := p.Must(201, "POST", "/v1/policies", map[string]any{"name": "p", "default_verdict": "deny", "rules": []any{}})["id"]
+	pol := p.Must(201, "POST", "/v1/policies", json.RawMessage(policy))["id"]
 	body := map[string]any{"repository": Repository, "policy_id": pol, "capabilities": []string{"claude-code"}, "budget": map[string]any{"limit_usd": 1}}
 	for k, v := range trigger {
 		body[k] = v
