@@ -107,7 +107,9 @@ func handlers(d function.Deps, verifier *sso.Verifier, sealer seal.Sealer) (api,
 			MaxPendingApprovals: d.Config.MaxPendingApprovals,
 			BaseURL:             baseURL(d.Config.PublicURL),
 			Egress:              guard,
-		}))
+		}),
+		// A run's report back to its pull request.
+		workspaces.New(workspaces.Config{Config: base, Sealer: sealer, Egress: guard}))
 	if err != nil {
 		return nil, nil, err
 	}

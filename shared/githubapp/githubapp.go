@@ -221,6 +221,10 @@ type Permission int
 const (
 	// ReadContents fetches a workspace.
 	ReadContents Permission = iota
+	// WriteChecks posts a run's check run.
+	WriteChecks
+	// WritePullRequests comments on a pull request.
+	WritePullRequests
 )
 
 func (p Permission) options(repo string) *github.InstallationTokenOptions {
@@ -229,15 +233,20 @@ func (p Permission) options(repo string) *github.InstallationTokenOptions {
 	switch p {
 	case ReadContents:
 		opts.Permissions.Contents = github.Ptr("read")
+	case WriteChecks:
+		opts.Permissions.Checks = github.Ptr("write")
+	case WritePullRequests:
+		opts.Permissions.PullRequests = github.Ptr("write")
 	}
 	return opts
 }
 
-// Installation is a minted installation token for one repository and the
-// git host to use it with.
+// Installation is a minted installation token for one repository, the
+// git host to use it with, and a REST client that presents it.
 type Installation struct {
 	Token  Token
 	GitURL string
+	Client *github.Client
 }
 
 // Installation mints a token of the App's installation on repo ("owner/
@@ -262,7 +271,6 @@ func (a *Apps) Installation(ctx context.Context, repo string, perm Permission) (
 		return Installation{}, fmt.Errorf("githubapp: open private key: %w", err)
 	}
 	tr := &http.Transport{DialContext: a.guard.DialContext, ForceAttemptHTTP2: true, TLSHandshakeTimeout: 10 * time.Second}
-	defer tr.CloseIdleConnections()
 	apps, err := ghinstallation.NewAppsTransport(tr, app.AppID, key)
 	if err != nil {
 		return Installation{}, fmt.Errorf("githubapp: the stored private key does not parse: %w", ErrNoApp)
@@ -290,7 +298,11 @@ func (a *Apps) Installation(ctx context.Context, repo string, perm Permission) (
 		}
 		return Installation{}, fmt.Errorf("%w: mint an installation token for %s", ErrUnavailable, repo)
 	}
-	return Installation{Token: Token{s: tok}, GitURL: app.GitURL}, nil
+	client, err := github.NewClient(github.WithHTTPClient(&http.Client{Transport: itr, Timeout: 30 * time.Second}), github.WithURLs(&base, &base))
+	if err != nil {
+		return Installation{}, fmt.Errorf("githubapp: client: %w", err)
+	}
+	return Installation{Token: Token{s: tok}, GitURL: app.GitURL, Client: client}, nil
 }
 
 // statusOf names a GitHub response's status for an error, never its body.

@@ -90,7 +90,7 @@ func TestLocalLauncher(t *testing.T) {
 		t.Errorf("the runner wrote the host's /etc/claude-code (%v): it must stay in the namespace", err)
 	}
 	types, data := p.EventTypes(h.RunID)
-	if want := []string{"session.created", "run.launched", "session.token_issued", "workspace.fetched", "session.ended"}; !cmp.Equal(types, want) {
+	if want := []string{"session.created", "run.launched", "session.token_issued", "workspace.fetched", "session.ended", "run.reported"}; !cmp.Equal(types, want) {
 		t.Errorf("ledger = %v, want %v\nrunner log:\n%s", types, want, runnerLog)
 	}
 	if data["run.launched"]["launcher"] != "local" || data["session.ended"]["reason"] != string(run.EndExited) {

@@ -91,6 +91,19 @@ type LaunchRefused struct {
 
 func (LaunchRefused) eventType() Type { return TypeLaunchRefused }
 
+// RunReported records that the control plane posted a run's result to its
+// pull request: what (check_run or comment), GitHub's id for it, and the
+// digest of the posted body, never the text.
+type RunReported struct {
+	Kind        string `json:"kind"`
+	ID          int64  `json:"id"`
+	Repository  string `json:"repository"`
+	PullRequest int    `json:"pull_request"`
+	BodyDigest  Digest `json:"body_digest"`
+}
+
+func (RunReported) eventType() Type { return TypeRunReported }
+
 // ToolRequested records that a tool call was asked about. The input is kept
 // only as its digest.
 type ToolRequested struct {

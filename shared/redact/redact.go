@@ -39,6 +39,7 @@ const (
 	TypeWorkspaceFetched  Type = "workspace.fetched"
 	TypeRunLaunched       Type = "run.launched"
 	TypeLaunchRefused     Type = "run.launch_refused"
+	TypeRunReported       Type = "run.reported"
 )
 
 // Envelope is a redacted ledger entry. Only New constructs one.

@@ -14,7 +14,8 @@
 // holding only the model proxy's URL, the session token as the API key and
 // the hook's variables. When the agent exits, fails or runs past the
 // timeout, it ends the run with the runner token, saying why, the exit
-// status and the final message (whose digest the ledger keeps).
+// status and the final message (whose digest the ledger keeps), and asks
+// the control plane to report the result to the pull request.
 //
 // Guarantees: nothing the runner holds besides the session token reaches
 // the agent: not its environment (the agent's is built from nothing), not
@@ -133,6 +134,13 @@ func Run(ctx context.Context, cfg Config) (Outcome, error) {
 	body := map[string]any{"reason": out.Reason, "exit_status": out.ExitStatus, "final_message": out.FinalMessage}
 	if err := ender.Do(endCtx, http.MethodPost, "/v1/sessions/"+cfg.RunID+"/end", body, nil); err != nil {
 		return out, fmt.Errorf("runner: end the run: %w", err)
+	}
+	// The report is the control plane's act from what it stored; the
+	// runner only asks. A run whose report fails is still ended.
+	// (404: the run did not come from a pull request.)
+	var ae *client.APIError
+	if err := ender.Do(endCtx, http.MethodPost, "/v1/sessions/"+cfg.RunID+"/report", nil, nil); err != nil && !(errors.As(err, &ae) && ae.Status == http.StatusNotFound) {
+		cfg.Log.WarnContext(ctx, "runner: report", "run", cfg.RunID, "err", err)
 	}
 	return out, nil
 }

@@ -121,7 +121,7 @@ func TestRunnerGovernsTheAgent(t *testing.T) {
 	}
 	types, data := p.EventTypes(id)
 	ended := data["session.ended"]
-	if want := []string{"session.created", "run.launched", "session.token_issued", "workspace.fetched", "session.ended"}; !cmp.Equal(types, want) {
+	if want := []string{"session.created", "run.launched", "session.token_issued", "workspace.fetched", "session.ended", "run.reported"}; !cmp.Equal(types, want) {
 		t.Errorf("ledger = %v, want %v", types, want)
 	}
 	wantEnded := map[string]any{"ended_by": id, "reason": "exited", "exit_status": float64(3), "final_message_digest": redact.DigestBytes([]byte(out.FinalMessage)).String()}

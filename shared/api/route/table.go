@@ -140,6 +140,10 @@ var Table = []Route{
 	// installation token, which only the broker may open; on the function
 	// URL, which carries a binary body of any size API Gateway would cut.
 	{Pattern: "GET /v1/sessions/{id}/workspace", Access: Runner, Function: Broker, Via: FunctionURL},
+	// The report back to the pull request once the run ended: the
+	// control plane's act (the text is the stored result), with a token
+	// the broker mints; the runner token only asks for it.
+	{Pattern: "POST /v1/sessions/{id}/report", Access: Reporters, Function: Broker, Via: APIGateway},
 
 	// The operator's model upstream: sealed here, opened only by the proxy.
 	{Pattern: "PUT /v1/model-upstream", Access: Admin, Function: Control, Via: APIGateway},

@@ -1,7 +1,7 @@
 // Package workspaces serves the routes of a run's code (route.Table): the
-// deployment's GitHub App setting (Function Control, which seals its key)
-// and a run's workspace (Function Broker, on its function URL, the only
-// place the key is opened).
+// deployment's GitHub App setting (Function Control, which seals its key),
+// a run's workspace (Function Broker, on its function URL, the only place
+// the key is opened) and its report back to the pull request (Broker).
 //
 // GET /v1/sessions/{id}/workspace is the credentialed git fetch the
 // product promises happens control-plane-side: the runner asks with the
@@ -31,6 +31,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/githubapp"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/redact"
+	"github.com/fluidbox/fluidbox/shared/report"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -53,17 +54,19 @@ type Config struct {
 
 // Server serves the workspace routes.
 type Server struct {
-	apps *githubapp.Apps
-	led  *ledger.Ledger
-	st   *store.Store
-	log  *slog.Logger
+	apps    *githubapp.Apps
+	reports *report.Service
+	led     *ledger.Ledger
+	st      *store.Store
+	log     *slog.Logger
 }
 
 // New builds the workspace routes' handlers.
 func New(cfg Config) *Server {
 	cfg.Config = cfg.Config.WithDefaults()
 	st := cfg.Ledger.Store()
-	return &Server{apps: githubapp.New(st, cfg.Sealer, cfg.Egress, cfg.Now), led: cfg.Ledger, st: st, log: cfg.Logger}
+	apps := githubapp.New(st, cfg.Sealer, cfg.Egress, cfg.Now)
+	return &Server{apps: apps, reports: report.New(cfg.Ledger, apps, cfg.Now), led: cfg.Ledger, st: st, log: cfg.Logger}
 }
 
 // Endpoints gives the handler of each workspace row.
@@ -72,6 +75,7 @@ func (s *Server) Endpoints() route.Endpoints {
 		"PUT /v1/github-app":              route.Authenticated(s.putApp),
 		"GET /v1/github-app":              route.Authenticated(s.getApp),
 		"GET /v1/sessions/{id}/workspace": route.Authenticated(s.workspace),
+		"POST /v1/sessions/{id}/report":   route.Authenticated(s.report),
 	}
 }
 
@@ -207,4 +211,30 @@ func (s *Server) unavailable(r *http.Request, id, what string, err error) error 
 		msg = "the GitHub App is not installed on this run's repository"
 	}
 	return &route.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: msg}
+}
+
+// report serves POST /v1/sessions/{id}/report: once the run has ended, its
+// stored result goes to its pull request as its trigger says (package
+// report). The caller only asks; nothing of the request is posted.
+func (s *Server) report(w http.ResponseWriter, r *http.Request, who auth.Principal) error {
+	id, err := route.RunID(r)
+	if err != nil {
+		return err
+	}
+	out, err := s.reports.Report(r.Context(), id)
+	switch {
+	case errors.Is(err, run.ErrNotFound):
+		return route.NotFound("session " + id)
+	case errors.Is(err, report.ErrNoPullRequest):
+		return &route.Error{Status: http.StatusNotFound, Code: "not_found", Message: "this run did not come from a pull request: there is nothing to report to"}
+	case errors.Is(err, report.ErrNotEnded):
+		return route.Conflict("run %s has not ended; it reports once it has", id)
+	case errors.Is(err, report.ErrReported):
+		return route.Conflict("run %s reported already", id)
+	case err != nil:
+		return s.unavailable(r, id, "report", err)
+	}
+	s.log.InfoContext(r.Context(), "run reported", "run", id, "kind", out.Kind, "github_id", out.ID, "by", string(who.Kind))
+	route.WriteJSON(w, http.StatusOK, out)
+	return nil
 }

@@ -57,6 +57,50 @@ type Server struct {
 	inst  map[string]int64 // "owner/name" -> installation id
 	mint  map[string]Grant // token -> grant
 	fetch []string         // repositories fetched, in order
+	posts []Post
+}
+
+// Post is a check run or a comment a token posted.
+type Post struct {
+	Kind       string // check_run or comment
+	Repository string
+	Number     string // the pull request of a comment
+	Body       map[string]any
+}
+
+// Posts returns what was posted, in order.
+func (s *Server) Posts() []Post {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.posts)
+}
+
+// post accepts a POST from a token minted for the repository with perm:
+// write, as GitHub checks an installation token.
+func (s *Server) post(perm, kind string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		repo := r.PathValue("owner") + "/" + r.PathValue("repo")
+		// GitHub takes "token X" (what ghinstallation sends) and "Bearer X".
+		auth := r.Header.Get("Authorization")
+		tok, ok := strings.CutPrefix(auth, "token ")
+		if !ok {
+			tok, _ = strings.CutPrefix(auth, "Bearer ")
+		}
+		var body map[string]any
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			http.Error(w, `{"message":"Problems parsing JSON"}`, http.StatusBadRequest)
+			return
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		g, minted := s.mint[tok]
+		if !minted || !slices.Contains(g.Repositories, repo) || g.Permissions[perm] != "write" {
+			http.Error(w, `{"message":"Resource not accessible by integration"}`, http.StatusForbidden)
+			return
+		}
+		s.posts = append(s.posts, Post{Kind: kind, Repository: repo, Number: r.PathValue("number"), Body: body})
+		writeJSON(w, http.StatusCreated, map[string]any{"id": 9000 + len(s.posts)})
+	}
 }
 
 // New starts the stand-in; it stops when the test ends.
@@ -71,6 +115,8 @@ func New(t *testing.T) *Server {
 	api := http.NewServeMux()
 	api.HandleFunc("GET /repos/{owner}/{repo}/installation", s.installation)
 	api.HandleFunc("POST /app/installations/{id}/access_tokens", s.accessToken)
+	api.HandleFunc("POST /repos/{owner}/{repo}/check-runs", s.post("checks", "check_run"))
+	api.HandleFunc("POST /repos/{owner}/{repo}/issues/{number}/comments", s.post("pull_requests", "comment"))
 	s.API = serve(t, api)
 	s.Git = serve(t, http.HandlerFunc(s.git))
 	return s

@@ -101,7 +101,7 @@ func TestPullRequestReviewed(t *testing.T) {
 	}
 	types, _ := p.EventTypes(h.RunID)
 	want := []string{"session.created", "run.launched", "session.token_issued", "workspace.fetched",
-		"tool.requested", "tool.decision", "tool.requested", "tool.decision", "session.ended"}
+		"tool.requested", "tool.decision", "tool.requested", "tool.decision", "session.ended", "run.reported"}
 	var got []string
 	for _, ty := range types {
 		if !strings.HasPrefix(ty, "budget.") {
@@ -121,6 +121,12 @@ func TestPullRequestReviewed(t *testing.T) {
 	}
 	if want := []string{"allow/cat-readme/<nil>", "deny/<nil>/policy"}; !cmp.Equal(decisions, want) {
 		t.Errorf("decisions = %v, want %v", decisions, want)
+	}
+	// The review reached the pull request as a check run on the commit.
+	posts := p.GitHub.Posts()
+	if len(posts) != 1 || posts[0].Kind != "check_run" || posts[0].Body["head_sha"] != h.GitHub.HeadSHA ||
+		!strings.Contains(posts[0].Body["output"].(map[string]any)["summary"].(string), "Reviewed. Second call error=true.") {
+		t.Errorf("posted to GitHub: %+v, want one check run with the final message", posts)
 	}
 	raw, _ := json.Marshal(p.Must(200, "GET", "/v1/sessions/"+h.RunID+"/events", nil))
 	if strings.Contains(string(raw), "fbx_sess_") || strings.Contains(string(raw), "fbx_run_") || strings.Contains(string(raw), "fbx_lch_") {
