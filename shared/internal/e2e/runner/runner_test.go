@@ -133,3 +133,73 @@ func TestPullRequestReviewed(t *testing.T) {
 		t.Errorf("a token reached the ledger")
 	}
 }
+
+// TestAgentCannotReadRunnerSecrets: with a policy that lets the agent run
+// cat on anything, it dumps every process's environment it can
+// (`cat /proc/*/environ`: the agent's own processes hold the session token
+// and nothing else of fluidbox's; the runner's is refused by the kernel)
+// and tries the runner's own files beside its workspace (refused too),
+// though the gate allowed both calls.
+func TestAgentCannotReadRunnerSecrets(t *testing.T) {
+	runnertest.NeedRoot(t)
+	bin := claude(t)
+	var seen []scriptedmodel.ToolResult
+	bash := func(cmd string) scriptedmodel.Reply {
+		return scriptedmodel.Reply{ToolUse: &scriptedmodel.ToolUse{Name: "Bash", Input: map[string]any{"command": cmd, "description": "look"}}}
+	}
+	model := scriptedmodel.New(
+		scriptedmodel.Respond(bash("cat /proc/*/environ")),
+		scriptedmodel.AfterToolResult(func(tr scriptedmodel.ToolResult) scriptedmodel.Reply {
+			seen = append(seen, tr)
+			return bash("cat ../runner/runner.log ../runner/launch-credential")
+		}),
+		scriptedmodel.AfterToolResult(func(tr scriptedmodel.ToolResult) scriptedmodel.Reply {
+			seen = append(seen, tr)
+			return scriptedmodel.Reply{Text: "done"}
+		}),
+	)
+	t.Cleanup(model.Close)
+	model.RequireAPIKey(operatorKey)
+	const catAnything = `{"name":"cat","default_verdict":"deny","rules":[{"id":"cat","tool":"Bash","match":{"command_prefix":["cat"]},"verdict":"allow"}]}`
+	p := runnertest.New(t, catAnything, map[string]any{"prompt": "Look around.", "timeout_seconds": 300})
+	p.Must(200, "PUT", "/v1/model-upstream", map[string]any{"url": model.URL(), "credential": map[string]string{"type": "header", "name": "x-api-key", "value": operatorKey}})
+	dir := runnertest.Sandbox(t)
+	var out bytes.Buffer
+	l := &launcher.Local{
+		Runs: p.Runs, Store: p.Store, API: p.Addr, Dir: filepath.Join(dir, "runs"), User: "nobody", Out: &out,
+		Fluidbox: runnertest.Build(t, dir, "fluidbox", "github.com/fluidbox/fluidbox/cmd/fluidbox"),
+		Claude:   bin, Log: slog.New(slog.DiscardHandler),
+	}
+	h := p.Deliver(map[string]githubtest.File{"README.md": {Content: "x\n"}})
+	if err := l.Launch(context.Background(), h); err != nil {
+		t.Fatalf("Launch: %v", err)
+	}
+	l.Wait()
+	if len(seen) != 2 {
+		runnerLog, _ := os.ReadFile(filepath.Join(dir, "runs", h.RunID, "runner", "runner.log"))
+		t.Fatalf("the model saw %d tool results, want 2\nrunner log:\n%s", len(seen), runnerLog)
+	}
+	environs, files := seen[0], seen[1]
+	if !strings.Contains(environs.Content, "fbx_sess_") || !strings.Contains(environs.Content, "Permission denied") {
+		t.Errorf("cat /proc/*/environ = %q, want the agent's own (its session token) and refusals for the rest", environs.Content)
+	}
+	if !strings.Contains(files.Content, "Permission denied") {
+		t.Errorf("the runner's files, read by the agent = %q, want refused", files.Content)
+	}
+	for i, tr := range seen {
+		for _, secret := range []string{"fbx_run_", "fbx_lch_", "fbx_trg_", runnertest.AdminToken} {
+			if strings.Contains(tr.Content, secret) {
+				t.Errorf("tool result %d holds %s", i, secret)
+			}
+		}
+	}
+	var decisions []string
+	for _, e := range p.Must(200, "GET", "/v1/sessions/"+h.RunID+"/events", nil)["events"].([]any) {
+		if ev := e.(map[string]any); ev["type"] == "tool.decision" {
+			decisions = append(decisions, fmt.Sprint(ev["data"].(map[string]any)["decision"]))
+		}
+	}
+	if !cmp.Equal(decisions, []string{"allow", "allow"}) {
+		t.Errorf("decisions = %v, want both allowed: the refusal is the sandbox's, not the gate's", decisions)
+	}
+}
