@@ -34,7 +34,10 @@ func TestLaunch(t *testing.T) {
 	h := newRun(t, st, "ses_0", 0)
 	_, err := st.GetLaunch(ctx, "ses_0")
 	wantErr(t, "no launch yet", err, store.ErrNotFound)
-	wantErr(t, "using a launch that does not exist", func() error { _, err := append1(t, st, h, store.HeadChange{}, st.UseLaunch("ses_0", at(0))); return err }(), store.ErrLaunchUsed)
+	wantErr(t, "using a launch that does not exist", func() error {
+		_, err := append1(t, st, h, store.HeadChange{}, st.UseLaunch("ses_0", at(0)))
+		return err
+	}(), store.ErrLaunchUsed)
 	put := func() store.Op {
 		op, err := st.PutLaunch("ses_0", store.Launch{CredentialHash: "h", Launcher: "local", LaunchedAt: at(0)})
 		must(t, err)
@@ -44,7 +47,10 @@ func TestLaunch(t *testing.T) {
 	must(t, err)
 	_, err = append1(t, st, h, store.HeadChange{}, put())
 	wantErr(t, "a second launch", err, store.ErrLaunched)
-	wantErr(t, "recording a reuse before any use", func() error { _, err := append1(t, st, h, store.HeadChange{}, st.MarkLaunchReused("ses_0", at(0))); return err }(), store.ErrLaunchReuseRecorded)
+	wantErr(t, "recording a reuse before any use", func() error {
+		_, err := append1(t, st, h, store.HeadChange{}, st.MarkLaunchReused("ses_0", at(0)))
+		return err
+	}(), store.ErrLaunchReuseRecorded)
 	won := wins(t, 16, store.ErrLaunchUsed, func(int) error {
 		for {
 			cur, err := st.GetHead(ctx, "ses_0")
