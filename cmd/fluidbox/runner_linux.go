@@ -45,7 +45,7 @@ func runnerCmd(ctx context.Context, args []string, e cmdEnv) error {
 	timeout := fs.Int("timeout", 3600, "seconds the agent may run before it is killed and the run ended (timeout)")
 	settings := fs.String("managed-settings", runner.ManagedSettingsPath, "where Claude Code's managed settings are written")
 	sandbox := fs.String("sandbox-unix", "", "inside the local launcher's namespaces: reach the control plane through this unix socket (loopback is brought up, /etc/claude-code is made private)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

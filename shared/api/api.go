@@ -62,6 +62,8 @@ type Config struct {
 	GitHubWebhookSecret string
 	// RunCreated, when set, is told of each run a trigger created.
 	RunCreated func(context.Context, store.Head)
+	// Halted, when set, is told of each run the model proxy halted.
+	Halted func(context.Context, store.Halted)
 	// OIDC, when set, is SSO mode: a bearer that is neither the admin token
 	// nor a session token is verified as a JWT from the issuer (members).
 	OIDC *sso.Verifier
@@ -109,7 +111,7 @@ func Build(cfg Config) (*route.Server, error) {
 		runner.New(runner.Config{Config: base, Scheduler: cfg.Scheduler, Observer: cfg.Observer, Prices: cfg.Prices, MaxPendingApprovals: cfg.MaxPendingApprovals}),
 		approvals.New(approvals.Config{Config: base, Observer: cfg.Observer, Slack: cfg.Slack, SlackAPI: cfg.SlackAPI}),
 		connections.New(connections.Config{Config: base, Sealer: cfg.Sealer, UpstreamToolsTTL: cfg.UpstreamToolsTTL, Scheduler: cfg.Scheduler, Observer: cfg.Observer, MaxPendingApprovals: cfg.MaxPendingApprovals, Egress: cfg.Egress, BaseURL: fixedURL(cfg.PublicURL)}),
-		model.New(model.Config{Config: base, Sealer: cfg.Sealer, Prices: cfg.Prices, Client: cfg.ModelClient, Egress: cfg.Egress}),
+		model.New(model.Config{Config: base, Sealer: cfg.Sealer, Prices: cfg.Prices, Client: cfg.ModelClient, Egress: cfg.Egress, Halted: cfg.Halted}),
 		triggers.New(triggers.Config{Config: base, GitHubWebhookSecret: cfg.GitHubWebhookSecret, RunCreated: cfg.RunCreated}),
 		workspaces.New(workspaces.Config{Config: base, Sealer: cfg.Sealer, Egress: cfg.Egress}),
 		people,

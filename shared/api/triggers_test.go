@@ -153,7 +153,7 @@ func TestTriggerConfigurations(t *testing.T) {
 		"id": id, "repository": "KaTeX/KaTeX", "policy_id": pol, "capabilities": []any{"claude-code"},
 		"connections": []any{}, "autonomous": true, "budget": map[string]any{"limit_usd": 3.25},
 		"events": []any{"pull_request"}, "created_by": "admin", "created_at": created["created_at"],
-		"revision": 0.0, "runner_key": created["runner_key"],
+		"revision": 0.0, "runner_key": created["runner_key"], "verify": "halt",
 		// How a launched run reports and how long it may run: the defaults.
 		"report": "check_run", "timeout_seconds": 3600.0,
 	}

@@ -130,41 +130,12 @@ func (s *Service) overdue(a store.Approval) bool {
 	return a.ExpiresAt <= store.FormatTime(s.now())
 }
 
-// Page is one page of the pending list.
+// Page is one page of a pending list.
 type Page struct {
 	Approvals []store.Approval
 	// Next is the position to list after for the next page; "" when this
 	// page ends the list.
 	Next string
-}
-
-// PendingPage lists pending approvals in request order after position
-// after ("" from the start), at most limit, all runs' or (runID set) one
-// run's. Overdue ones are expired on the way and left out, so a page may
-// hold fewer than limit and still have a next one.
-func (s *Service) PendingPage(ctx context.Context, runID, after string, limit int) (Page, error) {
-	var rows []store.Approval
-	var err error
-	if runID != "" {
-		rows, err = s.st.RunPendingApprovals(ctx, runID, after, limit)
-	} else {
-		rows, err = s.st.PendingApprovalsAfter(ctx, after, limit)
-	}
-	if err != nil {
-		return Page{}, err
-	}
-	page := Page{Approvals: []store.Approval{}}
-	if len(rows) == limit {
-		page.Next = store.ApprovalPosition(rows[len(rows)-1])
-	}
-	for _, a := range rows {
-		// An overdue one whose expiry could not be written is left out
-		// too: it can no longer be approved.
-		if a = s.Current(ctx, a); call.State(a.Status) == call.Pending && !s.overdue(a) {
-			page.Approvals = append(page.Approvals, a)
-		}
-	}
-	return page, nil
 }
 
 // ForRun lists all of a run's approvals, any status.
@@ -205,19 +176,13 @@ func (s *Service) DecideWithReason(ctx context.Context, who auth.Principal, id, 
 	if err != nil {
 		return store.Approval{}, false, err
 	}
-	var invoker string
-	if personal(a) {
-		// The one extra read of a decision, and only on a personal call:
-		// who invoked the run is on its head.
-		// A run without a head has no invoker: nobody may decide, and
-		// expiry denies.
-		h, err := s.st.GetHead(ctx, a.RunID)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return store.Approval{}, false, err
-		}
-		invoker = h.Invoker
+	// The one extra read of a decision, and only on a personal call: who
+	// invoked the run is on its head.
+	ok, err := s.mayDecide(ctx, who, a, map[string]string{})
+	if err != nil {
+		return store.Approval{}, false, err
 	}
-	if !MayDecide(who, a, invoker) {
+	if !ok {
 		return store.Approval{}, false, ErrForbidden
 	}
 	var to call.State

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -128,14 +129,36 @@ func (c *Client) Session(ctx context.Context, id string) (Session, error) {
 	return s, err
 }
 
-// Approvals returns the pending approvals the caller may see, oldest first.
+// Approvals returns every pending approval the caller may decide (their
+// inbox), oldest first: it reads GET /v1/approvals page by page, following
+// next_cursor to the end, so nothing hides past the first page. A server
+// that hands back a cursor it gave before is an error, not a loop.
 func (c *Client) Approvals(ctx context.Context) ([]Approval, error) {
-	var out struct {
-		Approvals []Approval `json:"approvals"`
+	all := []Approval{}
+	seen := map[string]bool{}
+	q := url.Values{"limit": {strconv.Itoa(approvalsPage)}}
+	for {
+		var out struct {
+			Approvals  []Approval `json:"approvals"`
+			NextCursor string     `json:"next_cursor"`
+		}
+		if err := c.do(ctx, http.MethodGet, "/v1/approvals", q, nil, &out, requestTimeout); err != nil {
+			return nil, err
+		}
+		all = append(all, out.Approvals...)
+		if out.NextCursor == "" {
+			return all, nil
+		}
+		if seen[out.NextCursor] {
+			return nil, fmt.Errorf("client: GET /v1/approvals repeated a cursor after %d approvals; the list does not end", len(all))
+		}
+		seen[out.NextCursor] = true
+		q.Set("cursor", out.NextCursor)
 	}
-	err := c.do(ctx, http.MethodGet, "/v1/approvals", nil, nil, &out, requestTimeout)
-	return out.Approvals, err
 }
+
+// approvalsPage is the page size Approvals asks for: the server's largest.
+const approvalsPage = 100
 
 // SessionApprovals returns all of a run's approvals, any status.
 func (c *Client) SessionApprovals(ctx context.Context, sessionID string) ([]Approval, error) {

@@ -72,6 +72,10 @@ type Config struct {
 	SlackChannel       string
 	SlackAPIURL        string
 	SlackUsers         string
+	// SlackRolesMaxAge is how long ago a member's roles may have been seen
+	// (at a sign-in or request) for a Slack click to decide with them
+	// (FLUIDBOX_SLACK_ROLES_MAX_AGE_SECONDS); 0 is the bot's default.
+	SlackRolesMaxAge time.Duration
 	// ConnectionAllowCIDRs are the internal ranges connection and model
 	// upstream URLs may reach (FLUIDBOX_CONNECTION_ALLOW_CIDRS); every
 	// other loopback, link-local, private or special address is refused at
@@ -181,6 +185,15 @@ func Load(getenv func(string) string, mode Mode) (Config, error) {
 			problems = append(problems, "FLUIDBOX_PUBLIC_URL must be an https URL (http to loopback in dev) without credentials, query or fragment")
 		}
 		c.PublicURL = u
+	}
+	if s := getenv("FLUIDBOX_SLACK_ROLES_MAX_AGE_SECONDS"); s != "" {
+		// At least an hour: a member's last_seen is refreshed at most
+		// hourly, so a shorter window would refuse people signed in now.
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 3600 || n > 30*86400 {
+			problems = append(problems, "FLUIDBOX_SLACK_ROLES_MAX_AGE_SECONDS must be an integer from 3600 to 2592000 (30 days)")
+		}
+		c.SlackRolesMaxAge = time.Duration(n) * time.Second
 	}
 	if s := getenv("FLUIDBOX_RUN_REQUESTS_PER_MINUTE"); s != "" {
 		n, err := strconv.Atoi(s)

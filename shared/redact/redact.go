@@ -40,6 +40,8 @@ const (
 	TypeRunLaunched       Type = "run.launched"
 	TypeLaunchRefused     Type = "run.launch_refused"
 	TypeRunReported       Type = "run.reported"
+	TypeRunHalted         Type = "run.halted"
+	TypeToolUnverified    Type = "tool.unverified"
 )
 
 // Envelope is a redacted ledger entry. Only New constructs one.

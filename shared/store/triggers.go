@@ -34,6 +34,8 @@ type Trigger struct {
 	Events      []string `dynamodbav:"events"`
 	// Workspace is the runs' declared workspace ("" for none).
 	Workspace string `dynamodbav:"workspace,omitempty"`
+	// Verify is the runs' setting for the model proxy's check ("" halts).
+	Verify string `dynamodbav:"verify,omitempty"`
 	// OwnSecret: deliveries for this repository must be signed with the
 	// trigger's own webhook secret (derived from its id, never stored), and
 	// the server's secret does not sign for it.

@@ -235,8 +235,6 @@ func authorize(who auth.Principal, acc Access, runID string) *Error {
 		return nil
 	case acc == Reporters && who.Kind == auth.KindSession && who.RunID == runID:
 		return errSessionCannotReport
-	case acc == Approvers && who.HasRole(auth.RoleApprover):
-		return nil
 	case acc == Deciders && who.Kind == auth.KindUser:
 		return nil
 	case acc == People && who.Kind == auth.KindUser:
