@@ -31,6 +31,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/api/members"
 	"github.com/fluidbox/fluidbox/shared/api/model"
 	"github.com/fluidbox/fluidbox/shared/api/route"
+	"github.com/fluidbox/fluidbox/shared/api/workspaces"
 	"github.com/fluidbox/fluidbox/shared/config"
 	"github.com/fluidbox/fluidbox/shared/egress"
 	"github.com/fluidbox/fluidbox/shared/function"
@@ -106,12 +107,15 @@ func handlers(d function.Deps, verifier *sso.Verifier, sealer seal.Sealer) (api,
 			MaxPendingApprovals: d.Config.MaxPendingApprovals,
 			BaseURL:             baseURL(d.Config.PublicURL),
 			Egress:              guard,
-		}))
+		}),
+		// A run's report back to its pull request.
+		workspaces.New(workspaces.Config{Config: base, Sealer: sealer, Egress: guard}))
 	if err != nil {
 		return nil, nil, err
 	}
 	url, err = route.New(base, route.Target{Function: route.Broker, Via: route.FunctionURL},
-		model.New(model.Config{Config: base, Sealer: sealer, Prices: prices, Egress: guard}))
+		model.New(model.Config{Config: base, Sealer: sealer, Prices: prices, Egress: guard}),
+		workspaces.New(workspaces.Config{Config: base, Sealer: sealer, Egress: guard}))
 	if err != nil {
 		return nil, nil, err
 	}

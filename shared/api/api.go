@@ -15,6 +15,7 @@
 //	model        the model upstream (control) and the model proxy (broker)
 //	triggers     trigger configurations (control) and the GitHub webhook (github)
 //	members      members (control) and the SSO user authenticator
+//	workspaces   the GitHub App (control) and a run's workspace (broker)
 package api
 
 import (
@@ -31,6 +32,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/api/runner"
 	"github.com/fluidbox/fluidbox/shared/api/triggers"
+	"github.com/fluidbox/fluidbox/shared/api/workspaces"
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/budget"
 	"github.com/fluidbox/fluidbox/shared/egress"
@@ -115,6 +117,7 @@ func Build(cfg Config) (*route.Server, error) {
 		connections.New(connections.Config{Config: base, Sealer: cfg.Sealer, UpstreamToolsTTL: cfg.UpstreamToolsTTL, Scheduler: cfg.Scheduler, Observer: cfg.Observer, MaxPendingApprovals: cfg.MaxPendingApprovals, Egress: cfg.Egress, BaseURL: fixedURL(cfg.PublicURL)}),
 		model.New(model.Config{Config: base, Sealer: cfg.Sealer, Prices: cfg.Prices, Client: cfg.ModelClient, Egress: cfg.Egress, Halted: cfg.Halted}),
 		triggers.New(triggers.Config{Config: base, GitHubWebhookSecret: cfg.GitHubWebhookSecret, RunCreated: cfg.RunCreated}),
+		workspaces.New(workspaces.Config{Config: base, Sealer: cfg.Sealer, Egress: cfg.Egress}),
 		people,
 	)
 }

@@ -154,6 +154,8 @@ func TestTriggerConfigurations(t *testing.T) {
 		"connections": []any{}, "autonomous": true, "budget": map[string]any{"limit_usd": 3.25},
 		"events": []any{"pull_request"}, "created_by": "admin", "created_at": created["created_at"],
 		"revision": 0.0, "runner_key": created["runner_key"], "verify": "halt",
+		// How a launched run reports and how long it may run: the defaults.
+		"report": "check_run", "timeout_seconds": 3600.0,
 	}
 	if diff := cmp.Diff(want, created); diff != "" {
 		t.Errorf("POST /v1/triggers (-want +got):\n%s", diff)

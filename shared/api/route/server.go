@@ -300,10 +300,22 @@ func (s *Server) authenticate(r *http.Request, acc Access) (auth.Principal, *Err
 	if auth.AdminMatches(tok, s.cfg.AdminToken) {
 		return auth.Principal{Kind: auth.KindAdmin, Subject: string(call.Operator)}, nil
 	}
-	if s.cfg.Users != nil && !acc.personless() && tok != "" && !strings.HasPrefix(tok, auth.SessionTokenPrefix) && !strings.HasPrefix(tok, auth.RunnerTokenPrefix) && !strings.HasPrefix(tok, auth.TriggerKeyPrefix) {
+	if s.cfg.Users != nil && !acc.personless() && tok != "" && !strings.HasPrefix(tok, auth.SessionTokenPrefix) && !strings.HasPrefix(tok, auth.RunnerTokenPrefix) && !strings.HasPrefix(tok, auth.TriggerKeyPrefix) && !strings.HasPrefix(tok, auth.LaunchCredentialPrefix) {
 		return s.cfg.Users.AuthenticateUser(r, tok)
 	}
 	runID := r.PathValue("id")
+	if strings.HasPrefix(tok, auth.LaunchCredentialPrefix) {
+		if acc != Issuers {
+			return auth.Principal{}, ErrUnauthenticated
+		}
+		switch s.keys.CheckLaunch(r, tok, runID) {
+		case KeyOK:
+			return auth.Principal{Kind: auth.KindLaunch, Subject: "launch", RunID: runID}, nil
+		case KeyUnavailable:
+			return auth.Principal{}, ErrUnavailable
+		}
+		return auth.Principal{}, ErrUnauthenticated
+	}
 	if strings.HasPrefix(tok, auth.TriggerKeyPrefix) {
 		if acc != Issuers {
 			return auth.Principal{}, ErrUnauthenticated
