@@ -138,3 +138,4 @@ require (
 tool github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie
 
 replace github.com/santhosh-tekuri/jsonschema/v5 => ./third_party/jsonschema
+replace github.com/truora/minidyn => ./third_party/minidyn
