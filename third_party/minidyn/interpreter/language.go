@@ -216,5 +216,13 @@ func (li *Language) Update(input UpdateInput) error {
 
 	env.Apply(input.Item, aliases, attributes)
 
+	// Apply writes only what the environment holds: an attribute the
+	// update REMOVEd must leave the item too.
+	for name := range item {
+		if !env.Has(name) {
+			delete(input.Item, name)
+		}
+	}
+
 	return nil
 }

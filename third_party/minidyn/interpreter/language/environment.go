@@ -119,6 +119,19 @@ func (e *Environment) Set(name string, val Object) Object {
 	return val
 }
 
+// Has reports whether name holds a value, resolving an alias as Set does.
+func (e *Environment) Has(name string) bool {
+	n := name
+
+	if alias, ok := e.Aliases[name]; ok {
+		n = alias
+	}
+
+	_, ok := e.store[n]
+
+	return ok
+}
+
 // Remove remove name from the environment
 func (e *Environment) Remove(name string) {
 	n := name
