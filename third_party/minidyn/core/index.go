@@ -2,7 +2,9 @@ package core
 
 import (
 	"maps"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/truora/minidyn/types"
@@ -24,6 +26,13 @@ type index struct {
 	Table      *Table
 	refs       map[string]string
 	createdAt  time.Time
+	// parts holds, for each partition of the index (see partitionOf), its
+	// references as [primary key, index key] pairs in search order (index
+	// key, then primary key), and refParts the partition of each primary
+	// key in it: a Query on the index reads one partition, not every
+	// reference.
+	parts    map[string][][2]string
+	refParts map[string]string
 }
 
 func newIndex(t *Table, typ indexType, ks keySchema) *index {
@@ -35,17 +44,23 @@ func newIndex(t *Table, typ indexType, ks keySchema) *index {
 		typ:        typ,
 		Table:      t,
 		refs:       map[string]string{},
+		parts:      map[string][][2]string{},
+		refParts:   map[string]string{},
 	}
 }
 
 func (i *index) Clear() {
 	i.sortedKeys = []string{}
 	i.refs = map[string]string{}
+	i.parts = map[string][][2]string{}
+	i.refParts = map[string]string{}
 }
 
 type indexSnapshot struct {
 	sortedKeys []string
 	refs       map[string]string
+	parts      map[string][][2]string
+	refParts   map[string]string
 }
 
 func (i *index) snapshot() indexSnapshot {
@@ -55,12 +70,22 @@ func (i *index) snapshot() indexSnapshot {
 	refs := make(map[string]string, len(i.refs))
 	maps.Copy(refs, i.refs)
 
-	return indexSnapshot{sortedKeys: keys, refs: refs}
+	parts := make(map[string][][2]string, len(i.parts))
+	for p, refs := range i.parts {
+		parts[p] = slices.Clone(refs)
+	}
+
+	refParts := make(map[string]string, len(i.refParts))
+	maps.Copy(refParts, i.refParts)
+
+	return indexSnapshot{sortedKeys: keys, refs: refs, parts: parts, refParts: refParts}
 }
 
 func (i *index) restore(s indexSnapshot) {
 	i.sortedKeys = s.sortedKeys
 	i.refs = s.refs
+	i.parts = s.parts
+	i.refParts = s.refParts
 }
 
 // ProjectItem returns the attributes visible through this index's projection (ALL, KEYS_ONLY, INCLUDE).
@@ -112,80 +137,89 @@ func (i *index) projectInclude(item map[string]*types.Item) map[string]*types.It
 	return out
 }
 
+// putData points the index at item, stored under the table key key. An
+// item without the index's key attributes is not in the (sparse) index,
+// so a reference it had before is removed.
 func (i *index) putData(key string, item map[string]*types.Item) error {
 	indexKey, err := i.keySchema.GetKey(i.Table.AttributesDef, item)
-	if err != nil || indexKey == "" {
+	if err != nil {
 		return err
 	}
 
-	old, exists := i.refs[key]
+	i.removeRef(key)
 
-	i.refs[key] = indexKey
-
-	if !exists {
-		i.sortedKeys = append(i.sortedKeys, indexKey)
-		sort.Strings(i.sortedKeys)
-
-		return nil
-	}
-
-	// On overwrite, reconcile sortedKeys so a changed index key does not leave
-	// a stale projection behind (and the new projection becomes searchable).
-	if old != indexKey {
-		pos := sort.SearchStrings(i.sortedKeys, old)
-		if pos >= len(i.sortedKeys) {
-			i.sortedKeys = append(i.sortedKeys, indexKey)
-		} else {
-			i.sortedKeys[pos] = indexKey
-		}
-
-		sort.Strings(i.sortedKeys)
+	if indexKey != "" {
+		i.addRef(key, indexKey, partitionOf(i.keySchema, i.Table.AttributesDef, item))
 	}
 
 	return nil
 }
 
-func (i *index) updateData(key string, item, oldItem map[string]*types.Item) error {
-	indexKey, err := i.keySchema.GetKey(i.Table.AttributesDef, item)
-	if err != nil || indexKey == "" {
-		return err
+// addRef and removeRef are the only writers of refs, sortedKeys and
+// parts, so that the three always describe the same references:
+// sortedKeys is exactly the sorted index keys of refs, which the
+// full-index search walks in step with sortedRefs.
+func (i *index) addRef(key, indexKey, part string) {
+	if i.refs == nil {
+		i.refs = map[string]string{}
 	}
 
-	old := i.refs[key]
+	if i.parts == nil {
+		i.parts = map[string][][2]string{}
+		i.refParts = map[string]string{}
+	}
+
 	i.refs[key] = indexKey
+	pos, _ := slices.BinarySearch(i.sortedKeys, indexKey)
+	i.sortedKeys = slices.Insert(i.sortedKeys, pos, indexKey)
 
-	if old != indexKey {
-		pos := sort.SearchStrings(i.sortedKeys, old)
-		if pos >= len(i.sortedKeys) {
-			i.sortedKeys = append(i.sortedKeys, indexKey)
-		} else {
-			i.sortedKeys[pos] = indexKey
-		}
-
-		sort.Strings(i.sortedKeys)
-	}
-
-	return nil
+	ref := [2]string{key, indexKey}
+	refs := i.parts[part]
+	pos, _ = slices.BinarySearchFunc(refs, ref, compareRefs)
+	i.parts[part] = slices.Insert(refs, pos, ref)
+	i.refParts[key] = part
 }
 
-func (i *index) delete(key string, item map[string]*types.Item) error {
+func (i *index) removeRef(key string) {
+	indexKey, ok := i.refs[key]
+	if !ok {
+		return
+	}
+
 	delete(i.refs, key)
 
-	indexKey, err := i.keySchema.GetKey(i.Table.AttributesDef, item)
-	if err != nil || indexKey == "" {
-		return err
+	if pos, found := slices.BinarySearch(i.sortedKeys, indexKey); found {
+		i.sortedKeys = slices.Delete(i.sortedKeys, pos, pos+1)
 	}
 
-	pos := sort.SearchStrings(i.sortedKeys, indexKey)
-	if pos == len(i.sortedKeys) {
-		return err
+	part, ok := i.refParts[key]
+	if !ok {
+		return
 	}
 
-	copy(i.sortedKeys[pos:], i.sortedKeys[pos+1:])
-	i.sortedKeys[len(i.sortedKeys)-1] = ""
-	i.sortedKeys = i.sortedKeys[:len(i.sortedKeys)-1]
+	delete(i.refParts, key)
 
-	return nil
+	refs := i.parts[part]
+	if pos, found := slices.BinarySearchFunc(refs, [2]string{key, indexKey}, compareRefs); found {
+		refs = slices.Delete(refs, pos, pos+1)
+	}
+
+	if len(refs) == 0 {
+		delete(i.parts, part)
+		return
+	}
+
+	i.parts[part] = refs
+}
+
+// compareRefs orders [primary key, index key] references as a search
+// walks them: by index key, then by primary key.
+func compareRefs(x, y [2]string) int {
+	if c := strings.Compare(x[1], y[1]); c != 0 {
+		return c
+	}
+
+	return strings.Compare(x[0], y[0])
 }
 
 func (i *index) lessKey(x, y int) bool {

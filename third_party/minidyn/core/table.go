@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
+	"slices"
 	"sort"
 	"time"
 
@@ -43,6 +44,11 @@ type Table struct {
 	NativeInterpreter    interpreter.Native
 	LangInterpreter      interpreter.Language
 	IndexActivationDelay time.Duration
+	// parts holds, for each partition (see partitionOf), the keys of its
+	// items sorted as SortedKeys is, and itemParts the partition of each
+	// key: a Query reads one partition, not the whole table.
+	parts     map[string][]string
+	itemParts map[string]string
 }
 
 // NewTable creates a new Table
@@ -54,6 +60,8 @@ func NewTable(name string) *Table {
 		SortedKeys:           []string{},
 		Data:                 map[string]map[string]*types.Item{},
 		IndexActivationDelay: defaultIndexActivationDelay,
+		parts:                map[string][]string{},
+		itemParts:            map[string]string{},
 	}
 }
 
@@ -354,6 +362,84 @@ func (t *Table) fetchQueryData(input QueryInput) (*index, []string) {
 	return nil, t.SortedKeys
 }
 
+// fetchPartitionData is fetchQueryData for a Query whose key condition
+// confines it to one partition: it returns only that partition's keys
+// (and, for an index, sets up only its references), in the order the
+// whole-table search would meet them. ok is false when the partition
+// cannot be established; the caller then searches the whole table, as
+// before.
+func (t *Table) fetchPartitionData(input *QueryInput, startKey string) (*index, []string, bool) {
+	if input.Scan || input.KeyConditionExpression == "" || t.UseNativeInterpreter {
+		// A native matcher is arbitrary code: its expression's text proves nothing.
+		return nil, nil, false
+	}
+
+	if input.Index == "" {
+		part, ok := queryPartition(input, t.KeySchema, t.AttributesDef)
+		if !ok {
+			return nil, nil, false
+		}
+
+		keys := t.parts[part]
+		if startKey != "" && !input.started {
+			if startPart, stored := t.itemParts[startKey]; stored && startPart != part {
+				// The whole-table search starts after startKey wherever it
+				// is: keep that.
+				keys = keysAfter(keys, startKey, input.ScanIndexForward)
+				input.started = true
+			}
+		}
+
+		return nil, keys, true
+	}
+
+	i := t.Indexes[input.Index]
+
+	part, ok := queryPartition(input, i.keySchema, t.AttributesDef)
+	if !ok {
+		return nil, nil, false
+	}
+
+	refs := slices.Clone(i.parts[part])
+
+	if startIK, stored := i.refs[startKey]; startKey != "" && !input.started && stored && i.refParts[startKey] != part {
+		start := [2]string{startKey, startIK}
+		pos, _ := slices.BinarySearchFunc(refs, start, compareRefs)
+
+		if input.ScanIndexForward {
+			refs = refs[pos:]
+		} else {
+			refs = refs[:pos]
+		}
+
+		input.started = true
+	}
+
+	keys := make([]string, len(refs))
+	for n, ref := range refs {
+		keys[n] = ref[1]
+	}
+
+	if !input.ScanIndexForward {
+		slices.Reverse(refs)
+	}
+
+	i.sortedRefs = refs
+
+	return i, keys, true
+}
+
+// keysAfter returns the keys of sorted that come after key (before it when
+// searching backwards), key not among them.
+func keysAfter(sorted []string, key string, forward bool) []string {
+	pos, _ := slices.BinarySearch(sorted, key)
+	if forward {
+		return sorted[pos:]
+	}
+
+	return sorted[:pos]
+}
+
 func prepareSearch(input *QueryInput, index *index, k, startKey string) (string, bool) {
 	pk, ok := getPrimaryKey(index, k)
 	if !ok {
@@ -448,10 +534,18 @@ func (t *Table) SearchData(input QueryInput) ([]map[string]*types.Item, map[stri
 	items := []map[string]*types.Item{}
 	limit := input.Limit
 	exclusiveStartKey := input.ExclusiveStartKey
-	index, sortedKeys := t.fetchQueryData(input)
 
 	startKey := t.parseStartKey(t.KeySchema, exclusiveStartKey)
 	input.started = startKey == ""
+
+	index, sortedKeys, inPartition := t.fetchPartitionData(&input, startKey)
+	if !inPartition {
+		index, sortedKeys = t.fetchQueryData(input)
+	} else if len(sortedKeys) == 0 {
+		if err := t.probeKeyCondition(input); err != nil {
+			return nil, nil, types.NewError("ValidationException", err.Error(), nil)
+		}
+	}
 	last := map[string]*types.Item{}
 	sortedKeysSize := int64(len(sortedKeys))
 
@@ -587,14 +681,63 @@ func (t *Table) matchKey(input QueryInput, item map[string]*types.Item) (interpr
 	return lastMatchExpressionType, matched, nil
 }
 
+// setItem and removeItem are the only writers of Data's keys, SortedKeys
+// and parts, so that the three always describe the same items.
 func (t *Table) setItem(key string, item map[string]*types.Item) {
 	_, exists := t.Data[key]
 	t.Data[key] = item
 
 	if !exists {
-		t.SortedKeys = append(t.SortedKeys, key)
-		sort.Strings(t.SortedKeys)
+		pos, _ := slices.BinarySearch(t.SortedKeys, key)
+		t.SortedKeys = slices.Insert(t.SortedKeys, pos, key)
 	}
+
+	part := partitionOf(t.KeySchema, t.AttributesDef, item)
+	if old, ok := t.itemParts[key]; ok {
+		if old == part {
+			return
+		}
+
+		t.removeFromPart(key, old)
+	}
+
+	if t.parts == nil {
+		t.parts = map[string][]string{}
+		t.itemParts = map[string]string{}
+	}
+
+	keys := t.parts[part]
+	pos, _ := slices.BinarySearch(keys, key)
+	t.parts[part] = slices.Insert(keys, pos, key)
+	t.itemParts[key] = part
+}
+
+func (t *Table) removeItem(key string) {
+	delete(t.Data, key)
+
+	if pos, found := slices.BinarySearch(t.SortedKeys, key); found {
+		t.SortedKeys = slices.Delete(t.SortedKeys, pos, pos+1)
+	}
+
+	if part, ok := t.itemParts[key]; ok {
+		t.removeFromPart(key, part)
+	}
+}
+
+func (t *Table) removeFromPart(key, part string) {
+	delete(t.itemParts, key)
+
+	keys := t.parts[part]
+	if pos, found := slices.BinarySearch(keys, key); found {
+		keys = slices.Delete(keys, pos, pos+1)
+	}
+
+	if len(keys) == 0 {
+		delete(t.parts, part)
+		return
+	}
+
+	t.parts[part] = keys
 }
 
 func (t *Table) getItem(key string) map[string]*types.Item {
@@ -610,12 +753,16 @@ func (t *Table) getItem(key string) map[string]*types.Item {
 func (t *Table) Clear() {
 	t.SortedKeys = []string{}
 	t.Data = map[string]map[string]*types.Item{}
+	t.parts = map[string][]string{}
+	t.itemParts = map[string]string{}
 }
 
 // TableSnapshot captures a point-in-time copy of mutable table state for transactional rollback
 type TableSnapshot struct {
 	data       map[string]map[string]*types.Item
 	sortedKeys []string
+	parts      map[string][]string
+	itemParts  map[string]string
 	indexes    map[string]indexSnapshot
 }
 
@@ -629,18 +776,28 @@ func (t *Table) Snapshot() TableSnapshot {
 	keys := make([]string, len(t.SortedKeys))
 	copy(keys, t.SortedKeys)
 
+	parts := make(map[string][]string, len(t.parts))
+	for p, keys := range t.parts {
+		parts[p] = slices.Clone(keys)
+	}
+
+	itemParts := make(map[string]string, len(t.itemParts))
+	maps.Copy(itemParts, t.itemParts)
+
 	indexes := make(map[string]indexSnapshot, len(t.Indexes))
 	for name, idx := range t.Indexes {
 		indexes[name] = idx.snapshot()
 	}
 
-	return TableSnapshot{data: data, sortedKeys: keys, indexes: indexes}
+	return TableSnapshot{data: data, sortedKeys: keys, parts: parts, itemParts: itemParts, indexes: indexes}
 }
 
 // Restore replaces the table's mutable state with a previously taken snapshot
 func (t *Table) Restore(s TableSnapshot) {
 	t.Data = s.data
 	t.SortedKeys = s.sortedKeys
+	t.parts = s.parts
+	t.itemParts = s.itemParts
 
 	for name, idx := range t.Indexes {
 		if snap, ok := s.indexes[name]; ok {
@@ -892,7 +1049,7 @@ func (t *Table) Update(input *types.UpdateItemInput) (map[string]*types.Item, er
 
 	// update secondary Indexes
 	for _, index := range t.Indexes {
-		err := index.updateData(key, item, oldItem)
+		err := index.putData(key, item)
 		if err != nil {
 			return nil, types.NewError("ValidationException", err.Error(), nil)
 		}
@@ -960,22 +1117,10 @@ func (t *Table) Delete(input *types.DeleteItemInput) (map[string]*types.Item, er
 
 	item = copyItem(item)
 
-	delete(t.Data, key)
-
-	pos := sort.SearchStrings(t.SortedKeys, key)
-	if pos == len(t.SortedKeys) {
-		return item, nil
-	}
-
-	copy(t.SortedKeys[pos:], t.SortedKeys[pos+1:])
-	t.SortedKeys[len(t.SortedKeys)-1] = ""
-	t.SortedKeys = t.SortedKeys[:len(t.SortedKeys)-1]
+	t.removeItem(key)
 
 	for _, index := range t.Indexes {
-		err := index.delete(key, item)
-		if err != nil {
-			return nil, types.NewError("ValidationException", err.Error(), nil)
-		}
+		index.removeRef(key)
 	}
 
 	return item, nil
