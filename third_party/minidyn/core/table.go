@@ -1185,3 +1185,51 @@ func handleConditionalCheckError(input *types.UpdateItemInput, checkErr *types.C
 		checkErr.Item = item
 	}
 }
+
+// ItemUndo is a transaction's undo log entry: one item of a table as it was
+// before the transaction, for putting back if the transaction fails.
+type ItemUndo struct {
+	table   *Table
+	key     string
+	item    map[string]*types.Item
+	existed bool
+}
+
+// SaveItem records the item keyMap names. ok is false when keyMap does not
+// name an item under the table's key schema. Update changes a stored item in
+// place, so the record is a deep copy.
+func (t *Table) SaveItem(keyMap map[string]*types.Item) (ItemUndo, bool) {
+	key, err := t.KeySchema.GetKey(t.AttributesDef, keyMap)
+	if err != nil {
+		return ItemUndo{}, false
+	}
+
+	item, existed := t.Data[key]
+
+	return ItemUndo{table: t, key: key, item: deepCopyItemMap(item), existed: existed}, true
+}
+
+// Undo puts the saved item back, or removes it if it did not exist, with
+// every index pointing at it as before.
+func (u ItemUndo) Undo() {
+	t := u.table
+
+	if !u.existed {
+		t.removeItem(u.key)
+
+		for _, index := range t.Indexes {
+			index.removeRef(u.key)
+		}
+
+		return
+	}
+
+	t.setItem(u.key, u.item)
+
+	for _, index := range t.Indexes {
+		if err := index.putData(u.key, u.item); err != nil {
+			// An index key that does not resolve is not in the index.
+			index.removeRef(u.key)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -790,8 +791,11 @@ func (c *Client) batchGetItemForTable(ctx context.Context, tableName string, req
 	return responses, unprocessedKeys, nil
 }
 
-func (c *Client) prepareTransact(items []TransactWriteItem) (map[string]core.TableSnapshot, error) {
-	snapshots := map[string]core.TableSnapshot{}
+// prepareTransact validates a transaction's items and saves each item it
+// may write, so that a failed transaction can put back exactly those: the
+// cost of a transaction does not grow with the tables it writes to.
+func (c *Client) prepareTransact(items []TransactWriteItem) ([]core.ItemUndo, error) {
+	undo := make([]core.ItemUndo, 0, len(items))
 	seenKeys := make(map[string]struct{}, len(items))
 
 	for _, item := range items {
@@ -817,16 +821,11 @@ func (c *Client) prepareTransact(items []TransactWriteItem) (map[string]core.Tab
 			return nil, ferr
 		}
 
-		if _, alreadySnapped := snapshots[tableName]; !alreadySnapped {
-			table, err := c.getTable(tableName)
-			if err != nil {
-				return nil, mapKnownError(err)
-			}
-
-			snapshots[tableName] = table.Snapshot()
+		table, err := c.getTable(tableName)
+		if err != nil {
+			return nil, mapKnownError(err)
 		}
 
-		table := c.tables[tableName]
 		internalKeyMap := mapAttributeValueMapToTypes(rawKeyMap)
 
 		if key, err := table.KeySchema.GetKey(table.AttributesDef, internalKeyMap); err == nil {
@@ -841,9 +840,15 @@ func (c *Client) prepareTransact(items []TransactWriteItem) (map[string]core.Tab
 
 			seenKeys[id] = struct{}{}
 		}
+
+		// An item whose key does not resolve fails validation before it
+		// writes anything: there is nothing to put back.
+		if saved, ok := table.SaveItem(internalKeyMap); ok {
+			undo = append(undo, saved)
+		}
 	}
 
-	return snapshots, nil
+	return undo, nil
 }
 
 // TransactWriteItems executes a set of Put, Update, Delete, and ConditionCheck operations atomically.
@@ -856,7 +861,7 @@ func (c *Client) TransactWriteItems(ctx context.Context, input *TransactWriteIte
 		return nil, c.forceFailureErr
 	}
 
-	snapshots, err := c.prepareTransact(input.TransactItems)
+	undo, err := c.prepareTransact(input.TransactItems)
 	if err != nil {
 		return nil, err
 	}
@@ -865,8 +870,8 @@ func (c *Client) TransactWriteItems(ctx context.Context, input *TransactWriteIte
 
 	defer func() {
 		if execErr != nil {
-			for name, snap := range snapshots {
-				c.tables[name].Restore(snap)
+			for _, saved := range slices.Backward(undo) {
+				saved.Undo()
 			}
 		}
 	}()

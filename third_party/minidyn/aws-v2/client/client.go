@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -796,8 +797,11 @@ func executeBatchWriteRequest(ctx context.Context, fd *Client, table *string, re
 	return nil
 }
 
-func (fd *Client) prepareTransact(items []types.TransactWriteItem) (map[string]core.TableSnapshot, error) {
-	snapshots := map[string]core.TableSnapshot{}
+// prepareTransact validates a transaction's items and saves each item it
+// may write, so that a failed transaction can put back exactly those: the
+// cost of a transaction does not grow with the tables it writes to.
+func (fd *Client) prepareTransact(items []types.TransactWriteItem) ([]core.ItemUndo, error) {
+	undo := make([]core.ItemUndo, 0, len(items))
 	seenKeys := make(map[string]struct{}, len(items))
 
 	for _, item := range items {
@@ -823,16 +827,11 @@ func (fd *Client) prepareTransact(items []types.TransactWriteItem) (map[string]c
 			return nil, ferr
 		}
 
-		if _, alreadySnapped := snapshots[tableName]; !alreadySnapped {
-			table, err := fd.getTable(tableName)
-			if err != nil {
-				return nil, mapKnownError(err)
-			}
-
-			snapshots[tableName] = table.Snapshot()
+		table, err := fd.getTable(tableName)
+		if err != nil {
+			return nil, mapKnownError(err)
 		}
 
-		table := fd.tables[tableName]
 		internalKeyMap := mapDynamoToTypesMapItem(rawKeyMap)
 
 		if key, err := table.KeySchema.GetKey(table.AttributesDef, internalKeyMap); err == nil {
@@ -847,9 +846,15 @@ func (fd *Client) prepareTransact(items []types.TransactWriteItem) (map[string]c
 
 			seenKeys[id] = struct{}{}
 		}
+
+		// An item whose key does not resolve fails validation before it
+		// writes anything: there is nothing to put back.
+		if saved, ok := table.SaveItem(internalKeyMap); ok {
+			undo = append(undo, saved)
+		}
 	}
 
-	return snapshots, nil
+	return undo, nil
 }
 
 // TransactWriteItems mock response for dynamodb
@@ -861,7 +866,7 @@ func (fd *Client) TransactWriteItems(ctx context.Context, input *dynamodb.Transa
 		return nil, fd.forceFailureErr
 	}
 
-	snapshots, err := fd.prepareTransact(input.TransactItems)
+	undo, err := fd.prepareTransact(input.TransactItems)
 	if err != nil {
 		return nil, err
 	}
@@ -870,8 +875,8 @@ func (fd *Client) TransactWriteItems(ctx context.Context, input *dynamodb.Transa
 
 	defer func() {
 		if execErr != nil {
-			for name, snap := range snapshots {
-				fd.tables[name].Restore(snap)
+			for _, saved := range slices.Backward(undo) {
+				saved.Undo()
 			}
 		}
 	}()
