@@ -212,6 +212,24 @@ func (i *index) removeRef(key string) {
 	i.parts[part] = refs
 }
 
+// startPosition returns the index key of an index Query's start: the one in
+// its ExclusiveStartKey (which names the index's keys as well as the
+// table's), else the one the start item has now. ok is false when neither
+// exists.
+func (i *index) startPosition(exclusiveStartKey map[string]*types.Item, startKey string) (string, bool) {
+	if startKey == "" {
+		return "", false
+	}
+
+	if ik, err := i.keySchema.GetKey(i.Table.AttributesDef, exclusiveStartKey); err == nil && ik != "" {
+		return ik, true
+	}
+
+	ik, ok := i.refs[startKey]
+
+	return ik, ok
+}
+
 // compareRefs orders [primary key, index key] references as a search
 // walks them: by index key, then by primary key.
 func compareRefs(x, y [2]string) int {

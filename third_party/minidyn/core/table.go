@@ -381,13 +381,11 @@ func (t *Table) fetchPartitionData(input *QueryInput, startKey string) (*index, 
 		}
 
 		keys := t.parts[part]
-		if startKey != "" && !input.started {
-			if startPart, stored := t.itemParts[startKey]; stored && startPart != part {
-				// The whole-table search starts after startKey wherever it
-				// is: keep that.
-				keys = keysAfter(keys, startKey, input.ScanIndexForward)
-				input.started = true
-			}
+		if startKey != "" {
+			// After startKey's place, whether or not an item is stored
+			// there now: a page may have been written to since.
+			keys = keysAfter(keys, startKey, input.ScanIndexForward)
+			input.started = true
 		}
 
 		return nil, keys, true
@@ -402,11 +400,14 @@ func (t *Table) fetchPartitionData(input *QueryInput, startKey string) (*index, 
 
 	refs := slices.Clone(i.parts[part])
 
-	if startIK, stored := i.refs[startKey]; startKey != "" && !input.started && stored && i.refParts[startKey] != part {
-		start := [2]string{startKey, startIK}
-		pos, _ := slices.BinarySearchFunc(refs, start, compareRefs)
+	if startIK, ok := i.startPosition(input.ExclusiveStartKey, startKey); ok {
+		pos, found := slices.BinarySearchFunc(refs, [2]string{startKey, startIK}, compareRefs)
 
 		if input.ScanIndexForward {
+			if found {
+				pos++
+			}
+
 			refs = refs[pos:]
 		} else {
 			refs = refs[:pos]
@@ -432,12 +433,16 @@ func (t *Table) fetchPartitionData(input *QueryInput, startKey string) (*index, 
 // keysAfter returns the keys of sorted that come after key (before it when
 // searching backwards), key not among them.
 func keysAfter(sorted []string, key string, forward bool) []string {
-	pos, _ := slices.BinarySearch(sorted, key)
-	if forward {
-		return sorted[pos:]
+	pos, found := slices.BinarySearch(sorted, key)
+	if !forward {
+		return sorted[:pos]
 	}
 
-	return sorted[:pos]
+	if found {
+		pos++
+	}
+
+	return sorted[pos:]
 }
 
 func prepareSearch(input *QueryInput, index *index, k, startKey string) (string, bool) {

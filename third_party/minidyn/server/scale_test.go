@@ -411,3 +411,57 @@ func TestConcurrentTransactionsAndQueries(t *testing.T) {
 		require.NoError(t, <-errs)
 	}
 }
+
+// TestQueryPagesPastAStartKeyThatLeft pages through a partition of the
+// table and of the index one item at a time, deleting (table) or taking
+// out of the index (index) each item as it is read, as a sweep does: every
+// item is read once, because a page starts after its ExclusiveStartKey's
+// place whether or not that item is still there.
+func TestQueryPagesPastAStartKeyThatLeft(t *testing.T) {
+	srv := scaleServer(t, 200) // partition P00006 of 10 items (one in G); index partition H of 10
+	ctx := context.Background()
+
+	walk := func(in *QueryInput, leave func(item map[string]*AttributeValue)) []string {
+		var seen []string
+		for {
+			out, err := srv.client.Query(ctx, in)
+			require.NoError(t, err)
+			for _, item := range out.Items {
+				seen = append(seen, *item["pk"].S+"/"+*item["sk"].S)
+				leave(item)
+			}
+			if len(out.LastEvaluatedKey) == 0 {
+				return seen
+			}
+			in.ExclusiveStartKey = out.LastEvaluatedKey
+		}
+	}
+	key := func(item map[string]*AttributeValue) map[string]*AttributeValue {
+		return map[string]*AttributeValue{"pk": item["pk"], "sk": item["sk"]}
+	}
+
+	seen := walk(&QueryInput{
+		TableName:                 aws.String(scaleTable),
+		KeyConditionExpression:    aws.String("pk = :pk"),
+		ExpressionAttributeValues: map[string]*AttributeValue{":pk": sv("P00006")},
+		Limit:                     aws.Int32(1),
+	}, func(item map[string]*AttributeValue) {
+		_, err := srv.client.DeleteItem(ctx, &DeleteItemInput{TableName: aws.String(scaleTable), Key: key(item)})
+		require.NoError(t, err)
+	})
+	require.Len(t, seen, 10, "table walk read %v", seen)
+
+	seen = walk(&QueryInput{
+		TableName:                 aws.String(scaleTable),
+		IndexName:                 aws.String("gsi"),
+		KeyConditionExpression:    aws.String("gpk = :g"),
+		ExpressionAttributeValues: map[string]*AttributeValue{":g": sv("H")},
+		Limit:                     aws.Int32(1),
+	}, func(item map[string]*AttributeValue) {
+		_, err := srv.client.UpdateItem(ctx, &UpdateItemInput{
+			TableName: aws.String(scaleTable), Key: key(item), UpdateExpression: aws.String("REMOVE gpk, gsk"),
+		})
+		require.NoError(t, err)
+	})
+	require.Len(t, seen, 10, "index walk read %v", seen)
+}
