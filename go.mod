@@ -40,6 +40,7 @@ require (
 	github.com/zitadel/oidc/v3 v3.52.0
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/oauth2 v0.38.0
+	golang.org/x/sync v0.24.0
 	mvdan.cc/sh/v3 v3.14.1
 	sigs.k8s.io/yaml v1.6.0
 )
@@ -127,7 +128,6 @@ require (
 	golang.org/x/crypto v0.56.0 // indirect
 	golang.org/x/exp v0.0.0-20260410095643-746e56fc9e2f // indirect
 	golang.org/x/net v0.57.0 // indirect
-	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.15.0 // indirect
@@ -138,4 +138,5 @@ require (
 tool github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie
 
 replace github.com/santhosh-tekuri/jsonschema/v5 => ./third_party/jsonschema
+
 replace github.com/truora/minidyn => ./third_party/minidyn
