@@ -21,6 +21,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/expiry"
 	"github.com/fluidbox/fluidbox/shared/function"
 	"github.com/fluidbox/fluidbox/shared/notify"
+	"github.com/fluidbox/fluidbox/shared/notify/eventbus"
 )
 
 func main() {
@@ -35,7 +36,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	pub := notify.NewEventBridge(eventbridge.NewFromConfig(d.AWS), d.Config.EventBus)
+	pub := eventbus.New(eventbridge.NewFromConfig(d.AWS), d.Config.EventBus)
 	// Without a state machine no timer starts; lazy expiry and the sweep
 	// expire overdue approvals.
 	var timers approval.Scheduler

@@ -26,6 +26,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/fluidbox/fluidbox/shared/notify"
+	"github.com/fluidbox/fluidbox/shared/notify/eventbus"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
@@ -166,7 +167,7 @@ func (f *fakeEventBridge) published() []putEntry {
 	return all
 }
 
-func newEventBridge(t *testing.T, failAt int) (*notify.EventBridge, *fakeEventBridge) {
+func newEventBridge(t *testing.T, failAt int) (*eventbus.Publisher, *fakeEventBridge) {
 	t.Helper()
 	f := &fakeEventBridge{failAt: failAt}
 	srv := httptest.NewServer(f) // listens on 127.0.0.1
@@ -177,7 +178,7 @@ func newEventBridge(t *testing.T, failAt int) (*notify.EventBridge, *fakeEventBr
 		BaseEndpoint:     aws.String(srv.URL),
 		RetryMaxAttempts: 1,
 	})
-	return notify.NewEventBridge(client, bus), f
+	return eventbus.New(client, bus), f
 }
 
 func TestEventBridgePublish(t *testing.T) {
