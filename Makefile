@@ -7,9 +7,14 @@ EVENT     ?= events/control/create-session.json
 
 .PHONY: run test test-chaos build invoke bench validate e2e e2e-asl e2e-browser e2e-mcp e2e-claude e2e-claude-install e2e-runner e2e-agent-sdk e2e-conformance fmt
 
-## run: the local control plane on 127.0.0.1:8080 (FLUIDBOX_ADDR to change)
+## run: the local control plane on 127.0.0.1:8080 (FLUIDBOX_ADDR to change).
+## It builds .build/fluidbox first, naming each package as it compiles (-v):
+## on a fresh machine that is every dependency, a few minutes; after, seconds.
 run:
-	$(GO) run ./cmd/fluidbox dev --print-webhook-secret
+	@mkdir -p $(BUILD)
+	@echo "building .build/fluidbox (the first build compiles every dependency, a few minutes on 2 cores; later builds take seconds)..."
+	@$(GO) build -v -o $(BUILD)/fluidbox ./cmd/fluidbox
+	$(BUILD)/fluidbox dev --print-webhook-secret
 
 ## test: gofmt and vet, then every Go test with -race, against real local servers
 test:
