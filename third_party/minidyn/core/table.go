@@ -392,6 +392,9 @@ func (t *Table) fetchPartitionData(input *QueryInput, startKey string) (*index, 
 	}
 
 	i := t.Indexes[input.Index]
+	if i == nil {
+		return nil, nil, false // as the whole-table search does with it
+	}
 
 	part, ok := queryPartition(input, i.keySchema, t.AttributesDef)
 	if !ok {
