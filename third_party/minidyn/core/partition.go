@@ -121,11 +121,21 @@ func resolveName(name string, aliases map[string]string) string {
 	return name
 }
 
-// probeKeyCondition evaluates a Query's key condition against one stored
-// item when its partition is empty: the whole-table search reported an
-// ill-typed or unsupported condition from the first item it met, and a
-// Query confined to an empty partition meets none.
-func (t *Table) probeKeyCondition(input QueryInput) error {
+// probeKeyCondition evaluates a Query's key condition against one item the
+// whole-table search would have evaluated it against, when the Query's
+// partition is empty and it has no start key: that search reported an
+// ill-typed or unsupported condition from the first item it met (an item
+// of the index, for an index Query), and a partition read meets none.
+func (t *Table) probeKeyCondition(input QueryInput, index *index) error {
+	if index != nil {
+		for key := range index.refs {
+			_, _, err := t.matchKey(input, t.Data[key])
+			return err
+		}
+
+		return nil
+	}
+
 	for _, item := range t.Data {
 		_, _, err := t.matchKey(input, item)
 		return err

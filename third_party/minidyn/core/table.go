@@ -549,8 +549,8 @@ func (t *Table) SearchData(input QueryInput) ([]map[string]*types.Item, map[stri
 	index, sortedKeys, inPartition := t.fetchPartitionData(&input, startKey)
 	if !inPartition {
 		index, sortedKeys = t.fetchQueryData(input)
-	} else if len(sortedKeys) == 0 {
-		if err := t.probeKeyCondition(input); err != nil {
+	} else if len(sortedKeys) == 0 && startKey == "" {
+		if err := t.probeKeyCondition(input, index); err != nil {
 			return nil, nil, types.NewError("ValidationException", err.Error(), nil)
 		}
 	}
