@@ -439,6 +439,7 @@ func benchDecisions(b *testing.B, c *cluster, callers int) {
 		return float64(sorted[min(len(sorted)-1, int(p*float64(len(sorted))))].Microseconds()) / 1000
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "decisions/s")
+	b.ReportMetric(float64(b.N-unavailable)/elapsed.Seconds(), "decided/s")
 	b.ReportMetric(pct(0.50), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
 	b.ReportMetric(100*float64(unavailable)/float64(b.N), "503-%")

@@ -68,7 +68,7 @@ func (f fixture) record(t *testing.T, c call.Asked, d gate.Decision, pin call.Pi
 
 func (f fixture) events(t *testing.T) []string {
 	t.Helper()
-	evs, err := f.st.Events(context.Background(), f.run, 0, 100)
+	evs, _, err := f.led.Read(context.Background(), f.run, 0, 100, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -156,8 +156,11 @@ const (
 type Fault struct {
 	Op    string                   // e.g. "TransactWriteItems"
 	Match func(pk, sk string) bool // nil: every request of Op
-	Kind  Kind
-	Times int // 0 means once
+	// Actions, when set, matches only requests of that many actions
+	// (a transaction's shape tells its writer apart).
+	Actions int
+	Kind    Kind
+	Times   int // 0 means once
 }
 
 // KeyHas matches a key whose partition or sort key contains sub.
@@ -211,7 +214,7 @@ func (l *Layer) fault(op string, acts []action) (Kind, int, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i, in := range l.faults {
-		if in.f.Op != op {
+		if in.f.Op != op || in.f.Actions != 0 && in.f.Actions != len(acts) {
 			continue
 		}
 		at := 0
