@@ -99,7 +99,11 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
 		log.Warn("listening on a non-loopback address: anyone who can reach it and holds a token can use this control plane", "addr", ln.Addr())
 	}
-	led := ledger.New(st, time.Now)
+	var seqOpts []ledger.Option
+	if cfg.SequenceOnRead {
+		seqOpts = append(seqOpts, ledger.SequenceOnlyWhenRead)
+	}
+	led := ledger.New(st, time.Now, seqOpts...)
 	prices, sealer, err := devModelProxy(ctx, cfg, st, log)
 	if err != nil {
 		return err

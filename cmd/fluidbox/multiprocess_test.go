@@ -129,12 +129,18 @@ func startCluster(t testing.TB, n int, chaos string) *cluster {
 		time.Sleep(20 * time.Millisecond)
 	}
 	via := countingProxy(t, c.dbURL, &c.proxied)
-	for range n {
+	for i := range n {
 		addr := freeAddr(t)
 		// The tests send one run's requests by the dozen at once; the
 		// bound on a run's open requests has its own tests.
-		dev := startProc(t, bin, []string{"FLUIDBOX_ADDR=" + addr, "FLUIDBOX_ADMIN_TOKEN=" + c.token,
-			"AWS_ENDPOINT_URL_DYNAMODB=" + via, "FLUIDBOX_TABLE=multi", "FLUIDBOX_RUN_MAX_OPEN_REQUESTS=100"}, "dev")
+		env := []string{"FLUIDBOX_ADDR=" + addr, "FLUIDBOX_ADMIN_TOKEN=" + c.token, "AWS_ENDPOINT_URL_DYNAMODB=" + via, "FLUIDBOX_TABLE=multi", "FLUIDBOX_RUN_MAX_OPEN_REQUESTS=100"}
+		if i > 0 {
+			// As on AWS: the API's instances number events only when
+			// they read them; one sequencer (the notify function there,
+			// process 0 here) numbers the rest.
+			env = append(env, "FLUIDBOX_SEQUENCER=read")
+		}
+		dev := startProc(t, bin, env, "dev")
 		c.devs = append(c.devs, dev)
 		c.urls = append(c.urls, "http://"+addr)
 	}

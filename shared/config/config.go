@@ -24,6 +24,11 @@ type Config struct {
 	Table string
 	// DynamoDBEndpoint overrides the SDK's endpoint (AWS_ENDPOINT_URL_DYNAMODB).
 	DynamoDBEndpoint string
+	// SequenceOnRead (dev, FLUIDBOX_SEQUENCER=read): this process numbers
+	// a run's events only when it reads them, leaving the rest to another
+	// process, as a Lambda function leaves it to the notify function; the
+	// default (background) numbers them right after each append.
+	SequenceOnRead bool
 	// UpstreamToolsTTLSeconds is how long the broker may trust its last
 	// look at an upstream's tool list.
 	UpstreamToolsTTLSeconds int
@@ -136,6 +141,7 @@ func Load(getenv func(string) string, mode Mode) (Config, error) {
 		AdminToken:       getenv("FLUIDBOX_ADMIN_TOKEN"),
 		Table:            getenv("FLUIDBOX_TABLE"),
 		DynamoDBEndpoint: getenv("AWS_ENDPOINT_URL_DYNAMODB"),
+		SequenceOnRead:   getenv("FLUIDBOX_SEQUENCER") == "read",
 		StateMachineARN:  getenv("FLUIDBOX_STATE_MACHINE_ARN"),
 		EventBus:         getenv("FLUIDBOX_EVENT_BUS"),
 
@@ -221,6 +227,9 @@ func Load(getenv func(string) string, mode Mode) (Config, error) {
 		if (c.ModelUpstreamURL == "") != (c.ModelUpstreamKey == "") {
 			problems = append(problems, "FLUIDBOX_MODEL_UPSTREAM_URL and FLUIDBOX_MODEL_UPSTREAM_KEY must be set together")
 		}
+	}
+	if v := getenv("FLUIDBOX_SEQUENCER"); v != "" && v != "read" && v != "background" {
+		problems = append(problems, "FLUIDBOX_SEQUENCER must be read or background")
 	}
 	switch mode {
 	case Dev:

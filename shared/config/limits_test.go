@@ -59,3 +59,28 @@ func TestConnectionAllowAndRateLimit(t *testing.T) {
 		t.Error("a limit of 0 pending approvals was accepted")
 	}
 }
+
+// TestSequencer: dev numbers events in the background unless
+// FLUIDBOX_SEQUENCER=read; any other value is refused.
+func TestSequencer(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]bool{"": false, "background": false, "read": true} {
+		c, err := config.Load(func(k string) string {
+			if k == "FLUIDBOX_SEQUENCER" {
+				return v
+			}
+			return ""
+		}, config.Dev)
+		if err != nil || c.SequenceOnRead != want {
+			t.Errorf("FLUIDBOX_SEQUENCER=%q: SequenceOnRead = %v, %v; want %v", v, c.SequenceOnRead, err, want)
+		}
+	}
+	if _, err := config.Load(func(k string) string {
+		if k == "FLUIDBOX_SEQUENCER" {
+			return "stream"
+		}
+		return ""
+	}, config.Dev); err == nil || !strings.Contains(err.Error(), "FLUIDBOX_SEQUENCER") {
+		t.Errorf("FLUIDBOX_SEQUENCER=stream: %v, want refused", err)
+	}
+}

@@ -60,7 +60,10 @@ func Load(_ context.Context, getenv func(string) string, mode config.Mode) (Deps
 		Config: cfg,
 		AWS:    awsCfg,
 		Store:  st,
-		Ledger: ledger.New(st, time.Now),
+		// The notify function numbers events, woken by the table's
+		// stream; readers number what is pending before they read. A
+		// goroutine after the answer would be frozen with the instance.
+		Ledger: ledger.New(st, time.Now, ledger.SequenceOnlyWhenRead),
 		Logger: slog.New(lambdacontext.NewLogHandler()),
 	}, nil
 }

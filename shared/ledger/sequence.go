@@ -26,7 +26,7 @@ func (l *Ledger) Sequence(ctx context.Context, runID string) error {
 		if err := backoff(ctx, attempt); err != nil {
 			return fmt.Errorf("ledger: sequence %s: %w: %w", runID, store.ErrUnavailable, err)
 		}
-		batch, err := l.st.Unsequenced(ctx, runID, store.MaxNumbered)
+		batch, more, err := l.st.Unsequenced(ctx, runID, store.MaxNumbered)
 		if err != nil || len(batch) == 0 {
 			return err
 		}
@@ -59,7 +59,7 @@ func (l *Ledger) Sequence(ctx context.Context, runID string) error {
 		}
 		l.remember(next)
 		l.hub.notify(runID)
-		if len(batch) < store.MaxNumbered {
+		if !more && n == len(batch) {
 			return nil
 		}
 		attempt = -1

@@ -221,13 +221,14 @@ func (s *Store) appendHead(ctx context.Context, seen Head, at string, b Batch, f
 		headUpdate.ExpressionAttributeNames = names
 	}
 	items := []types.TransactWriteItem{{Update: headUpdate}}
+	batch := batchKey()
 	for i, ev := range b.Events {
 		var av map[string]types.AttributeValue
 		var err error
 		if numbered {
 			av, err = eventItem(seen.RunID, seen.LastSeq+int64(i)+1, ev, at)
 		} else {
-			av, err = s.unsequencedItem(seen.RunID, gen, i, ev, at)
+			av, err = s.unsequencedItem(seen.RunID, gen, batch, i, ev, at)
 		}
 		if err != nil {
 			return Head{}, err

@@ -95,7 +95,7 @@ func numberAll(t *testing.T, st *store.Store, runID string) store.Head {
 	h, err := st.GetHead(ctx, runID)
 	must(t, err)
 	for {
-		batch, err := st.Unsequenced(ctx, runID, store.MaxNumbered)
+		batch, _, err := st.Unsequenced(ctx, runID, store.MaxNumbered)
 		must(t, err)
 		if len(batch) == 0 {
 			return h
@@ -279,7 +279,7 @@ func TestNumberRaces(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				batch, err := st.Unsequenced(ctx, "ses_n", store.MaxNumbered)
+				batch, _, err := st.Unsequenced(ctx, "ses_n", store.MaxNumbered)
 				if err != nil {
 					t.Error(err)
 					return

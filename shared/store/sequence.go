@@ -66,13 +66,21 @@ func keyNanos() int64 {
 // sequencer numbers every item of one generation before the next), then
 // the writer's clock, then a random tie-break, then its place in its
 // batch.
-func (s *Store) unsequencedItem(runID string, gen int64, i int, ev redact.Envelope, at string) (map[string]types.AttributeValue, error) {
+func (s *Store) unsequencedItem(runID string, gen int64, batch string, i int, ev redact.Envelope, at string) (map[string]types.AttributeValue, error) {
 	if !ev.Valid() {
 		return nil, fmt.Errorf("store: run %s: refusing an envelope not built by redact", runID)
 	}
-	sk := fmt.Sprintf("%s%010d#%019d#%08x#%02d", unsequencedPrefix, gen, keyNanos(), rand.Uint32(), i)
+	sk := fmt.Sprintf("%s%010d#%s#%02d", unsequencedPrefix, gen, batch, i)
 	return item(runPK(runID), sk, Event{Type: string(ev.Type()), At: at, Data: string(ev.Data())})
 }
+
+// batchKey is the part of an unsequenced key one batch's events share:
+// the writer's clock and a random tie-break, taken once per batch, so
+// that its events sort together.
+func batchKey() string { return fmt.Sprintf("%019d#%08x", keyNanos(), rand.Uint32()) }
+
+// batchOf is the key of an unsequenced item without its index.
+func batchOf(sk string) string { return sk[:strings.LastIndexByte(sk, '#')] }
 
 // record is Append of a decision: the fence check, the unsequenced
 // events and the ops, in one transaction that touches no item another
@@ -83,8 +91,9 @@ func (s *Store) record(ctx context.Context, seen Head, at string, b Batch) (Head
 	gen := seen.FencedGen
 	items := make([]types.TransactWriteItem, 0, 1+len(b.Events)+len(b.Ops))
 	items = append(items, types.TransactWriteItem{})
+	batch := batchKey()
 	for i, ev := range b.Events {
-		av, err := s.unsequencedItem(seen.RunID, gen, i, ev, at)
+		av, err := s.unsequencedItem(seen.RunID, gen, batch, i, ev, at)
 		if err != nil {
 			return Head{}, err
 		}
@@ -221,10 +230,13 @@ type Unsequenced struct {
 }
 
 // Unsequenced returns up to limit of runID's unsequenced events, in key
-// order (generation, then the writer's clock), with a consistent read.
-func (s *Store) Unsequenced(ctx context.Context, runID string, limit int) ([]Unsequenced, error) {
+// order (generation, then the writer's clock), with a consistent read. It
+// does not cut a batch's events apart (unless one batch alone has more
+// than limit), so that they are numbered together and stay adjacent.
+// more says that events are left after those returned.
+func (s *Store) Unsequenced(ctx context.Context, runID string, limit int) (batch []Unsequenced, more bool, err error) {
 	var out []Unsequenced
-	_, err := s.queryPrefixUpTo(ctx, runPK(runID), unsequencedPrefix, limit, func(av map[string]types.AttributeValue) error {
+	_, err = s.queryPrefixUpTo(ctx, runPK(runID), unsequencedPrefix, limit+1, func(av map[string]types.AttributeValue) error {
 		var u Unsequenced
 		if err := attributevalue.UnmarshalMap(av, &u.Event); err != nil {
 			return err
@@ -242,7 +254,18 @@ func (s *Store) Unsequenced(ctx context.Context, runID string, limit int) ([]Uns
 		out = append(out, u)
 		return nil
 	})
-	return out, err
+	if err != nil || len(out) <= limit {
+		return out, false, err
+	}
+	next := batchOf(out[limit].sk)
+	n := limit
+	for n > 0 && batchOf(out[n-1].sk) == next {
+		n--
+	}
+	if n == 0 {
+		n = limit
+	}
+	return out[:n], true, nil
 }
 
 // Number gives batch (at most MaxNumbered, from Unsequenced) the seqs
