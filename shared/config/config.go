@@ -120,7 +120,8 @@ const (
 	// Task: a Lambda function outside the API (expire, sweep): the table
 	// is required, the admin token is not.
 	Task
-	// Notify: the stream-to-EventBridge function: the bus is required.
+	// Notify: the stream's function (EventBridge notifications, ledger
+	// numbering): the bus and the table are required.
 	Notify
 	// Broker: the model proxy behind a function URL: the table and the KMS
 	// key are required, the admin token is not.
@@ -253,6 +254,10 @@ func Load(getenv func(string) string, mode Mode) (Config, error) {
 	case Notify:
 		if c.EventBus == "" {
 			problems = append(problems, "FLUIDBOX_EVENT_BUS is not set")
+		}
+		// It numbers the runs' ledger events, woken by the stream.
+		if c.Table == "" {
+			problems = append(problems, "FLUIDBOX_TABLE is not set")
 		}
 	case Broker:
 		if c.Table == "" {
