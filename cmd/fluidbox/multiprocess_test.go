@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -179,6 +180,8 @@ func countingProxy(t testing.TB, target string, n *atomic.Int64) string {
 		t.Fatal(err)
 	}
 	rp := httputil.NewSingleHostReverseProxy(u)
+	// A dev process stopped mid-request at a cell's end is no news.
+	rp.ErrorLog = log.New(io.Discard, "", 0)
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n.Add(1)
 		rp.ServeHTTP(w, r)
@@ -456,4 +459,106 @@ func benchDecisions(b *testing.B, c *cluster, callers int) {
 	b.ReportMetric(float64(c.dbRequests(b)-before)/float64(b.N), "requests/decision")
 	b.ReportMetric(float64(c.tableItems(b)), "table-items")
 	b.ReportMetric(0, "ns/op")
+}
+
+// TestTimelineOf32ParallelCallers: 32 callers decide in one run at once,
+// spread over eight `fluidbox dev` processes under the DynamoDB timing
+// model, while a follower long-polls the run's timeline through another
+// of them. No call is refused; the timeline is gapless with each call's
+// request and decision once; and the follower sees every decision within
+// 2 s of its answer (it waits for each with that deadline).
+func TestTimelineOf32ParallelCallers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and execs fluidbox")
+	}
+	const procs, callers, each = 8, 32, 3
+	c := startCluster(t, procs, benchChaos)
+	id, tok := c.run(multiPolicy)
+
+	var mu sync.Mutex
+	seen := map[string]chan struct{}{}
+	arrived := func(call string) chan struct{} {
+		mu.Lock()
+		defer mu.Unlock()
+		ch, ok := seen[call]
+		if !ok {
+			ch = make(chan struct{})
+			seen[call] = ch
+		}
+		return ch
+	}
+	stop := make(chan struct{})
+	followed := make(chan []map[string]any, 1)
+	go func() {
+		var all []map[string]any
+		defer func() { followed <- all }()
+		after := 0
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			st, body := c.do(procs-1, "GET", fmt.Sprintf("/v1/sessions/%s/events?after=%d&limit=1000&wait_seconds=1", id, after), c.token, nil)
+			if st != 200 {
+				t.Errorf("follow after %d = %d %v", after, st, body)
+				return
+			}
+			evs, _ := body["events"].([]any)
+			for _, e := range evs {
+				m := e.(map[string]any)
+				all = append(all, m)
+				after = int(m["seq"].(float64))
+				if m["type"] == "tool.decision" {
+					d, _ := m["data"].(map[string]any)
+					close(arrived(fmt.Sprint(d["tool_call_id"])))
+				}
+			}
+		}
+	}()
+
+	var wg sync.WaitGroup
+	for w := range callers {
+		wg.Go(func() {
+			for i := range each {
+				call := fmt.Sprintf("p%02d-%d", w, i)
+				st, body := c.do(w%(procs-1), "POST", "/v1/sessions/"+id+"/permission", tok, map[string]any{"tool_call_id": call, "tool_name": "Bash", "input": map[string]any{"command": "git status"}})
+				if st != 200 || body["decision"] != "allow" {
+					t.Errorf("%s = %d %v, want 200 allow", call, st, body)
+					continue
+				}
+				select {
+				case <-arrived(call):
+				case <-time.After(2 * time.Second):
+					t.Errorf("%s: its decision was not on the timeline 2 s after the answer", call)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	all := <-followed
+	calls := map[string]int{}
+	for i, m := range all {
+		if m["seq"] != float64(i+1) {
+			t.Fatalf("timeline gap: seq %v at position %d", m["seq"], i)
+		}
+		if m["type"] == "tool.requested" || m["type"] == "tool.decision" {
+			d, _ := m["data"].(map[string]any)
+			calls[fmt.Sprint(d["tool_call_id"])]++
+		}
+	}
+	if len(calls) != callers*each {
+		t.Errorf("%d calls on the timeline, want %d", len(calls), callers*each)
+	}
+	for call, n := range calls {
+		if n != 2 {
+			t.Errorf("%s has %d events, want its request and decision", call, n)
+		}
+	}
+	for i, d := range c.devs {
+		if strings.Contains(d.out.String(), "status=503") {
+			t.Errorf("process %d answered a 503", i)
+		}
+	}
 }
