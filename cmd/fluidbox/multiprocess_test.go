@@ -244,7 +244,8 @@ const multiPolicy = `{"name":"multi","default_verdict":"deny","rules":[
  {"id":"ask","tool":"Bash","match":{"command_prefix":["rm"]},"verdict":"require_approval"}]}`
 
 // TestMultiProcessUnderChaos: three `fluidbox dev` processes on one
-// `fluidbox dynamodb --chaos conflict=0.2,throttle=0.05`, one run: 24
+// `fluidbox dynamodb --chaos latency=20ms,hold=18ms,conflict=0.2,throttle=0.05`
+// (the DynamoDB timing model, and random faults on top), one run: 24
 // concurrent permission requests spread over the processes (no 503, every
 // one decided or pending), then for each approval three deciders racing
 // from different processes (exactly one wins), then the re-asks; the
@@ -254,7 +255,7 @@ func TestMultiProcessUnderChaos(t *testing.T) {
 		t.Skip("builds and execs fluidbox")
 	}
 	const procs, calls = 3, 24
-	c := startCluster(t, procs, "conflict=0.2,throttle=0.05,seed=12")
+	c := startCluster(t, procs, benchChaos+",conflict=0.2,throttle=0.05,seed=12")
 	id, tok := c.run(multiPolicy)
 	perm := func(i int, call, cmd string) (int, map[string]any) {
 		return c.do(i, "POST", "/v1/sessions/"+id+"/permission", tok, map[string]any{"tool_call_id": call, "tool_name": "Bash", "input": map[string]any{"command": cmd}})

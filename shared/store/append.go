@@ -239,7 +239,7 @@ func (s *Store) appendHead(ctx context.Context, seen Head, at string, b Batch, f
 		items = append(items, op.item)
 	}
 
-	err := s.transactWrite(ctx, items)
+	err := s.transactWriteN(ctx, items, hotAttempts)
 	if err == nil {
 		h := seen
 		h.Ver++

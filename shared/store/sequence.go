@@ -301,7 +301,7 @@ func (s *Store) Number(ctx context.Context, h Head, batch []Unsequenced) (Head, 
 			ConditionExpression: aws.String("attribute_exists(pk)"),
 		}})
 	}
-	err := s.transactWrite(ctx, items)
+	err := s.transactWriteN(ctx, items, hotAttempts)
 	if err == nil {
 		h.LastSeq = next
 		return h, nil
