@@ -365,7 +365,7 @@ func TestHeldItemRefusesSingleWrites(t *testing.T) {
 		done <- err
 	}()
 	refused := 0
-	sawOld, landedAfter := false, false
+	sawOld, sawTxn, landedAfter := false, false, false
 	for {
 		select {
 		case err := <-done:
@@ -393,6 +393,9 @@ func TestHeldItemRefusesSingleWrites(t *testing.T) {
 		switch {
 		case errors.As(err, &api) && api.ErrorCode() == "TransactionConflictException":
 			refused++
+			if sawTxn {
+				t.Fatal("an update was refused after a read saw the transaction's write: it applied while it still held the item")
+			}
 		case err != nil:
 			t.Fatal(err)
 		case refused > 0:
@@ -406,9 +409,14 @@ func TestHeldItemRefusesSingleWrites(t *testing.T) {
 		case "old":
 			sawOld = true
 		case "single":
-			// An update that landed before the transaction took the item.
+			// An update that landed before the transaction took the item,
+			// or after it let go.
+		case "txn":
+			// Committed, its answer on the way: from now on nothing may
+			// be refused (checked above).
+			sawTxn = true
 		default:
-			t.Fatalf("during the hold, v = %q: the transaction applied before it committed", v)
+			t.Fatalf("v = %q", v)
 		}
 	}
 }
