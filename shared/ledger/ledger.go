@@ -59,7 +59,9 @@ type Ledger struct {
 	hub   hub
 	locks [stripes]chan struct{}
 	mu    sync.Mutex
-	heads map[string]store.Head
+	heads map[string]cachedHead
+	// headAge is how long a cached head is trusted (see cached).
+	headAge time.Duration
 	// background: sequence each run in this process after it is
 	// appended to (see Option).
 	background bool
@@ -74,9 +76,19 @@ type Option func(*Ledger)
 // instead of a goroutine of this process after every append.
 func SequenceOnlyWhenRead(l *Ledger) { l.background = false }
 
+// DefaultHeadAge is how long a ledger trusts a run's head it read or
+// wrote. Fences make a decision on an older head fail for what must stop
+// it (end, budget, grants); the rest of the head (the count of pending
+// approvals) is only as fresh as this.
+const DefaultHeadAge = time.Second
+
+// TrustHeadFor makes a ledger re-read a run's head once it is older than
+// d (DefaultHeadAge otherwise).
+func TrustHeadFor(d time.Duration) Option { return func(l *Ledger) { l.headAge = d } }
+
 // New returns a ledger over st; now stamps events.
 func New(st *store.Store, now func() time.Time, opts ...Option) *Ledger {
-	l := &Ledger{st: st, now: now, heads: map[string]store.Head{}, background: true}
+	l := &Ledger{st: st, now: now, heads: map[string]cachedHead{}, headAge: DefaultHeadAge, background: true}
 	for i := range l.locks {
 		l.locks[i] = make(chan struct{}, 1)
 	}
@@ -148,7 +160,11 @@ func (l *Ledger) Append(ctx context.Context, runID string, build Build) (store.H
 		}
 		next, err := l.st.Append(ctx, head, store.FormatTime(l.now()), b)
 		if err == nil {
-			l.remember(next)
+			if writesHead(b) {
+				// A decision returns the head it was made on, which
+				// proves nothing newer about it.
+				l.remember(next)
+			}
 			if next.FenceGen > next.FencedGen {
 				if err := l.finishFence(ctx, next); err != nil {
 					return store.Head{}, err
@@ -230,21 +246,35 @@ func (l *Ledger) Head(ctx context.Context, runID string) (store.Head, error) {
 	return h, nil
 }
 
+// cachedHead is a head and when this process last learnt it (the wall
+// clock, not the ledger's: that may be a test's fixed one).
+type cachedHead struct {
+	store.Head
+	at time.Time
+}
+
+// cached is runID's head as this process last saw it, unless that is
+// older than the ledger trusts.
 func (l *Ledger) cached(runID string) (store.Head, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	h, ok := l.heads[runID]
-	return h, ok
+	c, ok := l.heads[runID]
+	if !ok || time.Since(c.at) > l.headAge {
+		return store.Head{}, false
+	}
+	return c.Head, true
 }
 
 // remember keeps the newest head seen for a run: the latest version, and
-// of one version the most fenced, then the most numbered.
+// of one version the most fenced, then the most numbered. It is told
+// only of heads read from the table or returned by it (a write on the
+// head, a conflict), which are current as of now.
 func (l *Ledger) remember(h store.Head) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	old, ok := l.heads[h.RunID]
 	if !ok || old.Ver < h.Ver || old.Ver == h.Ver && (old.FencedGen < h.FencedGen || old.FencedGen == h.FencedGen && old.LastSeq <= h.LastSeq) {
-		l.heads[h.RunID] = h
+		l.heads[h.RunID] = cachedHead{h, time.Now()}
 	}
 }
 

@@ -254,3 +254,36 @@ func TestBackgroundSequencing(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestCachedHeadAges: what fences do not cover (a run's count of pending
+// approvals, changed by another instance) reaches a decision once the
+// head it cached is older than the ledger trusts.
+func TestCachedHeadAges(t *testing.T) {
+	t.Parallel()
+	st := testenv.Store(t)
+	newRun(t, st, "ses_age")
+	a := ledger.New(st, time.Now, ledger.SequenceOnlyWhenRead, ledger.TrustHeadFor(50*time.Millisecond))
+	b := ledger.New(st, time.Now, ledger.SequenceOnlyWhenRead)
+	pendingSeen := func() int64 {
+		var n int64
+		if _, err := a.Append(context.Background(), "ses_age", func(h store.Head) (store.Batch, error) {
+			n = h.PendingApprovals
+			return store.Batch{Events: []redact.Envelope{requested(t, "x")}}, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := pendingSeen(); n != 0 {
+		t.Fatalf("pending = %d at first, want 0", n)
+	}
+	if _, err := b.Append(context.Background(), "ses_age", func(store.Head) (store.Batch, error) {
+		return store.Batch{Events: []redact.Envelope{requested(t, "y")}, Head: store.HeadChange{Pending: 1}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := pendingSeen(); n != 1 {
+		t.Errorf("pending = %d after the cached head aged, want 1", n)
+	}
+}
