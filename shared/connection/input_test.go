@@ -68,7 +68,7 @@ func TestBrokeredInputRequest(t *testing.T) {
 		if err != nil || nag.Decision != call.Allowed || nag.Result == nil || !nag.Result.IsError {
 			t.Fatalf("%s: Call(nag) = %+v, %v; want allowed with a tool error", rev, nag.Answer, err)
 		}
-		evs, err := f.st.Events(context.Background(), f.run.ID, 0, 1000)
+		evs, _, err := f.led.Read(context.Background(), f.run.ID, 0, 1000, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -58,6 +58,7 @@ func (v variant) server() *mcp.Server {
 // run that may call its tools (newRunOn: a policy that allows everything).
 type runOn struct {
 	st        *store.Store
+	led       *ledger.Ledger
 	svc       *connection.Service
 	broker    *connection.Broker
 	approvals *approval.Service
@@ -99,7 +100,7 @@ func newRunOnWith(t *testing.T, url, policyDoc string) (runOn, connection.Refres
 	}
 	approvals := approval.NewService(led, time.Now)
 	b := connection.NewBroker(svc, permission.NewService(led, approvals, approval.Lazy{}, nil, time.Now), slog.New(slog.DiscardHandler))
-	return runOn{st: st, svc: svc, broker: b, approvals: approvals, con: v, run: r}, first
+	return runOn{st: st, led: led, svc: svc, broker: b, approvals: approvals, con: v, run: r}, first
 }
 
 // TestRefreshSeesMeaningOnly: an upstream of 2026-07-28 that changes only

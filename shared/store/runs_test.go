@@ -229,14 +229,14 @@ func TestFences(t *testing.T) {
 	}
 
 	// A grant deleted fences too; the run's end too.
-	grant, err := st.Put(store.GrantKey("ses_f", "Bash:git push"), map[string]string{"scope_key": "Bash:git push"})
+	grant, err := st.Put(store.GrantKey("ses_f", "ask-push", "Bash:git push"), map[string]string{"scope_key": "Bash:git push"})
 	must(t, err)
 	cur, err = append1(t, st, cur, store.HeadChange{Pending: 1}, grant)
 	must(t, err)
 	if cur.FenceGen != 1 {
 		t.Errorf("a grant put raised the fence to %d", cur.FenceGen)
 	}
-	cur, err = append1(t, st, cur, store.HeadChange{}, st.DeleteExisting(store.GrantKey("ses_f", "Bash:git push"), store.ErrNotFound))
+	cur, err = append1(t, st, cur, store.HeadChange{}, st.DeleteExisting(store.GrantKey("ses_f", "ask-push", "Bash:git push"), store.ErrNotFound))
 	must(t, err)
 	if cur.FenceGen != 2 || cur.Ver != 4 {
 		t.Errorf("a grant deleted: fence %d, version %d; want 2, 4", cur.FenceGen, cur.Ver)
