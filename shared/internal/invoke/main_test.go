@@ -107,6 +107,7 @@ func TestSampleEvents(t *testing.T) {
 		"events/notify/unrelated-event-row.json":            {result: `{"batchItemFailures":[]}`},
 		"events/notify/insert-triggered-run.json":           {result: `{"batchItemFailures":[]}`, published: 1},
 		"events/notify/insert-halted.json":                  {result: `{"batchItemFailures":[]}`, published: 1},
+		"events/notify/insert-unsequenced-event.json":       {result: `{"batchItemFailures":[]}`},
 	}
 	for _, dir := range functionsWithEvents {
 		files, _ := filepath.Glob("events/" + dir + "/*.json")
