@@ -130,14 +130,27 @@ func str(attrs []attribute.KeyValue, key, v string) []attribute.KeyValue {
 	return append(attrs, attribute.String(key, value(v)))
 }
 
-// Extract returns ctx carrying the W3C trace context (traceparent,
-// tracestate) of h, so a runner's turn, its decision and its brokered call
-// are one trace. A malformed header is ignored: it starts a new trace.
+// Extract returns ctx carrying the runner's W3C traceparent, so a runner's
+// turn, its decision and its brokered call are one trace. The runner is
+// untrusted, so only the ids cross: tracestate (free text that the SDK
+// would export with every span) is dropped, and the sampled flag is set,
+// so a sandbox cannot switch off the spans of its own calls. A malformed
+// header is ignored: the request starts a new trace.
 func (t *Telemetry) Extract(ctx context.Context, h http.Header) context.Context {
 	if t == nil {
 		return ctx
 	}
-	return t.propagator.Extract(ctx, propagation.HeaderCarrier(h))
+	tp := h.Get("Traceparent")
+	if tp == "" {
+		return ctx
+	}
+	parent := trace.SpanContextFromContext(t.propagator.Extract(context.Background(), propagation.MapCarrier{"traceparent": tp}))
+	if !parent.IsValid() {
+		return ctx
+	}
+	return trace.ContextWithRemoteSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: parent.TraceID(), SpanID: parent.SpanID(), TraceFlags: trace.FlagsSampled, Remote: true,
+	}))
 }
 
 // StartRequest starts the server span of one HTTP request on route (the
@@ -145,6 +158,9 @@ func (t *Telemetry) Extract(ctx context.Context, h http.Header) context.Context 
 func (t *Telemetry) StartRequest(ctx context.Context, route string) (context.Context, func(status int)) {
 	if t == nil {
 		return ctx, func(int) {}
+	}
+	if route == "" {
+		route = "unmatched"
 	}
 	ctx, span := t.tracer.Start(ctx, value(route), trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String(KeyRoute, value(route))))

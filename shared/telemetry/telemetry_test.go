@@ -84,6 +84,13 @@ func TestExtractTraceparent(t *testing.T) {
 	if !sc.IsRemote() || sc.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" || sc.SpanID().String() != "00f067aa0ba902b7" {
 		t.Errorf("Extract(traceparent) = %v, want the runner's span as remote parent", sc)
 	}
+	// tracestate never crosses, and an unsampled parent cannot switch
+	// fluidbox's spans off.
+	ctx = tel.Extract(context.Background(), http.Header{
+		"Traceparent": {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"}, "Tracestate": {"canary=SECRETCANARY"}})
+	if sc := trace.SpanContextFromContext(ctx); sc.TraceState().Len() != 0 || !sc.IsSampled() || sc.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Errorf("Extract(unsampled, tracestate) = %v, want the ids, sampled, no tracestate", sc)
+	}
 	for _, bad := range []string{"garbage", "00-00000000000000000000000000000000-00f067aa0ba902b7-01", "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"} {
 		if sc := trace.SpanContextFromContext(tel.Extract(context.Background(), http.Header{"Traceparent": {bad}})); sc.IsValid() {
 			t.Errorf("Extract(%q) = %v, want no parent", bad, sc)
