@@ -68,7 +68,6 @@ type Telemetry struct {
 	reserved     metric.Int64Counter
 	spent        metric.Int64Counter
 	tokens       metric.Int64Counter
-	halted       metric.Int64Counter
 	responses    metric.Int64Counter
 }
 
@@ -87,7 +86,6 @@ func New(tp trace.TracerProvider, mp metric.MeterProvider) (*Telemetry, error) {
 		{&t.reserved, "fluidbox.budget.reserved", "u[USD]", "Budget reserved by admissions, in micro-USD."},
 		{&t.spent, "fluidbox.budget.spent", "u[USD]", "Budget spent by reconciled model requests, in micro-USD."},
 		{&t.tokens, "fluidbox.model.tokens", "{token}", "Model tokens of reconciled requests, by kind (input, output)."},
-		{&t.halted, "fluidbox.runs.halted", "{run}", "Runs the model proxy halted."},
 		{&t.responses, "fluidbox.http.responses", "{response}", "HTTP responses by route and status code (503 is the control plane's fail-closed answer)."},
 	} {
 		if *c.dst, err = m.Int64Counter(c.name, metric.WithUnit(c.unit), metric.WithDescription(c.desc)); err != nil {
@@ -220,24 +218,23 @@ func (t *Telemetry) BrokeredCall(ctx context.Context, start time.Time, b Brokere
 	t.brokered.Record(ctx, end.Sub(start).Seconds(), metric.WithAttributes(str(str(nil, KeyConnection, b.Connection), KeyOutcome, b.Outcome)...))
 }
 
-// ModelRequest is one request through the model proxy.
+// ModelRequest is one request through the model proxy, once settled.
 type ModelRequest struct {
 	Run, Model string
-	// Outcome is ok, refused, halted or a failure's class.
-	Outcome                   string
+	// Status is the HTTP status the upstream (or fluidbox) answered.
+	Status                    int64
 	InputTokens, OutputTokens int64
 }
 
 // ModelRequested records m as a span from start to now, and its tokens.
-// A halted outcome counts a halted run.
 func (t *Telemetry) ModelRequested(ctx context.Context, start time.Time, m ModelRequest) {
 	if t == nil {
 		return
 	}
 	attrs := str(nil, KeyRun, m.Run)
 	attrs = str(attrs, KeyModel, m.Model)
-	attrs = str(attrs, KeyOutcome, m.Outcome)
-	attrs = append(attrs, attribute.Int64("fluidbox.model.input_tokens", m.InputTokens), attribute.Int64("fluidbox.model.output_tokens", m.OutputTokens))
+	attrs = append(attrs, attribute.Int64(KeyStatus, m.Status),
+		attribute.Int64("fluidbox.model.input_tokens", m.InputTokens), attribute.Int64("fluidbox.model.output_tokens", m.OutputTokens))
 	t.span(ctx, "fluidbox.model.request", start, time.Now(), attrs)
 	model := str(nil, KeyModel, m.Model)
 	if m.InputTokens > 0 {
@@ -246,16 +243,10 @@ func (t *Telemetry) ModelRequested(ctx context.Context, start time.Time, m Model
 	if m.OutputTokens > 0 {
 		t.tokens.Add(ctx, m.OutputTokens, metric.WithAttributes(append(model, attribute.String(KeyTokenKind, "output"))...))
 	}
-	if m.Outcome == OutcomeHalted {
-		t.halted.Add(ctx, 1)
-	}
 }
 
-// Outcomes the package itself gives meaning to.
-const (
-	OutcomeOK     = "ok"
-	OutcomeHalted = "halted"
-)
+// OutcomeOK is a brokered call whose tool answered without error.
+const OutcomeOK = "ok"
 
 // ApprovalWait is one approval from its request to its settling.
 type ApprovalWait struct {

@@ -62,7 +62,7 @@ func TestNilIsOff(t *testing.T) {
 	now := time.Now()
 	tel.Decided(ctx, now, Decision{Run: "r"})
 	tel.BrokeredCall(ctx, now, Brokered{Run: "r"})
-	tel.ModelRequested(ctx, now, ModelRequest{Run: "r", Outcome: OutcomeHalted})
+	tel.ModelRequested(ctx, now, ModelRequest{Run: "r", Status: 200})
 	tel.ApprovalSettled(ctx, ApprovalWait{RequestedAt: now, SettledAt: now})
 	tel.BudgetReserved(ctx, 1)
 	tel.BudgetSpent(ctx, 1)
