@@ -69,6 +69,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/ids"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/run"
+	"github.com/fluidbox/fluidbox/shared/telemetry"
 )
 
 // Bounds of one proxied request.
@@ -107,7 +108,11 @@ type Proxy struct {
 	judge     Judge
 	client    *http.Client
 	log       *slog.Logger
+	tel       *telemetry.Telemetry
 }
+
+// Record sends each settled request's span, tokens and money to t.
+func (p *Proxy) Record(t *telemetry.Telemetry) { p.tel = t }
 
 // New returns a proxy. client may be nil for a default without an overall
 // timeout (a stream lasts as long as the model writes) but with bounded
@@ -582,6 +587,13 @@ func (p *Proxy) settle(ctx context.Context, runID, requestID string, res admissi
 		p.log.InfoContext(ctx, "model request", "run", runID, "request", requestID, "reservation", res.ID,
 			"model", res.Model, "status", out.status, "reserved", res.Amount.String(), "cost", st.Cost.String(),
 			"settlement", st.Settlement, "server_tools", len(uses), "ms", p.upstreams.now().Sub(start).Milliseconds())
+		p.tel.ModelRequested(ctx, start, telemetry.ModelRequest{Run: runID, Model: res.Model, Status: int64(out.status), InputTokens: u.InputTokens, OutputTokens: u.OutputTokens})
+		if res.Created {
+			p.tel.BudgetReserved(ctx, int64(res.Amount))
+		}
+		if st.Applied {
+			p.tel.BudgetSpent(ctx, int64(st.Cost))
+		}
 	}
 	st, err := p.admit.SettleRetrying(sctx, attempt, log)
 	if err == nil {
