@@ -435,7 +435,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// and continues the runner's trace (traceparent).
 	ctx, end := s.cfg.Telemetry.StartRequest(s.cfg.Telemetry.Extract(r.Context(), r.Header), pattern)
 	defer func() { end(rec.status) }()
-	r = r.WithContext(ctx)
+	if ctx != r.Context() {
+		r = r.WithContext(ctx)
+	}
 	if pattern == "" {
 		probe := &statusRecorder{ResponseWriter: discard{}, status: http.StatusOK}
 		h, _ := s.mux.Handler(r)
