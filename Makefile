@@ -154,7 +154,7 @@ e2e-agent-sdk:
 # servers are pinned to 127.0.0.1 by the same `node -r` preload as
 # e2e-mcp's. Its own prefix, like e2e-mcp's. Results in .build/e2e/conformance.
 CONFORMANCE_DIR := $(BUILD)/node-conformance
-CONFORMANCE_VER := 0.1.16
+CONFORMANCE_VER := 0.2.0-alpha.12
 CONFORMANCE     := $(abspath $(CONFORMANCE_DIR))/node_modules/@modelcontextprotocol/conformance
 
 e2e-conformance:

@@ -226,7 +226,7 @@ func TestSlackPrivileges(t *testing.T) {
 	p, _ := ev["Properties"].(map[string]any)
 	if ev["Type"] != "EventBridgeRule" || p["EventBusName"] != "REF:EventBus" ||
 		!slices.Equal(asStrings(dig(p, "Pattern", "source")), []string{"fluidbox"}) ||
-		!slices.Equal(asStrings(dig(p, "Pattern", "detail-type")), []string{"approval.requested", "approval.decided"}) {
-		t.Errorf("SlackFunction's event = %v, want the fluidbox bus's approval notifications", ev)
+		!slices.Equal(asStrings(dig(p, "Pattern", "detail-type")), []string{"approval.requested", "approval.decided", "run.halted"}) {
+		t.Errorf("SlackFunction's event = %v, want the fluidbox bus's approval and halt notifications", ev)
 	}
 }

@@ -13,5 +13,9 @@
 // the inspection's share of that latency beside its share of the plain
 // forward; most of the proxied latency is the table's round trips, which
 // on AWS are slower than minidyn's on loopback, and a real model's answer
-// slower still. `make bench` runs it; nothing here asserts a time.
+// slower still. BenchmarkProxiedVerify goes on with the conversation, one
+// new tool call a request, and reports the batched reads of call records
+// the proxy's check of tool results makes per request (one for the new
+// result, none for the history it checked before). `make bench` runs it;
+// nothing here asserts a time.
 package modelproxy

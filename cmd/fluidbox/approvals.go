@@ -16,8 +16,11 @@ import (
 // inputWidth is how much of an input the approvals table shows.
 const inputWidth = 60
 
-// approvals lists the pending approvals: `fluidbox approvals [--json]`, or
-// shows one whole: `fluidbox approvals show ID`.
+// approvals lists the caller's inbox, every page of it, with the total:
+// `fluidbox approvals [--json]`, or shows one whole: `fluidbox approvals
+// show ID`. Signed in as a member, the inbox is the calls on their own
+// personal connections; as an approver, admin or the operator, the shared
+// calls (and their own personal ones).
 func approvals(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "show" {
 		return showApproval(ctx, args[1:], getenv, stdout, stderr)
@@ -29,7 +32,7 @@ func approvals(ctx context.Context, args []string, getenv func(string) string, s
 		return err
 	}
 	if len(pos) > 0 {
-		return fmt.Errorf("unexpected argument %q", pos[0])
+		return usagef("unexpected argument %q", pos[0])
 	}
 	c, err := f.client()
 	if err != nil {
@@ -43,7 +46,7 @@ func approvals(ctx context.Context, args []string, getenv func(string) string, s
 		if list == nil {
 			list = []client.Approval{}
 		}
-		return writeJSON(stdout, map[string]any{"approvals": list})
+		return f.write(stdout, map[string]any{"approvals": list, "total": len(list)})
 	}
 	if len(list) == 0 {
 		_, err := fmt.Fprintln(stdout, "no pending approvals")
@@ -66,6 +69,9 @@ func approvals(ctx context.Context, args []string, getenv func(string) string, s
 			cellText(in), clean(rule, 30), timeLeft(a.ExpiresAt, now))
 	}
 	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(stdout, "%d pending\n", len(list)); err != nil {
 		return err
 	}
 	if cut > 0 {
@@ -108,7 +114,7 @@ func showApproval(ctx context.Context, args []string, getenv func(string) string
 	}
 	if len(pos) != 1 {
 		fs.Usage()
-		return fmt.Errorf("want exactly one approval id (apr_...), got %d arguments", len(pos))
+		return usagef("want exactly one approval id (apr_...), got %d arguments", len(pos))
 	}
 	c, err := f.client()
 	if err != nil {
@@ -119,7 +125,7 @@ func showApproval(ctx context.Context, args []string, getenv func(string) string
 		return explain(err)
 	}
 	if f.json {
-		return writeJSON(stdout, a)
+		return f.write(stdout, a)
 	}
 	_, err = io.WriteString(stdout, describeApproval(a, time.Now()))
 	return err
@@ -235,7 +241,7 @@ func decide(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(st
 	}
 	if len(pos) != 1 || strings.TrimSpace(pos[0]) == "" {
 		fs.Usage()
-		return fmt.Errorf("want exactly one approval id (apr_...), got %d arguments", len(pos))
+		return usagef("want exactly one approval id (apr_...), got %d arguments", len(pos))
 	}
 	c, err := f.client()
 	if err != nil {
@@ -248,7 +254,7 @@ func decide(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(st
 	}
 	applied := a.Applied != nil && *a.Applied
 	if f.json {
-		if err := writeJSON(stdout, a); err != nil {
+		if err := f.write(stdout, a); err != nil {
 			return err
 		}
 	} else if applied {

@@ -29,8 +29,8 @@ func TestApprovalsApproveDeny(t *testing.T) {
 
 	r := fluidbox(ctx, s.env(), "", "approvals")
 	lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
-	if r.code != 0 || len(lines) != 3 {
-		t.Fatalf("fluidbox approvals = %+v, want a header and two rows", r)
+	if r.code != 0 || len(lines) != 4 || lines[3] != "2 pending" {
+		t.Fatalf("fluidbox approvals = %+v, want a header, two rows and the total", r)
 	}
 	header := regexp.MustCompile(`^APPROVAL\s+RUN\s+TOOL\s+INPUT\s+RULE\s+LEFT$`)
 	if !header.MatchString(lines[0]) {
@@ -44,7 +44,7 @@ func TestApprovalsApproveDeny(t *testing.T) {
 		t.Errorf("second row = %q: agent input must reach the terminal with its control characters escaped", lines[2])
 	}
 	col := strings.Index(lines[0], "TOOL")
-	for _, l := range lines[1:] {
+	for _, l := range lines[1:3] {
 		if len(l) < col || !strings.HasPrefix(l[col:], "Bash") {
 			t.Errorf("row %q is not aligned under TOOL (column %d)", l, col)
 		}
@@ -95,7 +95,7 @@ func TestApprovalsApproveDeny(t *testing.T) {
 	if again.Decision != "deny" || again.Source != "approval" {
 		t.Errorf("the runner after a human denied = %+v, want deny from approval", again)
 	}
-	if r := fluidbox(ctx, s.env(), "", "approve"); r.code != 1 || !strings.Contains(r.stderr, "want exactly one approval id") {
+	if r := fluidbox(ctx, s.env(), "", "approve"); r.code != 2 || !strings.Contains(r.stderr, "want exactly one approval id") {
 		t.Errorf("fluidbox approve with no id = %+v", r)
 	}
 }
@@ -116,14 +116,14 @@ func TestApprovalsShowNothingHidden(t *testing.T) {
 
 	r := fluidbox(ctx, s.env(), "", "approvals")
 	lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
-	if r.code != 0 || len(lines) != 3 {
-		t.Fatalf("fluidbox approvals = %+v, want a header, a row and a footer", r)
+	if r.code != 0 || len(lines) != 4 || lines[2] != "1 pending" {
+		t.Fatalf("fluidbox approvals = %+v, want a header, a row, the total and a footer", r)
 	}
 	if strings.Contains(lines[1], "curl") || !regexp.MustCompile(`…\[\+\d+\]`).MatchString(lines[1]) {
 		t.Errorf("row = %q, want the cut input marked with how much is hidden", lines[1])
 	}
-	if !strings.Contains(lines[2], "fluidbox approvals show ID") {
-		t.Errorf("footer = %q, want how to see the rest", lines[2])
+	if !strings.Contains(lines[3], "fluidbox approvals show ID") {
+		t.Errorf("footer = %q, want how to see the rest", lines[3])
 	}
 
 	r = fluidbox(ctx, s.env(), "", "approvals", "show", a.ApprovalID)

@@ -14,17 +14,79 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/itchyny/gojq"
+
 	"github.com/fluidbox/fluidbox/shared/client"
 )
 
 // defaultURL is where `make run` listens.
 const defaultURL = "http://127.0.0.1:8080"
 
+// outFlags are the output flags of every command that can print JSON:
+// --json, and --jq EXPR, which filters that JSON as gh's --jq does.
+type outFlags struct {
+	json bool
+	jq   *gojq.Code
+}
+
+func addOutFlags(fs *flag.FlagSet) *outFlags {
+	o := &outFlags{}
+	fs.BoolVar(&o.json, "json", false, "print JSON for scripts instead of text")
+	fs.Func("jq", "filter the JSON with a jq `EXPRESSION` (implies --json; a string result prints without quotes)", func(s string) error {
+		q, err := gojq.Parse(s)
+		if err != nil {
+			return fmt.Errorf("not a jq expression: %v", err)
+		}
+		code, err := gojq.Compile(q)
+		if err != nil {
+			return fmt.Errorf("not a jq expression: %v", err)
+		}
+		o.jq, o.json = code, true
+		return nil
+	})
+	return o
+}
+
+// write prints v as indented JSON, or what --jq makes of it: each result
+// on its own, a string bare and anything else as indented JSON.
+func (o *outFlags) write(w io.Writer, v any) error {
+	if o.jq == nil {
+		return writeJSON(w, v)
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	var in any
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return err
+	}
+	iter := o.jq.Run(in)
+	for {
+		x, ok := iter.Next()
+		if !ok {
+			return nil
+		}
+		switch x := x.(type) {
+		case error:
+			return fmt.Errorf("--jq: %v", x)
+		case string:
+			if _, err := fmt.Fprintln(w, x); err != nil {
+				return err
+			}
+		default:
+			if err := writeJSON(w, x); err != nil {
+				return err
+			}
+		}
+	}
+}
+
 // apiFlags are the flags every command for humans takes.
 type apiFlags struct {
-	url    string
-	token  string
-	json   bool
+	url   string
+	token string
+	*outFlags
 	getenv func(string) string
 }
 
@@ -40,7 +102,7 @@ func addAPIFlags(fs *flag.FlagSet, getenv func(string) string) *apiFlags {
 	// every usage error.
 	fs.StringVar(&f.token, "token", "", "admin token or SSO bearer (default: $FLUIDBOX_ADMIN_TOKEN; prefer the variable: flags show in ps)")
 	f.getenv = getenv
-	fs.BoolVar(&f.json, "json", false, "print JSON for scripts instead of text")
+	f.outFlags = addOutFlags(fs)
 	return f
 }
 
@@ -72,11 +134,12 @@ func explain(err error) error {
 
 // parseArgs parses flags that may come before, between or after the
 // positional arguments (`approve apr_1 --session`), and returns the
-// positional ones.
+// positional ones. A flag the set does not know, or a value it refuses, is
+// a usage error (exit 2).
 func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := parseFlags(fs, args); err != nil {
 			return nil, err
 		}
 		args = fs.Args()
@@ -91,12 +154,24 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// parseFlags is fs.Parse with its errors made usage errors (exit 2): a
+// flag the set does not know, or a value it refuses.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return &usageError{msg: err.Error()}
+}
+
 // newFlagSet is a command's flag set. Its usage (on -h, --help or a wrong
 // flag) is the command's help with synopsis as its usage line, then its
 // flags.
 func newFlagSet(name string, stderr io.Writer, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// The flag package prints a parse error before the usage; run prints
+	// it once, after, as it prints every usage error.
+	fs.SetOutput(io.Discard)
 	fs.Usage = func() {
 		c, ok := lookup(strings.Fields(name)[0])
 		if !ok {
@@ -105,9 +180,31 @@ func newFlagSet(name string, stderr io.Writer, synopsis string) *flag.FlagSet {
 		help := commandHelp(c)
 		_, rest, _ := strings.Cut(help, "\n")
 		fmt.Fprintf(stderr, "usage: fluidbox %s\n%s\nflags:\n", synopsis, rest)
-		fs.PrintDefaults()
+		printFlags(stderr, fs)
 	}
 	return fs
+}
+
+// printFlags lists a flag set's flags spelled as the usage lines spell
+// them (--json, not the flag package's -json), each with its meaning and
+// any default that is not the zero value.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		arg, meaning := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if len(f.Name) == 1 {
+			line = "  -" + f.Name // -f, as the usage lines spell it
+		}
+		if arg != "" {
+			line += " " + arg
+		}
+		switch f.DefValue {
+		case "", "false", "0":
+		default:
+			meaning += fmt.Sprintf(" (default %q)", f.DefValue)
+		}
+		fmt.Fprintf(w, "%s\n      %s\n", line, meaning)
+	})
 }
 
 // writeJSON prints v as indented JSON.
@@ -206,9 +303,9 @@ func readPages(ctx context.Context, c *client.Client, path, key string, q url.Va
 // printListing prints what readPages read: with asJSON the page as JSON,
 // else a table (header, then the row of each item, which row decodes) or
 // empty when there is nothing; more is said on stderr when next is left.
-func printListing(e cmdEnv, asJSON bool, key string, list []json.RawMessage, next, empty, header string, row func(json.RawMessage) (string, error), more string) error {
-	if asJSON {
-		return writeJSON(e.stdout, pageJSON(key, list, next))
+func printListing(e cmdEnv, out *outFlags, key string, list []json.RawMessage, next, empty, header string, row func(json.RawMessage) (string, error), more string) error {
+	if out.json {
+		return out.write(e.stdout, pageJSON(key, list, next))
 	}
 	if len(list) == 0 && next == "" {
 		_, err := fmt.Fprintln(e.stdout, empty)
@@ -232,16 +329,16 @@ func printListing(e cmdEnv, asJSON bool, key string, list []json.RawMessage, nex
 	return nil
 }
 
-// fetch does one call and, with asJSON, prints its answer whole (done is
+// fetch does one call and, with --json, prints its answer whole (done is
 // true); otherwise it decodes the answer into v, which what names for an
 // error. On an error done is true too.
-func fetch(ctx context.Context, c *client.Client, asJSON bool, w io.Writer, method, path string, body, v any, what string) (done bool, err error) {
+func fetch(ctx context.Context, c *client.Client, out *outFlags, w io.Writer, method, path string, body, v any, what string) (done bool, err error) {
 	var raw json.RawMessage
 	if err := c.Do(ctx, method, path, body, &raw); err != nil {
 		return true, explain(err)
 	}
-	if asJSON {
-		return true, writeJSON(w, raw)
+	if out.json {
+		return true, out.write(w, raw)
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
 		return true, fmt.Errorf("the answer is not %s: %w", what, err)

@@ -39,8 +39,10 @@ func TestEveryCommandHasHelp(t *testing.T) {
 	if r := fluidbox(ctx, nil, "", "dev", "--help"); !strings.Contains(r.stdout, "FLUIDBOX_GITHUB_WEBHOOK_SECRET") || !strings.Contains(r.stdout, "-print-webhook-secret") {
 		t.Errorf("dev --help = %q, want its variables and flags", r.stdout)
 	}
-	if r := fluidbox(ctx, nil, "", "hook", "--help"); r.code != 0 || !strings.Contains(r.stdout, "FLUIDBOX_SESSION_TOKEN") {
-		t.Errorf("hook --help = %d %q", r.code, r.stdout)
+	for _, line := range [][]string{{"hook", "--help"}, {"hook", "claude-code", "--help"}} {
+		if r := fluidbox(ctx, nil, "", line...); r.code != 0 || !strings.Contains(r.stdout, "FLUIDBOX_SESSION_TOKEN") || !strings.Contains(r.stdout, "FLUIDBOX_HOOK_TIMEOUT_SECONDS") {
+			t.Errorf("%q = %d %q, want its environment", line, r.code, r.stdout)
+		}
 	}
 	for _, bad := range [][]string{{"runs"}, {"runs", "nope"}, {"triggers", "nope"}, {"completion", "tcsh"}, {"version", "extra"}, {"nope"}} {
 		if r := fluidbox(ctx, nil, "", bad...); r.code != 2 {
@@ -203,6 +205,133 @@ func TestSendTestStaysLocal(t *testing.T) {
 		r := fluidbox(context.Background(), map[string]string{"FLUIDBOX_URL": u, "FLUIDBOX_GITHUB_WEBHOOK_SECRET": "s"}, "", "triggers", "send-test", "--repository", "a/b")
 		if r.code != 1 || !strings.Contains(r.stderr, "only to a server on this machine") {
 			t.Errorf("send-test to %s = %d %q", u, r.code, r.stderr)
+		}
+	}
+}
+
+// Every command and subcommand answers a wrong command line with exit 2:
+// a flag it does not know, a flag value it refuses, or arguments it does
+// not take. The subcommands are the command's words that are not flags.
+func TestUsageErrorsExitTwo(t *testing.T) {
+	ctx := context.Background()
+	env := map[string]string{"FLUIDBOX_URL": "http://127.0.0.1:1", "FLUIDBOX_ADMIN_TOKEN": "x"}
+	for _, c := range commands {
+		switch c.name {
+		case "help", "completion":
+			continue // their arguments are words, checked below
+		}
+		lines := [][]string{{c.name, "--no-such-flag"}}
+		if c.name != "hook" { // hook's flags come after its runner's name
+			lines = append(lines, []string{c.name, "--jq", ".["})
+		}
+		for _, w := range c.words {
+			if !strings.HasPrefix(w, "-") {
+				lines = append(lines, []string{c.name, w, "--no-such-flag"}, []string{c.name, w, "--jq", ".["})
+			}
+		}
+		for _, line := range lines {
+			if c.name == "hook" && len(line) == 3 {
+				continue
+			}
+			if r := fluidbox(ctx, env, "", line...); r.code != 2 {
+				t.Errorf("%q = %d, want 2 (usage); stderr %q", line, r.code, r.stderr)
+			}
+		}
+	}
+	for _, line := range [][]string{
+		{"approvals", "extra"}, {"approvals", "show"}, {"approve"}, {"approve", "apr_1", "apr_2"}, {"deny"},
+		{"events"}, {"events", "ses_1", "ses_2"}, {"events", "ses_1", "--after", "x"},
+		{"runs", "list", "extra"}, {"runs", "list", "--limit", "many"}, {"runs", "get"}, {"runs", "token"},
+		{"policy"}, {"policy", "nope"}, {"policy", "eval"}, {"policy", "eval", "pol_1"},
+		{"policy", "eval", "pol_1", "--command", "ls", "--tool", "Read"}, {"policy", "eval", "pol_1", "--tool", "Read", "--input", "{"},
+		{"policy", "test"}, {"policy", "import-claude"}, {"policy", "get"}, {"policy", "update"},
+		{"triggers", "get"}, {"triggers", "delete"}, {"connections"}, {"connections", "authorize"},
+		{"completion"}, {"completion", "tcsh"}, {"version", "extra"}, {"dynamodb", "extra"}, {"dynamodb", "--chaos", "nonsense"}, {"dev", "extra"}, {"hook"}, {"hook", "codex"},
+	} {
+		if r := fluidbox(ctx, env, "", line...); r.code != 2 {
+			t.Errorf("%q = %d, want 2 (usage); stderr %q", line, r.code, r.stderr)
+		}
+	}
+}
+
+// Help spells every flag as the usage lines do: --json, never -json.
+func TestHelpSpellsFlagsWithTwoDashes(t *testing.T) {
+	ctx := context.Background()
+	for _, line := range [][]string{{"runs", "list", "--help"}, {"policy", "eval", "--help"}, {"triggers", "create", "--help"}, {"events", "--help"}, {"version", "--help"}} {
+		r := fluidbox(ctx, nil, "", line...)
+		if r.code != 0 || !strings.Contains(r.stdout+r.stderr, "  --json") {
+			t.Errorf("%q = %d, want --json in %q", line, r.code, r.stdout+r.stderr)
+		}
+		for _, l := range strings.Split(r.stdout+r.stderr, "\n") {
+			if f := strings.Fields(l); len(f) > 0 && strings.HasPrefix(f[0], "-") && !strings.HasPrefix(f[0], "--") && len(f[0]) > 2 {
+				t.Errorf("%q: help line %q spells a flag with one dash", line, l)
+			}
+		}
+	}
+}
+
+// runs create makes a run from flags alone and prints its tokens as export
+// lines; runs get shows the policy by name and the workspace; --jq picks
+// fields out of any --json answer.
+func TestRunsCreateGetAndJQ(t *testing.T) {
+	ctx := context.Background()
+	s := newStack(t, nil)
+	vars := s.env()
+	var pol struct{ ID string }
+	c, _ := (&apiFlags{url: s.url, token: adminToken}).client()
+	if err := c.Do(ctx, "POST", "/v1/policies", json.RawMessage(testPolicy), &pol); err != nil {
+		t.Fatal(err)
+	}
+	r := fluidbox(ctx, vars, "", "runs", "create", "--policy", pol.ID, "--budget", "2", "--workspace", "/work/app", "--tier", "read_only")
+	if r.code != 0 || !strings.Contains(r.stdout, "export FLUIDBOX_SESSION_TOKEN=fbx_sess_") || !strings.Contains(r.stdout, "export FLUIDBOX_RUNNER_TOKEN=fbx_run_") || !strings.Contains(r.stderr, "read_only") {
+		t.Fatalf("runs create = %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	id := strings.TrimPrefix(strings.Fields(r.stdout)[1], "FLUIDBOX_SESSION_ID=")
+	r = fluidbox(ctx, vars, "", "runs", "get", id)
+	if r.code != 0 || !strings.Contains(r.stdout, `"cli"`) || !strings.Contains(r.stdout, pol.ID+" version 1") || !strings.Contains(r.stdout, "workspace  /work/app") {
+		t.Errorf("runs get = %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := fluidbox(ctx, vars, "", "runs", "get", id, "--jq", ".trust_tier"); r.code != 0 || r.stdout != "read_only\n" {
+		t.Errorf("runs get --jq .trust_tier = %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := fluidbox(ctx, vars, "", "runs", "list", "--jq", ".sessions | length"); r.code != 0 || r.stdout != "1\n" {
+		t.Errorf("runs list --jq length = %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r := fluidbox(ctx, vars, "", "runs", "get", id, "--jq", ".no_such | error(\"x\")"); r.code != 1 || !strings.Contains(r.stderr, "--jq") {
+		t.Errorf("runs get with a failing --jq = %d %q", r.code, r.stderr)
+	}
+	for _, bad := range [][]string{{"runs", "create", "--budget", "1"}, {"runs", "create", "--policy", pol.ID}, {"runs", "create", "--policy", pol.ID, "--budget", "-1"}} {
+		if r := fluidbox(ctx, vars, "", bad...); r.code != 2 {
+			t.Errorf("%q = %d, want 2", bad, r.code)
+		}
+	}
+	if r := fluidbox(ctx, vars, "", "runs", "create", "--policy", "pol_nope", "--budget", "1"); r.code != 1 || !strings.Contains(r.stderr, `no policy "pol_nope"`) {
+		t.Errorf("runs create with an unknown policy = %d %q", r.code, r.stderr)
+	}
+}
+
+// --webhook-secret-file generates a secret into a new file (0600) and reads
+// it back afterwards; a file that holds no secret is refused.
+func TestWebhookSecretFile(t *testing.T) {
+	dir := t.TempDir()
+	name := filepath.Join(dir, "sub", "secret")
+	a, err := webhookSecretFile(name)
+	if err != nil || len(a) != 64 {
+		t.Fatalf("webhookSecretFile(new) = %q, %v", a, err)
+	}
+	if info, err := os.Stat(name); err != nil || info.Mode().Perm() != 0o600 {
+		t.Errorf("the secret file's mode = %v (%v), want 0600", info.Mode(), err)
+	}
+	if b, err := webhookSecretFile(name); err != nil || b != a {
+		t.Errorf("webhookSecretFile(existing) = %q, %v, want %q", b, err, a)
+	}
+	for _, bad := range []string{"", "short", "two words are not one secret", "line-one-0123456789\nline-two-0123456789"} {
+		f := filepath.Join(dir, "bad")
+		if err := os.WriteFile(f, []byte(bad), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := webhookSecretFile(f); err == nil {
+			t.Errorf("webhookSecretFile of %q succeeded, want refused", bad)
 		}
 	}
 }

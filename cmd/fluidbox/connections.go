@@ -49,7 +49,7 @@ func connections(ctx context.Context, args []string, getenv func(string) string,
 		return errors.New("the server answered with an authorization URL that is not http(s)")
 	}
 	if f.json {
-		return writeJSON(stdout, a)
+		return f.write(stdout, a)
 	}
 	if _, err := fmt.Fprintf(stdout, "Open this URL to authorize the connection (valid until %s):\n%s\n", clock(a.ExpiresAt), u.String()); err != nil {
 		return err

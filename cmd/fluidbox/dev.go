@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -40,9 +41,10 @@ import (
 // functions serve, on loopback, over an embedded DynamoDB-API server unless
 // AWS_ENDPOINT_URL_DYNAMODB points at one.
 func dev(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("dev", stderr, "dev [--print-webhook-secret]")
+	fs := newFlagSet("dev", stderr, "dev [--print-webhook-secret | --webhook-secret-file FILE]")
 	printSecret := fs.Bool("print-webhook-secret", false, "when FLUIDBOX_GITHUB_WEBHOOK_SECRET is unset, generate a GitHub webhook secret and print it with the export lines, so a pull request can be tried without a restart")
-	if err := fs.Parse(args); err != nil {
+	secretFile := fs.String("webhook-secret-file", "", "when FLUIDBOX_GITHUB_WEBHOOK_SECRET is unset, read the GitHub webhook secret from this `FILE`, or generate one into it (mode 0600) when it does not exist, and print it with the export lines: the same secret after every restart")
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -61,7 +63,14 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}
 	printedSecret := ""
-	if *printSecret && cfg.GitHubWebhookSecret == "" {
+	switch {
+	case cfg.GitHubWebhookSecret != "":
+	case *secretFile != "":
+		if cfg.GitHubWebhookSecret, err = webhookSecretFile(*secretFile); err != nil {
+			return err
+		}
+		printedSecret = cfg.GitHubWebhookSecret
+	case *printSecret:
 		if cfg.GitHubWebhookSecret, err = newWebhookSecret(); err != nil {
 			return err
 		}
@@ -103,14 +112,21 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	// Halts of runs by the model proxy: printed the same way.
+	halted := notifier.Halted
 	if slackCfg.Enabled() {
 		// The Slack function's code, fed in-process by the same observer:
 		// it posts in the background and retries, never delaying a decision.
-		n := slackbot.NewNotifier(slackbot.NewClient(slackCfg), st, slackCfg.Channel, log, time.Now)
+		n := slackbot.NewNotifier(slackbot.NewClient(slackCfg), st, slackCfg.Channel, log, time.Now).WithUsers(slackCfg.Users)
 		printed, posted := notifications, n.Observer()
 		notifications = func(ctx context.Context, before, after store.Approval) {
 			printed(ctx, before, after)
 			posted(ctx, before, after)
+		}
+		printedHalt, postedHalt := halted, n.HaltObserver()
+		halted = func(ctx context.Context, h store.Halted) {
+			printedHalt(ctx, h)
+			postedHalt(ctx, h)
 		}
 		log.Info("Slack approvals on", "channel", slackCfg.Channel, "interactions", "POST /v1/integrations/slack/interactions")
 	}
@@ -150,12 +166,14 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 		GitHubWebhookSecret: cfg.GitHubWebhookSecret,
 		RunCreated:          notifier.RunCreated,
+		Halted:              halted,
 		UpstreamToolsTTL:    time.Duration(cfg.UpstreamToolsTTLSeconds) * time.Second,
 
 		MaxPendingApprovals: cfg.MaxPendingApprovals,
 		Egress:              egress.New(cfg.ConnectionAllowCIDRs),
 
 		RunRequestsPerMinute: cfg.RunRequestsPerMinute,
+		RunMaxOpenRequests:   cfg.RunMaxOpenRequests,
 		PublicURL:            cfg.PublicURL,
 	})
 	if err != nil {
@@ -196,6 +214,40 @@ func newWebhookSecret() (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(b[:]), nil
+}
+
+// webhookSecretFile reads the webhook secret kept in name, or generates
+// one and creates name with it, readable by its owner only. A file that
+// holds something no secret looks like (empty, short, several lines) is
+// refused rather than used.
+func webhookSecretFile(name string) (string, error) {
+	b, err := os.ReadFile(name)
+	if errors.Is(err, os.ErrNotExist) {
+		secret, err := newWebhookSecret()
+		if err != nil {
+			return "", err
+		}
+		if err := os.MkdirAll(filepath.Dir(name), 0o700); err != nil {
+			return "", err
+		}
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return "", fmt.Errorf("--webhook-secret-file: %w", err)
+		}
+		if _, err := f.WriteString(secret + "\n"); err != nil {
+			f.Close()
+			return "", err
+		}
+		return secret, f.Close()
+	}
+	if err != nil {
+		return "", fmt.Errorf("--webhook-secret-file: %w", err)
+	}
+	secret := strings.TrimSpace(string(b))
+	if len(secret) < 16 || len(secret) > 1024 || strings.ContainsAny(secret, " \t\r\n") {
+		return "", fmt.Errorf("--webhook-secret-file: %s does not hold one secret of at least 16 characters", name)
+	}
+	return secret, nil
 }
 
 func newAdminToken() (string, error) {

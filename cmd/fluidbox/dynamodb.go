@@ -18,12 +18,15 @@ func dynamodb(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlagSet("dynamodb", stderr, "dynamodb [--addr A] [--chaos SPEC]")
 	addr := fs.String("addr", "127.0.0.1:8000", "loopback address to listen on")
 	spec := fs.String("chaos", "", "fail requests as DynamoDB does under contention: conflict=SHARE (transactions cancelled for TransactionConflict), itemconflict=SHARE (single-item TransactionConflictException), throttle=SHARE, latency=DURATION, seed=N; e.g. conflict=0.2,throttle=0.05")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("unexpected argument %q", fs.Arg(0))
 	}
 	chaos, err := devstack.ParseChaos(*spec)
 	if err != nil {
-		return err
+		return usagef("--chaos: %v", err)
 	}
 	db, err := devstack.StartDynamoDB(*addr)
 	if err != nil {

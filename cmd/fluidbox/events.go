@@ -28,7 +28,7 @@ func events(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 	if len(pos) != 1 || strings.TrimSpace(pos[0]) == "" {
 		fs.Usage()
-		return fmt.Errorf("want exactly one run id (ses_...), got %d arguments", len(pos))
+		return usagef("want exactly one run id (ses_...), got %d arguments", len(pos))
 	}
 	run := pos[0]
 	c, err := f.client()
@@ -50,7 +50,7 @@ func events(ctx context.Context, args []string, getenv func(string) string, stdo
 			cur = page.Events[len(page.Events)-1].Seq
 		}
 		if f.json {
-			return writeJSON(stdout, all)
+			return f.write(stdout, all)
 		}
 		for _, e := range all.Events {
 			if err := printEvent(stdout, e); err != nil {
@@ -66,7 +66,10 @@ func events(ctx context.Context, args []string, getenv func(string) string, stdo
 	enc := json.NewEncoder(stdout)
 	enc.SetEscapeHTML(false)
 	err = c.Follow(ctx, run, *after, func(e client.Event) error {
-		if f.json {
+		switch {
+		case f.jq != nil:
+			return f.write(stdout, e)
+		case f.json:
 			return enc.Encode(e)
 		}
 		return printEvent(stdout, e)

@@ -68,7 +68,7 @@ var commands []command
 func init() {
 	commands = []command{
 		{name: "dev", synopsis: "", summary: "run the local control plane on 127.0.0.1 (what \"make run\" starts)",
-			environment: devEnv, words: []string{"--print-webhook-secret"},
+			environment: devEnv, words: []string{"--print-webhook-secret", "--webhook-secret-file"},
 			run: func(ctx context.Context, args []string, e cmdEnv) error {
 				return dev(ctx, args, e.getenv, e.stdout, e.stderr)
 			}},
@@ -78,46 +78,46 @@ func init() {
 				return dynamodb(ctx, args, e.stdout, e.stderr)
 			}},
 		{name: "approvals", synopsis: "[show ID] [--json]", summary: "list pending approvals, or show one whole",
-			environment: clientEnv, words: []string{"show", "--json", "--url", "--token"},
+			environment: clientEnv, words: []string{"show", "--json", "--jq", "--url", "--token"},
 			run: func(ctx context.Context, args []string, e cmdEnv) error {
 				return approvals(ctx, args, e.getenv, e.stdout, e.stderr)
 			}},
 		{name: "approve", synopsis: "ID [--session] [--reason TEXT] [--json]", summary: "approve one call once, or for the rest of its run",
-			environment: clientEnv, words: []string{"--session", "--reason", "--json", "--url", "--token"},
+			environment: clientEnv, words: []string{"--session", "--reason", "--json", "--jq", "--url", "--token"},
 			run: func(ctx context.Context, args []string, e cmdEnv) error {
 				return approve(ctx, args, e.getenv, e.stdout, e.stderr)
 			}},
 		{name: "deny", synopsis: "ID [--reason TEXT] [--json]", summary: "deny a pending call, telling the agent why",
-			environment: clientEnv, words: []string{"--reason", "--json", "--url", "--token"},
+			environment: clientEnv, words: []string{"--reason", "--json", "--jq", "--url", "--token"},
 			run: func(ctx context.Context, args []string, e cmdEnv) error {
 				return denyApproval(ctx, args, e.getenv, e.stdout, e.stderr)
 			}},
 		{name: "events", synopsis: "RUN [--follow] [--after SEQ] [--json] | export --since T [--format ndjson|ocsf]", summary: "a run's timeline; --follow streams it, resuming exactly; export writes every run's events as JSON lines",
-			environment: clientEnv, words: []string{"export", "--follow", "--after", "--json", "--since", "--format", "--url", "--token"},
+			environment: clientEnv, words: []string{"export", "--follow", "--after", "--json", "--jq", "--since", "--format", "--url", "--token"},
 			run: func(ctx context.Context, args []string, e cmdEnv) error {
 				return events(ctx, args, e.getenv, e.stdout, e.stderr)
 			}},
-		{name: "runs", synopsis: "list|get|token ...", summary: "list runs (filters, pages), show one, issue a triggered run's tokens",
+		{name: "runs", synopsis: "list|get|create|token ...", summary: "list runs (filters, pages), show one, create one, issue a triggered run's tokens",
 			environment: clientEnv + "  FLUIDBOX_TRIGGER_KEY  runs token: a trigger's runner key, instead of the admin token\n",
-			words:       []string{"list", "get", "token", "--status", "--trigger", "--repository", "--since", "--until", "--limit", "--all", "--json", "--url", "--token"},
+			words:       []string{"list", "get", "create", "token", "--policy", "--policy-version", "--budget", "--capabilities", "--connections", "--workspace", "--tier", "--autonomous", "--shadow-policy", "--status", "--trigger", "--repository", "--since", "--until", "--limit", "--all", "--json", "--jq", "--url", "--token"},
 			run:         runs},
 		{name: "triggers", synopsis: "list|get|create|update|delete|send-test ...", summary: "manage trigger configurations; send-test signs a sample pull_request delivery",
 			environment: clientEnv + "  FLUIDBOX_GITHUB_WEBHOOK_SECRET  send-test: the secret to sign with (--secret overrides it)\n",
-			words:       []string{"list", "get", "create", "update", "delete", "send-test", "-f", "--rotate-runner-key", "--repository", "--fork", "--action", "--number", "--secret", "--delivery", "--json", "--url", "--token"},
+			words:       []string{"list", "get", "create", "update", "delete", "send-test", "-f", "--rotate-runner-key", "--repository", "--fork", "--action", "--number", "--secret", "--delivery", "--json", "--jq", "--url", "--token"},
 			run:         triggers},
 		{name: "connections", synopsis: "authorize ID [--open] [--json]", summary: "print an OAuth connection's authorization URL (--open: open a browser)",
-			environment: clientEnv, words: []string{"authorize", "--open", "--json", "--url", "--token"},
+			environment: clientEnv, words: []string{"authorize", "--open", "--json", "--jq", "--url", "--token"},
 			run: func(ctx context.Context, args []string, e cmdEnv) error {
 				return connections(ctx, args, e.getenv, e.stdout, e.stderr)
 			}},
-		{name: "policy", synopsis: "list|get|create|update|eval|shadow|test|import-claude ...", summary: "list, show and store policies; decide a call against a stored policy (nothing recorded), summarise a shadow policy's differences, test policy files offline, import Claude Code's permissions",
-			environment: clientEnv, words: []string{"list", "get", "create", "update", "-f", "--all", "--cursor", "eval", "shadow", "--since", "--until", "--limit", "test", "import-claude", "--command", "--tool", "--input", "--version", "--tier", "--autonomous", "--workspace", "--cwd", "--class", "--name", "--default", "--json", "--url", "--token"},
+		{name: "policy", synopsis: "list|get|create|update|eval|shadow|test|fmt|import-claude ...", summary: "list, show and store policies; decide a call against a stored policy or a file (nothing recorded), summarise a shadow policy's differences, test and format policy files offline, import Claude Code's permissions",
+			environment: clientEnv, words: []string{"list", "get", "create", "update", "-f", "--all", "--cursor", "eval", "shadow", "--since", "--until", "--limit", "test", "fmt", "--check", "import-claude", "--bash-options", "-o", "--command", "--tool", "--input", "--version", "--tier", "--autonomous", "--workspace", "--cwd", "--class", "--name", "--default", "--json", "--jq", "--url", "--token"},
 			run: policyCmd},
 		// hook's run is nil: run calls hook itself, which returns its own code.
 		{name: "hook", synopsis: "claude-code", summary: "a Claude Code PreToolUse hook: asks the gate, answers allow/deny",
 			environment: hookEnv, words: []string{"claude-code"}},
 		{name: "version", synopsis: "[--json]", summary: "the module version and commit this binary was built from",
-			words: []string{"--json"}, run: version},
+			words: []string{"--json", "--jq"}, run: version},
 		{name: "completion", synopsis: "bash|zsh|fish", summary: "print a shell completion script",
 			words: []string{"bash", "zsh", "fish"}, run: completion},
 		{name: "help", synopsis: "[COMMAND]", summary: "this text, or a command's", words: nil},
@@ -220,6 +220,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		}
 	}
 	if c.name == "hook" {
+		if len(args) == 3 && isHelp(args[2]) { // hook claude-code --help
+			fmt.Fprint(stdout, commandHelp(c))
+			return exitOK
+		}
 		// The hook's own code answers Claude Code.
 		return hook(ctx, args[1:], getenv, stdin, stdout, stderr)
 	}

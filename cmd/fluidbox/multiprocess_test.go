@@ -117,8 +117,10 @@ func startCluster(t testing.TB, n int, chaos string) *cluster {
 	}
 	for range n {
 		addr := freeAddr(t)
+		// The tests send one run's requests by the dozen at once; the
+		// bound on a run's open requests has its own tests.
 		dev := startProc(t, bin, []string{"FLUIDBOX_ADDR=" + addr, "FLUIDBOX_ADMIN_TOKEN=" + c.token,
-			"AWS_ENDPOINT_URL_DYNAMODB=http://" + dbAddr, "FLUIDBOX_TABLE=multi"}, "dev")
+			"AWS_ENDPOINT_URL_DYNAMODB=http://" + dbAddr, "FLUIDBOX_TABLE=multi", "FLUIDBOX_RUN_MAX_OPEN_REQUESTS=100"}, "dev")
 		waitHealthy(t, "http://"+addr)
 		c.devs = append(c.devs, dev)
 		c.urls = append(c.urls, "http://"+addr)

@@ -8,15 +8,18 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/client"
+	"github.com/fluidbox/fluidbox/shared/evaluation"
 	"github.com/fluidbox/fluidbox/shared/gate"
 	"github.com/fluidbox/fluidbox/shared/policy"
 	"github.com/fluidbox/fluidbox/shared/policy/policyyaml"
+	frozenrun "github.com/fluidbox/fluidbox/shared/run"
 )
 
 const policyUsage = `policy list [--since T] [--until T] [--limit N] [--all] [--cursor C] [--json]
@@ -26,23 +29,29 @@ const policyUsage = `policy list [--since T] [--until T] [--limit N] [--all] [--
        policy update POLICY_ID -f FILE [--json]
                              store a document (JSON or YAML, - for stdin) as a new policy or as
                              the policy's next version; it is checked and its tests run first
-       policy eval POLICY_ID (--command LINE | --tool NAME --input JSON) [--version N]
+       policy eval (POLICY_ID [--version N] | -f FILE) (--command LINE | --tool NAME --input JSON)
        [--tier read_only] [--autonomous] [--workspace DIR] [--cwd DIR] [--class CLASS] [--json]
+                             how the policy decides one call, nothing recorded; -f decides offline
+                             against a document, with the control plane's own code
        policy shadow POLICY_ID [--since T] [--until T] [--limit N] [--json]
                              where the policy, as runs' shadow_policy_id, would have decided
                              differently (every page of runs, added up)
        policy test [--json] FILE...
                              validate documents and run their tests offline (exit 1 on a failure)
-       policy import-claude .claude/settings.json [--name N] [--default VERDICT]
-                             a policy document from Claude Code's permissions (stdout); what has
-                             no equivalent is listed on stderr`
+       policy fmt [--check] FILE...
+                             rewrite documents in their canonical layout (meaning unchanged);
+                             --check writes nothing and exits 1 if a file is not canonical
+       policy import-claude [--name N] [--default VERDICT] [--bash-options catalogue|any] [-o FILE]
+       .claude/settings.json a policy document from Claude Code's permissions (stdout, or FILE as
+                             YAML or JSON by its name); on stderr, every rule not translated or
+                             changed in meaning and every key not carried over, with why`
 
 // policyCmd is `fluidbox policy SUBCOMMAND ...`.
 func policyCmd(ctx context.Context, args []string, e cmdEnv) error {
 	getenv, stdout, stderr := e.getenv, e.stdout, e.stderr
 	if len(args) == 0 {
 		fmt.Fprintf(stderr, "usage: fluidbox %s\n", policyUsage)
-		return errors.New("a subcommand is needed")
+		return usagef("a subcommand is needed")
 	}
 	switch args[0] {
 	case "list":
@@ -52,51 +61,34 @@ func policyCmd(ctx context.Context, args []string, e cmdEnv) error {
 	case "create", "update":
 		return policyWrite(ctx, args[0], args[1:], e)
 	case "eval":
-		return policyEval(ctx, args[1:], getenv, stdout, stderr)
+		return policyEval(ctx, args[1:], e)
 	case "shadow":
 		return policyShadow(ctx, args[1:], getenv, stdout, stderr)
 	case "test":
 		return policyTest(args[1:], stdout, stderr)
 	case "import-claude":
 		return policyImportClaude(args[1:], stdout, stderr)
+	case "fmt":
+		return policyFmt(args[1:], e)
 	case "help", "-h", "--help":
 		c, _ := lookup("policy")
 		fmt.Fprint(stdout, commandHelp(c))
 		fmt.Fprintf(stdout, "\nsubcommands:\n  fluidbox %s\n", policyUsage)
 		return nil
 	}
-	return fmt.Errorf("unknown subcommand %q (list, get, create, update, eval, shadow, test, import-claude)", args[0])
+	return usagef("unknown subcommand %q (list, get, create, update, eval, shadow, test, fmt, import-claude)", args[0])
 }
 
-// evaluation is the answer of POST /v1/policies/{id}/evaluate.
-type evaluation struct {
-	Decision      string `json:"decision"`
-	Source        string `json:"source,omitempty"`
-	RuleID        string `json:"rule_id,omitempty"`
-	Reason        string `json:"reason"`
-	Verdict       string `json:"verdict,omitempty"`
-	Rewritten     string `json:"rewritten,omitempty"`
-	PolicyID      string `json:"policy_id"`
-	PolicyVersion int    `json:"policy_version"`
-	Digest        string `json:"digest"`
-	Trace         struct {
-		Stages []gate.Step `json:"stages"`
-		Tool   struct {
-			Name    string `json:"name"`
-			Class   string `json:"class,omitempty"`
-			Builtin bool   `json:"builtin"`
-		} `json:"tool"`
-		Bash *policy.BashTrace `json:"bash,omitempty"`
-	} `json:"trace"`
-}
-
-// policyEval asks the control plane how a policy decides one call, as a
-// run with the given tier, autonomy and workspace would be answered;
-// nothing is recorded. The exit status is 0 whatever the decision: the
-// answer is the output.
-func policyEval(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("policy eval", stderr, policyUsage)
-	f := addAPIFlags(fs, getenv)
+// policyEval asks how a policy decides one call, as a run with the given
+// tier, autonomy and workspace would be answered; nothing is recorded.
+// With -f it decides offline, with the same code as the control plane
+// (package evaluation), against a document in a file. The exit status is
+// 0 whatever the decision: the answer is the output.
+func policyEval(ctx context.Context, args []string, e cmdEnv) error {
+	stdout := e.stdout
+	fs := newFlagSet("policy eval", e.stderr, policyUsage)
+	f := addAPIFlags(fs, e.getenv)
+	file := fs.String("f", "", "decide offline against this policy document (JSON or YAML, - for stdin) instead of a stored policy")
 	command := fs.String("command", "", "a Bash command line (the tool is then Bash)")
 	tool := fs.String("tool", "", "the tool name (Bash, Read, mcp__jira__create_issue, ...)")
 	input := fs.String("input", "", "the tool's input as a JSON object")
@@ -110,46 +102,46 @@ func policyEval(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return fmt.Errorf("one POLICY_ID is needed (usage: fluidbox %s)", policyUsage)
+	switch {
+	case *file == "" && len(pos) != 1:
+		return usagef("one POLICY_ID, or -f FILE, is needed (usage: fluidbox %s)", policyUsage)
+	case *file != "" && (len(pos) > 0 || *version > 0):
+		return usagef("-f decides against a file: give no POLICY_ID or --version with it")
 	}
-	body := map[string]any{}
+	req := evaluation.Request{TrustTier: *tier, Autonomous: *autonomous, Workspace: *workspace, Cwd: *cwd, Class: *class}
 	switch {
 	case *command != "" && (*tool != "" || *input != ""):
-		return errors.New("--command is a Bash call; give either it or --tool and --input")
+		return usagef("--command is a Bash call; give either it or --tool and --input")
 	case *command != "":
-		body["tool_name"], body["input"] = "Bash", map[string]any{"command": *command}
+		req.ToolName, req.Input = "Bash", map[string]any{"command": *command}
 	case *tool != "":
-		var in any = map[string]any{}
+		req.ToolName, req.Input = *tool, map[string]any{}
 		if *input != "" {
 			dec := json.NewDecoder(strings.NewReader(*input))
 			dec.UseNumber()
-			if err := dec.Decode(&in); err != nil {
-				return fmt.Errorf("--input: not JSON: %v", err)
+			if err := dec.Decode(&req.Input); err != nil {
+				return usagef("--input: not JSON: %v", err)
 			}
 		}
-		body["tool_name"], body["input"] = *tool, in
 	default:
-		return errors.New("--command or --tool is needed")
+		return usagef("--command or --tool is needed")
 	}
-	for k, v := range map[string]string{"trust_tier": *tier, "workspace": *workspace, "cwd": *cwd, "class": *class} {
-		if v != "" {
-			body[k] = v
+	var out evaluation.View
+	if *file != "" {
+		if out, err = evalFile(*file, req, e.stdin); err != nil {
+			return err
+		}
+	} else {
+		c, err := f.client()
+		if err != nil {
+			return err
+		}
+		if err := c.Do(ctx, "POST", policyPath(pos[0], *version)+"/evaluate", req, &out); err != nil {
+			return explain(err)
 		}
 	}
-	if *autonomous {
-		body["autonomous"] = true
-	}
-	c, err := f.client()
-	if err != nil {
-		return err
-	}
-	var out evaluation
-	if err := c.Do(ctx, "POST", policyPath(pos[0], *version)+"/evaluate", body, &out); err != nil {
-		return explain(err)
-	}
 	if f.json {
-		return writeJSON(stdout, out)
+		return f.write(stdout, out)
 	}
 	return printEvaluation(stdout, out)
 }
@@ -193,7 +185,7 @@ func policyShadow(ctx context.Context, args []string, getenv func(string) string
 		fmt.Fprintf(stderr, "page %d: %d runs so far...\n", page, sum.Runs)
 	}
 	if f.json {
-		return writeJSON(stdout, sum)
+		return f.write(stdout, sum)
 	}
 	return printShadow(stdout, sum)
 }
@@ -230,12 +222,40 @@ func printShadow(w io.Writer, s client.ShadowSummary) error {
 	return tw.Flush()
 }
 
-func printEvaluation(w io.Writer, e evaluation) error {
+// evalFile decides req offline against the policy document in name (- for
+// stdin). A tool named as a connection's (mcp__<connection>__<tool>) with
+// a --class is judged as that brokered tool, as the control plane judges
+// it when such a connection exists: a file knows no connections, and the
+// stricter reading is the one that cannot mislead.
+func evalFile(name string, req evaluation.Request, stdin io.Reader) (evaluation.View, error) {
+	if err := req.Check(); err != nil {
+		return evaluation.View{}, usagef("%v", err)
+	}
+	data, err := readInput(name, stdin, policy.MaxDocumentBytes)
+	if err != nil {
+		return evaluation.View{}, err
+	}
+	p, _, err := policyyaml.Parse(data)
+	if err != nil {
+		return evaluation.View{}, fmt.Errorf("%s: %w", name, err)
+	}
+	conn := ""
+	if c, ok := frozenrun.BrokeredConnection(req.ToolName); ok && req.Class != "" && !evaluation.Builtin(req.ToolName) {
+		conn = "(a connection named " + c + ")"
+	}
+	return evaluation.Decide(evaluation.Policy{Policy: p, Digest: p.Digest()}, req, conn), nil
+}
+
+func printEvaluation(w io.Writer, e evaluation.View) error {
 	rule := e.RuleID
 	if rule == "" {
 		rule = "(none)"
 	}
-	fmt.Fprintf(w, "%s  (policy %s version %d, rule %s)\n", strings.ToUpper(e.Decision), clean(e.PolicyID, 40), e.PolicyVersion, clean(rule, 60))
+	where := fmt.Sprintf("policy %s version %d", clean(e.PolicyID, 40), e.PolicyVersion)
+	if e.PolicyID == "" {
+		where = "policy file, offline"
+	}
+	fmt.Fprintf(w, "%s  (%s, rule %s)\n", strings.ToUpper(string(e.Decision)), where, clean(rule, 60))
 	fmt.Fprintf(w, "reason: %s\n", clean(e.Reason, 400))
 	if e.Rewritten != "" {
 		fmt.Fprintf(w, "policy said %s; autonomy rewrote it to %s\n", e.Verdict, e.Rewritten)
@@ -293,13 +313,13 @@ var errTestsFailed = errors.New("policy tests failed")
 // needed.
 func policyTest(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("policy test", stderr, "policy test [--json] FILE...")
-	asJSON := fs.Bool("json", false, "print JSON for scripts instead of text")
+	out := addOutFlags(fs)
 	files, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(files) == 0 {
-		return errors.New("one or more policy files are needed")
+		return usagef("one or more policy files are needed")
 	}
 	type fileResult struct {
 		File     string               `json:"file"`
@@ -327,8 +347,8 @@ func policyTest(args []string, stdout, stderr io.Writer) error {
 		failed = failed || res.Error != "" || len(res.Failures) > 0
 		results = append(results, res)
 	}
-	if *asJSON {
-		if err := writeJSON(stdout, map[string]any{"results": results}); err != nil {
+	if out.json {
+		if err := out.write(stdout, map[string]any{"results": results}); err != nil {
 			return err
 		}
 	} else {
@@ -357,43 +377,73 @@ func policyTest(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// policyImportClaude prints a policy document translated from a Claude
-// Code settings file's permissions; every rule it could not translate is
-// listed on stderr with the reason, and the document's warnings too.
+// policyImportClaude writes a policy document translated from a Claude
+// Code settings file's permissions, to stdout or to -o FILE in the format
+// its name says (.yaml or .yml: YAML; else JSON). On stderr it reports
+// every rule it could not translate, every rule whose meaning changed and
+// every key it did not carry over, each with why, and the document's
+// warnings.
 func policyImportClaude(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("policy import-claude", stderr, "policy import-claude [--name N] [--default VERDICT] FILE")
+	const syn = "policy import-claude [--name N] [--default VERDICT] [--bash-options catalogue|any] [-o FILE] SETTINGS_FILE"
+	fs := newFlagSet("policy import-claude", stderr, syn)
 	name := fs.String("name", "imported-from-claude-code", "the policy's name")
 	def := fs.String("default", string(policy.VerdictRequireApproval), "the default verdict for calls no rule matches: allow, deny or require_approval")
+	bashOptions := fs.String("bash-options", string(policy.OptionsCatalogue), "what may follow a Bash(prefix:*) allow's prefix: catalogue (the read-only catalogue's words, fluidbox's default) or any (Claude Code's meaning)")
+	out := fs.String("o", "", "write the document to this file (.yaml or .yml for YAML, else JSON) instead of stdout")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return errors.New("one settings file is needed (such as .claude/settings.json)")
+		return usagef("one settings file is needed (such as .claude/settings.json)")
+	}
+	if o := policy.Options(*bashOptions); o != policy.OptionsCatalogue && o != policy.OptionsAny {
+		return usagef("--bash-options: %q is not catalogue or any", *bashOptions)
 	}
 	data, err := os.ReadFile(pos[0])
 	if err != nil {
 		return err
 	}
-	doc, left, err := policy.FromClaudeSettings(data, *name, policy.Verdict(*def))
+	doc, rep, err := policy.FromClaudeSettings(data, policy.ClaudeImport{Name: *name, DefaultVerdict: policy.Verdict(*def), AnyOptions: *bashOptions == string(policy.OptionsAny)})
 	if err != nil {
 		return err
 	}
 	_, warns, err := policy.New(doc)
 	if err != nil {
-		return err // an unknown --default, named by its field
+		return usagef("%v", err) // an unknown --default, named by its field
 	}
-	if err := writeJSON(stdout, doc); err != nil {
+	text, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
 		return err
 	}
-	for _, u := range left {
+	text = append(text, '\n')
+	if ext := strings.ToLower(filepath.Ext(*out)); ext == ".yaml" || ext == ".yml" {
+		if text, err = policyYAML(text); err != nil {
+			return err
+		}
+	}
+	if *out == "" {
+		_, err = stdout.Write(text)
+	} else if err = os.WriteFile(*out, text, 0o644); err == nil {
+		fmt.Fprintf(stderr, "wrote %s (%d rules)\n", *out, len(doc.Rules))
+	}
+	if err != nil {
+		return err
+	}
+	for _, u := range rep.Untranslated {
 		fmt.Fprintf(stderr, "not translated (%s): %s: %s\n", u.List, clean(u.Rule, 200), u.Reason)
+	}
+	for _, c := range rep.Changed {
+		fmt.Fprintf(stderr, "changed (%s): %s, rule %s: %s\n", c.List, clean(c.Rule, 200), c.RuleID, c.Change)
+	}
+	for _, k := range rep.Ignored {
+		fmt.Fprintf(stderr, "not carried over: %s: %s\n", clean(k.Key, 100), k.Reason)
 	}
 	for _, w := range warns {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
-	if len(left) > 0 {
-		fmt.Fprintf(stderr, "%d rules were not translated; add their equivalent by hand or leave them to the default verdict (%s)\n", len(left), doc.DefaultVerdict)
+	if n := len(rep.Untranslated); n > 0 {
+		fmt.Fprintf(stderr, "%d rules were not translated; add their equivalent by hand or leave them to the default verdict (%s)\n", n, doc.DefaultVerdict)
 	}
 	return nil
 }

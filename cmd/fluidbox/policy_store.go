@@ -60,7 +60,7 @@ func policyWrite(ctx context.Context, sub string, args []string, e cmdEnv) error
 		method, path = "PUT", path+"/"+url.PathEscape(pos[0])
 	}
 	var p storedPolicy
-	if done, err := fetch(ctx, c, f.json, e.stdout, method, path, doc, &p, "a policy"); done {
+	if done, err := fetch(ctx, c, f.outFlags, e.stdout, method, path, doc, &p, "a policy"); done {
 		return err
 	}
 	return printPolicy(e.stdout, p, false)
@@ -109,7 +109,7 @@ func policyGet(ctx context.Context, args []string, e cmdEnv) error {
 		return err
 	}
 	var p storedPolicy
-	if done, err := fetch(ctx, c, f.json, e.stdout, "GET", policyPath(pos[0], *version), nil, &p, "a policy"); done {
+	if done, err := fetch(ctx, c, f.outFlags, e.stdout, "GET", policyPath(pos[0], *version), nil, &p, "a policy"); done {
 		return err
 	}
 	return printPolicy(e.stdout, p, true)
@@ -171,7 +171,7 @@ func policyList(ctx context.Context, args []string, e cmdEnv) error {
 	if err != nil {
 		return err
 	}
-	return printListing(e, f.json, "policies", list, next, "no policies", "POLICY\tNAME\tVERSION\tUPDATED\tDIGEST", func(raw json.RawMessage) (string, error) {
+	return printListing(e, f.outFlags, "policies", list, next, "no policies", "POLICY\tNAME\tVERSION\tUPDATED\tDIGEST", func(raw json.RawMessage) (string, error) {
 		var p storedPolicy
 		if err := json.Unmarshal(raw, &p); err != nil {
 			return "", fmt.Errorf("a policy in the answer is not what fluidbox sends: %w", err)

@@ -9,7 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/fluidbox/fluidbox/shared/client"
+	"github.com/fluidbox/fluidbox/shared/evaluation"
 )
 
 // TestPolicyEval: `fluidbox policy eval` prints the decision, the stages
@@ -34,7 +37,7 @@ func TestPolicyEval(t *testing.T) {
 		t.Errorf("policy eval in read_only = %+v, want a trust_tier deny", r)
 	}
 	r = fluidbox(ctx, s.env(), "", "policy", "eval", pol.ID, "--command", "rm x", "--autonomous", "--json")
-	var out evaluation
+	var out evaluation.View
 	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || r.code != 0 || out.Decision != "deny" || out.Verdict != "require_approval" || out.Trace.Bash == nil {
 		t.Errorf("policy eval --autonomous --json = %+v (%v), want deny from require_approval with a Bash trace", r, err)
 	}
@@ -129,12 +132,33 @@ func TestPolicyImportClaude(t *testing.T) {
 	if err := s.admin.Do(ctx, "POST", "/v1/policies", json.RawMessage(r.stdout), &created); err != nil || len(created.Document.Rules) != 5 {
 		t.Fatalf("the imported document = %v (%+v), want it accepted with 5 rules (Bash deny, Bash allow, Read/Glob/Grep allow)", err, created)
 	}
-	var ev evaluation
+	var ev evaluation.View
 	if err := s.admin.Do(ctx, "POST", "/v1/policies/"+created.ID+"/evaluate", map[string]any{"tool_name": "Bash", "input": map[string]any{"command": "git diff HEAD"}}, &ev); err != nil || ev.Decision != "allow" {
 		t.Errorf("git diff under the imported policy = %+v (%v), want allow", ev, err)
 	}
-	if r := fluidbox(ctx, s.env(), "", "policy", "import-claude", file, "--default", "ask"); r.code == 0 || !strings.Contains(r.stderr, `"ask" is not one of allow, deny, require_approval`) {
+	if r := fluidbox(ctx, s.env(), "", "policy", "import-claude", file, "--default", "ask"); r.code != 2 || !strings.Contains(r.stderr, `"ask" is not one of allow, deny, require_approval`) {
 		t.Errorf("import-claude --default ask = %+v, want refused with the valid verdicts", r)
+	}
+	if !strings.Contains(r.stderr, "changed (allow): Bash(git diff:*), rule allow-bash-1: narrowed") {
+		t.Errorf("import-claude stderr = %q, want the narrowed Bash rule reported", r.stderr)
+	}
+
+	// -o FILE.yaml writes YAML that reads back as the same document, and
+	// --bash-options any keeps Claude Code's meaning (and says so).
+	out := filepath.Join(t.TempDir(), "imported.yaml")
+	r = fluidbox(ctx, nil, "", "policy", "import-claude", "--bash-options", "any", "-o", out, "--default", "deny", file)
+	if r.code != 0 || r.stdout != "" || !strings.Contains(r.stderr, "wrote "+out) || !strings.Contains(r.stderr, `imported with "options": "any"`) {
+		t.Fatalf("import-claude -o %s = %+v", out, r)
+	}
+	y, err := os.ReadFile(out)
+	if err != nil || !strings.HasPrefix(string(y), "name: imported-from-claude-code\n") || strings.Contains(string(y), "{") {
+		t.Fatalf("%s = %q (%v), want block YAML", out, y, err)
+	}
+	if r := fluidbox(ctx, nil, "", "policy", "eval", "-f", out, "--command", "git diff --output=x"); r.code != 0 || !strings.HasPrefix(r.stdout, "ALLOW") {
+		t.Errorf("git diff --output=x under the --bash-options any import = %+v, want allow (Claude Code's meaning)", r)
+	}
+	if r := fluidbox(ctx, nil, "", "policy", "import-claude", "--bash-options", "all", file); r.code != 2 {
+		t.Errorf("--bash-options all = %+v, want 2", r)
 	}
 }
 
@@ -273,5 +297,160 @@ func TestPolicyStore(t *testing.T) {
 	}
 	if r := fluidbox(ctx, s.env(), "{", "policy", "create", "-f", "-"); r.code != 1 || !strings.Contains(r.stderr, "-:") {
 		t.Errorf("policy create of a broken document = %+v, want the file named in a failure", r)
+	}
+}
+
+// TestPolicyEvalOfflineMatchesAPI: `policy eval -f FILE` decides offline
+// exactly as POST /v1/policies/{id}/evaluate decides with the same
+// document stored: the whole answer (decision, source, rule, reason,
+// stages, Bash trace, digest) is equal, over the example policies, every
+// line of the Bash corpus and calls of the file tools, in both tiers.
+func TestPolicyEvalOfflineMatchesAPI(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, nil)
+	ctx := context.Background()
+	files, err := filepath.Glob("../../docs/policies/*")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("example policies: %v %v", files, err)
+	}
+	corpus, err := os.ReadFile("../../shared/policy/testdata/bash_corpus.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls [][]string
+	for _, line := range strings.Split(strings.TrimSpace(string(corpus)), "\n") {
+		var l struct{ Cmd string }
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatal(err)
+		}
+		calls = append(calls, []string{"--command", l.Cmd})
+	}
+	for _, c := range []struct{ tool, input string }{
+		{"Read", `{"file_path":"/work/app/.env"}`}, {"Read", `{"file_path":"/work/app/src/main.go"}`},
+		{"Write", `{"file_path":"/work/app/src/x.go","content":"x"}`}, {"Write", `{"file_path":"/etc/passwd","content":"x"}`},
+		{"Edit", `{"file_path":"/work/app/.git/config","old_string":"a","new_string":"b"}`},
+		{"Grep", `{"pattern":"KEY","path":"/work/app"}`}, {"Glob", `{"pattern":"**/*.pem"}`},
+		{"WebFetch", `{"url":"https://example.com","prompt":"x"}`}, {"Read", `{"path":"x"}`},
+	} {
+		calls = append(calls, []string{"--tool", c.tool, "--input", c.input, "--workspace", "/work/app", "--cwd", "/work/app"})
+	}
+	calls = append(calls, []string{"--tool", "mcp__jira__search", "--input", `{}`})
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pol struct{ ID string }
+		doc, err := readPolicyFile(file, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.admin.Do(ctx, "POST", "/v1/policies", doc, &pol); err != nil {
+			t.Fatalf("%s: %v (%s)", file, err, data)
+		}
+		for _, call := range calls {
+			for _, tier := range []string{"trusted", "read_only"} {
+				args := append(append([]string{}, call...), "--tier", tier, "--json")
+				api := fluidbox(ctx, s.env(), "", append([]string{"policy", "eval", pol.ID}, args...)...)
+				offline := fluidbox(ctx, nil, "", append([]string{"policy", "eval", "-f", file}, args...)...)
+				var a, o map[string]any
+				if err := json.Unmarshal([]byte(api.stdout), &a); err != nil || api.code != 0 {
+					t.Fatalf("%s %q through the API = %+v", file, args, api)
+				}
+				if err := json.Unmarshal([]byte(offline.stdout), &o); err != nil || offline.code != 0 {
+					t.Fatalf("%s %q offline = %+v", file, args, offline)
+				}
+				if a["policy_id"] != pol.ID || o["policy_id"] != "" {
+					t.Errorf("%s %q: policy_id %v through the API, %v offline", file, args, a["policy_id"], o["policy_id"])
+				}
+				delete(a, "policy_id")
+				delete(a, "policy_version")
+				delete(o, "policy_id")
+				delete(o, "policy_version")
+				if diff := cmp.Diff(a, o); diff != "" {
+					t.Errorf("%s %q: offline differs from the API (-api +offline):\n%s", file, args, diff)
+				}
+			}
+		}
+	}
+}
+
+// Offline, a tool named as a connection's, with a class, is judged as the
+// brokered tool it would be in a run (a file knows no connections, and a
+// run gets such a name only from a connection): a read_only run may not
+// call it.
+func TestPolicyEvalOfflineBrokered(t *testing.T) {
+	t.Parallel()
+	r := fluidbox(context.Background(), nil, "", "policy", "eval", "-f", "../../docs/policies/tripwire.json", "--tool", "mcp__jira__search", "--input", "{}", "--class", "read", "--tier", "read_only")
+	if r.code != 0 || !strings.Contains(r.stdout, "DENY") || !strings.Contains(r.stdout, "brokered through a connection") || !strings.Contains(r.stdout, "policy file, offline") {
+		t.Errorf("policy eval -f of a connection's tool in read_only = %+v, want a trust_tier deny", r)
+	}
+	for _, bad := range [][]string{
+		{"policy", "eval", "-f", "../../docs/policies/tripwire.json", "pol_x", "--command", "ls"},
+		{"policy", "eval", "-f", "../../docs/policies/tripwire.json", "--version", "2", "--command", "ls"},
+		{"policy", "eval", "-f", "../../docs/policies/tripwire.json", "--command", "ls", "--tier", "root"},
+		{"policy", "eval", "-f", "../../docs/policies/tripwire.json", "--command", "ls", "--cwd", "rel/dir"},
+	} {
+		if r := fluidbox(context.Background(), nil, "", bad...); r.code != 2 {
+			t.Errorf("%q = %+v, want 2 (usage)", bad, r)
+		}
+	}
+	if r := fluidbox(context.Background(), nil, "", "policy", "eval", "-f", "no-such-file.yaml", "--command", "ls"); r.code != 1 {
+		t.Errorf("policy eval -f of a missing file = %+v, want 1", r)
+	}
+}
+
+// TestPolicyFmt: fmt rewrites a document's layout and nothing else
+// (comments and key order kept, the same digest); --check writes nothing,
+// lists what is not canonical and exits 1; the example policies are
+// canonical already.
+func TestPolicyFmt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	examples, _ := filepath.Glob("../../docs/policies/*")
+	if r := fluidbox(ctx, nil, "", append([]string{"policy", "fmt", "--check"}, examples...)...); r.code != 0 || r.stdout != "" {
+		t.Errorf("policy fmt --check of the examples = %+v, want them canonical", r)
+	}
+	dir := t.TempDir()
+	messy := filepath.Join(dir, "p.yaml")
+	const before = "# who may do what\nname: messy\ndefault_verdict: deny\nrules:\n-   id: r   # read anything\n    tool: Read\n    verdict:    allow\n"
+	const after = "# who may do what\nname: messy\ndefault_verdict: deny\nrules:\n  - id: r # read anything\n    tool: Read\n    verdict: allow\n"
+	compact := filepath.Join(dir, "p.json")
+	if err := os.WriteFile(messy, []byte(before), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(compact, []byte(`{"name":"c","default_verdict":"deny","rules":[{"tool":"Read","id":"r","verdict":"allow"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := fluidbox(ctx, nil, "", "policy", "fmt", "--check", messy, compact); r.code != 1 || r.stdout != messy+"\n"+compact+"\n" {
+		t.Errorf("policy fmt --check = %+v, want both files listed and exit 1", r)
+	}
+	if b, _ := os.ReadFile(messy); string(b) != before {
+		t.Errorf("--check wrote the file: %q", b)
+	}
+	if r := fluidbox(ctx, nil, "", "policy", "fmt", messy, compact); r.code != 0 {
+		t.Fatalf("policy fmt = %+v", r)
+	}
+	if b, _ := os.ReadFile(messy); string(b) != after {
+		t.Errorf("policy fmt wrote %q, want %q", b, after)
+	}
+	if info, _ := os.Stat(messy); info.Mode().Perm() != 0o640 {
+		t.Errorf("policy fmt changed the mode to %v", info.Mode())
+	}
+	want := "{\n  \"name\": \"c\",\n  \"default_verdict\": \"deny\",\n  \"rules\": [\n    {\n      \"tool\": \"Read\",\n      \"id\": \"r\",\n      \"verdict\": \"allow\"\n    }\n  ]\n}\n"
+	if b, _ := os.ReadFile(compact); string(b) != want {
+		t.Errorf("policy fmt wrote %q, want %q", b, want)
+	}
+	if r := fluidbox(ctx, nil, "", "policy", "fmt", "--check", messy, compact); r.code != 0 {
+		t.Errorf("policy fmt --check after fmt = %+v, want 0", r)
+	}
+	if r := fluidbox(ctx, nil, before, "policy", "fmt", "-"); r.code != 0 || r.stdout != after {
+		t.Errorf("policy fmt - = %+v, want the canonical document on stdout", r)
+	}
+	if r := fluidbox(ctx, nil, "name: x\ndefault_verdict: maybe\n", "policy", "fmt", "-"); r.code != 1 || !strings.Contains(r.stderr, "default_verdict") {
+		t.Errorf("policy fmt of an invalid document = %+v, want 1 naming the field", r)
+	}
+	if r := fluidbox(ctx, nil, "", "policy", "fmt"); r.code != 2 {
+		t.Errorf("policy fmt with no file = %+v, want 2", r)
 	}
 }

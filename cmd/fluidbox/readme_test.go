@@ -8,9 +8,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fluidbox/fluidbox/shared/client"
 )
 
 // readmeBlock returns the first ```sh block of the README section titled
@@ -209,5 +213,168 @@ func TestReadmeLayoutNamesEveryCommand(t *testing.T) {
 		if !regexp.MustCompile(`\b` + regexp.QuoteMeta(c.name) + `\b`).MatchString(text.String()) {
 			t.Errorf("README's Layout line for cmd/fluidbox/ does not name the %s command", c.name)
 		}
+	}
+}
+
+// TestREADMERestart runs the README's restart block as pasted (the built
+// binary for `go run ./cmd/fluidbox`, a free port for 8000, a temporary
+// file for the secret): the token it picks, the data and the webhook secret
+// are the same after the control plane restarts, and the dev server it
+// starts prints the same secret both times.
+func TestREADMERestart(t *testing.T) {
+	for _, tool := range []string{"bash", "od", "tr"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("the README's restart block needs %s", tool)
+		}
+	}
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, _ := strings.Cut(string(raw), "\n## Two commands\n")
+	sec, _, _ = strings.Cut(sec, "\n## ")
+	_, block, ok := strings.Cut(sec, "```sh\ngo run ./cmd/fluidbox dynamodb &")
+	if !ok {
+		t.Fatal(`README's "Two commands" has no sh block starting "go run ./cmd/fluidbox dynamodb &"`)
+	}
+	block, _, _ = strings.Cut("go run ./cmd/fluidbox dynamodb &"+block, "```\n")
+	lines := strings.Split(strings.TrimSpace(block), "\n")
+	last := lines[len(lines)-1]
+	if !strings.HasPrefix(last, "go run ./cmd/fluidbox dev ") {
+		t.Fatalf("the block's last line %q does not start the control plane", last)
+	}
+	bin := fluidboxBinary(t)
+	dbAddr, apiAddr := freeAddr(t), freeAddr(t)
+	secretFile := filepath.Join(t.TempDir(), "webhook-secret")
+	// The server's default address is the block's 127.0.0.1:8000.
+	subst := strings.NewReplacer("go run ./cmd/fluidbox", bin, "dynamodb &", "dynamodb --addr "+dbAddr+" &", "127.0.0.1:8000", dbAddr, ".build/webhook-secret", secretFile)
+
+	// Everything before the last line, as pasted, then the environment it
+	// leaves; the DynamoDB server it backgrounds is stopped by the test.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// Its output goes to files: the server it backgrounds keeps them open.
+	envFile := filepath.Join(t.TempDir(), "env")
+	setup := exec.CommandContext(ctx, "bash", "-c", "set -eu\n"+subst.Replace(strings.Join(lines[:len(lines)-1], "\n"))+"\nenv > "+envFile+"\n")
+	setup.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	setup.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := setup.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-setup.Process.Pid, syscall.SIGKILL) })
+	if err := setup.Wait(); err != nil {
+		t.Fatalf("the block before its last line failed: %v", err)
+	}
+	dumped, err := os.ReadFile(envFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "FLUIDBOX_ADDR=" + apiAddr}
+	token := ""
+	for _, kv := range strings.Split(string(dumped), "\n") {
+		if strings.HasPrefix(kv, "FLUIDBOX_ADMIN_TOKEN=") || strings.HasPrefix(kv, "AWS_ENDPOINT_URL_DYNAMODB=") {
+			env = append(env, kv)
+		}
+		if v, ok := strings.CutPrefix(kv, "FLUIDBOX_ADMIN_TOKEN="); ok {
+			token = v
+		}
+	}
+	if len(token) < 32 || len(env) != 5 {
+		t.Fatalf("the block left the environment %v, want a token of at least 32 characters and the DynamoDB endpoint", env[3:])
+	}
+
+	args := strings.Fields(subst.Replace(last))
+	if i := strings.Index(last, "#"); i >= 0 {
+		args = strings.Fields(subst.Replace(last[:i]))
+	}
+	start := func() (secret string, stop func()) {
+		t.Helper()
+		dev := exec.CommandContext(ctx, args[0], args[1:]...)
+		dev.Env = env
+		out := &syncBuffer{}
+		dev.Stdout, dev.Stderr = out, out
+		if err := dev.Start(); err != nil {
+			t.Fatal(err)
+		}
+		waitHealthy(t, "http://"+apiAddr)
+		for deadline := time.Now().Add(20 * time.Second); !strings.Contains(out.String(), "press Ctrl-C") && time.Now().Before(deadline); {
+			time.Sleep(20 * time.Millisecond) // the export lines follow the listener
+		}
+		for _, l := range strings.Split(out.String(), "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(l), "export FLUIDBOX_GITHUB_WEBHOOK_SECRET="); ok {
+				secret = v
+			}
+		}
+		return secret, func() { _ = dev.Process.Signal(os.Interrupt); _ = dev.Wait() }
+	}
+	c, err := client.New("http://"+apiAddr, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, stop := start()
+	var pol struct{ ID string }
+	if err := c.Do(ctx, "POST", "/v1/policies", json.RawMessage(testPolicy), &pol); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	second, stop := start()
+	defer stop()
+	if len(first) < 32 || first != second {
+		t.Errorf("the webhook secret was %q, then %q after the restart; want one secret kept", first, second)
+	}
+	if err := c.Do(ctx, "GET", "/v1/policies/"+pol.ID, nil, nil); err != nil {
+		t.Errorf("the policy after the restart, with the same token: %v", err)
+	}
+}
+
+// TestREADMEStepsAsPromised holds every README block of numbered steps
+// (the walkthrough and the sections that continue its shell) to what the
+// walkthrough promises a reader pasting them: steps numbered 1, 2, 3...
+// in reading order; only curl (through api, or with --fail-with-body, or a
+// bounded readiness probe), grep and the repository's own `go run
+// ./cmd/fluidbox` (no jq, no installed fluidbox); no fixed sleep in place
+// of waiting for what it waits for.
+func TestREADMEStepsAsPromised(t *testing.T) {
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := regexp.MustCompile(`^# ([0-9]+)\. `)
+	fixedSleep := regexp.MustCompile(`(^|[;&|]\s*)sleep [0-9.]+\s*(#.*)?$`)
+	bareCLI := regexp.MustCompile(`(^|[;&|(]\s*|\$\()fluidbox `)
+	blocks := strings.Split(string(raw), "```sh\n")[1:]
+	next, numbered := 1, 0
+	for _, b := range blocks {
+		b, _, _ = strings.Cut(b, "```\n")
+		if !regexp.MustCompile(`(?m)^# [0-9]+\. `).MatchString(b) {
+			continue
+		}
+		numbered++
+		for _, line := range strings.Split(b, "\n") {
+			if m := step.FindStringSubmatch(line); m != nil {
+				if m[1] != strconv.Itoa(next) {
+					t.Errorf("README step %s comes where step %d should: %q", m[1], next, line)
+				}
+				next++
+				continue
+			}
+			code, _, _ := strings.Cut(line, " #")
+			if strings.HasPrefix(strings.TrimSpace(line), "#") {
+				continue
+			}
+			switch {
+			case strings.Contains(code, "jq "):
+				t.Errorf("README step line uses jq, which the walkthrough does not promise: %q", line)
+			case bareCLI.MatchString(code):
+				t.Errorf("README step line runs an installed fluidbox, not go run ./cmd/fluidbox: %q", line)
+			case fixedSleep.MatchString(strings.TrimSpace(code)):
+				t.Errorf("README step line sleeps a fixed time instead of waiting: %q", line)
+			case strings.Contains(code, "curl ") && !strings.Contains(code, "--fail-with-body") && !strings.Contains(code, "-o /dev/null"):
+				t.Errorf("README step line calls curl without --fail-with-body (use api): %q", line)
+			}
+		}
+	}
+	if numbered < 4 || next < 15 {
+		t.Errorf("found %d blocks of numbered steps up to step %d; the README has lost its steps", numbered, next-1)
 	}
 }

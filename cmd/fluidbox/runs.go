@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"strings"
 	"time"
@@ -15,12 +16,18 @@ import (
 // runView is a run as the CLI shows it: the fields of GET /v1/sessions/{id}
 // it prints, and the rest kept whole for --json.
 type runView struct {
-	ID        string `json:"id"`
-	Status    string `json:"status"`
-	TrustTier string `json:"trust_tier"`
-	Trigger   string `json:"trigger"`
-	CreatedAt string `json:"created_at"`
-	GitHub    *struct {
+	ID            string   `json:"id"`
+	Status        string   `json:"status"`
+	TrustTier     string   `json:"trust_tier"`
+	Autonomous    bool     `json:"autonomous"`
+	Trigger       string   `json:"trigger"`
+	CreatedAt     string   `json:"created_at"`
+	PolicyID      string   `json:"policy_id"`
+	PolicyVersion int      `json:"policy_version"`
+	Workspace     string   `json:"workspace"`
+	Tools         []string `json:"tools"`
+	Warnings      []string `json:"warnings"`
+	GitHub        *struct {
 		Repository  string `json:"repository"`
 		PullRequest int    `json:"pull_request"`
 		HeadSHA     string `json:"head_sha"`
@@ -32,13 +39,15 @@ type runView struct {
 	TokenPending bool `json:"token_pending"`
 }
 
-// runs is `fluidbox runs list|get|token`.
+const runsCreateUsage = "runs create --policy POLICY_ID --budget USD [--policy-version N] [--capabilities LIST] [--connections LIST] [--workspace DIR] [--tier read_only] [--autonomous] [--shadow-policy POLICY_ID] [--json]"
+
+// runs is `fluidbox runs list|get|create|token`.
 func runs(ctx context.Context, args []string, e cmdEnv) error {
 	if len(args) == 0 || isHelp(args[0]) {
 		c, _ := lookup("runs")
-		fmt.Fprint(e.stderr, commandHelp(c)+"\nsubcommands:\n  list [--status S] [--trigger T] [--repository OWNER/NAME] [--since T] [--until T] [--limit N] [--all] [--cursor C] [--json]\n  get ID [--json]\n  token ID [--json]   issue a triggered run's tokens, once (admin token, or FLUIDBOX_TRIGGER_KEY)\n")
+		fmt.Fprint(e.stderr, commandHelp(c)+"\nsubcommands (each takes --json and --jq EXPR):\n  list [--status S] [--trigger T] [--repository OWNER/NAME] [--since T] [--until T] [--limit N] [--all] [--cursor C] [--json]\n  get ID [--json]\n  "+runsCreateUsage+"\n      create a run and print its tokens as export lines, shown once\n  token ID [--json]   issue a triggered run's tokens, once (admin token, or FLUIDBOX_TRIGGER_KEY)\n")
 		if len(args) == 0 {
-			return usagef("want a subcommand: list, get or token")
+			return usagef("want a subcommand: list, get, create or token")
 		}
 		return nil
 	}
@@ -47,10 +56,12 @@ func runs(ctx context.Context, args []string, e cmdEnv) error {
 		return runsList(ctx, args[1:], e)
 	case "get":
 		return runsGet(ctx, args[1:], e)
+	case "create":
+		return runsCreate(ctx, args[1:], e)
 	case "token":
 		return runsToken(ctx, args[1:], e)
 	}
-	return usagef("unknown subcommand %q: want list, get or token", args[0])
+	return usagef("unknown subcommand %q: want list, get, create or token", args[0])
 }
 
 // parseTime reads an RFC 3339 time or a duration before now ("24h").
@@ -119,7 +130,7 @@ func runsList(ctx context.Context, args []string, e cmdEnv) error {
 	if err != nil {
 		return err
 	}
-	return printListing(e, f.json, "sessions", list, next, "no runs", "RUN\tSTATUS\tTIER\tTRIGGER\tPULL REQUEST\tSPENT\tCREATED", func(raw json.RawMessage) (string, error) {
+	return printListing(e, f.outFlags, "sessions", list, next, "no runs", "RUN\tSTATUS\tTIER\tTRIGGER\tPULL REQUEST\tSPENT\tCREATED", func(raw json.RawMessage) (string, error) {
 		var r runView
 		if err := json.Unmarshal(raw, &r); err != nil {
 			return "", fmt.Errorf("a run in the answer is not what fluidbox sends: %w", err)
@@ -151,17 +162,129 @@ func runsGet(ctx context.Context, args []string, e cmdEnv) error {
 		return err
 	}
 	var r runView
-	if done, err := fetch(ctx, c, f.json, e.stdout, "GET", "/v1/sessions/"+url.PathEscape(pos[0]), nil, &r, "a run"); done {
+	if done, err := fetch(ctx, c, f.outFlags, e.stdout, "GET", "/v1/sessions/"+url.PathEscape(pos[0]), nil, &r, "a run"); done {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "run      %s\nstatus   %s\ntier     %s\ntrigger  %s\ncreated  %s\nbudget   $%.4f spent of $%.2f\n", clean(r.ID, 64), clean(r.Status, 20), clean(r.TrustTier, 12), clean(r.Trigger, 12), clean(r.CreatedAt, 30), r.Budget.SpentUSD, r.Budget.LimitUSD)
+	tier := clean(r.TrustTier, 12)
+	if r.Autonomous {
+		tier += " (autonomous)"
+	}
+	workspace := clean(r.Workspace, 200)
+	if workspace == "" {
+		workspace = "(none: the policy's relative path globs match nothing)"
+	}
+	fmt.Fprintf(e.stdout, "run        %s\nstatus     %s\ntier       %s\ntrigger    %s\ncreated    %s\npolicy     %s\nworkspace  %s\nbudget     $%.4f spent of $%.2f\n",
+		clean(r.ID, 64), clean(r.Status, 20), tier, clean(r.Trigger, 12), clean(r.CreatedAt, 30), policyName(ctx, c, r), workspace, r.Budget.SpentUSD, r.Budget.LimitUSD)
 	if r.GitHub != nil {
-		fmt.Fprintf(e.stdout, "github   %s#%d at %s\n", clean(r.GitHub.Repository, 100), r.GitHub.PullRequest, clean(r.GitHub.HeadSHA, 40))
+		fmt.Fprintf(e.stdout, "github     %s#%d at %s\n", clean(r.GitHub.Repository, 100), r.GitHub.PullRequest, clean(r.GitHub.HeadSHA, 40))
 	}
 	if r.TokenPending {
-		fmt.Fprintf(e.stdout, "tokens   none issued yet: fluidbox runs token %s\n", clean(r.ID, 64))
+		fmt.Fprintf(e.stdout, "tokens     none issued yet: fluidbox runs token %s\n", clean(r.ID, 64))
 	}
 	return nil
+}
+
+// policyName is a run's frozen policy as a human reads it: its name, id
+// and version; the id and version alone when the name cannot be read.
+func policyName(ctx context.Context, c *client.Client, r runView) string {
+	id := fmt.Sprintf("%s version %d", clean(r.PolicyID, 40), r.PolicyVersion)
+	var p struct {
+		Document struct {
+			Name string `json:"name"`
+		} `json:"document"`
+	}
+	if err := c.Do(ctx, "GET", policyPath(r.PolicyID, r.PolicyVersion), nil, &p); err != nil || p.Document.Name == "" {
+		return id
+	}
+	return fmt.Sprintf("%q (%s)", clean(p.Document.Name, 80), id)
+}
+
+// runsCreate creates a run (POST /v1/sessions) from flags and prints its
+// tokens as the export lines the hook and the runner read; the policy's
+// warnings for the run go to stderr.
+func runsCreate(ctx context.Context, args []string, e cmdEnv) error {
+	fs := newFlagSet("runs create", e.stderr, runsCreateUsage)
+	f := addAPIFlags(fs, e.getenv)
+	policyID := fs.String("policy", "", "the policy (pol_...) the run freezes")
+	version := fs.Int("policy-version", 0, "a version of it (default: the latest)")
+	budget := fs.Float64("budget", 0, "the run's budget in USD (model requests and brokered calls draw on it)")
+	capabilities := fs.String("capabilities", "claude-code", "tool bundles, comma-separated (names or cap_ ids)")
+	connections := fs.String("connections", "", "connections (con_...) whose tools the run may call, comma-separated")
+	workspace := fs.String("workspace", "", "the absolute directory the agent works in; relative path globs resolve against it")
+	tier := fs.String("tier", "", "read_only to narrow the run (default trusted)")
+	autonomous := fs.Bool("autonomous", false, "no human is waited for: require_approval takes the policy's fallback")
+	shadow := fs.String("shadow-policy", "", "a second policy evaluated beside the enforced one and recorded where it differs")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) > 0:
+		return usagef("unexpected argument %q", pos[0])
+	case *policyID == "":
+		return usagef("--policy is required")
+	case *budget <= 0:
+		return usagef("--budget is required: the run's limit in USD, above 0")
+	}
+	body := map[string]any{"policy_id": *policyID, "capabilities": splitList(*capabilities), "budget": map[string]any{"limit_usd": *budget}, "autonomous": *autonomous}
+	if *version > 0 {
+		body["policy_version"] = *version
+	}
+	for k, v := range map[string]string{"workspace": *workspace, "trust_tier": *tier, "shadow_policy_id": *shadow} {
+		if v != "" {
+			body[k] = v
+		}
+	}
+	if list := splitList(*connections); len(list) > 0 {
+		body["connections"] = list
+	}
+	c, err := f.client()
+	if err != nil {
+		return err
+	}
+	var raw json.RawMessage
+	if err := c.Do(ctx, "POST", "/v1/sessions", body, &raw); err != nil {
+		return explain(err)
+	}
+	if f.json {
+		return f.write(e.stdout, raw)
+	}
+	var v struct {
+		runView
+		Token       string `json:"token"`
+		RunnerToken string `json:"runner_token"`
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return fmt.Errorf("the answer is not a run: %w", err)
+	}
+	for _, w := range v.Warnings {
+		fmt.Fprintf(e.stderr, "warning: %s\n", clean(w, 400))
+	}
+	fmt.Fprintf(e.stderr, "run %s created (%s, %d tools); its tokens are shown this once:\n", clean(v.ID, 64), clean(v.TrustTier, 12), len(v.Tools))
+	return printTokens(e.stdout, v.ID, v.Token, v.RunnerToken)
+}
+
+// splitList reads a comma-separated flag value, without empty items.
+func splitList(s string) []string {
+	list := []string{}
+	for _, x := range strings.Split(s, ",") {
+		if x = strings.TrimSpace(x); x != "" {
+			list = append(list, x)
+		}
+	}
+	return list
+}
+
+// printTokens prints a run's tokens as shell export lines, refusing any
+// that a shell line could not hold as it is.
+func printTokens(w io.Writer, sessionID, token, runnerToken string) error {
+	for _, v := range []string{sessionID, token, runnerToken} {
+		if strings.ContainsAny(v, " \t\n'\"$`\\") {
+			return fmt.Errorf("the server's answer holds characters a shell line cannot")
+		}
+	}
+	_, err := fmt.Fprintf(w, "export FLUIDBOX_SESSION_ID=%s\nexport FLUIDBOX_SESSION_TOKEN=%s\nexport FLUIDBOX_RUNNER_TOKEN=%s\n", sessionID, token, runnerToken)
+	return err
 }
 
 // runsToken issues a triggered run's tokens and prints them as the
@@ -197,13 +320,7 @@ func runsToken(ctx context.Context, args []string, e cmdEnv) error {
 		return explain(err)
 	}
 	if f.json {
-		return writeJSON(e.stdout, t)
+		return f.write(e.stdout, t)
 	}
-	for _, v := range []string{t.SessionID, t.Token, t.RunnerToken} {
-		if strings.ContainsAny(v, " \t\n'\"$`\\") {
-			return fmt.Errorf("the server's answer holds characters a shell line cannot")
-		}
-	}
-	_, err = fmt.Fprintf(e.stdout, "export FLUIDBOX_SESSION_ID=%s\nexport FLUIDBOX_SESSION_TOKEN=%s\nexport FLUIDBOX_RUNNER_TOKEN=%s\n", t.SessionID, t.Token, t.RunnerToken)
-	return err
+	return printTokens(e.stdout, t.SessionID, t.Token, t.RunnerToken)
 }

@@ -95,7 +95,7 @@ func triggersList(ctx context.Context, args []string, e cmdEnv) error {
 	if err != nil {
 		return err
 	}
-	return printListing(e, f.json, "triggers", list, next, "no trigger configurations", "TRIGGER\tREPOSITORY\tPOLICY\tTIER\tAUTONOMOUS\tBUDGET\tREVISION", func(raw json.RawMessage) (string, error) {
+	return printListing(e, f.outFlags, "triggers", list, next, "no trigger configurations", "TRIGGER\tREPOSITORY\tPOLICY\tTIER\tAUTONOMOUS\tBUDGET\tREVISION", func(raw json.RawMessage) (string, error) {
 		var t triggerView
 		if err := json.Unmarshal(raw, &t); err != nil {
 			return "", fmt.Errorf("a trigger in the answer is not what fluidbox sends: %w", err)
@@ -161,7 +161,7 @@ func triggerCall(ctx context.Context, sub, method string, args []string, e cmdEn
 		return err
 	}
 	var t triggerView
-	if done, err := fetch(ctx, c, f.json, e.stdout, method, path, body, &t, "a trigger"); done {
+	if done, err := fetch(ctx, c, f.outFlags, e.stdout, method, path, body, &t, "a trigger"); done {
 		return err
 	}
 	if t.Status == "deleted" {
@@ -327,7 +327,7 @@ func sendTest(ctx context.Context, args []string, e cmdEnv) error {
 	if f.json {
 		out["http_status"] = resp.StatusCode
 		out["delivery"] = *delivery
-		if err := writeJSON(e.stdout, out); err != nil {
+		if err := f.write(e.stdout, out); err != nil {
 			return err
 		}
 	}

@@ -43,16 +43,17 @@ func readBuildInfo(read func() (*debug.BuildInfo, bool)) buildInfo {
 
 func version(_ context.Context, args []string, e cmdEnv) error {
 	fs := newFlagSet("version", e.stderr, "version [--json]")
-	asJSON := fs.Bool("json", false, "print JSON for scripts instead of text")
-	if err := fs.Parse(args); err != nil {
+	out := addOutFlags(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usagef("unexpected argument %q", fs.Arg(0))
+	if len(pos) > 0 {
+		return usagef("unexpected argument %q", pos[0])
 	}
 	bi := readBuildInfo(debug.ReadBuildInfo)
-	if *asJSON {
-		return writeJSON(e.stdout, bi)
+	if out.json {
+		return out.write(e.stdout, bi)
 	}
 	line := "fluidbox " + bi.Version
 	if bi.Commit != "" {
@@ -61,7 +62,7 @@ func version(_ context.Context, args []string, e cmdEnv) error {
 			line += " (modified)"
 		}
 	}
-	_, err := fmt.Fprintf(e.stdout, "%s %s\n", line, bi.GoVersion)
+	_, err = fmt.Fprintf(e.stdout, "%s %s\n", line, bi.GoVersion)
 	return err
 }
 
@@ -69,7 +70,7 @@ func version(_ context.Context, args []string, e cmdEnv) error {
 // command table: commands, then each command's subcommands and flags.
 func completion(_ context.Context, args []string, e cmdEnv) error {
 	fs := newFlagSet("completion", e.stderr, "completion bash|zsh|fish")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 1 {

@@ -38,7 +38,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	n := slackbot.NewNotifier(slackbot.NewClient(cfg), d.Store, cfg.Channel, d.Logger, time.Now)
+	n := slackbot.NewNotifier(slackbot.NewClient(cfg), d.Store, cfg.Channel, d.Logger, time.Now).WithUsers(cfg.Users)
 	// One entry point for both feeds: the bus's notifications, and the
 	// retry queue where those Lambda could not deliver wait for Slack.
 	lambda.StartWithOptions(n.Invoke, lambda.WithContext(ctx))

@@ -61,6 +61,8 @@ type Config struct {
 	GitHubWebhookSecret string
 	// RunCreated, when set, is told of each run a trigger created.
 	RunCreated func(context.Context, store.Head)
+	// Halted, when set, is told of each run the model proxy halted.
+	Halted func(context.Context, store.Halted)
 	// OIDC, when set, is SSO mode: a bearer that is neither the admin token
 	// nor a session token is verified as a JWT from the issuer (members).
 	OIDC *sso.Verifier
@@ -90,6 +92,10 @@ type Config struct {
 	// make per minute (FLUIDBOX_RUN_REQUESTS_PER_MINUTE); 0 is
 	// ratelimit.DefaultPerMinute.
 	RunRequestsPerMinute int
+	// RunMaxOpenRequests bounds the requests one run's session token may
+	// have open at once (FLUIDBOX_RUN_MAX_OPEN_REQUESTS); 0 is
+	// ratelimit.DefaultMaxOpen.
+	RunMaxOpenRequests int
 	// PublicURL is the API's public base URL (FLUIDBOX_PUBLIC_URL): the
 	// OAuth redirect URI and client metadata document live under it. Empty:
 	// the request's host.
@@ -100,7 +106,7 @@ type Config struct {
 
 // Build builds the handler of every route.
 func Build(cfg Config) (*route.Server, error) {
-	base := route.Config{AdminToken: cfg.AdminToken, Ledger: cfg.Ledger, Logger: cfg.Logger, Now: cfg.Now, RunRequestsPerMinute: cfg.RunRequestsPerMinute, Telemetry: cfg.Telemetry}.WithDefaults()
+	base := route.Config{AdminToken: cfg.AdminToken, Ledger: cfg.Ledger, Logger: cfg.Logger, Now: cfg.Now, RunRequestsPerMinute: cfg.RunRequestsPerMinute, RunMaxOpenRequests: cfg.RunMaxOpenRequests, Telemetry: cfg.Telemetry}.WithDefaults()
 	people := members.New(members.Config{Config: base, OIDC: cfg.OIDC})
 	if cfg.OIDC != nil {
 		base.Users = people
@@ -110,7 +116,7 @@ func Build(cfg Config) (*route.Server, error) {
 		runner.New(runner.Config{Config: base, Scheduler: cfg.Scheduler, Observer: cfg.Observer, Prices: cfg.Prices, MaxPendingApprovals: cfg.MaxPendingApprovals}),
 		approvals.New(approvals.Config{Config: base, Observer: cfg.Observer, Slack: cfg.Slack, SlackAPI: cfg.SlackAPI}),
 		connections.New(connections.Config{Config: base, Sealer: cfg.Sealer, UpstreamToolsTTL: cfg.UpstreamToolsTTL, Scheduler: cfg.Scheduler, Observer: cfg.Observer, MaxPendingApprovals: cfg.MaxPendingApprovals, Egress: cfg.Egress, BaseURL: fixedURL(cfg.PublicURL)}),
-		model.New(model.Config{Config: base, Sealer: cfg.Sealer, Prices: cfg.Prices, Client: cfg.ModelClient, Egress: cfg.Egress}),
+		model.New(model.Config{Config: base, Sealer: cfg.Sealer, Prices: cfg.Prices, Client: cfg.ModelClient, Egress: cfg.Egress, Halted: cfg.Halted}),
 		triggers.New(triggers.Config{Config: base, GitHubWebhookSecret: cfg.GitHubWebhookSecret, RunCreated: cfg.RunCreated}),
 		people,
 	)

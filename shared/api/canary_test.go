@@ -50,6 +50,7 @@ var canaryRE = regexp.MustCompile(`(SECRETCANARY|TOOLCANARY)-[a-z0-9-]+`)
 const canaryPolicy = `{"name":"canary","default_verdict":"deny","rules":[
  {"id":"read","tool":"Read","verdict":"allow"},
  {"id":"no-push","tool":"Bash","match":{"command_prefix":["git push"]},"verdict":"deny"},
+ {"id":"ask-curl","tool":"Bash","match":{"command_prefix":["curl"]},"verdict":"require_approval","scope":"session"},
  {"id":"ask-bash","tool":"Bash","verdict":"require_approval","scope":"session"},
  {"id":"ask-write","tool":"Write","verdict":"require_approval"},
  {"id":"ask-edit","tool":"Edit","verdict":"require_approval","ttl_seconds":1},
@@ -188,8 +189,8 @@ func TestCanarySweep(t *testing.T) {
 	if len(grants) != 1 {
 		t.Fatalf("grants = %v", grants)
 	}
-	// The rule has no command_prefix: the key is the program the parse
-	// found, not the command line with its bearer token.
+	// The key is the asking rule's prefix, not the command line with its
+	// bearer token.
 	scope := grants[0].(map[string]any)["scope_key"].(string)
 	if scope != "Bash:curl" {
 		t.Errorf("scope key = %q, want Bash:curl", scope)

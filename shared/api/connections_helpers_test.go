@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -54,6 +55,9 @@ type brokerStack struct {
 	*stack
 	logs      *syncBuffer
 	responses *syncBuffer
+	// jar is the member's browser's cookies (the OAuth authorize
+	// redirect's nonce).
+	jar http.CookieJar
 }
 
 func newBrokerStack(t *testing.T, sealer seal.Sealer, ttl time.Duration) *brokerStack {
@@ -64,7 +68,11 @@ func newBrokerStack(t *testing.T, sealer seal.Sealer, ttl time.Duration) *broker
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	srv := httptest.NewServer(roles.Serve(api.New(api.Config{AdminToken: adminToken, Ledger: led, Logger: log, Sealer: sealer, UpstreamToolsTTL: ttl, Egress: testenv.Loopback})))
 	t.Cleanup(srv.Close)
-	return &brokerStack{stack: &stack{t: t, url: srv.URL, st: st, db: db, led: led}, logs: logs, responses: &syncBuffer{}}
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &brokerStack{stack: &stack{t: t, url: srv.URL, st: st, db: db, led: led}, logs: logs, responses: &syncBuffer{}, jar: jar}
 }
 
 // call is do, keeping every response body for the canary check.

@@ -42,7 +42,9 @@ func newStack(t *testing.T) *stack {
 	// (template.yaml), as on AWS.
 	st, db := roleStore(t)
 	led := ledger.New(st, time.Now)
-	srv := httptest.NewServer(roles.Serve(api.New(api.Config{AdminToken: adminToken, Ledger: led})))
+	// Tests of other properties send a run's requests by the dozen at
+	// once; TestRunOpenRequests holds the bound on open requests.
+	srv := httptest.NewServer(roles.Serve(api.New(api.Config{AdminToken: adminToken, Ledger: led, RunMaxOpenRequests: 1000})))
 	t.Cleanup(srv.Close)
 	return &stack{t: t, url: srv.URL, st: st, db: db, led: led}
 }

@@ -22,7 +22,7 @@ func TestOAuthCallbackRepeatedParameters(t *testing.T) {
 	up := oauthtest.NewServer(t, p)
 	con := s.want(201, "POST", "/v1/connections", adminToken, map[string]any{
 		"name": "linear", "url": up.URL, "kind": "shared",
-		"credential": map[string]any{"type": "oauth", "client_id": p.ClientID, "client_secret": p.Secret},
+		"credential": oauthCred(p),
 	})["id"].(string)
 	back := s.authorizeAs(p, con, adminToken, p.User1())
 	q := back.Query()

@@ -184,7 +184,12 @@ func TestModelProxyImageReservesItsPixels(t *testing.T) {
 	up := newRecorder(t, answerJSON("claude-haiku-4-5", `{"input_tokens":1700,"output_tokens":10}`, `{"type":"text","text":"ok"}`))
 	p := newProxyStack(t, up.srv.URL)
 	id, tok := p.gateRun(p.policy(basicPolicy), runOpts{budget: 1})
-	body := `{"model":"claude-haiku-4-5","max_tokens":256,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="}}]},{"type":"text","text":"` + promptCanary + `"}]}]}`
+	// The image is a tool's result: the call was asked and allowed (the
+	// proxy checks that every result answers one).
+	if d := p.ask(id, tok, "toolu_1", "Bash", bash("git status")); d.body["decision"] != "allow" {
+		t.Fatalf("gate = %s", d.raw)
+	}
+	body := `{"model":"claude-haiku-4-5","max_tokens":256,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"git status"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="}}]},{"type":"text","text":"` + promptCanary + `"}]}]}`
 	if st, resp := p.post(id, tok, body); st != 200 {
 		t.Fatalf("a request with one image on a $1 run = %d %s, want it forwarded", st, resp)
 	}

@@ -202,12 +202,21 @@ func haikuReserve(maxTokens int64, bodyBytes int) int64 {
 	return (micros + 999_999) / 1_000_000
 }
 
+// imposedTier is what the proxy adds to a request naming no service tier.
+const imposedTier = `,"service_tier":"standard_only"`
+
 func checkReservedThenReconciled(t *testing.T, evs []map[string]any, req scriptedmodel.Request, cost int64, settlement string) {
 	t.Helper()
 	if len(evs) != 2 || evs[0]["type"] != "budget.reserved" || evs[1]["type"] != "budget.reconciled" {
 		t.Fatalf("budget events = %v, want budget.reserved then budget.reconciled", evs)
 	}
-	if want := float64(haikuReserve(req.MaxTokens, len(req.Body))); evs[0]["reserved_micros"] != want || evs[0]["model"] != haiku {
+	// The reservation is on the bytes the client sent; the forwarded body
+	// also carries the service tier the proxy imposes.
+	sent := len(req.Body) - len(imposedTier)
+	if !bytes.Contains(req.Body, []byte(imposedTier)) {
+		sent = len(req.Body)
+	}
+	if want := float64(haikuReserve(req.MaxTokens, sent)); evs[0]["reserved_micros"] != want || evs[0]["model"] != haiku {
 		t.Errorf("budget.reserved = %v, want %v micros for %s", evs[0], want, haiku)
 	}
 	if evs[1]["cost_micros"] != float64(cost) || evs[1]["settlement"] != settlement || evs[1]["request_id"] != evs[0]["request_id"] {

@@ -10,16 +10,25 @@ import (
 	"testing"
 
 	"github.com/fluidbox/fluidbox/shared/internal/oauthtest"
+	"github.com/fluidbox/fluidbox/shared/oauth"
 )
 
 const oauthPolicy = `{"name":"oauth","default_verdict":"deny","rules":[
  {"id":"whoami","tool":"mcp__linear__whoami","verdict":"allow"}]}`
 
-// get fetches a callback URL as the member's browser would, returning
-// the status and the page.
+// browse fetches a callback URL as the member's browser would (with its
+// cookies), returning the status and the page.
 func (s *brokerStack) browse(raw string) (int, string) {
 	s.t.Helper()
-	resp, err := http.Get(raw)
+	return s.browseIn(s.jar, raw)
+}
+
+// browseIn fetches raw in the browser whose cookies are jar (nil: a
+// browser that has none).
+func (s *brokerStack) browseIn(jar http.CookieJar, raw string) (int, string) {
+	s.t.Helper()
+	hc := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := hc.Get(raw)
 	if err != nil {
 		s.t.Fatalf("GET callback: %v", err)
 	}
@@ -32,19 +41,46 @@ func (s *brokerStack) browse(raw string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// authorizeURL asks for an authorization URL and logs in at the provider
-// as user, returning the callback URL the provider redirects to.
+// startAs opens an authorization URL (fluidbox's authorize redirect) in
+// the member's browser and returns where it sends the browser: the
+// authorization server's URL.
+func (s *brokerStack) startAs(au string) *url.URL {
+	s.t.Helper()
+	if !strings.HasPrefix(au, s.url+"/v1/oauth/start?key=") {
+		s.t.Fatalf("authorization URL %s, want the authorize redirect", au)
+	}
+	hc := &http.Client{Jar: s.jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := hc.Get(au)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc, err := resp.Location()
+	if resp.StatusCode != http.StatusFound || err != nil {
+		s.t.Fatalf("authorize redirect = %d %v", resp.StatusCode, err)
+	}
+	return loc
+}
+
+// authorizeAs asks for an authorization URL, opens it in the member's
+// browser and logs in at the provider as user, returning the callback URL
+// the provider redirects to (at its own redirect URI).
 func (s *brokerStack) authorizeAs(p *oauthtest.Provider, con, token, user string) *url.URL {
 	s.t.Helper()
 	au := s.want(200, "POST", "/v1/connections/"+con+"/authorize", token, nil)["authorization_url"].(string)
-	back, err := p.Login(context.Background(), au, user)
+	back, err := p.LoginIn(context.Background(), s.jar, s.startAs(au).String(), user)
 	if err != nil {
 		s.t.Fatalf("login at the provider: %v", err)
 	}
-	if !strings.HasPrefix(back.String(), s.url+"/v1/oauth/callback?") {
+	if !strings.HasPrefix(back.String(), s.url+"/v1/oauth/callback/"+oauth.IssuerKey(p.Issuer)+"?") {
 		s.t.Fatalf("the provider redirected to %s", back.Redacted())
 	}
 	return back
+}
+
+// oauthCred is the operator's client of p as a connection's credential.
+func oauthCred(p *oauthtest.Provider) map[string]any {
+	return map[string]any{"type": "oauth", "client_id": p.ClientID, "client_secret": p.Secret, "issuer": p.Issuer}
 }
 
 // TestOAuthConnectionEndToEnd drives an OAuth connection through the API
@@ -64,7 +100,7 @@ func TestOAuthConnectionEndToEnd(t *testing.T) {
 
 	created := s.want(201, "POST", "/v1/connections", adminToken, map[string]any{
 		"name": "linear", "url": up.URL, "kind": "shared",
-		"credential":   map[string]any{"type": "oauth", "client_id": p.ClientID, "client_secret": p.Secret},
+		"credential":   oauthCred(p),
 		"tool_classes": map[string]string{"whoami": "read"},
 	})
 	con := created["id"].(string)
@@ -83,14 +119,16 @@ func TestOAuthConnectionEndToEnd(t *testing.T) {
 		t.Errorf("PUT credential on an oauth connection = %d %s, want 400", r.status, r.raw)
 	}
 
-	// The authorization URL: PKCE S256, the resource, the state.
+	// The authorization URL is the authorize redirect, to the provider's
+	// with PKCE S256, the resource, the state and the provider's own
+	// redirect URI.
 	au := s.want(200, "POST", "/v1/connections/"+con+"/authorize", adminToken, nil)["authorization_url"].(string)
-	u, _ := url.Parse(au)
+	u := s.startAs(au)
 	q := u.Query()
-	if q.Get("code_challenge_method") != "S256" || q.Get("code_challenge") == "" || q.Get("resource") != up.URL || q.Get("state") == "" || q.Get("redirect_uri") != s.url+"/v1/oauth/callback" {
-		t.Fatalf("authorization URL = %s", au)
+	if q.Get("code_challenge_method") != "S256" || q.Get("code_challenge") == "" || q.Get("resource") != up.URL || q.Get("state") == "" || q.Get("redirect_uri") != s.url+"/v1/oauth/callback/"+oauth.IssuerKey(p.Issuer) {
+		t.Fatalf("authorization URL = %s", u.Redacted())
 	}
-	back, err := p.Login(context.Background(), au, p.User1())
+	back, err := p.LoginIn(context.Background(), s.jar, u.String(), p.User1())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +224,7 @@ func TestOAuthConnectionEndToEnd(t *testing.T) {
 	// Revoking works from authorization_required too, and a pending
 	// authorization then cannot complete.
 	other := s.want(201, "POST", "/v1/connections", adminToken, map[string]any{
-		"name": "linear2", "url": up.URL, "kind": "shared", "credential": map[string]any{"type": "oauth", "client_id": p.ClientID, "client_secret": p.Secret},
+		"name": "linear2", "url": up.URL, "kind": "shared", "credential": oauthCred(p),
 	})["id"].(string)
 	back = s.authorizeAs(p, other, adminToken, p.User1())
 	if got := s.want(200, "DELETE", "/v1/connections/"+other, adminToken, nil); got["status"] != "revoked" {
@@ -215,7 +253,7 @@ func TestOAuthMismatchedResource(t *testing.T) {
 	up := oauthtest.NewServer(t, p)
 	up.SetResource("https://elsewhere.example/mcp")
 	con := s.want(201, "POST", "/v1/connections", adminToken, map[string]any{
-		"name": "linear", "url": up.URL, "kind": "shared", "credential": map[string]any{"type": "oauth", "client_id": p.ClientID},
+		"name": "linear", "url": up.URL, "kind": "shared", "credential": map[string]any{"type": "oauth", "client_id": p.ClientID, "issuer": p.Issuer},
 	})["id"].(string)
 	if r := s.call("POST", "/v1/connections/"+con+"/authorize", adminToken, nil); r.status != 409 || strings.Contains(string(r.raw), "authorization_url") {
 		t.Errorf("authorize against a mismatched resource = %d %s, want 409", r.status, r.raw)
@@ -263,5 +301,98 @@ func TestOAuthClientMetadataDocument(t *testing.T) {
 	}
 	if doc.ClientID != s.url+"/v1/oauth/client-metadata.json" || len(doc.RedirectURIs) != 1 || doc.RedirectURIs[0] != s.url+"/v1/oauth/callback" || doc.AuthMethod != "none" {
 		t.Fatalf("document = %+v", doc)
+	}
+}
+
+// TestOAuthCallbackFromAnotherBrowser: the authorize redirect, opened by
+// the member (not sent there by another site), sets its nonce in the
+// member's browser (HttpOnly, SameSite=Lax, the callback's path only); the
+// provider's response delivered by another browser (the
+// authorization server's URL completed by someone else) is refused and
+// spends the state, so it cannot be completed afterwards either. GET of
+// the connection names the redirect URI to register for its client.
+func TestOAuthCallbackFromAnotherBrowser(t *testing.T) {
+	t.Parallel()
+	s := newBrokerStack(t, localSealer(t), 0)
+	p := oauthtest.NewProvider(t, s.url+"/v1/oauth/callback")
+	up := oauthtest.NewServer(t, p)
+	created := s.want(201, "POST", "/v1/connections", adminToken, map[string]any{
+		"name": "linear", "url": up.URL, "kind": "shared", "credential": oauthCred(p),
+	})
+	con := created["id"].(string)
+	o, _ := created["oauth"].(map[string]any)
+	if o["issuer"] != p.Issuer || o["redirect_uri"] != s.url+"/v1/oauth/callback/"+oauth.IssuerKey(p.Issuer) || o["consent_prompt"] != true {
+		t.Fatalf("created oauth = %v", created["oauth"])
+	}
+
+	au := s.want(200, "POST", "/v1/connections/"+con+"/authorize", adminToken, nil)["authorization_url"].(string)
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	// A browser sent there by another site's page is refused, the link
+	// left for the member to open.
+	for _, site := range []string{"cross-site", "same-site"} {
+		req, _ := http.NewRequest(http.MethodGet, au, nil)
+		req.Header.Set("Sec-Fetch-Site", site)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || len(resp.Cookies()) != 0 {
+			t.Errorf("authorize redirect with Sec-Fetch-Site %s = %d, cookies %v; want 400 and none", site, resp.StatusCode, resp.Cookies())
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, au, nil)
+	req.Header.Set("Sec-Fetch-Site", "none") // typed or pasted
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cookies := resp.Cookies()
+	if resp.StatusCode != http.StatusFound || len(cookies) != 1 {
+		t.Fatalf("authorize redirect = %d, cookies %v", resp.StatusCode, cookies)
+	}
+	if c := cookies[0]; !c.HttpOnly || c.SameSite != http.SameSiteLaxMode || c.Path != "/v1/oauth/callback" || c.Value == "" {
+		t.Fatalf("nonce cookie %+v", c)
+	}
+	if code, _ := s.browseIn(nil, au); code != 400 {
+		t.Errorf("the authorize redirect opened again = %d, want 400", code)
+	}
+	// The member's browser took the nonce; the provider's URL goes to
+	// someone else, who signs in and is sent back without it.
+	loc, _ := resp.Location()
+	back, err := p.Login(context.Background(), loc.String(), p.User1())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, page := s.browseIn(nil, back.String()); code != 400 || !strings.Contains(page, "Not connected") {
+		t.Errorf("callback from another browser = %d %q, want 400", code, page)
+	}
+	if p.Codes() != 0 {
+		t.Errorf("%d codes redeemed for another browser's response", p.Codes())
+	}
+	if got := s.want(200, "GET", "/v1/connections/"+con, adminToken, nil); got["status"] != "authorization_required" {
+		t.Fatalf("after another browser's callback: %v", got)
+	}
+}
+
+// TestOAuthCallbackWithoutRefreshToken: a provider that gives no refresh
+// token (an OpenID provider not sent prompt=consent, the connection's
+// consent_prompt off) completes, and the page says the access token is
+// used until it expires.
+func TestOAuthCallbackWithoutRefreshToken(t *testing.T) {
+	t.Parallel()
+	s := newBrokerStack(t, localSealer(t), 0)
+	p := oauthtest.NewProvider(t, s.url+"/v1/oauth/callback", oauthtest.StrictOfflineAccess())
+	up := oauthtest.NewServer(t, p)
+	cred := oauthCred(p)
+	cred["consent_prompt"] = false
+	con := s.want(201, "POST", "/v1/connections", adminToken, map[string]any{"name": "linear", "url": up.URL, "kind": "shared", "credential": cred})["id"].(string)
+	if got := s.want(200, "GET", "/v1/connections/"+con, adminToken, nil)["oauth"].(map[string]any); got["consent_prompt"] != false {
+		t.Fatalf("oauth = %v", got)
+	}
+	code, page := s.browse(s.authorizeAs(p, con, adminToken, p.User1()).String())
+	if code != 200 || !strings.Contains(page, "no refresh token") || !strings.Contains(page, "until it expires") {
+		t.Fatalf("callback = %d %q", code, page)
 	}
 }

@@ -338,10 +338,10 @@ func TestOneTransactionPerDecision(t *testing.T) {
 		}
 	}
 	counting.Store(false)
-	// One transaction per decision; the one other write is the run's
-	// request counter (shared/ratelimit), an UpdateItem per request of the
-	// session token.
-	want := map[string]int{"TransactWriteItems": n, "UpdateItem": n}
+	// One transaction per decision; the other writes are shared/ratelimit's
+	// per request of the session token: the run's request counter, and
+	// the open-request lease taken and given back (three UpdateItems).
+	want := map[string]int{"TransactWriteItems": n, "UpdateItem": 3 * n}
 	if fmt.Sprint(calls) != fmt.Sprint(want) {
 		t.Fatalf("DynamoDB calls for %d decisions = %v, want %v", n, calls, want)
 	}

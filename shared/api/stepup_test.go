@@ -1,7 +1,6 @@
 package api_test
 
 import (
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -25,7 +24,7 @@ func TestOAuthStepUpThroughTheAPI(t *testing.T) {
  {"id":"w","tool":"mcp__linear__write_note","verdict":"allow"}]}`)
 	con := s.want(201, "POST", "/v1/connections", adminToken, map[string]any{
 		"name": "linear", "url": up.URL, "kind": "shared",
-		"credential":   map[string]any{"type": "oauth", "client_id": p.ClientID, "client_secret": p.Secret},
+		"credential":   oauthCred(p),
 		"tool_classes": map[string]string{"whoami": "read", "write_note": "write"},
 	})["id"].(string)
 	if code, _ := s.browse(s.authorizeAs(p, con, adminToken, p.User1()).String()); code != 200 {
@@ -45,14 +44,11 @@ func TestOAuthStepUpThroughTheAPI(t *testing.T) {
 	}
 
 	au := s.want(200, "POST", "/v1/connections/"+con+"/authorize", adminToken, nil)["authorization_url"].(string)
-	u, err := url.Parse(au)
-	if err != nil {
-		t.Fatal(err)
-	}
+	u := s.startAs(au)
 	if asked := strings.Fields(u.Query().Get("scope")); !slices.Contains(asked, "email") || !slices.Contains(asked, "openid") {
 		t.Fatalf("the re-authorization asks for %q", asked)
 	}
-	back, err := p.Login(t.Context(), au, p.User1())
+	back, err := p.LoginIn(t.Context(), s.jar, u.String(), p.User1())
 	if err != nil {
 		t.Fatal(err)
 	}

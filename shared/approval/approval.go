@@ -130,41 +130,12 @@ func (s *Service) overdue(a store.Approval) bool {
 	return a.ExpiresAt <= store.FormatTime(s.now())
 }
 
-// Page is one page of the pending list.
+// Page is one page of a pending list.
 type Page struct {
 	Approvals []store.Approval
 	// Next is the position to list after for the next page; "" when this
 	// page ends the list.
 	Next string
-}
-
-// PendingPage lists pending approvals in request order after position
-// after ("" from the start), at most limit, all runs' or (runID set) one
-// run's. Overdue ones are expired on the way and left out, so a page may
-// hold fewer than limit and still have a next one.
-func (s *Service) PendingPage(ctx context.Context, runID, after string, limit int) (Page, error) {
-	var rows []store.Approval
-	var err error
-	if runID != "" {
-		rows, err = s.st.RunPendingApprovals(ctx, runID, after, limit)
-	} else {
-		rows, err = s.st.PendingApprovalsAfter(ctx, after, limit)
-	}
-	if err != nil {
-		return Page{}, err
-	}
-	page := Page{Approvals: []store.Approval{}}
-	if len(rows) == limit {
-		page.Next = store.ApprovalPosition(rows[len(rows)-1])
-	}
-	for _, a := range rows {
-		// An overdue one whose expiry could not be written is left out
-		// too: it can no longer be approved.
-		if a = s.Current(ctx, a); call.State(a.Status) == call.Pending && !s.overdue(a) {
-			page.Approvals = append(page.Approvals, a)
-		}
-	}
-	return page, nil
 }
 
 // ForRun lists all of a run's approvals, any status.
@@ -205,19 +176,13 @@ func (s *Service) DecideWithReason(ctx context.Context, who auth.Principal, id, 
 	if err != nil {
 		return store.Approval{}, false, err
 	}
-	var invoker string
-	if personal(a) {
-		// The one extra read of a decision, and only on a personal call:
-		// who invoked the run is on its head.
-		// A run without a head has no invoker: nobody may decide, and
-		// expiry denies.
-		h, err := s.st.GetHead(ctx, a.RunID)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return store.Approval{}, false, err
-		}
-		invoker = h.Invoker
+	// The one extra read of a decision, and only on a personal call: who
+	// invoked the run is on its head.
+	ok, err := s.mayDecide(ctx, who, a, map[string]string{})
+	if err != nil {
+		return store.Approval{}, false, err
 	}
-	if !MayDecide(who, a, invoker) {
+	if !ok {
 		return store.Approval{}, false, ErrForbidden
 	}
 	var to call.State
@@ -342,15 +307,19 @@ func (s *Service) settle(ctx context.Context, a store.Approval, by call.Subject,
 	return after, true, nil
 }
 
-// RevokeGrant withdraws a run's session grant; later calls it covered ask
-// again. Revoking is recorded in the ledger (grant.revoked). It fails with
+// RevokeGrant withdraws a run's session grants with scopeKey, under
+// whichever rules hold one (a grant belongs to the rule that asked, and
+// the API names grants by scope key); later calls they covered ask again.
+// Revoking is recorded in the ledger (grant.revoked). It fails with
 // call.ErrNoGrant when the run holds no such grant.
 func (s *Service) RevokeGrant(ctx context.Context, who auth.Principal, runID, scopeKey string) error {
-	b, err := call.Revoke(s.st, runID, scopeKey, call.Subject(who.Subject))
-	if err != nil {
-		return err
-	}
-	_, err = s.led.Append(ctx, runID, func(store.Head) (store.Batch, error) { return b, nil })
+	_, err := s.led.Append(ctx, runID, func(store.Head) (store.Batch, error) {
+		held, err := s.st.Grants(ctx, runID)
+		if err != nil {
+			return store.Batch{}, err
+		}
+		return call.Revoke(s.st, runID, scopeKey, held, call.Subject(who.Subject))
+	})
 	return err
 }
 

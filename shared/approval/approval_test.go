@@ -108,7 +108,7 @@ func TestReadsSurviveAFailedLazyExpiry(t *testing.T) {
 	if list, err := e.Approvals.ForRun(ctx, e.RunID); err != nil || len(list) != 1 {
 		t.Errorf("for run = %v, %v", list, err)
 	}
-	if page, err := e.Approvals.PendingPage(ctx, "", "", 10); err != nil || len(page.Approvals) != 0 {
+	if page, err := e.Approvals.Inbox(ctx, operator, "", "", 10); err != nil || len(page.Approvals) != 0 {
 		t.Errorf("pending = %v, %v; want none (it is overdue)", page.Approvals, err)
 	}
 	if ans, err := e.Bash(t, "c1", "git push origin main", 0); err != nil || ans.Decision != call.Pending {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -37,6 +38,9 @@ type PermissionRequest struct {
 	// directory, and the sandbox's realpath of each path-bearing field.
 	Cwd           string            `json:"cwd,omitempty"`
 	ResolvedPaths map[string]string `json:"resolved_paths,omitempty"`
+	// PathKinds says, per path-bearing field, what the sandbox found
+	// there: "file", "dir" or "absent" (lstat).
+	PathKinds map[string]string `json:"path_kinds,omitempty"`
 }
 
 // Answer is the gate's answer.
@@ -48,6 +52,9 @@ type Answer struct {
 	ApprovalID       string `json:"approval_id,omitempty"`
 	Verdict          string `json:"verdict,omitempty"`
 	RewrittenVerdict string `json:"rewritten_verdict,omitempty"`
+	// UpdatedInput, on an allow, is the input the tool must run with
+	// instead of the one asked about (a narrowed search).
+	UpdatedInput json.RawMessage `json:"updated_input,omitempty"`
 }
 
 // Approval is a call waiting for (or settled by) a human: the API's
@@ -128,14 +135,36 @@ func (c *Client) Session(ctx context.Context, id string) (Session, error) {
 	return s, err
 }
 
-// Approvals returns the pending approvals the caller may see, oldest first.
+// Approvals returns every pending approval the caller may decide (their
+// inbox), oldest first: it reads GET /v1/approvals page by page, following
+// next_cursor to the end, so nothing hides past the first page. A server
+// that hands back a cursor it gave before is an error, not a loop.
 func (c *Client) Approvals(ctx context.Context) ([]Approval, error) {
-	var out struct {
-		Approvals []Approval `json:"approvals"`
+	all := []Approval{}
+	seen := map[string]bool{}
+	q := url.Values{"limit": {strconv.Itoa(approvalsPage)}}
+	for {
+		var out struct {
+			Approvals  []Approval `json:"approvals"`
+			NextCursor string     `json:"next_cursor"`
+		}
+		if err := c.do(ctx, http.MethodGet, "/v1/approvals", q, nil, &out, requestTimeout); err != nil {
+			return nil, err
+		}
+		all = append(all, out.Approvals...)
+		if out.NextCursor == "" {
+			return all, nil
+		}
+		if seen[out.NextCursor] {
+			return nil, fmt.Errorf("client: GET /v1/approvals repeated a cursor after %d approvals; the list does not end", len(all))
+		}
+		seen[out.NextCursor] = true
+		q.Set("cursor", out.NextCursor)
 	}
-	err := c.do(ctx, http.MethodGet, "/v1/approvals", nil, nil, &out, requestTimeout)
-	return out.Approvals, err
 }
+
+// approvalsPage is the page size Approvals asks for: the server's largest.
+const approvalsPage = 100
 
 // SessionApprovals returns all of a run's approvals, any status.
 func (c *Client) SessionApprovals(ctx context.Context, sessionID string) ([]Approval, error) {

@@ -72,6 +72,10 @@ type Config struct {
 	SlackChannel       string
 	SlackAPIURL        string
 	SlackUsers         string
+	// SlackRolesMaxAge is how long ago a member's roles may have been seen
+	// (at a sign-in or request) for a Slack click to decide with them
+	// (FLUIDBOX_SLACK_ROLES_MAX_AGE_SECONDS); 0 is the bot's default.
+	SlackRolesMaxAge time.Duration
 	// ConnectionAllowCIDRs are the internal ranges connection and model
 	// upstream URLs may reach (FLUIDBOX_CONNECTION_ALLOW_CIDRS); every
 	// other loopback, link-local, private or special address is refused at
@@ -86,6 +90,10 @@ type Config struct {
 	// per minute on the API (FLUIDBOX_RUN_REQUESTS_PER_MINUTE); 0 is
 	// ratelimit.DefaultPerMinute.
 	RunRequestsPerMinute int
+	// RunMaxOpenRequests is how many requests one run's session token may
+	// have open at once on the API, long polls included
+	// (FLUIDBOX_RUN_MAX_OPEN_REQUESTS); 0 is ratelimit.DefaultMaxOpen.
+	RunMaxOpenRequests int
 }
 
 // DefaultReservationSweepAfter is the sweep's default horizon: well past
@@ -182,12 +190,28 @@ func Load(getenv func(string) string, mode Mode) (Config, error) {
 		}
 		c.PublicURL = u
 	}
+	if s := getenv("FLUIDBOX_SLACK_ROLES_MAX_AGE_SECONDS"); s != "" {
+		// At least an hour: a member's last_seen is refreshed at most
+		// hourly, so a shorter window would refuse people signed in now.
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 3600 || n > 30*86400 {
+			problems = append(problems, "FLUIDBOX_SLACK_ROLES_MAX_AGE_SECONDS must be an integer from 3600 to 2592000 (30 days)")
+		}
+		c.SlackRolesMaxAge = time.Duration(n) * time.Second
+	}
 	if s := getenv("FLUIDBOX_RUN_REQUESTS_PER_MINUTE"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > 100000 {
 			problems = append(problems, "FLUIDBOX_RUN_REQUESTS_PER_MINUTE must be an integer from 1 to 100000")
 		}
 		c.RunRequestsPerMinute = n
+	}
+	if s := getenv("FLUIDBOX_RUN_MAX_OPEN_REQUESTS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 1000 {
+			problems = append(problems, "FLUIDBOX_RUN_MAX_OPEN_REQUESTS must be an integer from 1 to 1000")
+		}
+		c.RunMaxOpenRequests = n
 	}
 	problems = append(problems, c.loadSSO(getenv, mode)...)
 	problems = append(problems, c.checkSlack(mode)...)

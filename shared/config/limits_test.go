@@ -36,6 +36,9 @@ func TestConnectionAllowAndRateLimit(t *testing.T) {
 	if c, err := config.Load(get(with("FLUIDBOX_RUN_REQUESTS_PER_MINUTE", "120")), config.Lambda); err != nil || c.RunRequestsPerMinute != 120 {
 		t.Errorf("rate 120 = %d, %v", c.RunRequestsPerMinute, err)
 	}
+	if c, err := config.Load(get(with("FLUIDBOX_RUN_MAX_OPEN_REQUESTS", "4")), config.Lambda); err != nil || c.RunMaxOpenRequests != 4 {
+		t.Errorf("max open requests 4 = %d, %v", c.RunMaxOpenRequests, err)
+	}
 	if c, err := config.Load(get(with("FLUIDBOX_MAX_PENDING_APPROVALS", "5")), config.Lambda); err != nil || c.MaxPendingApprovals != 5 {
 		t.Errorf("max pending approvals 5 = %d, %v", c.MaxPendingApprovals, err)
 	}
@@ -43,6 +46,7 @@ func TestConnectionAllowAndRateLimit(t *testing.T) {
 		"FLUIDBOX_CONNECTION_ALLOW_CIDRS":  "10.0.0.0/33",
 		"FLUIDBOX_RUN_REQUESTS_PER_MINUTE": "0",
 		"FLUIDBOX_MAX_PENDING_APPROVALS":   "1001",
+		"FLUIDBOX_RUN_MAX_OPEN_REQUESTS":   "0",
 	} {
 		if _, err := config.Load(get(with(k, v)), config.Lambda); err == nil || !strings.Contains(err.Error(), k) {
 			t.Errorf("%s=%s = %v, want an error naming it", k, v, err)

@@ -22,7 +22,13 @@
 //     source capability even if nobody refreshed the connection.
 //   - An OAuth connection's client (and its secret) is presented only to
 //     the authorization server it belongs to: the one it was registered at,
-//     or, for the operator's client, the first one it was authorized at.
+//     or, for the operator's client, the issuer named with it at creation.
+//     A registered client is never taken to another server: the next
+//     authorization registers anew there.
+//   - An OAuth authorization response is taken only at the redirect URI of
+//     the authorization server its state was made for (mix-up, RFC 9700
+//     4.4), with the issuer RFC 9207 requires where advertised, and only
+//     from the browser the authorize redirect gave the state's nonce to.
 //   - An upstream refusing a call for want of OAuth scopes (a 403
 //     insufficient_scope, or a 401 after a refresh, naming scopes the
 //     authorization did not request) has them recorded on the connection,
@@ -179,9 +185,11 @@ type View struct {
 	// that the connection's authorization did not request: the next
 	// authorization asks for them.
 	StepUpScopes []string `json:"step_up_scopes,omitempty"`
-	Digest       string   `json:"digest,omitempty"`
-	RefreshedAt  string   `json:"refreshed_at,omitempty"`
-	CreatedAt    string   `json:"created_at"`
+	// OAuth is an OAuth connection's client settings.
+	OAuth       *OAuthView `json:"oauth,omitempty"`
+	Digest      string     `json:"digest,omitempty"`
+	RefreshedAt string     `json:"refreshed_at,omitempty"`
+	CreatedAt   string     `json:"created_at"`
 }
 
 func viewOf(c store.Connection) View {
@@ -193,7 +201,7 @@ func viewOf(c store.Connection) View {
 		ID: c.ID, Name: c.Name, URL: c.URL, Kind: c.Kind, Owner: c.Owner, Status: c.Status,
 		AuthorizationGeneration: c.Generation, CredentialType: c.CredentialType, ToolClasses: classes,
 		Digest: c.PhotoDigest, RefreshedAt: c.RefreshedAt, CreatedAt: c.CreatedAt,
-		StepUpScopes: pendingScopes(c),
+		StepUpScopes: pendingScopes(c), OAuth: oauthView(c),
 	}
 }
 

@@ -2,6 +2,7 @@ package connection
 
 import (
 	"context"
+	"time"
 
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -26,4 +27,10 @@ func RecordStepUp(s *Service, ctx context.Context, id string, gen int, asked []s
 // tests.
 func ScopeChallenge(s *Service, ctx context.Context, c store.Connection, err error, refreshed bool) error {
 	return s.scopeChallenge(ctx, c, c.Generation, err, refreshed)
+}
+
+// RefreshMargin exposes how long before expiry tokens issued at issued and
+// expiring at expiry are refreshed.
+func RefreshMargin(issued, expiry time.Time) time.Duration {
+	return refreshMargin(tokenSet{IssuedAt: issued, Expiry: expiry})
 }

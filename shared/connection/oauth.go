@@ -3,19 +3,24 @@ package connection
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"time"
 
 	"golang.org/x/oauth2"
 
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/broker"
+	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/oauth"
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -41,15 +46,20 @@ var (
 	errAuthorizationLost = errors.New("connection: authorization lost")
 )
 
-// OAuthRequest is {"type":"oauth","client_id"?,"client_secret"?,"scopes"?}:
-// an OAuth connection, authorized afterwards with Authorize. A client id
-// (and secret) is the operator's pre-registered client; without one the
-// client is registered dynamically at the first authorization.
+// OAuthRequest is {"type":"oauth","client_id"?,"client_secret"?,"issuer"?,
+// "scopes"?,"consent_prompt"?}: an OAuth connection, authorized afterwards
+// with Authorize. A client id (and secret) is the operator's pre-registered
+// client, and issuer the authorization server it belongs to (required with
+// it): the client is presented to no other. Without one the client is
+// registered at the first authorization. consent_prompt false never sends
+// prompt=consent to an OpenID provider (tenant-wide consent).
 type OAuthRequest struct {
-	Type         string   `json:"type"`
-	ClientID     string   `json:"client_id,omitempty"`
-	ClientSecret string   `json:"client_secret,omitempty"`
-	Scopes       []string `json:"scopes,omitempty"`
+	Type          string   `json:"type"`
+	ClientID      string   `json:"client_id,omitempty"`
+	ClientSecret  string   `json:"client_secret,omitempty"`
+	Issuer        string   `json:"issuer,omitempty"`
+	Scopes        []string `json:"scopes,omitempty"`
+	ConsentPrompt *bool    `json:"consent_prompt,omitempty"`
 }
 
 // String, GoString and LogValue redact the client secret.
@@ -65,6 +75,7 @@ func (r OAuthRequest) LogValue() slog.Value {
 const (
 	maxClientID     = 512
 	maxClientSecret = 2048
+	maxIssuer       = 512
 	// The operator's scopes are held to the bounds of those an upstream
 	// may ask for (in its challenge, or at discovery).
 	maxScopes = broker.MaxScopes
@@ -79,6 +90,16 @@ func (r OAuthRequest) validate() error {
 	}
 	if r.ClientSecret != "" && r.ClientID == "" {
 		return invalid("credential", "client_secret needs its client_id")
+	}
+	switch {
+	case r.ClientID != "" && r.Issuer == "":
+		// Bound at creation: a client first bound where it is first used
+		// would belong to whichever server the upstream named that day.
+		return invalid("credential", "client_id needs its issuer: the authorization server the client is registered at")
+	case r.Issuer != "" && r.ClientID == "":
+		return invalid("credential", "issuer names the server of the operator's client_id; without one the client is registered at the server the upstream names")
+	case r.Issuer != "" && (len(r.Issuer) > maxIssuer || !printable(r.Issuer) || !oauth.IssuerOK(r.Issuer)):
+		return invalid("credential", "issuer must be the authorization server's issuer identifier: an https URL (http to loopback) of at most %d characters without query or fragment", maxIssuer)
 	}
 	if len(r.Scopes) > maxScopes {
 		return invalid("credential", "at most %d scopes", maxScopes)
@@ -125,7 +146,7 @@ func (r *CreateRequest) UnmarshalJSON(b []byte) error {
 		if probe.Type == CredentialOAuth {
 			var o OAuthRequest
 			if err := strictDecode(w.Credential, &o); err != nil {
-				return fmt.Errorf("%w: an oauth credential takes only type, client_id, client_secret and scopes", seal.ErrInvalidCredential)
+				return fmt.Errorf("%w: an oauth credential takes only type, client_id, client_secret, issuer, scopes and consent_prompt", seal.ErrInvalidCredential)
 			}
 			out.OAuth = &o
 		} else {
@@ -152,6 +173,28 @@ func strictDecode(b []byte, v any) error {
 	return nil
 }
 
+// OAuthView is what GET /v1/connections/{id} shows of an OAuth
+// connection's client: the authorization server it belongs to (the
+// operator's, or where it was registered), the redirect URI registered for
+// it there (filled in by the API, which knows its base URL), and whether
+// OpenID providers are sent prompt=consent.
+type OAuthView struct {
+	Issuer        string `json:"issuer,omitempty"`
+	RedirectURI   string `json:"redirect_uri,omitempty"`
+	ConsentPrompt bool   `json:"consent_prompt"`
+}
+
+func oauthView(c store.Connection) *OAuthView {
+	if c.CredentialType != CredentialOAuth {
+		return nil
+	}
+	// An operator's client of a connection created before issuers were
+	// named is bound to its first authorization's: shown, so that its
+	// redirect URI is too. A discovery that does not decode shows none.
+	iss, _ := clientIssuer(c)
+	return &OAuthView{Issuer: iss, RedirectURI: c.OAuth.ClientRedirectURI, ConsentPrompt: !c.OAuth.NoConsentPrompt}
+}
+
 // Seal contexts of an OAuth connection's other secrets. A context names
 // what a value is for, so that no sealed value opens in another's place.
 func clientSealContext(id string) seal.Context {
@@ -174,7 +217,8 @@ func (s *Service) createOAuth(ctx context.Context, who auth.Principal, req Creat
 		ID: id, Name: req.Name, URL: req.URL, Kind: req.Kind, Owner: who.Subject, Status: store.ConnectionAuthorizationRequired,
 		Generation: 1, CredentialType: CredentialOAuth, ToolClasses: req.ToolClasses,
 	}
-	c.OAuth.ClientID, c.OAuth.Scopes = req.OAuth.ClientID, req.OAuth.Scopes
+	c.OAuth.ClientID, c.OAuth.ClientIssuer, c.OAuth.Scopes = req.OAuth.ClientID, req.OAuth.Issuer, req.OAuth.Scopes
+	c.OAuth.NoConsentPrompt = req.OAuth.ConsentPrompt != nil && !*req.OAuth.ConsentPrompt
 	if req.OAuth.ClientSecret != "" {
 		sealed, err := s.sealer.Seal(ctx, []byte(req.OAuth.ClientSecret), clientSealContext(id))
 		if err != nil {
@@ -187,6 +231,8 @@ func (s *Service) createOAuth(ctx context.Context, who auth.Principal, req Creat
 
 // AuthorizeResult is the answer of POST /v1/connections/{id}/authorize.
 type AuthorizeResult struct {
+	// AuthorizationURL is fluidbox's authorize redirect (Start): the
+	// browser that opens it first is the one the callback is taken from.
 	AuthorizationURL string `json:"authorization_url"`
 	ExpiresAt        string `json:"expires_at"`
 }
@@ -203,12 +249,21 @@ func (s *Service) log() *slog.Logger {
 
 // Authorize starts an OAuth authorization of the connection for who: it
 // discovers the upstream's authorization server, registers a client if the
-// connection has none, and stores a single-use state bound to the
-// connection, its generation, who and the sealed PKCE verifier. site is
-// the API's callback and client metadata document URL. A personal
-// connection is authorized by its owner only, a shared one by an admin. A
-// client registered here (dynamically, or as the metadata document) is
-// kept on the connection and used from then on, for refreshes too.
+// connection has none for that server, and stores a single-use state bound
+// to the connection, its generation, who, the authorization server (its
+// discovery and its own redirect URI) and the sealed PKCE verifier. site is
+// the API's callback, client metadata document and authorize redirect. A
+// personal connection is authorized by its owner only, a shared one by an
+// admin. A client registered here (dynamically, or as the metadata
+// document) is kept on the connection for that server and redirect URI,
+// for refreshes too; when the upstream names another server, a new one is
+// registered there (a client is never reused across servers). The
+// operator's client is presented to its own issuer only.
+//
+// The URL returned is site.StartURL with a key: the state is derived from
+// the key (a SHA-256), so the authorization server's URL, which carries the
+// state, does not give the key, and only the browser that opened the key's
+// URL holds the nonce the callback asks for.
 func (s *Service) Authorize(ctx context.Context, who auth.Principal, ref string, site oauth.Site) (AuthorizeResult, error) {
 	if s.sealer == nil {
 		return AuthorizeResult{}, ErrNoSealer
@@ -245,15 +300,24 @@ func (s *Service) Authorize(ctx context.Context, who auth.Principal, ref string,
 	if err != nil {
 		return AuthorizeResult{}, err
 	}
-	if client.ID != "" && iss != "" && iss != d.Issuer {
-		// The upstream's metadata now names another authorization server:
-		// the client (and its secret, at the token endpoint) belongs to the
-		// first and is not presented to this one.
-		return AuthorizeResult{}, &oauth.Error{Op: "discover", Msg: "the MCP server names another authorization server than the one the connection's OAuth client belongs to; create a new connection to authorize there", Err: oauth.ErrDiscovery}
-	}
 	var pre *oauth.Client
-	if client.ID != "" {
+	switch {
+	case client.ID == "":
+	case !client.Registered && iss == "":
+		return AuthorizeResult{}, invalid("credential", "the connection's OAuth client names no issuer; create the connection again with the issuer of its client_id")
+	case !client.Registered && !oauth.SameIssuer(iss, d.Issuer):
+		// The upstream's metadata names another authorization server than
+		// the operator's client belongs to: the client and its secret are
+		// not presented there.
+		return AuthorizeResult{}, &oauth.Error{Op: "discover", Msg: "the MCP server names another authorization server than the issuer of the connection's OAuth client; create a new connection to authorize there", Err: oauth.ErrDiscovery}
+	case !client.Registered:
 		pre = &client
+	case oauth.SameIssuer(iss, d.Issuer) && c.OAuth.ClientRedirectURI != "" && c.OAuth.ClientRedirectURI == registeredRedirect(d, site, client):
+		pre = &client
+	default:
+		// Registered for another server (the upstream moved) or another
+		// redirect URI: a new registration, never this client elsewhere.
+		s.log().InfoContext(ctx, "oauth client registered anew: the upstream's authorization server or the redirect URI changed", "connection", c.ID)
 	}
 	if client, err = oauth.Register(ctx, hc, d, site, pre); err != nil {
 		return AuthorizeResult{}, err
@@ -265,7 +329,7 @@ func (s *Service) Authorize(ctx context.Context, who auth.Principal, ref string,
 				return AuthorizeResult{}, fmt.Errorf("connection: seal: %w", err)
 			}
 		}
-		err := s.st.SetOAuthClient(ctx, c.ID, c.Generation, client.ID, sealed, client.AuthMethod, d.Issuer, store.FormatTime(s.opts.Now()))
+		err := s.st.SetOAuthClient(ctx, c.ID, c.Generation, client.ID, sealed, client.AuthMethod, d.Issuer, client.RedirectURI, store.FormatTime(s.opts.Now()))
 		if errors.Is(err, store.ErrConnectionChanged) {
 			return AuthorizeResult{}, ErrChanged
 		}
@@ -273,8 +337,10 @@ func (s *Service) Authorize(ctx context.Context, who auth.Principal, ref string,
 			return AuthorizeResult{}, err
 		}
 	}
-	state, verifier := oauth.NewState()
+	key := rand.Text()
+	state := stateOf(key)
 	digest := stateDigest(state)
+	verifier := oauth2.GenerateVerifier()
 	sealedVerifier, err := s.sealer.Seal(ctx, []byte(verifier), stateSealContext(c.ID, digest))
 	if err != nil {
 		return AuthorizeResult{}, fmt.Errorf("connection: seal: %w", err)
@@ -287,19 +353,92 @@ func (s *Service) Authorize(ctx context.Context, who auth.Principal, ref string,
 	expires := store.FormatTime(now.Add(StateTTL))
 	err = s.st.PutOAuthState(ctx, store.OAuthState{
 		Digest: digest, ConnectionID: c.ID, Subject: who.Subject, Generation: c.Generation,
-		Verifier: sealedVerifier, RedirectURI: site.RedirectURI, Discovery: string(disc),
-		ExpiresAt: expires, Expires: now.Add(StateTTL).Unix(), CreatedAt: store.FormatTime(now),
+		Verifier: sealedVerifier, RedirectURI: client.RedirectURI, Discovery: string(disc),
+		AuthorizeURL: oauth.AuthURL(d, client, "", verifier, !c.OAuth.NoConsentPrompt),
+		ExpiresAt:    expires, Expires: now.Add(StateTTL).Unix(), CreatedAt: store.FormatTime(now),
 	})
 	if err != nil {
 		return AuthorizeResult{}, err
 	}
-	return AuthorizeResult{AuthorizationURL: oauth.AuthURL(d, client, site.RedirectURI, state, verifier), ExpiresAt: expires}, nil
+	return AuthorizeResult{AuthorizationURL: site.StartURL + "?" + url.Values{"key": {key}}.Encode(), ExpiresAt: expires}, nil
+}
+
+// registeredRedirect is the redirect URI a registered client of d's server
+// is kept for: the document's when it is fluidbox's client ID metadata
+// document (and the server still takes it with iss), the server's own
+// otherwise; "" (never recorded) when the document no longer qualifies.
+func registeredRedirect(d oauth.Discovery, site oauth.Site, c oauth.Client) string {
+	if c.ID != site.MetadataURL {
+		return site.RedirectURIFor(d.Issuer)
+	}
+	if d.ClientIDMetadata && d.IssParameter {
+		return site.RedirectURI
+	}
+	return ""
+}
+
+// stateOf is the state of the authorization whose start key is key: its
+// SHA-256, so that the state (which the authorization server's URL and the
+// callback carry) does not give the key.
+func stateOf(key string) string {
+	sum := sha256.Sum256([]byte("fluidbox oauth state\x00" + key))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
+// CookieName is the name of the cookie that holds the browser-bound nonce
+// of the authorization whose state is state (one per authorization, so
+// that two in one browser do not overwrite each other's).
+func CookieName(state string) string {
+	return "fbx_oauth_" + stateDigest(state)[:16]
+}
+
+// Started is what the authorize redirect does: send the browser to URL
+// with the nonce in the cookie Cookie, until Expires.
+type Started struct {
+	URL     string
+	Cookie  string
+	Nonce   string
+	Expires time.Time
+}
+
+// String redacts the nonce and the URL's state.
+func (s Started) String() string { return "connection.Started{" + s.Cookie + ", redacted}" }
+
+// maxKeyLen bounds the start key, which anyone can send.
+const maxKeyLen = 64
+
+// Start is the authorize redirect of the authorization key starts: once per
+// key (a second opening, from any browser, is ErrState), it records the
+// digest of a fresh nonce on the state and returns the authorization
+// server's URL with the state and the nonce the browser is to hold. The
+// callback is then taken only from a browser holding it, so an
+// authorization server URL someone else completes is refused.
+func (s *Service) Start(ctx context.Context, key string) (Started, error) {
+	if key == "" || len(key) > maxKeyLen || !printable(key) {
+		return Started{}, ErrState
+	}
+	state := stateOf(key)
+	nonce := rand.Text()
+	now := s.opts.Now()
+	st, err := s.st.StartOAuthState(ctx, stateDigest(state), stateDigest(nonce), store.FormatTime(now))
+	if errors.Is(err, store.ErrNotFound) {
+		return Started{}, ErrState
+	}
+	if err != nil {
+		return Started{}, err
+	}
+	exp, err := time.Parse(time.RFC3339Nano, st.ExpiresAt)
+	if err != nil || !now.Before(exp) || st.AuthorizeURL == "" {
+		return Started{}, ErrState
+	}
+	return Started{URL: st.AuthorizeURL + "&" + url.Values{"state": {state}}.Encode(), Cookie: CookieName(state), Nonce: nonce, Expires: exp}, nil
 }
 
 // clientIssuer is the authorization server the connection's client
-// belongs to: the one it was registered at, else (the operator's client)
-// the issuer of the last completed authorization; "" when not yet bound.
-// A stored discovery that does not decode is an error, not unbound.
+// belongs to: the one it was registered at or the operator named, else
+// (the operator's client of a connection created before issuers were
+// named) the issuer of the last completed authorization; "" when not yet
+// bound. A stored discovery that does not decode is an error, not unbound.
 func clientIssuer(c store.Connection) (string, error) {
 	if c.OAuth.ClientIssuer != "" {
 		return c.OAuth.ClientIssuer, nil
@@ -324,7 +463,7 @@ func storedDiscovery(c store.Connection) (oauth.Discovery, error) {
 // client is the connection's OAuth client, its secret opened; a zero
 // Client when it has none yet.
 func (s *Service) client(ctx context.Context, c store.Connection) (oauth.Client, error) {
-	cl := oauth.Client{ID: c.OAuth.ClientID, AuthMethod: c.OAuth.ClientAuthMethod, Registered: c.OAuth.ClientRegistered}
+	cl := oauth.Client{ID: c.OAuth.ClientID, AuthMethod: c.OAuth.ClientAuthMethod, Registered: c.OAuth.ClientRegistered, RedirectURI: c.OAuth.ClientRedirectURI}
 	if len(c.OAuth.ClientSecret) > 0 {
 		secret, err := s.sealer.Open(ctx, c.OAuth.ClientSecret, clientSealContext(c.ID))
 		if err != nil {
@@ -336,19 +475,25 @@ func (s *Service) client(ctx context.Context, c store.Connection) (oauth.Client,
 	return cl, nil
 }
 
-// stateDigest is what is stored of a state: its SHA-256.
+// stateDigest is what is stored of a state (and of a nonce): its SHA-256.
 func stateDigest(state string) string {
 	sum := sha256.Sum256([]byte(state))
 	return hex.EncodeToString(sum[:])
 }
 
-// CallbackQuery is the authorization response (GET /v1/oauth/callback).
+// CallbackQuery is the authorization response (GET /v1/oauth/callback...).
 type CallbackQuery struct {
 	Code  string
 	State string
 	Iss   string
 	// Error is the provider's error code, when it answered with one.
 	Error string
+	// RedirectURI is the redirect URI the response arrived at (without
+	// its query): it must be the one of the state's authorization server.
+	RedirectURI string
+	// Nonce is the value of the browser's cookie CookieName(State), "" when
+	// it sent none.
+	Nonce string
 }
 
 // Bounds on the callback's parameters, which anyone can send.
@@ -357,97 +502,145 @@ const (
 	maxCodeLen  = 4096
 )
 
+// ErrBrowser: the authorization response came from another browser than
+// the one the authorize redirect sent to the authorization server (no
+// nonce, or another's): someone else completed the authorization URL.
+var ErrBrowser = errors.New("connection: the authorization was completed in another browser than the one that started it")
+
+// Authorized is a completed authorization.
+type Authorized struct {
+	View View
+	// Refreshable: the provider gave a refresh token. Without one the
+	// access token is used until ExpiresAt, and then the connection needs
+	// authorizing again.
+	Refreshable bool
+	ExpiresAt   time.Time // zero when the provider gave no lifetime
+}
+
 // Callback completes an authorization: the state is consumed (once, before
-// anything else, so a replay finds it spent), checked against the
-// connection (same generation, still its owner's), the issuer checked (RFC
-// 9207), the code redeemed with the PKCE verifier, and the tokens sealed for
-// the next generation, which the connection moves to, active. Runs bound to
-// the previous generation are refused from their next call on.
-func (s *Service) Callback(ctx context.Context, q CallbackQuery) (View, error) {
+// anything else, so a replay finds it spent), the response taken only at
+// the redirect URI of the state's authorization server (mix-up, RFC 9700
+// 4.4.2.2) and from the browser holding the state's nonce, checked against
+// the connection (same generation, still its owner's), the issuer checked
+// (RFC 9207: required when advertised), the code redeemed with the PKCE
+// verifier, and the tokens sealed for the next generation, which the
+// connection moves to, active. Runs bound to the previous generation are
+// refused from their next call on.
+func (s *Service) Callback(ctx context.Context, q CallbackQuery) (Authorized, error) {
 	if s.sealer == nil {
-		return View{}, ErrNoSealer
+		return Authorized{}, ErrNoSealer
 	}
 	if q.State == "" || len(q.State) > maxStateLen || len(q.Code) > maxCodeLen {
-		return View{}, ErrState
+		return Authorized{}, ErrState
 	}
 	now := s.opts.Now()
 	digest := stateDigest(q.State)
 	st, err := s.st.ConsumeOAuthState(ctx, digest, store.FormatTime(now))
 	if errors.Is(err, store.ErrNotFound) {
-		return View{}, ErrState
+		return Authorized{}, ErrState
 	}
 	if err != nil {
-		return View{}, err
+		return Authorized{}, err
 	}
 	if exp, err := time.Parse(time.RFC3339Nano, st.ExpiresAt); err != nil || !now.Before(exp) {
-		return View{}, ErrState
+		return Authorized{}, ErrState
+	}
+	if st.RedirectURI == "" || q.RedirectURI != st.RedirectURI {
+		// Another authorization server's redirect URI: the code is that
+		// server's, routed here by the server of the state (mix-up).
+		return Authorized{}, &oauth.Error{Op: "callback", Msg: "the response arrived at another authorization server's redirect URI", Err: oauth.ErrIssuer}
+	}
+	if st.NonceDigest == "" || subtle.ConstantTimeCompare([]byte(stateDigest(q.Nonce)), []byte(st.NonceDigest)) != 1 {
+		return Authorized{}, ErrBrowser
 	}
 	if q.Error != "" || q.Code == "" {
-		return View{}, ErrAuthorizationDenied
+		return Authorized{}, ErrAuthorizationDenied
 	}
 	c, err := s.st.GetConnection(ctx, st.ConnectionID)
 	if errors.Is(err, store.ErrNotFound) {
-		return View{}, ErrNotFound
+		return Authorized{}, ErrNotFound
 	}
 	if err != nil {
-		return View{}, err
+		return Authorized{}, err
 	}
 	switch {
 	case c.Status == store.ConnectionRevoked:
-		return View{}, ErrRevoked
+		return Authorized{}, ErrRevoked
 	case c.CredentialType != CredentialOAuth:
-		return View{}, ErrChanged
+		return Authorized{}, ErrChanged
 	case c.Generation != st.Generation:
 		// Authorized (or replaced) since this URL was made.
-		return View{}, ErrChanged
+		return Authorized{}, ErrChanged
 	case c.Kind != store.ConnectionShared && c.Owner != st.Subject:
 		// A personal connection takes only its owner's grant.
-		return View{}, ErrForbidden
+		return Authorized{}, ErrForbidden
+	}
+	if ok, err := s.memberActive(ctx, st.Subject); err != nil {
+		return Authorized{}, err
+	} else if !ok {
+		// The member who started it was deactivated since: their pending
+		// authorization completes nothing.
+		return Authorized{}, ErrForbidden
 	}
 	var d oauth.Discovery
 	if err := json.Unmarshal([]byte(st.Discovery), &d); err != nil {
-		return View{}, fmt.Errorf("connection: decode discovery of %s: %w", c.ID, err)
+		return Authorized{}, fmt.Errorf("connection: decode discovery of %s: %w", c.ID, err)
 	}
 	if err := oauth.CheckIssuer(d, q.Iss); err != nil {
-		return View{}, err
+		return Authorized{}, err
 	}
 	if iss, err := clientIssuer(c); err != nil {
-		return View{}, err
-	} else if iss != "" && iss != d.Issuer {
+		return Authorized{}, err
+	} else if iss != "" && !oauth.SameIssuer(iss, d.Issuer) {
 		// The connection's client was registered at another server since
 		// this URL was made (a concurrent authorization): its secret is not
 		// sent to this one's token endpoint.
-		return View{}, ErrChanged
+		return Authorized{}, ErrChanged
 	}
 	verifier, err := s.sealer.Open(ctx, st.Verifier, stateSealContext(c.ID, digest))
 	if err != nil {
-		return View{}, fmt.Errorf("connection: open verifier of %s: %w", c.ID, err)
+		return Authorized{}, fmt.Errorf("connection: open verifier of %s: %w", c.ID, err)
 	}
 	defer clear(verifier)
 	client, err := s.client(ctx, c)
 	if err != nil {
-		return View{}, err
+		return Authorized{}, err
 	}
 	if client.ID == "" {
-		return View{}, ErrChanged
+		return Authorized{}, ErrChanged
 	}
 	tok, err := oauth.Exchange(ctx, s.opts.OAuthClient, d, client, st.RedirectURI, q.Code, string(verifier))
 	if err != nil {
-		return View{}, err
+		return Authorized{}, err
 	}
 	sealed, expires, err := s.sealTokens(ctx, c.ID, c.Generation+1, tok)
 	if err != nil {
-		return View{}, err
+		return Authorized{}, err
 	}
 	updated, err := s.st.AuthorizeConnection(ctx, c.ID, c.Generation, sealed, st.Discovery, expires, store.FormatTime(s.opts.Now()))
 	if errors.Is(err, store.ErrConnectionChanged) {
-		return View{}, ErrChanged
+		return Authorized{}, ErrChanged
 	}
 	if err != nil {
-		return View{}, err
+		return Authorized{}, err
 	}
 	s.tools.forget(c.ID)
-	return viewOf(updated), nil
+	return Authorized{View: viewOf(updated), Refreshable: tok.RefreshToken != "", ExpiresAt: tok.Expiry}, nil
+}
+
+// memberActive: sub's membership is active, as the gate judges a personal
+// connection's owner (permission.LiveConnection): its member row decides,
+// and without one only the admin-token operator, who has none in
+// single-admin mode, is active.
+func (s *Service) memberActive(ctx context.Context, sub string) (bool, error) {
+	m, err := s.st.GetMember(ctx, sub)
+	switch {
+	case err == nil:
+		return m.Status == store.MemberActive, nil
+	case errors.Is(err, store.ErrNotFound):
+		return sub == string(call.Operator), nil
+	}
+	return false, err
 }
 
 // tokenSet is the sealed plaintext of an OAuth connection's credential.
@@ -455,10 +648,14 @@ type tokenSet struct {
 	AccessToken  string    `json:"access_token"`
 	RefreshToken string    `json:"refresh_token,omitempty"`
 	Expiry       time.Time `json:"expiry,omitzero"`
+	// IssuedAt is when the tokens arrived: with Expiry, the lifetime the
+	// refresh margin is a part of (zero on tokens sealed before it was
+	// kept).
+	IssuedAt time.Time `json:"issued_at,omitzero"`
 }
 
 func (s *Service) sealTokens(ctx context.Context, id string, gen int, tok *oauth2.Token) ([]byte, string, error) {
-	ts := tokenSet{AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, Expiry: tok.Expiry}
+	ts := tokenSet{AccessToken: tok.AccessToken, RefreshToken: tok.RefreshToken, Expiry: tok.Expiry, IssuedAt: s.opts.Now()}
 	cred := seal.Credential{Type: seal.TypeBearer, Token: ts.AccessToken}
 	if err := cred.Validate(); err != nil {
 		return nil, "", fmt.Errorf("connection: the access token is not presentable: %w", err)

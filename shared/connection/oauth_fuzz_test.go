@@ -15,6 +15,8 @@ func FuzzCreateRequest(f *testing.F) {
 		`{"name":"a","url":"https://x/mcp","kind":"shared","credential":{"type":"oauth","client_id":"c","client_secret":"SECRET-1","scopes":["a"]}}`,
 		`{"name":"a","url":"https://x/mcp","kind":"shared","credential":{"type":"bearer","token":"SECRET-1"}}`,
 		`{"credential":{"type":"oauth","token":"SECRET-1"}}`,
+		`{"credential":{"type":"oauth","client_id":"c","client_secret":"SECRET-1","issuer":"https://as.example","consent_prompt":false}}`,
+		`{"credential":{"type":"oauth","issuer":"SECRET-1","consent_prompt":"no"}}`,
 		`{"credential":{"type":"oauth","client_secret":"SECRET-1","extra":1}}`,
 		`{"credential":null}`, `{"credential":"SECRET-1"}`, `{"credential":{"type":"oauth"}} {}`,
 	} {

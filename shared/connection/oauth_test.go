@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/url"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -27,7 +28,7 @@ import (
 // delivered to Service.Callback directly.
 const oauthRedirect = "http://127.0.0.1:1/v1/oauth/callback"
 
-var oauthSite = oauth.Site{RedirectURI: oauthRedirect}
+var oauthSite = oauth.Site{RedirectURI: oauthRedirect, StartURL: "http://127.0.0.1:1/v1/oauth/start"}
 
 type oauthEnv struct {
 	st     *store.Store
@@ -53,7 +54,7 @@ func (e *oauthEnv) create(t *testing.T, svc *connection.Service, who auth.Princi
 	var req connection.CreateRequest
 	body, _ := json.Marshal(map[string]any{
 		"name": name, "url": e.up.URL, "kind": kind, "tool_classes": map[string]string{"whoami": "read"},
-		"credential": map[string]any{"type": "oauth", "client_id": e.p.ClientID, "client_secret": e.p.Secret},
+		"credential": map[string]any{"type": "oauth", "client_id": e.p.ClientID, "client_secret": e.p.Secret, "issuer": e.p.Issuer},
 	})
 	if err := json.Unmarshal(body, &req); err != nil {
 		t.Fatal(err)
@@ -68,21 +69,57 @@ func (e *oauthEnv) create(t *testing.T, svc *connection.Service, who auth.Princi
 // authorize runs the flow for who, logging in at the provider as user.
 func (e *oauthEnv) authorize(t *testing.T, svc *connection.Service, who auth.Principal, ref, user string) connection.View {
 	t.Helper()
-	ctx := context.Background()
-	res, err := svc.Authorize(ctx, who, ref, oauthSite)
+	res, err := svc.Authorize(context.Background(), who, ref, oauthSite)
 	if err != nil {
 		t.Fatalf("%s authorizes %s: %v", who.Subject, ref, err)
 	}
-	back, err := e.p.Login(ctx, res.AuthorizationURL, user)
+	return e.complete(t, svc, start(t, svc, res), user)
+}
+
+// start opens an authorization URL as the member's browser does: the
+// authorize redirect, which gives the browser its nonce.
+func start(t *testing.T, svc *connection.Service, res connection.AuthorizeResult) connection.Started {
+	t.Helper()
+	u, err := url.Parse(res.AuthorizationURL)
 	if err != nil {
 		t.Fatal(err)
 	}
+	st, err := svc.Start(context.Background(), u.Query().Get("key"))
+	if err != nil {
+		t.Fatalf("the authorize redirect: %v", err)
+	}
+	return st
+}
+
+// respond signs in at the provider as user in the browser st was started
+// in, and returns the authorization response that browser delivers.
+func (e *oauthEnv) respond(t *testing.T, st connection.Started, user string) connection.CallbackQuery {
+	t.Helper()
+	back, err := e.p.Login(context.Background(), st.URL, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return callbackQuery(back, st.Nonce)
+}
+
+// callbackQuery is the response at back, delivered by a browser holding
+// nonce.
+func callbackQuery(back *url.URL, nonce string) connection.CallbackQuery {
 	q := back.Query()
-	v, err := svc.Callback(ctx, connection.CallbackQuery{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")})
+	at := *back
+	at.RawQuery = ""
+	return connection.CallbackQuery{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss"), Error: q.Get("error"), RedirectURI: at.String(), Nonce: nonce}
+}
+
+// complete signs in as user in the browser st was started in and delivers
+// the callback.
+func (e *oauthEnv) complete(t *testing.T, svc *connection.Service, st connection.Started, user string) connection.View {
+	t.Helper()
+	a, err := svc.Callback(context.Background(), e.respond(t, st, user))
 	if err != nil {
 		t.Fatalf("callback: %v", err)
 	}
-	return v
+	return a.View
 }
 
 // TestOAuthPersonalPerMember: each member authorizes their own personal
@@ -245,13 +282,9 @@ func TestOAuthCallbackBindings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	earlyStarted := start(t, svc, early)
 	e.authorize(t, svc, admin, v.ID, e.p.User1()) // generation 2
-	back, err := e.p.Login(ctx, early.AuthorizationURL, e.p.User1())
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := back.Query()
-	if _, err := svc.Callback(ctx, connection.CallbackQuery{Code: q.Get("code"), State: q.Get("state")}); !errors.Is(err, connection.ErrChanged) {
+	if _, err := svc.Callback(ctx, e.respond(t, earlyStarted, e.p.User1())); !errors.Is(err, connection.ErrChanged) {
 		t.Errorf("a state from before another authorization: %v, want ErrChanged", err)
 	}
 
@@ -259,15 +292,11 @@ func TestOAuthCallbackBindings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	back, err = e.p.Login(ctx, res.AuthorizationURL, e.p.User1())
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := e.respond(t, start(t, svc, res), e.p.User1())
 	mu.Lock()
 	clock = clock.Add(connection.StateTTL + time.Second)
 	mu.Unlock()
-	q = back.Query()
-	if _, err := svc.Callback(ctx, connection.CallbackQuery{Code: q.Get("code"), State: q.Get("state")}); !errors.Is(err, connection.ErrState) {
+	if _, err := svc.Callback(ctx, q); !errors.Is(err, connection.ErrState) {
 		t.Errorf("an expired state: %v, want ErrState", err)
 	}
 	if _, err := svc.Callback(ctx, connection.CallbackQuery{Code: "x", State: "y", Error: "access_denied"}); !errors.Is(err, connection.ErrState) {
@@ -309,16 +338,12 @@ func TestOAuthClientStaysWithItsServer(t *testing.T) {
 	}
 	// A registration at the other server lands meanwhile (a concurrent
 	// authorization that discovered it).
-	if err := e.st.SetOAuthClient(ctx, v.ID, v.AuthorizationGeneration, e.p.ClientID, nil, "client_secret_basic", other.Issuer, time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
+	if err := e.st.SetOAuthClient(ctx, v.ID, v.AuthorizationGeneration, e.p.ClientID, nil, "client_secret_basic", other.Issuer, oauthSite.RedirectURIFor(other.Issuer), time.Now().UTC().Format(time.RFC3339Nano)); err != nil {
 		t.Fatal(err)
 	}
-	back, err := e.p.Login(ctx, res.AuthorizationURL, e.p.User1())
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := e.respond(t, start(t, svc, res), e.p.User1())
 	codes := e.p.Codes()
-	q := back.Query()
-	if _, err := svc.Callback(ctx, connection.CallbackQuery{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")}); !errors.Is(err, connection.ErrChanged) {
+	if _, err := svc.Callback(ctx, q); !errors.Is(err, connection.ErrChanged) {
 		t.Fatalf("callback with the client bound to another server: %v, want ErrChanged", err)
 	}
 	if n := e.p.Codes() - codes; n != 0 {

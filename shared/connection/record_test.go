@@ -208,7 +208,7 @@ func TestWaitLeavesTimeToRun(t *testing.T) {
 	approved := make(chan error, 1)
 	go func() {
 		for ctx.Err() == nil {
-			page, err := f.approvals.PendingPage(ctx, f.runID, "", 10)
+			page, err := f.approvals.Inbox(ctx, admin, f.runID, "", 10)
 			if err == nil && len(page.Approvals) == 1 {
 				_, _, err = f.approvals.Decide(ctx, admin, page.Approvals[0].ID, "approved_once")
 				approved <- err

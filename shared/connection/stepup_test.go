@@ -49,10 +49,11 @@ func TestOAuthStepUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := requestedScope(t, first.AuthorizationURL); slices.Contains(got, stepUpScope) {
+	firstStarted := start(t, svc, first)
+	if got := requestedScope(t, firstStarted.URL); slices.Contains(got, stepUpScope) {
 		t.Fatalf("the first authorization asks for %q already", got)
 	}
-	v = e.complete(t, svc, first.AuthorizationURL, e.p.User1())
+	v = e.complete(t, svc, firstStarted, e.p.User1())
 	gen := v.AuthorizationGeneration
 	if _, err := svc.Refresh(ctx, alice, v.ID); err != nil {
 		t.Fatal(err)
@@ -136,8 +137,9 @@ func TestOAuthStepUp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	asked := requestedScope(t, again.AuthorizationURL)
-	for _, s := range append(requestedScope(t, first.AuthorizationURL), stepUpScope) {
+	againStarted := start(t, svc, again)
+	asked := requestedScope(t, againStarted.URL)
+	for _, s := range append(requestedScope(t, firstStarted.URL), stepUpScope) {
 		if !slices.Contains(asked, s) {
 			t.Errorf("the re-authorization asks for %q, which lacks %q", asked, s)
 		}
@@ -145,7 +147,7 @@ func TestOAuthStepUp(t *testing.T) {
 	if got, _ := svc.Get(ctx, alice, v.ID); got.AuthorizationGeneration != gen {
 		t.Fatalf("starting the re-authorization moved the generation to %d", got.AuthorizationGeneration)
 	}
-	v = e.complete(t, svc, again.AuthorizationURL, e.p.User1())
+	v = e.complete(t, svc, againStarted, e.p.User1())
 	if v.AuthorizationGeneration != gen+1 || v.Status != store.ConnectionActive || len(v.StepUpScopes) != 0 {
 		t.Fatalf("after the re-authorization: %+v, want active at generation %d, nothing pending", v, gen+1)
 	}
@@ -322,19 +324,4 @@ func requestedScope(t *testing.T, authURL string) []string {
 		t.Fatal(err)
 	}
 	return strings.Fields(u.Query().Get("scope"))
-}
-
-// complete follows an authorization URL as user and delivers the callback.
-func (e *oauthEnv) complete(t *testing.T, svc *connection.Service, authURL, user string) connection.View {
-	t.Helper()
-	back, err := e.p.Login(context.Background(), authURL, user)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := back.Query()
-	v, err := svc.Callback(context.Background(), connection.CallbackQuery{Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss")})
-	if err != nil {
-		t.Fatalf("callback: %v", err)
-	}
-	return v
 }

@@ -110,6 +110,14 @@ type Inspection struct {
 	doc       *doc
 	maxTokens span   // the max_tokens value in body
 	edits     []edit // what fluidbox changes in the forwarded body
+
+	// The conversation as the proof check reads it (verify.go): each
+	// message's role, and the tool_use and tool_result blocks of the
+	// messages, in order. msg is the message being read.
+	roles   []string
+	uses    []toolUse
+	results []toolResult
+	msg     int
 }
 
 // edit replaces body[at.s:at.e] with with.
@@ -179,7 +187,7 @@ var topFields = map[string]reader{
 	"context_management": readContextManagement,
 	"output_config":      readOutputConfig,
 	"output_format":      readObject("output_format"),
-	"service_tier":       readEnum("service_tier", "auto", "standard_only"),
+	"service_tier":       readServiceTier,
 	"inference_geo":      readInferenceGeo,
 	"speed":              readEnum("speed", "standard"),
 }
@@ -275,7 +283,7 @@ func Inspect(body []byte, h http.Header, rawQuery string) (*Inspection, *Refusal
 	}
 	// The same request is always refused for the same reason.
 	slices.SortFunc(top, func(a, b member) int { return strings.Compare(a.name, b.name) })
-	messages := false
+	messages, tier := false, false
 	for _, m := range top {
 		read, ok := topFields[m.name]
 		if !ok {
@@ -285,6 +293,14 @@ func Inspect(body []byte, h http.Header, rawQuery string) (*Inspection, *Refusal
 			return nil, r
 		}
 		messages = messages || m.name == "messages"
+		tier = tier || m.name == "service_tier"
+	}
+	if !tier {
+		// Absent, the API's tier is "auto": standard_only is imposed, added
+		// before the root's closing brace (the root has members, so a comma
+		// leads).
+		end := root.e - 1
+		in.edits = append(in.edits, edit{span{s: end, e: end}, []byte(`,"service_tier":"standard_only"`)})
 	}
 	switch {
 	case in.Model == "":
@@ -447,6 +463,22 @@ func readEnum(field string, values ...string) reader {
 	}
 }
 
+// readServiceTier admits only service_tier "standard_only". The API's
+// default, "auto", runs a request on Priority Tier capacity when the
+// operator's organization has some, billed at Priority Tier rates that are
+// the organization's contract and not in fluidbox's price table: priced at
+// the standard rate, the run would spend more than it was charged. So
+// "auto" is refused, as is every other value (an unknown tier has no known
+// price), and a request without the field gets "standard_only" imposed
+// (Inspect), so the highest tier any forwarded request may use is the one
+// the proxy prices.
+func readServiceTier(in *Inspection, v span) *Refusal {
+	if s, ok := str(in.body, v); !ok || s != "standard_only" {
+		return refuse(ReasonUnpriced, `service_tier: fluidbox admits only "standard_only": "auto" may run on Priority Tier capacity, whose price fluidbox does not know; send "standard_only" or leave it out (fluidbox then sends "standard_only")`)
+	}
+	return nil
+}
+
 func readInferenceGeo(in *Inspection, v span) *Refusal {
 	s, ok := str(in.body, v)
 	if !ok || (s != "global" && s != "us") {
@@ -582,6 +614,7 @@ func readMessages(in *Inspection, v span) *Refusal {
 		default:
 			return refuse(ReasonMalformed, "messages[%d].role: must be user, assistant or system", i)
 		}
+		in.roles, in.msg = append(in.roles, role), i
 		if oc, ok := m.get("output_config"); ok && kind(in.body, oc) != 'n' {
 			if r := readOutputConfig(in, oc); r != nil {
 				r.Message = strings.Replace(r.Message, "output_config", fmt.Sprintf("messages[%d].output_config", i), 1)
@@ -729,7 +762,12 @@ func (in *Inspection) readBlock(v span, at path, allowed []string) *Refusal {
 		return in.readSource(b.val("source"), at, true, "base64", "text", "content", "url")
 	case "search_result":
 		return in.readContent(b.val("content"), at.dot("content"), textOnly)
+	case "tool_use":
+		return in.readToolUse(b, at)
 	case "tool_result":
+		if r := in.readToolResult(b, at); r != nil {
+			return r
+		}
 		if c, ok := b.get("content"); ok {
 			return in.readContent(c, at.dot("content"), resultBlocks)
 		}

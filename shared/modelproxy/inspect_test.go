@@ -42,8 +42,11 @@ func TestInspectClaudeCode(t *testing.T) {
 		if in.Model != "claude-opus-5-5" || in.MaxTokens != 128000 {
 			t.Errorf("%s: model %s max_tokens %d", f, in.Model, in.MaxTokens)
 		}
-		if out, _ := in.Body(b); !bytes.Equal(out, b) {
-			t.Errorf("%s: the forwarded body differs from the request although nothing was imposed", f)
+		// Claude Code names no service tier: "standard_only" is imposed,
+		// and every other byte goes as it sent it.
+		want := append(bytes.TrimSuffix(bytes.TrimRight(slices.Clone(b), "\n "), []byte("}")), `,"service_tier":"standard_only"}`...)
+		if out, _ := in.Body(b); !bytes.Equal(out, want) {
+			t.Errorf("%s: the forwarded body is not the request with service_tier standard_only imposed", f)
 		}
 		wantTools := []string(nil)
 		if strings.Contains(f, "websearch") {
@@ -93,6 +96,7 @@ func TestInspectAllowlists(t *testing.T) {
 		{"tool_choice", base(`,"tool_choice":{"type":"tool","name":"x","disable_parallel_tool_use":true}`), "", ""},
 		{"service_tier standard_only", base(`,"service_tier":"standard_only"`), "", ""},
 		{"service_tier priority", base(`,"service_tier":"priority"`), "", ReasonUnpriced},
+		{"service_tier auto", base(`,"service_tier":"auto"`), "", ReasonUnpriced},
 		{"inference_geo us", base(`,"inference_geo":"us"`), "", ""},
 		{"inference_geo eu", base(`,"inference_geo":"eu"`), "", ReasonMalformed},
 		{"speed fast", base(`,"speed":"fast"`), "", ReasonUnpriced},
@@ -117,7 +121,12 @@ func TestInspectAllowlists(t *testing.T) {
 		{"document content with a document", blocks(`{"type":"document","source":{"type":"content","content":[{"type":"document","source":{"type":"file","file_id":"f"}}]}}`), "", ReasonBlockType},
 		{"document file_id member", blocks(`{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"x","file_id":"f"}}`), "", ReasonSource},
 		{"search_result", blocks(`{"type":"search_result","source":"s","title":"t","content":[{"type":"text","text":"x"}]}`), "", ""},
-		{"tool_use", blocks(`{"type":"tool_use","id":"t","name":"Bash","input":{"command":"ls"}}`), "", ""},
+		{"tool_use", `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"Bash","input":{"command":"ls"}}]}]}`, "", ""},
+		{"tool_use in a user message", blocks(`{"type":"tool_use","id":"t","name":"Bash","input":{"command":"ls"}}`), "", ReasonMalformed},
+		{"tool_use id off the alphabet", `{"model":"m","max_tokens":10,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t.1","name":"Bash","input":{}}]}]}`, "", ReasonMalformed},
+		{"tool_use input not an object", `{"model":"m","max_tokens":10,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"Bash","input":"ls"}]}]}`, "", ReasonMalformed},
+		{"tool_result in an assistant message", `{"model":"m","max_tokens":10,"messages":[{"role":"assistant","content":[{"type":"tool_result","tool_use_id":"t","content":"x"}]}]}`, "", ReasonMalformed},
+		{"tool_result is_error not a boolean", blocks(`{"type":"tool_result","tool_use_id":"t","content":"x","is_error":"yes"}`), "", ReasonMalformed},
 		{"tool_result with an image", blocks(`{"type":"tool_result","tool_use_id":"t","content":[{"type":"image","source":{"type":"url","url":"https://x"}}],"is_error":false}`), "", ""},
 		{"tool_result with a tool_use", blocks(`{"type":"tool_result","tool_use_id":"t","content":[{"type":"tool_use","id":"x","name":"y","input":{}}]}`), "", ReasonBlockType},
 		{"thinking blocks", blocks(`{"type":"thinking","thinking":"x","signature":"s"},{"type":"redacted_thinking","data":"d"}`), "", ""},

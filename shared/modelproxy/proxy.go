@@ -18,6 +18,10 @@
 //     anthropic-server-tools bundle: frozen tool set, schema, trust tier,
 //     policy, in the gate's own order. Anything but allow is refused; a
 //     read_only run can offer none of them.
+//   - The runner asked. Every tool result a request carries must answer a
+//     call the gate allowed with the input the model asked for, or be an
+//     error whose content fluidbox replaces; anything else halts the run
+//     (verify.go).
 //   - The reservation is a genuine upper bound: max_tokens at the output
 //     rate; an input bound taken from the body's bytes, or from the model's
 //     context window for each sampling step when server tools or documents
@@ -25,8 +29,10 @@
 //     cache-write rate; plus every web search max_uses allows at its fee.
 //     Server tools without max_uses (web fetch without max_content_tokens)
 //     get one imposed in the forwarded request. What the price table cannot
-//     price (code execution, fast mode, US-only inference where no
-//     multiplier is known) is refused. When max_tokens does not fit the
+//     price (code execution, fast mode, a service tier other than
+//     standard_only, US-only inference where no multiplier is known) is
+//     refused, and a request naming no service tier gets standard_only
+//     imposed (the API's default may use Priority Tier capacity). When max_tokens does not fit the
 //     budget, it is lowered to what does (never below MinMaxTokens); below
 //     that the answer is a 402 with the amounts needed and available.
 //   - One meter. Reservations booked here are settled only by this proxy
@@ -41,7 +47,8 @@
 //   - The operator's credential is opened per request, in this process
 //     only, and set on the upstream request alone; the session token is
 //     never forwarded, and only allow-listed headers cross in either
-//     direction.
+//     direction (never the upstream's anthropic-* family: the operator's
+//     organization id and organization-wide rate limits).
 //   - Prompts and completions pass through and are kept nowhere: the ledger
 //     holds ids, server-tool names and counts, token counts and cost.
 package modelproxy
@@ -106,6 +113,7 @@ type Proxy struct {
 	admit     *admission.Service
 	upstreams *Upstreams
 	judge     Judge
+	verify    *Verifier
 	client    *http.Client
 	log       *slog.Logger
 	tel       *telemetry.Telemetry
@@ -114,10 +122,11 @@ type Proxy struct {
 // Record sends each settled request's span, tokens and money to t.
 func (p *Proxy) Record(t *telemetry.Telemetry) { p.tel = t }
 
-// New returns a proxy. client may be nil for a default without an overall
-// timeout (a stream lasts as long as the model writes) but with bounded
-// connection setup.
-func New(admit *admission.Service, upstreams *Upstreams, judge Judge, client *http.Client, log *slog.Logger) *Proxy {
+// New returns a proxy. verify checks each request's tool results (the
+// proof of asking, verify.go); it is required. client may be nil for a
+// default without an overall timeout (a stream lasts as long as the model
+// writes) but with bounded connection setup.
+func New(admit *admission.Service, upstreams *Upstreams, judge Judge, verify *Verifier, client *http.Client, log *slog.Logger) *Proxy {
 	if client == nil {
 		// No proxy: the guard judges the upstream's own address, after
 		// resolution, at every dial.
@@ -136,7 +145,7 @@ func New(admit *admission.Service, upstreams *Upstreams, judge Judge, client *ht
 	// Never follow a redirect: it would carry the operator's key elsewhere.
 	c := *client
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &Proxy{admit: admit, upstreams: upstreams, judge: judge, client: &c, log: log}
+	return &Proxy{admit: admit, upstreams: upstreams, judge: judge, verify: verify, client: &c, log: log}
 }
 
 // plan is an inspected request, judged and priced, ready to admit.
@@ -173,6 +182,17 @@ func (p *Proxy) ServeMessages(w http.ResponseWriter, r *http.Request, runID stri
 	}
 	pl, ref := p.plan(ctx, runID, in, len(body))
 	if ref != nil {
+		p.refuse(ctx, w, runID, requestID, in.Model, ref)
+		return
+	}
+	// After plan, which refuses an ended run, and before anything is
+	// booked or sent: a halted run's request is answered here.
+	if ref := p.verify.Check(ctx, runID, in); ref != nil {
+		if ref.Reason == ReasonRun {
+			// A halt: run.halted is its record, not model.refused.
+			WriteError(w, ref.Status, ref.Type, ref.Message)
+			return
+		}
 		p.refuse(ctx, w, runID, requestID, in.Model, ref)
 		return
 	}
@@ -699,15 +719,19 @@ func copyRequestHeaders(dst, src http.Header) {
 	}
 }
 
-// copyResponseHeaders passes on what an Anthropic client reads from a
-// response: the content type, the request id, retry advice and the
-// anthropic-* family (rate limits, organization).
+// responseHeaders are the upstream's response headers an Anthropic client
+// reads about its own request: the content type, the request id and retry
+// advice. Nothing else passes, above all not the anthropic-* family: it
+// names the operator's organization and carries its organization-wide rate
+// limits and counts (every run's traffic, and Priority Tier capacity),
+// which are no sandbox's business and tell it how loaded the operator is.
+var responseHeaders = []string{"Content-Type", "Request-Id", "Retry-After", "Retry-After-Ms", "X-Should-Retry"}
+
+// copyResponseHeaders passes on responseHeaders, and nothing else.
 func copyResponseHeaders(dst, src http.Header) {
-	for k, vs := range src {
-		switch ck := http.CanonicalHeaderKey(k); {
-		case ck == "Content-Type", ck == "Request-Id", ck == "Retry-After", ck == "X-Should-Retry",
-			strings.HasPrefix(ck, "Anthropic-"):
-			dst[ck] = append([]string(nil), vs...)
+	for _, k := range responseHeaders {
+		if vs := src.Values(k); len(vs) > 0 {
+			dst[k] = append([]string(nil), vs...)
 		}
 	}
 	if strings.HasPrefix(dst.Get("Content-Type"), "text/event-stream") {

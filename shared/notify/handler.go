@@ -46,6 +46,17 @@ func (h *Handler) Stream(ctx context.Context, ev events.DynamoDBEvent) (events.D
 	var entries []Entry
 	var from []int // from[i]: the record entries[i] came from
 	for i, rec := range ev.Records {
+		if halt, ok, err := HaltFromStreamRecord(rec); ok || err != nil {
+			if err != nil {
+				h.log.ErrorContext(ctx, "notify: undecodable halt record skipped", "event_id", rec.EventID, "err", err)
+				continue
+			}
+			for _, e := range HaltEntries(halt) {
+				entries = append(entries, e)
+				from = append(from, i)
+			}
+			continue
+		}
 		if head, ok, err := RunFromStreamRecord(rec); ok || err != nil {
 			if err != nil {
 				h.log.ErrorContext(ctx, "notify: undecodable run record skipped", "event_id", rec.EventID, "err", err)
@@ -112,6 +123,14 @@ func (h *Handler) schedule(ctx context.Context, a store.Approval) {
 func (h *Handler) RunCreated(ctx context.Context, head store.Head) {
 	if err := h.pub.Publish(ctx, RunEntries(head)); err != nil {
 		h.log.ErrorContext(ctx, "notify", "run", head.RunID, "err", err)
+	}
+}
+
+// Halted publishes the notification of a halt, for the dev server (in AWS
+// the stream carries the halt's item). Like Observer it logs a failure.
+func (h *Handler) Halted(ctx context.Context, halt store.Halted) {
+	if err := h.pub.Publish(ctx, HaltEntries(halt)); err != nil {
+		h.log.ErrorContext(ctx, "notify", "run", halt.RunID, "err", err)
 	}
 }
 

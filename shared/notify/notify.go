@@ -1,7 +1,8 @@
-// Package notify turns committed approval transitions, and the creation
-// of triggered runs, into the notifications of docs/api.md,
-// "Notifications (EventBridge)": source "fluidbox", detail-types
-// approval.requested, approval.decided and session.created.
+// Package notify turns committed approval transitions, the creation of
+// triggered runs and the model proxy's halts into the notifications of
+// docs/api.md, "Notifications (EventBridge)": source "fluidbox",
+// detail-types approval.requested, approval.decided, session.created and
+// run.halted.
 //
 // Guarantees:
 //   - A notification exists only for a committed transition. In AWS the
@@ -49,7 +50,39 @@ const (
 	// SessionCreated: a trigger created a run, which has no tokens yet; a
 	// runner picks it up and issues them (POST /v1/sessions/{id}/token).
 	SessionCreated Type = "session.created"
+	// RunHalted: the model proxy ended a run whose tool result answered a
+	// call the gate did not allow with that input.
+	RunHalted Type = "run.halted"
 )
+
+// HaltDetail is a run.halted notification's detail: the run, the tool
+// call whose result halted it and why, never the input or the result.
+type HaltDetail struct {
+	SessionID  string `json:"session_id"`
+	ToolCallID string `json:"tool_call_id"`
+	Reason     string `json:"reason"`
+	HaltedAt   string `json:"halted_at"`
+}
+
+// HaltEntries returns the notification of a halt.
+func HaltEntries(h store.Halted) []Entry {
+	return []Entry{{Type: RunHalted, Detail: HaltDetail{SessionID: h.RunID, ToolCallID: h.ToolCallID, Reason: h.Reason, HaltedAt: h.At}}}
+}
+
+// HaltFromStreamRecord decodes the insert of a halt's item (RUN#<id> /
+// HALTED); ok is false for every other record.
+func HaltFromStreamRecord(rec events.DynamoDBEventRecord) (store.Halted, bool, error) {
+	pk, sk := rec.Change.Keys["pk"], rec.Change.Keys["sk"]
+	if rec.EventName != string(events.DynamoDBOperationTypeInsert) || pk.DataType() != events.DataTypeString || sk.DataType() != events.DataTypeString ||
+		!strings.HasPrefix(pk.String(), "RUN#") || sk.String() != "HALTED" {
+		return store.Halted{}, false, nil
+	}
+	var h store.Halted
+	if err := decodeInto(rec.Change.NewImage, &h); err != nil {
+		return store.Halted{}, false, fmt.Errorf("notify: record %s: new image: %w", rec.EventID, err)
+	}
+	return h, true, nil
+}
 
 // Detail is a notification's detail, field for field docs/api.md's.
 type Detail struct {
@@ -79,7 +112,8 @@ type SessionDetail struct {
 	CreatedAt      string `json:"created_at"`
 }
 
-// Entry is one notification. Detail is a Detail or a SessionDetail.
+// Entry is one notification. Detail is a Detail, a SessionDetail or a
+// HaltDetail.
 type Entry struct {
 	Type   Type
 	Detail any

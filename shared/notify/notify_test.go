@@ -249,6 +249,7 @@ func TestStreamSampleEvents(t *testing.T) {
 		"modify-approved-once.json": {`approval.decided {"approval_id":"apr_fixturepending","session_id":"ses_fixture","tool_call_id":"toolu_01","tool_name":"Bash","rule_id":"git-push","status":"approved_once","expires_at":"2030-01-01T00:15:00.000000000Z","decided_by":"admin"}`},
 		"modify-expired.json":       {`approval.decided {"approval_id":"apr_fixturepending","session_id":"ses_fixture","tool_call_id":"toolu_01","tool_name":"Bash","rule_id":"git-push","status":"expired","expires_at":"2030-01-01T00:15:00.000000000Z","decided_by":"system:expiry"}`},
 		"unrelated-event-row.json":  nil,
+		"insert-halted.json":        {`run.halted {"session_id":"ses_fixture","tool_call_id":"toolu_01","reason":"unasked","halted_at":"2030-01-01T00:05:00.000000000Z"}`},
 		"insert-triggered-run.json": {`session.created {"session_id":"ses_fixturetriggered","trigger":"github","trigger_id":"trg_fixture","trust_tier":"read_only","autonomous":true,"repository":"octo-org/app","head_repository":"someone/app","pull_request":42,"head_sha":"ec26c3e57ca3a959ca5aad62de7213c562f8c821","fork":true,"created_at":"2030-01-01T00:00:00.000000000Z"}`},
 	}
 	if len(files) != len(want) {
@@ -305,6 +306,19 @@ func TestFromStreamRecord(t *testing.T) {
 	manual.Change.NewImage["trigger"] = events.NewStringAttribute("manual")
 	if h, ok, err := notify.RunFromStreamRecord(manual); !ok || err != nil || len(notify.RunEntries(h)) != 0 {
 		t.Errorf("a manual run's insert = %v entries, want none", len(notify.RunEntries(h)))
+	}
+	// A halt is its item's insert, and nothing else.
+	halt := streamEvent(t, "insert-halted.json").Records[0]
+	if h, ok, err := notify.HaltFromStreamRecord(halt); !ok || err != nil || h.RunID != "ses_fixture" || h.Reason != "unasked" {
+		t.Errorf("HaltFromStreamRecord(insert) = %+v, %v, %v", h, ok, err)
+	}
+	rewritten := halt
+	rewritten.EventName = "MODIFY"
+	if _, ok, _ := notify.HaltFromStreamRecord(rewritten); ok {
+		t.Error("a halt item's MODIFY was taken for a halt")
+	}
+	if _, ok, _ := notify.HaltFromStreamRecord(run); ok {
+		t.Error("a run's head was taken for a halt")
 	}
 	if _, _, ok, err := notify.FromStreamRecord(streamEvent(t, "unrelated-event-row.json").Records[0]); ok || err != nil {
 		t.Errorf("FromStreamRecord(EV# row) = ok %v, %v; want not ok", ok, err)

@@ -27,10 +27,17 @@
 //     of RFC 6749 scope tokens, and there is no flow.
 //   - Every token request (the code exchange and each refresh) carries the
 //     resource the tokens are for.
+//   - Mix-up (RFC 9700 section 4.4): a client of one authorization server
+//     authorizes with that server's own redirect URI (Site.RedirectURIFor);
+//     the one client valid at every server, fluidbox's client ID metadata
+//     document, is offered only to servers that advertise RFC 9207's iss,
+//     which CheckIssuer then requires.
 package oauth
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -104,6 +111,10 @@ type Discovery struct {
 	ClientIDMetadata bool `json:"client_id_metadata_document_supported,omitempty"`
 	// IssParameter: the server advertises RFC 9207's iss parameter.
 	IssParameter bool `json:"iss_parameter,omitempty"`
+	// OpenID: the server is an OpenID provider (its scopes_supported names
+	// openid), which grants offline_access only with prompt=consent (OpenID
+	// Connect Core 1.0 section 11).
+	OpenID bool `json:"openid,omitempty"`
 	// AuthMethods are the token endpoint's client authentication methods.
 	AuthMethods []string `json:"auth_methods,omitempty"`
 	// Scopes are the scopes to ask for: the challenge's, else the
@@ -126,32 +137,9 @@ func Discover(ctx context.Context, hc *http.Client, serverURL string, scopes []s
 	fail := func(msg string) (Discovery, error) {
 		return Discovery{}, &Error{Op: "discover", Msg: msg, Err: ErrDiscovery}
 	}
-	challenges, status, err := probe(ctx, hc, serverURL)
+	prm, challenges, err := resourceMetadata(ctx, hc, serverURL)
 	if err != nil {
-		return fail("the MCP server could not be reached")
-	}
-	if status != http.StatusUnauthorized && status != http.StatusForbidden {
-		// A server that answers without a token does not take OAuth; and
-		// anything but the challenge leaves nothing to discover from.
-		return Discovery{}, &Error{Op: "discover", Msg: "the MCP server did not ask for authorization", Status: status, Err: ErrDiscovery}
-	}
-	var prm *oauthex.ProtectedResourceMetadata
-	for _, u := range metadataURLs(challengeParam(challenges, "resource_metadata"), serverURL) {
-		m, err := oauthex.GetProtectedResourceMetadata(ctx, u.url, u.resource, hc)
-		if err != nil || m == nil {
-			continue
-		}
-		prm = m
-		break
-	}
-	if prm == nil {
-		// The 2025-03-26 fallback (the server's origin is the authorization
-		// server, with guessed endpoints) is not taken: without metadata
-		// whose resource names this server, nothing binds the tokens to it.
-		return fail("no protected resource metadata for this MCP server (RFC 9728)")
-	}
-	if len(prm.AuthorizationServers) == 0 {
-		return fail("the protected resource metadata names no authorization server")
+		return Discovery{}, err
 	}
 	asm, err := auth.GetAuthServerMetadata(ctx, prm.AuthorizationServers[0], hc)
 	if err != nil || asm == nil {
@@ -172,7 +160,7 @@ func Discover(ctx context.Context, hc *http.Client, serverURL string, scopes []s
 		Resource: prm.Resource, Issuer: asm.Issuer,
 		AuthURL: asm.AuthorizationEndpoint, TokenURL: asm.TokenEndpoint, RegistrationURL: asm.RegistrationEndpoint,
 		IssParameter: asm.AuthorizationResponseIssParameterSupported, AuthMethods: asm.TokenEndpointAuthMethodsSupported,
-		ClientIDMetadata: asm.ClientIDMetadataDocumentSupported,
+		ClientIDMetadata: asm.ClientIDMetadataDocumentSupported, OpenID: slices.Contains(asm.ScopesSupported, "openid"),
 	}
 	switch {
 	case len(scopes) > 0:
@@ -199,29 +187,86 @@ func Discover(ctx context.Context, hc *http.Client, serverURL string, scopes []s
 	return d, nil
 }
 
+// resourceMetadata is the protected resource metadata (RFC 9728) of the
+// MCP server at serverURL, found from the challenge of an unauthenticated
+// request or at the well-known URLs, whose resource names the server and
+// which names an authorization server; and the challenges of the probe.
+func resourceMetadata(ctx context.Context, hc *http.Client, serverURL string) (*oauthex.ProtectedResourceMetadata, []oauthex.Challenge, error) {
+	fail := func(msg string) (*oauthex.ProtectedResourceMetadata, []oauthex.Challenge, error) {
+		return nil, nil, &Error{Op: "discover", Msg: msg, Err: ErrDiscovery}
+	}
+	challenges, status, err := probe(ctx, hc, serverURL)
+	if err != nil {
+		return fail("the MCP server could not be reached")
+	}
+	if status != http.StatusUnauthorized && status != http.StatusForbidden {
+		// A server that answers without a token does not take OAuth; and
+		// anything but the challenge leaves nothing to discover from.
+		return nil, nil, &Error{Op: "discover", Msg: "the MCP server did not ask for authorization", Status: status, Err: ErrDiscovery}
+	}
+	for _, u := range metadataURLs(challengeParam(challenges, "resource_metadata"), serverURL) {
+		m, err := oauthex.GetProtectedResourceMetadata(ctx, u.url, u.resource, hc)
+		if err != nil || m == nil {
+			continue
+		}
+		if len(m.AuthorizationServers) == 0 {
+			return fail("the protected resource metadata names no authorization server")
+		}
+		return m, challenges, nil
+	}
+	// The 2025-03-26 fallback (the server's origin is the authorization
+	// server, with guessed endpoints) is not taken: without metadata whose
+	// resource names this server, nothing binds the tokens to it.
+	return fail("no protected resource metadata for this MCP server (RFC 9728)")
+}
+
+// AuthorizationServer is the issuer the MCP server at serverURL names now
+// (the first of its protected resource metadata's authorization_servers):
+// a connection whose upstream moved to another authorization server needs
+// a new client there and a new authorization (MCP 2026-07-28).
+func AuthorizationServer(ctx context.Context, hc *http.Client, serverURL string) (string, error) {
+	prm, _, err := resourceMetadata(ctx, hc, serverURL)
+	if err != nil {
+		return "", err
+	}
+	return prm.AuthorizationServers[0], nil
+}
+
 // The probe's requests: the handshake, and an operation.
 const (
 	probeInitialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"fluidbox-broker","version":"1"}}}`
 	probeToolsList  = `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
-	maxSessionID    = 256
+	// probeDiscover is the stateless handshake of MCP 2026-07-28
+	// (server/discover, the version and client in _meta), for a server
+	// that refuses initialize.
+	probeDiscover = `{"jsonrpc":"2.0","id":3,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"fluidbox-broker","version":"1"},"io.modelcontextprotocol/clientCapabilities":{}}}}`
+	maxSessionID  = 256
 )
 
 // probe sends an unauthenticated MCP initialize to serverURL and returns
 // the challenges of its answer and its status. A server may let the
 // handshake through and ask for a token only for operations (the MCP
 // conformance suite's step-up servers do): when initialize succeeds, a
-// tools/list in the session it opened is what is answered.
+// tools/list in the session it opened is what is answered. A server of
+// the 2026-07-28 revision only may refuse initialize outright: then its
+// stateless server/discover is what is answered.
 func probe(ctx context.Context, hc *http.Client, serverURL string) ([]oauthex.Challenge, int, error) {
-	status, h, err := probePost(ctx, hc, serverURL, probeInitialize, "")
+	status, h, err := probePost(ctx, hc, serverURL, probeInitialize, "", nil)
 	if err != nil {
 		return nil, 0, err
 	}
-	if status >= 200 && status < 300 {
+	switch {
+	case status >= 200 && status < 300:
 		sid := h.Get("Mcp-Session-Id")
 		if len(sid) > maxSessionID || !printableASCII(sid) {
 			sid = ""
 		}
-		if status, h, err = probePost(ctx, hc, serverURL, probeToolsList, sid); err != nil {
+		if status, h, err = probePost(ctx, hc, serverURL, probeToolsList, sid, nil); err != nil {
+			return nil, 0, err
+		}
+	case status != http.StatusUnauthorized && status != http.StatusForbidden:
+		stateless := map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "server/discover"}
+		if status, h, err = probePost(ctx, hc, serverURL, probeDiscover, "", stateless); err != nil {
 			return nil, 0, err
 		}
 	}
@@ -242,13 +287,16 @@ func probe(ctx context.Context, hc *http.Client, serverURL string) ([]oauthex.Ch
 	return cs, status, nil
 }
 
-func probePost(ctx context.Context, hc *http.Client, serverURL, body, session string) (int, http.Header, error) {
+func probePost(ctx context.Context, hc *http.Client, serverURL, body, session string, headers map[string]string) (int, http.Header, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, serverURL, strings.NewReader(body))
 	if err != nil {
 		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
 	if session != "" {
 		req.Header.Set("Mcp-Session-Id", session)
 		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
@@ -325,6 +373,14 @@ func secureURL(raw string) bool {
 	return h == "localhost" || h == "127.0.0.1" || h == "::1"
 }
 
+// IssuerOK: raw can be an authorization server's issuer identifier (RFC
+// 8414 section 2): https (http to loopback), no credentials, query or
+// fragment.
+func IssuerOK(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && secureURL(raw) && u.RawQuery == "" && !u.ForceQuery && u.Fragment == ""
+}
+
 // Client is a registered OAuth client.
 type Client struct {
 	ID     string
@@ -336,17 +392,58 @@ type Client struct {
 	// or as fluidbox's client ID metadata document, not given by the
 	// operator.
 	Registered bool
+	// RedirectURI is the redirect URI this client authorizes with: the
+	// issuer's own (Site.RedirectURIFor) for a client of one authorization
+	// server, the document's for fluidbox's client ID metadata document.
+	RedirectURI string
 }
 
 // redacted keeps a Client's secret out of fmt and logs.
 func (c Client) String() string { return "oauth.Client{" + c.ID + ", redacted}" }
 
-// Site is where fluidbox, as an OAuth client, lives: the redirect URI the
+// Site is where fluidbox, as an OAuth client, lives: the callback the
 // provider sends the member back to, and the URL at which fluidbox serves
 // its client ID metadata document (MetadataDocument). Both are the API's.
+//
+// Mix-up (RFC 9700 section 4.4): each authorization server gets its own
+// redirect URI, RedirectURIFor(issuer), and a response is taken only at
+// the redirect URI of the issuer its state was made for, so a code that
+// an attacker's server routed through an honest one arrives at the honest
+// one's URI and is refused before any token request; this holds whether
+// or not the honest server sends iss. RedirectURI itself is only the
+// client ID metadata document's: that one client is valid at every server
+// that takes documents, so distinct redirect URIs cannot tell servers
+// apart for it, and it is used only with servers that advertise RFC 9207's
+// iss (then required and checked).
 type Site struct {
 	RedirectURI string
 	MetadataURL string
+	// StartURL is the authorize redirect the member's browser opens first
+	// (it sets the browser-bound nonce and sends the browser on to the
+	// authorization server).
+	StartURL string
+}
+
+// IssuerKey is issuer's name in its redirect URI: the first 128 bits of
+// the SHA-256 of it without a trailing slash, in hex (an issuer is a URL;
+// a digest is a path segment). Issuers that are the same server
+// (SameIssuer) have the same key.
+func IssuerKey(issuer string) string {
+	sum := sha256.Sum256([]byte(strings.TrimSuffix(issuer, "/")))
+	return hex.EncodeToString(sum[:16])
+}
+
+// SameIssuer: a and b name the same authorization server, as the MCP Go
+// SDK compares a metadata document's issuer with the URL it was fetched
+// for (equal but for a trailing slash). The iss of an authorization
+// response is held to exact equality instead (CheckIssuer, RFC 9207).
+func SameIssuer(a, b string) bool {
+	return strings.TrimSuffix(a, "/") == strings.TrimSuffix(b, "/")
+}
+
+// RedirectURIFor is the redirect URI of the authorization server issuer.
+func (s Site) RedirectURIFor(issuer string) string {
+	return s.RedirectURI + "/" + IssuerKey(issuer)
 }
 
 // clientName is how fluidbox names itself to authorization servers.
@@ -393,21 +490,27 @@ func MetadataDocument(site Site) Document {
 // before a pre-registered client; the specification's order is kept here,
 // so that an operator's client always wins.
 func Register(ctx context.Context, hc *http.Client, d Discovery, site Site, pre *Client) (Client, error) {
+	own := site.RedirectURIFor(d.Issuer)
 	if pre != nil && pre.ID != "" {
 		c := *pre
 		if c.AuthMethod == "" {
 			c.AuthMethod = chooseAuthMethod(d.AuthMethods, c.Secret != "")
 		}
+		c.RedirectURI = own
 		return c, nil
 	}
-	if d.ClientIDMetadata && MetadataDocumentOK(site.MetadataURL) {
-		return Client{ID: site.MetadataURL, AuthMethod: "none", Registered: true}, nil
+	if d.ClientIDMetadata && d.IssParameter && MetadataDocumentOK(site.MetadataURL) {
+		// The document is one client for every server that takes documents:
+		// only the iss of the response (required, as advertised) can tell
+		// which server answered, so a server that does not send it gets a
+		// registered client of its own instead.
+		return Client{ID: site.MetadataURL, AuthMethod: "none", Registered: true, RedirectURI: site.RedirectURI}, nil
 	}
 	if d.RegistrationURL == "" {
 		return Client{}, &Error{Op: "register", Msg: "no client_id given, and the authorization server takes neither fluidbox's client ID metadata document (it needs an HTTPS public URL) nor dynamic client registration", Err: ErrRegistration}
 	}
 	meta := &oauthex.ClientRegistrationMetadata{
-		RedirectURIs:  []string{site.RedirectURI},
+		RedirectURIs:  []string{own},
 		GrantTypes:    grantTypes,
 		ResponseTypes: []string{"code"},
 		ClientName:    clientName,
@@ -430,7 +533,12 @@ func Register(ctx context.Context, hc *http.Client, d Discovery, site Site, pre 
 	if method == "" {
 		method = "client_secret_basic" // RFC 7591's default
 	}
-	return Client{ID: resp.ClientID, Secret: resp.ClientSecret, AuthMethod: method, Registered: true}, nil
+	if resp.ClientID == site.MetadataURL {
+		// A registration endpoint answering with fluidbox's own document
+		// would make it the client of a server without iss.
+		return Client{}, &Error{Op: "register", Msg: "the authorization server answered the registration with fluidbox's client ID metadata document", Err: ErrRegistration}
+	}
+	return Client{ID: resp.ClientID, Secret: resp.ClientSecret, AuthMethod: method, Registered: true, RedirectURI: own}, nil
 }
 
 // chooseAuthMethod picks the token endpoint authentication: the OAuth 2.1
@@ -464,18 +572,19 @@ func config(d Discovery, c Client, redirectURI string) *oauth2.Config {
 	}
 }
 
-// NewState returns a fresh state and PKCE verifier.
-func NewState() (state, verifier string) {
-	return oauth2.GenerateVerifier(), oauth2.GenerateVerifier()
-}
-
-// AuthURL is the URL the member opens: the authorization code request with
-// PKCE S256 over verifier and the resource.
-func AuthURL(d Discovery, c Client, redirectURI, state, verifier string) string {
-	return config(d, c, redirectURI).AuthCodeURL(state,
-		oauth2.S256ChallengeOption(verifier),
-		oauth2.SetAuthURLParam("resource", d.Resource),
-	)
+// AuthURL is the URL the member opens: the authorization code request of
+// client c (at its redirect URI) with PKCE S256 over verifier and the
+// resource. An empty state leaves it out, for the caller to add. With
+// consent, an OpenID provider asked for offline_access is also sent
+// prompt=consent, without which it grants no refresh token (OpenID Connect
+// Core 1.0 section 11); a tenant whose administrator consented for every
+// member may have that turned off.
+func AuthURL(d Discovery, c Client, state, verifier string, consent bool) string {
+	opts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("resource", d.Resource)}
+	if consent && d.OpenID && slices.Contains(d.Scopes, "offline_access") {
+		opts = append(opts, oauth2.SetAuthURLParam("prompt", "consent"))
+	}
+	return config(d, c, c.RedirectURI).AuthCodeURL(state, opts...)
 }
 
 // CheckIssuer checks an authorization response's iss (RFC 9207): required

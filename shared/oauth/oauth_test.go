@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/oauth2"
 
 	"github.com/fluidbox/fluidbox/shared/internal/oauthtest"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
@@ -70,8 +71,11 @@ func TestAuthorizationCodeAndRefresh(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	state, verifier := oauth.NewState()
-	au := oauth.AuthURL(d, c, redirect, state, verifier)
+	if want := (oauth.Site{RedirectURI: redirect}).RedirectURIFor(p.Issuer); c.RedirectURI != want {
+		t.Fatalf("the operator's client redirects to %q, want its server's own %q", c.RedirectURI, want)
+	}
+	state, verifier := oauth2.GenerateVerifier(), oauth2.GenerateVerifier()
+	au := oauth.AuthURL(d, c, state, verifier, true)
 	q := mustQuery(t, au)
 	if q.Get("code_challenge_method") != "S256" || q.Get("code_challenge") == "" || q.Get("resource") != s.URL || q.Get("state") != state {
 		t.Fatalf("authorization URL lacks PKCE, resource or state: %s", au)
@@ -92,17 +96,17 @@ func TestAuthorizationCodeAndRefresh(t *testing.T) {
 	if err := oauth.CheckIssuer(d, "http://127.0.0.1:9/evil"); !errors.Is(err, oauth.ErrIssuer) {
 		t.Fatalf("wrong iss: %v", err)
 	}
-	if _, err := oauth.Exchange(ctx, hc, d, c, redirect, back.Query().Get("code"), "wrong-verifier-wrong-verifier-wrong-verifier"); !errors.Is(err, oauth.ErrGrant) {
+	if _, err := oauth.Exchange(ctx, hc, d, c, c.RedirectURI, back.Query().Get("code"), "wrong-verifier-wrong-verifier-wrong-verifier"); !errors.Is(err, oauth.ErrGrant) {
 		t.Fatalf("exchange with the wrong verifier: %v, want ErrGrant", err)
 	}
 	// The failed exchange above spent nothing the right one needs? The
 	// provider deletes a code on its first use, so start again.
-	state, verifier = oauth.NewState()
-	back, err = p.Login(ctx, oauth.AuthURL(d, c, redirect, state, verifier), p.User1())
+	state, verifier = oauth2.GenerateVerifier(), oauth2.GenerateVerifier()
+	back, err = p.Login(ctx, oauth.AuthURL(d, c, state, verifier, true), p.User1())
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := oauth.Exchange(ctx, hc, d, c, redirect, back.Query().Get("code"), verifier)
+	tok, err := oauth.Exchange(ctx, hc, d, c, c.RedirectURI, back.Query().Get("code"), verifier)
 	if err != nil {
 		t.Fatalf("Exchange: %v", err)
 	}
@@ -201,8 +205,15 @@ func TestRegisterOrder(t *testing.T) {
 	if err != nil || c.ID != "operators" || c.Registered {
 		t.Fatalf("pre-registered with metadata documents supported: %+v %v, want the operator's client", c, err)
 	}
+	// The document is one client for every server: without iss (RFC
+	// 9207) nothing tells the servers' responses apart, so it is offered
+	// only where iss is advertised (and then required).
+	if _, err := oauth.Register(ctx, loopbackClient(), cimd, site, nil); !errors.Is(err, oauth.ErrRegistration) {
+		t.Fatalf("metadata documents supported without iss: %v, want ErrRegistration (no registration endpoint either)", err)
+	}
+	cimd.IssParameter = true
 	c, err = oauth.Register(ctx, loopbackClient(), cimd, site, nil)
-	if err != nil || c.ID != site.MetadataURL || c.AuthMethod != "none" || c.Secret != "" || !c.Registered {
+	if err != nil || c.ID != site.MetadataURL || c.AuthMethod != "none" || c.Secret != "" || !c.Registered || c.RedirectURI != site.RedirectURI {
 		t.Fatalf("metadata documents supported: %+v %v, want the document's URL as a public client", c, err)
 	}
 	// An http API (dev) cannot serve a document the server would accept.
@@ -333,5 +344,96 @@ func TestDiscoverBoundsTheServersScopes(t *testing.T) {
 				t.Fatalf("Discover = %v, %v; want %v", d.Scopes, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestCheckIssuer: RFC 9207 iss is required, and equal, whenever the
+// server advertises it; unadvertised, it may be absent but never another.
+func TestCheckIssuer(t *testing.T) {
+	const iss = "https://as.example"
+	for _, tc := range []struct {
+		advertised bool
+		got        string
+		ok         bool
+	}{
+		{true, iss, true},
+		{true, "", false},
+		{true, "https://evil.example", false},
+		{true, iss + "/", false},
+		{false, "", true},
+		{false, iss, true},
+		{false, "https://evil.example", false},
+	} {
+		err := oauth.CheckIssuer(oauth.Discovery{Issuer: iss, IssParameter: tc.advertised}, tc.got)
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, oauth.ErrIssuer)) {
+			t.Errorf("CheckIssuer(advertised %v, iss %q) = %v, want ok %v", tc.advertised, tc.got, err, tc.ok)
+		}
+	}
+}
+
+// TestDiscoverRequiresS256: an authorization server that does not offer
+// PKCE S256 (only plain here) is refused at discovery: there is no flow.
+func TestDiscoverRequiresS256(t *testing.T) {
+	p := oauthtest.NewProvider(t, redirect)
+	for _, methods := range [][]string{{"plain"}, {}} {
+		rogue := oauthtest.NewRogue(t, oauthtest.RogueOptions{ChallengeMethods: methods, Scopes: []string{"openid"}})
+		s := oauthtest.NewServer(t, p)
+		s.SetAuthorizationServer(rogue.Issuer)
+		if d, err := oauth.Discover(context.Background(), loopbackClient(), s.URL, nil); !errors.Is(err, oauth.ErrDiscovery) {
+			t.Errorf("Discover at a server with code_challenge_methods_supported %q: %+v %v, want ErrDiscovery", methods, d, err)
+		}
+	}
+}
+
+// TestAuthURLConsent: prompt=consent goes to an OpenID provider asked for
+// offline_access, unless turned off, and nowhere else.
+func TestAuthURLConsent(t *testing.T) {
+	d := oauth.Discovery{AuthURL: "https://as.example/authorize", Resource: "https://mcp.example/mcp", OpenID: true, Scopes: []string{"openid", "offline_access"}}
+	c := oauth.Client{ID: "c", RedirectURI: "https://fluidbox.example/v1/oauth/callback/k"}
+	for _, tc := range []struct {
+		d       oauth.Discovery
+		consent bool
+		want    string
+	}{
+		{d, true, "consent"},
+		{d, false, ""},
+		{oauth.Discovery{AuthURL: d.AuthURL, Resource: d.Resource, Scopes: d.Scopes}, true, ""},
+		{oauth.Discovery{AuthURL: d.AuthURL, Resource: d.Resource, OpenID: true, Scopes: []string{"openid"}}, true, ""},
+	} {
+		q := mustQuery(t, oauth.AuthURL(tc.d, c, "", "verifier-verifier-verifier-verifier-verifier", tc.consent))
+		if got := q.Get("prompt"); got != tc.want {
+			t.Errorf("AuthURL(openid %v, scopes %q, consent %v) prompt = %q, want %q", tc.d.OpenID, tc.d.Scopes, tc.consent, got, tc.want)
+		}
+		if q.Has("state") || q.Get("redirect_uri") != c.RedirectURI || q.Get("code_challenge_method") != "S256" {
+			t.Errorf("AuthURL without a state: %v", q)
+		}
+	}
+}
+
+// TestDiscoverStatelessOnly: a server of the 2026-07-28 revision only,
+// which refuses initialize, is discovered from the challenge of its
+// stateless server/discover.
+func TestDiscoverStatelessOnly(t *testing.T) {
+	p := oauthtest.NewProvider(t, redirect)
+	s := oauthtest.NewServer(t, p, oauthtest.RefuseInitialize())
+	d, err := oauth.Discover(context.Background(), loopbackClient(), s.URL, nil)
+	if err != nil || d.Issuer != p.Issuer || d.Resource != s.URL {
+		t.Fatalf("Discover = %+v, %v; want the provider's metadata", d, err)
+	}
+}
+
+// TestIssuerKey: the redirect URI of a server does not depend on how its
+// issuer's trailing slash was written (the operator's issuer, the
+// metadata's and the protected resource metadata's may differ so), and
+// differs between servers.
+func TestIssuerKey(t *testing.T) {
+	if oauth.IssuerKey("https://as.example") != oauth.IssuerKey("https://as.example/") {
+		t.Error("a trailing slash changes the key")
+	}
+	if !oauth.SameIssuer("https://as.example/", "https://as.example") || oauth.SameIssuer("https://as.example", "https://as.example.evil") {
+		t.Error("SameIssuer")
+	}
+	if k := oauth.IssuerKey("https://as.example"); k == oauth.IssuerKey("https://as.example/tenant") || len(k) != 32 {
+		t.Errorf("IssuerKey = %q", k)
 	}
 }

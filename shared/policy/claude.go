@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 )
 
@@ -25,24 +26,81 @@ type Untranslated struct {
 	Reason string `json:"reason"`
 }
 
+// Changed is a Claude Code permission rule imported with a meaning that is
+// not exactly Claude Code's, and how it differs.
+type Changed struct {
+	List   string `json:"list"`
+	Rule   string `json:"rule"`
+	RuleID string `json:"rule_id"` // the imported rule
+	Change string `json:"change"`
+}
+
+// Ignored is a key of the settings file that is not carried over, and why.
+type Ignored struct {
+	Key    string `json:"key"` // "env", "permissions.defaultMode", ...
+	Reason string `json:"reason"`
+}
+
+// ClaudeReport is what an import could not carry over as it was: every
+// rule left out, every rule whose meaning changed, every key ignored.
+type ClaudeReport struct {
+	Untranslated []Untranslated `json:"untranslated"`
+	Changed      []Changed      `json:"changed"`
+	Ignored      []Ignored      `json:"ignored"`
+}
+
+// ClaudeImport says how to import a settings file.
+type ClaudeImport struct {
+	Name           string
+	DefaultVerdict Verdict
+	// AnyOptions imports a Bash(prefix:*) allow with "options": "any",
+	// Claude Code's meaning (the prefix with any arguments); otherwise only
+	// the read-only catalogue's words may follow the prefix, as in every
+	// fluidbox allow rule. Either way the rule is reported as changed.
+	AnyOptions bool
+}
+
+// ignoredKeys say why the settings that are not permission rules are not
+// carried over; any other key gets ignoredOther.
+var ignoredKeys = map[string]string{
+	"permissions.defaultMode":                  "a policy has a default_verdict instead (--default); the runner's managed settings set Claude Code's own mode",
+	"permissions.additionalDirectories":        "a run has one workspace; paths outside it are judged by the path rules as they are written",
+	"permissions.disableBypassPermissionsMode": "the runner's managed settings disable bypass mode for every run",
+	"env":                        "the sandbox's environment is the runner's to set, never a policy's",
+	"hooks":                      "fluidbox's hook is in the runner's managed settings; a project's own hooks are not a policy",
+	"mcpServers":                 "MCP servers become fluidbox connections (POST /v1/connections), brokered with a sealed credential",
+	"enableAllProjectMcpServers": "MCP servers become fluidbox connections (POST /v1/connections), brokered with a sealed credential",
+	"enabledMcpjsonServers":      "MCP servers become fluidbox connections (POST /v1/connections), brokered with a sealed credential",
+	"disabledMcpjsonServers":     "MCP servers become fluidbox connections (POST /v1/connections), brokered with a sealed credential",
+	"model":                      "the model is the runner's choice; the run's budget bounds what it costs",
+	"apiKeyHelper":               "the sandbox's API key is its run's session token, given by the runner",
+	"$schema":                    "",
+}
+
+const ignoredOther = "not a permission rule: a policy says only what tools may do"
+
 // FromClaudeSettings translates a Claude Code settings file's permissions
-// into a policy document with the given default verdict: allow, deny and
-// ask become allow, deny and require_approval rules. Bash(prefix:*) and
+// into a policy document with the import's name and default verdict:
+// allow, deny and ask become allow, deny and require_approval rules. Bash(prefix:*) and
 // Bash(command) become command prefixes (read-only catalogue words only
 // after them, as every allow prefix); Read(...) and Edit(...) path rules
 // become path rules on the file tools they cover in Claude Code, relative
 // paths relative to the run's workspace; WebFetch(domain:host) an input
 // rule on the URL's host; tool names and MCP tool or server names stay
-// names. What has no equivalent is returned, not guessed; so is a
-// WebFetch deny or ask, which a text match cannot enforce.
-func FromClaudeSettings(data []byte, name string, defaultVerdict Verdict) (Document, []Untranslated, error) {
+// names. What has no equivalent is reported, not guessed (so is a WebFetch
+// deny or ask, which a text match cannot enforce), and so is every rule
+// imported with another meaning and every other key of the file.
+func FromClaudeSettings(data []byte, imp ClaudeImport) (Document, ClaudeReport, error) {
 	var s ClaudeSettings
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&s); err != nil {
-		return Document{}, nil, fmt.Errorf("not a Claude Code settings file (JSON): %w", err)
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(data, &keys); err != nil {
+		return Document{}, ClaudeReport{}, fmt.Errorf("not a Claude Code settings file (JSON): %w", err)
 	}
-	doc := Document{Name: name, DefaultVerdict: defaultVerdict, Rules: []Rule{}}
-	var left []Untranslated
+	if err := json.NewDecoder(bytes.NewReader(data)).Decode(&s); err != nil {
+		return Document{}, ClaudeReport{}, fmt.Errorf("not a Claude Code settings file (JSON): %w", err)
+	}
+	doc := Document{Name: imp.Name, DefaultVerdict: imp.DefaultVerdict, Rules: []Rule{}}
+	rep := ClaudeReport{Untranslated: []Untranslated{}, Changed: []Changed{}, Ignored: ignoredSettings(keys)}
 	seen := map[string]int{}
 	for _, list := range []struct {
 		name    string
@@ -52,18 +110,77 @@ func FromClaudeSettings(data []byte, name string, defaultVerdict Verdict) (Docum
 		for _, raw := range list.rules {
 			rules, why := translateClaudeRule(strings.TrimSpace(raw), list.verdict)
 			if why != "" {
-				left = append(left, Untranslated{List: list.name, Rule: raw, Reason: why})
+				rep.Untranslated = append(rep.Untranslated, Untranslated{List: list.name, Rule: raw, Reason: why})
 				continue
 			}
 			for _, r := range rules {
 				base := list.name + "-" + ruleSlug(r.Tool)
 				seen[base]++
 				r.ID = fmt.Sprintf("%s-%d", base, seen[base])
+				if change := bashChange(raw, &r, imp.AnyOptions); change != "" {
+					rep.Changed = append(rep.Changed, Changed{List: list.name, Rule: raw, RuleID: r.ID, Change: change})
+				}
 				doc.Rules = append(doc.Rules, r)
 			}
 		}
 	}
-	return doc, left, nil
+	return doc, rep, nil
+}
+
+// bashChange says how an imported Bash allow rule's meaning differs from
+// Claude Code's, setting its options when the import keeps Claude Code's
+// meaning; "" when it does not differ. Deny and require_approval rules
+// only ever catch more than Claude Code's (they see through wrappers), so
+// they are not reported.
+func bashChange(raw string, r *Rule, anyOptions bool) string {
+	if r.Tool != bashTool || r.Verdict != VerdictAllow || r.Match == nil || len(r.Match.CommandPrefix) != 1 {
+		return ""
+	}
+	prefix := r.Match.CommandPrefix[0]
+	spec := strings.TrimSuffix(strings.TrimPrefix(raw, bashTool+"("), ")")
+	if !strings.HasSuffix(spec, "*") {
+		return fmt.Sprintf("Claude Code allows exactly %q; here it is a command prefix, which the read-only catalogue's words may follow when it knows the program", prefix)
+	}
+	if anyOptions {
+		r.Match.Options = OptionsAny
+		return fmt.Sprintf("imported with \"options\": \"any\", as Claude Code means it: %q with any arguments, which allows whatever the program can be made to do with them (options that change what runs, and patterns that could expand to an option, are still refused)", prefix)
+	}
+	return fmt.Sprintf("narrowed: Claude Code allows %q with any arguments; here only the read-only catalogue's words may follow it (none for a program the catalogue does not know): import with --bash-options any, or set \"options\": \"any\" on the rule, for Claude Code's meaning", prefix)
+}
+
+// ignoredSettings lists the keys of a settings file that are not carried
+// over, in order, with why: everything but the three permission lists.
+func ignoredSettings(keys map[string]json.RawMessage) []Ignored {
+	var names []string
+	for k, v := range keys {
+		if k != "permissions" {
+			names = append(names, k)
+			continue
+		}
+		var perms map[string]json.RawMessage
+		if json.Unmarshal(v, &perms) != nil {
+			continue // the typed decode has refused it already
+		}
+		for p := range perms {
+			switch p {
+			case "allow", "deny", "ask":
+			default:
+				names = append(names, "permissions."+p)
+			}
+		}
+	}
+	sort.Strings(names)
+	out := []Ignored{}
+	for _, k := range names {
+		why, known := ignoredKeys[k]
+		if !known {
+			why = ignoredOther
+		}
+		if why != "" {
+			out = append(out, Ignored{Key: k, Reason: why})
+		}
+	}
+	return out
 }
 
 // ruleSlug makes a rule id part from a tool name.

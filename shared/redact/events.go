@@ -35,6 +35,8 @@ type GitHubTrigger struct {
 	PullRequest    int    `json:"pull_request"`
 	HeadSHA        string `json:"head_sha"`
 	Fork           bool   `json:"fork"`
+	// Author is the pull request author's GitHub user id.
+	Author string `json:"author,omitempty"`
 }
 
 // SessionEnded closes a run.
@@ -78,6 +80,9 @@ type ToolDecision struct {
 	RewrittenVerdict string `json:"rewritten_verdict,omitempty"`
 	ApprovalID       string `json:"approval_id,omitempty"`
 	Grant            string `json:"grant,omitempty"`
+	// UpdatedInputDigest is the digest of the input the tool runs with
+	// when the gate narrowed it (tool.requested has the asked one's).
+	UpdatedInputDigest Digest `json:"updated_input_digest,omitzero"`
 	Shadow
 }
 
@@ -194,3 +199,40 @@ type GrantRevoked struct {
 }
 
 func (GrantRevoked) eventType() Type { return TypeGrantRevoked }
+
+// Violation says how a tool result the model proxy saw was not one the gate
+// allowed. Violations are persisted and on the wire: never rename one.
+type Violation string
+
+// The violations of the model proxy's check.
+const (
+	// ViolationUnasked: a result (not an error) answers a tool_use the
+	// gate was never asked about.
+	ViolationUnasked Violation = "unasked"
+	// ViolationInputMismatch: the gate allowed the call with another
+	// input (or another tool) than the tool_use the result answers.
+	ViolationInputMismatch Violation = "input_mismatch"
+	// ViolationDeniedResult: the gate did not allow the call (denied, or
+	// still pending), and its result is not an error.
+	ViolationDeniedResult Violation = "denied_result"
+)
+
+// RunHalted records that the model proxy ended a run (verify "halt")
+// because a tool result answered a call the gate did not allow with that
+// input. ToolCallID is the tool_use id (the proxy admits only the API's
+// id alphabet); never the input or the result.
+type RunHalted struct {
+	ToolCallID string    `json:"tool_call_id"`
+	Reason     Violation `json:"reason"`
+}
+
+func (RunHalted) eventType() Type { return TypeRunHalted }
+
+// ToolUnverified records the same finding in a run that only records it
+// (verify "record"): the request was forwarded and the run goes on.
+type ToolUnverified struct {
+	ToolCallID string    `json:"tool_call_id"`
+	Reason     Violation `json:"reason"`
+}
+
+func (ToolUnverified) eventType() Type { return TypeToolUnverified }

@@ -36,6 +36,8 @@ const (
 	TypeSessionEnded      Type = "session.ended"
 	TypeGrantRevoked      Type = "grant.revoked"
 	TypeTokenIssued       Type = "session.token_issued"
+	TypeRunHalted         Type = "run.halted"
+	TypeToolUnverified    Type = "tool.unverified"
 )
 
 // Envelope is a redacted ledger entry. Only New constructs one.

@@ -37,6 +37,14 @@ type Facts struct {
 	HeadRepository string `json:"head_repository,omitempty"`
 	Fork           bool   `json:"fork,omitempty"`
 	HeadSHA        string `json:"head_sha,omitempty"`
+	// Danger names what in a Bash line deserves a second look before an
+	// approval: "opaque: ...", "destructive: ...".
+	Danger []string `json:"danger,omitempty"`
+	// Matched is the part of a compound Bash line the rule asked about.
+	Matched *Part `json:"matched,omitempty"`
+	// GrantCovers says what approving for the run lets through later, when
+	// that reaches further than the reviewer may think (force pushes).
+	GrantCovers string `json:"grant_covers,omitempty"`
 }
 
 // Reader is the part of the store Load reads.
@@ -77,9 +85,13 @@ func Load(ctx context.Context, st Reader, a store.Approval) (Facts, error) {
 	if g := h.GitHub; g != nil {
 		f.Repository, f.PullRequest, f.HeadRepository, f.Fork, f.HeadSHA = g.Repository, g.PullRequest, g.HeadRepository, g.Fork, g.HeadSHA
 	}
-	var doc policy.Document
-	if err := json.Unmarshal([]byte(p.Document), &doc); err != nil {
+	pol, _, err := policy.Parse([]byte(p.Document))
+	if err != nil {
 		return Facts{}, fmt.Errorf("review: policy of %s: %w", a.RunID, err)
+	}
+	doc := pol.Document()
+	if doc.Name != "" {
+		f.Policy = fmt.Sprintf("%s (%s v%d)", doc.Name, h.PolicyID, h.PolicyVersion)
 	}
 	for _, r := range doc.Rules {
 		if a.RuleID != "" && r.ID == a.RuleID {
@@ -90,6 +102,15 @@ func Load(ctx context.Context, st Reader, a store.Approval) (Facts, error) {
 	}
 	if f.Rule == nil {
 		f.DefaultVerdict = string(doc.DefaultVerdict)
+	}
+	if a.ToolName == "Bash" {
+		var in any
+		if json.Unmarshal([]byte(a.Input), &in) == nil {
+			t := policy.TraceBash(in)
+			f.Danger = bashDanger(t)
+			f.Matched = matchedPart(pol, policy.Env{Workspace: h.Workspace}, t, a.RuleID)
+		}
+		f.GrantCovers = grantCovers(f.Rule)
 	}
 	return f, nil
 }

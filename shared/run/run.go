@@ -96,6 +96,29 @@ type CreateRequest struct {
 	// enforced.
 	ShadowPolicyID      string `json:"shadow_policy_id,omitempty"`
 	ShadowPolicyVersion int    `json:"shadow_policy_version,omitempty"`
+	// Verify is what the model proxy does when a tool result answers a
+	// call the gate did not allow with that input: VerifyHalt (the
+	// default) ends the run, VerifyRecord only records it.
+	Verify Verify `json:"verify,omitempty"`
+}
+
+// Verify is a run's setting for the model proxy's check of tool results.
+// Values are persisted and on the wire: never rename one.
+type Verify string
+
+// Verify settings.
+const (
+	VerifyHalt   Verify = "halt"
+	VerifyRecord Verify = "record"
+)
+
+// VerifyOf is the setting a run's head holds: anything but "record" (and
+// so every run made before the setting existed) halts.
+func VerifyOf(h store.Head) Verify {
+	if Verify(h.Verify) == VerifyRecord {
+		return VerifyRecord
+	}
+	return VerifyHalt
 }
 
 // Trigger says what started a run.
@@ -137,6 +160,8 @@ type View struct {
 	// TokenPending: a triggered run whose tokens nobody holds yet (POST
 	// /v1/sessions/{id}/token issues them, once).
 	TokenPending bool `json:"token_pending,omitempty"`
+	// Verify is the run's setting for the model proxy's check.
+	Verify Verify `json:"verify"`
 }
 
 // BudgetView is a run's budget in USD.
@@ -240,6 +265,7 @@ type prepared struct {
 	autonomous bool
 	workspace  string
 	warnings   []string
+	verify     Verify
 }
 
 // origin is who or what starts a run, and the run's id and token hash.
@@ -281,6 +307,11 @@ func (s *Service) prepare(ctx context.Context, req CreateRequest, derived trust.
 	}
 	if req.Trigger != nil && req.Trigger.Type != "manual" {
 		return prepared{}, invalid("trigger.type", "%q is not a trigger a caller can name (only \"manual\")", req.Trigger.Type)
+	}
+	switch req.Verify {
+	case "", VerifyHalt, VerifyRecord:
+	default:
+		return prepared{}, invalid("verify", "must be \"halt\" (the default) or \"record\"")
 	}
 	if len(req.Capabilities) == 0 {
 		return prepared{}, invalid("capabilities", "at least one capability bundle is required")
@@ -344,7 +375,7 @@ func (s *Service) prepare(ctx context.Context, req CreateRequest, derived trust.
 		tools = append(tools, brokered...)
 		slices.SortFunc(tools, func(a, b store.Tool) int { return strings.Compare(a.Name, b.Name) })
 	}
-	return prepared{policy: pv, shadow: shadow, tools: tools, bundles: bundles, bindings: bindings, limit: limit, tier: tier, autonomous: req.Autonomous, workspace: ws, warnings: warnings}, nil
+	return prepared{policy: pv, shadow: shadow, tools: tools, bundles: bundles, bindings: bindings, limit: limit, tier: tier, autonomous: req.Autonomous, workspace: ws, warnings: warnings, verify: req.Verify}, nil
 }
 
 // policy resolves the policy version a run freezes: field is "policy" or
@@ -415,6 +446,9 @@ func (s *Service) write(ctx context.Context, p prepared, o origin) (View, error)
 		BudgetLimit:     int64(p.limit),
 		BudgetAvailable: int64(p.limit),
 		Workspace:       p.workspace,
+	}
+	if p.verify == VerifyRecord {
+		head.Verify = string(VerifyRecord)
 	}
 	var shadow *store.PolicySnapshot
 	if sv := p.shadow; sv != nil {
@@ -590,23 +624,52 @@ func (s *Service) Get(ctx context.Context, id string) (View, error) {
 // End ends a run; the gate denies everything afterwards. Ending an ended
 // run changes nothing.
 func (s *Service) End(ctx context.Context, who auth.Principal, id string) error {
+	_, err := s.end(ctx, who, id, nil)
+	return err
+}
+
+// HaltedBy is who a halted run's session.ended names.
+const HaltedBy = "fluidbox:model-proxy"
+
+// Halt ends a run the model proxy caught with a tool result the gate did
+// not allow: run.halted and session.ended in one append, by End's path.
+// halted reports whether this call ended it (false: it had ended already,
+// and nothing was written).
+func (s *Service) Halt(ctx context.Context, id, toolCallID string, reason redact.Violation) (halted bool, err error) {
+	ev, err := redact.New(redact.RunHalted{ToolCallID: toolCallID, Reason: reason})
+	if err != nil {
+		return false, err
+	}
+	// The halt's own item: the table's stream notifies run.halted from it.
+	op, err := s.st.PutNew(store.HaltedKey(id), store.Halted{RunID: id, ToolCallID: toolCallID, Reason: string(reason), At: store.FormatTime(s.now())}, errAlreadyEnded)
+	if err != nil {
+		return false, err
+	}
+	return s.end(ctx, auth.Principal{Subject: HaltedBy}, id, []store.Op{op}, ev)
+}
+
+// end appends events (if any) and session.ended with ops, and marks the run
+// ended, unless it has ended already.
+func (s *Service) end(ctx context.Context, who auth.Principal, id string, ops []store.Op, events ...redact.Envelope) (bool, error) {
 	ended, err := redact.New(redact.SessionEnded{EndedBy: who.Subject})
 	if err != nil {
-		return err
+		return false, err
 	}
 	_, err = s.led.Append(ctx, id, func(h store.Head) (store.Batch, error) {
 		if Status(h.Status) == StatusEnded {
 			return store.Batch{}, errAlreadyEnded
 		}
-		return store.Batch{Events: []redact.Envelope{ended}, Head: store.HeadChange{Status: string(StatusEnded)}}, nil
+		return store.Batch{Events: append(slices.Clip(events), ended), Head: store.HeadChange{Status: string(StatusEnded)}, Ops: ops}, nil
 	})
 	switch {
 	case errors.Is(err, errAlreadyEnded):
-		return nil
+		return false, nil
 	case errors.Is(err, store.ErrNotFound):
-		return ErrNotFound
+		return false, ErrNotFound
+	case err != nil:
+		return false, err
 	}
-	return err
+	return true, nil
 }
 
 var errAlreadyEnded = errors.New("run: already ended")
@@ -634,6 +697,7 @@ func view(h store.Head) View {
 		Workspace:     h.Workspace,
 		CreatedAt:     h.CreatedAt,
 		TokenPending:  h.TokensPending(),
+		Verify:        VerifyOf(h),
 		Budget: BudgetView{
 			LimitUSD:     budget.Micros(h.BudgetLimit).USD(),
 			AvailableUSD: budget.Micros(h.BudgetAvailable).USD(),

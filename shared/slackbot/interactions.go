@@ -39,6 +39,7 @@ const (
 // Decider is the approval service's public decision API.
 type Decider interface {
 	Get(ctx context.Context, id string) (store.Approval, error)
+	View(ctx context.Context, who auth.Principal, id string) (store.Approval, error)
 	DecideWithReason(ctx context.Context, who auth.Principal, id, decision, reason string) (store.Approval, bool, error)
 }
 
@@ -82,7 +83,7 @@ func NewInteractions(cfg Config, api API, decider Decider, seen Seen, members Me
 	}
 	return &Interactions{
 		secret: cfg.SigningSecret, api: api, decider: decider, seen: seen,
-		users: NewDirectory(api, members, cfg.Users, now), log: log, now: now, replyHost: host,
+		users: NewDirectory(api, members, cfg.Users, cfg.RolesMaxAge, now), log: log, now: now, replyHost: host,
 	}
 }
 
@@ -188,13 +189,19 @@ func (h *Interactions) blockActions(ctx context.Context, w http.ResponseWriter, 
 	h.reply(ctx, cb, h.decide(ctx, who, id, decision, ""))
 }
 
-// openDeny opens the reason modal for whoever may decide.
+// openDeny opens the reason modal for whoever may decide, and only for
+// them: the modal shows the call, which is not everyone's to read.
 func (h *Interactions) openDeny(ctx context.Context, cb slack.InteractionCallback, id string) {
-	if _, err := h.users.Principal(ctx, cb.User.ID); err != nil {
+	who, err := h.users.Principal(ctx, cb.User.ID)
+	if err != nil {
 		h.reply(ctx, cb, refusal(err))
 		return
 	}
-	a, err := h.decider.Get(ctx, id)
+	a, err := h.decider.View(ctx, who, id)
+	if errors.Is(err, approval.ErrForbidden) {
+		h.reply(ctx, cb, forbidden)
+		return
+	}
 	if err != nil {
 		h.log.ErrorContext(ctx, "slack deny: read approval", "approval", id, "err", err)
 		h.reply(ctx, cb, "fluidbox could not read this approval; try again, or deny it on the approvals page")
@@ -238,7 +245,7 @@ func (h *Interactions) decide(ctx context.Context, who auth.Principal, id, decis
 	case errors.Is(err, approval.ErrNotFound):
 		return "There is no approval " + id + "."
 	case errors.Is(err, approval.ErrForbidden):
-		return "You may not decide this approval: it needs an approver (role admin or approver), and a call on a personal connection only its owner decides."
+		return forbidden
 	case errors.As(err, &bad):
 		return "Not decided: " + bad.Message
 	case err != nil:
@@ -260,6 +267,8 @@ func (h *Interactions) decide(ctx context.Context, who auth.Principal, id, decis
 	return settled(a)
 }
 
+const forbidden = "You may not decide this approval: it needs an approver (role admin or approver), and a call on a personal connection only its owner decides."
+
 func settled(a store.Approval) string {
 	s := fmt.Sprintf("Already settled: %s is %s", render.Line(a.ID), render.Line(a.Status))
 	if a.DecidedBy != "" {
@@ -269,7 +278,11 @@ func settled(a store.Approval) string {
 }
 
 func refusal(err error) string {
+	var stale *StaleError
 	switch {
+	case errors.As(err, &stale):
+		return fmt.Sprintf("fluidbox last saw your roles %s ago, longer than the %s it trusts them for here. Sign in to fluidbox again (the approvals page), then click again. Nothing was decided.",
+			stale.Age.Round(time.Minute), stale.MaxAge)
 	case errors.Is(err, ErrInactive):
 		return "Your fluidbox membership has been deactivated; nothing was decided."
 	case errors.Is(err, ErrAmbiguous):

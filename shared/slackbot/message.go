@@ -51,7 +51,17 @@ func Blocks(a store.Approval, f review.Facts, now time.Time) ([]slack.Block, str
 	}
 	fallback = head + " · " + render.Line(a.ID)
 	blocks := []slack.Block{slack.NewHeaderBlock(plain(clip(head, maxHeader)))}
+	if a.Personal {
+		blocks = append(blocks, slack.NewContextBlock("", plain(clip("Only you decide this: the call runs on your personal connection "+render.Line(a.ConnectionID)+". Nobody else is shown it.", 1900))))
+	}
 
+	if len(f.Danger) > 0 && a.Status == "pending" {
+		warn := ":warning: Look twice before approving:"
+		for _, d := range f.Danger {
+			warn += "\n• " + render.Line(d)
+		}
+		blocks = append(blocks, slack.NewSectionBlock(plain(clip(warn, 1900)), nil, nil))
+	}
 	v := render.Call(a.ToolName, []byte(a.Input))
 	cut := false
 	for i, s := range v.Sections {
@@ -73,11 +83,14 @@ func Blocks(a store.Approval, f review.Facts, now time.Time) ([]slack.Block, str
 				Elements: []slack.RichTextSectionElement{slack.NewRichTextSectionTextElement(nonEmpty(text), nil)},
 			}))
 	}
+	if m := f.Matched; m != nil {
+		blocks = append(blocks, slack.NewContextBlock("", plain(clip(fmt.Sprintf("The rule asked about part %d of %d: %s", m.Index, m.Of, render.Line(m.Text)), 1900))))
+	}
 	if cut {
 		blocks = append(blocks, slack.NewContextBlock("", plain("Part of this input is not shown here. See it whole with `fluidbox approvals show "+render.Line(a.ID)+"` or on the approvals page before deciding.")))
 	}
 
-	fields := []*slack.TextBlockObject{plain("Run: " + render.Line(a.RunID))}
+	fields := []*slack.TextBlockObject{plain("Run: " + render.Line(a.RunID)), plain(clip("Policy: "+render.Line(f.Policy), 1900))}
 	if len(f.Rule) > 0 {
 		fields = append(fields, plain(clip("Rule: "+render.Value(f.Rule), 1900)))
 	} else {
@@ -111,9 +124,15 @@ func Blocks(a store.Approval, f review.Facts, now time.Time) ([]slack.Block, str
 	}
 	sc := render.Scope(a.ScopeKey, a.RunID, a.DefaultScope)
 	what := "Approve once: " + sc.Once + "\nApprove for run: " + sc.Run + "\nDeny: " + sc.Deny
-	blocks = append(blocks, slack.NewSectionBlock(plain(what), nil, nil))
+	if f.GrantCovers != "" {
+		what += "\nNote: " + render.Line(f.GrantCovers) + "."
+	}
+	blocks = append(blocks, slack.NewSectionBlock(plain(clip(what, 2900)), nil, nil))
 	once := slack.NewButtonBlockElement(ActionApproveOnce, a.ID, plain("Approve once"))
-	once.Style = slack.StylePrimary
+	if len(f.Danger) == 0 {
+		// On a dangerous call approving is not the primary action.
+		once.Style = slack.StylePrimary
+	}
 	buttons := []slack.BlockElement{once}
 	if sc.RunOK {
 		run := slack.NewButtonBlockElement(ActionApproveSession, a.ID, plain("Approve for run"))

@@ -25,8 +25,10 @@ var ErrBusy = errors.New("slackbot: message being posted by another worker")
 // another worker takes it over (its holder died mid-post).
 const claimStale = time.Minute
 
-// Poster is the part of the Slack Web API the Notifier uses.
+// Poster is the part of the Slack Web API the Notifier uses: messages, and
+// the users to send a personal call's message to.
 type Poster interface {
+	UserInfo
 	PostMessageContext(ctx context.Context, channelID string, options ...slack.MsgOption) (string, string, error)
 	UpdateMessageContext(ctx context.Context, channelID, timestamp string, options ...slack.MsgOption) (string, string, string, error)
 }
@@ -39,17 +41,32 @@ type Notifier struct {
 	api     Poster
 	st      *store.Store
 	channel string
-	log     *slog.Logger
-	now     func() time.Time
+	// users finds the Slack user a personal call's message goes to.
+	users *Directory
+	log   *slog.Logger
+	now   func() time.Time
 	// Retry paces the in-process retries of Observer; tests shorten it.
 	Retry []time.Duration
 }
 
-// NewNotifier returns a Notifier posting to channel.
+// NewNotifier returns a Notifier posting to channel, and a personal
+// connection's calls to their owner directly.
 func NewNotifier(api Poster, st *store.Store, channel string, log *slog.Logger, now func() time.Time) *Notifier {
-	return &Notifier{api: api, st: st, channel: channel, log: log, now: now,
+	return &Notifier{api: api, st: st, channel: channel, users: NewDirectory(api, st, nil, 0, now), log: log, now: now,
 		Retry: []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 15 * time.Second, 30 * time.Second}}
 }
+
+// WithUsers gives the Notifier the explicit Slack user mapping
+// (FLUIDBOX_SLACK_USERS), which it asks first for a personal call's owner,
+// as the interactions do for a clicker. It returns n.
+func (n *Notifier) WithUsers(explicit map[string]string) *Notifier {
+	n.users.explicit = explicit
+	return n
+}
+
+// errNoRecipient: a personal call's owner has no Slack user fluidbox can
+// vouch for, so its message goes nowhere (it waits in the owner's inbox).
+var errNoRecipient = errors.New("slackbot: the owner of this personal call has no Slack user to send it to")
 
 // Show brings approvalID's message in line with the approval as committed
 // now: it posts the message if there is none, and updates it (removing
@@ -107,6 +124,11 @@ func (n *Notifier) post(ctx context.Context, a store.Approval, f review.Facts) e
 		if derr := n.st.DeleteSlackMessage(ctx, a.ID); derr != nil {
 			n.log.ErrorContext(ctx, "slackbot: drop claim after a failed read", "approval", a.ID, "err", derr)
 		}
+		if errors.Is(err, errNoRecipient) {
+			// Nothing to retry: nobody else may see or decide it.
+			n.log.InfoContext(ctx, "slack message not sent: a personal call's owner has no Slack user fluidbox can vouch for; it waits in their inbox", "approval", a.ID)
+			return nil
+		}
 		return err
 	}
 	blocks, text := Blocks(a, f, now)
@@ -129,14 +151,28 @@ func (n *Notifier) post(ctx context.Context, a store.Approval, f review.Facts) e
 	return nil
 }
 
-// channelFor is where approval a is announced: the channel its run's
-// trigger names, else the configured one. A trigger deleted since falls
-// back to the configured channel; any other failed read is an error (and
-// retried), so a throttled read never sends a message elsewhere.
+// channelFor is where approval a is announced. A call on a personal
+// connection goes to its owner alone, the run's invoker, as a direct
+// message: nobody else may decide it, and its input is the owner's
+// business, so no channel sees it (errNoRecipient when the owner has no
+// Slack user). Any other goes to the channel its run's trigger names, else
+// the configured one. A trigger deleted since falls back to the configured
+// channel; any other failed read is an error (and retried), so a throttled
+// read never sends a message elsewhere.
 func (n *Notifier) channelFor(ctx context.Context, a store.Approval) (string, error) {
 	h, err := n.st.GetHead(ctx, a.RunID)
 	if err != nil {
 		return "", fmt.Errorf("slackbot: run of %s: %w", a.ID, err)
+	}
+	if a.Personal {
+		user, err := n.users.SlackUser(ctx, h.Invoker)
+		if errors.Is(err, ErrUnknownUser) || errors.Is(err, ErrInactive) {
+			return "", errNoRecipient
+		}
+		if err != nil {
+			return "", fmt.Errorf("slackbot: owner of %s: %w", a.ID, err)
+		}
+		return user, nil
 	}
 	if h.GitHub == nil || h.GitHub.TriggerID == "" {
 		return n.channel, nil
@@ -154,9 +190,17 @@ func (n *Notifier) channelFor(ctx context.Context, a store.Approval) (string, er
 }
 
 // HandleEvent is the Lambda entry point: one EventBridge notification
-// (approval.requested or approval.decided from source fluidbox). An error
-// makes Lambda deliver it again.
+// (approval.requested, approval.decided or run.halted from source
+// fluidbox). An error makes Lambda deliver it again.
 func (n *Notifier) HandleEvent(ctx context.Context, ev events.EventBridgeEvent) error {
+	if ev.Source == notify.Source && ev.DetailType == string(notify.RunHalted) {
+		var h notify.HaltDetail
+		if err := json.Unmarshal(ev.Detail, &h); err != nil || !ids.Valid("ses_", h.SessionID) {
+			n.log.ErrorContext(ctx, "slackbot: undecodable notification skipped", "id", ev.ID)
+			return nil
+		}
+		return n.ShowHalt(ctx, h)
+	}
 	if ev.Source != notify.Source || (ev.DetailType != string(notify.Requested) && ev.DetailType != string(notify.Decided)) {
 		n.log.WarnContext(ctx, "slackbot: event ignored", "source", ev.Source, "detail_type", ev.DetailType)
 		return nil

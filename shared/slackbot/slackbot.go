@@ -25,7 +25,13 @@
 //     organization chose the address) and the approval service's own
 //     rules: approvers by role,
 //     a personal connection's call only by its owner, approve and deny
-//     alike. Someone who loses a race is shown the settled answer.
+//     alike, and only with roles seen within a window (RolesMaxAge): a
+//     click carries no token, so past it the person is asked to sign in
+//     again and nothing is decided. Someone who loses a race is shown the
+//     settled answer.
+//   - A personal connection's call is shown to its owner alone, as a direct
+//     message to the Slack user a click of theirs maps back to, and to no
+//     channel; without such a user it is shown in Slack to nobody.
 //   - Slack being down never blocks a decision: the page and the CLI decide
 //     without it, and the Notifier's failures are logged and retried (in
 //     AWS: Lambda's asynchronous retries, then the retry queue that
@@ -60,6 +66,9 @@ type Config struct {
 	// match; the subject "admin" is the operator, and only an explicit
 	// mapping can name it.
 	Users map[string]string
+	// RolesMaxAge is how long ago a member's roles may have been seen for
+	// a click to decide with them; 0 is DefaultRolesMaxAge.
+	RolesMaxAge time.Duration
 }
 
 // Secret is a credential that never prints.
@@ -148,5 +157,6 @@ func FromConfig(cfg config.Config) (Config, error) {
 		Channel:       cfg.SlackChannel,
 		APIURL:        cfg.SlackAPIURL,
 		Users:         users,
+		RolesMaxAge:   cfg.SlackRolesMaxAge,
 	}, nil
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slack-go/slack"
+
 	"github.com/fluidbox/fluidbox/shared/slackbot"
 )
 
@@ -37,9 +39,20 @@ func TestMessageApproveAndUpdate(t *testing.T) {
 		"Run: " + runID, "Trust tier: trusted", "Time left: ",
 		"Approve for run: allows every `rm ...` command for the rest of this run (" + runID + ")",
 		"Approve once", "Approve for run", "Deny",
+		"Look twice before approving:\n• destructive: rm removes recursively or by force", "Policy: slack (pol_",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("message reads:\n%s\nwant %q in it", text, want)
+		}
+	}
+	// A destructive line's Approve button is not the primary one.
+	for _, b := range m.Blocks.BlockSet {
+		if ab, ok := b.(*slack.ActionBlock); ok {
+			for _, e := range ab.Elements.ElementSet {
+				if be, ok := e.(*slack.ButtonBlockElement); ok && be.ActionID == slackbot.ActionApproveOnce && be.Style == slack.StylePrimary {
+					t.Error("the Approve once button of a destructive line is the primary one")
+				}
+			}
 		}
 	}
 	if strings.ContainsRune(text, '\u202e') {

@@ -88,6 +88,7 @@ func newFakeSlack(t *testing.T, users map[string]string) *fakeSlack {
 		c.Handle("/chat.update", f.message(false))
 		c.Handle("/views.open", f.viewsOpen)
 		c.Handle("/users.info", f.usersInfo)
+		c.Handle("/users.lookupByEmail", f.lookupByEmail)
 		c.Handle("/response/", f.response)
 	})
 	f.srv.Start()
@@ -171,6 +172,33 @@ func (f *fakeSlack) usersInfo(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "user": map[string]any{"id": id, "team_id": team, "is_email_confirmed": confirmed, "profile": map[string]any{"email": email}}})
 }
 
+// lookupByEmail answers users.lookupByEmail from users, as users.info
+// would answer for the user found.
+func (f *fakeSlack) lookupByEmail(w http.ResponseWriter, r *http.Request) {
+	if f.refuse(w, r) {
+		return
+	}
+	email := r.FormValue("email")
+	f.mu.Lock()
+	id := ""
+	for u, e := range f.users {
+		if e == email {
+			id = u
+		}
+	}
+	team, external := f.teams[id]
+	confirmed := !f.unconfirmed[id]
+	f.mu.Unlock()
+	if id == "" {
+		_ = json.NewEncoder(w).Encode(map[string]any{"ok": false, "error": "users_not_found"})
+		return
+	}
+	if !external {
+		team = homeTeam
+	}
+	_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "user": map[string]any{"id": id, "team_id": team, "is_email_confirmed": confirmed, "profile": map[string]any{"email": email}}})
+}
+
 func (f *fakeSlack) response(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		Text string `json:"text"`
@@ -222,6 +250,13 @@ func (s *syncBuffer) String() string {
 
 func newStack(t *testing.T, users map[string]string, explicit map[string]string) *stack {
 	t.Helper()
+	return newStackWith(t, users, explicit, nil)
+}
+
+// newStackWith is newStack with more of the API's configuration (SSO, a
+// sealer) set by with.
+func newStackWith(t *testing.T, users map[string]string, explicit map[string]string, with func(*api.Config)) *stack {
+	t.Helper()
 	st, db := testenv.StoreOn(t)
 	led := ledger.New(st, time.Now)
 	fs := newFakeSlack(t, users)
@@ -231,7 +266,12 @@ func newStack(t *testing.T, users map[string]string, explicit map[string]string)
 	sc := slackbot.NewClient(cfg)
 	n := slackbot.NewNotifier(sc, st, channel, log, time.Now)
 	n.Retry = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, time.Second}
-	h := api.New(api.Config{AdminToken: adminToken, Ledger: led, Logger: log, Observer: n.Observer(), Slack: cfg, SlackAPI: sc})
+	n.WithUsers(explicit)
+	acfg := api.Config{AdminToken: adminToken, Ledger: led, Logger: log, Observer: n.Observer(), Slack: cfg, SlackAPI: sc}
+	if with != nil {
+		with(&acfg)
+	}
+	h := api.New(acfg)
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	admin, err := client.New(srv.URL, adminToken)

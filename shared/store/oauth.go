@@ -23,11 +23,16 @@ type OAuth struct {
 	ClientSecret     []byte `dynamodbav:"oauth_client_secret,omitempty"`
 	ClientAuthMethod string `dynamodbav:"oauth_client_auth_method,omitempty"`
 	ClientRegistered bool   `dynamodbav:"oauth_client_registered,omitempty"`
-	// ClientIssuer is the authorization server the client was registered
-	// at ("" for the operator's client, bound by the first completed
-	// authorization's discovery instead): it is presented nowhere else.
-	ClientIssuer string   `dynamodbav:"oauth_client_issuer,omitempty"`
-	Scopes       []string `dynamodbav:"oauth_scopes,omitempty"`
+	// ClientIssuer is the authorization server the client belongs to: the
+	// one it was registered at, or the one the operator named with it at
+	// creation ("" only on an operator's client of a connection created
+	// before issuers were named, bound by its first completed
+	// authorization's discovery instead). It is presented nowhere else.
+	ClientIssuer string `dynamodbav:"oauth_client_issuer,omitempty"`
+	// ClientRedirectURI is the redirect URI a registered client was
+	// registered with; a registration for another is not reused.
+	ClientRedirectURI string   `dynamodbav:"oauth_client_redirect_uri,omitempty"`
+	Scopes            []string `dynamodbav:"oauth_scopes,omitempty"`
 	// Discovery is the JSON of the last authorization's discovery.
 	Discovery string `dynamodbav:"oauth_discovery,omitempty"`
 	// TokenExpiresAt is the access token's expiry (RFC 3339, "" unknown).
@@ -37,6 +42,9 @@ type OAuth struct {
 	// as an RFC 6749 scope parameter (space-separated tokens): the next
 	// authorization asks for them too (MCP step-up authorization).
 	StepUpScope string `dynamodbav:"oauth_step_up_scope,omitempty"`
+	// NoConsentPrompt: never send prompt=consent to an OpenID provider
+	// (its tenant's administrator consented for every member).
+	NoConsentPrompt bool `dynamodbav:"oauth_no_consent_prompt,omitempty"`
 }
 
 // OAuthState is one pending authorization, at OAUTHSTATE#<digest of the
@@ -52,9 +60,18 @@ type OAuthState struct {
 	Generation int `dynamodbav:"authorization_generation"`
 	// Verifier is the PKCE verifier, sealed (seal.Seal under
 	// "<connection id>#oauth-state#<digest>", 1).
-	Verifier    []byte `dynamodbav:"sealed_verifier"`
+	Verifier []byte `dynamodbav:"sealed_verifier"`
+	// RedirectURI is the one the authorization request named: the response
+	// is taken there only (its authorization server's own).
 	RedirectURI string `dynamodbav:"redirect_uri"`
 	Discovery   string `dynamodbav:"discovery"`
+	// AuthorizeURL is the authorization request without its state (which
+	// is never stored): the authorize redirect sends the browser there.
+	AuthorizeURL string `dynamodbav:"authorize_url"`
+	// NonceDigest is the SHA-256 of the nonce the authorize redirect set in
+	// the browser it sent on; the callback is taken only from that browser.
+	NonceDigest string `dynamodbav:"nonce_digest,omitempty"`
+	StartedAt   string `dynamodbav:"started_at,omitempty"`
 	ExpiresAt   string `dynamodbav:"expires_at"`
 	CreatedAt   string `dynamodbav:"created_at"`
 	ConsumedAt  string `dynamodbav:"consumed_at,omitempty"`
@@ -75,6 +92,33 @@ func (s *Store) PutOAuthState(ctx context.Context, st OAuthState) error {
 	return s.transactOp(ctx, "put oauth state", []types.TransactWriteItem{{Put: &types.Put{
 		TableName: aws.String(s.table), Item: av, ConditionExpression: aws.String("attribute_not_exists(pk)"),
 	}}})
+}
+
+// StartOAuthState records, once, the digest of the nonce the authorize
+// redirect sets in a browser, and returns the pending authorization: a
+// second start, a consumed state or one never stored is ErrNotFound.
+func (s *Store) StartOAuthState(ctx context.Context, digest, nonceDigest, at string) (OAuthState, error) {
+	out, err := s.db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+		TableName:           aws.String(s.table),
+		Key:                 keyOf(oauthStatePK(digest), "HEAD"),
+		UpdateExpression:    aws.String("SET nonce_digest = :n, started_at = :at"),
+		ConditionExpression: aws.String("attribute_exists(pk) AND attribute_not_exists(nonce_digest) AND attribute_not_exists(consumed_at)"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{
+			":n": &types.AttributeValueMemberS{Value: nonceDigest}, ":at": &types.AttributeValueMemberS{Value: at},
+		},
+		ReturnValues: types.ReturnValueAllNew,
+	})
+	if err = translate("start oauth state", err); err != nil {
+		if errors.Is(err, ErrConditionFailed) {
+			return OAuthState{}, fmt.Errorf("store: oauth state: %w", ErrNotFound)
+		}
+		return OAuthState{}, err
+	}
+	var st OAuthState
+	if err := attributevalue.UnmarshalMap(out.Attributes, &st); err != nil {
+		return OAuthState{}, fmt.Errorf("store: decode oauth state: %w", err)
+	}
+	return st, nil
 }
 
 // ConsumeOAuthState marks the pending authorization used and returns it.
@@ -103,13 +147,14 @@ func (s *Store) ConsumeOAuthState(ctx context.Context, digest, at string) (OAuth
 }
 
 // SetOAuthClient records the client a connection authorizes as (after a
-// dynamic registration at issuer), conditioned on the generation the caller read and
+// dynamic registration at issuer, for redirectURI), conditioned on the generation the caller read and
 // on the connection not being revoked: revocation keeps the generation and
 // deletes the client secret, which a registration racing it must not put
 // back.
-func (s *Store) SetOAuthClient(ctx context.Context, id string, gen int, clientID string, sealedSecret []byte, method, issuer, at string) error {
+func (s *Store) SetOAuthClient(ctx context.Context, id string, gen int, clientID string, sealedSecret []byte, method, issuer, redirectURI, at string) error {
 	vals := map[string]types.AttributeValue{
 		":cid": &types.AttributeValueMemberS{Value: clientID},
+		":ru":  &types.AttributeValueMemberS{Value: redirectURI},
 		":iss": &types.AttributeValueMemberS{Value: issuer},
 		":m":   &types.AttributeValueMemberS{Value: method},
 		":reg": &types.AttributeValueMemberBOOL{Value: true},
@@ -117,9 +162,9 @@ func (s *Store) SetOAuthClient(ctx context.Context, id string, gen int, clientID
 		":at":  &types.AttributeValueMemberS{Value: at},
 		":rev": &types.AttributeValueMemberS{Value: ConnectionRevoked},
 	}
-	expr := "SET oauth_client_id = :cid, oauth_client_auth_method = :m, oauth_client_registered = :reg, oauth_client_issuer = :iss, updated_at = :at REMOVE oauth_client_secret"
+	expr := "SET oauth_client_id = :cid, oauth_client_auth_method = :m, oauth_client_registered = :reg, oauth_client_issuer = :iss, oauth_client_redirect_uri = :ru, updated_at = :at REMOVE oauth_client_secret"
 	if len(sealedSecret) > 0 {
-		expr = "SET oauth_client_id = :cid, oauth_client_auth_method = :m, oauth_client_registered = :reg, oauth_client_issuer = :iss, updated_at = :at, oauth_client_secret = :sec"
+		expr = "SET oauth_client_id = :cid, oauth_client_auth_method = :m, oauth_client_registered = :reg, oauth_client_issuer = :iss, oauth_client_redirect_uri = :ru, updated_at = :at, oauth_client_secret = :sec"
 		vals[":sec"] = &types.AttributeValueMemberB{Value: sealedSecret}
 	}
 	_, err := s.changeConnection(ctx, "set oauth client of", id, &dynamodb.UpdateItemInput{

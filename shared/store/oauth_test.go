@@ -94,14 +94,14 @@ func TestSetOAuthClientRevoked(t *testing.T) {
 	ctx := context.Background()
 	st := newStore(t)
 	must(t, st.PutConnection(ctx, store.Connection{ID: "con_r", Name: "r", Status: store.ConnectionActive, Generation: 1, CreatedAt: at(0)}))
-	must(t, st.SetOAuthClient(ctx, "con_r", 1, "client-1", []byte{1, 2}, "client_secret_post", "https://as.example", at(time.Minute)))
+	must(t, st.SetOAuthClient(ctx, "con_r", 1, "client-1", []byte{1, 2}, "client_secret_post", "https://as.example", "https://fluidbox.example/v1/oauth/callback/k", at(time.Minute)))
 	if c, err := st.GetConnection(ctx, "con_r"); err != nil || c.OAuth.ClientID != "client-1" || c.OAuth.ClientIssuer != "https://as.example" {
 		t.Fatalf("client recorded = %+v, %v; want client-1 of https://as.example", c.OAuth, err)
 	}
 	if _, err := st.RevokeConnection(ctx, "con_r", "admin", at(2*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, "client of a revoked connection", st.SetOAuthClient(ctx, "con_r", 1, "client-2", []byte{3, 4}, "client_secret_post", "https://as.example", at(3*time.Minute)), store.ErrConnectionChanged)
+	wantErr(t, "client of a revoked connection", st.SetOAuthClient(ctx, "con_r", 1, "client-2", []byte{3, 4}, "client_secret_post", "https://as.example", "https://fluidbox.example/v1/oauth/callback/k", at(3*time.Minute)), store.ErrConnectionChanged)
 	c, err := st.GetConnection(ctx, "con_r")
 	if err != nil {
 		t.Fatal(err)
@@ -146,5 +146,38 @@ func TestRecordStepUpScope(t *testing.T) {
 	}
 	if err := st.RecordStepUpScope(ctx, c.ID, 2, "a b c", "a b c d", "t4"); !errors.Is(err, store.ErrConnectionChanged) {
 		t.Fatalf("on a revoked connection: %v, want ErrConnectionChanged", err)
+	}
+}
+
+// TestStartOAuthStateOnce: the authorize redirect records its nonce once,
+// whichever of many concurrent openings wins; a consumed or unknown state
+// does not start.
+func TestStartOAuthStateOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	for _, d := range []string{"s1", "s2"} {
+		if err := st.PutOAuthState(ctx, store.OAuthState{Digest: d, ConnectionID: "con_a", Subject: "alice", Generation: 1, Verifier: []byte{1}, AuthorizeURL: "https://as.example/a?x=1", ExpiresAt: "x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	won := wins(t, 32, store.ErrNotFound, func(i int) error {
+		_, err := st.StartOAuthState(ctx, "s1", string(rune('a'+i)), "t1")
+		return err
+	})
+	if won != 1 {
+		t.Fatalf("%d openings recorded a nonce, want 1", won)
+	}
+	got, err := st.ConsumeOAuthState(ctx, "s1", "t2")
+	if err != nil || got.NonceDigest == "" || got.StartedAt != "t1" || got.AuthorizeURL != "https://as.example/a?x=1" {
+		t.Fatalf("consumed %+v %v, want the winner's nonce", got, err)
+	}
+	if _, err := st.ConsumeOAuthState(ctx, "s2", "t2"); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"s2", "never"} {
+		if _, err := st.StartOAuthState(ctx, d, "n", "t3"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("start %s: %v, want ErrNotFound", d, err)
+		}
 	}
 }

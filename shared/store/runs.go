@@ -56,6 +56,11 @@ type Head struct {
 	// /v1/sessions/{id}/token); "" until then, and on manual runs, whose
 	// tokens are issued at creation.
 	TokenIssuedAt string `dynamodbav:"token_issued_at,omitempty"`
+	// Verify is what the model proxy does with a tool result that answers
+	// a call the gate did not allow with that input: "record" records it
+	// and lets the run go on; "" (every run created before the setting,
+	// and the default) halts the run.
+	Verify string `dynamodbav:"verify,omitempty"`
 }
 
 // TokensPending reports whether the run still has no tokens anyone holds:

@@ -234,7 +234,7 @@ func TestCallAndApprovalReads(t *testing.T) {
 		must(t, err)
 		c, err := st.PutNew(store.CallKey("ses_1", a.ToolCallID), store.Call{ToolCallID: a.ToolCallID, Decision: "pending", ApprovalID: a.ID}, store.ErrExists)
 		must(t, err)
-		g, err := st.Put(store.GrantKey("ses_1", fmt.Sprintf("Bash:cmd %d", i)), store.Grant{ScopeKey: fmt.Sprintf("Bash:cmd %d", i), ApprovalID: a.ID})
+		g, err := st.Put(store.GrantKey("ses_1", "r", fmt.Sprintf("Bash:cmd %d", i)), store.Grant{RuleID: "r", ScopeKey: fmt.Sprintf("Bash:cmd %d", i), ApprovalID: a.ID})
 		must(t, err)
 		h, err = append1(t, st, h, store.HeadChange{}, row, ref, c, g)
 		must(t, err)

@@ -34,6 +34,8 @@ type Trigger struct {
 	Events      []string `dynamodbav:"events"`
 	// Workspace is the runs' declared workspace ("" for none).
 	Workspace string `dynamodbav:"workspace,omitempty"`
+	// Verify is the runs' setting for the model proxy's check ("" halts).
+	Verify string `dynamodbav:"verify,omitempty"`
 	// OwnSecret: deliveries for this repository must be signed with the
 	// trigger's own webhook secret (derived from its id, never stored), and
 	// the server's secret does not sign for it.
@@ -152,6 +154,10 @@ type GitHubTrigger struct {
 	PullRequest    int    `dynamodbav:"pull_request" json:"pull_request"`
 	HeadSHA        string `dynamodbav:"head_sha" json:"head_sha"`
 	Fork           bool   `dynamodbav:"fork" json:"fork"`
+	// Author is the pull request author's GitHub user id ("" when the
+	// delivery had none): with Repository, the source whose runs' pending
+	// approvals are capped together.
+	Author string `dynamodbav:"author,omitempty" json:"author,omitempty"`
 }
 
 // ErrTriggerChanged: the configuration was updated or deleted since the

@@ -23,6 +23,8 @@ export interface Answer {
   approval_id?: string;
   verdict?: string;
   rewritten_verdict?: string;
+  /** On an allow: the input the tool must run with instead (a narrowed search). */
+  updated_input?: Record<string, unknown>;
 }
 
 /** The answer of tools/call: a Decision, and on allow the upstream's result. */
@@ -111,6 +113,8 @@ export interface ToolCall {
   cwd?: string;
   /** Path field -> the path the sandbox resolved it to (symlinks followed). */
   resolved_paths?: Record<string, string>;
+  /** Path field -> what the sandbox found there: "file", "dir" or "absent" (lstat). */
+  path_kinds?: Record<string, string>;
 }
 
 export class Gate {

@@ -70,7 +70,10 @@ const (
 // in the pending list (a request time, '#', an approval id).
 var cursorPattern = regexp.MustCompile(`^[0-9T:.Z-]{1,40}#apr_[a-z2-7]{1,40}$`)
 
-func (s *Server) listPendingApprovals(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
+// listPendingApprovals is the caller's inbox: the pending approvals they
+// may decide (approval.Service.Inbox), so a member sees the calls on their
+// own personal connections and an approver no one else's.
+func (s *Server) listPendingApprovals(w http.ResponseWriter, r *http.Request, who auth.Principal) error {
 	q := r.URL.Query()
 	limit := defaultListPage
 	if v := q.Get("limit"); v != "" {
@@ -92,7 +95,7 @@ func (s *Server) listPendingApprovals(w http.ResponseWriter, r *http.Request, _ 
 		}
 		after = string(b)
 	}
-	page, err := s.approvals.PendingPage(r.Context(), runID, after, limit)
+	page, err := s.approvals.Inbox(r.Context(), who, runID, after, limit)
 	if err != nil {
 		return err
 	}
@@ -128,16 +131,18 @@ func approvalID(r *http.Request) (string, error) {
 	return id, nil
 }
 
-func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
+func (s *Server) getApproval(w http.ResponseWriter, r *http.Request, who auth.Principal) error {
 	id, err := approvalID(r)
 	if err != nil {
 		return err
 	}
-	a, err := s.approvals.Get(r.Context(), id)
-	if errors.Is(err, approval.ErrNotFound) {
+	a, err := s.approvals.View(r.Context(), who, id)
+	switch {
+	case errors.Is(err, approval.ErrNotFound):
 		return notFound("approval " + id)
-	}
-	if err != nil {
+	case errors.Is(err, approval.ErrForbidden):
+		return errForbidden
+	case err != nil:
 		return err
 	}
 	out := approvalOut(a)

@@ -5,7 +5,8 @@
 // Guarantees: an approval moves only through approval.Service's
 // compare-and-swap (pending -> settled, once; expiry is deny), and who may
 // decide is approval.MayDecide's answer, asked after route.Deciders has
-// let any signed-in person through.
+// let any signed-in person through. The same answer, row by row, makes the
+// caller's inbox (GET /v1/approvals) and says who reads one approval.
 package approvals
 
 import (

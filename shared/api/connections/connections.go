@@ -76,7 +76,7 @@ func (s *Server) createConnection(w http.ResponseWriter, r *http.Request, who au
 		return s.connectionError(r, err)
 	}
 	s.log.InfoContext(r.Context(), "connection created", "connection", v.ID, "name", v.Name, "kind", v.Kind, "owner", v.Owner)
-	writeJSON(w, http.StatusCreated, v)
+	writeJSON(w, http.StatusCreated, s.withRedirect(r, v))
 	return nil
 }
 
@@ -101,7 +101,7 @@ func (s *Server) getConnection(w http.ResponseWriter, r *http.Request, who auth.
 	if err != nil {
 		return s.connectionError(r, err)
 	}
-	writeJSON(w, http.StatusOK, v)
+	writeJSON(w, http.StatusOK, s.withRedirect(r, v))
 	return nil
 }
 

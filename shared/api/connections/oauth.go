@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/auth"
@@ -15,10 +16,13 @@ import (
 )
 
 // The paths of fluidbox's OAuth client under the API's base URL: the
-// redirect URI, and the client ID metadata document.
+// callback (the client ID metadata document's redirect URI; each
+// authorization server's own is CallbackPath/<issuer key>), the client ID
+// metadata document, and the authorize redirect.
 const (
 	CallbackPath       = "/v1/oauth/callback"
 	ClientMetadataPath = "/v1/oauth/client-metadata.json"
+	StartPath          = "/v1/oauth/start"
 )
 
 // site is where fluidbox's OAuth client lives for requests reaching r's
@@ -35,7 +39,18 @@ func (s *Server) site(r *http.Request) oauth.Site {
 		base = scheme + "://" + r.Host
 	}
 	base = strings.TrimRight(base, "/")
-	return oauth.Site{RedirectURI: base + CallbackPath, MetadataURL: base + ClientMetadataPath}
+	return oauth.Site{RedirectURI: base + CallbackPath, MetadataURL: base + ClientMetadataPath, StartURL: base + StartPath}
+}
+
+// withRedirect fills in the redirect URI an operator registers for the
+// OAuth client of v at its issuer: that server's own, under this API.
+func (s *Server) withRedirect(r *http.Request, v connection.View) connection.View {
+	if v.OAuth != nil && v.OAuth.RedirectURI == "" && v.OAuth.Issuer != "" {
+		o := *v.OAuth
+		o.RedirectURI = s.site(r).RedirectURIFor(o.Issuer)
+		v.OAuth = &o
+	}
+	return v
 }
 
 // clientMetadata is GET /v1/oauth/client-metadata.json: fluidbox's client
@@ -98,17 +113,64 @@ var notCompleted = page{"Not connected", "The authorization was not completed. A
 // callbackParams are the authorization response's parameters fluidbox reads.
 var callbackParams = []string{"code", "state", "iss", "error"}
 
-// oauthCallback is GET /v1/oauth/callback: the provider's redirect with
-// code and state (or error). It takes no bearer: the single-use state is
-// the authentication, bound to the connection, its generation and the
-// member who asked for the URL.
-func (s *Server) oauthCallback(w http.ResponseWriter, r *http.Request) {
+// htmlHeaders are the headers of every page of the flow.
+func htmlHeaders(w http.ResponseWriter) {
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
 	h.Set("Referrer-Policy", "no-referrer")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Content-Security-Policy", "default-src 'none'")
+}
+
+// oauthStart is GET /v1/oauth/start?key=: the authorize redirect. The
+// first browser to open it gets the authorization's nonce in a cookie
+// (HttpOnly, SameSite=Lax so that the provider's redirect back brings it,
+// scoped to the callback's path) and is sent on to the authorization
+// server; the key is spent, so nobody else's browser can get the nonce.
+//
+// A browser that says the navigation came from another site (Fetch
+// Metadata: Sec-Fetch-Site cross-site or same-site) is refused, the key left
+// unspent: the link is meant to be opened by the member who asked for it
+// (pasted, or by `fluidbox connections authorize --open`), and a page that
+// sends a member's browser there is an attacker making that browser the one
+// the authorization is bound to. Clients that send no Fetch Metadata are
+// not browsers an attacker's page can drive.
+func (s *Server) oauthStart(w http.ResponseWriter, r *http.Request) {
+	htmlHeaders(w)
+	q := r.URL.Query()
+	if len(q["key"]) != 1 {
+		s.page(w, http.StatusBadRequest, notCompleted)
+		return
+	}
+	if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" || site == "same-site" {
+		s.log.WarnContext(r.Context(), "oauth authorize redirect refused", "reason", "opened from another site")
+		s.page(w, http.StatusBadRequest, page{"Not started", "This authorization link was opened from another site. Paste it into the address bar yourself (or run fluidbox connections authorize --open)."})
+		return
+	}
+	st, err := s.conns.Start(r.Context(), q.Get("key"))
+	if err != nil {
+		status, p := s.callbackFailure(r, err)
+		s.page(w, status, p)
+		return
+	}
+	site := s.site(r)
+	http.SetCookie(w, &http.Cookie{
+		Name: st.Cookie, Value: st.Nonce, Path: CallbackPath, Expires: st.Expires,
+		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: strings.HasPrefix(site.RedirectURI, "https://"),
+	})
+	w.Header().Set("Location", st.URL)
+	w.WriteHeader(http.StatusFound)
+}
+
+// oauthCallback is GET /v1/oauth/callback and GET
+// /v1/oauth/callback/{issuer}: the provider's redirect with code and state
+// (or error). It takes no bearer: the single-use state is the
+// authentication, bound to the connection, its generation, the member who
+// asked for the URL and the authorization server (whose redirect URI this
+// must be), and the browser's nonce cookie to the browser that started it.
+func (s *Server) oauthCallback(w http.ResponseWriter, r *http.Request) {
+	htmlHeaders(w)
 	q := r.URL.Query()
 	if s.cfg.Sealer == nil {
 		s.page(w, http.StatusServiceUnavailable, page{"Not connected", "fluidbox cannot complete authorizations right now. Try again later."})
@@ -125,16 +187,38 @@ func (s *Server) oauthCallback(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	v, err := s.conns.Callback(r.Context(), connection.CallbackQuery{
-		Code: q.Get("code"), State: q.Get("state"), Iss: q.Get("iss"), Error: q.Get("error"),
+	redirect := s.site(r).RedirectURI
+	if key := r.PathValue("issuer"); key != "" {
+		redirect += "/" + key
+	}
+	state := q.Get("state")
+	var nonce string
+	if c, err := r.Cookie(connection.CookieName(state)); err == nil {
+		nonce = c.Value
+	}
+	a, err := s.conns.Callback(r.Context(), connection.CallbackQuery{
+		Code: q.Get("code"), State: state, Iss: q.Get("iss"), Error: q.Get("error"), RedirectURI: redirect, Nonce: nonce,
 	})
+	if nonce != "" {
+		// Spent either way: the state is consumed.
+		http.SetCookie(w, &http.Cookie{Name: connection.CookieName(state), Path: CallbackPath, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteLaxMode})
+	}
 	if err != nil {
 		status, p := s.callbackFailure(r, err)
 		s.page(w, status, p)
 		return
 	}
-	s.log.InfoContext(r.Context(), "connection authorized", "connection", v.ID, "generation", v.AuthorizationGeneration, "owner", v.Owner)
-	s.page(w, http.StatusOK, page{"Connected", "The connection " + v.Name + " is authorized. You can close this page."})
+	v := a.View
+	s.log.InfoContext(r.Context(), "connection authorized", "connection", v.ID, "generation", v.AuthorizationGeneration, "owner", v.Owner, "refreshable", a.Refreshable)
+	text := "The connection " + v.Name + " is authorized. You can close this page."
+	if !a.Refreshable {
+		text = "The connection " + v.Name + " is authorized, but the provider gave no refresh token: fluidbox uses the access token until it expires"
+		if !a.ExpiresAt.IsZero() {
+			text += " (" + a.ExpiresAt.UTC().Format(time.RFC3339) + ")"
+		}
+		text += ", and then the connection needs authorizing again. You can close this page."
+	}
+	s.page(w, http.StatusOK, page{"Connected", text})
 }
 
 func (s *Server) callbackFailure(r *http.Request, err error) (int, page) {
@@ -142,6 +226,7 @@ func (s *Server) callbackFailure(r *http.Request, err error) (int, page) {
 	var oe *oauth.Error
 	switch {
 	case errors.Is(err, connection.ErrState), errors.Is(err, connection.ErrAuthorizationDenied), errors.Is(err, oauth.ErrIssuer),
+		errors.Is(err, connection.ErrBrowser),
 		errors.Is(err, connection.ErrChanged), errors.Is(err, connection.ErrForbidden),
 		errors.Is(err, connection.ErrRevoked), errors.Is(err, connection.ErrNotFound):
 		s.log.WarnContext(r.Context(), "oauth callback refused", "reason", reasonOf(err))
@@ -159,7 +244,7 @@ func (s *Server) callbackFailure(r *http.Request, err error) (int, page) {
 
 // reasonOf names a refused callback for the log: sentinel texts only.
 func reasonOf(err error) string {
-	for _, e := range []error{oauth.ErrIssuer, connection.ErrState, connection.ErrAuthorizationDenied, connection.ErrChanged, connection.ErrForbidden, connection.ErrRevoked, connection.ErrNotFound} {
+	for _, e := range []error{oauth.ErrIssuer, connection.ErrBrowser, connection.ErrState, connection.ErrAuthorizationDenied, connection.ErrChanged, connection.ErrForbidden, connection.ErrRevoked, connection.ErrNotFound} {
 		if errors.Is(err, e) {
 			return e.Error()
 		}

@@ -101,6 +101,8 @@ func (s *Server) Endpoints() route.Endpoints {
 		"POST /v1/sessions/{id}/tools/call":       route.Authenticated(s.toolsCall),
 		"POST /v1/connections/{id}/authorize":     route.Authenticated(s.authorizeConnection),
 		"GET " + CallbackPath:                     route.Raw(http.HandlerFunc(s.oauthCallback)),
+		"GET " + CallbackPath + "/{issuer}":       route.Raw(http.HandlerFunc(s.oauthCallback)),
+		"GET " + StartPath:                        route.Raw(http.HandlerFunc(s.oauthStart)),
 		"GET " + ClientMetadataPath:               route.Raw(http.HandlerFunc(s.clientMetadata)),
 	}
 }

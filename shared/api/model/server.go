@@ -15,6 +15,7 @@
 package model
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 
@@ -25,7 +26,9 @@ import (
 	"github.com/fluidbox/fluidbox/shared/modelproxy"
 	"github.com/fluidbox/fluidbox/shared/permission"
 	"github.com/fluidbox/fluidbox/shared/ratelimit"
+	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/seal"
+	"github.com/fluidbox/fluidbox/shared/store"
 )
 
 // Config is what the model routes need.
@@ -43,6 +46,10 @@ type Config struct {
 	// is set and at every dial of the default client; nil refuses every
 	// internal address.
 	Egress *egress.Guard
+	// Halted, when set, is told of each run the proxy halted, after the
+	// commit (the dev server's notifications; in AWS the table's stream
+	// carries run.halted).
+	Halted func(context.Context, store.Halted)
 }
 
 // budgetDeps is what the model endpoints use.
@@ -68,7 +75,8 @@ func New(cfg Config) *Server {
 	// The proxy asks the gate about a request's server tools; it holds no
 	// request for a human, so the judge needs no approval service.
 	judge := permission.NewService(cfg.Ledger, nil, nil, cfg.Logger, cfg.Now)
-	proxy := modelproxy.New(admit, upstreams, judge, cfg.Client, cfg.Logger)
+	verify := modelproxy.NewVerifier(cfg.Ledger, run.NewService(cfg.Ledger, cfg.Now), cfg.Halted, cfg.Logger, cfg.Now)
+	proxy := modelproxy.New(admit, upstreams, judge, verify, cfg.Client, cfg.Logger)
 	proxy.Record(cfg.Telemetry)
 	return &Server{
 		budget: budgetDeps{upstreams: upstreams, proxy: proxy},

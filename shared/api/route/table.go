@@ -98,8 +98,8 @@ var Table = []Route{
 
 	// Approvals and session grants. The approval's id is {approval}, not
 	// {id}: {id} is always a run, the one a session token is checked on.
-	{Pattern: "GET /v1/approvals", Access: Approvers, Function: Approvals, Via: APIGateway},
-	{Pattern: "GET /v1/approvals/{approval}", Access: Approvers, Function: Approvals, Via: APIGateway},
+	{Pattern: "GET /v1/approvals", Access: Deciders, Function: Approvals, Via: APIGateway},
+	{Pattern: "GET /v1/approvals/{approval}", Access: Deciders, Function: Approvals, Via: APIGateway},
 	{Pattern: "POST /v1/approvals/{approval}/decision", Access: Deciders, Function: Approvals, Via: APIGateway},
 	{Pattern: "GET /v1/sessions/{id}/approvals", Access: RunScoped, Function: Approvals, Via: APIGateway},
 	{Pattern: "GET /v1/sessions/{id}/grants", Access: RunScoped, Function: Approvals, Via: APIGateway},
@@ -124,6 +124,11 @@ var Table = []Route{
 	// never dials a provider. The callback's state is its authentication.
 	{Pattern: "POST /v1/connections/{id}/authorize", Access: People, Function: Broker, Via: APIGateway},
 	{Pattern: "GET /v1/oauth/callback", Access: Public, Function: Broker, Via: APIGateway},
+	// Each authorization server's own redirect URI (mix-up, RFC 9700 4.4).
+	{Pattern: "GET /v1/oauth/callback/{issuer}", Access: Public, Function: Broker, Via: APIGateway},
+	// The authorize redirect: sets the browser-bound nonce the callback
+	// asks for, then sends the browser to the authorization server.
+	{Pattern: "GET /v1/oauth/start", Access: Public, Function: Broker, Via: APIGateway},
 	// fluidbox's client ID metadata document: its URL is the client_id an
 	// authorization server that takes those is given; it fetches it.
 	{Pattern: "GET /v1/oauth/client-metadata.json", Access: Public, Function: Broker, Via: APIGateway},
@@ -195,11 +200,10 @@ const (
 	Reviewers Access = "reviewers"
 	// Admin: the operator, or an SSO admin.
 	Admin Access = "admin"
-	// Approvers: the operator, and SSO users with role admin or approver.
-	Approvers Access = "approvers"
 	// Deciders: the operator and every SSO user; the handler then asks
-	// approval.MayDecide, since the invoker of a run decides the calls on
-	// their personal connections whatever their role.
+	// approval.MayDecide (for a list, of each row), since the invoker of a
+	// run decides the calls on their personal connections whatever their
+	// role, and nobody else decides or reads them.
 	Deciders Access = "deciders"
 	// Issuers: the operator, an SSO admin, or the runner key of the
 	// trigger that created the run in the path (never a session or runner

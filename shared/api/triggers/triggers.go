@@ -43,6 +43,10 @@ type triggerRequest struct {
 	TrustTier string   `json:"trust_tier,omitempty"`
 	Events    []string `json:"events,omitempty"`
 	Workspace string   `json:"workspace,omitempty"`
+	// Verify is what the model proxy does in the trigger's runs when a
+	// tool result answers a call the gate did not allow: "halt" (the
+	// default) or "record".
+	Verify run.Verify `json:"verify,omitempty"`
 	// OwnWebhookSecret gives the trigger its own webhook secret, returned
 	// once (in the answer of the creation or of the update that turns it
 	// on), instead of the server's.
@@ -75,6 +79,7 @@ type triggerView struct {
 	TrustTier           string        `json:"trust_tier,omitempty"`
 	Events              []string      `json:"events"`
 	Workspace           string        `json:"workspace,omitempty"`
+	Verify              run.Verify    `json:"verify"`
 	// OwnWebhookSecret: deliveries must be signed with the trigger's own
 	// secret. WebhookSecret is that secret, only in the answer that gave
 	// it to the trigger.
@@ -121,6 +126,7 @@ func (req triggerRequest) runRequest() run.CreateRequest {
 		Budget:              req.Budget,
 		TrustTier:           req.TrustTier,
 		Workspace:           req.Workspace,
+		Verify:              req.Verify,
 	}
 }
 
@@ -137,6 +143,7 @@ func triggerRunRequest(t store.Trigger) run.CreateRequest {
 		Autonomous:          t.Autonomous,
 		TrustTier:           t.TrustTier,
 		Workspace:           t.Workspace,
+		Verify:              run.Verify(t.Verify),
 	}
 	req.Budget = &struct {
 		LimitUSD *float64 `json:"limit_usd"`
@@ -159,6 +166,7 @@ func triggerOut(t store.Trigger) triggerView {
 		TrustTier:           t.TrustTier,
 		Events:              nonNilStrings(t.Events),
 		Workspace:           t.Workspace,
+		Verify:              run.VerifyOf(store.Head{Verify: t.Verify}),
 		OwnWebhookSecret:    t.OwnSecret,
 		SlackChannel:        t.SlackChannel,
 		CreatedAt:           t.CreatedAt,
@@ -256,6 +264,7 @@ func (s *Server) checkTrigger(r *http.Request, req triggerRequest) (store.Trigge
 		TrustTier:           req.TrustTier,
 		Events:              req.Events,
 		Workspace:           req.Workspace,
+		Verify:              string(req.Verify),
 		OwnSecret:           req.OwnWebhookSecret,
 		SlackChannel:        req.SlackChannel,
 	}, nil

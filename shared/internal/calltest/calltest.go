@@ -149,7 +149,7 @@ func NewShadowEnv(t *testing.T, policyText, shadowText string, autonomous bool, 
 
 // PutPolicy stores the policy document text as version 1 of a new policy,
 // as the control API would, and returns its id.
-func PutPolicy(t *testing.T, st *store.Store, text string, now time.Time) string {
+func PutPolicy(t testing.TB, st *store.Store, text string, now time.Time) string {
 	t.Helper()
 	p, _, err := policy.Parse([]byte(text))
 	if err != nil {

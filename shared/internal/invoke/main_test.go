@@ -51,6 +51,7 @@ func TestSampleEvents(t *testing.T) {
 		"events/notify/modify-expired.json":                 {result: `{"batchItemFailures":[]}`, published: 1},
 		"events/notify/unrelated-event-row.json":            {result: `{"batchItemFailures":[]}`},
 		"events/notify/insert-triggered-run.json":           {result: `{"batchItemFailures":[]}`, published: 1},
+		"events/notify/insert-halted.json":                  {result: `{"batchItemFailures":[]}`, published: 1},
 	}
 	for _, dir := range []string{"control", "gate", "github", "approvals", "expire", "sweep", "notify"} {
 		files, _ := filepath.Glob("events/" + dir + "/*.json")

@@ -30,6 +30,8 @@ import (
 	"github.com/zitadel/oidc/v3/example/server/exampleop"
 	"github.com/zitadel/oidc/v3/example/server/storage"
 	"github.com/zitadel/oidc/v3/pkg/oidc"
+
+	"github.com/fluidbox/fluidbox/shared/oauth"
 )
 
 // The example storage's users (storage.NewUserStore).
@@ -51,6 +53,7 @@ type Provider struct {
 	mu        sync.Mutex
 	issued    []string // every token the token endpoint answered with
 	resources []string // the resource parameter of every token request
+	prompts   []string // the prompt parameter of every authorization request
 }
 
 // Issued is every access, refresh and ID token the provider handed out,
@@ -90,13 +93,51 @@ func (p *Provider) Refreshes() int64 { return p.refreshes.Load() }
 // Codes counts authorization_code grants.
 func (p *Provider) Codes() int64 { return p.codes.Load() }
 
+// authorizePath is the provider's authorization endpoint.
+const authorizePath = "/auth"
+
+// ProviderOption changes how NewProvider's provider behaves.
+type ProviderOption func(*providerOptions)
+
+type providerOptions struct{ strictOffline bool }
+
+// StrictOfflineAccess makes the provider grant offline_access (a refresh
+// token) only to an authorization request with prompt=consent, as OpenID
+// Connect Core 1.0 section 11 has a certified provider do.
+func StrictOfflineAccess() ProviderOption { return func(o *providerOptions) { o.strictOffline = true } }
+
+// Prompts is the prompt parameter of every authorization request, in order.
+func (p *Provider) Prompts() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.prompts)
+}
+
 // NewProvider starts the authorization server with one confidential web
-// client (ClientID, Secret) allowed to redirect to redirectURI.
-func NewProvider(t testing.TB, redirectURI string) *Provider {
+// client (ClientID, Secret) allowed to redirect to fluidbox's redirect URI
+// for this server under callback (oauth.Site.RedirectURIFor its issuer),
+// as an operator registers it.
+func NewProvider(t testing.TB, callback string, opts ...ProviderOption) *Provider {
 	t.Helper()
 	p := &Provider{ClientID: "fluidbox-web", Secret: "client-secret-CANARY-7f3a"}
+	var o providerOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	var handler http.Handler
 	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Path == authorizePath {
+			q := r.URL.Query()
+			p.mu.Lock()
+			p.prompts = append(p.prompts, q.Get("prompt"))
+			p.mu.Unlock()
+			if o.strictOffline && !slices.Contains(strings.Fields(q.Get("prompt")), "consent") {
+				// OpenID Connect Core 1.0 section 11: offline_access is
+				// ignored unless the request says prompt=consent.
+				q.Set("scope", strings.Join(slices.DeleteFunc(strings.Fields(q.Get("scope")), func(s string) bool { return s == oidc.ScopeOfflineAccess }), " "))
+				r.URL.RawQuery = q.Encode()
+			}
+		}
 		if r.Method != http.MethodPost || r.URL.Path != "/oauth/token" {
 			handler.ServeHTTP(w, r)
 			return
@@ -130,7 +171,7 @@ func NewProvider(t testing.TB, redirectURI string) *Provider {
 	}))
 	t.Cleanup(p.srv.Close)
 	p.Issuer = p.srv.URL
-	client := storage.WebClient(p.ClientID, p.Secret, redirectURI)
+	client := storage.WebClient(p.ClientID, p.Secret, oauth.Site{RedirectURI: callback}.RedirectURIFor(p.Issuer))
 	p.store = storage.NewStorageWithClients(storage.NewUserStore(p.Issuer), map[string]*storage.Client{p.ClientID: client})
 	handler = exampleop.SetupServer(p.Issuer, p.store, nil, false)
 	return p
@@ -152,6 +193,13 @@ func (p *Provider) RevokeAll(ctx context.Context) error {
 // returned unfollowed (the caller delivers it to the callback).
 func (p *Provider) Login(ctx context.Context, authURL, user string) (*url.URL, error) {
 	jar, _ := cookiejar.New(nil)
+	return p.LoginIn(ctx, jar, authURL, user)
+}
+
+// LoginIn is Login in the browser whose cookies are jar: authURL may be
+// fluidbox's authorize redirect, whose cookie the browser keeps for the
+// callback.
+func (p *Provider) LoginIn(ctx context.Context, jar http.CookieJar, authURL, user string) (*url.URL, error) {
 	hc := &http.Client{Jar: jar, Timeout: 10 * time.Second, CheckRedirect: func(req *http.Request, _ []*http.Request) error {
 		if !strings.HasPrefix(req.URL.String(), p.Issuer) {
 			return http.ErrUseLastResponse
@@ -218,10 +266,17 @@ type Server struct {
 type ServerOption func(*serverOptions)
 
 type serverOptions struct {
+	refuseInit    bool
 	openHandshake bool
 	stepUpTool    string
 	stepUpScope   string
 }
+
+// RefuseInitialize makes the server answer the 2025-11-25 initialize with
+// 400, as a server of the 2026-07-28 revision only does (the MCP
+// conformance suite's are such; the Go SDK's always answers it): only its
+// stateless requests are served, behind the token check.
+func RefuseInitialize() ServerOption { return func(o *serverOptions) { o.refuseInit = true } }
 
 // OpenHandshake makes the server answer initialize and notifications
 // without a token and ask for one only for operations (tools/list,
@@ -284,7 +339,7 @@ func NewServer(t testing.TB, p *Provider, opts ...ServerOption) *Server {
 		}).ServeHTTP(w, r)
 	}))
 	guarded := auth.RequireBearerToken(s.verify, &auth.RequireBearerTokenOptions{ResourceMetadataURL: prmURL})(mcpHandler)
-	if !o.openHandshake && o.stepUpTool == "" {
+	if !o.openHandshake && o.stepUpTool == "" && !o.refuseInit {
 		mux.Handle("/mcp", guarded)
 		return s
 	}
@@ -310,6 +365,8 @@ func NewServer(t testing.TB, p *Provider, opts ...ServerOption) *Server {
 		}
 		_ = json.Unmarshal(b, &msg)
 		switch {
+		case o.refuseInit && msg.Method == "initialize":
+			http.Error(w, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"initialize is not served"}}`, http.StatusBadRequest)
 		case o.openHandshake && (msg.Method == "initialize" || strings.HasPrefix(msg.Method, "notifications/")):
 			mcpHandler.ServeHTTP(w, r)
 		case o.stepUpTool != "" && msg.Method == "tools/call" && msg.Params.Name == o.stepUpTool:

@@ -216,6 +216,11 @@
       const w = who();
       $("who").textContent = w ? "signed in as " + R.line(w.name) + (w.roles.length ? " (" + w.roles.join(", ") + ")" : "") : "";
       $("sign-out").textContent = "Sign out";
+      // The server decides what the inbox holds; this only says so.
+      const approver = w && (w.roles.includes("admin") || w.roles.includes("approver"));
+      $("inbox-hint").textContent = approver
+        ? "Calls waiting for an approver, and calls on your own personal connections. A call on someone else's personal connection is theirs alone to decide and is not shown."
+        : "Calls on your own personal connections: only you may decide them. Other calls are decided by approvers.";
     } else {
       $("who").textContent = "admin token";
       $("sign-out").textContent = "Forget token";
@@ -259,18 +264,38 @@
     stopRun();
   }
 
+  // inbox reads every page of the caller's inbox (GET /v1/approvals
+  // follows MayDecide: a member's own personal calls; an approver's shared
+  // ones), following next_cursor to the end so that nothing hides past the
+  // first page. A cursor seen before would never end: it is an error.
+  async function inbox() {
+    const all = [];
+    const seen = new Set();
+    let path = "v1/approvals?limit=100";
+    for (;;) {
+      const data = await api("GET", path);
+      for (const a of (data && data.approvals) || []) all.push(a);
+      const next = data && typeof data.next_cursor === "string" ? data.next_cursor : "";
+      if (!next) return all;
+      if (seen.has(next)) throw new Error("the control plane's approvals list repeated a page; retrying…");
+      seen.add(next);
+      path = "v1/approvals?limit=100&cursor=" + encodeURIComponent(next);
+    }
+  }
+
   async function pollApprovals() {
     const gen = ++pollGen;
     clearTimeout(pollTimer);
     try {
-      const data = await api("GET", "v1/approvals");
+      const list = await inbox();
       if (gen !== pollGen) return;
-      approvals = (data && data.approvals) || [];
+      approvals = list;
       setConn("connected", "ok");
       renderApprovals();
     } catch (err) {
       if (gen !== pollGen) return;
       if (handleError(err)) return;
+      if (!(err instanceof APIError)) setConn(R.line(err.message), "bad");
     }
     pollTimer = setTimeout(pollApprovals, POLL_MS);
   }
@@ -398,9 +423,28 @@
     head.appendChild(el("span", "meta id", R.line(a.id)));
     head.appendChild(el("span", "left", timeLeft(a.expires_at)));
     li.appendChild(head);
+    const f = a.review || {};
+    // What deserves a second look (an opaque line, a destructive command)
+    // comes first, and approving is then not the primary action.
+    const danger = Array.isArray(f.danger) ? f.danger : [];
+    if (danger.length > 0) {
+      li.classList.add("dangerous");
+      const warn = el("div", "danger");
+      warn.setAttribute("role", "alert");
+      warn.appendChild(el("strong", "", "Look twice before approving:"));
+      const ul = el("ul", "");
+      for (const d of danger) ul.appendChild(el("li", "", R.line(String(d))));
+      warn.appendChild(ul);
+      li.appendChild(warn);
+    }
     const input = el("div", "call");
     renderInput(input, a);
     li.appendChild(input);
+    if (f.matched && f.matched.text) {
+      const m = el("p", "matched", "The rule asked about part " + f.matched.index + " of " + f.matched.of + ": ");
+      m.appendChild(el("mark", "", R.line(String(f.matched.text))));
+      li.appendChild(m);
+    }
     if (a.input === null || a.input === undefined) {
       api("GET", "v1/approvals/" + encodeURIComponent(a.id))
         .then((whole) => renderInput(input, whole))
@@ -423,7 +467,7 @@
       actions.appendChild(box);
     };
     choice("approve-once", "Approve once" + (sc.default === "once" ? " (the rule's default)" : ""), sc.once, () => decide(a, "approved_once", "", li));
-    choice("approve-session", "Approve for run" + (sc.default === "run" ? " (the rule's default)" : ""), sc.run, () => decide(a, "approved_session", "", li), !sc.run_ok);
+    choice("approve-session", "Approve for run" + (sc.default === "run" ? " (the rule's default)" : ""), sc.run + (f.grant_covers ? " Note: " + R.line(f.grant_covers) + "." : ""), () => decide(a, "approved_session", "", li), !sc.run_ok);
     choice("deny", "Deny…", sc.deny, () => {
       form.hidden = false;
       form.querySelector("input").focus();
@@ -557,12 +601,16 @@
         return j(d.ended_by && "by " + L(d.ended_by));
       case "grant.revoked":
         return j(L(d.scope_key), d.revoked_by && "by " + L(d.revoked_by));
+      case "run.halted":
+        return j("halted: the result of", L(d.tool_call_id), "answers a call the gate did not allow (" + L(d.reason) + ")");
+      case "tool.unverified":
+        return j("recorded: the result of", L(d.tool_call_id), "answers a call the gate did not allow (" + L(d.reason) + ")");
     }
     return R.value(d, null, "");
   }
 
   function addEvent(e) {
-    const mark = (e.data && (e.data.decision || e.data.status)) || "";
+    const mark = e.type === "run.halted" ? "deny" : (e.data && (e.data.decision || e.data.status)) || "";
     const tr = el("tr", ["allow", "deny", "pending", "denied"].includes(mark) ? mark : "");
     tr.dataset.seq = String(e.seq);
     tr.appendChild(el("td", "seq", e.seq));

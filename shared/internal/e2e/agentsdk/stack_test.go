@@ -201,8 +201,10 @@ type opts struct {
 	// hostAnswers gives a plain run a canUseTool (which denies), as an app
 	// that answers permission prompts has.
 	hostAnswers bool
-	apiURL      string         // the adapter's fluidbox URL; default the stack's API
-	options     map[string]any // added to the query() options
+	// canUseToolOnly wires the adapter's canUseTool without its hook.
+	canUseToolOnly bool
+	apiURL         string         // the adapter's fluidbox URL; default the stack's API
+	options        map[string]any // added to the query() options
 }
 
 // query runs the driver once in dir and returns what it printed.
@@ -241,6 +243,7 @@ func (s *stack) start(t *testing.T, r run, dir, prompt string, o opts) func() (r
 			"modelUrl": s.Proxy.URL + "/v1/sessions/" + r.ID + "/model",
 		},
 	}
+	sc["canUseToolOnly"] = o.canUseToolOnly
 	if o.plain {
 		sc["mode"] = "plain"
 		sc["hostAnswers"] = o.hostAnswers

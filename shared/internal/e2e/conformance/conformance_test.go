@@ -34,12 +34,15 @@ const (
 	// document; the callback under it is delivered by the browser below,
 	// which plays the front proxy of a custom domain.
 	publicURL = "https://conformance-test.local"
-	// callbackPrefix is the redirect URI the provider must send the
-	// browser back to.
-	callbackPrefix = publicURL + "/v1/oauth/callback?"
-	metadataURL    = publicURL + "/v1/oauth/client-metadata.json"
-	connName       = "conf"
-	tool           = "test-tool" // the suite's MCP server's one tool
+	// callbackPrefix is where the provider must send the browser back to:
+	// the client ID metadata document's redirect URI, or its server's own
+	// under it.
+	callbackPrefix = publicURL + "/v1/oauth/callback"
+	// startPrefix is fluidbox's authorize redirect.
+	startPrefix = publicURL + "/v1/oauth/start?"
+	metadataURL = publicURL + "/v1/oauth/client-metadata.json"
+	connName    = "conf"
+	tool        = "test-tool" // the suite's MCP server's one tool
 )
 
 // How the client was registered, read off the authorization URL.
@@ -171,6 +174,7 @@ func TestConformanceClient(t *testing.T) {
 	var given struct {
 		ClientID     string `json:"client_id"`
 		ClientSecret string `json:"client_secret"`
+		Issuer       string `json:"issuer"`
 	}
 	if c := os.Getenv("MCP_CONFORMANCE_CONTEXT"); c != "" {
 		if err := json.Unmarshal([]byte(c), &given); err != nil {
@@ -183,7 +187,9 @@ func TestConformanceClient(t *testing.T) {
 
 	cred := map[string]any{"type": "oauth"}
 	if given.ClientID != "" {
-		cred["client_id"], cred["client_secret"] = given.ClientID, given.ClientSecret
+		// The operator's client is bound to its issuer at creation; the
+		// scenario names it beside the client.
+		cred["client_id"], cred["client_secret"], cred["issuer"] = given.ClientID, given.ClientSecret, given.Issuer
 	}
 	var con struct{ ID, Status string }
 	if err := s.Admin.Do(ctx, "POST", "/v1/connections", map[string]any{
@@ -198,11 +204,8 @@ func TestConformanceClient(t *testing.T) {
 	if err := s.Admin.Do(ctx, "POST", "/v1/connections/"+con.ID+"/authorize", nil, &started); err != nil {
 		t.Fatalf("authorize: %v", err)
 	}
-	au, err := url.Parse(started.AuthorizationURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	assertLoopbackListener(t, started.AuthorizationURL)
+	au, nonce := start(t, s.API.URL, started.AuthorizationURL)
+	assertLoopbackListener(t, au.String())
 	how := byDCR
 	switch id := au.Query().Get("client_id"); {
 	case given.ClientID != "" && id == given.ClientID:
@@ -217,9 +220,23 @@ func TestConformanceClient(t *testing.T) {
 		t.Fatalf("%s: authorized as %s, want %s", scenario, how, want)
 	}
 
-	authorize(t, s.API.URL, started.AuthorizationURL)
+	complete(t, s.API.URL, au, nonce)
 	if err := s.Admin.Do(ctx, "POST", "/v1/connections/"+con.ID+"/tools/refresh", nil, nil); err != nil {
-		t.Fatalf("tools/refresh: %v", err)
+		// The connection went back to authorization_required (its upstream
+		// now names another authorization server): as an operator would,
+		// authorize it again, which registers a client there.
+		var c struct{ Status string }
+		if gerr := s.Admin.Do(ctx, "GET", "/v1/connections/"+con.ID, nil, &c); gerr != nil || c.Status != "authorization_required" {
+			t.Fatalf("tools/refresh: %v (status %q)", err, c.Status)
+		}
+		t.Logf("%s: the connection needs authorization again (%v); re-authorizing", scenario, err)
+		if err := s.Admin.Do(ctx, "POST", "/v1/connections/"+con.ID+"/authorize", nil, &started); err != nil {
+			t.Fatalf("authorize again: %v", err)
+		}
+		authorize(t, s.API.URL, started.AuthorizationURL)
+		if err := s.Admin.Do(ctx, "POST", "/v1/connections/"+con.ID+"/tools/refresh", nil, nil); err != nil {
+			t.Fatalf("tools/refresh after the re-authorization: %v", err)
+		}
 	}
 	ans := callTool(t, s, con.ID)
 	if ans.Decision == "deny" && ans.Source == "binding" && strings.Contains(ans.Reason, "fluidbox connections authorize "+con.ID) {
@@ -260,11 +277,43 @@ func TestConformanceClient(t *testing.T) {
 // authorize follows an authorization URL to fluidbox's callback.
 func authorize(t *testing.T, api, authURL string) {
 	t.Helper()
-	back := browse(t, authURL)
-	page := deliver(t, api, back)
+	au, nonce := start(t, api, authURL)
+	complete(t, api, au, nonce)
+}
+
+// complete follows the authorization server's URL au to fluidbox's
+// callback, delivered with the browser's nonce cookie.
+func complete(t *testing.T, api string, au *url.URL, nonce *http.Cookie) {
+	t.Helper()
+	back := browse(t, au.String())
+	page := deliver(t, api, back, nonce)
 	if !strings.Contains(page, "Connected") {
 		t.Fatalf("the callback page says: %s", page)
 	}
+}
+
+// start opens fluidbox's authorize redirect (on the API, as the custom
+// domain's front proxy would) and returns where it sends the browser and
+// the nonce cookie it set (the browser carries it back to the callback).
+func start(t *testing.T, api, authURL string) (*url.URL, *http.Cookie) {
+	t.Helper()
+	if !strings.HasPrefix(authURL, startPrefix) {
+		t.Fatalf("authorization URL %s, want fluidbox's authorize redirect", authURL)
+	}
+	u, err := url.Parse(authURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := browser.Get(api + u.Path + "?" + u.RawQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc, err := resp.Location()
+	if resp.StatusCode != http.StatusFound || err != nil || len(resp.Cookies()) != 1 {
+		t.Fatalf("authorize redirect = %d %v, %d cookies", resp.StatusCode, err, len(resp.Cookies()))
+	}
+	return loc, resp.Cookies()[0]
 }
 
 type callAnswer struct {
@@ -348,10 +397,16 @@ func browse(t *testing.T, raw string) *url.URL {
 }
 
 // deliver hands the provider's redirect to the control plane, as the
-// custom domain's front proxy would: same path and query, on the API.
-func deliver(t *testing.T, api string, back *url.URL) string {
+// custom domain's front proxy would: same path and query, on the API, with
+// the browser's nonce cookie.
+func deliver(t *testing.T, api string, back *url.URL, nonce *http.Cookie) string {
 	t.Helper()
-	resp, err := browser.Get(api + back.Path + "?" + back.RawQuery)
+	req, err := http.NewRequest(http.MethodGet, api+back.Path+"?"+back.RawQuery, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.AddCookie(&http.Cookie{Name: nonce.Name, Value: nonce.Value})
+	resp, err := browser.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,10 @@
 // clients, the metadata discovery variants, token endpoint authentication,
 // scopes) and checks what its client did. Here the client is the real
 // control plane: a connection is created through the API, authorized with
-// POST /v1/connections/{id}/authorize, the authorization URL followed as a
-// browser would to fluidbox's callback, and a tool called through the gate.
+// POST /v1/connections/{id}/authorize, the authorization URL (fluidbox's
+// authorize redirect, which sets the browser's nonce cookie) followed as a
+// browser would to the authorization server and back to fluidbox's
+// callback with that cookie, and a tool called through the gate.
 //
 // Every server listens on 127.0.0.1: the Go ones by httptest, the suite's
 // (node's listen(port) binds every interface) by a `node -r` preload that

@@ -213,9 +213,14 @@ func (v Ledger) Gapless() bool {
 // CheckModelTraffic asserts what every run's model traffic must show: each
 // request the scripted upstream answered was admitted (budget.reserved) and
 // reconciled from usage (budget.reconciled), and carried the operator's key,
-// never the run's session token.
+// never the run's session token; and the model proxy found every tool
+// result answering a call the gate allowed (no run.halted, no
+// tool.unverified).
 func (s *Stack) CheckModelTraffic(t *testing.T, r Run, v Ledger) {
 	t.Helper()
+	if n := v.Count["run.halted"] + v.Count["tool.unverified"]; n != 0 {
+		t.Errorf("ledger: %d run.halted / tool.unverified; the runner's every tool result should answer a call the gate allowed", n)
+	}
 	n := 0
 	for _, req := range s.Model.Requests() {
 		if req.Path != "/v1/messages" {

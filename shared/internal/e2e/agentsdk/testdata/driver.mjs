@@ -30,6 +30,13 @@ try {
       ...sc.fluidbox,
       onDecision: (e) => out.decisions.push({ via: e.via, tool: e.toolName, id: e.toolUseId, decision: e.decision, reason: e.reason, ms: e.ms, error: e.error ?? null }),
     });
+    // An app that wires the adapter's canUseTool alone, without its hook,
+    // in Claude Code's default mode: what Claude Code's own rules allow
+    // (reads) then runs without asking anyone.
+    if (sc.canUseToolOnly) {
+      const { hooks: _hooks, ...rest } = options;
+      options = { ...rest, permissionMode: 'default' };
+    }
   } else {
     // Claude Code's own permission rules allow the tools (bypassPermissions
     // is refused to root, and this is the same allow without a prompt).
