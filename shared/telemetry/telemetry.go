@@ -52,6 +52,7 @@ const (
 	KeyOutcome    = "fluidbox.outcome"
 	KeyModel      = "fluidbox.model"
 	KeyTokenKind  = "fluidbox.token.kind"
+	KeyReason     = "fluidbox.halt.reason"
 	KeyRoute      = "http.route"
 	KeyStatus     = "http.response.status_code"
 )
@@ -68,6 +69,7 @@ type Telemetry struct {
 	reserved     metric.Int64Counter
 	spent        metric.Int64Counter
 	tokens       metric.Int64Counter
+	halted       metric.Int64Counter
 	responses    metric.Int64Counter
 }
 
@@ -86,6 +88,7 @@ func New(tp trace.TracerProvider, mp metric.MeterProvider) (*Telemetry, error) {
 		{&t.reserved, "fluidbox.budget.reserved", "u[USD]", "Budget reserved by admissions, in micro-USD."},
 		{&t.spent, "fluidbox.budget.spent", "u[USD]", "Budget spent by reconciled model requests, in micro-USD."},
 		{&t.tokens, "fluidbox.model.tokens", "{token}", "Model tokens of reconciled requests, by kind (input, output)."},
+		{&t.halted, "fluidbox.runs.halted", "{run}", "Runs the model proxy halted, by reason."},
 		{&t.responses, "fluidbox.http.responses", "{response}", "HTTP responses by route and status code (503 is the control plane's fail-closed answer)."},
 	} {
 		if *c.dst, err = m.Int64Counter(c.name, metric.WithUnit(c.unit), metric.WithDescription(c.desc)); err != nil {
@@ -268,6 +271,15 @@ func (t *Telemetry) ApprovalSettled(ctx context.Context, a ApprovalWait) {
 	attrs = str(attrs, KeyOutcome, a.Outcome)
 	t.span(ctx, "fluidbox.approval.wait", a.RequestedAt, a.SettledAt, attrs)
 	t.approvalWait.Record(ctx, a.SettledAt.Sub(a.RequestedAt).Seconds(), metric.WithAttributes(str(nil, KeyOutcome, a.Outcome)...))
+}
+
+// RunHalted counts a run the model proxy halted; reason is the halt's
+// code (unasked, input_mismatch, denied_result), never its message.
+func (t *Telemetry) RunHalted(ctx context.Context, reason string) {
+	if t == nil {
+		return
+	}
+	t.halted.Add(ctx, 1, metric.WithAttributes(str(nil, KeyReason, reason)...))
 }
 
 // BudgetReserved counts micro-USD an admission reserved.

@@ -64,6 +64,7 @@ func TestNilIsOff(t *testing.T) {
 	tel.BrokeredCall(ctx, now, Brokered{Run: "r"})
 	tel.ModelRequested(ctx, now, ModelRequest{Run: "r", Status: 200})
 	tel.ApprovalSettled(ctx, ApprovalWait{RequestedAt: now, SettledAt: now})
+	tel.RunHalted(ctx, "unasked")
 	tel.BudgetReserved(ctx, 1)
 	tel.BudgetSpent(ctx, 1)
 	c, end := tel.StartRequest(ctx, "GET /healthz")

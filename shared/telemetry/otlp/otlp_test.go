@@ -55,6 +55,7 @@ func TestExport(t *testing.T) {
 	tel.Decided(ctx, start, telemetry.Decision{Run: "run-1", Call: "c-1", Tool: "Bash", Decision: "deny", Source: "policy", Rule: "no-push"})
 	tel.ApprovalSettled(ctx, telemetry.ApprovalWait{Run: "run-1", Call: "c-2", Approval: "apr-1", Outcome: "denied", RequestedAt: start, SettledAt: start.Add(3 * time.Second)})
 	tel.BrokeredCall(ctx, start, telemetry.Brokered{Run: "run-1", Call: "c-3", Tool: "mcp__jira__echo", Connection: "con-1", Outcome: telemetry.OutcomeOK})
+	tel.RunHalted(ctx, "unasked")
 	if err := p.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +97,9 @@ func TestExport(t *testing.T) {
 	}
 	if h := ms["fluidbox.broker.duration"].GetHistogram(); h == nil || h.DataPoints[0].GetCount() != 1 {
 		t.Errorf("fluidbox.broker.duration = %v, want one call", h)
+	}
+	if h := ms["fluidbox.runs.halted"].GetSum(); h == nil || h.DataPoints[0].GetAsInt() != 1 || otlpreceiver.Attrs(h.DataPoints[0].Attributes)[telemetry.KeyReason] != "unasked" {
+		t.Errorf("fluidbox.runs.halted = %v, want one run halted as unasked", h)
 	}
 	if !strings.Contains(rcv.Dump(), "fluidbox-test") {
 		t.Error("the export does not name the service")
