@@ -105,3 +105,29 @@ func TestExport(t *testing.T) {
 		t.Error("the export does not name the service")
 	}
 }
+
+// BenchmarkDecided: what recording one decision (a span and a count) adds
+// to an answer, off (nil) and on (batched to a loopback receiver).
+func BenchmarkDecided(b *testing.B) {
+	d := telemetry.Decision{Run: "ses_bench", Call: "c-1", Tool: "Bash", Decision: "deny", Source: "policy", Rule: "no-push"}
+	b.Run("off", func(b *testing.B) {
+		var tel *telemetry.Telemetry
+		ctx := context.Background()
+		for b.Loop() {
+			tel.Decided(ctx, time.Now(), d)
+		}
+	})
+	b.Run("on", func(b *testing.B) {
+		ctx := context.Background()
+		p, err := otlp.New(ctx, otlpreceiver.Start(b).URL, "bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = p.Shutdown(ctx) })
+		tel := p.Telemetry()
+		b.ReportAllocs()
+		for b.Loop() {
+			tel.Decided(ctx, time.Now(), d)
+		}
+	})
+}
