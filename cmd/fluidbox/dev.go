@@ -34,6 +34,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/slackbot"
 	"github.com/fluidbox/fluidbox/shared/sso"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/telemetry/otlp"
 )
 
 // dev runs the local control plane: the same API handler the Lambda
@@ -151,7 +152,19 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return err
 	}
 	defer waitRunners()
+	// OTEL_EXPORTER_OTLP_ENDPOINT turns telemetry on, as on AWS; the SDK
+	// reads the other OTEL_* variables itself.
+	tel, err := otlp.FromEnv(ctx, getenv, "fluidbox-dev")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = tel.Shutdown(sctx)
+	}()
 	h, err := api.Build(api.Config{
+		Telemetry:  tel.Telemetry(),
 		AdminToken: cfg.AdminToken,
 		OIDC:       verifier,
 		Ledger:     led,

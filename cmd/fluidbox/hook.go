@@ -187,7 +187,9 @@ func claudeCodeDecision(ctx context.Context, getenv func(string) string, stdin i
 	if err != nil {
 		return fail("the hook is not configured: %v", err)
 	}
-	c, err := client.New(cfg.url, cfg.token)
+	// TRACEPARENT (W3C trace context in the environment, as OpenTelemetry
+	// passes it to child processes) makes the decision part of the turn's trace.
+	c, err := client.New(cfg.url, cfg.token, client.WithTraceparent(getenv("TRACEPARENT")))
 	if err != nil {
 		return fail("the hook is not configured: FLUIDBOX_URL: %v", err)
 	}

@@ -92,8 +92,8 @@ func init() {
 			run: func(ctx context.Context, args []string, e cmdEnv) error {
 				return denyApproval(ctx, args, e.getenv, e.stdout, e.stderr)
 			}},
-		{name: "events", synopsis: "RUN [--follow] [--after SEQ] [--json]", summary: "a run's timeline; --follow streams it, resuming exactly",
-			environment: clientEnv, words: []string{"--follow", "--after", "--json", "--jq", "--url", "--token"},
+		{name: "events", synopsis: "RUN [--follow] [--after SEQ] [--json] | export --since T [--format ndjson|ocsf]", summary: "a run's timeline; --follow streams it, resuming exactly; export writes every run's events as JSON lines",
+			environment: clientEnv, words: []string{"export", "--follow", "--after", "--json", "--jq", "--since", "--format", "--url", "--token"},
 			run: func(ctx context.Context, args []string, e cmdEnv) error {
 				return events(ctx, args, e.getenv, e.stdout, e.stderr)
 			}},

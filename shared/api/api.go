@@ -41,6 +41,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/slackbot"
 	"github.com/fluidbox/fluidbox/shared/sso"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/telemetry"
 )
 
 // Config is what the whole API needs.
@@ -101,11 +102,13 @@ type Config struct {
 	// OAuth redirect URI and client metadata document live under it. Empty:
 	// the request's host.
 	PublicURL string
+	// Telemetry records spans and metrics; nil is off.
+	Telemetry *telemetry.Telemetry
 }
 
 // Build builds the handler of every route.
 func Build(cfg Config) (*route.Server, error) {
-	base := route.Config{AdminToken: cfg.AdminToken, Ledger: cfg.Ledger, Logger: cfg.Logger, Now: cfg.Now, RunRequestsPerMinute: cfg.RunRequestsPerMinute, RunMaxOpenRequests: cfg.RunMaxOpenRequests}.WithDefaults()
+	base := route.Config{AdminToken: cfg.AdminToken, Ledger: cfg.Ledger, Logger: cfg.Logger, Now: cfg.Now, RunRequestsPerMinute: cfg.RunRequestsPerMinute, RunMaxOpenRequests: cfg.RunMaxOpenRequests, Telemetry: cfg.Telemetry}.WithDefaults()
 	people := members.New(members.Config{Config: base, OIDC: cfg.OIDC})
 	if cfg.OIDC != nil {
 		base.Users = people

@@ -74,6 +74,25 @@ func ServeAPI(ctx context.Context, h http.Handler) {
 	lambda.StartWithOptions(httpadapter.New(h).ProxyWithContext, lambda.WithContext(ctx))
 }
 
+// FlushTimeout bounds the export after each request (Flushed).
+const FlushTimeout = time.Second
+
+// Flushed is h followed, on every request, by flush (the telemetry
+// provider's): Lambda freezes the sandbox once the answer is returned, so
+// spans and metrics still buffered would leave only at the next thaw, or
+// never. A failed flush loses telemetry, never the answer, and an
+// unreachable collector costs at most FlushTimeout a request.
+func Flushed(h http.Handler, flush func(context.Context) error, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), FlushTimeout)
+		defer cancel()
+		if err := flush(ctx); err != nil {
+			log.WarnContext(r.Context(), "telemetry: flush", "err", err)
+		}
+	})
+}
+
 // AWSConfig is the SDK configuration of a function, read from what Lambda
 // puts in every function's environment: the region and the function role's
 // credentials (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN).

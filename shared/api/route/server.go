@@ -41,6 +41,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/ratelimit"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/telemetry"
 )
 
 // Config is what every handler package and the core share.
@@ -62,6 +63,9 @@ type Config struct {
 	// have open at once, across every instance, long polls included
 	// (FLUIDBOX_RUN_MAX_OPEN_REQUESTS); 0 is ratelimit.DefaultMaxOpen.
 	RunMaxOpenRequests int
+	// Telemetry records each request's span and the handlers' acts; nil
+	// is off (package telemetry).
+	Telemetry *telemetry.Telemetry
 }
 
 // ConfigFrom is what a deployed function's handler packages take from its
@@ -478,7 +482,15 @@ func Fail(log *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := s.cfg.Now()
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-	if _, pattern := s.mux.Handler(r); pattern == "" {
+	_, pattern := s.mux.Handler(r)
+	// The span is named by the route table's pattern, never the raw path,
+	// and continues the runner's trace (traceparent).
+	ctx, end := s.cfg.Telemetry.StartRequest(s.cfg.Telemetry.Extract(r.Context(), r.Header), pattern)
+	defer func() { end(rec.status) }()
+	if ctx != r.Context() {
+		r = r.WithContext(ctx)
+	}
+	if pattern == "" {
 		probe := &statusRecorder{ResponseWriter: discard{}, status: http.StatusOK}
 		h, _ := s.mux.Handler(r)
 		h.ServeHTTP(probe, r)

@@ -27,6 +27,7 @@ interface Seen {
   path: string;
   query: URLSearchParams;
   auth: string | undefined;
+  traceparent: string | undefined;
   body: any;
 }
 
@@ -39,7 +40,7 @@ async function fakeFluidbox(t: { after: (fn: () => void) => void }, run: Record<
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     const u = new URL(req.url ?? '/', 'http://127.0.0.1');
-    const s: Seen = { method: req.method ?? '', path: u.pathname, query: u.searchParams, auth: req.headers.authorization, body: chunks.length ? JSON.parse(Buffer.concat(chunks).toString()) : undefined };
+    const s: Seen = { method: req.method ?? '', path: u.pathname, query: u.searchParams, auth: req.headers.authorization, traceparent: req.headers.traceparent as string | undefined, body: chunks.length ? JSON.parse(Buffer.concat(chunks).toString()) : undefined };
     seen.push(s);
     let reply: Reply | undefined;
     if (req.method === 'GET' && u.pathname === `/v1/sessions/${sessionId}`) reply = { status: 200, body: run };
@@ -205,6 +206,25 @@ test('the hook: allow, deny with fluidbox\'s reason, the same tool_call_id and i
   assert.deepEqual(asks[1]!.body, { tool_call_id: 'toolu_b', tool_name: 'Bash', input: { command: 'git push' }, cwd: '/tmp' }, 'no path field, no resolved_paths');
   assert.equal(asks[1]!.body.tool_call_id, 'toolu_b');
   assert.equal(asks[0]!.auth, `Bearer ${token}`);
+});
+
+test('the hook sends the caller\'s traceparent, and never one that is malformed', async (t) => {
+  const fb = await fakeFluidbox(t, claudeCodeRun, {
+    [permPath]: [
+      { status: 200, body: { decision: 'allow', source: 'policy', rule_id: 'reads' } },
+      { status: 200, body: { decision: 'allow', source: 'policy', rule_id: 'reads' } },
+    ],
+  });
+  const tps = ['00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\nx-evil: 1'];
+  let current: string | undefined;
+  const { hook } = hookOf(await withFluidbox({}, { url: fb.url, sessionId, token, traceparent: () => current }));
+  current = tps[0];
+  await decide(hook, pre('Read', { file_path: '/repo/a' }, 'toolu_a'));
+  current = tps[1];
+  await decide(hook, pre('Read', { file_path: '/repo/b' }, 'toolu_b'));
+  const asks = fb.seen.filter((s) => s.path === permPath);
+  assert.equal(asks[0]!.traceparent, tps[0]);
+  assert.equal(asks[1]!.traceparent, undefined);
 });
 
 test('the hook waits through pending with long polls of the same tool_call_id', async (t) => {
