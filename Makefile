@@ -5,17 +5,25 @@ BUILD     := .build
 FN        ?= control
 EVENT     ?= events/control/create-session.json
 
-.PHONY: run test test-chaos build invoke bench validate e2e e2e-asl e2e-browser e2e-mcp e2e-claude e2e-agent-sdk e2e-conformance fmt
+.PHONY: run test test-chaos build invoke bench validate e2e e2e-asl e2e-browser e2e-mcp e2e-claude e2e-claude-install e2e-runner e2e-agent-sdk e2e-conformance fmt
 
-## run: the local control plane on 127.0.0.1:8080 (FLUIDBOX_ADDR to change)
+## run: the local control plane on 127.0.0.1:8080 (FLUIDBOX_ADDR to change).
+## It builds .build/fluidbox first, naming each package as it compiles (-v):
+## on a fresh machine that is every dependency, a few minutes; after, seconds.
 run:
-	$(GO) run ./cmd/fluidbox dev --print-webhook-secret
+	@mkdir -p $(BUILD)
+	@echo "building .build/fluidbox (the first build compiles every dependency, a few minutes on 2 cores; later builds take seconds)..."
+	@$(GO) build -v -o $(BUILD)/fluidbox ./cmd/fluidbox
+	$(BUILD)/fluidbox dev --print-webhook-secret
 
 ## test: gofmt and vet, then every Go test with -race, against real local servers
+# vet runs with -race so that it type-checks against the race build of every
+# package, which the tests then reuse; plain vet compiled them all a second
+# time, in the default configuration, on a fresh cache.
 test:
 	@unformatted="$$("$$($(GO) env GOROOT)/bin/gofmt" -l $$(find . -name '*.go' -not -path './.build/*' -not -path '*/node_modules/*'))"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt: these files are not formatted:"; echo "$$unformatted"; exit 1; fi
-	$(GO) vet ./...
+	$(GO) vet -race ./...
 	$(GO) test -race -count=1 -timeout 15m ./...
 
 ## test-chaos: the table-talking suites with every test's DynamoDB failing
@@ -61,7 +69,7 @@ NODE_DIR      := $(BUILD)/node
 ASL_VALIDATOR := $(NODE_DIR)/node_modules/.bin/asl-validator
 ASL_VERSION   := 4.0.0
 
-e2e: e2e-asl e2e-browser e2e-mcp e2e-claude e2e-agent-sdk e2e-conformance
+e2e: e2e-asl e2e-browser e2e-mcp e2e-claude e2e-runner e2e-agent-sdk e2e-conformance
 
 e2e-asl:
 	@command -v node >/dev/null || { echo "e2e: node is not installed; it is needed for asl-validator (install Node.js 20+)"; exit 1; }
@@ -119,7 +127,11 @@ CLAUDE_CODE_VERSION := 2.1.332
 CLAUDE_DIR          := $(BUILD)/claude
 CLAUDE_BIN          := $(CLAUDE_DIR)/node_modules/.bin/claude
 
-e2e-claude:
+e2e-claude: e2e-claude-install
+	FLUIDBOX_CLAUDE="$(abspath $(CLAUDE_BIN))" $(GO) test -tags e2e -count=1 -timeout 5m -v ./shared/internal/e2e/claudecode/
+
+# e2e-claude-install: the pinned Claude Code CLI, with npm, into .build/claude.
+e2e-claude-install:
 	@command -v node >/dev/null || { echo "e2e-claude: node is not installed; it is needed to install Claude Code with npm (install Node.js 20+ and npm)"; exit 1; }
 	@command -v npm >/dev/null || { echo "e2e-claude: npm is not installed; it is needed to install @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION)"; exit 1; }
 	@if [ "$$($(CLAUDE_BIN) --version 2>/dev/null)" != "$(CLAUDE_CODE_VERSION) (Claude Code)" ]; then \
@@ -129,7 +141,17 @@ e2e-claude:
 	  $(CLAUDE_BIN) --version >/dev/null 2>&1 \
 	    || { echo "e2e-claude: $(CLAUDE_BIN) does not run: npm brings the native CLI as an optional package (@anthropic-ai/claude-code-<platform>); make sure optional dependencies are not omitted"; exit 1; }; \
 	fi
-	FLUIDBOX_CLAUDE="$(abspath $(CLAUDE_BIN))" $(GO) test -tags e2e -count=1 -timeout 5m -v ./shared/internal/e2e/claudecode/
+
+# e2e-runner: a pull request in, a governed run out: the local launcher
+# starts `fluidbox runner` in a loopback-only network namespace, which runs
+# the pinned Claude Code CLI (installed as for e2e-claude) as nobody under
+# managed settings against the scripted model, on a commit served by git
+# http-backend; then the runner's and the launcher's own suites (stand-in
+# agent: what the agent can see from inside). Needs root (namespaces, the
+# agent's user), as .ci/run has.
+e2e-runner: e2e-claude-install
+	FLUIDBOX_CLAUDE="$(abspath $(CLAUDE_BIN))" $(GO) test -tags e2e -count=1 -timeout 10m -v ./shared/internal/e2e/runner/
+	$(GO) test -race -count=1 ./shared/runner/ ./shared/launcher/
 
 # e2e-agent-sdk: @fluidbox/claude-agent-sdk (clients/agent-sdk) built from a
 # clean install (npm ci: the SDK pinned by its package-lock.json, whose

@@ -161,10 +161,12 @@ func TestApprovalPlumbingPrivileges(t *testing.T) {
 			t.Errorf("%s: FunctionResponseTypes lacks ReportBatchItemFailures", id)
 		}
 		filters := asList(dig(p, "FilterCriteria", "Filters"))
-		// Approval rows, and the insert of a run's head (session.created).
-		if len(filters) != 2 || !strings.Contains(filters[0]["Pattern"].(string), `"prefix":"APR#"`) ||
-			!strings.Contains(filters[1]["Pattern"].(string), `"eventName":["INSERT"]`) || !strings.Contains(filters[1]["Pattern"].(string), `"S":["HEAD"]`) {
-			t.Errorf("%s: FilterCriteria = %v, want the APR# filter and the run-head insert filter", id, p["FilterCriteria"])
+		// Approval rows, the insert of a run's head (session.created), and
+		// the insert of an unsequenced ledger event (numbering).
+		if len(filters) != 3 || !strings.Contains(filters[0]["Pattern"].(string), `"prefix":"APR#"`) ||
+			!strings.Contains(filters[1]["Pattern"].(string), `"eventName":["INSERT"]`) || !strings.Contains(filters[1]["Pattern"].(string), `"S":["HEAD"]`) ||
+			!strings.Contains(filters[2]["Pattern"].(string), `"eventName":["INSERT"]`) || !strings.Contains(filters[2]["Pattern"].(string), `"prefix":"Q#"`) {
+			t.Errorf("%s: FilterCriteria = %v, want the APR# filter, the run-head insert filter and the unsequenced-event insert filter", id, p["FilterCriteria"])
 		}
 	}
 	if !found {

@@ -34,15 +34,18 @@ import (
 	"github.com/fluidbox/fluidbox/shared/slackbot"
 	"github.com/fluidbox/fluidbox/shared/sso"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/telemetry/otlp"
 )
 
 // dev runs the local control plane: the same API handler the Lambda
 // functions serve, on loopback, over an embedded DynamoDB-API server unless
 // AWS_ENDPOINT_URL_DYNAMODB points at one.
 func dev(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("dev", stderr, "dev [--print-webhook-secret | --webhook-secret-file FILE]")
+	fs := newFlagSet("dev", stderr, "dev [--print-webhook-secret | --webhook-secret-file FILE] [--launcher local|none] [--claude PATH]")
 	printSecret := fs.Bool("print-webhook-secret", false, "when FLUIDBOX_GITHUB_WEBHOOK_SECRET is unset, generate a GitHub webhook secret and print it with the export lines, so a pull request can be tried without a restart")
 	secretFile := fs.String("webhook-secret-file", "", "when FLUIDBOX_GITHUB_WEBHOOK_SECRET is unset, read the GitHub webhook secret from this `FILE`, or generate one into it (mode 0600) when it does not exist, and print it with the export lines: the same secret after every restart")
+	launcherName := fs.String("launcher", "none", "local: start `fluidbox runner` for every triggered run whose trigger has a prompt, in a loopback-only network namespace (needs root); none: runs wait for a runner started by hand")
+	claudeCLI := fs.String("claude", "claude", "with --launcher local: the Claude Code CLI the runners run")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -97,7 +100,11 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() {
 		log.Warn("listening on a non-loopback address: anyone who can reach it and holds a token can use this control plane", "addr", ln.Addr())
 	}
-	led := ledger.New(st, time.Now)
+	var seqOpts []ledger.Option
+	if cfg.SequenceOnRead {
+		seqOpts = append(seqOpts, ledger.SequenceOnlyWhenRead)
+	}
+	led := ledger.New(st, time.Now, seqOpts...)
 	prices, sealer, err := devModelProxy(ctx, cfg, st, log)
 	if err != nil {
 		return err
@@ -140,7 +147,24 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if verifier != nil {
 		log.Info("SSO required: OIDC bearers are verified; the admin token still works for the operator", "issuer", cfg.OIDCIssuer)
 	}
+	launch, waitRunners, err := devLauncher(*launcherName, *claudeCLI, ln.Addr().String(), led, stdout, log)
+	if err != nil {
+		return err
+	}
+	defer waitRunners()
+	// OTEL_EXPORTER_OTLP_ENDPOINT turns telemetry on, as on AWS; the SDK
+	// reads the other OTEL_* variables itself.
+	tel, err := otlp.FromEnv(ctx, getenv, "fluidbox-dev")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = tel.Shutdown(sctx)
+	}()
 	h, err := api.Build(api.Config{
+		Telemetry:  tel.Telemetry(),
 		AdminToken: cfg.AdminToken,
 		OIDC:       verifier,
 		Ledger:     led,
@@ -152,7 +176,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Slack:      slackCfg,
 
 		GitHubWebhookSecret: cfg.GitHubWebhookSecret,
-		RunCreated:          notifier.RunCreated,
+		RunCreated:          launchOnCreate(notifier.RunCreated, launch, log),
 		Halted:              halted,
 		UpstreamToolsTTL:    time.Duration(cfg.UpstreamToolsTTLSeconds) * time.Second,
 
@@ -160,6 +184,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Egress:              egress.New(cfg.ConnectionAllowCIDRs),
 
 		RunRequestsPerMinute: cfg.RunRequestsPerMinute,
+		RunMaxOpenRequests:   cfg.RunMaxOpenRequests,
 		PublicURL:            cfg.PublicURL,
 	})
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 func dynamodb(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("dynamodb", stderr, "dynamodb [--addr A] [--chaos SPEC]")
 	addr := fs.String("addr", "127.0.0.1:8000", "loopback address to listen on")
-	spec := fs.String("chaos", "", "fail requests as DynamoDB does under contention: conflict=SHARE (transactions cancelled for TransactionConflict), itemconflict=SHARE (single-item TransactionConflictException), throttle=SHARE, latency=DURATION, seed=N; e.g. conflict=0.2,throttle=0.05")
+	spec := fs.String("chaos", "", "fail requests as DynamoDB does under contention: conflict=SHARE (transactions cancelled for TransactionConflict), itemconflict=SHARE (single-item TransactionConflictException), throttle=SHARE, latency=DURATION, hold=DURATION (a transaction takes all of latency and holds its items for the last hold of it; others meeting them are cancelled with TransactionConflict), seed=N; e.g. latency=20ms,hold=18ms,conflict=0.2")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -41,7 +41,7 @@ func dynamodb(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintf(stdout, "  AWS_ENDPOINT_URL_DYNAMODB=%s make run\npress Ctrl-C to stop\n", db.URL)
 	<-ctx.Done()
 	if st := db.Layer.Stats(); st.Requests > 0 {
-		fmt.Fprintf(stdout, "%d requests, %d refused as invalid, %d failed by chaos\n", st.Requests, st.Refused, st.Faulted)
+		fmt.Fprintf(stdout, "%d requests, %d refused as invalid, %d failed by chaos (%d on held items)\n", st.Requests, st.Refused, st.Faulted, st.Conflicts)
 	}
 	return nil
 }

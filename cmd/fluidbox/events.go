@@ -12,8 +12,12 @@ import (
 	"github.com/fluidbox/fluidbox/shared/client"
 )
 
-// events prints a run's timeline: `fluidbox events RUN [--follow]`.
+// events prints a run's timeline: `fluidbox events RUN [--follow]`;
+// `fluidbox events export` is every run's (export.go).
 func events(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "export" {
+		return eventsExport(ctx, args[1:], getenv, stdout, stderr)
+	}
 	fs := newFlagSet("events", stderr, "events RUN_ID [--follow] [--after SEQ] [--json]")
 	f := addAPIFlags(fs, getenv)
 	follow := fs.Bool("follow", false, "keep streaming new events (server-sent events; resumes exactly after a dropped connection)")

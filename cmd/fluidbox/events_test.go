@@ -173,3 +173,92 @@ func TestDescribeShadow(t *testing.T) {
 		t.Errorf("describeEvent(%s) = %q, want %q", created, got, want)
 	}
 }
+
+// TestEventsExport: every event of every run, one JSON line each, in seq
+// order per run without a gap, as fluidbox's schema or as OCSF; usage
+// errors exit 2.
+func TestEventsExport(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, nil)
+	ctx := context.Background()
+	a, atok := s.newRun(t)
+	b, btok := s.newRun(t)
+	s.ask(t, a, atok, "e1", "git status")
+	s.ask(t, b, btok, "e2", "git push origin main")
+	p := s.ask(t, a, atok, "e3", "rm build.log")
+	if r := fluidbox(ctx, s.env(), "", "deny", p.ApprovalID); r.code != 0 {
+		t.Fatalf("deny: %+v", r)
+	}
+
+	r := fluidbox(ctx, s.env(), "", "events", "export", "--since", "1h")
+	if r.code != 0 {
+		t.Fatalf("events export = %+v", r)
+	}
+	seqs := map[string][]int64{}
+	for _, line := range strings.Split(strings.TrimRight(r.stdout, "\n"), "\n") {
+		var rec struct {
+			Schema string `json:"schema"`
+			RunID  string `json:"run_id"`
+			Seq    int64  `json:"seq"`
+			Type   string `json:"type"`
+			Data   map[string]any
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil || rec.Schema != "fluidbox.ledger.v1" || rec.Type == "" || rec.Data == nil {
+			t.Fatalf("line %q: %+v, %v", line, rec, err)
+		}
+		seqs[rec.RunID] = append(seqs[rec.RunID], rec.Seq)
+	}
+	for _, run := range []string{a, b} {
+		got := seqs[run]
+		if len(got) == 0 {
+			t.Fatalf("no events of %s exported", run)
+		}
+		for i, seq := range got {
+			if seq != int64(i+1) {
+				t.Fatalf("%s exported seqs %v, want 1..%d in order", run, got, len(got))
+			}
+		}
+	}
+
+	r = fluidbox(ctx, s.env(), "", "events", "export", "--since", "1h", "--format", "ocsf")
+	if r.code != 0 {
+		t.Fatalf("events export --format ocsf = %+v", r)
+	}
+	dispositions := map[string]float64{}
+	for _, line := range strings.Split(strings.TrimRight(r.stdout, "\n"), "\n") {
+		var ev map[string]any
+		if err := json.Unmarshal([]byte(line), &ev); err != nil || ev["class_uid"] != float64(6003) || ev["type_uid"] != float64(600399) {
+			t.Fatalf("OCSF line %q: %v", line, err)
+		}
+		md := ev["metadata"].(map[string]any)
+		if d, ok := ev["disposition_id"].(float64); ok {
+			dispositions[ev["activity_name"].(string)+" "+md["uid"].(string)] = d
+		}
+	}
+	// e1 allowed; e2 denied; e3 waits (delayed), its approval is denied
+	// (blocked) and so is the call.
+	want := map[string]int{"tool.decision 1": 1, "tool.decision 2": 2, "approval.requested 14": 1, "approval.decided 2": 1}
+	got := map[string]int{}
+	for k, d := range dispositions {
+		got[strings.Fields(k)[0]+" "+strconv.Itoa(int(d))]++
+	}
+	if len(got) != len(want) {
+		t.Errorf("OCSF dispositions = %v, want %v", got, want)
+	}
+	for k, n := range want {
+		if got[k] != n {
+			t.Errorf("OCSF %s: %d events, want %d (all: %v)", k, got[k], n, dispositions)
+		}
+	}
+
+	// Nothing is in the future.
+	future := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	if r := fluidbox(ctx, s.env(), "", "events", "export", "--since", future); r.code != 0 || r.stdout != "" {
+		t.Errorf("events export --since an hour ahead = %+v, want nothing", r)
+	}
+	for _, args := range [][]string{{"events", "export"}, {"events", "export", "--since", "1h", "--format", "csv"}, {"events", "export", "--since", "yesterday"}} {
+		if r := fluidbox(ctx, s.env(), "", args...); r.code != 2 {
+			t.Errorf("fluidbox %v = exit %d, want 2 (usage)", args, r.code)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/client"
+	"github.com/fluidbox/fluidbox/shared/policy"
+	"github.com/fluidbox/fluidbox/shared/policy/bash"
 )
 
 // The Claude Code hook: `fluidbox hook claude-code`, configured as a
@@ -22,15 +25,23 @@ import (
 // is about to make.
 //
 // Paths: the hook sends Claude Code's cwd and, for every path field of a
-// file tool, the path resolved in the sandbox (symlinks followed); the
-// gate allows the call only if both the given and the resolved path are
-// allowed, and denies it if either is denied.
+// file tool, the path resolved in the sandbox (symlinks followed, a link
+// to a file not written yet too) and what is there (lstat: file, dir or
+// absent); the gate allows the call only if both the given and the
+// resolved path are allowed, denies it if either is denied, and judges a
+// Grep of a file as that file rather than a tree.
+//
+// Narrowed calls: an allow may carry updated_input (a search narrowed to
+// leave out what a deny rule matches); the hook answers with it as
+// Claude Code's updatedInput, which Claude Code then runs instead of its
+// own input, and says so in the reason.
 //
 // Protocol (code.claude.com/docs/en/hooks, PreToolUse): one JSON object on
 // stdin with session_id, transcript_path, cwd, permission_mode,
 // hook_event_name, tool_name, tool_input and tool_use_id; the answer is
 // JSON on stdout, {"hookSpecificOutput":{"hookEventName":"PreToolUse",
-// "permissionDecision":"allow"|"deny"|"ask","permissionDecisionReason"}},
+// "permissionDecision":"allow"|"deny"|"ask","permissionDecisionReason",
+// "updatedInput"?}},
 // read only when the hook exits 0. A deny's reason is shown to the model.
 //
 // Fail closed. Claude Code treats a hook that exits non-zero (other than
@@ -79,6 +90,10 @@ type hookDecision struct {
 	HookEventName            string `json:"hookEventName"`
 	PermissionDecision       string `json:"permissionDecision"`
 	PermissionDecisionReason string `json:"permissionDecisionReason"`
+	// UpdatedInput, with an allow, is the input Claude Code runs the tool
+	// with instead of its own: the gate's updated_input (a narrowed
+	// search). Claude Code runs a call the hook allows with it.
+	UpdatedInput json.RawMessage `json:"updatedInput,omitempty"`
 }
 
 // hookConfig is the hook's environment.
@@ -175,7 +190,9 @@ func claudeCodeDecision(ctx context.Context, getenv func(string) string, stdin i
 	if err != nil {
 		return fail("the hook is not configured: %v", err)
 	}
-	c, err := client.New(cfg.url, cfg.token)
+	// TRACEPARENT (W3C trace context in the environment, as OpenTelemetry
+	// passes it to child processes) makes the decision part of the turn's trace.
+	c, err := client.New(cfg.url, cfg.token, client.WithTraceparent(getenv("TRACEPARENT")))
 	if err != nil {
 		return fail("the hook is not configured: FLUIDBOX_URL: %v", err)
 	}
@@ -192,6 +209,19 @@ func claudeCodeDecision(ctx context.Context, getenv func(string) string, stdin i
 		req.Cwd = filepath.Clean(in.Cwd)
 	}
 	req.ResolvedPaths = resolvePaths(in.ToolInput, req.Cwd)
+	req.PathKinds = pathKinds(in.ToolInput, req.Cwd)
+	if in.ToolName == "Bash" {
+		links, err := resolveOperands(in.ToolInput, req.Cwd)
+		if err != nil {
+			return fail("%v", err)
+		}
+		for k, v := range links {
+			if req.ResolvedPaths == nil {
+				req.ResolvedPaths = map[string]string{}
+			}
+			req.ResolvedPaths[k] = v
+		}
+	}
 	ans, err := c.Permission(ctx, cfg.sessionID, req, cfg.timeout)
 	switch {
 	case errors.Is(err, client.ErrBadToken):
@@ -208,6 +238,17 @@ func claudeCodeDecision(ctx context.Context, getenv func(string) string, stdin i
 		reason := "fluidbox allowed" + provenance(ans)
 		if ans.ApprovalID != "" {
 			reason += ": a human approved it (" + ans.ApprovalID + ")"
+		}
+		if u := bytes.TrimSpace(ans.UpdatedInput); len(u) > 0 && !bytes.Equal(u, []byte("null")) {
+			// The allow holds only with the narrowed input: if it is not
+			// an object Claude Code can run, the call does not run.
+			var obj map[string]any
+			if json.Unmarshal(u, &obj) != nil || obj == nil {
+				return fail("the control plane allowed this call with an updated input that is not a JSON object")
+			}
+			d := allow(reason + "; fluidbox narrowed the call's input: " + ans.Reason)
+			d.UpdatedInput = json.RawMessage(u)
+			return d
 		}
 		return allow(reason)
 	case client.DecisionDeny:
@@ -267,24 +308,158 @@ func resolvePaths(input json.RawMessage, cwd string) map[string]string {
 	return out
 }
 
-// realpath resolves symbolic links in an absolute path, through the
-// deepest existing ancestor when the path itself does not exist.
-func realpath(p string) (string, bool) {
-	rest := ""
-	for dir := p; ; dir = filepath.Dir(dir) {
-		r, err := filepath.EvalSymlinks(dir)
-		if err == nil {
-			return filepath.Join(r, rest), true
-		}
-		if !errors.Is(err, fs.ErrNotExist) {
-			return "", false
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", false
-		}
-		rest = filepath.Join(filepath.Base(dir), rest)
+// maxOperandLinks is how many of a Bash line's path operands that are
+// symbolic links the hook reports; the request holds at most 8 resolved
+// paths in all.
+const maxOperandLinks = 8
+
+// resolveOperands returns, for each path operand of a Bash line (as the
+// policy's analysis numbers them) whose path goes through a symbolic link,
+// the path it resolves to, keyed by policy.OperandField: cat notes.txt,
+// where a pull request committed notes.txt -> .env, is then judged as a
+// read of .env. Operands that are patterns or partly expansions cannot be
+// resolved here and are judged as written. A line with more such links
+// than a request can carry is refused rather than sent half resolved.
+func resolveOperands(input json.RawMessage, cwd string) (map[string]string, error) {
+	var fields struct {
+		Command string `json:"command"`
 	}
+	if json.Unmarshal(input, &fields) != nil || fields.Command == "" || cwd == "" {
+		return nil, nil
+	}
+	// A link above the working directory is not the operand's: compare
+	// against the path through the resolved working directory.
+	base, ok := realpath(cwd)
+	if !ok {
+		base = cwd
+	}
+	var out map[string]string
+	for _, op := range bash.Analyze(fields.Command).Reads() {
+		if op.Index == 0 || op.Pattern || op.Partial || op.Text == "" || strings.HasPrefix(op.Text, "~") {
+			continue
+		}
+		p := op.Text
+		if !filepath.IsAbs(p) {
+			p = filepath.Join(base, p)
+		}
+		p = filepath.Clean(p)
+		r, ok := realpath(p)
+		if !ok || r == p {
+			continue
+		}
+		if len(out) == maxOperandLinks {
+			return nil, fmt.Errorf("the command names more than %d paths through symbolic links, more than the hook can report to be judged", maxOperandLinks)
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[policy.OperandField(op)] = r
+	}
+	return out, nil
+}
+
+// realpath resolves symbolic links in an absolute path, through the
+// deepest existing ancestor when the path itself does not exist. A link
+// whose target does not exist yet is followed too: a Write through
+// notes.txt -> .git/hooks/pre-commit creates the hook, so that is the
+// path judged.
+func realpath(p string) (string, bool) {
+	for hops := 0; hops < maxLinkHops; hops++ {
+		rest := ""
+		next := ""
+		for dir := p; ; dir = filepath.Dir(dir) {
+			r, err := filepath.EvalSymlinks(dir)
+			if err == nil {
+				return filepath.Join(r, rest), true
+			}
+			if !errors.Is(err, fs.ErrNotExist) {
+				return "", false
+			}
+			if fi, lerr := os.Lstat(dir); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
+				// A dangling link: go on from where it points.
+				target, rerr := os.Readlink(dir)
+				if rerr != nil {
+					return "", false
+				}
+				if !filepath.IsAbs(target) {
+					target = filepath.Join(filepath.Dir(dir), target)
+				}
+				next = filepath.Join(target, rest)
+				break
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				return "", false
+			}
+			rest = filepath.Join(filepath.Base(dir), rest)
+		}
+		p = filepath.Clean(next)
+	}
+	return "", false // a loop of links: unresolvable, judged as given
+}
+
+// maxLinkHops bounds the dangling links realpath follows (Linux's own
+// limit is 40).
+const maxLinkHops = 40
+
+// pathKinds returns, for each path field of the input, what the sandbox
+// finds there without following a final link (lstat): "file", "dir" or
+// "absent"; a link is reported as what it points to (absent when that
+// does not exist), and anything else (a device, a socket, a link that
+// cannot be read) is left out, which the gate reads as unknown.
+func pathKinds(input json.RawMessage, cwd string) map[string]string {
+	var fields map[string]any
+	if json.Unmarshal(input, &fields) != nil {
+		return nil
+	}
+	var out map[string]string
+	for _, f := range pathFields {
+		p, ok := fields[f].(string)
+		if !ok || p == "" {
+			continue
+		}
+		if !filepath.IsAbs(p) {
+			if cwd == "" {
+				continue
+			}
+			p = filepath.Join(cwd, p)
+		}
+		kind := ""
+		fi, err := os.Lstat(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			kind = "absent"
+		case err != nil:
+		case fi.Mode()&fs.ModeSymlink != 0:
+			st, err := os.Stat(p)
+			switch {
+			case err == nil:
+				kind = kindOf(st.Mode())
+			case errors.Is(err, fs.ErrNotExist):
+				kind = "absent" // a link to nothing yet
+			}
+		default:
+			kind = kindOf(fi.Mode())
+		}
+		if kind == "" {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[f] = kind
+	}
+	return out
+}
+
+func kindOf(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "file"
+	case m.IsDir():
+		return "dir"
+	}
+	return ""
 }
 
 // provenance is " (source, rule id)" for a reason, or "".

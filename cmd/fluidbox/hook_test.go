@@ -25,18 +25,27 @@ func sample(t *testing.T, name string) string {
 
 // hookAnswer checks that a hook run printed exactly the shape Claude Code
 // reads — one object, hookSpecificOutput with hookEventName PreToolUse,
-// permissionDecision and permissionDecisionReason, nothing else — and
-// exited 0, and returns the decision and reason.
+// permissionDecision and permissionDecisionReason, and updatedInput only
+// with an allow, nothing else — and exited 0, and returns the decision and
+// reason.
 func hookAnswer(t *testing.T, r result) (string, string) {
+	t.Helper()
+	d, reason, _ := hookAnswerInput(t, r)
+	return d, reason
+}
+
+// hookAnswerInput is hookAnswer, also returning updatedInput (nil without).
+func hookAnswerInput(t *testing.T, r result) (string, string, map[string]any) {
 	t.Helper()
 	if r.code != 0 {
 		t.Fatalf("hook exit = %d (stderr %q), want 0 so Claude Code reads the JSON", r.code, r.stderr)
 	}
 	var out struct {
 		HookSpecificOutput struct {
-			HookEventName            string `json:"hookEventName"`
-			PermissionDecision       string `json:"permissionDecision"`
-			PermissionDecisionReason string `json:"permissionDecisionReason"`
+			HookEventName            string         `json:"hookEventName"`
+			PermissionDecision       string         `json:"permissionDecision"`
+			PermissionDecisionReason string         `json:"permissionDecisionReason"`
+			UpdatedInput             map[string]any `json:"updatedInput"`
 		} `json:"hookSpecificOutput"`
 	}
 	dec := json.NewDecoder(strings.NewReader(r.stdout))
@@ -49,10 +58,17 @@ func hookAnswer(t *testing.T, r result) (string, string) {
 	}
 	var keys map[string]map[string]any
 	_ = json.Unmarshal([]byte(r.stdout), &keys)
-	if len(keys) != 1 || len(keys["hookSpecificOutput"]) != 3 {
-		t.Fatalf("hook stdout %q: want exactly hookSpecificOutput{hookEventName, permissionDecision, permissionDecisionReason}", r.stdout)
-	}
 	h := out.HookSpecificOutput
+	want := 3
+	if h.UpdatedInput != nil {
+		want = 4
+		if h.PermissionDecision != "allow" {
+			t.Errorf("updatedInput with %q, want it only with an allow", h.PermissionDecision)
+		}
+	}
+	if len(keys) != 1 || len(keys["hookSpecificOutput"]) != want {
+		t.Fatalf("hook stdout %q: want exactly hookSpecificOutput{hookEventName, permissionDecision, permissionDecisionReason[, updatedInput]}", r.stdout)
+	}
 	if h.HookEventName != "PreToolUse" {
 		t.Errorf("hookEventName = %q, want PreToolUse", h.HookEventName)
 	}
@@ -62,7 +78,7 @@ func hookAnswer(t *testing.T, r result) (string, string) {
 	if h.PermissionDecisionReason == "" {
 		t.Error("permissionDecisionReason is empty")
 	}
-	return h.PermissionDecision, h.PermissionDecisionReason
+	return h.PermissionDecision, h.PermissionDecisionReason, h.UpdatedInput
 }
 
 func TestHookAnswersFromTheGate(t *testing.T) {
@@ -301,4 +317,143 @@ func (s *stack) sandboxEnv(extra ...string) map[string]string {
 	m := s.env(extra...)
 	delete(m, "FLUIDBOX_ADMIN_TOKEN")
 	return m
+}
+
+// A search the gate narrows: the hook sends the path's kind and answers
+// allow with Claude Code's updatedInput, the narrowed search; a Grep of a
+// file (kind file) runs as asked; a Write through a link whose target does
+// not exist yet is judged by where it points.
+func TestHookNarrowsAndSendsKinds(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, ".git", "hooks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "main.go"), []byte("package main"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(".git/hooks/pre-commit", filepath.Join(root, "notes.txt")); err != nil {
+		t.Fatal(err)
+	}
+	s := newStack(t, nil)
+	ctx := context.Background()
+	doc := fmt.Sprintf(`{"name":"secrets","default_verdict":"deny","rules":[
+	  {"id":"no-env","tool":"Grep","match":{"path":["**/.env"]},"verdict":"deny"},
+	  {"id":"grep","tool":"Grep","match":{"path":[%q]},"verdict":"allow"},
+	  {"id":"write","tool":"Write","match":{"path":[%q]},"verdict":"allow"}]}`, root+"/**", root+"/**")
+	var pol struct{ ID string }
+	if err := s.admin.Do(ctx, "POST", "/v1/policies", json.RawMessage(doc), &pol); err != nil {
+		t.Fatal(err)
+	}
+	var ses struct{ ID, Token string }
+	if err := s.admin.Do(ctx, "POST", "/v1/sessions", map[string]any{"policy_id": pol.ID, "capabilities": []string{"claude-code"}, "budget": map[string]any{"limit_usd": 1}}, &ses); err != nil {
+		t.Fatal(err)
+	}
+	vars := s.sandboxEnv("FLUIDBOX_SESSION_ID", ses.ID, "FLUIDBOX_SESSION_TOKEN", ses.Token)
+	ask := func(id, tool, input string) (string, string, map[string]any) {
+		in := fmt.Sprintf(`{"hook_event_name":"PreToolUse","cwd":%q,"tool_name":%q,"tool_input":%s,"tool_use_id":%q}`, root, tool, input, id)
+		return hookAnswerInput(t, fluidbox(ctx, vars, in, "hook", "claude-code"))
+	}
+	d, reason, upd := ask("g1", "Grep", `{"pattern":"KEY","path":"."}`)
+	if d != "allow" || upd == nil || !strings.Contains(fmt.Sprint(upd["glob"]), "!**/.[eE][nN][vV]") || upd["pattern"] != "KEY" || !strings.Contains(reason, "narrowed") {
+		t.Errorf("Grep of the root = %s %q %v, want allow narrowed", d, reason, upd)
+	}
+	if d, reason, upd := ask("g2", "Grep", `{"pattern":"KEY","path":"main.go"}`); d != "allow" || upd != nil {
+		t.Errorf("Grep of a file = %s %q %v, want allow as asked", d, reason, upd)
+	}
+	if d, reason, _ := ask("w1", "Write", `{"file_path":"notes.txt","content":"#!/bin/sh"}`); d != "deny" || !strings.Contains(reason, ".git") {
+		t.Errorf("Write through a link to a hook not yet written = %s %q, want deny naming .git", d, reason)
+	}
+	if d, _, _ := ask("w2", "Write", `{"file_path":"src/new.go","content":"package src"}`); d != "allow" {
+		t.Errorf("an ordinary Write = %s, want allow", d)
+	}
+}
+
+func TestPathKindsAndDanglingLinks(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"dir", ".git/hooks"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "f.go"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for link, target := range map[string]string{"todir": "dir", "hook": ".git/hooks/pre-commit", "loop1": "loop2", "loop2": "loop1", "chain": "hook"} {
+		if err := os.Symlink(target, filepath.Join(root, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kinds := map[string]string{"f.go": "file", "dir": "dir", "todir": "dir", "missing": "absent", "hook": "absent"}
+	for p, want := range kinds {
+		got := pathKinds(json.RawMessage(`{"path":"`+p+`"}`), root)
+		if got["path"] != want {
+			t.Errorf("pathKinds(%s) = %v, want %s", p, got, want)
+		}
+	}
+	for link, want := range map[string]string{"hook": ".git/hooks/pre-commit", "chain": ".git/hooks/pre-commit", "hook/x": ".git/hooks/pre-commit/x"} {
+		got := resolvePaths(json.RawMessage(`{"file_path":"`+link+`"}`), root)
+		if got["file_path"] != filepath.Join(root, want) {
+			t.Errorf("resolvePaths(%s) = %v, want %s", link, got, filepath.Join(root, want))
+		}
+	}
+	if got := resolvePaths(json.RawMessage(`{"file_path":"loop1"}`), root); got != nil {
+		t.Errorf("resolvePaths of a loop = %v, want nothing", got)
+	}
+}
+
+// A Bash line's path operands that are links are resolved by the hook, as
+// the file tools' paths are: cat notes.txt, where notes.txt -> .env, is
+// judged as a read of .env under a Read deny; the same line of a plain
+// file is allowed.
+func TestHookResolvesBashOperands(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{".env": "SECRET=1", "README.md": "hi"} {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(".env", filepath.Join(root, "notes.txt")); err != nil {
+		t.Fatal(err)
+	}
+	s := newStack(t, nil)
+	ctx := context.Background()
+	doc := `{"name":"secrets","default_verdict":"deny","rules":[
+	  {"id":"no-env","tool":"Read","match":{"path":["**/.env"]},"verdict":"deny"},
+	  {"id":"cat","tool":"Bash","match":{"command_prefix":["cat"]},"verdict":"allow"}]}`
+	var pol struct{ ID string }
+	if err := s.admin.Do(ctx, "POST", "/v1/policies", json.RawMessage(doc), &pol); err != nil {
+		t.Fatal(err)
+	}
+	var ses struct{ ID, Token string }
+	if err := s.admin.Do(ctx, "POST", "/v1/sessions", map[string]any{"policy_id": pol.ID, "capabilities": []string{"claude-code"}, "budget": map[string]any{"limit_usd": 1}}, &ses); err != nil {
+		t.Fatal(err)
+	}
+	vars := s.sandboxEnv("FLUIDBOX_SESSION_ID", ses.ID, "FLUIDBOX_SESSION_TOKEN", ses.Token)
+	for i, tt := range []struct{ line, want, reason string }{
+		{"cat README.md", "allow", "rule cat"},
+		{"cat notes.txt", "deny", "resolves in the sandbox to a path it matches"},
+		{"cat README.md " + filepath.Join(root, "notes.txt"), "deny", "word 2 of command 1"},
+	} {
+		in := fmt.Sprintf(`{"hook_event_name":"PreToolUse","cwd":%q,"tool_name":"Bash","tool_input":{"command":%q},"tool_use_id":"toolu_op%d"}`, root, tt.line, i)
+		got, reason := hookAnswer(t, fluidbox(ctx, vars, in, "hook", "claude-code"))
+		if got != tt.want || !strings.Contains(reason, tt.reason) {
+			t.Errorf("Bash %q = %s %q, want %s (%s)", tt.line, got, reason, tt.want, tt.reason)
+		}
+	}
+	links := strings.Repeat("notes.txt ", maxOperandLinks+1)
+	if _, err := resolveOperands(json.RawMessage(`{"command":"cat `+links+`"}`), root); err == nil {
+		t.Errorf("resolveOperands of %d links = nil error, want a refusal", maxOperandLinks+1)
+	}
 }

@@ -68,7 +68,7 @@ var commands []command
 func init() {
 	commands = []command{
 		{name: "dev", synopsis: "", summary: "run the local control plane on 127.0.0.1 (what \"make run\" starts)",
-			environment: devEnv, words: []string{"--print-webhook-secret", "--webhook-secret-file"},
+			environment: devEnv, words: []string{"--print-webhook-secret", "--webhook-secret-file", "--launcher", "--claude"},
 			run: func(ctx context.Context, args []string, e cmdEnv) error {
 				return dev(ctx, args, e.getenv, e.stdout, e.stderr)
 			}},
@@ -92,8 +92,8 @@ func init() {
 			run: func(ctx context.Context, args []string, e cmdEnv) error {
 				return denyApproval(ctx, args, e.getenv, e.stdout, e.stderr)
 			}},
-		{name: "events", synopsis: "RUN [--follow] [--after SEQ] [--json]", summary: "a run's timeline; --follow streams it, resuming exactly",
-			environment: clientEnv, words: []string{"--follow", "--after", "--json", "--jq", "--url", "--token"},
+		{name: "events", synopsis: "RUN [--follow] [--after SEQ] [--json] | export --since T [--format ndjson|ocsf]", summary: "a run's timeline; --follow streams it, resuming exactly; export writes every run's events as JSON lines",
+			environment: clientEnv, words: []string{"export", "--follow", "--after", "--json", "--jq", "--since", "--format", "--url", "--token"},
 			run: func(ctx context.Context, args []string, e cmdEnv) error {
 				return events(ctx, args, e.getenv, e.stdout, e.stderr)
 			}},
@@ -113,6 +113,9 @@ func init() {
 		{name: "policy", synopsis: "list|get|create|update|eval|shadow|test|fmt|import-claude ...", summary: "list, show and store policies; decide a call against a stored policy or a file (nothing recorded), summarise a shadow policy's differences, test and format policy files offline, import Claude Code's permissions",
 			environment: clientEnv, words: []string{"list", "get", "create", "update", "-f", "--all", "--cursor", "eval", "shadow", "--since", "--until", "--limit", "test", "fmt", "--check", "import-claude", "--bash-options", "-o", "--command", "--tool", "--input", "--version", "--tier", "--autonomous", "--workspace", "--cwd", "--class", "--name", "--default", "--json", "--jq", "--url", "--token"},
 			run: policyCmd},
+		{name: "runner", synopsis: "--run ID --prompt TEXT [flags]", summary: "run one run's agent: spend its launch credential, fetch its workspace, run Claude Code as an unprivileged user under managed settings, end the run",
+			environment: runnerEnv, words: []string{"--url", "--model-url", "--run", "--credential-file", "--prompt", "--claude", "--workdir", "--home", "--user", "--timeout", "--managed-settings", "--sandbox-unix"},
+			run: runnerCmd},
 		// hook's run is nil: run calls hook itself, which returns its own code.
 		{name: "hook", synopsis: "claude-code", summary: "a Claude Code PreToolUse hook: asks the gate, answers allow/deny",
 			environment: hookEnv, words: []string{"claude-code"}},

@@ -16,6 +16,8 @@ import (
 	"github.com/fluidbox/fluidbox/shared/function"
 	"github.com/fluidbox/fluidbox/shared/slackbot"
 	"github.com/fluidbox/fluidbox/shared/sso"
+	"github.com/fluidbox/fluidbox/shared/telemetry"
+	"github.com/fluidbox/fluidbox/shared/telemetry/otlp"
 )
 
 func main() {
@@ -38,18 +40,23 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	h, err := handler(d, verifier, slack)
+	tel, err := otlp.FromEnv(ctx, getenv, "fluidbox-approvals")
 	if err != nil {
 		return err
 	}
-	function.ServeAPI(ctx, h)
+	h, err := handler(d, verifier, slack, tel.Telemetry())
+	if err != nil {
+		return err
+	}
+	function.ServeAPI(ctx, function.Flushed(h, tel.Flush, d.Logger))
 	return nil
 }
 
 // handler serves the approvals rows of the route table; in SSO mode people
 // are authenticated by the members package, whose routes are Control's.
-func handler(d function.Deps, verifier *sso.Verifier, slack slackbot.Config) (*route.Server, error) {
+func handler(d function.Deps, verifier *sso.Verifier, slack slackbot.Config, t *telemetry.Telemetry) (*route.Server, error) {
 	base := route.ConfigFrom(d.Config, d.Ledger, d.Logger)
+	base.Telemetry = t
 	if verifier != nil {
 		base.Users = members.New(members.Config{Config: base, OIDC: verifier})
 	}

@@ -13,7 +13,7 @@ import (
 func TestServesItsRows(t *testing.T) {
 	t.Parallel()
 	d := function.Offline()
-	h, err := handler(d, nil, slackbot.Config{})
+	h, err := handler(d, nil, slackbot.Config{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,11 +31,14 @@ import (
 	"github.com/fluidbox/fluidbox/shared/api/members"
 	"github.com/fluidbox/fluidbox/shared/api/model"
 	"github.com/fluidbox/fluidbox/shared/api/route"
+	"github.com/fluidbox/fluidbox/shared/api/workspaces"
 	"github.com/fluidbox/fluidbox/shared/config"
 	"github.com/fluidbox/fluidbox/shared/egress"
 	"github.com/fluidbox/fluidbox/shared/function"
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/sso"
+	"github.com/fluidbox/fluidbox/shared/telemetry"
+	"github.com/fluidbox/fluidbox/shared/telemetry/otlp"
 )
 
 func main() {
@@ -56,15 +59,19 @@ func run(ctx context.Context, getenv func(string) string) error {
 		return err
 	}
 	sealer := seal.NewKMS(kms.NewFromConfig(d.AWS), d.Config.KMSKeyID)
-	api, url, err := handlers(d, verifier, sealer)
+	tel, err := otlp.FromEnv(ctx, getenv, "fluidbox-broker")
+	if err != nil {
+		return err
+	}
+	api, url, err := handlers(d, verifier, sealer, tel.Telemetry())
 	if err != nil {
 		return err
 	}
 	// The function URL's InvokeMode is RESPONSE_STREAM: lambdaurl streams
 	// each write of the model proxy to the client. API Gateway brings the
 	// brokered-tool routes (refresh, tools/call) as REST proxy events.
-	model := lambdaurl.Wrap(url)
-	tools := httpadapter.New(api).ProxyWithContext
+	model := lambdaurl.Wrap(function.Flushed(url, tel.Flush, d.Logger))
+	tools := httpadapter.New(function.Flushed(api, tel.Flush, d.Logger)).ProxyWithContext
 	lambda.StartWithOptions(func(ctx context.Context, raw json.RawMessage) (any, error) {
 		var probe struct {
 			HTTPMethod string `json:"httpMethod"`
@@ -87,12 +94,13 @@ func run(ctx context.Context, getenv func(string) string) error {
 
 // handlers serves the broker's rows of the route table: those through API
 // Gateway, and those on its function URL.
-func handlers(d function.Deps, verifier *sso.Verifier, sealer seal.Sealer) (api, url *route.Server, err error) {
+func handlers(d function.Deps, verifier *sso.Verifier, sealer seal.Sealer, t *telemetry.Telemetry) (api, url *route.Server, err error) {
 	prices, err := admission.LoadPrices(d.Config.PricesFile)
 	if err != nil {
 		return nil, nil, fmt.Errorf("broker: %w", err)
 	}
 	base := route.ConfigFrom(d.Config, d.Ledger, d.Logger)
+	base.Telemetry = t
 	// Every dial to an upstream (MCP or model) goes through the guard.
 	guard := egress.New(d.Config.ConnectionAllowCIDRs)
 	if verifier != nil {
@@ -106,12 +114,15 @@ func handlers(d function.Deps, verifier *sso.Verifier, sealer seal.Sealer) (api,
 			MaxPendingApprovals: d.Config.MaxPendingApprovals,
 			BaseURL:             baseURL(d.Config.PublicURL),
 			Egress:              guard,
-		}))
+		}),
+		// A run's report back to its pull request.
+		workspaces.New(workspaces.Config{Config: base, Sealer: sealer, Egress: guard}))
 	if err != nil {
 		return nil, nil, err
 	}
 	url, err = route.New(base, route.Target{Function: route.Broker, Via: route.FunctionURL},
-		model.New(model.Config{Config: base, Sealer: sealer, Prices: prices, Egress: guard}))
+		model.New(model.Config{Config: base, Sealer: sealer, Prices: prices, Egress: guard}),
+		workspaces.New(workspaces.Config{Config: base, Sealer: sealer, Egress: guard}))
 	if err != nil {
 		return nil, nil, err
 	}

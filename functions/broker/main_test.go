@@ -43,7 +43,7 @@ func TestEvents(t *testing.T) {
 	if err := st.CreateTable(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	_, url, err := handlers(function.Deps{Store: st, Ledger: ledger.New(st, time.Now)}, nil, sealer)
+	_, url, err := handlers(function.Deps{Store: st, Ledger: ledger.New(st, time.Now)}, nil, sealer, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +79,7 @@ func TestEvents(t *testing.T) {
 // rows of the route table, on its function URL exactly its URL rows.
 func TestServesItsRows(t *testing.T) {
 	t.Parallel()
-	api, url, err := handlers(function.Offline(), nil, nil)
+	api, url, err := handlers(function.Offline(), nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/api/model"
 	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/api/triggers"
+	"github.com/fluidbox/fluidbox/shared/api/workspaces"
 	"github.com/fluidbox/fluidbox/shared/config"
 	"github.com/fluidbox/fluidbox/shared/egress"
 	"github.com/fluidbox/fluidbox/shared/function"
@@ -79,6 +80,8 @@ func handler(d function.Deps, verifier *sso.Verifier, sealer seal.Sealer) (*rout
 		// (own_webhook_secret), shown once; deliveries are the github
 		// function's.
 		triggers.New(triggers.Config{Config: base, GitHubWebhookSecret: d.Config.GitHubWebhookSecret}),
+		// The GitHub App's key is sealed here; workspaces are the broker's.
+		workspaces.New(workspaces.Config{Config: base, Sealer: sealer, Egress: guard}),
 		people,
 	)
 }

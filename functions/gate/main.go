@@ -16,6 +16,8 @@ import (
 	"github.com/fluidbox/fluidbox/shared/budget"
 	"github.com/fluidbox/fluidbox/shared/config"
 	"github.com/fluidbox/fluidbox/shared/function"
+	"github.com/fluidbox/fluidbox/shared/telemetry"
+	"github.com/fluidbox/fluidbox/shared/telemetry/otlp"
 )
 
 func main() {
@@ -30,16 +32,20 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	h, err := handler(d)
+	tel, err := otlp.FromEnv(ctx, getenv, "fluidbox-gate")
 	if err != nil {
 		return err
 	}
-	function.ServeAPI(ctx, h)
+	h, err := handler(d, tel.Telemetry())
+	if err != nil {
+		return err
+	}
+	function.ServeAPI(ctx, function.Flushed(h, tel.Flush, d.Logger))
 	return nil
 }
 
 // handler serves the gate's rows of the route table.
-func handler(d function.Deps) (*route.Server, error) {
+func handler(d function.Deps, t *telemetry.Telemetry) (*route.Server, error) {
 	// Without a price file, nil: admission parses the shipped table on the
 	// first admission, not in every cold start. A file is read (and a bad
 	// one refused) here.
@@ -53,6 +59,8 @@ func handler(d function.Deps) (*route.Server, error) {
 	// The approvals the gate files get their expiry timers from the notify
 	// function, which sees each one's insert on the table's stream; the
 	// gate itself only expires lazily (approval.Lazy, runner's default).
-	return route.New(route.ConfigFrom(d.Config, d.Ledger, d.Logger), route.Target{Function: route.Gate, Via: route.APIGateway},
-		runner.New(runner.Config{Config: route.ConfigFrom(d.Config, d.Ledger, d.Logger), Prices: prices, MaxPendingApprovals: d.Config.MaxPendingApprovals}))
+	base := route.ConfigFrom(d.Config, d.Ledger, d.Logger)
+	base.Telemetry = t
+	return route.New(base, route.Target{Function: route.Gate, Via: route.APIGateway},
+		runner.New(runner.Config{Config: base, Prices: prices, MaxPendingApprovals: d.Config.MaxPendingApprovals}))
 }

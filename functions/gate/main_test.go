@@ -14,7 +14,7 @@ import (
 func TestServesItsRows(t *testing.T) {
 	t.Parallel()
 	d := function.Offline()
-	h, err := handler(d)
+	h, err := handler(d, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestPriceFileReadAtStart(t *testing.T) {
 	for _, path := range []string{bad, filepath.Join(t.TempDir(), "missing.json")} {
 		d := function.Offline()
 		d.Config.PricesFile = path
-		if _, err := handler(d); err == nil {
+		if _, err := handler(d, nil); err == nil {
 			t.Errorf("handler with price file %s = nil error, want the start refused", filepath.Base(path))
 		}
 	}

@@ -2,9 +2,11 @@
 // approval.decided on EventBridge (docs/api.md, "Notifications"): a notification
 // exists only for a committed transition. It also starts each new pending
 // approval's expiry timer (an execution of the expiry state machine), so
-// the functions that create approvals hold no Step Functions permission. It
-// may read the stream, put events on the fluidbox bus and start executions
-// of that state machine, nothing else.
+// the functions that create approvals hold no Step Functions permission,
+// and it is the runs' sequencer: it numbers the ledger events the stream
+// shows inserted unsequenced. It may read the stream, put events on the
+// fluidbox bus, start executions of that state machine, and read and
+// number a run's ledger items, nothing else.
 package main
 
 import (
@@ -21,6 +23,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/expiry"
 	"github.com/fluidbox/fluidbox/shared/function"
 	"github.com/fluidbox/fluidbox/shared/notify"
+	"github.com/fluidbox/fluidbox/shared/notify/eventbus"
 )
 
 func main() {
@@ -35,7 +38,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	pub := notify.NewEventBridge(eventbridge.NewFromConfig(d.AWS), d.Config.EventBus)
+	pub := eventbus.New(eventbridge.NewFromConfig(d.AWS), d.Config.EventBus)
 	// Without a state machine no timer starts; lazy expiry and the sweep
 	// expire overdue approvals.
 	var timers approval.Scheduler
@@ -43,6 +46,9 @@ func run(ctx context.Context, getenv func(string) string) error {
 		timers = expiry.NewStepFunctions(sfn.NewFromConfig(d.AWS), d.Config.StateMachineARN)
 	}
 	h := notify.NewHandler(pub, timers, d.Logger)
+	// The runs' sequencer: each insert of an unsequenced ledger event
+	// wakes it (docs/architecture.md, "Ledger").
+	h.Sequence(d.Ledger)
 	lambda.StartWithOptions(h.Stream, lambda.WithContext(ctx))
 	return nil
 }

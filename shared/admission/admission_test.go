@@ -78,7 +78,7 @@ func TestSettlementRace(t *testing.T) {
 			t.Errorf("caller %d was told %d, the head booked %d", i, c, h.BudgetSpent)
 		}
 	}
-	events, err := st.Events(ctx, id, 0, 100)
+	events, _, err := led.Read(ctx, id, 0, 100, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

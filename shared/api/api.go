@@ -15,6 +15,7 @@
 //	model        the model upstream (control) and the model proxy (broker)
 //	triggers     trigger configurations (control) and the GitHub webhook (github)
 //	members      members (control) and the SSO user authenticator
+//	workspaces   the GitHub App (control) and a run's workspace (broker)
 package api
 
 import (
@@ -31,6 +32,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/api/runner"
 	"github.com/fluidbox/fluidbox/shared/api/triggers"
+	"github.com/fluidbox/fluidbox/shared/api/workspaces"
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/budget"
 	"github.com/fluidbox/fluidbox/shared/egress"
@@ -39,6 +41,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/slackbot"
 	"github.com/fluidbox/fluidbox/shared/sso"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/telemetry"
 )
 
 // Config is what the whole API needs.
@@ -91,15 +94,21 @@ type Config struct {
 	// make per minute (FLUIDBOX_RUN_REQUESTS_PER_MINUTE); 0 is
 	// ratelimit.DefaultPerMinute.
 	RunRequestsPerMinute int
+	// RunMaxOpenRequests bounds the requests one run's session token may
+	// have open at once (FLUIDBOX_RUN_MAX_OPEN_REQUESTS); 0 is
+	// ratelimit.DefaultMaxOpen.
+	RunMaxOpenRequests int
 	// PublicURL is the API's public base URL (FLUIDBOX_PUBLIC_URL): the
 	// OAuth redirect URI and client metadata document live under it. Empty:
 	// the request's host.
 	PublicURL string
+	// Telemetry records spans and metrics; nil is off.
+	Telemetry *telemetry.Telemetry
 }
 
 // Build builds the handler of every route.
 func Build(cfg Config) (*route.Server, error) {
-	base := route.Config{AdminToken: cfg.AdminToken, Ledger: cfg.Ledger, Logger: cfg.Logger, Now: cfg.Now, RunRequestsPerMinute: cfg.RunRequestsPerMinute}.WithDefaults()
+	base := route.Config{AdminToken: cfg.AdminToken, Ledger: cfg.Ledger, Logger: cfg.Logger, Now: cfg.Now, RunRequestsPerMinute: cfg.RunRequestsPerMinute, RunMaxOpenRequests: cfg.RunMaxOpenRequests, Telemetry: cfg.Telemetry}.WithDefaults()
 	people := members.New(members.Config{Config: base, OIDC: cfg.OIDC})
 	if cfg.OIDC != nil {
 		base.Users = people
@@ -111,6 +120,7 @@ func Build(cfg Config) (*route.Server, error) {
 		connections.New(connections.Config{Config: base, Sealer: cfg.Sealer, UpstreamToolsTTL: cfg.UpstreamToolsTTL, Scheduler: cfg.Scheduler, Observer: cfg.Observer, MaxPendingApprovals: cfg.MaxPendingApprovals, Egress: cfg.Egress, BaseURL: fixedURL(cfg.PublicURL)}),
 		model.New(model.Config{Config: base, Sealer: cfg.Sealer, Prices: cfg.Prices, Client: cfg.ModelClient, Egress: cfg.Egress, Halted: cfg.Halted}),
 		triggers.New(triggers.Config{Config: base, GitHubWebhookSecret: cfg.GitHubWebhookSecret, RunCreated: cfg.RunCreated}),
+		workspaces.New(workspaces.Config{Config: base, Sealer: cfg.Sealer, Egress: cfg.Egress}),
 		people,
 	)
 }

@@ -23,10 +23,12 @@ import (
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/expiry"
 	"github.com/fluidbox/fluidbox/shared/internal/ddbchaos/roles"
+	"github.com/fluidbox/fluidbox/shared/internal/otlpreceiver"
 	"github.com/fluidbox/fluidbox/shared/internal/scriptedmodel"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/notify"
+	"github.com/fluidbox/fluidbox/shared/telemetry/otlp"
 )
 
 // The sweep's canaries. A secret canary (a credential, a prompt, a model
@@ -48,6 +50,7 @@ var canaryRE = regexp.MustCompile(`(SECRETCANARY|TOOLCANARY)-[a-z0-9-]+`)
 const canaryPolicy = `{"name":"canary","default_verdict":"deny","rules":[
  {"id":"read","tool":"Read","verdict":"allow"},
  {"id":"no-push","tool":"Bash","match":{"command_prefix":["git push"]},"verdict":"deny"},
+ {"id":"ask-curl","tool":"Bash","match":{"command_prefix":["curl"]},"verdict":"require_approval","scope":"session"},
  {"id":"ask-bash","tool":"Bash","verdict":"require_approval","scope":"session"},
  {"id":"ask-write","tool":"Write","verdict":"require_approval"},
  {"id":"ask-edit","tool":"Edit","verdict":"require_approval","ttl_seconds":1},
@@ -138,7 +141,14 @@ func TestCanarySweep(t *testing.T) {
 	t.Cleanup(func() { slog.SetDefault(prev) })
 	notes := &details{}
 	errs := &errorBodies{}
-	h := api.New(api.Config{Egress: testenv.Loopback,
+	// Telemetry exports to a receiver on loopback; what it gets is swept too.
+	otlpRcv := otlpreceiver.Start(t)
+	tel, err := otlp.New(ctx, otlpRcv.URL, "fluidbox-canary")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	h := api.New(api.Config{Egress: testenv.Loopback, Telemetry: tel.Telemetry(),
 		AdminToken: adminToken, Ledger: led, Logger: log, Sealer: localSealer(t),
 		Observer: notify.NewHandler(notes, nil, log).Observer(), GitHubWebhookSecret: webhookSecret,
 	})
@@ -179,8 +189,8 @@ func TestCanarySweep(t *testing.T) {
 	if len(grants) != 1 {
 		t.Fatalf("grants = %v", grants)
 	}
-	// The rule has no command_prefix: the key is the program the parse
-	// found, not the command line with its bearer token.
+	// The key is the asking rule's prefix, not the command line with its
+	// bearer token.
 	scope := grants[0].(map[string]any)["scope_key"].(string)
 	if scope != "Bash:curl" {
 		t.Errorf("scope key = %q, want Bash:curl", scope)
@@ -323,6 +333,32 @@ func TestCanarySweep(t *testing.T) {
 		}
 	}
 	notes.mu.Unlock()
+	if err := tel.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	spans := map[string]int{}
+	for _, sp := range otlpRcv.Spans() {
+		spans[sp.Name]++
+		a := otlpreceiver.Attrs(sp.Attributes)
+		if sp.Name == "fluidbox.permission.decide" && a["fluidbox.tool_call.id"] == "c-deny" &&
+			(a["fluidbox.decision"] != "deny" || a["fluidbox.source"] != "policy" || a["fluidbox.rule.id"] != "no-push" || a["fluidbox.run.id"] != id) {
+			t.Errorf("the c-deny decision's span = %v, want deny by policy rule no-push of %s", a, id)
+		}
+		if sp.Name == "fluidbox.broker.call" && (a["fluidbox.tool.name"] != "mcp__jira__echo" || a["fluidbox.outcome"] != "ok") {
+			t.Errorf("brokered call span = %v, want mcp__jira__echo, ok", a)
+		}
+	}
+	for _, name := range []string{"fluidbox.permission.decide", "fluidbox.approval.wait", "fluidbox.broker.call", "fluidbox.model.request"} {
+		if spans[name] == 0 {
+			t.Errorf("no %s span was exported (got %v)", name, spans)
+		}
+	}
+	if m := otlpRcv.Metrics(); m["fluidbox.decisions"] == nil || m["fluidbox.approval.wait"] == nil || m["fluidbox.broker.duration"] == nil || m["fluidbox.model.tokens"] == nil {
+		t.Errorf("exported metrics = %v, want decisions, approval wait, broker duration and model tokens", m)
+	}
+	if c := canaryRE.FindString(otlpRcv.Dump()); c != "" {
+		t.Errorf("exported telemetry holds %s", c)
+	}
 	errs.mu.Lock()
 	if len(errs.bodies) == 0 {
 		t.Error("no error body was recorded; the sweep did not see them")

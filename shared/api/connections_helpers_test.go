@@ -63,7 +63,7 @@ type brokerStack struct {
 func newBrokerStack(t *testing.T, sealer seal.Sealer, ttl time.Duration) *brokerStack {
 	t.Helper()
 	st, db := roleStore(t)
-	led := ledger.New(st, time.Now)
+	led := ledger.New(st, time.Now, ledger.SequenceOnlyWhenRead) // as newStack
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	srv := httptest.NewServer(roles.Serve(api.New(api.Config{AdminToken: adminToken, Ledger: led, Logger: log, Sealer: sealer, UpstreamToolsTTL: ttl, Egress: testenv.Loopback})))

@@ -41,8 +41,13 @@ func newStack(t *testing.T) *stack {
 	// Each route's table requests are made in its function's IAM role
 	// (template.yaml), as on AWS.
 	st, db := roleStore(t)
-	led := ledger.New(st, time.Now)
-	srv := httptest.NewServer(roles.Serve(api.New(api.Config{AdminToken: adminToken, Ledger: led})))
+	// Events are numbered when read, not by a goroutine after each
+	// append: a test that places a fault on a run's next recording meets
+	// no sequencer's transaction in between.
+	led := ledger.New(st, time.Now, ledger.SequenceOnlyWhenRead)
+	// Tests of other properties send a run's requests by the dozen at
+	// once; TestRunOpenRequests holds the bound on open requests.
+	srv := httptest.NewServer(roles.Serve(api.New(api.Config{AdminToken: adminToken, Ledger: led, RunMaxOpenRequests: 1000})))
 	t.Cleanup(srv.Close)
 	return &stack{t: t, url: srv.URL, st: st, db: db, led: led}
 }

@@ -73,7 +73,9 @@ func newVerifyStack(t *testing.T) *verifyStack {
 	t.Cleanup(v.up.Close)
 	v.up.Route(func(scriptedmodel.Request) bool { return true }, scriptedmodel.SayText("ok"))
 	logs := &lockedBuffer{}
-	h := api.New(api.Config{AdminToken: adminToken, Ledger: led, Sealer: sealer, Egress: testenv.Loopback,
+	// Subagents ask the gate at once, more than a run may have open by
+	// default (TestRunOpenRequests holds that bound).
+	h := api.New(api.Config{AdminToken: adminToken, Ledger: led, Sealer: sealer, Egress: testenv.Loopback, RunMaxOpenRequests: 100,
 		Logger: slog.New(slog.NewTextHandler(logs, nil)),
 		Halted: func(_ context.Context, h store.Halted) { v.halts <- h }})
 	srv := httptest.NewServer(roles.Serve(h))

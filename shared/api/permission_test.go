@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -325,7 +326,9 @@ func TestOneTransactionPerDecision(t *testing.T) {
 	}
 	st, db := roleStore(t, count)
 	testenv.Calm(t, db) // it counts transactions: a retried one counts twice
-	srv := httptest.NewServer(roles.Serve(api.New(api.Config{AdminToken: adminToken, Ledger: ledger.New(st, time.Now)})))
+	// Numbering is not the decision's work: it is left to readers here
+	// (the stream on AWS), so what is counted is what a decision costs.
+	srv := httptest.NewServer(roles.Serve(api.New(api.Config{AdminToken: adminToken, Ledger: ledger.New(st, time.Now, ledger.SequenceOnlyWhenRead)})))
 	defer srv.Close()
 	s := &stack{t: t, url: srv.URL, st: st, db: db}
 	id, tok := s.gateRun(s.policy(gatePolicy), runOpts{budget: 1})
@@ -338,11 +341,81 @@ func TestOneTransactionPerDecision(t *testing.T) {
 		}
 	}
 	counting.Store(false)
-	// One transaction per decision; the one other write is the run's
-	// request counter (shared/ratelimit), an UpdateItem per request of the
-	// session token.
-	want := map[string]int{"TransactWriteItems": n, "UpdateItem": n}
+	// One transaction per decision; the other writes are shared/ratelimit's
+	// per request of the session token: the run's request counter, and
+	// the open-request lease taken and given back (three UpdateItems).
+	want := map[string]int{"TransactWriteItems": n, "UpdateItem": 3 * n}
 	if fmt.Sprint(calls) != fmt.Sprint(want) {
 		t.Fatalf("DynamoDB calls for %d decisions = %v, want %v", n, calls, want)
+	}
+}
+
+// TestRequestsPerDecision counts the DynamoDB requests of each kind of
+// decision, through a counting client, so that none can regress: a warm
+// allow or deny, a replay, a pending answer, and a run's first decision
+// on an instance that has not seen the run. Numbering the events is not
+// the decision's (readers and the stream do it), so it is left out.
+// One of each is the rate limit's counter (shared/ratelimit).
+func TestRequestsPerDecision(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	calls := map[string]int{}
+	count := func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+			return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("count", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				mu.Lock()
+				calls[middleware.GetOperationName(ctx)]++
+				mu.Unlock()
+				return next.HandleInitialize(ctx, in)
+			}), middleware.Before)
+		})
+	}
+	st, db := roleStore(t, count)
+	testenv.Calm(t, db) // it counts requests: a retried one counts twice
+	instance := func() *stack {
+		srv := httptest.NewServer(roles.Serve(api.New(api.Config{AdminToken: adminToken, Ledger: ledger.New(st, time.Now, ledger.SequenceOnlyWhenRead)})))
+		t.Cleanup(srv.Close)
+		return &stack{t: t, url: srv.URL, st: st, db: db}
+	}
+	a := instance()
+	id, tok := a.gateRun(a.policy(gatePolicy), runOpts{budget: 1})
+	a.ask(id, tok, "warm", "Bash", bash("git status"))
+	cost := func(want string, ask func(s *stack) response, s *stack) map[string]int {
+		t.Helper()
+		mu.Lock()
+		clear(calls)
+		mu.Unlock()
+		if r := ask(s); r.body["decision"] != want {
+			t.Fatalf("answer = %s, want %s", r.raw, want)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(calls)
+	}
+	cases := []struct {
+		name, decision string
+		on             *stack
+		ask            func(s *stack) response
+		want           map[string]int
+	}{
+		{"warm allow", "allow", a, func(s *stack) response { return s.ask(id, tok, "c1", "Bash", bash("git diff")) },
+			map[string]int{"TransactWriteItems": 1, "UpdateItem": 1}},
+		{"warm deny", "deny", a, func(s *stack) response { return s.ask(id, tok, "c2", "Bash", bash("git push")) },
+			map[string]int{"TransactWriteItems": 1, "UpdateItem": 1}},
+		// The record's put fails, then the record is read.
+		{"replay", "allow", a, func(s *stack) response { return s.ask(id, tok, "c1", "Bash", bash("git diff")) },
+			map[string]int{"GetItem": 1, "TransactWriteItems": 1, "UpdateItem": 1}},
+		// The run's grants (a require_approval asks), then the record.
+		{"pending", "pending", a, func(s *stack) response { return s.ask(id, tok, "c3", "Bash", bash("rm -rf build")) },
+			map[string]int{"Query": 1, "TransactWriteItems": 1, "UpdateItem": 1}},
+		// The token's run and the ledger's head (two GetItems), the frozen
+		// state (three Queries), the record.
+		{"first on an instance", "allow", instance(), func(s *stack) response { return s.ask(id, tok, "c4", "Bash", bash("git status")) },
+			map[string]int{"GetItem": 2, "Query": 3, "TransactWriteItems": 1, "UpdateItem": 1}},
+	}
+	for _, c := range cases {
+		if got := cost(c.decision, c.ask, c.on); fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("%s: DynamoDB requests = %v, want %v", c.name, got, c.want)
+		}
 	}
 }

@@ -1,10 +1,12 @@
 package api_test
 
 import (
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/internal/ddbchaos/roles"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/store"
 )
 
 // TestRunRateLimit: past FLUIDBOX_RUN_REQUESTS_PER_MINUTE a run's session
@@ -69,6 +72,80 @@ func TestRunRateLimit(t *testing.T) {
 		u := s.do("POST", "/v1/sessions/"+a+"/end", rt, nil)
 		if u.status == 429 {
 			t.Errorf("the runner token = 429; only the session token is limited")
+		}
+	}
+}
+
+// TestRunOpenRequests is issue 25 item 8: one session token held 100
+// concurrent 25-second long polls. With FLUIDBOX_RUN_MAX_OPEN_REQUESTS at
+// 3, three long polls of a run are held open and the requests beside them
+// are answered 429 at once; another run is not affected, and once the
+// polls end the run gets its slots back.
+func TestRunOpenRequests(t *testing.T) {
+	t.Parallel()
+	st, db := roleStore(t)
+	testenv.Calm(t, db)
+	led := ledger.New(st, time.Now)
+	srv := httptest.NewServer(roles.Serve(api.New(api.Config{AdminToken: adminToken, Ledger: led, RunMaxOpenRequests: 3})))
+	t.Cleanup(srv.Close)
+	s := &stack{t: t, url: srv.URL, st: st, db: db, led: led}
+	body := map[string]any{"policy_id": s.policy(basicPolicy), "capabilities": []string{"claude-code"}, "budget": map[string]any{"limit_usd": 1}}
+	a, tokA := s.session(body)
+	b, tokB := s.session(body)
+	get := func(path, tok string) (int, string) {
+		req, _ := http.NewRequest("GET", srv.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return 0, ""
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(raw)
+	}
+	// Three polls wait for events that never come (seq 10^6).
+	var wg sync.WaitGroup
+	polls := make([]int, 3)
+	for i := range polls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			polls[i], _ = get("/v1/sessions/"+a+"/events?after=1000000&wait_seconds=2", tokA)
+		}()
+	}
+	// Once all three hold their slots, every other request of the run is
+	// refused.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		held, err := st.Leases(t.Context(), store.OpenKey(a))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(held) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the three long polls hold %d slots", len(held))
+		}
+	}
+	if code, raw := get("/v1/sessions/"+a, tokA); code != 429 || !strings.Contains(raw, "rate_limited") || !strings.Contains(raw, "FLUIDBOX_RUN_MAX_OPEN_REQUESTS") {
+		t.Errorf("a request beside three open long polls = %d %s, want 429 rate_limited", code, raw)
+	}
+	if code, _ := get("/v1/sessions/"+b, tokB); code != 200 {
+		t.Errorf("run b beside run a's polls = %d, want 200", code)
+	}
+	if code, _ := get("/v1/sessions/"+a, adminToken); code != 200 {
+		t.Errorf("the operator on run a = %d, want 200", code)
+	}
+	wg.Wait()
+	for i, code := range polls {
+		if code != 200 {
+			t.Errorf("long poll %d = %d, want 200", i, code)
+		}
+	}
+	for i := range 3 {
+		if code, raw := get("/v1/sessions/"+a, tokA); code != 200 {
+			t.Errorf("request %d after the polls ended = %d %s, want 200", i, code, raw)
 		}
 	}
 }

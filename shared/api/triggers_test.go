@@ -154,6 +154,8 @@ func TestTriggerConfigurations(t *testing.T) {
 		"connections": []any{}, "autonomous": true, "budget": map[string]any{"limit_usd": 3.25},
 		"events": []any{"pull_request"}, "created_by": "admin", "created_at": created["created_at"],
 		"revision": 0.0, "runner_key": created["runner_key"], "verify": "halt",
+		// How a launched run reports and how long it may run: the defaults.
+		"report": "check_run", "timeout_seconds": 3600.0,
 	}
 	if diff := cmp.Diff(want, created); diff != "" {
 		t.Errorf("POST /v1/triggers (-want +got):\n%s", diff)
@@ -262,11 +264,12 @@ func TestGitHubDeliveryCreatesRun(t *testing.T) {
 		number               float64
 		sha, action, tier    string
 		fork                 bool
+		author               string
 	}{
-		{"fork.opened.json", "KaTeX/KaTeX", "KaTeX-bot/KaTeX", 2388, "3ae9c36f8a03c1bd7e352bc683f72943dc92422e", "opened", "read_only", true},
-		{"same_repo.opened.json", "Codertocat/Hello-World", "Codertocat/Hello-World", 2, "ec26c3e57ca3a959ca5aad62de7213c562f8c821", "opened", "trusted", false},
-		{"deleted_fork.opened.json", "KaTeX/KaTeX", "", 2388, "3ae9c36f8a03c1bd7e352bc683f72943dc92422e", "opened", "read_only", true},
-		{"fork.synchronize.json", "KaTeX/KaTeX", "KaTeX-bot/KaTeX", 2388, "a3404550c2465df195b4c7e2081f74dd5a7aced6", "synchronize", "read_only", true},
+		{"fork.opened.json", "KaTeX/KaTeX", "KaTeX-bot/KaTeX", 2388, "3ae9c36f8a03c1bd7e352bc683f72943dc92422e", "opened", "read_only", true, "33710906"},
+		{"same_repo.opened.json", "Codertocat/Hello-World", "Codertocat/Hello-World", 2, "ec26c3e57ca3a959ca5aad62de7213c562f8c821", "opened", "trusted", false, "21031067"},
+		{"deleted_fork.opened.json", "KaTeX/KaTeX", "", 2388, "3ae9c36f8a03c1bd7e352bc683f72943dc92422e", "opened", "read_only", true, "33710906"},
+		{"fork.synchronize.json", "KaTeX/KaTeX", "KaTeX-bot/KaTeX", 2388, "a3404550c2465df195b4c7e2081f74dd5a7aced6", "synchronize", "read_only", true, "33710906"},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
@@ -290,7 +293,7 @@ func TestGitHubDeliveryCreatesRun(t *testing.T) {
 			wantGitHub := map[string]any{
 				"trigger_id": trg, "delivery_id": deliveryID, "event": "pull_request", "action": c.action,
 				"repository": c.repo, "head_repository": c.headRepo, "pull_request": c.number,
-				"head_sha": c.sha, "fork": c.fork,
+				"head_sha": c.sha, "fork": c.fork, "author": c.author,
 			}
 			if got["trust_tier"] != c.tier || got["trigger"] != "github" || got["invoker"] != "trigger:"+trg || got["autonomous"] != true {
 				t.Errorf("GET run = tier %v trigger %v invoker %v autonomous %v, want %s github trigger:%s true", got["trust_tier"], got["trigger"], got["invoker"], got["autonomous"], c.tier, trg)

@@ -307,15 +307,19 @@ func (s *Service) settle(ctx context.Context, a store.Approval, by call.Subject,
 	return after, true, nil
 }
 
-// RevokeGrant withdraws a run's session grant; later calls it covered ask
-// again. Revoking is recorded in the ledger (grant.revoked). It fails with
+// RevokeGrant withdraws a run's session grants with scopeKey, under
+// whichever rules hold one (a grant belongs to the rule that asked, and
+// the API names grants by scope key); later calls they covered ask again.
+// Revoking is recorded in the ledger (grant.revoked). It fails with
 // call.ErrNoGrant when the run holds no such grant.
 func (s *Service) RevokeGrant(ctx context.Context, who auth.Principal, runID, scopeKey string) error {
-	b, err := call.Revoke(s.st, runID, scopeKey, call.Subject(who.Subject))
-	if err != nil {
-		return err
-	}
-	_, err = s.led.Append(ctx, runID, func(store.Head) (store.Batch, error) { return b, nil })
+	_, err := s.led.Append(ctx, runID, func(store.Head) (store.Batch, error) {
+		held, err := s.st.Grants(ctx, runID)
+		if err != nil {
+			return store.Batch{}, err
+		}
+		return call.Revoke(s.st, runID, scopeKey, held, call.Subject(who.Subject))
+	})
 	return err
 }
 

@@ -125,10 +125,12 @@ func NewRunnerToken() (Token, string, error) { return newToken(RunnerTokenPrefix
 func NewTriggerKey() (Token, string, error) { return newToken(TriggerKeyPrefix) }
 
 // MayIssueTokens reports whether p may have runID's tokens issued: the
-// operator, an SSO admin, or the runner key of the trigger that created
-// the run (authentication checked the key against that trigger).
+// operator, an SSO admin, the runner key of the trigger that created the
+// run (authentication checked the key against that trigger), or the run's
+// launch credential (checked against the run's launch; its one use is
+// enforced where the tokens are issued).
 func (p Principal) MayIssueTokens(runID string) bool {
-	return p.IsAdmin() || (p.Kind == KindTrigger && p.RunID == runID)
+	return p.IsAdmin() || ((p.Kind == KindTrigger || p.Kind == KindLaunch) && p.RunID == runID)
 }
 
 func newToken(prefix string) (Token, string, error) {

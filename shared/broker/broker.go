@@ -1,6 +1,9 @@
 // Package broker is fluidbox's MCP client: it photographs an upstream server's tools and
 // calls them, presenting the connection's credential, over Streamable HTTP with the
-// official MCP Go SDK. The SDK's types stay inside this package.
+// official MCP Go SDK. The SDK's types stay inside this package. The SDK speaks the
+// 2026-07-28 revision (stateless: server/discover, the version and capabilities in every
+// request's _meta, MCP-Protocol-Version, Mcp-Method and Mcp-Name matching the body) to a
+// server that offers it and falls back to the 2025-11-25 initialize handshake otherwise.
 //
 // Guarantees:
 //   - The credential goes only into the request headers of the upstream it was given for:
@@ -14,8 +17,18 @@
 //   - A 401's or 403's Bearer challenge is read with the SDK's parser; its scopes are
 //     kept (UpstreamError.Scopes, ErrInsufficientScope) only when bounded, valid RFC 6749
 //     scope tokens that do not contain the credential; any other challenge is ignored.
-//   - A Photo's digest depends only on the tools, never on the order the upstream lists
-//     them in, so a digest comparison is a sound rug-pull check.
+//   - A Photo's digest depends only on what the tools mean (name, description, input and
+//     output schemas, annotations), never on the order the upstream lists them in, its
+//     cache hints (ttlMs, cacheScope), _meta or the protocol revision it speaks, so a
+//     digest comparison is a sound rug-pull check.
+//   - A session lists its tools once: the SDK would answer a second list from the
+//     upstream's cache hints, which are its own word and never the broker's.
+//   - An upstream's request for input mid-call (elicitation, input_required) is answered,
+//     never followed: a link that is not http or https, or a form asking for a secret, is
+//     declined, anything else cancelled; only its mode, a link's scheme, host and path, and
+//     the outcome are kept (Session.InputRequests), never part of a Result.
+//     Nothing else is declared to the upstream (no roots, no sampling, no tasks), so it
+//     can ask for nothing else.
 //   - Nothing retries behind the caller's back; the caller's ctx bounds every call, and
 //     DefaultHTTPTimeout bounds each HTTP request when ctx has no deadline.
 package broker

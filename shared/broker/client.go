@@ -71,8 +71,10 @@ func transportFor(g *egress.Guard) http.RoundTripper {
 type Session struct {
 	cs     *mcp.ClientSession
 	rec    *recorder
+	in     *inputs
 	cred   seal.Credential
 	closed atomic.Bool
+	listed atomic.Bool
 }
 
 // Connect opens a session with the upstream at endpoint, presenting cred. The URL is
@@ -107,12 +109,29 @@ func Connect(ctx context.Context, g *egress.Guard, endpoint string, cred seal.Cr
 		DisableStandaloneSSE: true,
 		MaxRetries:           -1,
 	}
-	client := mcp.NewClient(clientInfo, nil)
+	in := &inputs{}
+	client := mcp.NewClient(clientInfo, &mcp.ClientOptions{
+		// Elicitation of both modes is declared so that an upstream that
+		// needs input asks for it (and is answered, see inputs) instead of
+		// failing the call on a client that cannot take it. Nothing else is
+		// declared: no roots, no sampling (the broker lends the upstream
+		// neither the sandbox's files nor its model budget).
+		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{
+			Form: &mcp.FormElicitationCapabilities{}, URL: &mcp.URLElicitationCapabilities{},
+		}},
+		ElicitationHandler: in.handle,
+	})
 	cs, err := client.Connect(ctx, transport, nil)
 	if err != nil {
 		return nil, classify(ctx, "connect", err, rec)
 	}
-	return &Session{cs: cs, rec: rec, cred: cred}, nil
+	return &Session{cs: cs, rec: rec, in: in, cred: cred}, nil
+}
+
+// stateless reports whether the session speaks 2026-07-28 or later.
+func (s *Session) stateless() bool {
+	res := s.cs.InitializeResult()
+	return res != nil && res.ProtocolVersion >= "2026-07-28"
 }
 
 // Close ends the session (best effort: a DELETE to the upstream). After a call abandoned
@@ -128,9 +147,16 @@ func (s *Session) Close() error {
 	return nil
 }
 
-// ListTools pages through tools/list and returns the photo.
+// ListTools pages through tools/list and returns the photo. A session lists
+// once (ErrInvalidRequest after): the SDK's client keeps a 2026-07-28
+// session's lists for as long as the upstream's ttlMs says, so a second list
+// could be the first one again, and a look meant to see a change would not.
+// Connect anew to look again.
 func (s *Session) ListTools(ctx context.Context) (Photo, error) {
 	const op = "tools/list"
+	if s.listed.Swap(true) {
+		return Photo{}, &UpstreamError{Op: op, Msg: "this session listed its tools already; connect anew to look again", Err: ErrInvalidRequest}
+	}
 	s.rec.reset()
 	// Each page is bounded by MaxResponseBytes; together they share this
 	// budget, or a hundred pages would be held at once.
@@ -194,7 +220,21 @@ func (s *Session) CallTool(ctx context.Context, name string, args map[string]any
 	if name == "" {
 		return Result{}, &UpstreamError{Op: op, Msg: "empty tool name", Err: ErrInvalidRequest}
 	}
+	if !s.listed.Load() && s.stateless() {
+		// The SDK sets a 2026-07-28 call's Mcp-Param headers (a tool's
+		// x-mcp-header bindings) from the session's tool list, and the
+		// upstream refuses the call without them: list first. Its failure
+		// is one before the call reached the upstream.
+		if _, err := s.ListTools(ctx); err != nil {
+			var ue *UpstreamError
+			if errors.As(err, &ue) {
+				ue.Op = "connect"
+			}
+			return Result{}, err
+		}
+	}
 	s.rec.reset()
+	s.in.reset()
 	if args == nil {
 		args = map[string]any{}
 	}
@@ -236,6 +276,18 @@ type Result struct {
 	Content           json.RawMessage `json:"content"`
 	StructuredContent json.RawMessage `json:"structuredContent,omitempty"`
 	IsError           bool            `json:"isError,omitempty"`
+}
+
+// InputRequests are the requests for input the upstream made during the
+// session's last CallTool, as the broker judged and answered them, whether
+// the call succeeded or failed (an upstream that asks until the SDK gives
+// up is recorded too). They are for the ledger and the run's humans, never
+// for the sandbox.
+func (s *Session) InputRequests() []InputRequest {
+	if s == nil || s.in == nil {
+		return nil
+	}
+	return s.in.taken()
 }
 
 // ListTools connects to the upstream at endpoint, photographs its tools, and closes.
@@ -298,12 +350,20 @@ func toolDef(t *mcp.Tool) (ToolDef, error) {
 		return ToolDef{}, err
 	}
 	def := ToolDef{Name: t.Name, Description: t.Description, InputSchema: schema}
+	if t.OutputSchema != nil {
+		if def.OutputSchema, err = json.Marshal(t.OutputSchema); err != nil {
+			return ToolDef{}, err
+		}
+	}
 	if a := t.Annotations; a != nil {
-		ann := Annotations{DestructiveHint: a.DestructiveHint, OpenWorldHint: a.OpenWorldHint}
-		// The SDK decodes readOnlyHint as a plain bool, so absent and false look alike;
-		// only a positive claim is kept.
+		ann := Annotations{DestructiveHint: a.DestructiveHint, OpenWorldHint: a.OpenWorldHint, Title: a.Title}
+		// The SDK decodes readOnlyHint and idempotentHint as plain bools, so absent and
+		// false look alike; only a positive claim is kept.
 		if a.ReadOnlyHint {
 			ann.ReadOnlyHint = &a.ReadOnlyHint
+		}
+		if a.IdempotentHint {
+			ann.IdempotentHint = &a.IdempotentHint
 		}
 		def.Annotations = &ann
 	}

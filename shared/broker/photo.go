@@ -11,20 +11,28 @@ import (
 )
 
 // ToolDef is one upstream tool as photographed: what a run freezes and a human reviews.
+// It holds what the tool means and nothing else: an upstream's cache hints (ttlMs,
+// cacheScope), _meta, display extras (title, icons) and list order vary between two
+// lists of the same tools, and a digest over them would call every refresh a rug pull.
 type ToolDef struct {
 	Name        string          `json:"name"`
 	Description string          `json:"description,omitempty"`
 	InputSchema json.RawMessage `json:"input_schema"`
-	Annotations *Annotations    `json:"annotations,omitempty"`
+	// OutputSchema is what the tool says its structured result is; absent for most.
+	// Omitted when absent, so a tool without one digests as it did before the field.
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	Annotations  *Annotations    `json:"annotations,omitempty"`
 }
 
 // Annotations are the upstream's hints about a tool. They are untrusted claims, kept
-// because a change in them (a tool that stops claiming to be read-only) is drift a human
-// should review.
+// because a change in them (a tool that stops claiming to be read-only, or renames
+// itself to a reviewer) is drift a human should review; they never lower a tool's class.
 type Annotations struct {
-	ReadOnlyHint    *bool `json:"read_only_hint,omitempty"`
-	DestructiveHint *bool `json:"destructive_hint,omitempty"`
-	OpenWorldHint   *bool `json:"open_world_hint,omitempty"`
+	ReadOnlyHint    *bool  `json:"read_only_hint,omitempty"`
+	DestructiveHint *bool  `json:"destructive_hint,omitempty"`
+	IdempotentHint  *bool  `json:"idempotent_hint,omitempty"`
+	OpenWorldHint   *bool  `json:"open_world_hint,omitempty"`
+	Title           string `json:"title,omitempty"`
 }
 
 // Photo is an upstream's tool list at one moment: tools sorted by name, each schema in
@@ -78,8 +86,9 @@ func digest(b []byte) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// canonicalDef returns a copy of def whose schema is canonical JSON (object keys sorted,
-// no insignificant space, numbers as written) and whose annotations are nil when empty.
+// canonicalDef returns a copy of def whose schemas are canonical JSON (object keys sorted,
+// no insignificant space, numbers as written), whose output schema is nil when absent
+// (or JSON null) and whose annotations are nil when empty.
 func canonicalDef(def ToolDef) (ToolDef, error) {
 	if def.Name == "" {
 		return ToolDef{}, fmt.Errorf("%w: tool without a name", ErrInvalidResponse)
@@ -89,11 +98,22 @@ func canonicalDef(def ToolDef) (ToolDef, error) {
 		return ToolDef{}, fmt.Errorf("%w: tool input schema is not valid JSON", ErrInvalidResponse)
 	}
 	out := ToolDef{Name: def.Name, Description: def.Description, InputSchema: schema}
-	if a := def.Annotations; a != nil && (a.ReadOnlyHint != nil || a.DestructiveHint != nil || a.OpenWorldHint != nil) {
+	if len(bytes.TrimSpace(def.OutputSchema)) != 0 {
+		output, err := canonicalJSON(def.OutputSchema)
+		if err != nil {
+			return ToolDef{}, fmt.Errorf("%w: tool output schema is not valid JSON", ErrInvalidResponse)
+		}
+		if string(output) != "null" {
+			out.OutputSchema = output
+		}
+	}
+	if a := def.Annotations; a != nil && (*a != Annotations{}) {
 		out.Annotations = &Annotations{
 			ReadOnlyHint:    copyBool(a.ReadOnlyHint),
 			DestructiveHint: copyBool(a.DestructiveHint),
+			IdempotentHint:  copyBool(a.IdempotentHint),
 			OpenWorldHint:   copyBool(a.OpenWorldHint),
+			Title:           a.Title,
 		}
 	}
 	return out, nil
@@ -142,7 +162,7 @@ const (
 	ChangeChanged = "changed"
 )
 
-// Diff lists the tools added, removed or changed (description, schema or annotations)
+// Diff lists the tools added, removed or changed (description, schemas or annotations)
 // from old to new, sorted by tool name. A tool whose digest cannot be computed on either
 // side counts as changed, so that it is reviewed rather than silently accepted.
 func Diff(old, new Photo) []Change {

@@ -51,11 +51,27 @@ type upstreamOpts struct {
 	// echoAuthInProtocolError: fail tools/call for "boom" with a protocol error whose
 	// message echoes the Authorization header.
 	echoAuthInProtocolError bool
+	// versions, when set, are the only protocol revisions the server offers
+	// (ServerOptions.SupportedProtocolVersions).
+	versions []string
+	// stateless serves without sessions, as the SDK's handler must for a
+	// server to offer 2026-07-28.
+	stateless bool
+	// cache, when set, is the ttlMs and cacheScope of every cacheable
+	// result (2026-07-28).
+	cache *mcp.Cacheable
+	// check, when set, sees every POST's headers and body before the SDK
+	// does; an error refuses the request with HTTP 400.
+	check func(h http.Header, body []byte) error
 }
 
 func newUpstream(t testing.TB, o upstreamOpts) *upstream {
 	t.Helper()
-	server := mcp.NewServer(&mcp.Implementation{Name: "test-upstream", Version: "1"}, &mcp.ServerOptions{PageSize: o.pageSize})
+	sopts := &mcp.ServerOptions{PageSize: o.pageSize, SupportedProtocolVersions: o.versions}
+	if o.cache != nil {
+		sopts.SetCacheable = func(_ context.Context, _ mcp.Request, c *mcp.Cacheable) { *c = *o.cache }
+	}
+	server := mcp.NewServer(&mcp.Implementation{Name: "test-upstream", Version: "1"}, sopts)
 	// release unblocks the slow tool: the SDK server does not cancel a tool handler when
 	// the client gives up, and httptest.Server.Close waits for running handlers.
 	release := make(chan struct{})
@@ -93,7 +109,7 @@ func newUpstream(t testing.TB, o upstreamOpts) *upstream {
 			}
 		})
 	}
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: o.stateless})
 	u := &upstream{}
 	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
@@ -105,6 +121,12 @@ func newUpstream(t testing.TB, o upstreamOpts) *upstream {
 			}
 			if strings.Contains(string(body), `"tools/list"`) {
 				u.listCalls.Add(1)
+			}
+			if o.check != nil {
+				if err := o.check(r.Header, body); err != nil {
+					http.Error(w, err.Error(), http.StatusBadRequest)
+					return
+				}
 			}
 			r.Body = io.NopCloser(strings.NewReader(string(body)))
 		}

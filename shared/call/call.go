@@ -171,6 +171,12 @@ var (
 	// ErrNoTime: the request's deadline does not cover the call's timeout,
 	// so the execution was not claimed and the tool did not run.
 	ErrNoTime = errors.New("call: not enough time left to execute")
+	// ErrSourceFull: the call's trigger source already has as many
+	// approvals pending across its runs as it may, so none was filed.
+	ErrSourceFull = errors.New("call: the trigger source has as many approvals pending as it may")
+	// ErrGrantRevoked: the session grant that answered the call was
+	// revoked before the decision was recorded; decide again.
+	ErrGrantRevoked = errors.New("call: the session grant was revoked")
 	// ErrBrokeredRecorded: tool.brokered is in the ledger already.
 	ErrBrokeredRecorded = errors.New("call: brokered call recorded already")
 )

@@ -30,6 +30,9 @@ type Answer struct {
 	ApprovalID       string   `json:"approval_id,omitempty"`
 	Verdict          string   `json:"verdict,omitempty"`
 	RewrittenVerdict string   `json:"rewritten_verdict,omitempty"`
+	// UpdatedInput, on an allow, is the input the tool must run with
+	// instead (a narrowed search).
+	UpdatedInput policy.Input `json:"updated_input,omitzero"`
 }
 
 // AnswerOf is the answer a call record holds.
@@ -39,13 +42,15 @@ func AnswerOf(c store.Call) Answer {
 }
 
 // Asked is a call as asked: its ids, its decoded input and that input's
-// digest.
+// digest, and the identity of the whole request (the digest of everything
+// the decision read), which a retry of the tool_call_id must match.
 type Asked struct {
 	RunID      string
 	ToolCallID string
 	ToolName   string
 	Input      any
 	Digest     redact.Digest
+	Identity   redact.Digest
 	// AgentID and AgentType name the subagent that asked; empty for the
 	// run's main agent.
 	AgentID, AgentType string
@@ -62,6 +67,11 @@ type Pin struct {
 	// personal connection is decidable only by the run's invoker.
 	ConnectionID string
 	Personal     bool
+	// Source is the run's trigger source ("" for none): its runs together
+	// may have at most SourceLimit approvals pending, counted at
+	// store.SourceKey in the same append that files one.
+	Source      string
+	SourceLimit int
 }
 
 // Recorded is what Record decided: the answer, the batch that records it,
@@ -76,7 +86,9 @@ type Recorded struct {
 // the head h, as the batch that records it (tool.requested, then
 // tool.decision or approval.requested with the approval row, and the call
 // record). The call record and the approval row must be new: a retry's
-// Append fails with ErrRecorded.
+// Append fails with ErrRecorded. A decision a session grant answered holds
+// only while the grant does (ErrGrantRevoked); one that files an approval,
+// only while the run's trigger source is below its cap (ErrSourceFull).
 func Record(st *store.Store, h store.Head, c Asked, d gate.Decision, pin Pin, now time.Time) (Recorded, error) {
 	ans := answerOf(d)
 	if err := Move(Requested, ans.Decision, Gate); err != nil {
@@ -84,9 +96,22 @@ func Record(st *store.Store, h store.Head, c Asked, d gate.Decision, pin Pin, no
 	}
 	at := store.FormatTime(now)
 	rec := store.Call{
-		ToolCallID: c.ToolCallID, ToolName: c.ToolName, InputDigest: c.Digest.String(),
+		ToolCallID: c.ToolCallID, ToolName: c.ToolName, InputDigest: c.Digest.String(), RequestDigest: c.Identity.String(),
 		Decision: string(ans.Decision), Source: ans.Source, Reason: storedReason(d), RuleID: ans.RuleID,
 		Verdict: ans.Verdict, RewrittenVerdict: ans.RewrittenVerdict, DecidedAt: at,
+	}
+	var updated redact.Digest
+	if !ans.UpdatedInput.IsZero() {
+		// The call record and the decision keep the narrowed input's
+		// digest, so a replay can check it re-derives the same input.
+		v, err := ans.UpdatedInput.Value()
+		if err == nil {
+			updated, err = redact.DigestJSON(v)
+		}
+		if err != nil {
+			return Recorded{}, err
+		}
+		rec.UpdatedInputDigest = updated.String()
 	}
 	var out Recorded
 	requested, err := redact.New(redact.ToolRequested{ToolCallID: c.ToolCallID, ToolName: c.ToolName, InputDigest: c.Digest, AgentID: c.AgentID, AgentType: c.AgentType})
@@ -120,6 +145,7 @@ func Record(st *store.Store, h store.Head, c Asked, d gate.Decision, pin Pin, no
 			ConnectionID: pin.ConnectionID, Personal: pin.Personal,
 			ShadowVerdict: shadow.ShadowVerdict, ShadowRewrittenVerdict: shadow.ShadowRewrittenVerdict,
 			ShadowRuleID: shadow.ShadowRuleID, ShadowError: shadow.ShadowError,
+			Source: pin.Source,
 		}
 		row, err := st.PutNew(store.ApprovalKey(a.RunID, a.ToolCallID),
 			store.PendingApproval{Approval: a, GSI1PK: store.PendingIndex, GSI1SK: store.ApprovalPosition(a)}, ErrRecorded)
@@ -139,6 +165,12 @@ func Record(st *store.Store, h store.Head, c Asked, d gate.Decision, pin Pin, no
 			return Recorded{}, err
 		}
 		out.Batch.Ops = append(out.Batch.Ops, row, ref)
+		if a.Source != "" {
+			// The cap across the source's runs holds by this condition,
+			// whatever the gate was told: two runs of one pull request
+			// filing at once cannot both pass it.
+			out.Batch.Ops = append(out.Batch.Ops, st.SourcePendingOp(store.SourceKey(a.Source), 1, pin.SourceLimit, ErrSourceFull))
+		}
 		out.Batch.Events = append(out.Batch.Events, ev)
 		out.Batch.Head.Pending = 1
 		if h.Status != runEnded {
@@ -150,12 +182,16 @@ func Record(st *store.Store, h store.Head, c Asked, d gate.Decision, pin Pin, no
 		ev, err := redact.New(redact.ToolDecision{
 			ToolCallID: c.ToolCallID, ToolName: c.ToolName, Decision: string(ans.Decision), Source: ans.Source,
 			RuleID: ans.RuleID, Verdict: ans.Verdict, RewrittenVerdict: ans.RewrittenVerdict, Grant: d.Grant,
-			Shadow: shadow,
+			UpdatedInputDigest: updated, Shadow: shadow,
 		})
 		if err != nil {
 			return Recorded{}, err
 		}
 		out.Batch.Events = append(out.Batch.Events, ev)
+	}
+	if d.Grant != "" {
+		// Answered by a grant: recorded only while the grant stands.
+		out.Batch.Ops = append(out.Batch.Ops, st.GrantHeldOp(h.RunID, d.GrantRule, d.Grant, ErrGrantRevoked))
 	}
 	op, err := st.PutNew(store.CallKey(h.RunID, c.ToolCallID), rec, ErrRecorded)
 	if err != nil {
@@ -192,6 +228,7 @@ func answerOf(d gate.Decision) Answer {
 	switch d.Outcome {
 	case gate.OutcomeAllow:
 		a.Decision = Allowed
+		a.UpdatedInput = d.UpdatedInput
 	case gate.OutcomeApproval:
 		a.Decision = Pending
 	default:
@@ -354,8 +391,13 @@ func Settle(st *store.Store, a store.Approval, to State, by Subject, note string
 		return nil, store.Approval{}, err
 	}
 	ops := []store.Op{row, rec}
+	if a.Source != "" {
+		ops = append(ops, st.SourcePendingOp(store.SourceKey(a.Source), -1, 0, ErrSettled))
+	}
 	if to == ApprovedSession {
-		g, err := st.Put(store.GrantKey(a.RunID, a.ScopeKey), store.Grant{ScopeKey: a.ScopeKey, ApprovalID: a.ID, GrantedBy: string(by), GrantedAt: at})
+		// The grant belongs to the rule that asked: the same scope key
+		// under another rule is another grant (policy.AnswerGrants).
+		g, err := st.Put(store.GrantKey(a.RunID, a.RuleID, a.ScopeKey), store.Grant{RuleID: a.RuleID, ScopeKey: a.ScopeKey, ApprovalID: a.ID, GrantedBy: string(by), GrantedAt: at})
 		if err != nil {
 			return nil, store.Approval{}, err
 		}
@@ -375,15 +417,26 @@ func Settle(st *store.Store, a store.Approval, to State, by Subject, note string
 	}, after, nil
 }
 
-// Revoke withdraws a run's session grant, recorded as grant.revoked; later
-// calls it covered ask again. The Append fails with ErrNoGrant when the
-// run holds no such grant.
-func Revoke(st *store.Store, runID, scopeKey string, by Subject) (store.Batch, error) {
+// Revoke withdraws the run's session grants held with scopeKey (under
+// every rule that holds one: held is what the caller read), recorded as one
+// grant.revoked; later calls they answered ask again. The Append fails
+// with ErrNoGrant when any of them is gone by then, and Revoke fails with
+// it at once when held has none with that key.
+func Revoke(st *store.Store, runID, scopeKey string, held []store.Grant, by Subject) (store.Batch, error) {
+	var ops []store.Op
+	for _, g := range held {
+		if g.ScopeKey == scopeKey {
+			ops = append(ops, st.DeleteExisting(store.GrantKey(runID, g.RuleID, g.ScopeKey), ErrNoGrant))
+		}
+	}
+	if len(ops) == 0 {
+		return store.Batch{}, ErrNoGrant
+	}
 	ev, err := redact.New(redact.GrantRevoked{ScopeKey: scopeKey, RevokedBy: string(by)})
 	if err != nil {
 		return store.Batch{}, err
 	}
-	return store.Batch{Events: []redact.Envelope{ev}, Ops: []store.Op{st.DeleteExisting(store.GrantKey(runID, scopeKey), ErrNoGrant)}}, nil
+	return store.Batch{Events: []redact.Envelope{ev}, Ops: ops}, nil
 }
 
 // Claim is allow | approved_* -> executing: it marks an allowed call's one

@@ -68,7 +68,7 @@ func (f fixture) record(t *testing.T, c call.Asked, d gate.Decision, pin call.Pi
 
 func (f fixture) events(t *testing.T) []string {
 	t.Helper()
-	evs, err := f.st.Events(context.Background(), f.run, 0, 100)
+	evs, _, err := f.led.Read(context.Background(), f.run, 0, 100, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestPendingThenSettled(t *testing.T) {
 		t.Errorf("head = %s/%d", h.Status, h.PendingApprovals)
 	}
 	grants, err := f.st.Grants(ctx, f.run)
-	if err != nil || len(grants) != 1 || grants[0].ScopeKey != "Bash:git push" || grants[0].GrantedBy != "carol" {
+	if err != nil || len(grants) != 1 || grants[0].ScopeKey != "Bash:git push" || grants[0].RuleID != "r2" || grants[0].GrantedBy != "carol" {
 		t.Errorf("grants = %+v, %v", grants, err)
 	}
 
@@ -220,9 +220,9 @@ func TestDecisionAfterExpiryIsRefused(t *testing.T) {
 	}
 }
 
-// TestGrantKeysAreHashes: a grant's sort key is the scope key's SHA-256, so
-// a command of any length (or one holding a secret) never reaches a key,
-// and revoking by the scope key finds it.
+// TestGrantKeysAreHashes: a grant's sort key is a SHA-256 of the rule and
+// the scope key, so a command of any length (or one holding a secret) never
+// reaches a key, and revoking by the scope key finds it.
 func TestGrantKeysAreHashes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -241,20 +241,22 @@ func TestGrantKeysAreHashes(t *testing.T) {
 	if _, err := f.led.Append(ctx, f.run, build); err != nil {
 		t.Fatal(err)
 	}
-	k := store.GrantKey(f.run, long)
-	if !regexp.MustCompile(`^GRANT#[0-9a-f]{64}$`).MatchString(k.SK) {
-		t.Errorf("grant sort key %q is not GRANT#<sha256>", k.SK)
+	k := store.GrantKey(f.run, d.RuleID, long)
+	if !regexp.MustCompile(`^RGRANT#[0-9a-f]{64}$`).MatchString(k.SK) {
+		t.Errorf("grant sort key %q is not RGRANT#<sha256>", k.SK)
 	}
 	var g store.Grant
-	if err := f.st.Get(ctx, k, &g); err != nil || g.ScopeKey != long {
+	if err := f.st.Get(ctx, k, &g); err != nil || g.ScopeKey != long || g.RuleID != d.RuleID {
 		t.Fatalf("grant at %s = %+v, %v", k.SK, g, err)
 	}
 	revoke := func() error {
-		b, err := call.Revoke(f.st, f.run, long, call.Operator)
-		if err != nil {
-			return err
-		}
-		_, err = f.led.Append(ctx, f.run, func(store.Head) (store.Batch, error) { return b, nil })
+		_, err = f.led.Append(ctx, f.run, func(store.Head) (store.Batch, error) {
+			held, err := f.st.Grants(ctx, f.run)
+			if err != nil {
+				return store.Batch{}, err
+			}
+			return call.Revoke(f.st, f.run, long, held, call.Operator)
+		})
 		return err
 	}
 	if err := revoke(); err != nil {
@@ -511,5 +513,95 @@ func TestUnclaim(t *testing.T) {
 	}
 	if err := unclaim(t1); !errors.Is(err, call.ErrNotExecuting) {
 		t.Errorf("release after the outcome = %v, want ErrNotExecuting", err)
+	}
+}
+
+// TestGrantFencesItsDecision: a decision a session grant answered is
+// recorded only while that grant stands; revoked between the read and the
+// record, the append refuses it (ErrGrantRevoked) and records nothing.
+func TestGrantFencesItsDecision(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	byGrant := gate.Decision{Outcome: gate.OutcomeAllow, Verdict: policy.VerdictRequireApproval, RuleID: "r2", Reason: "granted",
+		Grant: "Bash:git push", GrantRule: "r2"}
+	if _, err := f.record(t, f.asked(t, "g1", map[string]any{"command": "git push"}), byGrant, call.Pin{}); !errors.Is(err, call.ErrGrantRevoked) {
+		t.Fatalf("decision by a grant the run does not hold = %v, want ErrGrantRevoked", err)
+	}
+	if _, err := f.st.GetCall(ctx, f.run, "g1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("refused decision left a call record: %v", err)
+	}
+	g, err := f.st.Put(store.GrantKey(f.run, "r2", "Bash:git push"), store.Grant{RuleID: "r2", ScopeKey: "Bash:git push", ApprovalID: "apr_g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := redact.New(redact.GrantRevoked{ScopeKey: "unrelated", RevokedBy: "admin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.led.Append(ctx, f.run, func(store.Head) (store.Batch, error) {
+		return store.Batch{Events: []redact.Envelope{ev}, Ops: []store.Op{g}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.record(t, f.asked(t, "g2", map[string]any{"command": "git push"}), byGrant, call.Pin{}); err != nil {
+		t.Fatalf("decision by a grant the run holds = %v", err)
+	}
+	// The same grant under another rule is another grant.
+	other := byGrant
+	other.GrantRule = "r9"
+	if _, err := f.record(t, f.asked(t, "g3", map[string]any{"command": "git push"}), other, call.Pin{}); !errors.Is(err, call.ErrGrantRevoked) {
+		t.Errorf("decision by the key under another rule = %v, want ErrGrantRevoked", err)
+	}
+}
+
+// TestSourceCountFollowsTheApproval: filing an approval of a trigger
+// source adds to its count, past the limit the append refuses
+// (ErrSourceFull), and a settlement, by a human or by expiry, takes it off.
+func TestSourceCountFollowsTheApproval(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	pin := func(id string) call.Pin {
+		return call.Pin{ApprovalID: id, Source: "github:acme/app#author:1", SourceLimit: 2}
+	}
+	count := func() int64 {
+		var c store.SourcePending
+		if err := f.st.Get(ctx, store.SourceKey("github:acme/app#author:1"), &c); err != nil {
+			t.Fatal(err)
+		}
+		return c.Pending
+	}
+	var recs []call.Recorded
+	for _, id := range []string{"s1", "s2"} {
+		rec, err := f.record(t, f.asked(t, id, map[string]any{"command": "git push " + id}), pending, pin("apr_"+id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, rec)
+	}
+	if _, err := f.record(t, f.asked(t, "s3", map[string]any{"command": "git push s3"}), pending, pin("apr_s3")); !errors.Is(err, call.ErrSourceFull) {
+		t.Fatalf("a third of two = %v, want ErrSourceFull", err)
+	}
+	if n := count(); n != 2 {
+		t.Fatalf("count = %d, want 2", n)
+	}
+	settle := func(a store.Approval, to call.State, by call.Subject, at time.Time) {
+		t.Helper()
+		build, _, err := call.Settle(f.st, a, to, by, "", at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.led.Append(ctx, f.run, build); err != nil {
+			t.Fatalf("settle %s: %v", to, err)
+		}
+	}
+	settle(recs[0].Approval, call.ApprovedOnce, "carol", t0)
+	settle(recs[1].Approval, call.Expired, call.System(call.ExpiryRole), t0.Add(time.Hour))
+	if n := count(); n != 0 {
+		t.Errorf("count after a decision and an expiry = %d, want 0", n)
+	}
+	if _, err := f.record(t, f.asked(t, "s4", map[string]any{"command": "git push s4"}), pending, pin("apr_s4")); err != nil {
+		t.Errorf("filing once the count fell = %v", err)
 	}
 }

@@ -38,6 +38,9 @@ type PermissionRequest struct {
 	// directory, and the sandbox's realpath of each path-bearing field.
 	Cwd           string            `json:"cwd,omitempty"`
 	ResolvedPaths map[string]string `json:"resolved_paths,omitempty"`
+	// PathKinds says, per path-bearing field, what the sandbox found
+	// there: "file", "dir" or "absent" (lstat).
+	PathKinds map[string]string `json:"path_kinds,omitempty"`
 	// AgentID and AgentType identify the subagent making the call (Claude
 	// Code's hook input); empty for the main agent.
 	AgentID   string `json:"agent_id,omitempty"`
@@ -53,6 +56,9 @@ type Answer struct {
 	ApprovalID       string `json:"approval_id,omitempty"`
 	Verdict          string `json:"verdict,omitempty"`
 	RewrittenVerdict string `json:"rewritten_verdict,omitempty"`
+	// UpdatedInput, on an allow, is the input the tool must run with
+	// instead of the one asked about (a narrowed search).
+	UpdatedInput json.RawMessage `json:"updated_input,omitempty"`
 }
 
 // Approval is a call waiting for (or settled by) a human: the API's

@@ -31,6 +31,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -59,6 +60,9 @@ type Client struct {
 	base  *url.URL
 	token string
 	hc    *http.Client
+	// traceparent, when set, goes with every request, so the control
+	// plane's spans join the caller's trace.
+	traceparent string
 }
 
 // Option configures a Client.
@@ -67,6 +71,20 @@ type Option func(*Client)
 // WithHTTPClient replaces the HTTP client (its Timeout should be zero: each
 // call sets its own deadline, and streams run for as long as they are read).
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+
+// traceparentRE is a W3C traceparent of version 00, the only one defined.
+var traceparentRE = regexp.MustCompile(`^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`)
+
+// WithTraceparent sends tp (W3C trace context, as the TRACEPARENT
+// environment variable carries it) with every request. Anything that is
+// not a well-formed traceparent is dropped, not sent.
+func WithTraceparent(tp string) Option {
+	return func(c *Client) {
+		if traceparentRE.MatchString(tp) {
+			c.traceparent = tp
+		}
+	}
+}
 
 // New returns a client of the API at baseURL (for example
 // http://127.0.0.1:8080, or an API Gateway stage URL) that presents token.
@@ -191,6 +209,9 @@ func (c *Client) newRequest(ctx context.Context, method, path string, q url.Valu
 	req.Header.Set("Accept", "application/json")
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if c.traceparent != "" {
+		req.Header.Set("Traceparent", c.traceparent)
 	}
 	return req, nil
 }

@@ -444,3 +444,34 @@ func TestRateLimitRetriedThenReported(t *testing.T) {
 		}
 	})
 }
+
+// TestTraceparent: a well-formed traceparent goes with every request; a
+// malformed one (or text smuggled in its place) is never sent.
+func TestTraceparent(t *testing.T) {
+	t.Parallel()
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	for _, tc := range []struct{ given, want string }{
+		{tp, tp},
+		{"", ""},
+		{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\nX-Evil: 1", ""},
+		{"SECRETCANARY", ""},
+	} {
+		got := make(chan string, 1)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			got <- r.Header.Get("Traceparent")
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"decision":"allow"}`))
+		}))
+		c, err := client.New(srv.URL, "tok", client.WithTraceparent(tc.given))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Permission(context.Background(), "ses_x", bash("t1", "ls"), 0); err != nil {
+			t.Fatal(err)
+		}
+		srv.Close()
+		if h := <-got; h != tc.want {
+			t.Errorf("WithTraceparent(%q): sent %q, want %q", tc.given, h, tc.want)
+		}
+	}
+}

@@ -24,6 +24,11 @@ type Config struct {
 	Table string
 	// DynamoDBEndpoint overrides the SDK's endpoint (AWS_ENDPOINT_URL_DYNAMODB).
 	DynamoDBEndpoint string
+	// SequenceOnRead (dev, FLUIDBOX_SEQUENCER=read): this process numbers
+	// a run's events only when it reads them, leaving the rest to another
+	// process, as a Lambda function leaves it to the notify function; the
+	// default (background) numbers them right after each append.
+	SequenceOnRead bool
 	// UpstreamToolsTTLSeconds is how long the broker may trust its last
 	// look at an upstream's tool list.
 	UpstreamToolsTTLSeconds int
@@ -90,6 +95,10 @@ type Config struct {
 	// per minute on the API (FLUIDBOX_RUN_REQUESTS_PER_MINUTE); 0 is
 	// ratelimit.DefaultPerMinute.
 	RunRequestsPerMinute int
+	// RunMaxOpenRequests is how many requests one run's session token may
+	// have open at once on the API, long polls included
+	// (FLUIDBOX_RUN_MAX_OPEN_REQUESTS); 0 is ratelimit.DefaultMaxOpen.
+	RunMaxOpenRequests int
 }
 
 // DefaultReservationSweepAfter is the sweep's default horizon: well past
@@ -111,7 +120,8 @@ const (
 	// Task: a Lambda function outside the API (expire, sweep): the table
 	// is required, the admin token is not.
 	Task
-	// Notify: the stream-to-EventBridge function: the bus is required.
+	// Notify: the stream's function (EventBridge notifications, ledger
+	// numbering): the bus and the table are required.
 	Notify
 	// Broker: the model proxy behind a function URL: the table and the KMS
 	// key are required, the admin token is not.
@@ -132,6 +142,7 @@ func Load(getenv func(string) string, mode Mode) (Config, error) {
 		AdminToken:       getenv("FLUIDBOX_ADMIN_TOKEN"),
 		Table:            getenv("FLUIDBOX_TABLE"),
 		DynamoDBEndpoint: getenv("AWS_ENDPOINT_URL_DYNAMODB"),
+		SequenceOnRead:   getenv("FLUIDBOX_SEQUENCER") == "read",
 		StateMachineARN:  getenv("FLUIDBOX_STATE_MACHINE_ARN"),
 		EventBus:         getenv("FLUIDBOX_EVENT_BUS"),
 
@@ -202,6 +213,13 @@ func Load(getenv func(string) string, mode Mode) (Config, error) {
 		}
 		c.RunRequestsPerMinute = n
 	}
+	if s := getenv("FLUIDBOX_RUN_MAX_OPEN_REQUESTS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 1000 {
+			problems = append(problems, "FLUIDBOX_RUN_MAX_OPEN_REQUESTS must be an integer from 1 to 1000")
+		}
+		c.RunMaxOpenRequests = n
+	}
 	problems = append(problems, c.loadSSO(getenv, mode)...)
 	problems = append(problems, c.checkSlack(mode)...)
 	if mode == Dev {
@@ -210,6 +228,9 @@ func Load(getenv func(string) string, mode Mode) (Config, error) {
 		if (c.ModelUpstreamURL == "") != (c.ModelUpstreamKey == "") {
 			problems = append(problems, "FLUIDBOX_MODEL_UPSTREAM_URL and FLUIDBOX_MODEL_UPSTREAM_KEY must be set together")
 		}
+	}
+	if v := getenv("FLUIDBOX_SEQUENCER"); v != "" && v != "read" && v != "background" {
+		problems = append(problems, "FLUIDBOX_SEQUENCER must be read or background")
 	}
 	switch mode {
 	case Dev:
@@ -233,6 +254,10 @@ func Load(getenv func(string) string, mode Mode) (Config, error) {
 	case Notify:
 		if c.EventBus == "" {
 			problems = append(problems, "FLUIDBOX_EVENT_BUS is not set")
+		}
+		// It numbers the runs' ledger events, woken by the stream.
+		if c.Table == "" {
+			problems = append(problems, "FLUIDBOX_TABLE is not set")
 		}
 	case Broker:
 		if c.Table == "" {

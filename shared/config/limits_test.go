@@ -36,6 +36,9 @@ func TestConnectionAllowAndRateLimit(t *testing.T) {
 	if c, err := config.Load(get(with("FLUIDBOX_RUN_REQUESTS_PER_MINUTE", "120")), config.Lambda); err != nil || c.RunRequestsPerMinute != 120 {
 		t.Errorf("rate 120 = %d, %v", c.RunRequestsPerMinute, err)
 	}
+	if c, err := config.Load(get(with("FLUIDBOX_RUN_MAX_OPEN_REQUESTS", "4")), config.Lambda); err != nil || c.RunMaxOpenRequests != 4 {
+		t.Errorf("max open requests 4 = %d, %v", c.RunMaxOpenRequests, err)
+	}
 	if c, err := config.Load(get(with("FLUIDBOX_MAX_PENDING_APPROVALS", "5")), config.Lambda); err != nil || c.MaxPendingApprovals != 5 {
 		t.Errorf("max pending approvals 5 = %d, %v", c.MaxPendingApprovals, err)
 	}
@@ -43,6 +46,7 @@ func TestConnectionAllowAndRateLimit(t *testing.T) {
 		"FLUIDBOX_CONNECTION_ALLOW_CIDRS":  "10.0.0.0/33",
 		"FLUIDBOX_RUN_REQUESTS_PER_MINUTE": "0",
 		"FLUIDBOX_MAX_PENDING_APPROVALS":   "1001",
+		"FLUIDBOX_RUN_MAX_OPEN_REQUESTS":   "0",
 	} {
 		if _, err := config.Load(get(with(k, v)), config.Lambda); err == nil || !strings.Contains(err.Error(), k) {
 			t.Errorf("%s=%s = %v, want an error naming it", k, v, err)
@@ -53,5 +57,30 @@ func TestConnectionAllowAndRateLimit(t *testing.T) {
 	}
 	if _, err := config.Load(get(with("FLUIDBOX_MAX_PENDING_APPROVALS", "0")), config.Lambda); err == nil {
 		t.Error("a limit of 0 pending approvals was accepted")
+	}
+}
+
+// TestSequencer: dev numbers events in the background unless
+// FLUIDBOX_SEQUENCER=read; any other value is refused.
+func TestSequencer(t *testing.T) {
+	t.Parallel()
+	for v, want := range map[string]bool{"": false, "background": false, "read": true} {
+		c, err := config.Load(func(k string) string {
+			if k == "FLUIDBOX_SEQUENCER" {
+				return v
+			}
+			return ""
+		}, config.Dev)
+		if err != nil || c.SequenceOnRead != want {
+			t.Errorf("FLUIDBOX_SEQUENCER=%q: SequenceOnRead = %v, %v; want %v", v, c.SequenceOnRead, err, want)
+		}
+	}
+	if _, err := config.Load(func(k string) string {
+		if k == "FLUIDBOX_SEQUENCER" {
+			return "stream"
+		}
+		return ""
+	}, config.Dev); err == nil || !strings.Contains(err.Error(), "FLUIDBOX_SEQUENCER") {
+		t.Errorf("FLUIDBOX_SEQUENCER=stream: %v, want refused", err)
 	}
 }

@@ -300,6 +300,11 @@ func (b *Broker) look(ctx context.Context, up *upstream, bt permission.BrokeredT
 		up.looked, up.digest, up.tools, up.fetched = true, c.digest, c.tools, c.at
 		return nil
 	}
+	if again {
+		// A session lists once (its SDK client would answer from the
+		// upstream's cache hints): a second look is a new session.
+		up.close(ctx)
+	}
 	lctx, cancel := context.WithTimeout(ctx, b.svc.opts.ListTimeout)
 	defer cancel()
 	photo, err := b.listTools(lctx, up, conn.URL)
@@ -433,7 +438,7 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 		return CallAnswer{}, fmt.Errorf("%w: encode result: %w", ErrNotRecorded, err)
 	}
 	out := call.Outcome{ResultDigest: redact.DigestBytes(body), LatencyMS: latency, IsError: res.IsError}
-	if err := b.record(ctx, runID, req, bt, out, false); err != nil {
+	if err := b.record(ctx, runID, req, bt, out, false, elicitations(up.sess.InputRequests())); err != nil {
 		b.log.ErrorContext(ctx, "brokered call executed but not recorded; result withheld", "run", runID, "call", req.ToolCallID, "err", err)
 		return CallAnswer{}, fmt.Errorf("%w: %w", ErrNotRecorded, err)
 	}
@@ -444,7 +449,7 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 // already) and then tool.brokered, each retried until it lands or the
 // request's deadline passes. It runs on past a caller who gave up: the
 // tool ran, so its record must land.
-func (b *Broker) record(ctx context.Context, runID string, req permission.Request, bt permission.BrokeredTool, out call.Outcome, stored bool) error {
+func (b *Broker) record(ctx context.Context, runID string, req permission.Request, bt permission.BrokeredTool, out call.Outcome, stored bool, inputs []redact.Elicitation) error {
 	rctx, cancel := recordContext(ctx)
 	defer cancel()
 	if !stored {
@@ -455,6 +460,7 @@ func (b *Broker) record(ctx context.Context, runID string, req permission.Reques
 	batch, err := call.Brokered(b.svc.st, runID, redact.ToolBrokered{
 		ToolCallID: req.ToolCallID, ToolName: req.ToolName, ConnectionID: bt.ConnectionID,
 		LatencyMS: out.LatencyMS, ResultDigest: out.ResultDigest, IsError: out.IsError,
+		Elicitations: inputs,
 	})
 	if err != nil {
 		return err
@@ -472,13 +478,25 @@ func (b *Broker) record(ctx context.Context, runID string, req permission.Reques
 	return nil
 }
 
+// elicitations is what the ledger keeps of the upstream's requests for
+// input: the broker's judgement, and a link's scheme, host and path.
+func elicitations(in []broker.InputRequest) []redact.Elicitation {
+	var out []redact.Elicitation
+	for _, r := range in {
+		out = append(out, redact.Elicitation{Mode: r.Mode, Link: r.Link, Outcome: r.Outcome})
+	}
+	return out
+}
+
 // ranAlready answers a call whose one execution was claimed before: with
 // its recorded outcome, after appending tool.brokered if the request that
 // ran it could not.
 func (b *Broker) ranAlready(ctx context.Context, runID string, req permission.Request, bt permission.BrokeredTool, rec store.Call) error {
 	out, known := call.OutcomeOf(rec)
 	if known && !rec.Brokered {
-		if err := b.record(ctx, runID, req, bt, out, true); err != nil {
+		// The input requests of the run that executed were not stored with
+		// its outcome: this completed record has none.
+		if err := b.record(ctx, runID, req, bt, out, true, nil); err != nil {
 			b.log.ErrorContext(ctx, "brokered call's record still incomplete", "run", runID, "call", req.ToolCallID, "err", err)
 			return fmt.Errorf("%w: %w", ErrNotRecorded, err)
 		}

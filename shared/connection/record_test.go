@@ -88,7 +88,7 @@ func (f brokerFixture) call(ctx context.Context, id string) (connection.CallAnsw
 
 func (f brokerFixture) brokeredEvents(t *testing.T) int {
 	t.Helper()
-	evs, err := f.st.Events(context.Background(), f.runID, 0, 1000)
+	evs, _, err := ledger.New(f.st, time.Now).Read(context.Background(), f.runID, 0, 1000, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestBrokeredRecordCompletedByTheRetry(t *testing.T) {
 	if f.brokeredEvents(t) != 1 || f.calls.Load() != 1 {
 		t.Errorf("%d tool.brokered, %d upstream calls; want 1, 1", f.brokeredEvents(t), f.calls.Load())
 	}
-	evs, _ := f.st.Events(context.Background(), f.runID, 0, 1000)
+	evs, _, _ := ledger.New(f.st, time.Now).Read(context.Background(), f.runID, 0, 1000, 0)
 	last := evs[len(evs)-1]
 	if last.Type != "tool.brokered" || !strings.Contains(last.Data, rec.ResultDigest) {
 		t.Errorf("last event = %s %s", last.Type, last.Data)
@@ -186,7 +186,7 @@ func TestNoExecutionWithoutTime(t *testing.T) {
 	if err != nil || ans.Result == nil || f.calls.Load() != 1 {
 		t.Errorf("with time: %+v, %v, %d upstream calls", ans, err, f.calls.Load())
 	}
-	if evs, _ := f.st.Events(context.Background(), f.runID, 0, 100); len(evs) == 0 || evs[len(evs)-1].Type != string(redact.TypeToolBrokered) {
+	if evs, _, _ := ledger.New(f.st, time.Now).Read(context.Background(), f.runID, 0, 100, 0); len(evs) == 0 || evs[len(evs)-1].Type != string(redact.TypeToolBrokered) {
 		t.Errorf("events end with %v", evs)
 	}
 }

@@ -21,13 +21,15 @@ import (
 // Tool is one photographed tool as a refresh shows it to the human who
 // reviews it.
 type Tool struct {
-	Name        string              `json:"name"`
-	Description string              `json:"description"`
-	InputSchema json.RawMessage     `json:"input_schema"`
-	Annotations *broker.Annotations `json:"annotations,omitempty"`
-	Class       string              `json:"class"`
-	Callable    bool                `json:"callable"`
-	Reason      string              `json:"reason,omitempty"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
+	// OutputSchema is absent for a tool that declares none.
+	OutputSchema json.RawMessage     `json:"output_schema,omitempty"`
+	Annotations  *broker.Annotations `json:"annotations,omitempty"`
+	Class        string              `json:"class"`
+	Callable     bool                `json:"callable"`
+	Reason       string              `json:"reason,omitempty"`
 }
 
 // RefreshResult is the answer of POST /v1/connections/{id}/tools/refresh.
@@ -131,7 +133,7 @@ func photograph(c store.Connection, photo broker.Photo, at string) (store.Photo,
 			return store.Photo{}, nil, fmt.Errorf("connection: digest tool of %s: %w", c.ID, err)
 		}
 		pt := store.PhotoTool{
-			Name: def.Name, Description: def.Description, InputSchema: string(def.InputSchema),
+			Name: def.Name, Description: def.Description, InputSchema: string(def.InputSchema), OutputSchema: string(def.OutputSchema),
 			Class: string(classOf(c.ToolClasses[def.Name], def.Annotations)), ToolDigest: td,
 		}
 		if def.Annotations != nil {
@@ -154,11 +156,14 @@ func photograph(c store.Connection, photo broker.Photo, at string) (store.Photo,
 		default:
 			pt.Reason = "the tool's input schema could not be checked"
 		}
-		schema, annotations := def.InputSchema, def.Annotations
+		schema, output, annotations := def.InputSchema, def.OutputSchema, def.Annotations
 		if reason := bound(&pt); reason != "" {
 			pt.Callable, pt.Reason = false, reason
 			if pt.InputSchema == "" {
 				schema = nil
+			}
+			if pt.OutputSchema == "" {
+				output = nil
 			}
 			if pt.Annotations == "" {
 				annotations = nil
@@ -166,7 +171,7 @@ func photograph(c store.Connection, photo broker.Photo, at string) (store.Photo,
 		}
 		sp.Tools = append(sp.Tools, pt)
 		tools = append(tools, Tool{
-			Name: pt.Name, Description: pt.Description, InputSchema: schema, Annotations: annotations,
+			Name: pt.Name, Description: pt.Description, InputSchema: schema, OutputSchema: output, Annotations: annotations,
 			Class: pt.Class, Callable: pt.Callable, Reason: pt.Reason,
 		})
 	}
@@ -200,6 +205,10 @@ func bound(pt *store.PhotoTool) string {
 	if len(pt.InputSchema) > MaxToolSchemaBytes {
 		pt.InputSchema = ""
 		over = append(over, fmt.Sprintf("input schema over %d bytes", MaxToolSchemaBytes))
+	}
+	if len(pt.OutputSchema) > MaxToolSchemaBytes {
+		pt.OutputSchema = ""
+		over = append(over, fmt.Sprintf("output schema over %d bytes", MaxToolSchemaBytes))
 	}
 	if len(pt.Annotations) > MaxToolAnnotationsBytes {
 		pt.Annotations = ""
@@ -235,7 +244,7 @@ func cut(s string, n int) string {
 func brokerPhoto(p store.Photo) (broker.Photo, error) {
 	defs := make([]broker.ToolDef, 0, len(p.Tools))
 	for _, t := range p.Tools {
-		def := broker.ToolDef{Name: t.Name, Description: t.Description, InputSchema: json.RawMessage(t.InputSchema)}
+		def := broker.ToolDef{Name: t.Name, Description: t.Description, InputSchema: json.RawMessage(t.InputSchema), OutputSchema: json.RawMessage(t.OutputSchema)}
 		if t.InputSchema == "" {
 			// Dropped for its size (bound): any schema keeps the
 			// rebuilt photo digestible; the tool is un-callable.

@@ -60,7 +60,10 @@ func Load(_ context.Context, getenv func(string) string, mode config.Mode) (Deps
 		Config: cfg,
 		AWS:    awsCfg,
 		Store:  st,
-		Ledger: ledger.New(st, time.Now),
+		// The notify function numbers events, woken by the table's
+		// stream; readers number what is pending before they read. A
+		// goroutine after the answer would be frozen with the instance.
+		Ledger: ledger.New(st, time.Now, ledger.SequenceOnlyWhenRead),
 		Logger: slog.New(lambdacontext.NewLogHandler()),
 	}, nil
 }
@@ -69,6 +72,25 @@ func Load(_ context.Context, getenv func(string) string, mode config.Mode) (Deps
 // stops the function.
 func ServeAPI(ctx context.Context, h http.Handler) {
 	lambda.StartWithOptions(httpadapter.New(h).ProxyWithContext, lambda.WithContext(ctx))
+}
+
+// FlushTimeout bounds the export after each request (Flushed).
+const FlushTimeout = time.Second
+
+// Flushed is h followed, on every request, by flush (the telemetry
+// provider's): Lambda freezes the sandbox once the answer is returned, so
+// spans and metrics still buffered would leave only at the next thaw, or
+// never. A failed flush loses telemetry, never the answer, and an
+// unreachable collector costs at most FlushTimeout a request.
+func Flushed(h http.Handler, flush func(context.Context) error, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), FlushTimeout)
+		defer cancel()
+		if err := flush(ctx); err != nil {
+			log.WarnContext(r.Context(), "telemetry: flush", "err", err)
+		}
+	})
 }
 
 // AWSConfig is the SDK configuration of a function, read from what Lambda

@@ -2,6 +2,10 @@ package function
 
 import (
 	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -37,5 +41,29 @@ func TestAWSConfigReadsLambdaEnvironment(t *testing.T) {
 	}
 	if got := dynamodb.NewFromConfig(cfg).Options().BaseEndpoint; got == nil || *got != "http://127.0.0.1:8000" {
 		t.Errorf("DynamoDB BaseEndpoint = %v, want AWS_ENDPOINT_URL_DYNAMODB", got)
+	}
+}
+
+// TestFlushedAfterTheAnswer: the flush runs once the handler has written
+// its answer, within FlushTimeout, and its failure changes nothing the
+// caller sees.
+func TestFlushedAfterTheAnswer(t *testing.T) {
+	t.Parallel()
+	var order []string
+	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		order = append(order, "handler")
+		w.WriteHeader(http.StatusTeapot)
+	})
+	flush := func(ctx context.Context) error {
+		order = append(order, "flush")
+		if _, ok := ctx.Deadline(); !ok {
+			t.Error("the flush has no deadline")
+		}
+		return errors.New("collector down")
+	}
+	rec := httptest.NewRecorder()
+	Flushed(h, flush, slog.New(slog.DiscardHandler)).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+	if rec.Code != http.StatusTeapot || len(order) != 2 || order[0] != "handler" || order[1] != "flush" {
+		t.Errorf("Flushed: status %d, order %v; want 418, handler then flush", rec.Code, order)
 	}
 }

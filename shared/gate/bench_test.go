@@ -212,3 +212,21 @@ func BenchmarkDecideBashWithShadow(b *testing.B) {
 		Decide(run, r)
 	}
 }
+
+// BenchmarkDecideGranted is the path a session grant answers: the policy
+// says require_approval and the approval stage finds the run's grant for
+// the rule that asked (it reads the rules a second time to learn which
+// rules ask and how they key the call).
+func BenchmarkDecideGranted(b *testing.B) {
+	f := newFixture(b)
+	run := f.run()
+	run.Grants = grants("bash-push", "Bash:git push")
+	r := req(b, "Bash", `{"command":"git push origin main"}`)
+	if d := Decide(run, r); d.Outcome != OutcomeAllow || d.Grant != "Bash:git push" {
+		b.Fatalf("Decide = %+v, want allow by the grant", d)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		Decide(run, r)
+	}
+}

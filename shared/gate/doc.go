@@ -2,8 +2,9 @@
 // "may this tool call happen?".
 //
 // Decide is a pure function of a run's frozen state, the mutable head fields
-// a decision depends on, and the live state of the connections the call
-// needs, all read by the caller. It does no I/O and reads no clock, so the
+// a decision depends on, the run's session grants, and the live state of
+// the connections the call needs, all read by the caller and passed in as
+// values. It does no I/O, calls back into nothing and reads no clock, so the
 // same inputs always give the same Decision, and the caller can record,
 // replay and test every answer.
 //
@@ -16,8 +17,10 @@
 //     for why it sits where it sits.
 //   - Fail closed. A nil run, policy, tool or schema, an unknown trust tier,
 //     class, connection status or verdict, a missing binding or connection
-//     record, and a panic anywhere inside (including in the caller's Granted
-//     callback) all end in deny, never in allow.
+//     record, and a panic in a stage all end in deny, never in allow. The
+//     recover covers the gate's own stages only (nothing of the caller's
+//     runs inside), and the Decision says it happened (Panicked) so the
+//     caller logs it.
 //   - Nothing that concerns approval can pass stages 0-4: session grants and
 //     the autonomy flag are read only by the approval stage, after the
 //     policy said require_approval. A read_only run never gets allow for a

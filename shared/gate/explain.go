@@ -30,7 +30,7 @@ func Explain(run *Run, req Request, tool *Tool) (d Decision, steps []Step) {
 	defer func() {
 		if r := recover(); r != nil {
 			s := stages[min(i, len(stages)-1)]
-			d = Decision{Outcome: OutcomeDeny, Source: s.source, Stage: s.name, Reason: reasonPanic}
+			d = Decision{Outcome: OutcomeDeny, Source: s.source, Stage: s.name, Reason: reasonPanic, Panicked: true}
 			steps = append(steps, Step{Stage: s.name, Outcome: string(OutcomeDeny), Source: s.source, Reason: reasonPanic})
 		}
 	}()

@@ -98,11 +98,19 @@ func FuzzDecide(f *testing.F) {
 		if err := dec.Decode(&r.Input); err != nil {
 			r.Input = input // not JSON: the gate must still answer
 		}
-		if flags&fzGrantAll != 0 {
-			r.Granted = func(string) bool { return true }
-		}
-
 		d := Decide(run, r)
+		// With fzGrantAll, grant whatever the gate asks, as a human
+		// approving every call for the session would, and decide again:
+		// no grant may pass a floor.
+		var held []policy.GrantKey
+		for range 4 {
+			if flags&fzGrantAll == 0 || d.Outcome != OutcomeApproval || d.ScopeKey == "" {
+				break
+			}
+			held = append(held, policy.GrantKey{RuleID: d.RuleID, ScopeKey: d.ScopeKey})
+			run.Grants = policy.NewGrants(held...)
+			d = Decide(run, r)
+		}
 
 		if d.Reason == reasonPanic {
 			t.Fatalf("Decide(%q, %q) panicked inside a stage: %+v", name, input, d)

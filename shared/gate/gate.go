@@ -75,13 +75,27 @@ type Decision struct {
 	ScopeKey string
 	Scope    policy.Scope
 	TTL      time.Duration
-	// Grant is the scope key of the session grant that turned a
-	// require_approval into allow; empty otherwise.
-	Grant string
+	// Grant and GrantRule are the scope key and rule of the session grant
+	// that turned a require_approval into allow (the first, when several
+	// rules asked and each held its own); empty otherwise.
+	Grant     string
+	GrantRule string
+	// Grantable: the policy said require_approval and session grants
+	// could answer this call, but those in Run.Grants did not. A caller
+	// that decided without reading the run's grants reads them and
+	// decides again; deciding without them only ever asks more.
+	Grantable bool
+	// Panicked: a stage of the gate panicked and the call was denied by
+	// it (Stage names it; Reason says so). The caller logs it.
+	Panicked bool
 	// Stage names the stage that decided, for logs: one of "session",
 	// "budget", "tool_set", "schema", "trust_tier", "policy", "approval",
 	// or "gate" when no stage could decide.
 	Stage string
+	// UpdatedInput, on an allow, is the input the tool must run with
+	// instead of the one asked about (a search the policy narrowed); nil
+	// when the call runs as asked.
+	UpdatedInput policy.Input
 	// Shadow is what the run's shadow policy would have decided; set only
 	// when the policy stage ran in a run that has one. It never changes
 	// any other field.
@@ -167,6 +181,15 @@ type Run struct {
 	// human; MaxPendingApprovals is how many may (0: the default).
 	PendingApprovals    int64
 	MaxPendingApprovals int
+	// SourceFull: the runs of this run's trigger source (a pull request's
+	// repository and author, a schedule) already have MaxPendingApprovals
+	// approvals waiting together, as the caller found when it tried to
+	// file one. The caller's write holds the cap whatever this says; this
+	// only makes the answer a denial the model can act on.
+	SourceFull bool
+	// Grants are the run's session grants, read by the caller before
+	// Decide; the zero value holds none, which only ever asks more.
+	Grants policy.Grants
 }
 
 // Request is one tool call.
@@ -177,9 +200,6 @@ type Request struct {
 	// Connections holds the live state of the connections the tool needs,
 	// by connection id.
 	Connections map[string]Live
-	// Granted reports whether the run holds a session grant for a scope
-	// key; nil means none. It is consulted only by the approval stage.
-	Granted func(scopeKey string) bool
 	// Cwd is the runner's working directory, when it sent one; relative
 	// paths of the input resolve against it.
 	Cwd string
@@ -187,6 +207,9 @@ type Request struct {
 	// resolved them to (symlinks followed), when the runner sent them. A
 	// file call is allowed only if both paths are, denied if either is.
 	Resolved map[string]string
+	// Kinds maps path-bearing input fields to what the sandbox found there
+	// (policy.KindFile, KindDir, KindAbsent), when the runner sent them.
+	Kinds map[string]string
 	// AgentType is the type of the subagent making the call, as the
 	// runner reported it; empty for the run's main agent. Policies match
 	// it (match.agent_type).
@@ -231,6 +254,11 @@ type call struct {
 	prepared *policy.Call
 }
 
+// env is where the call happens, as the policy package reads it.
+func (c *call) env() policy.Env {
+	return policy.Env{Workspace: c.run.Workspace, Cwd: c.req.Cwd, Resolved: c.req.Resolved, Kinds: c.req.Kinds, AgentType: c.req.AgentType}
+}
+
 // policyCall returns the call prepared once for the policy package, so that
 // the trust tier, the enforced and the shadow policy and the session grants
 // all read one analysis of a Bash line instead of parsing it each.
@@ -248,19 +276,22 @@ const reasonPanic = "the gate failed internally while deciding this call, so it 
 // Decide runs the stages in order and returns the first decision. It never
 // returns allow unless every stage passed and the policy (or a session
 // grant, or the autonomy fallback) allowed.
-func Decide(run *Run, req Request) Decision { return decide(run, req) }
+func Decide(run *Run, req Request) Decision { return decideWith(stages, run, req) }
 
-// decide is Decide with a named result, so that a panic in a stage can be
-// turned into that stage's denial.
-func decide(run *Run, req Request) (d Decision) {
+// decideWith runs the given stages (the gate's, or a test's); its named
+// result lets a panic in a stage be turned into that stage's denial.
+func decideWith(stages []stage, run *Run, req Request) (d Decision) {
 	c := &call{run: run, req: req}
 	i := 0
 	defer func() {
-		// A stage must not panic; if one does (or the caller's Granted
-		// callback does), the call is denied by that stage.
+		// A stage must not panic; if one does, the call is denied by that
+		// stage. Only the gate's own stages (and the policy and schema
+		// code they call) run inside Decide: every input is a value the
+		// caller read before, so no caller code can panic in here and
+		// have its failure turned into a deny that hides it.
 		if r := recover(); r != nil {
 			s := stages[min(i, len(stages)-1)]
-			d = Decision{Outcome: OutcomeDeny, Source: s.source, Stage: s.name, Reason: reasonPanic}
+			d = Decision{Outcome: OutcomeDeny, Source: s.source, Stage: s.name, Reason: reasonPanic, Panicked: true}
 		}
 	}()
 	for ; i < len(stages); i++ {

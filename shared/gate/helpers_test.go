@@ -144,13 +144,14 @@ const (
 	getIssueInput = `{"owner":"fluidbox","repo":"fluidbox","issue_number":12}`
 )
 
-// grants returns a Granted callback for the given scope keys.
-func grants(keys ...string) func(string) bool {
-	set := map[string]bool{}
-	for _, k := range keys {
-		set[k] = true
+// grants returns the set of session grants of the given rule and scope
+// key pairs.
+func grants(ruleAndKey ...string) policy.Grants {
+	var keys []policy.GrantKey
+	for i := 0; i+1 < len(ruleAndKey); i += 2 {
+		keys = append(keys, policy.GrantKey{RuleID: ruleAndKey[i], ScopeKey: ruleAndKey[i+1]})
 	}
-	return func(k string) bool { return set[k] }
+	return policy.NewGrants(keys...)
 }
 
 // stageCase is the shape of every stage's table test: the stage function

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/fluidbox/fluidbox/shared/policy"
 	"github.com/fluidbox/fluidbox/shared/trust"
 )
 
@@ -21,10 +22,18 @@ func TestStageOrder(t *testing.T) {
 	}
 }
 
-// grantAll grants every scope key and counts how often it was asked.
-type grantAll struct{ asked int }
-
-func (g *grantAll) granted(string) bool { g.asked++; return true }
+// grantEverything holds a grant for every rule of the fixture policy (and
+// the default verdict) under every scope key the cases below could ask
+// with: whatever a grant could answer, it would.
+var grantEverything = func() policy.Grants {
+	var keys []policy.GrantKey
+	for _, rule := range []string{"", "read-all", "no-secrets", "bash-safe", "bash-push", "bash-rm", "gh-read", "gh-issue", "gh-issue-prod"} {
+		for _, k := range []string{toolIssue, toolGetIssue, "mcp__github__delete_repo", "NoSuch", "Read", "Read:secrets/**", "Write", "Bash:git push"} {
+			keys = append(keys, policy.GrantKey{RuleID: rule, ScopeKey: k})
+		}
+	}
+	return policy.NewGrants(keys...)
+}()
 
 // TestFirstDenialWins combines failures of several stages and checks the
 // earliest one answers; grants and autonomy are thrown at every case.
@@ -48,7 +57,7 @@ func TestFirstDenialWins(t *testing.T) {
 		req        func(*Request)
 		tool       string
 		input      string
-		grant      bool // grant every scope key
+		grant      bool // hold every grant (grantEverything)
 		auto       bool
 		wantOut    Outcome
 		wantSource Source
@@ -106,9 +115,8 @@ func TestFirstDenialWins(t *testing.T) {
 				tt.run(run)
 			}
 			r := req(t, tt.tool, tt.input)
-			g := &grantAll{}
 			if tt.grant {
-				r.Granted = g.granted
+				run.Grants = grantEverything
 			}
 			if tt.req != nil {
 				tt.req(&r)
@@ -118,24 +126,29 @@ func TestFirstDenialWins(t *testing.T) {
 				t.Fatalf("Decide(%s) = %s/%s at %s (%q), want %s/%s at %s",
 					tt.name, d.Outcome, d.Source, d.Stage, d.Reason, tt.wantOut, tt.wantSource, tt.wantStage)
 			}
-			// Stages 0-5 never consult grants.
-			if tt.wantStage != "approval" && g.asked != 0 {
-				t.Errorf("Decide(%s) asked Granted %d times before the approval stage", tt.name, g.asked)
-			}
 		})
 	}
 }
 
-// TestPanicFailsClosed: a panicking Granted callback (the caller's store
-// failing) denies, it does not crash the gate or allow.
+// TestPanicFailsClosed: a stage that panics denies the call with its own
+// source, names itself, and says so (Panicked); it neither crashes the
+// gate nor allows, and the stages after it never run.
 func TestPanicFailsClosed(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	r := req(t, toolIssue, issueInput)
-	r.Granted = func(string) bool { panic("store down") }
-	d := Decide(f.run(), r)
-	if d.Outcome != OutcomeDeny || d.Source != SourcePolicy || d.Stage != "approval" || d.Reason != reasonPanic {
-		t.Fatalf("Decide(panicking Granted) = %+v, want deny/policy at approval", d)
+	later := false
+	panicking := []stage{
+		{"session", SourceSession, checkSession},
+		{"schema", SourceSchema, func(*call) (Decision, bool) { panic("index out of range") }},
+		{"policy", SourcePolicy, func(*call) (Decision, bool) { later = true; return Decision{Outcome: OutcomeAllow}, true }},
+	}
+	d := decideWith(panicking, f.run(), req(t, toolIssue, issueInput))
+	want := Decision{Outcome: OutcomeDeny, Source: SourceSchema, Stage: "schema", Reason: reasonPanic, Panicked: true}
+	if d != want || later {
+		t.Fatalf("decideWith(panicking stage) = %+v (later stage ran: %v), want %+v", d, later, want)
+	}
+	if d := Decide(f.run(), req(t, toolIssue, issueInput)); d.Panicked {
+		t.Fatalf("Decide(fixture) = %+v, panicked", d)
 	}
 }
 

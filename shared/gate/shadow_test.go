@@ -41,7 +41,7 @@ func TestShadowIsComparedNeverEnforced(t *testing.T) {
 			want: &Shadow{Verdict: policy.VerdictRequireApproval, RuleID: "bash-ls", Enforced: policy.VerdictAllow, EnforcedRuleID: "bash-safe", Differs: true}},
 		{name: "approval where the shadow denies", tool: "Bash", in: `{"command":"git push origin main"}`, wantOut: OutcomeApproval,
 			want: &Shadow{Verdict: policy.VerdictDeny, RuleID: "no-push", Enforced: policy.VerdictRequireApproval, EnforcedRuleID: "bash-push", Differs: true}},
-		{name: "a grant answers only the enforced approval", tool: "Bash", in: `{"command":"git push origin main"}`, granted: []string{"Bash:git push"}, wantOut: OutcomeAllow,
+		{name: "a grant answers only the enforced approval", tool: "Bash", in: `{"command":"git push origin main"}`, granted: []string{"bash-push", "Bash:git push"}, wantOut: OutcomeAllow,
 			want: &Shadow{Verdict: policy.VerdictDeny, RuleID: "no-push", Enforced: policy.VerdictRequireApproval, EnforcedRuleID: "bash-push", Differs: true}},
 		{name: "deny where the shadow has no rule", tool: "Bash", in: `{"command":"rm -rf x"}`, wantOut: OutcomeDeny,
 			want: &Shadow{Verdict: policy.VerdictRequireApproval, Enforced: policy.VerdictDeny, EnforcedRuleID: "bash-rm", Differs: true}},
@@ -59,8 +59,8 @@ func TestShadowIsComparedNeverEnforced(t *testing.T) {
 			without.Autonomous = tt.autonomous
 			with := f.run()
 			with.Autonomous, with.Shadow = tt.autonomous, shadow
+			without.Grants, with.Grants = grants(tt.granted...), grants(tt.granted...)
 			r := req(t, tt.tool, tt.in)
-			r.Granted = grants(tt.granted...)
 			base, got := Decide(without, r), Decide(with, r)
 			if base.Shadow != nil {
 				t.Fatalf("a run without a shadow got %+v", base.Shadow)

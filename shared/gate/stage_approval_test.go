@@ -10,29 +10,40 @@ import (
 func TestStageApproval(t *testing.T) {
 	t.Parallel()
 	autonomous := func(r *Run) { r.Autonomous = true }
-	granting := func(keys ...string) func(*Request) {
-		return func(r *Request) { r.Granted = grants(keys...) }
+	granting := func(ruleAndKey ...string) func(*Run) {
+		return func(r *Run) { r.Grants = grants(ruleAndKey...) }
+	}
+	and := func(muts ...func(*Run)) func(*Run) {
+		return func(r *Run) {
+			for _, m := range muts {
+				m(r)
+			}
+		}
 	}
 	testStage(t, "approval", []stageCase{
 		{name: "pause for a human", tool: toolIssue, input: issueInput, wantDone: true, wantOut: OutcomeApproval, wantReason: `"gh-issue"`},
 		{name: "default verdict pauses", tool: "Write", input: `{"file_path":"a","content":"b"}`, wantDone: true, wantOut: OutcomeApproval},
-		{name: "grant covers the tool", req: granting(toolIssue), tool: toolIssue, input: issueInput,
+		{name: "grant covers the tool", run: granting("gh-issue", toolIssue), tool: toolIssue, input: issueInput,
 			wantDone: true, wantOut: OutcomeAllow, wantReason: "session grant"},
-		{name: "grant for another tool", req: granting(toolGetIssue), tool: toolIssue, input: issueInput,
+		{name: "grant for another tool", run: granting("gh-issue", toolGetIssue), tool: toolIssue, input: issueInput,
 			wantDone: true, wantOut: OutcomeApproval},
-		{name: "Bash grant covers the prefix", req: granting("Bash:git push"), tool: "Bash", input: `{"command":"git push origin main"}`,
+		{name: "grant of the tool under another rule", run: granting("", toolIssue), tool: toolIssue, input: issueInput,
+			wantDone: true, wantOut: OutcomeApproval},
+		{name: "Bash grant covers the prefix", run: granting("bash-push", "Bash:git push"), tool: "Bash", input: `{"command":"git push origin main"}`,
 			wantDone: true, wantOut: OutcomeAllow},
-		{name: "Bash grant does not cover a list", req: granting("Bash:git push"), tool: "Bash", input: `{"command":"git push && git clean -fdx"}`,
+		{name: "Bash grant stored by scope key alone", run: granting("", "Bash:git push"), tool: "Bash", input: `{"command":"git push origin main"}`,
 			wantDone: true, wantOut: OutcomeApproval},
-		{name: "Bash grant does not cover an assignment", req: granting("Bash:git push"), tool: "Bash", input: `{"command":"GIT_SSH_COMMAND=x git push"}`,
+		{name: "Bash grant does not cover a list", run: granting("bash-push", "Bash:git push"), tool: "Bash", input: `{"command":"git push && git clean -fdx"}`,
 			wantDone: true, wantOut: OutcomeApproval},
-		{name: "Bash grant does not cover a git option", req: granting("Bash:git push"), tool: "Bash", input: `{"command":"git -c core.sshCommand=x push"}`,
+		{name: "Bash grant does not cover an assignment", run: granting("bash-push", "Bash:git push"), tool: "Bash", input: `{"command":"GIT_SSH_COMMAND=x git push"}`,
+			wantDone: true, wantOut: OutcomeApproval},
+		{name: "Bash grant does not cover a git option", run: granting("bash-push", "Bash:git push"), tool: "Bash", input: `{"command":"git -c core.sshCommand=x push"}`,
 			wantDone: true, wantOut: OutcomeApproval},
 		{name: "autonomous, rule fallback allow", run: autonomous, tool: toolIssue, input: issueInput,
 			wantDone: true, wantOut: OutcomeAllow, wantReason: "rewritten to allow"},
 		{name: "autonomous, policy fallback deny", run: autonomous, tool: "Write", input: `{"file_path":"a","content":"b"}`,
 			wantDone: true, wantOut: OutcomeDeny, wantSource: SourcePolicy, wantReason: "rewritten to deny"},
-		{name: "autonomous, grant first", run: autonomous, req: granting("Write"), tool: "Write", input: `{"file_path":"a","content":"b"}`,
+		{name: "autonomous, grant first", run: and(autonomous, granting("bash-push", "Bash:git push")), tool: "Bash", input: `{"command":"git push"}`,
 			wantDone: true, wantOut: OutcomeAllow, wantReason: "session grant"},
 		{name: "below the default pending limit", run: pending(19, 0), tool: toolIssue, input: issueInput,
 			wantDone: true, wantOut: OutcomeApproval},
@@ -42,7 +53,11 @@ func TestStageApproval(t *testing.T) {
 			wantDone: true, wantOut: OutcomeDeny, wantSource: SourceApprovalLimit, wantReason: "the most a run may have (3)"},
 		{name: "below a configured pending limit", run: pending(25, 30), tool: toolIssue, input: issueInput,
 			wantDone: true, wantOut: OutcomeApproval},
-		{name: "a grant needs no approval at the limit", run: pending(20, 0), req: granting(toolIssue), tool: toolIssue, input: issueInput,
+		{name: "the trigger source at its limit", run: func(r *Run) { r.SourceFull = true }, tool: toolIssue, input: issueInput,
+			wantDone: true, wantOut: OutcomeDeny, wantSource: SourceApprovalLimit, wantReason: "already have 20 approvals waiting for a human, the most they may have together"},
+		{name: "a grant needs no approval at the source's limit", run: and(func(r *Run) { r.SourceFull = true }, granting("gh-issue", toolIssue)), tool: toolIssue, input: issueInput,
+			wantDone: true, wantOut: OutcomeAllow},
+		{name: "a grant needs no approval at the limit", run: and(pending(20, 0), granting("gh-issue", toolIssue)), tool: toolIssue, input: issueInput,
 			wantDone: true, wantOut: OutcomeAllow},
 	})
 }
@@ -65,19 +80,22 @@ func TestStageApprovalFields(t *testing.T) {
 	}{
 		{name: "rule scope and policy ttl", tool: toolIssue, input: issueInput, want: Decision{
 			Outcome: OutcomeApproval, Verdict: policy.VerdictRequireApproval, RuleID: "gh-issue",
-			ScopeKey: toolIssue, Scope: policy.ScopeSession, TTL: 600 * time.Second, Stage: "approval"}},
+			ScopeKey: toolIssue, Scope: policy.ScopeSession, TTL: 600 * time.Second, Stage: "approval", Grantable: true}},
 		{name: "Bash prefix key, rule ttl", tool: "Bash", input: `{"command":"git -C repo push --force"}`, want: Decision{
 			Outcome: OutcomeApproval, Verdict: policy.VerdictRequireApproval, RuleID: "bash-push",
 			ScopeKey: "Bash:git push", Scope: policy.ScopeSession, TTL: 300 * time.Second, Stage: "approval"}},
-		{name: "default verdict", tool: "Write", input: `{"file_path":"a","content":"b"}`, want: Decision{
+		{name: "default verdict of a file tool has no key", tool: "Write", input: `{"file_path":"a","content":"b"}`, want: Decision{
 			Outcome: OutcomeApproval, Verdict: policy.VerdictRequireApproval,
-			ScopeKey: "Write", Scope: policy.ScopeOnce, TTL: 600 * time.Second, Stage: "approval"}},
-		{name: "grant", grant: []string{"Bash:git push"}, tool: "Bash", input: `{"command":"git push origin main"}`, want: Decision{
-			Outcome: OutcomeAllow, Verdict: policy.VerdictRequireApproval, RuleID: "bash-push", Grant: "Bash:git push", Stage: "approval"}},
+			Scope: policy.ScopeOnce, TTL: 600 * time.Second, Stage: "approval"}},
+		{name: "grant", grant: []string{"bash-push", "Bash:git push"}, tool: "Bash", input: `{"command":"git push origin main"}`, want: Decision{
+			Outcome: OutcomeAllow, Verdict: policy.VerdictRequireApproval, RuleID: "bash-push", Grant: "Bash:git push", GrantRule: "bash-push", Stage: "approval"}},
+		{name: "grantable, not held", grant: []string{"bash-push", "Bash:git pull"}, tool: "Bash", input: `{"command":"git push origin main"}`, want: Decision{
+			Outcome: OutcomeApproval, Verdict: policy.VerdictRequireApproval, RuleID: "bash-push", Grantable: true,
+			ScopeKey: "Bash:git push", Scope: policy.ScopeSession, TTL: 300 * time.Second, Stage: "approval"}},
 		{name: "autonomous allow", auto: true, tool: toolIssue, input: issueInput, want: Decision{
-			Outcome: OutcomeAllow, Verdict: policy.VerdictRequireApproval, Rewritten: policy.VerdictAllow, RuleID: "gh-issue", Stage: "approval"}},
+			Outcome: OutcomeAllow, Verdict: policy.VerdictRequireApproval, Rewritten: policy.VerdictAllow, RuleID: "gh-issue", Stage: "approval", Grantable: true}},
 		{name: "autonomous deny", auto: true, tool: "Bash", input: `{"command":"git push"}`, want: Decision{
-			Outcome: OutcomeDeny, Source: SourcePolicy, Verdict: policy.VerdictRequireApproval, Rewritten: policy.VerdictDeny, RuleID: "bash-push", Stage: "approval"}},
+			Outcome: OutcomeDeny, Source: SourcePolicy, Verdict: policy.VerdictRequireApproval, Rewritten: policy.VerdictDeny, RuleID: "bash-push", Stage: "approval", Grantable: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,9 +103,7 @@ func TestStageApprovalFields(t *testing.T) {
 			run := f.run()
 			run.Autonomous = tt.auto
 			r := req(t, tt.tool, tt.input)
-			if tt.grant != nil {
-				r.Granted = grants(tt.grant...)
-			}
+			run.Grants = grants(tt.grant...)
 			got := Decide(run, r)
 			if got.Reason == "" {
 				t.Errorf("Decide(%q) has no reason", tt.tool)
@@ -104,6 +120,7 @@ func TestStageApprovalFields(t *testing.T) {
 // well-formed policy never produces.
 func TestStageApprovalFailsClosed(t *testing.T) {
 	t.Parallel()
+	f := newFixture(t)
 	ra := policy.Result{Verdict: policy.VerdictRequireApproval, RuleID: "r", Reason: "rule \"r\" requires approval",
 		Scope: policy.ScopeSession, TTL: time.Minute, ScopeKey: "Write", OnAutonomous: policy.VerdictAllow}
 	tests := []struct {
@@ -133,7 +150,7 @@ func TestStageApprovalFailsClosed(t *testing.T) {
 			if tt.mut != nil {
 				tt.mut(&res)
 			}
-			c := &call{run: &Run{Autonomous: tt.auto}, req: Request{ToolName: "Write"}, result: res, evaluated: !tt.noEval}
+			c := &call{run: &Run{Autonomous: tt.auto, Policy: f.policy}, req: Request{ToolName: "Write"}, result: res, evaluated: !tt.noEval}
 			d, done := checkApproval(c)
 			if !done || d.Outcome != tt.want || d.Rewritten != tt.wantRew {
 				t.Fatalf("checkApproval(%s) = %+v, %v, want %s (rewritten %q)", tt.name, d, done, tt.want, tt.wantRew)
@@ -146,8 +163,14 @@ func TestStageApprovalFailsClosed(t *testing.T) {
 	// A key-less approval can only be once, whatever the rule said.
 	res := ra
 	res.ScopeKey = ""
-	d, _ := checkApproval(&call{run: &Run{}, req: Request{ToolName: "Write"}, result: res, evaluated: true})
+	d, _ := checkApproval(&call{run: &Run{Policy: f.policy}, req: Request{ToolName: "Write"}, result: res, evaluated: true})
 	if d.Outcome != OutcomeApproval || d.Scope != policy.ScopeOnce {
 		t.Errorf("checkApproval(no scope key) = %+v, want require_approval with scope once", d)
+	}
+	// A run without a policy never reaches here through Decide; called
+	// directly, the stage denies rather than read a nil policy.
+	d, _ = checkApproval(&call{run: &Run{}, req: Request{ToolName: "Write"}, result: ra, evaluated: true})
+	if d.Outcome != OutcomeDeny {
+		t.Errorf("checkApproval(no policy) = %+v, want deny", d)
 	}
 }

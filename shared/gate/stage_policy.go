@@ -20,7 +20,7 @@ func checkPolicy(c *call) (Decision, bool) {
 	if p == nil {
 		return deny(SourcePolicy, "this run has no frozen policy, so no tool call can be allowed")
 	}
-	env := policy.Env{Workspace: c.run.Workspace, Cwd: c.req.Cwd, Resolved: c.req.Resolved, AgentType: c.req.AgentType}
+	env := c.env()
 	pc := c.policyCall()
 	res := p.EvaluateCall(env, pc)
 	if c.run.Shadow != nil || c.run.ShadowBroken {
@@ -28,7 +28,7 @@ func checkPolicy(c *call) (Decision, bool) {
 	}
 	switch res.Verdict {
 	case policy.VerdictAllow:
-		return Decision{Outcome: OutcomeAllow, Verdict: res.Verdict, RuleID: res.RuleID, Reason: res.Reason}, true
+		return Decision{Outcome: OutcomeAllow, Verdict: res.Verdict, RuleID: res.RuleID, Reason: res.Reason, UpdatedInput: policy.InputOf(res.UpdatedInput)}, true
 	case policy.VerdictDeny:
 		return Decision{Outcome: OutcomeDeny, Source: SourcePolicy, Verdict: res.Verdict, RuleID: res.RuleID, Reason: res.Reason}, true
 	case policy.VerdictRequireApproval:

@@ -1,17 +1,26 @@
 // Package ledger appends to and reads a run's gapless event log.
 //
-// Every run has a counter on its head item. An append reads (or remembers)
-// the head, builds its batch from it, and writes the events at the next
-// seqs in one transaction conditioned on the counter being unchanged; if
-// another writer got there first, DynamoDB hands back the current head and
-// the append rebuilds from it and tries again, a bounded number of times.
-// So seqs are 1, 2, 3... with no gap and no duplicate, and a batch's
-// decision is always made on the head it commits against.
+// Deciding is apart from sequencing (docs/architecture.md, "Ledger"). An
+// append builds its batch from the run's head as this process last saw
+// it and writes it in one transaction with its events unsequenced: a
+// decision (a batch that changes nothing on the head) checks one fence
+// shard and touches nothing another decision writes, so a run's parallel
+// decisions do not queue; a batch that changes the head is conditioned on
+// the head's version and rebuilt from the current head when another
+// write got there first. The sequencer, the only writer of a run's
+// counter, then numbers the unsequenced events: seqs are 1, 2, 3... with
+// no gap and no duplicate, and a reader sequences what is pending before
+// it reads, so a read after an answer always sees the answer's events.
 //
-// Within one process, appends to the same run wait their turn behind a
-// striped lock: they would only conflict in DynamoDB anyway, and every
-// conflict costs a transaction. Across processes (Lambda instances) the
-// counter's condition alone decides.
+// A change that fences decisions (the run's end, its budget crossing
+// zero, a grant revoked) is finished before the append returns: every
+// fence shard is raised, so a decision made on an older head fails its
+// check and is made again on the current one. Whoever finds a change
+// unfinished (a process that died half-way) finishes it.
+//
+// Within one process, head changes to the same run wait their turn behind
+// a striped lock: they would only conflict in DynamoDB anyway, and every
+// conflict costs a transaction. Decisions take no lock.
 package ledger
 
 import (
@@ -29,7 +38,7 @@ import (
 // ErrContention: an append lost the race for the counter too many times.
 var ErrContention = errors.New("ledger: too much contention")
 
-// An append retries counter conflicts at most maxAttempts times (and no
+// An append retries head conflicts at most maxAttempts times (and no
 // longer than its context allows). Every retry is informed (the conflict
 // returned the current head), but a process that loses to another one
 // draining a burst of appends can lose many rounds in a row, so the bound
@@ -50,14 +59,41 @@ type Ledger struct {
 	hub   hub
 	locks [stripes]chan struct{}
 	mu    sync.Mutex
-	heads map[string]store.Head
+	heads map[string]cachedHead
+	// headAge is how long a cached head is trusted (see cached).
+	headAge time.Duration
+	// background: sequence each run in this process after it is
+	// appended to (see Option).
+	background bool
+	seq        sequencers
 }
 
+// Option changes how a Ledger works.
+type Option func(*Ledger)
+
+// SequenceOnlyWhenRead leaves numbering to readers and to whoever calls
+// Sequence (on AWS, the notify function, woken by the table's stream),
+// instead of a goroutine of this process after every append.
+func SequenceOnlyWhenRead(l *Ledger) { l.background = false }
+
+// DefaultHeadAge is how long a ledger trusts a run's head it read or
+// wrote. Fences make a decision on an older head fail for what must stop
+// it (end, budget, grants); the rest of the head (the count of pending
+// approvals) is only as fresh as this.
+const DefaultHeadAge = time.Second
+
+// TrustHeadFor makes a ledger re-read a run's head once it is older than
+// d (DefaultHeadAge otherwise).
+func TrustHeadFor(d time.Duration) Option { return func(l *Ledger) { l.headAge = d } }
+
 // New returns a ledger over st; now stamps events.
-func New(st *store.Store, now func() time.Time) *Ledger {
-	l := &Ledger{st: st, now: now, heads: map[string]store.Head{}}
+func New(st *store.Store, now func() time.Time, opts ...Option) *Ledger {
+	l := &Ledger{st: st, now: now, heads: map[string]cachedHead{}, headAge: DefaultHeadAge, background: true}
 	for i := range l.locks {
 		l.locks[i] = make(chan struct{}, 1)
+	}
+	for _, o := range opts {
+		o(l)
 	}
 	return l
 }
@@ -80,13 +116,10 @@ func (l *Ledger) Store() *store.Store { return l.st }
 
 // Append builds and writes a batch to runID's ledger. It starts from the
 // head this process saw last (steady state: no read at all) and corrects
-// itself from the head DynamoDB returns on a conflict.
+// itself from the head DynamoDB returns on a conflict, or re-reads it when
+// a decision's fence moved. The batch's events are numbered afterwards;
+// the returned head's LastSeq does not count them.
 func (l *Ledger) Append(ctx context.Context, runID string, build Build) (store.Head, error) {
-	unlock, err := l.lock(ctx, runID)
-	if err != nil {
-		return store.Head{}, err
-	}
-	defer unlock()
 	head, ok := l.cached(runID)
 	if !ok {
 		var err error
@@ -94,28 +127,85 @@ func (l *Ledger) Append(ctx context.Context, runID string, build Build) (store.H
 			return store.Head{}, err
 		}
 	}
+	var unlock func()
+	defer func() {
+		if unlock != nil {
+			unlock()
+		}
+	}()
 	for attempt := range maxAttempts {
+		if head.FenceGen > head.FencedGen {
+			// A fence change another writer left unfinished: finish it
+			// before deciding on the head it made.
+			if err := l.finishFence(ctx, head); err != nil {
+				return store.Head{}, err
+			}
+			head.FencedGen = head.FenceGen
+		}
 		b, err := build(head)
 		if err != nil {
 			return store.Head{}, err
 		}
+		if writesHead(b) && unlock == nil {
+			if unlock, err = l.lock(ctx, runID); err != nil {
+				return store.Head{}, err
+			}
+		}
+		if b.Numbered() {
+			// Its events are numbered now: number what is pending first,
+			// so that nothing of an older generation follows them.
+			if err := l.Sequence(ctx, runID); err != nil {
+				return store.Head{}, err
+			}
+		}
 		next, err := l.st.Append(ctx, head, store.FormatTime(l.now()), b)
 		if err == nil {
-			l.remember(next)
+			if writesHead(b) {
+				// A decision returns the head it was made on, which
+				// proves nothing newer about it.
+				l.remember(next)
+			}
+			if next.FenceGen > next.FencedGen {
+				if err := l.finishFence(ctx, next); err != nil {
+					return store.Head{}, err
+				}
+			}
 			l.hub.notify(runID)
+			l.kick(ctx, runID)
 			return next, nil
 		}
 		var conflict *store.SeqConflictError
-		if !errors.As(err, &conflict) {
+		switch {
+		case errors.As(err, &conflict):
+			head = conflict.Current
+			l.remember(head)
+		case errors.Is(err, store.ErrFenced):
+			if head, err = l.Head(ctx, runID); err != nil {
+				return store.Head{}, err
+			}
+		default:
 			return store.Head{}, err
 		}
-		head = conflict.Current
-		l.remember(head)
 		if err := backoff(ctx, attempt); err != nil {
 			return store.Head{}, fmt.Errorf("ledger: append to %s: %w: %w", runID, store.ErrUnavailable, err)
 		}
 	}
 	return store.Head{}, fmt.Errorf("ledger: append to %s: %w", runID, ErrContention)
+}
+
+// writesHead says whether b is written on the head's version (anything
+// but a plain decision), so worth serializing within the process.
+func writesHead(b store.Batch) bool { return b.Head != (store.HeadChange{}) || b.Numbered() }
+
+// finishFence raises h's run's fence shards to h.FenceGen and remembers
+// the head as fenced.
+func (l *Ledger) finishFence(ctx context.Context, h store.Head) error {
+	if err := l.st.RaiseFence(ctx, h.RunID, h.FenceGen); err != nil {
+		return fmt.Errorf("ledger: fence %s: %w", h.RunID, err)
+	}
+	h.FencedGen = h.FenceGen
+	l.remember(h)
+	return nil
 }
 
 // backoff sleeps a short random time after a lost race. It stays short:
@@ -135,6 +225,17 @@ func backoff(ctx context.Context, attempt int) error {
 	}
 }
 
+// Settled numbers runID's pending events, then reads its head: its
+// LastSeq counts every event appended before the call, as a reader of the
+// run's view expects. The decision path reads Head, which numbers
+// nothing.
+func (l *Ledger) Settled(ctx context.Context, runID string) (store.Head, error) {
+	if err := l.Sequence(ctx, runID); err != nil {
+		return store.Head{}, err
+	}
+	return l.Head(ctx, runID)
+}
+
 // Head reads a run's head from the table and remembers it.
 func (l *Ledger) Head(ctx context.Context, runID string) (store.Head, error) {
 	h, err := l.st.GetHead(ctx, runID)
@@ -145,19 +246,35 @@ func (l *Ledger) Head(ctx context.Context, runID string) (store.Head, error) {
 	return h, nil
 }
 
+// cachedHead is a head and when this process last learnt it (the wall
+// clock, not the ledger's: that may be a test's fixed one).
+type cachedHead struct {
+	store.Head
+	at time.Time
+}
+
+// cached is runID's head as this process last saw it, unless that is
+// older than the ledger trusts.
 func (l *Ledger) cached(runID string) (store.Head, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	h, ok := l.heads[runID]
-	return h, ok
+	c, ok := l.heads[runID]
+	if !ok || time.Since(c.at) > l.headAge {
+		return store.Head{}, false
+	}
+	return c.Head, true
 }
 
-// remember keeps the newest head seen for a run.
+// remember keeps the newest head seen for a run: the latest version, and
+// of one version the most fenced, then the most numbered. It is told
+// only of heads read from the table or returned by it (a write on the
+// head, a conflict), which are current as of now.
 func (l *Ledger) remember(h store.Head) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if old, ok := l.heads[h.RunID]; !ok || old.LastSeq <= h.LastSeq {
-		l.heads[h.RunID] = h
+	old, ok := l.heads[h.RunID]
+	if !ok || old.Ver < h.Ver || old.Ver == h.Ver && (old.FencedGen < h.FencedGen || old.FencedGen == h.FencedGen && old.LastSeq <= h.LastSeq) {
+		l.heads[h.RunID] = cachedHead{h, time.Now()}
 	}
 }
 
@@ -179,6 +296,11 @@ func (l *Ledger) Read(ctx context.Context, runID string, after int64, limit int,
 	defer bound.Stop()
 	for {
 		woken := l.hub.wait(runID)
+		// Number what is pending first: an answer given before this read
+		// began is in what it returns.
+		if err := l.Sequence(ctx, runID); err != nil {
+			return nil, 0, err
+		}
 		events, err := l.st.Events(ctx, runID, after, limit)
 		if err != nil {
 			return nil, 0, err

@@ -76,6 +76,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/ids"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/run"
+	"github.com/fluidbox/fluidbox/shared/telemetry"
 )
 
 // Bounds of one proxied request.
@@ -115,7 +116,11 @@ type Proxy struct {
 	verify    *Verifier
 	client    *http.Client
 	log       *slog.Logger
+	tel       *telemetry.Telemetry
 }
+
+// Record sends each settled request's span, tokens and money to t.
+func (p *Proxy) Record(t *telemetry.Telemetry) { p.tel = t }
 
 // New returns a proxy. verify checks each request's tool results (the
 // proof of asking, verify.go); it is required. client may be nil for a
@@ -603,6 +608,13 @@ func (p *Proxy) settle(ctx context.Context, runID, requestID string, res admissi
 		p.log.InfoContext(ctx, "model request", "run", runID, "request", requestID, "reservation", res.ID,
 			"model", res.Model, "status", out.status, "reserved", res.Amount.String(), "cost", st.Cost.String(),
 			"settlement", st.Settlement, "server_tools", len(uses), "ms", p.upstreams.now().Sub(start).Milliseconds())
+		p.tel.ModelRequested(ctx, start, telemetry.ModelRequest{Run: runID, Model: res.Model, Status: int64(out.status), InputTokens: u.InputTokens, OutputTokens: u.OutputTokens})
+		if res.Created {
+			p.tel.BudgetReserved(ctx, int64(res.Amount))
+		}
+		if st.Applied {
+			p.tel.BudgetSpent(ctx, int64(st.Cost))
+		}
 	}
 	st, err := p.admit.SettleRetrying(sctx, attempt, log)
 	if err == nil {

@@ -20,7 +20,18 @@ type Handler struct {
 	pub    Publisher
 	timers approval.Scheduler
 	log    *slog.Logger
+	seq    Sequencer
 }
+
+// Sequencer numbers a run's pending ledger events (ledger.Ledger).
+type Sequencer interface {
+	Sequence(ctx context.Context, runID string) error
+}
+
+// Sequence makes the handler the runs' sequencer on the stream: each run
+// whose unsequenced event (RUN#<id>/Q#...) a batch inserts is numbered
+// once per batch (docs/architecture.md, "Ledger").
+func (h *Handler) Sequence(s Sequencer) { h.seq = s }
 
 // NewHandler returns a handler publishing through pub. timers starts the
 // expiry timer of each new pending approval the stream carries (the notify
@@ -32,9 +43,10 @@ func NewHandler(pub Publisher, timers approval.Scheduler, log *slog.Logger) *Han
 	return &Handler{pub: pub, timers: timers, log: log}
 }
 
-// Stream handles one batch of stream records: approval rows, and the
-// insert of a run's head (session.created for a triggered run). Other rows
-// are skipped. When publishing fails, the answer names the first record
+// Stream handles one batch of stream records: approval rows, the insert
+// of a run's head (session.created for a triggered run), and, when the
+// handler sequences (Sequence), the insert of a run's unsequenced events.
+// Other rows are skipped. When publishing fails, the answer names the first record
 // not published as a batch item failure: Lambda (with
 // ReportBatchItemFailures) retries the batch from that record, so nothing
 // is lost and only that record onwards may be delivered twice. An approval
@@ -45,7 +57,17 @@ func (h *Handler) Stream(ctx context.Context, ev events.DynamoDBEvent) (events.D
 	resp := events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}}
 	var entries []Entry
 	var from []int // from[i]: the record entries[i] came from
+	// The runs to number, in the order of their first record.
+	var runs []string
+	firstOf := map[string]int{}
 	for i, rec := range ev.Records {
+		if run, ok := UnsequencedRun(rec); ok && h.seq != nil {
+			if _, seen := firstOf[run]; !seen {
+				firstOf[run] = i
+				runs = append(runs, run)
+			}
+			continue
+		}
 		if halt, ok, err := HaltFromStreamRecord(rec); ok || err != nil {
 			if err != nil {
 				h.log.ErrorContext(ctx, "notify: undecodable halt record skipped", "event_id", rec.EventID, "err", err)
@@ -83,18 +105,35 @@ func (h *Handler) Stream(ctx context.Context, ev events.DynamoDBEvent) (events.D
 			from = append(from, i)
 		}
 	}
+	// retryFrom is the first record Lambda must deliver again; -1 none.
+	retryFrom := -1
+	// Numbering is idempotent (a retried batch finds the events numbered
+	// or numbers them), so a run that fails is retried from its first
+	// record; readers number what is pending meanwhile.
+	for _, run := range runs {
+		if err := h.seq.Sequence(ctx, run); err != nil {
+			h.log.ErrorContext(ctx, "notify: sequence failed; retrying from a record", "run", run, "err", err)
+			if retryFrom < 0 || firstOf[run] < retryFrom {
+				retryFrom = firstOf[run]
+			}
+		}
+	}
 	err := h.pub.Publish(ctx, entries)
-	if err == nil {
-		h.log.InfoContext(ctx, "notify", "records", len(ev.Records), "published", len(entries))
-		return resp, nil
-	}
 	var pe *PublishError
-	if !errors.As(err, &pe) || pe.First < 0 || pe.First >= len(from) {
+	switch {
+	case err == nil:
+		h.log.InfoContext(ctx, "notify", "records", len(ev.Records), "published", len(entries), "sequenced", len(runs))
+	case !errors.As(err, &pe) || pe.First < 0 || pe.First >= len(from):
 		return resp, err
+	default:
+		h.log.ErrorContext(ctx, "notify: publish failed; retrying from a record", "sequence_number", ev.Records[from[pe.First]].Change.SequenceNumber, "published", pe.First, "err", pe.Err)
+		if retryFrom < 0 || from[pe.First] < retryFrom {
+			retryFrom = from[pe.First]
+		}
 	}
-	failed := ev.Records[from[pe.First]]
-	h.log.ErrorContext(ctx, "notify: publish failed; retrying from a record", "sequence_number", failed.Change.SequenceNumber, "published", pe.First, "err", pe.Err)
-	resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: failed.Change.SequenceNumber})
+	if retryFrom >= 0 {
+		resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: ev.Records[retryFrom].Change.SequenceNumber})
+	}
 	return resp, nil
 }
 

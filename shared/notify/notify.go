@@ -149,6 +149,17 @@ func RunFromStreamRecord(rec events.DynamoDBEventRecord) (store.Head, bool, erro
 	return h, true, nil
 }
 
+// UnsequencedRun is the run of a stream record that inserts an event not
+// numbered yet (RUN#<id> / Q#...); ok is false for any other record.
+func UnsequencedRun(rec events.DynamoDBEventRecord) (runID string, ok bool) {
+	pk, sk := rec.Change.Keys["pk"], rec.Change.Keys["sk"]
+	if rec.EventName != string(events.DynamoDBOperationTypeInsert) || pk.DataType() != events.DataTypeString || sk.DataType() != events.DataTypeString ||
+		!strings.HasPrefix(pk.String(), "RUN#") || !strings.HasPrefix(sk.String(), "Q#") {
+		return "", false
+	}
+	return strings.TrimPrefix(pk.String(), "RUN#"), true
+}
+
 // Entries returns the notifications of one transition of an approval:
 // a new pending approval is approval.requested, pending to settled is
 // approval.decided, and anything else is none.

@@ -24,8 +24,13 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/fluidbox/fluidbox/shared/internal/testenv"
+	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/notify"
+	"github.com/fluidbox/fluidbox/shared/notify/eventbus"
+	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
@@ -166,7 +171,7 @@ func (f *fakeEventBridge) published() []putEntry {
 	return all
 }
 
-func newEventBridge(t *testing.T, failAt int) (*notify.EventBridge, *fakeEventBridge) {
+func newEventBridge(t *testing.T, failAt int) (*eventbus.Publisher, *fakeEventBridge) {
 	t.Helper()
 	f := &fakeEventBridge{failAt: failAt}
 	srv := httptest.NewServer(f) // listens on 127.0.0.1
@@ -177,7 +182,7 @@ func newEventBridge(t *testing.T, failAt int) (*notify.EventBridge, *fakeEventBr
 		BaseEndpoint:     aws.String(srv.URL),
 		RetryMaxAttempts: 1,
 	})
-	return notify.NewEventBridge(client, bus), f
+	return eventbus.New(client, bus), f
 }
 
 func TestEventBridgePublish(t *testing.T) {
@@ -250,7 +255,9 @@ func TestStreamSampleEvents(t *testing.T) {
 		"modify-expired.json":       {`approval.decided {"approval_id":"apr_fixturepending","session_id":"ses_fixture","tool_call_id":"toolu_01","tool_name":"Bash","rule_id":"git-push","status":"expired","expires_at":"2030-01-01T00:15:00.000000000Z","decided_by":"system:expiry"}`},
 		"unrelated-event-row.json":  nil,
 		"insert-halted.json":        {`run.halted {"session_id":"ses_fixture","tool_call_id":"toolu_01","reason":"unasked","halted_at":"2030-01-01T00:05:00.000000000Z"}`},
-		"insert-triggered-run.json": {`session.created {"session_id":"ses_fixturetriggered","trigger":"github","trigger_id":"trg_fixture","trust_tier":"read_only","autonomous":true,"repository":"octo-org/app","head_repository":"someone/app","pull_request":42,"head_sha":"ec26c3e57ca3a959ca5aad62de7213c562f8c821","fork":true,"created_at":"2030-01-01T00:00:00.000000000Z"}`},
+		// Numbered, not published (TestStreamSequencesRuns).
+		"insert-unsequenced-event.json": nil,
+		"insert-triggered-run.json":     {`session.created {"session_id":"ses_fixturetriggered","trigger":"github","trigger_id":"trg_fixture","trust_tier":"read_only","autonomous":true,"repository":"octo-org/app","head_repository":"someone/app","pull_request":42,"head_sha":"ec26c3e57ca3a959ca5aad62de7213c562f8c821","fork":true,"created_at":"2030-01-01T00:00:00.000000000Z"}`},
 	}
 	if len(files) != len(want) {
 		t.Fatalf("events/notify has %d files, the test knows %d: add the new ones here", len(files), len(want))
@@ -407,5 +414,99 @@ notification approval.decided {"approval_id":"apr_1","session_id":"ses_1","tool_
 `
 	if out.String() != want {
 		t.Errorf("printed:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
+// sequencerFunc adapts a function to notify.Sequencer.
+type sequencerFunc func(ctx context.Context, runID string) error
+
+func (f sequencerFunc) Sequence(ctx context.Context, runID string) error { return f(ctx, runID) }
+
+// TestStreamSequencesRuns: a batch inserting unsequenced events numbers
+// each of their runs once, whatever else the batch holds, and publishes
+// as before; a run whose numbering fails is retried from its first
+// record, the notifications still published. Without a sequencer the
+// records are skipped.
+func TestStreamSequencesRuns(t *testing.T) {
+	t.Parallel()
+	batch := events.DynamoDBEvent{}
+	for _, name := range []string{"insert-pending.json", "insert-unsequenced-event.json", "unrelated-event-row.json", "insert-unsequenced-event.json"} {
+		batch.Records = append(batch.Records, streamEvent(t, name).Records...)
+	}
+	for _, fail := range []error{nil, errors.New("TransactWriteItems: throttled")} {
+		pub, f := newEventBridge(t, -1)
+		var mu sync.Mutex
+		var sequenced []string
+		h := notify.NewHandler(pub, nil, slog.New(slog.DiscardHandler))
+		h.Sequence(sequencerFunc(func(_ context.Context, runID string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			sequenced = append(sequenced, runID)
+			return fail
+		}))
+		resp, err := h.Stream(context.Background(), batch)
+		if err != nil {
+			t.Fatalf("Stream = %v", err)
+		}
+		if diff := cmp.Diff([]string{"ses_fixture"}, sequenced); diff != "" {
+			t.Errorf("runs sequenced (error %v) (-want +got):\n%s", fail, diff)
+		}
+		var want []events.DynamoDBBatchItemFailure
+		if fail != nil {
+			want = []events.DynamoDBBatchItemFailure{{ItemIdentifier: batch.Records[1].Change.SequenceNumber}}
+		}
+		if diff := cmp.Diff(want, resp.BatchItemFailures, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("BatchItemFailures (error %v) (-want +got):\n%s", fail, diff)
+		}
+		if n := len(f.published()); n != 1 {
+			t.Errorf("published %d notifications (error %v), want 1", n, fail)
+		}
+	}
+	pub, _ := newEventBridge(t, -1)
+	if resp, err := notify.NewHandler(pub, nil, slog.New(slog.DiscardHandler)).Stream(context.Background(), batch); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Errorf("Stream without a sequencer = %+v, %v", resp, err)
+	}
+}
+
+// TestStreamNumbersWithTheLedger: the handler as the notify function
+// wires it, with a real ledger over minidyn: a decision recorded by an
+// instance that does not number (a Lambda function) is numbered when its
+// insert comes down the stream.
+func TestStreamNumbersWithTheLedger(t *testing.T) {
+	t.Parallel()
+	st := testenv.Store(t)
+	ctx := context.Background()
+	env := func(ev redact.Event) redact.Envelope {
+		e, err := redact.New(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	if err := st.CreateRun(ctx, store.NewRun{
+		Head:    store.Head{RunID: "ses_fixture", Status: "running", CreatedAt: "2030-01-01T00:00:00.000000000Z"},
+		Policy:  store.PolicySnapshot{PolicyID: "pol_x", Version: 1, Document: "{}"},
+		Created: env(redact.SessionCreated{SessionID: "ses_fixture"}),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	gate := ledger.New(st, time.Now, ledger.SequenceOnlyWhenRead)
+	if _, err := gate.Append(ctx, "ses_fixture", func(store.Head) (store.Batch, error) {
+		return store.Batch{Events: []redact.Envelope{env(redact.ToolRequested{ToolCallID: "c1", ToolName: "Bash"}), env(redact.ToolDecision{ToolCallID: "c1", ToolName: "Bash", Decision: "allow"})}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if evs, _ := st.Events(ctx, "ses_fixture", 0, 10); len(evs) != 1 {
+		t.Fatalf("%d events numbered before the stream, want 1", len(evs))
+	}
+	pub, _ := newEventBridge(t, -1)
+	h := notify.NewHandler(pub, nil, slog.New(slog.DiscardHandler))
+	h.Sequence(ledger.New(st, time.Now, ledger.SequenceOnlyWhenRead))
+	if resp, err := h.Stream(ctx, streamEvent(t, "insert-unsequenced-event.json")); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("Stream = %+v, %v", resp, err)
+	}
+	evs, err := st.Events(ctx, "ses_fixture", 0, 10)
+	if err != nil || len(evs) != 3 || evs[1].Type != "tool.requested" || evs[2].Type != "tool.decision" {
+		t.Errorf("after the stream: %+v, %v; want session.created, tool.requested, tool.decision", evs, err)
 	}
 }

@@ -121,7 +121,7 @@ func LiveConnection(ctx context.Context, st *store.Store, connectionID string) (
 // waited for approval), with its execution and outcome. It checks that a
 // retry is the same call (ErrConflict) and that the request is well formed.
 func (s *Service) Recorded(ctx context.Context, runID string, req Request) (store.Call, bool, error) {
-	_, digest, err := checkRequest(req)
+	cr, err := checkRequest(req)
 	if err != nil {
 		return store.Call{}, false, err
 	}
@@ -132,7 +132,7 @@ func (s *Service) Recorded(ctx context.Context, runID string, req Request) (stor
 	if err != nil {
 		return store.Call{}, false, err
 	}
-	if c.InputDigest != digest.String() || c.ToolName != req.ToolName {
+	if !sameCall(c, req, cr) {
 		return store.Call{}, false, ErrConflict
 	}
 	return c, true, nil
@@ -142,7 +142,7 @@ func (s *Service) Recorded(ctx context.Context, runID string, req Request) (stor
 // nothing. The broker asks it with what it knows without the secret, and
 // touches the secret only when the answer is not a denial.
 func (s *Service) Preview(ctx context.Context, runID string, req Request, live map[string]gate.Live) (gate.Decision, error) {
-	input, _, err := checkRequest(req)
+	cr, err := checkRequest(req)
 	if err != nil {
 		return gate.Decision{}, err
 	}
@@ -160,10 +160,5 @@ func (s *Service) Preview(ctx context.Context, runID string, req Request, live m
 	if err != nil {
 		return gate.Decision{}, err
 	}
-	g := grants{ctx: ctx, st: s.st, runID: runID}
-	d := gate.Decide(fr.gateRun(h, s.maxPending), gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Granted: g.has, Cwd: req.Cwd, Resolved: req.ResolvedPaths, AgentType: req.AgentType})
-	if g.err != nil {
-		return gate.Decision{}, g.err
-	}
-	return d, nil
+	return s.gateDecide(ctx, runID, fr.gateRun(h, s.maxPending), gate.Request{ToolName: req.ToolName, Input: cr.input, Connections: live, Cwd: req.Cwd, Resolved: req.ResolvedPaths, Kinds: req.PathKinds, AgentType: req.AgentType})
 }

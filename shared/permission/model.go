@@ -31,13 +31,11 @@ func (s *Service) JudgeModelTools(ctx context.Context, runID string, calls []gat
 	if err != nil {
 		return nil, err
 	}
-	g := grants{ctx: ctx, st: s.st, runID: runID}
 	out := make([]gate.Decision, len(calls))
 	for i, c := range calls {
-		c.Connections, c.Granted = nil, g.has // server tools are never brokered
-		out[i] = gate.Decide(fr.gateRun(h, s.maxPending), c)
-		if g.err != nil {
-			return nil, g.err
+		c.Connections = nil // server tools are never brokered
+		if out[i], err = s.gateDecide(ctx, runID, fr.gateRun(h, s.maxPending), c); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil

@@ -6,7 +6,12 @@
 //   - One answer per (run, tool_call_id). The call record is written in the
 //     same transaction as tool.requested and tool.decision, with
 //     attribute_not_exists; a retry finds it and returns it, writing
-//     nothing. The same tool_call_id with a different input is a conflict.
+//     nothing. The same tool_call_id with a different request (input, cwd,
+//     resolved paths: anything the decision could have read) is a
+//     conflict.
+//   - Session grants are read before the gate decides, and only when it
+//     says a grant could answer the call; a decision a grant answered is
+//     recorded only while the grant stands.
 //   - The decision is made on the head it commits against: the append is
 //     conditioned on the run's counter, so an end, a spend or another
 //     decision that lands first makes the gate decide again.
@@ -38,6 +43,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/gate"
 	"github.com/fluidbox/fluidbox/shared/ids"
 	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/policy"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -59,6 +65,9 @@ type Request struct {
 	// sandbox resolved them to (realpath); a file call is allowed only if
 	// both are allowed, denied if either is (optional).
 	ResolvedPaths map[string]string `json:"resolved_paths,omitempty"`
+	// PathKinds maps path-bearing input fields to what the sandbox found
+	// there: "file", "dir" or "absent" (optional).
+	PathKinds map[string]string `json:"path_kinds,omitempty"`
 	// AgentID and AgentType identify the subagent that makes the call
 	// (Claude Code's hook input); both empty for the run's main agent,
 	// AgentType alone for the main thread of a claude --agent session.
@@ -69,14 +78,10 @@ type Request struct {
 	AgentType string `json:"agent_type,omitempty"`
 }
 
-// checkAgent validates the subagent identity: an agent_id comes with its
-// agent_type (a type alone is the main thread of a session started as
-// that agent, claude --agent), bounded and printable (it is recorded and
-// shown as it came).
+// checkAgent validates the subagent identity: bounded and printable (it
+// is recorded and shown as it came). Either may come alone: agent_type
+// without agent_id is the main thread of a claude --agent session.
 func checkAgent(req Request) error {
-	if req.AgentID != "" && req.AgentType == "" {
-		return &InvalidError{"agent_id: send it with the subagent's agent_type"}
-	}
 	for _, f := range []struct{ name, v string }{{"agent_id", req.AgentID}, {"agent_type", req.AgentType}} {
 		if len(f.v) > maxIDLen || strings.IndexFunc(f.v, func(r rune) bool { return r < 0x20 || r == 0x7f || r == utf8.RuneError }) >= 0 {
 			return &InvalidError{fmt.Sprintf("%s: at most %d printable characters", f.name, maxIDLen)}
@@ -102,6 +107,14 @@ func checkPaths(req Request) error {
 	for k, v := range req.ResolvedPaths {
 		if len(k) > maxIDLen || v == "" || len(v) > maxPathLen || v[0] != '/' || strings.IndexByte(v, 0) >= 0 {
 			return &InvalidError{fmt.Sprintf("resolved_paths: each value must be an absolute path of at most %d bytes", maxPathLen)}
+		}
+	}
+	if len(req.PathKinds) > maxResolvedPaths {
+		return &InvalidError{fmt.Sprintf("path_kinds: at most %d fields", maxResolvedPaths)}
+	}
+	for k, v := range req.PathKinds {
+		if len(k) > maxIDLen || v != policy.KindFile && v != policy.KindDir && v != policy.KindAbsent {
+			return &InvalidError{`path_kinds: each value must be "file", "dir" or "absent"`}
 		}
 	}
 	return nil
@@ -136,10 +149,38 @@ type Service struct {
 	maxPending int
 }
 
-// LimitPending sets how many approvals one run may have waiting at once;
-// n <= 0 is gate.DefaultMaxPendingApprovals. Past it, a require_approval is
-// denied (source approval_limit) instead of filed.
+// LimitPending sets how many approvals one run may have waiting at once,
+// and all the runs of one trigger source together (sourceOf); n <= 0 is
+// gate.DefaultMaxPendingApprovals. Past it, a require_approval is denied
+// (source approval_limit) instead of filed.
 func (s *Service) LimitPending(n int) { s.maxPending = n }
+
+func (s *Service) pendingLimit() int {
+	if s.maxPending <= 0 {
+		return gate.DefaultMaxPendingApprovals
+	}
+	return s.maxPending
+}
+
+// sourceOf names the source whose runs' pending approvals are capped
+// together, so that a fork getting a run per push cannot fill a human's
+// inbox three runs at a time: a pull request run's repository and author
+// (runs whose author the delivery did not name share one count per
+// repository), another triggered run's trigger (a schedule). A run a
+// person or the operator created has only its own cap: "".
+func sourceOf(h store.Head) string {
+	if g := h.GitHub; g != nil {
+		author := g.Author
+		if author == "" {
+			author = "unknown"
+		}
+		return "github:" + g.Repository + "#author:" + author
+	}
+	if h.Trigger != "" && h.Trigger != "manual" {
+		return "invoker:" + h.Invoker
+	}
+	return ""
+}
 
 // NewService returns a permission service. sched arranges each new
 // approval's expiry; lazy expiry and the sweep cover it if that fails.
@@ -163,10 +204,11 @@ func (s *Service) Decide(ctx context.Context, runID string, req Request, wait ti
 // broker read for a brokered call (see DecideBrokered). When nil, a
 // brokered tool's connection is read from the table here.
 func (s *Service) decide(ctx context.Context, runID string, req Request, wait time.Duration, live map[string]gate.Live) (call.Answer, error) {
-	input, digest, err := checkRequest(req)
+	cr, err := checkRequest(req)
 	if err != nil {
 		return call.Answer{}, err
 	}
+	input := cr.input
 	fr, err := s.frozen.get(ctx, runID)
 	if errors.Is(err, store.ErrNotFound) {
 		return call.Answer{}, run.ErrNotFound
@@ -182,21 +224,43 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 
 	var recorded call.Answer
 	var created store.Approval
-	asked := call.Asked{RunID: runID, ToolCallID: req.ToolCallID, ToolName: req.ToolName, Input: input, Digest: digest, AgentID: req.AgentID, AgentType: req.AgentType}
-	_, err = s.led.Append(ctx, runID, func(h store.Head) (store.Batch, error) {
-		g := grants{ctx: ctx, st: s.st, runID: runID}
-		d := gate.Decide(fr.recordedRun(h, s.maxPending), gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Granted: g.has, Cwd: req.Cwd, Resolved: req.ResolvedPaths, AgentType: req.AgentType})
-		if g.err != nil {
-			return store.Batch{}, g.err
+	asked := call.Asked{RunID: runID, ToolCallID: req.ToolCallID, ToolName: req.ToolName, Input: input, Digest: cr.digest, Identity: cr.identity, AgentID: req.AgentID, AgentType: req.AgentType}
+	sourceFull := false
+	build := func(h store.Head) (store.Batch, error) {
+		run := fr.recordedRun(h, s.maxPending)
+		run.SourceFull = sourceFull
+		d, err := s.gateDecide(ctx, runID, run, gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Cwd: req.Cwd, Resolved: req.ResolvedPaths, Kinds: req.PathKinds, AgentType: req.AgentType})
+		if err != nil {
+			return store.Batch{}, err
 		}
 		pin := fr.pin(req.ToolName)
+		pin.Source, pin.SourceLimit = sourceOf(h), s.pendingLimit()
 		if d.Outcome == gate.OutcomeApproval {
 			pin.ApprovalID = ids.New("apr_")
 		}
 		rec, err := call.Record(s.st, h, asked, d, pin, s.now())
 		recorded, created = rec.Answer, rec.Approval
 		return rec.Batch, err
-	})
+	}
+	// A decision's own conditions may send it back to the gate: the
+	// source's runs have as many approvals waiting as they may (decide
+	// again knowing it, which denies instead of filing), or the grant
+	// that answered it was revoked meanwhile (decide again on the grants
+	// as they are now). Past a few rounds the call is not decided (503).
+	for range maxRedecide {
+		_, err = s.led.Append(ctx, runID, build)
+		switch {
+		case errors.Is(err, call.ErrSourceFull):
+			sourceFull = true
+			continue
+		case errors.Is(err, call.ErrGrantRevoked):
+			continue
+		}
+		break
+	}
+	if errors.Is(err, call.ErrSourceFull) || errors.Is(err, call.ErrGrantRevoked) {
+		return call.Answer{}, fmt.Errorf("permission: run %s: decided %d times and every record was refused: %w", runID, maxRedecide, store.ErrUnavailable)
+	}
 	switch {
 	case err == nil:
 		if recorded.Decision == call.Pending {
@@ -210,7 +274,7 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 			}
 		}
 	case errors.Is(err, call.ErrRecorded):
-		recorded, err = s.replay(ctx, runID, fr, req, input, digest)
+		recorded, err = s.replay(ctx, runID, fr, req, cr)
 		if err != nil {
 			return call.Answer{}, err
 		}
@@ -220,68 +284,122 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 		return call.Answer{}, err
 	}
 	if recorded.Decision == call.Pending && wait > 0 {
-		return s.await(ctx, runID, req, fr, input, min(wait, MaxWait), recorded)
+		return s.await(ctx, runID, req, fr, cr, min(wait, MaxWait), recorded)
 	}
 	return recorded, nil
 }
 
-// grants reads a run's session grants the first time the gate asks, which
-// it does only for a require_approval: the common paths read nothing.
-type grants struct {
-	ctx   context.Context
-	st    *store.Store
-	runID string
-	keys  map[string]bool
-	err   error
+// gateDecide asks the pure gate about a call on run. The run's session
+// grants are read here, before the Decide that uses them, and only when the
+// gate says grants could change its answer (Decision.Grantable), so the
+// common paths read nothing; a failed read fails the call (503), never
+// decides it. A stage that panicked is logged: the gate denied the call,
+// and someone must learn why.
+func (s *Service) gateDecide(ctx context.Context, runID string, run *gate.Run, req gate.Request) (gate.Decision, error) {
+	d := gate.Decide(run, req)
+	if d.Grantable {
+		held, err := s.st.Grants(ctx, runID)
+		if err != nil {
+			return gate.Decision{}, err
+		}
+		run.Grants = grantSet(held)
+		d = gate.Decide(run, req)
+	}
+	if d.Panicked {
+		s.log.ErrorContext(ctx, "a gate stage panicked; the call is denied (the gate recovers only its own stages)", "run", runID, "tool", req.ToolName, "stage", d.Stage)
+	}
+	return d, nil
 }
 
-func (g *grants) has(key string) bool {
-	if g.keys == nil && g.err == nil {
-		list, err := g.st.Grants(g.ctx, g.runID)
-		if err != nil {
-			g.err = err
-			return false
-		}
-		g.keys = map[string]bool{}
-		for _, gr := range list {
-			g.keys[gr.ScopeKey] = true
-		}
+// grantSet is the gate's view of a run's stored grants.
+func grantSet(held []store.Grant) policy.Grants {
+	keys := make([]policy.GrantKey, len(held))
+	for i, g := range held {
+		keys[i] = policy.GrantKey{RuleID: g.RuleID, ScopeKey: g.ScopeKey}
 	}
-	return g.keys[key]
+	return policy.NewGrants(keys...)
+}
+
+// checked is a well-formed request: its input decoded, the input's digest
+// (what the ledger and the model proxy's check know the call by) and its
+// identity.
+type checked struct {
+	input  any
+	digest redact.Digest
+	// identity digests everything the decision reads (identityOf): a
+	// retry with the same tool_call_id is the same call only if its
+	// identity is the same.
+	identity redact.Digest
 }
 
 // checkRequest validates a request and decodes its input.
-func checkRequest(req Request) (any, redact.Digest, error) {
+func checkRequest(req Request) (checked, error) {
 	if req.ToolCallID == "" || len(req.ToolCallID) > maxIDLen {
-		return nil, redact.Digest{}, &InvalidError{fmt.Sprintf("tool_call_id: must be 1 to %d characters", maxIDLen)}
+		return checked{}, &InvalidError{fmt.Sprintf("tool_call_id: must be 1 to %d characters", maxIDLen)}
 	}
 	if req.ToolName == "" || len(req.ToolName) > maxIDLen {
-		return nil, redact.Digest{}, &InvalidError{fmt.Sprintf("tool_name: must be 1 to %d characters", maxIDLen)}
+		return checked{}, &InvalidError{fmt.Sprintf("tool_name: must be 1 to %d characters", maxIDLen)}
 	}
 	if err := checkPaths(req); err != nil {
-		return nil, redact.Digest{}, err
+		return checked{}, err
 	}
 	if err := checkAgent(req); err != nil {
-		return nil, redact.Digest{}, err
+		return checked{}, err
 	}
 	raw := req.Input
 	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		raw = json.RawMessage("{}")
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var input any
-	if err := dec.Decode(&input); err != nil {
-		return nil, redact.Digest{}, &InvalidError{"input: must be a JSON object"}
+	input, err := decodeJSON(raw)
+	if err != nil {
+		return checked{}, &InvalidError{"input: must be a JSON object"}
 	}
 	if _, ok := input.(map[string]any); !ok {
-		return nil, redact.Digest{}, &InvalidError{"input: must be a JSON object"}
+		return checked{}, &InvalidError{"input: must be a JSON object"}
 	}
 	digest, err := redact.DigestJSON(input)
 	if err != nil {
-		return nil, redact.Digest{}, &InvalidError{"input: cannot be digested"}
+		return checked{}, &InvalidError{"input: cannot be digested"}
 	}
-	return input, digest, nil
+	identity, err := identityOf(req, input)
+	if err != nil {
+		return checked{}, &InvalidError{"request: cannot be digested"}
+	}
+	return checked{input: input, digest: digest, identity: identity}, nil
+}
+
+func decodeJSON(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	err := dec.Decode(&v)
+	return v, err
+}
+
+// identityOf is the digest that decides whether a repeated tool_call_id is
+// the same call: the canonical JSON of the whole request body, every field
+// of Request as it reads it, with the input as decoded. It covers what
+// the gate reads by construction: a field added to Request (a path's kind,
+// a subagent's id) is in it without anyone remembering to add it, so a
+// retry that differs in anything the decision could have read (another
+// cwd, another resolved path: a symlink to .env) is refused as a conflict
+// instead of being answered with a decision made about another call.
+func identityOf(req Request, input any) (redact.Digest, error) {
+	req.Input = nil
+	b, err := json.Marshal(req)
+	if err != nil {
+		return redact.Digest{}, err
+	}
+	body, err := decodeJSON(b)
+	if err != nil {
+		return redact.Digest{}, err
+	}
+	m, ok := body.(map[string]any)
+	if !ok {
+		return redact.Digest{}, fmt.Errorf("permission: request encodes as %T", body)
+	}
+	m["input"] = input
+	return redact.DigestJSON(m)
 }
 
 // pin is what an approval of toolName records about the run it pends in
@@ -299,12 +417,12 @@ func (fr *frozenRun) pin(toolName string) call.Pin {
 
 // replay returns the answer recorded for a call, after checking that the
 // retry is the same call.
-func (s *Service) replay(ctx context.Context, runID string, fr *frozenRun, req Request, input any, digest redact.Digest) (call.Answer, error) {
+func (s *Service) replay(ctx context.Context, runID string, fr *frozenRun, req Request, cr checked) (call.Answer, error) {
 	c, err := s.st.GetCall(ctx, runID, req.ToolCallID)
 	if err != nil {
 		return call.Answer{}, err
 	}
-	if c.InputDigest != digest.String() || c.ToolName != req.ToolName {
+	if !sameCall(c, req, cr) {
 		return call.Answer{}, ErrConflict
 	}
 	if call.State(c.Decision) == call.Pending && c.ApprovalID != "" {
@@ -323,17 +441,46 @@ func (s *Service) replay(ctx context.Context, runID string, fr *frozenRun, req R
 	}
 	a := call.AnswerOf(c)
 	if c.Source == string(gate.SourceSchema) {
-		a.Reason = fr.schemaReason(req.ToolName, input)
+		a.Reason = fr.schemaReason(req.ToolName, cr.input)
+	}
+	if c.UpdatedInputDigest != "" {
+		// The record keeps the narrowed input's digest, not the input:
+		// the frozen policy derives it again from the same call, and a
+		// retry never gets the allow without its narrowing.
+		if a.UpdatedInput, err = s.narrowed(ctx, runID, fr, req, cr.input, c.UpdatedInputDigest); err != nil {
+			return call.Answer{}, err
+		}
 	}
 	return a, nil
+}
+
+// errNarrowing: a replayed allow's narrowed input could not be derived
+// again as recorded; the answer is withheld (503), never given without it.
+var errNarrowing = errors.New("permission: the recorded narrowed input cannot be derived again")
+
+// narrowed re-derives the input an allowed call was narrowed to.
+func (s *Service) narrowed(ctx context.Context, runID string, fr *frozenRun, req Request, input any, want string) (policy.Input, error) {
+	if fr.policy == nil {
+		return policy.Input{}, errNarrowing
+	}
+	h, err := s.st.GetHead(ctx, runID)
+	if err != nil {
+		return policy.Input{}, err
+	}
+	env := policy.Env{Workspace: h.Workspace, Cwd: req.Cwd, Resolved: req.ResolvedPaths, Kinds: req.PathKinds}
+	res := fr.policy.EvaluateIn(env, req.ToolName, input)
+	got, err := redact.DigestJSON(res.UpdatedInput)
+	if res.Verdict != policy.VerdictAllow || res.UpdatedInput == nil || err != nil || got.String() != want {
+		return policy.Input{}, errNarrowing
+	}
+	return policy.InputOf(res.UpdatedInput), nil
 }
 
 // await waits for a pending call to be settled, re-reading its record when
 // this process appends to the run and at least every pollEvery (the
 // decision may land in another process).
-func (s *Service) await(ctx context.Context, runID string, req Request, fr *frozenRun, input any, wait time.Duration, pending call.Answer) (call.Answer, error) {
+func (s *Service) await(ctx context.Context, runID string, req Request, fr *frozenRun, cr checked, wait time.Duration, pending call.Answer) (call.Answer, error) {
 	deadline := s.now().Add(wait)
-	digest, _ := redact.DigestJSON(input)
 	for {
 		left := deadline.Sub(s.now())
 		if left <= 0 {
@@ -342,7 +489,7 @@ func (s *Service) await(ctx context.Context, runID string, req Request, fr *froz
 		if err := s.led.Wait(ctx, runID, min(left, pollEvery)); err != nil {
 			return call.Answer{}, err
 		}
-		a, err := s.replay(ctx, runID, fr, req, input, digest)
+		a, err := s.replay(ctx, runID, fr, req, cr)
 		if err != nil {
 			return call.Answer{}, err
 		}
@@ -351,6 +498,19 @@ func (s *Service) await(ctx context.Context, runID string, req Request, fr *froz
 		}
 	}
 }
+
+// sameCall reports whether a call's record was made for this request: the
+// same tool, input and identity. A record without an identity (written
+// before records kept one) cannot show that the retry is the same call, so
+// it is not.
+func sameCall(c store.Call, req Request, cr checked) bool {
+	return c.ToolName == req.ToolName && c.InputDigest == cr.digest.String() &&
+		c.RequestDigest != "" && c.RequestDigest == cr.identity.String()
+}
+
+// maxRedecide bounds how often one call goes back to the gate because its
+// decision's own condition refused it.
+const maxRedecide = 3
 
 // pollEvery bounds how long a waiting request goes without re-reading.
 const pollEvery = time.Second

@@ -28,7 +28,7 @@ const shadowText = `{"name":"tight","default_verdict":"deny","rules":[
 // eventsOf returns the data of the run's events of type typ, in order.
 func eventsOf(t *testing.T, e *calltest.Env, typ string) []map[string]any {
 	t.Helper()
-	evs, err := e.St.Events(context.Background(), e.RunID, 0, 1000)
+	evs, _, err := e.Led.Read(context.Background(), e.RunID, 0, 1000, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

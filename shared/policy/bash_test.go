@@ -1,9 +1,12 @@
 package policy
 
 import (
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // strictPolicy allows a few read-only prefixes and nothing else.
@@ -453,7 +456,7 @@ func TestBashDenySeesThroughWrapperOptions(t *testing.T) {
 func TestEvaluateCallSharesOneAnalysis(t *testing.T) {
 	t.Parallel()
 	policies := []*Policy{mustParse(t, corpusTripwire), mustParse(t, corpusReadOnly), mustParse(t, strictPolicy), mustParse(t, anyGitPolicy)}
-	granted := func(k string) bool { return k == "Bash:git status" || k == "Bash:ls" }
+	held := NewGrants(GrantKey{"", "Bash:git status"}, GrantKey{"", "Bash:ls"})
 	env := Env{Workspace: "/work", Cwd: "/work/app"}
 	for _, l := range readCorpus(t) {
 		in := bashInput(l.Cmd)
@@ -468,18 +471,19 @@ func TestEvaluateCallSharesOneAnalysis(t *testing.T) {
 			}()
 		}
 		ro, roWhy := pc.BashReadOnly()
-		covered := pc.Covered(granted)
 		wg.Wait()
+		answered := policies[0].AnswerGrants(env, pc, got[0], held)
 		for i, p := range policies {
-			if want := p.EvaluateIn(env, "Bash", in); got[i] != want {
+			if want := p.EvaluateIn(env, "Bash", in); !reflect.DeepEqual(got[i], want) {
 				t.Errorf("%q: EvaluateCall = %+v, EvaluateIn = %+v", l.Cmd, got[i], want)
 			}
 		}
 		if wantRO, wantWhy := BashReadOnly(in); ro != wantRO || roWhy != wantWhy {
 			t.Errorf("%q: Call.BashReadOnly = %v %q, BashReadOnly = %v %q", l.Cmd, ro, roWhy, wantRO, wantWhy)
 		}
-		if want := Covered("Bash", in, granted); covered != want {
-			t.Errorf("%q: Call.Covered = %v, Covered = %v", l.Cmd, covered, want)
+		fresh := NewCall("Bash", in)
+		if want := policies[0].AnswerGrants(env, fresh, policies[0].EvaluateCall(env, fresh), held); !cmp.Equal(answered, want) {
+			t.Errorf("%q: AnswerGrants on the shared call = %+v, on a fresh one = %+v", l.Cmd, answered, want)
 		}
 	}
 }

@@ -89,3 +89,27 @@ func BenchmarkEvaluateBashCompound20(b *testing.B) {
 		p.Evaluate("Bash", input)
 	}
 }
+
+// BenchmarkEvaluateFileTools: the file tools under a secrets policy (deny
+// .env for reads and writes, allow the workspace), a Write, a Read and a
+// repository-wide Grep each loop.
+func BenchmarkEvaluateFileTools(b *testing.B) {
+	p := mustParse(b, `{"name":"files","default_verdict":"deny","rules":[
+	  {"id":"env-w","tool":"Write","match":{"path":["**/.env"]},"verdict":"deny"},
+	  {"id":"env-r","tool":"Read","match":{"path":["**/.env"]},"verdict":"deny"},
+	  {"id":"env-g","tool":"Grep","match":{"path":["**/.env"]},"verdict":"deny"},
+	  {"id":"write","tool":"Write","match":{"path":["/work/**"]},"verdict":"allow"},
+	  {"id":"read","tool":"Read","match":{"path":["/work/**"]},"verdict":"allow"},
+	  {"id":"grep","tool":"Grep","match":{"path":["/work/**"]},"verdict":"allow"}]}`)
+	write := decodeJSON(b, `{"file_path":"/work/repo/src/main.go","content":"package main"}`)
+	read := decodeJSON(b, `{"file_path":"/work/repo/src/main.go"}`)
+	grep := decodeJSON(b, `{"pattern":"TODO","path":"/work/repo","glob":"*.go"}`)
+	env := Env{Workspace: "/work/repo", Cwd: "/work/repo"}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		p.EvaluateIn(env, "Write", write)
+		p.EvaluateIn(env, "Read", read)
+		p.EvaluateIn(env, "Grep", grep)
+	}
+}

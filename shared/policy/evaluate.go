@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -34,11 +35,13 @@ type Result struct {
 	// the rule's on_autonomous, else autonomy.on_approval_rule, else deny.
 	// Empty for other verdicts.
 	OnAutonomous Verdict
-	// ScopeKey is the key a session grant for this call is stored under
-	// ("" when no session grant can safely describe the call). For Bash it
-	// is built from the parse, never from the raw text: "Bash:<matched
-	// prefix words>" (e.g. "Bash:git push"), else "Bash:<program>" for a
-	// line that runs one program; for other tools, the tool name.
+	// UpdatedInput, on an allow, is the input the tool must run with
+	// instead of the one asked about: a search narrowed to leave out what
+	// a deny rule matches. nil when the input runs as asked.
+	UpdatedInput map[string]any
+	// ScopeKey is the key a session grant for this call is stored under,
+	// beside RuleID ("" when no session grant can safely describe the
+	// call; see scopeKey and AnswerGrants).
 	ScopeKey string
 }
 
@@ -57,10 +60,26 @@ type Env struct {
 	// is allowed only if both the given and the resolved path are, and
 	// denied if either is.
 	Resolved map[string]string
+	// Kinds maps a path-bearing input field to what the sandbox found
+	// there without following a final symbolic link (lstat): KindFile,
+	// KindDir or KindAbsent. A Grep whose path is a file is judged as
+	// that file, not as a tree.
+	Kinds map[string]string
 	// AgentType is the type of the subagent making the call; empty for
 	// the run's main agent.
 	AgentType string
 }
+
+// Path kinds the sandbox reports. They are on the wire: never rename them.
+const (
+	KindFile   = "file"
+	KindDir    = "dir"
+	KindAbsent = "absent"
+)
+
+// isFile reports whether the sandbox found the field's path to be a file
+// (not a directory, a symbolic link or anything else).
+func (e *Env) isFile(field string) bool { return e.Kinds[field] == KindFile }
 
 // Call is one tool call prepared for evaluation. Its Bash line is analysed
 // at most once, on first need, however many policies evaluate it: a run's
@@ -68,13 +87,20 @@ type Env struct {
 // the session grants all read the same analysis. A Call is safe for
 // concurrent use; the input must not change once it is made.
 type Call struct {
-	tool     string
-	input    any
+	tool  string
+	input any
+	// narrowed: the call is a rewrite the policy made to narrow a search;
+	// it is judged as it is, never narrowed again.
+	narrowed bool
 	once     sync.Once
 	analysis *bash.Analysis // nil when the input has no string command
+	// noGrant is set once an evaluation found that no session grant may
+	// cover the call: it writes a path programs obey, or a file rule
+	// asks about one of its paths.
+	noGrant atomic.Bool
 }
 
-// NewCall prepares a call for EvaluateCall, BashReadOnly and Covered.
+// NewCall prepares a call for EvaluateCall, BashReadOnly and AnswerGrants.
 func NewCall(toolName string, input any) *Call {
 	return &Call{tool: toolName, input: input}
 }
@@ -98,6 +124,9 @@ type call struct {
 	pathsOK  bool
 	pathsSet bool
 	folds    foldCache
+	// prot is the protected path a write tool's call may name.
+	prot    *protectedGlob
+	protSet bool
 }
 
 // foldCache remembers the case-folded input values of one evaluation: the
@@ -183,6 +212,12 @@ func (p *Policy) EvaluateCall(env Env, pc *Call) Result {
 	var covered []bool
 	var missed []string
 	var coveredBy *rule
+	// broad is an allow rule that covered a write to a protected path
+	// without naming it.
+	var broad *rule
+	// narrow are the deny and require_approval rules a search reaches only
+	// through its tree, which narrowing it can keep it from.
+	var narrow []*rule
 	sawAllow := false
 	isBash := toolName == bashTool
 	opaque, opaqueWhy := false, ""
@@ -198,13 +233,21 @@ func (p *Policy) EvaluateCall(env Env, pc *Call) Result {
 				restrictive = r
 			}
 			if r.matchLoose(&c) {
-				return Result{Verdict: VerdictDeny, RuleID: r.id, Reason: fmt.Sprintf("denied by rule %q", r.id)}
+				if c.narrowable(r) {
+					narrow = append(narrow, r)
+					continue
+				}
+				return Result{Verdict: VerdictDeny, RuleID: r.id, Reason: p.denyReason(&c, r)}
 			}
 		case VerdictRequireApproval:
 			if restrictive == nil {
 				restrictive = r
 			}
 			if ra == nil && r.matchLoose(&c) {
+				if c.narrowable(r) {
+					narrow = append(narrow, r)
+					continue
+				}
 				ra = r
 			}
 		case VerdictAllow:
@@ -214,6 +257,12 @@ func (p *Policy) EvaluateCall(env Env, pc *Call) Result {
 			}
 			if !r.hasPrefix {
 				if r.matchStrict(&c) {
+					if h := c.protectedWrite(); h != nil && !r.names(h) {
+						if broad == nil {
+							broad = r
+						}
+						continue
+					}
 					allow, allowWhy = r, fmt.Sprintf("allowed by rule %q", r.id)
 				}
 				continue
@@ -264,8 +313,24 @@ func (p *Policy) EvaluateCall(env Env, pc *Call) Result {
 			}
 		}
 	}
+	var narrowEx []bash.Exclusion
+	if isBash {
+		deny, ask, ex := p.bashFiles(&c)
+		if deny != nil {
+			return Result{Verdict: VerdictDeny, RuleID: deny.rule.id, Reason: fmt.Sprintf("denied by rule %q (a rule of %s): %s", deny.rule.id, deny.rule.tool.pattern, deny.reason)}
+		}
+		if ask != nil && ra == nil {
+			res := p.approval(&c, ask.rule)
+			res.Reason = fmt.Sprintf("rule %q (a rule of %s) requires approval: %s", ask.rule.id, ask.rule.tool.pattern, ask.reason)
+			// A grant on the command would cover other paths too.
+			res.ScopeKey, res.Scope = "", ScopeOnce
+			c.Call.noGrant.Store(true)
+			return res
+		}
+		narrowEx = ex
+	}
 	if opaque && restrictive != nil {
-		why := fmt.Sprintf("%s; treated as matching rule %q (bash.opaque)", opaqueWhy, restrictive.id)
+		why := fmt.Sprintf("%s; the line is given the verdict of rule %q (bash.opaque) only because the policy has deny or require_approval rules for Bash, not because the line matches it", opaqueWhy, restrictive.id)
 		if p.opaqueVerdict == VerdictDeny {
 			return Result{Verdict: VerdictDeny, RuleID: restrictive.id, Reason: why}
 		}
@@ -275,11 +340,51 @@ func (p *Policy) EvaluateCall(env Env, pc *Call) Result {
 			return res
 		}
 	}
+	if len(narrow) > 0 {
+		if ra == nil && (allow != nil || p.doc.DefaultVerdict == VerdictAllow) {
+			in, why := c.narrowGrep(narrow)
+			by := "no rule matched; default verdict allow"
+			id := ""
+			if allow != nil {
+				by, id = allowWhy, allow.id
+			}
+			return Result{Verdict: VerdictAllow, RuleID: id, Reason: by + "; " + why, UpdatedInput: in}
+		}
+		// Not allowed otherwise: a narrowed search is no reason to ask
+		// or refuse less, so the rules decide as they read.
+		for _, r := range narrow {
+			if r.verdict == VerdictDeny {
+				return Result{Verdict: VerdictDeny, RuleID: r.id, Reason: p.denyReason(&c, r)}
+			}
+		}
+		if ra == nil {
+			ra = narrow[0]
+		}
+	}
 	switch {
 	case ra != nil:
 		return p.approval(&c, ra)
 	case allow != nil:
+		if isBash {
+			if why := c.bashProtectedWrite(); why != "" {
+				return p.protectedFallback(&c, fmt.Sprintf("rule %q covers every part, but %s; no allow rule covers such a Bash line (write the file with a file tool under a rule that names it)", allow.id, why))
+			}
+			if len(narrowEx) > 0 {
+				return p.narrowedBash(&c, narrowEx, allowWhy)
+			}
+		}
 		return p.neverAllowUnparsed(&c, Result{Verdict: VerdictAllow, RuleID: allow.id, Reason: allowWhy})
+	}
+	if h := c.protectedWrite(); h != nil && (broad != nil || p.doc.DefaultVerdict == VerdictAllow) {
+		return p.protectedFallback(&c, protectedWriteReason(h, broad))
+	}
+	if isBash && p.doc.DefaultVerdict == VerdictAllow {
+		if why := c.bashProtectedWrite(); why != "" {
+			return p.protectedFallback(&c, "no rule matched, and "+why+"; the default verdict allow does not cover such a Bash line")
+		}
+		if len(narrowEx) > 0 {
+			return p.narrowedBash(&c, narrowEx, "no rule matched; default verdict allow")
+		}
 	}
 	// For a refusal of a Bash line, say which part no allow rule covered
 	// and why; an allow by default needs no explanation.
@@ -303,6 +408,99 @@ func (p *Policy) EvaluateCall(env Env, pc *Call) Result {
 	default:
 		return Result{Verdict: VerdictDeny, Reason: reason("no rule matched; default verdict deny")}
 	}
+}
+
+// narrowedBash answers a line the policy allows (by) whose searches must
+// leave the exclusions out: allow with the rewritten line, or deny when it
+// cannot be rewritten or the rewrite is not allowed.
+func (p *Policy) narrowedBash(c *call, ex []bash.Exclusion, by string) Result {
+	tails := make([]string, len(ex))
+	for i, e := range ex {
+		tails[i] = e.Tail
+	}
+	in, res, ok := p.narrowBash(c, ex)
+	if !ok {
+		why := "a search in it follows symbolic links, runs under a wrapper, or cannot be rewritten"
+		if res.Verdict != "" {
+			why = "the rewritten line is not allowed (" + res.Reason + ")"
+		}
+		return Result{Verdict: VerdictDeny, Reason: fmt.Sprintf("the line searches trees that may hold paths the file rules deny (%s), and it is not narrowed because %s", strings.Join(tails, ", "), why)}
+	}
+	res.UpdatedInput = in
+	res.Reason = by + "; narrowed: its searches leave out " + strings.Join(tails, ", ") + ", which the file rules deny"
+	return res
+}
+
+// denyReason says why rule r denies the call: for a search, which glob of
+// the rule the searched tree may reach and why the search was not
+// narrowed instead.
+func (p *Policy) denyReason(c *call, r *rule) string {
+	if c.tool == "Grep" || c.tool == "Glob" {
+		if g := c.reachedGlob(r); g != "" {
+			why := "it names no path a rule allows"
+			switch {
+			case c.tool == "Glob":
+				why = "Glob has no way to exclude paths"
+			case c.directHit(r):
+				why = "the path it names is such a path"
+			case !c.narrowable(r):
+				why = "no exclusion can express the glob"
+			}
+			return fmt.Sprintf("denied by rule %q: the search may reach paths matching %q, and it is not narrowed because %s", r.id, g, why)
+		}
+	}
+	return fmt.Sprintf("denied by rule %q", r.id)
+}
+
+// reachedGlob is the first of r's globs a search call's paths may reach.
+func (c *call) reachedGlob(r *rule) string {
+	vals, _ := c.pathValues()
+	for _, g := range r.paths {
+		for _, v := range vals {
+			if g.matchLoose(v, &c.env) {
+				return g.pattern
+			}
+		}
+	}
+	return ""
+}
+
+// directHit: r matches a path the call names, not only its tree: the path
+// itself, or a glob piece that names only files r matches (".env" under
+// "**/.env").
+func (c *call) directHit(r *rule) bool {
+	vals, _ := c.pathValues()
+	for _, v := range vals {
+		for _, g := range r.paths {
+			if !v.pattern {
+				if g.matchLoose(v, &c.env) {
+					return true
+				}
+				continue
+			}
+			last := foldCase(v.text[strings.LastIndexByte(v.text, '/')+1:])
+			if g.lastLiteral != "" && last == g.lastLiteral && (g.lower == last || g.lower == "**/"+last) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// protectedFallback answers a call that writes a path programs obey and
+// that only a broad rule or the default would allow: the default verdict,
+// and deny where that is allow.
+func (p *Policy) protectedFallback(c *call, reason string) Result {
+	c.Call.noGrant.Store(true)
+	switch p.doc.DefaultVerdict {
+	case VerdictRequireApproval:
+		res := p.approval(c, nil)
+		res.Reason = reason + "; default verdict require_approval"
+		// A human may allow this one call; no grant may name it.
+		res.ScopeKey, res.Scope = "", ScopeOnce
+		return res
+	}
+	return Result{Verdict: VerdictDeny, Reason: reason}
 }
 
 // unmatchedDetail says, for a Bash line no rule decided, which part did not
@@ -371,44 +569,12 @@ func (p *Policy) approval(c *call, r *rule) Result {
 	} else {
 		res.Reason = "no rule matched; default verdict require_approval"
 	}
-	res.ScopeKey = p.scopeKey(c, r)
+	res.ScopeKey = scopeKey(c, r)
 	if res.ScopeKey == "" {
 		res.Scope = ScopeOnce
 	}
 	return res
 }
-
-// scopeKey names what a session grant for this call covers. For Bash it
-// comes from the parse, never from the raw text: the first prefix of the
-// rule that the line hits (loosely, so "git -C x push" under "git push" is
-// keyed "Bash:git push"), else the one program the line runs
-// ("Bash:rm"), else nothing. An opaque line has no key: no grant may cover
-// what the analysis cannot see.
-func (p *Policy) scopeKey(c *call, r *rule) string {
-	if c.tool != bashTool {
-		return c.tool
-	}
-	a := c.bash()
-	if a == nil {
-		return ""
-	}
-	if op, _ := a.Opaque(); op {
-		return ""
-	}
-	if r != nil {
-		for _, pf := range r.prefixes {
-			if a.LooseMatch(pf) {
-				return bashKeyPrefix + pf.Key()
-			}
-		}
-	}
-	if prog := a.Program(); prog != "" {
-		return bashKeyPrefix + prog
-	}
-	return ""
-}
-
-const bashKeyPrefix = bashTool + ":"
 
 // matchLoose is the deny/require_approval reading of a rule's criteria.
 func (r *rule) matchLoose(c *call) bool {
@@ -647,6 +813,11 @@ func (c *call) pathValues() ([]pathValue, bool) {
 	for _, f := range fields {
 		raw, present := m[f.name]
 		if !present {
+			if f.dir && c.tool == "Grep" && strings.HasPrefix(base, "/") {
+				// Grep without a path searches the working directory.
+				out = appendPath(out, base, "")
+				dir = base
+			}
 			continue
 		}
 		s, ok := raw.(string)
@@ -656,7 +827,7 @@ func (c *call) pathValues() ([]pathValue, bool) {
 		if !f.pattern {
 			out = appendPath(out, s, base)
 			if f.dir {
-				dir = s
+				dir = absolute(s, base)
 			}
 			if r, ok := c.env.Resolved[f.name]; ok && r != "" {
 				out = appendPath(out, r, base)
@@ -692,8 +863,9 @@ func (c *call) pathValues() ([]pathValue, bool) {
 			}
 		}
 	}
-	if dir != "" && !hasPattern && c.tool == "Grep" {
-		// Grep without a glob reads every file under its path.
+	if dir != "" && !hasPattern && c.tool == "Grep" && !c.env.isFile("path") {
+		// Grep without a glob reads every file under its path, unless
+		// the sandbox found the path to be a file.
 		for _, v := range out {
 			if !v.pattern {
 				out = append(out, pathValue{text: strings.TrimSuffix(v.text, "/") + "/**", pattern: true, search: true})
@@ -782,51 +954,6 @@ func absolute(p, base string) string {
 		return p
 	}
 	return path.Join(base, p)
-}
-
-// Covered reports whether session grants cover a call, matching strictly:
-// for Bash the line must be strict (not opaque, nothing but simple commands
-// joined by lists and pipes) and every simple command must start with the
-// words of some granted key ("Bash:git push" covers "git push --force
-// origin main", not "git pull", not "GIT_SSH_COMMAND=x git push"). For
-// other tools the key is the tool name. granted is asked about candidate
-// keys only.
-func Covered(toolName string, input any, granted func(scopeKey string) bool) bool {
-	return NewCall(toolName, input).Covered(granted)
-}
-
-// Covered is the package's Covered for a prepared call.
-func (c *Call) Covered(granted func(scopeKey string) bool) bool {
-	if granted == nil || c.tool == "" {
-		return false
-	}
-	if c.tool != bashTool {
-		if strings.HasPrefix(c.tool, bashKeyPrefix) {
-			return false
-		}
-		return granted(c.tool)
-	}
-	a := c.bash()
-	if a == nil {
-		return false
-	}
-	n := a.Parts()
-	if n == 0 {
-		return false
-	}
-	for i := 0; i < n; i++ {
-		hit := false
-		for _, k := range a.PartKeys(i) {
-			if granted(bashKeyPrefix + k) {
-				hit = true
-				break
-			}
-		}
-		if !hit {
-			return false
-		}
-	}
-	return true
 }
 
 // BashReadOnly reports whether a Bash call only reads: every simple

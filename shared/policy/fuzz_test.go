@@ -256,6 +256,17 @@ var everythingPolicy = func() *Policy {
 	return p
 }()
 
+// matchlessAllowPolicy allows Bash with a rule that has no criteria, and
+// asks about everything else: nothing but opacity keeps a line from it.
+var matchlessAllowPolicy = func() *Policy {
+	p, _, err := Parse([]byte(`{"name":"matchless","default_verdict":"require_approval","approval":{"scope":"session"},"rules":[
+	  {"id":"all","tool":"Bash","verdict":"allow"}]}`))
+	if err != nil {
+		panic(err)
+	}
+	return p
+}()
+
 var unconditionalPolicy = func() *Policy {
 	p, _, err := Parse([]byte(`{"name":"all","default_verdict":"deny","rules":[
 	  {"id":"all","tool":"Bash","verdict":"allow"},
@@ -277,7 +288,6 @@ func FuzzBashOpaqueNeverAllowed(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	grantAll := func(string) bool { return true }
 	f.Fuzz(func(t *testing.T, cmd string) {
 		if op, _ := bash.Analyze(cmd).Opaque(); !op {
 			return
@@ -289,8 +299,24 @@ func FuzzBashOpaqueNeverAllowed(f *testing.F) {
 		if r := unconditionalPolicy.Evaluate("Bash", in); r.Verdict == VerdictAllow {
 			t.Fatalf("opaque %q allowed by %q (%s) in a policy with a deny rule", cmd, r.RuleID, r.Reason)
 		}
-		if Covered("Bash", in, grantAll) {
-			t.Fatalf("opaque %q covered by a grant", cmd)
+		// No grant answers an opaque line, whatever the run holds: not
+		// even one under every key its words could name. With no
+		// restrictive rule the match-less allow rule is the only rule
+		// the line could ride on.
+		pc := NewCall("Bash", in)
+		res := matchlessAllowPolicy.EvaluateCall(Env{}, pc)
+		if res.Verdict == VerdictAllow {
+			t.Fatalf("opaque %q allowed by a match-less allow rule (%s)", cmd, res.Reason)
+		}
+		var keys []GrantKey
+		for _, words := range bash.Analyze(cmd).Normalized() {
+			for n := 1; n <= len(words); n++ {
+				k := "Bash:" + bash.KeyText(words[:n])
+				keys = append(keys, GrantKey{"all", k}, GrantKey{"", k})
+			}
+		}
+		if ans := matchlessAllowPolicy.AnswerGrants(Env{}, pc, res, NewGrants(keys...)); ans.Covered || ans.Grantable || res.ScopeKey != "" {
+			t.Fatalf("opaque %q: scope key %q, grants %+v", cmd, res.ScopeKey, ans)
 		}
 	})
 }
@@ -380,6 +406,43 @@ func FuzzBashCatalogueSafe(f *testing.F) {
 		}
 		if ok, why := BashReadOnly(in); !ok {
 			t.Fatalf("BashReadOnly(%q) = false (%s)", cmd, why)
+		}
+	})
+}
+
+// FuzzFileRulesBash: under a secrets policy with read and copy commands
+// allowed, a Bash line the policy allows never reads a path a deny rule
+// matches, never writes a path programs obey, and a narrowed line is
+// allowed as it is, with nothing left to narrow.
+func FuzzFileRulesBash(f *testing.F) {
+	for _, s := range []string{
+		"cat .env", "grep -r KEY .", "rg -uu KEY | head", "cp .env /tmp/x", "git show HEAD:.env",
+		"head -c 100 secrets/k", "echo x > .git/config", "cat ~/.bashrc", "rg -L KEY", "grep -R x .",
+		"cat src/../.ENV", "sed -i s/a/b/ .gitattributes", "echo $(rg KEY)", "cp -r secrets /tmp",
+	} {
+		f.Add(s)
+	}
+	p := mustParse(f, filesPolicy)
+	env := Env{Workspace: "/work/repo", Cwd: "/work/repo"}
+	f.Fuzz(func(t *testing.T, cmd string) {
+		r := p.EvaluateIn(env, "Bash", map[string]any{"command": cmd})
+		if r.Verdict != VerdictAllow {
+			return
+		}
+		final := cmd
+		if r.UpdatedInput != nil {
+			final, _ = r.UpdatedInput["command"].(string)
+			again := p.EvaluateIn(env, "Bash", r.UpdatedInput)
+			if again.Verdict != VerdictAllow || again.UpdatedInput != nil {
+				t.Fatalf("%q narrowed to %q, which is %v %v (%s)", cmd, final, again.Verdict, again.UpdatedInput, again.Reason)
+			}
+		}
+		c := &call{Call: NewCall("Bash", map[string]any{"command": final}), env: env}
+		if why := c.bashProtectedWrite(); why != "" {
+			t.Fatalf("allowed %q, which %s", final, why)
+		}
+		if deny, ask, narrow := p.bashFiles(c); deny != nil || ask != nil || len(narrow) > 0 {
+			t.Fatalf("allowed %q, which the file rules refuse or narrow", final)
 		}
 	})
 }

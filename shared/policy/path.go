@@ -62,13 +62,26 @@ func compilePathGlob(p string) (*pathGlob, error) {
 // pattern character on both sides is taken to match. A relative glob
 // matches at any depth, and a relative pattern searches an unknown
 // directory, so each is read with a leading '**'.
-func (g *pathGlob) mayReach(pat string) bool {
+func (g *pathGlob) mayReach(pat string) bool { return g.mayReachIn(pat, false) }
+
+// mayReachIn is mayReach; with shell, pat is a shell pattern: its pattern
+// segments never match a name with a leading dot (bash without dotglob),
+// ** is *, and a relative pattern is relative to the known working
+// directory, not at any depth; a segment of wildcards only matches no
+// literal segment of the glob.
+func (g *pathGlob) mayReachIn(pat string, shell bool) bool {
 	a := strings.Split(g.lower, "/")
 	if g.isRelative() {
 		a = append([]string{"**"}, a...)
 	}
 	b := strings.Split(pat, "/")
-	if !strings.HasPrefix(pat, "/") {
+	if shell {
+		for i, s := range b {
+			if s == "**" {
+				b[i] = "*"
+			}
+		}
+	} else if !strings.HasPrefix(pat, "/") {
 		b = append([]string{"**"}, b...)
 	}
 	// seen[i][j]: a[i:] against b[j:] was tried and failed.
@@ -90,6 +103,14 @@ func (g *pathGlob) mayReach(pat string) bool {
 		case i == len(a) || j == len(b):
 			return i == len(a) && j == len(b)
 		}
+		if shell && strings.ContainsAny(b[j], globMeta) && !strings.ContainsAny(a[i], globMeta) {
+			// A shell pattern does not reach a dot file, and one of
+			// wildcards only (*, ?) names whatever is in a directory the
+			// other segments name, not this file in particular.
+			if strings.HasPrefix(a[i], ".") && !strings.HasPrefix(b[j], ".") || strings.Trim(b[j], "*?") == "" {
+				return false
+			}
+		}
 		return segmentsMayMatch(a[i], b[j]) && walk(i+1, j+1)
 	}
 	return walk(0, 0)
@@ -101,6 +122,15 @@ func segmentsMayMatch(x, y string) bool {
 	xp, yp := strings.ContainsAny(x, globMeta), strings.ContainsAny(y, globMeta)
 	switch {
 	case xp && yp:
+		// *.pem and *.md name no file in common; two patterns that are
+		// each one * and a literal suffix (or prefix) are told apart,
+		// any other pair is taken to match.
+		if a, b, ok := affixes(x, y, strings.HasPrefix); ok {
+			return strings.HasSuffix(a, b) || strings.HasSuffix(b, a)
+		}
+		if a, b, ok := affixes(x, y, strings.HasSuffix); ok {
+			return strings.HasPrefix(a, b) || strings.HasPrefix(b, a)
+		}
 		return true
 	case xp:
 		ok, err := doublestar.Match(x, y)
@@ -110,6 +140,24 @@ func segmentsMayMatch(x, y string) bool {
 		return ok || err != nil
 	}
 	return x == y
+}
+
+// affixes returns the literal parts of two patterns that are each a single
+// * at the end has checks (strings.HasPrefix: "*.pem") and a literal rest.
+func affixes(x, y string, has func(s, prefix string) bool) (string, string, bool) {
+	cut := func(s string) (string, bool) {
+		if !has(s, "*") {
+			return "", false
+		}
+		rest := strings.TrimPrefix(s, "*")
+		if len(rest) == len(s) {
+			rest = strings.TrimSuffix(s, "*")
+		}
+		return rest, rest != "" && !strings.ContainsAny(rest, globMeta)
+	}
+	a, ok1 := cut(x)
+	b, ok2 := cut(y)
+	return a, b, ok1 && ok2
 }
 
 // foldCase folds a path for the deny side's case-insensitive match: upper
@@ -168,6 +216,11 @@ func (g *pathGlob) matchStrict(v pathValue, env *Env) bool {
 
 func (g *pathGlob) matchStrictPath(cleaned string, env *Env) bool {
 	if g.isRelative() && env.Workspace != "" && strings.HasPrefix(cleaned, "/") {
+		if cleaned == path.Clean(env.Workspace) {
+			// The workspace itself (a search of its root) is covered
+			// only by its whole tree.
+			return g.pattern == "**"
+		}
 		rel, ok := under(cleaned, env.Workspace)
 		if !ok {
 			return false
@@ -208,6 +261,11 @@ func (g *pathGlob) coversPattern(pat string, env *Env) bool {
 		return ok && g.matchStrictPath(cleaned, env)
 	}
 	tree, ok := strings.CutSuffix(g.pattern, "/**")
+	if g.pattern == "**" && env.Workspace != "" {
+		// The workspace's whole tree: a pattern searching from inside it.
+		d := path.Clean(strings.Join(static, "/"))
+		return d == path.Clean(env.Workspace) || strings.HasPrefix(d, path.Clean(env.Workspace)+"/")
+	}
 	if !ok {
 		return false
 	}

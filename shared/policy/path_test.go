@@ -39,8 +39,10 @@ func TestPathFieldsOfEveryFileTool(t *testing.T) {
 		{"NotebookEdit", map[string]any{"notebook_path": "/work/.env"}, VerdictDeny, "env-nb"},
 		// Grep's glob reads the files it names.
 		{"Grep", map[string]any{"pattern": "x", "path": "/work", "glob": ".env", "output_mode": "content"}, VerdictDeny, "env-grep"},
-		{"Grep", map[string]any{"pattern": "x", "path": "/work", "glob": "*.env"}, VerdictDeny, "env-grep"},
-		{"Grep", map[string]any{"pattern": "x", "path": "/work", "glob": ".E*"}, VerdictDeny, "env-grep"},
+		// A glob that may reach a .env is narrowed: allowed, with the
+		// .env files left out (TestSearchesReachingADeniedTree).
+		{"Grep", map[string]any{"pattern": "x", "path": "/work", "glob": "*.env"}, VerdictAllow, "grep"},
+		{"Grep", map[string]any{"pattern": "x", "path": "/work", "glob": ".E*"}, VerdictAllow, "grep"},
 		{"Grep", map[string]any{"pattern": "x", "path": "/work/src", "glob": "*.go"}, VerdictAllow, "grep"},
 		// A pattern that could name a .env is denied by the .env rule.
 		{"Grep", map[string]any{"pattern": "x", "path": "/work", "glob": "../etc/*"}, VerdictDeny, "env-grep"},
@@ -235,16 +237,21 @@ func TestSearchesReachingADeniedTree(t *testing.T) {
 	 {"id":"ssh-grep","tool":"Grep","match":{"path":["/root/.ssh/**"]},"verdict":"deny"},
 	 {"id":"ssh-glob","tool":"Glob","match":{"path":["/root/.ssh/**"]},"verdict":"deny"},
 	 {"id":"env-grep","tool":"Grep","match":{"path":["**/.env"]},"verdict":"deny"}]}`)
+	// A Grep is narrowed rather than denied (narrow.go): allowed, with its
+	// glob excluding what the rules match.
+	const narrowed Verdict = "narrowed"
 	tests := []struct {
 		tool string
 		in   map[string]any
 		want Verdict
 	}{
-		{"Grep", map[string]any{"pattern": "KEY", "path": "/root"}, VerdictDeny},
-		{"Grep", map[string]any{"pattern": "KEY", "path": "/"}, VerdictDeny},
-		{"Grep", map[string]any{"pattern": "KEY", "path": "/root", "glob": "id_rsa"}, VerdictDeny},
-		{"Grep", map[string]any{"pattern": "KEY", "path": "/root", "glob": "*"}, VerdictDeny},
-		{"Grep", map[string]any{"pattern": "KEY", "path": "/work/app"}, VerdictDeny}, // may hold a .env
+		{"Grep", map[string]any{"pattern": "KEY", "path": "/root"}, narrowed},
+		{"Grep", map[string]any{"pattern": "KEY", "path": "/"}, narrowed},
+		{"Grep", map[string]any{"pattern": "KEY", "path": "/root", "glob": "id_rsa"}, narrowed},
+		{"Grep", map[string]any{"pattern": "KEY", "path": "/root", "glob": "*"}, narrowed},
+		{"Grep", map[string]any{"pattern": "KEY", "path": "/work/app"}, narrowed}, // may hold a .env
+		{"Grep", map[string]any{"pattern": "KEY", "path": "/root/.ssh"}, VerdictDeny},
+		{"Grep", map[string]any{"pattern": "KEY", "path": "/work", "glob": ".env"}, VerdictDeny},
 		{"Glob", map[string]any{"pattern": "**/*", "path": "/root"}, VerdictDeny},
 		{"Glob", map[string]any{"pattern": "*/*", "path": "/root"}, VerdictDeny},
 		{"Glob", map[string]any{"pattern": "/root/.ss?/*"}, VerdictDeny},
@@ -253,12 +260,16 @@ func TestSearchesReachingADeniedTree(t *testing.T) {
 		{"Grep", map[string]any{"pattern": "KEY", "path": "/work/src", "glob": "*.go"}, VerdictAllow},
 		{"Glob", map[string]any{"pattern": "src/*.go", "path": "/root"}, VerdictAllow},
 		{"Glob", map[string]any{"pattern": "/root/.cache/*"}, VerdictAllow},
-		{"Grep", map[string]any{"pattern": "KEY", "path": "/work/app/main.go"}, VerdictDeny}, // could be a directory
+		{"Grep", map[string]any{"pattern": "KEY", "path": "/work/app/main.go"}, narrowed}, // could be a directory
 	}
 	for _, tt := range tests {
 		got := p.Evaluate(tt.tool, tt.in)
-		if got.Verdict != tt.want {
-			t.Errorf("%s %v = %v (%s), want %v", tt.tool, tt.in, got.Verdict, got.Reason, tt.want)
+		verdict := got.Verdict
+		if verdict == VerdictAllow && got.UpdatedInput != nil {
+			verdict = narrowed
+		}
+		if verdict != tt.want {
+			t.Errorf("%s %v = %v %v (%s), want %v", tt.tool, tt.in, got.Verdict, got.UpdatedInput, got.Reason, tt.want)
 		}
 	}
 }
@@ -269,11 +280,16 @@ func TestSearchesReachingADeniedTree(t *testing.T) {
 func TestSearchGlobsThatWiden(t *testing.T) {
 	t.Parallel()
 	p := mustParse(t, pathPolicy)
-	for _, glob := range []string{"!*.md", "*.md .env", "*.md,.env", "*.{md,txt} .env"} {
+	for _, glob := range []string{"*.md .env", "*.md,.env", "*.{md,txt} .env"} {
 		in := map[string]any{"pattern": "KEY", "path": "/work", "glob": glob}
 		if got := p.Evaluate("Grep", in); got.Verdict != VerdictDeny || got.RuleID != "env-grep" {
 			t.Errorf("Grep glob %q = %v %q (%s), want deny by env-grep", glob, got.Verdict, got.RuleID, got.Reason)
 		}
+	}
+	// Every file but the .md ones: narrowed to leave the .env files out.
+	in := map[string]any{"pattern": "KEY", "path": "/work", "glob": "!*.md"}
+	if got := p.Evaluate("Grep", in); got.Verdict != VerdictAllow || got.UpdatedInput["glob"] != "!*.md !**/.[eE][nN][vV]" {
+		t.Errorf("Grep glob !*.md = %v %v (%s), want allow narrowed", got.Verdict, got.UpdatedInput, got.Reason)
 	}
 	for _, glob := range []string{"*.go", "*.{go,md}"} {
 		in := map[string]any{"pattern": "KEY", "path": "/work", "glob": glob}

@@ -34,6 +34,10 @@ type Policy struct {
 	opaqueVerdict Verdict
 	scope         Scope // approval.scope
 	ttl           time.Duration
+	// readFileRules and writeFileRules are the deny and require_approval
+	// path rules of the tools that read and write files, which judge a
+	// Bash line's operands (bashfiles.go).
+	readFileRules, writeFileRules []*rule
 }
 
 type rule struct {
@@ -113,6 +117,7 @@ func compile(doc Document) (*Policy, []Warning, error) {
 			p.globRules = append(p.globRules, i)
 		}
 	}
+	p.readFileRules, p.writeFileRules = p.fileRules(readTools), p.fileRules(writeRules)
 	warns = append(warns, shadowWarnings(p.rules)...)
 	warns = append(warns, toolWarnings(doc.Rules)...)
 	warns = append(warns, verdictWarnings(doc)...)

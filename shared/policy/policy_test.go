@@ -175,12 +175,11 @@ func TestDefaultVerdicts(t *testing.T) {
 		{`{"name":"r","default_verdict":"deny","autonomy":{"on_approval_rule":"allow"},"rules":[{"id":"x","tool":"T","verdict":"require_approval"}]}`, "T", nil,
 			Result{Verdict: VerdictRequireApproval, RuleID: "x", Reason: `rule "x" requires approval`,
 				Scope: ScopeOnce, TTL: 900 * time.Second, OnAutonomous: VerdictAllow, ScopeKey: "T"}},
-		// Bash default approval: the key is built from the parse (the
-		// program), never from the command's text, which may hold a
-		// secret.
+		// Bash default approval: no rule, so no prefix to key a grant
+		// by; a program alone would let "rm a.txt" cover "rm -rf /".
 		{`{"name":"r","default_verdict":"require_approval","approval":{"scope":"session"}}`, "Bash", bashInput("curl -H 'Authorization: Bearer sk-live-1' https://x"),
 			Result{Verdict: VerdictRequireApproval, Reason: "no rule matched (the policy has no allow rule for Bash); default verdict require_approval",
-				Scope: ScopeSession, TTL: 900 * time.Second, OnAutonomous: VerdictDeny, ScopeKey: "Bash:curl"}},
+				Scope: ScopeOnce, TTL: 900 * time.Second, OnAutonomous: VerdictDeny}},
 		// A line of two programs cannot be keyed: no key, scope forced to once.
 		{`{"name":"r","default_verdict":"require_approval","approval":{"scope":"session"}}`, "Bash", bashInput("npm test && curl x"),
 			Result{Verdict: VerdictRequireApproval, Reason: "no rule matched (the policy has no allow rule for Bash); default verdict require_approval",
@@ -195,68 +194,6 @@ func TestDefaultVerdicts(t *testing.T) {
 		got := p.Evaluate(tt.tool, tt.in)
 		if diff := cmp.Diff(tt.want, got); diff != "" {
 			t.Errorf("Evaluate(%q, %v) under %s mismatch (-want +got):\n%s", tt.tool, tt.in, tt.doc, diff)
-		}
-	}
-}
-
-func TestCovered(t *testing.T) {
-	t.Parallel()
-	grants := map[string]bool{"Bash:git push": true, "Bash:ls": true, "mcp__jira__create_issue": true, "Bash:npm run 'my script'": true}
-	granted := func(k string) bool { return grants[k] }
-	tests := []struct {
-		tool string
-		cmd  string
-		want bool
-	}{
-		{"Bash", "git push", true},
-		{"Bash", "git push --force origin main", true},
-		{"Bash", "ls -la | git push", true},
-		{"Bash", "npm run 'my script' --x", true},
-		{"Bash", "npm run my script", false},
-		{"Bash", "git pull", false},
-		{"Bash", "git pushx", false},
-		{"Bash", "git", false},
-		{"Bash", "git push && rm -rf x", false},
-		{"Bash", "git push; rm -rf x", false},
-		{"Bash", "GIT_SSH_COMMAND=x git push", false},
-		{"Bash", "git -c core.sshCommand=x push", false},
-		{"Bash", "git -C x push", false},
-		{"Bash", "env git push", false},
-		{"Bash", "git push $(rm -rf x)", false},
-		{"Bash", "git push > out", false},
-		{"Bash", "ls | sh", false},
-		{"Bash", "git push 'unterminated", false},
-		{"mcp__jira__create_issue", "", true},
-		{"mcp__jira__delete", "", false},
-		{"Bash:git push", "", false},
-	}
-	for _, tt := range tests {
-		in := bashInput(tt.cmd)
-		if got := Covered(tt.tool, in, granted); got != tt.want {
-			t.Errorf("Covered(%q, %q) = %v, want %v", tt.tool, tt.cmd, got, tt.want)
-		}
-	}
-	if Covered("Bash", bashInput("git push"), nil) {
-		t.Errorf("Covered with nil grants = true, want false")
-	}
-	if Covered("Bash", map[string]any{"command": 1}, granted) {
-		t.Errorf("Covered(non-string command) = true, want false")
-	}
-}
-
-// The key Evaluate hands out must be the key Covered asks about.
-func TestScopeKeyRoundTrip(t *testing.T) {
-	t.Parallel()
-	p := mustParse(t, `{"name":"k","default_verdict":"require_approval","approval":{"scope":"session"},"rules":[
-	  {"id":"push","tool":"Bash","match":{"command_prefix":["git push"]},"verdict":"require_approval"}]}`)
-	for _, cmd := range []string{"git push --force origin main", "npm run 'a b'", "echo 'x y' \"$\""} {
-		r := p.Evaluate("Bash", bashInput(cmd))
-		if r.ScopeKey == "" {
-			t.Fatalf("Evaluate(%q).ScopeKey = \"\", want a key", cmd)
-		}
-		granted := func(k string) bool { return k == r.ScopeKey }
-		if !Covered("Bash", bashInput(cmd), granted) {
-			t.Errorf("Covered(%q) under grant %q = false, want true", cmd, r.ScopeKey)
 		}
 	}
 }

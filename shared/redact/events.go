@@ -35,11 +35,18 @@ type GitHubTrigger struct {
 	PullRequest    int    `json:"pull_request"`
 	HeadSHA        string `json:"head_sha"`
 	Fork           bool   `json:"fork"`
+	// Author is the pull request author's GitHub user id.
+	Author string `json:"author,omitempty"`
 }
 
-// SessionEnded closes a run.
+// SessionEnded closes a run. A run ended by its runner also says how its
+// agent finished: why, the exit status (-1: none), and the digest of the
+// final message, whose text is kept outside the ledger for the report.
 type SessionEnded struct {
-	EndedBy string `json:"ended_by"`
+	EndedBy            string  `json:"ended_by"`
+	Reason             string  `json:"reason,omitempty"`
+	ExitStatus         *int    `json:"exit_status,omitempty"`
+	FinalMessageDigest *Digest `json:"final_message_digest,omitempty"`
 }
 
 func (SessionEnded) eventType() Type { return TypeSessionEnded }
@@ -54,6 +61,50 @@ type TokenIssued struct {
 }
 
 func (TokenIssued) eventType() Type { return TypeTokenIssued }
+
+// WorkspaceFetched records that the control plane fetched a run's frozen
+// commit with its GitHub App and served it to the runner: the commit, the
+// archive's digest and size, never a file or the installation token.
+type WorkspaceFetched struct {
+	Repository    string `json:"repository"`
+	PullRequest   int    `json:"pull_request,omitempty"`
+	Commit        string `json:"commit"`
+	ArchiveDigest Digest `json:"archive_digest"`
+	ArchiveBytes  int64  `json:"archive_bytes"`
+	Files         int    `json:"files"`
+}
+
+func (WorkspaceFetched) eventType() Type { return TypeWorkspaceFetched }
+
+// RunLaunched records that a launcher started a runner for the run and
+// handed it a single-use launch credential (never the credential).
+type RunLaunched struct {
+	Launcher string `json:"launcher"`
+	By       string `json:"by"`
+}
+
+func (RunLaunched) eventType() Type { return TypeRunLaunched }
+
+// LaunchRefused records the first use of a run's launch credential after
+// its one good use: someone holds a copy of what should be spent.
+type LaunchRefused struct {
+	Reason string `json:"reason"`
+}
+
+func (LaunchRefused) eventType() Type { return TypeLaunchRefused }
+
+// RunReported records that the control plane posted a run's result to its
+// pull request: what (check_run or comment), GitHub's id for it, and the
+// digest of the posted body, never the text.
+type RunReported struct {
+	Kind        string `json:"kind"`
+	ID          int64  `json:"id"`
+	Repository  string `json:"repository"`
+	PullRequest int    `json:"pull_request"`
+	BodyDigest  Digest `json:"body_digest"`
+}
+
+func (RunReported) eventType() Type { return TypeRunReported }
 
 // ToolRequested records that a tool call was asked about. The input is kept
 // only as its digest.
@@ -83,6 +134,9 @@ type ToolDecision struct {
 	RewrittenVerdict string `json:"rewritten_verdict,omitempty"`
 	ApprovalID       string `json:"approval_id,omitempty"`
 	Grant            string `json:"grant,omitempty"`
+	// UpdatedInputDigest is the digest of the input the tool runs with
+	// when the gate narrowed it (tool.requested has the asked one's).
+	UpdatedInputDigest Digest `json:"updated_input_digest,omitzero"`
 	Shadow
 }
 
@@ -134,6 +188,10 @@ type ToolBrokered struct {
 	LatencyMS    int64  `json:"latency_ms"`
 	ResultDigest Digest `json:"result_digest"`
 	IsError      bool   `json:"is_error"`
+	// Elicitations are the upstream's requests for input during the call
+	// (MCP elicitation, or 2026-07-28 input_required), as the broker
+	// answered them.
+	Elicitations []Elicitation `json:"elicitations,omitempty"`
 }
 
 func (ToolBrokered) eventType() Type { return TypeToolBrokered }

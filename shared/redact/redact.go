@@ -36,6 +36,10 @@ const (
 	TypeSessionEnded      Type = "session.ended"
 	TypeGrantRevoked      Type = "grant.revoked"
 	TypeTokenIssued       Type = "session.token_issued"
+	TypeWorkspaceFetched  Type = "workspace.fetched"
+	TypeRunLaunched       Type = "run.launched"
+	TypeLaunchRefused     Type = "run.launch_refused"
+	TypeRunReported       Type = "run.reported"
 	TypeRunHalted         Type = "run.halted"
 	TypeToolUnverified    Type = "tool.unverified"
 )

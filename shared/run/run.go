@@ -609,7 +609,8 @@ func toolSetDigest(tools []store.Tool) string {
 
 // Get reads a run.
 func (s *Service) Get(ctx context.Context, id string) (View, error) {
-	h, err := s.led.Head(ctx, id)
+	// Settled: the view's last_seq counts every event appended so far.
+	h, err := s.led.Settled(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return View{}, ErrNotFound
 	}

@@ -53,12 +53,20 @@ func (s *Service) IssueTokens(ctx context.Context, who auth.Principal, id string
 		case !h.TokensPending():
 			return store.Batch{}, ErrTokensIssued
 		}
-		return store.Batch{
+		b := store.Batch{
 			Events: []redact.Envelope{ev},
 			Head:   store.HeadChange{Tokens: &store.TokenHashes{Session: hash, Runner: runnerHash, IssuedAt: at}},
-		}, nil
+		}
+		if who.Kind == auth.KindLaunch {
+			// A launch credential is spent by the issue it makes, in
+			// the same transaction: both happen or neither.
+			b.Ops = append(b.Ops, s.st.UseLaunch(id, at))
+		}
+		return b, nil
 	})
 	switch {
+	case errors.Is(err, store.ErrLaunchUsed):
+		return Tokens{}, ErrLaunchUsed
 	case errors.Is(err, store.ErrNotFound):
 		return Tokens{}, ErrNotFound
 	case err != nil:

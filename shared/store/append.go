@@ -15,16 +15,22 @@ import (
 	"github.com/fluidbox/fluidbox/shared/redact"
 )
 
-// SeqConflictError says that a run's counter moved since the head the
-// caller saw. Current is the head as it is now (DynamoDB returns it with the
-// cancellation), so a retry needs no extra read.
+// SeqConflictError says that a run's head moved since the one the caller
+// saw (another write changed it: its version, or for a numbered append
+// its counter). Current is the head as it is now (DynamoDB returns it with
+// the cancellation), so a retry needs no extra read.
 type SeqConflictError struct {
 	Current Head
 }
 
 func (e *SeqConflictError) Error() string {
-	return fmt.Sprintf("store: run %s moved to seq %d", e.Current.RunID, e.Current.LastSeq)
+	return fmt.Sprintf("store: run %s moved to version %d, seq %d", e.Current.RunID, e.Current.Ver, e.Current.LastSeq)
 }
+
+// ErrFenced: a decision's fence shard has moved past the generation the
+// decision was made on (the run ended, its budget crossed zero or a grant
+// was revoked since); it must be made again on a fresh head.
+var ErrFenced = errors.New("store: the run's decisions were fenced")
 
 // Batch is what one Append writes atomically: the run's events, changes to
 // its head, and the domain items the events describe.
@@ -61,29 +67,112 @@ type TokenHashes struct {
 type Op struct {
 	item   types.TransactWriteItem
 	failed error
+	// numbered: the op refers to the seq its batch's events get, so the
+	// batch is numbered in its own transaction.
+	numbered bool
 }
 
-// Append writes b to a run whose head the caller saw as seen: it advances
-// the counter from seen.LastSeq, puts each event at the next seq, applies
-// the head change and the ops, all in one TransactWriteItems conditioned on
-// the counter still being seen.LastSeq. Every write to a run goes through
-// here, so a successful Append also proves that nothing in the run changed
-// since seen. On a counter conflict it returns *SeqConflictError with the
-// current head; on an op's condition, that op's error. It retries only
-// what DynamoDB cancelled for conflict or throttling (transactWrite), never
-// a failed condition: that is the caller's to resolve.
+// fences says whether b, written on seen, changes what a decision made on
+// seen would answer in a way no decision's own transaction checks: the
+// run's end, the budget crossing zero either way (the budget stage's
+// answer flips), or a session grant deleted.
+func (b Batch) fences(seen Head) bool {
+	if b.Head.Status == runEnded && seen.Status != runEnded {
+		return true
+	}
+	after := seen.BudgetAvailable - b.Head.Reserved - b.Head.Spent
+	if (seen.BudgetAvailable > 0) != (after > 0) {
+		return true
+	}
+	for _, op := range b.Ops {
+		if d := op.item.Delete; d != nil {
+			if sk, ok := d.Key[attrSK].(*types.AttributeValueMemberS); ok && strings.HasPrefix(sk.Value, grantPrefix) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// runEnded is shared/run's ended status, as the head stores it.
+const runEnded = "ended"
+
+// Numbered says whether b is numbered as it is written: an op of it
+// refers to its events' seq (see Append).
+func (b Batch) Numbered() bool {
+	for _, op := range b.Ops {
+		if op.numbered {
+			return true
+		}
+	}
+	return false
+}
+
+// Append writes b to a run whose head the caller saw as seen, in one
+// TransactWriteItems, in one of three ways:
+//
+//   - A decision (no head change, nothing fenced): a ConditionCheck that
+//     one of the run's fence shards is still at seen.FencedGen, the events
+//     as unsequenced items, and the ops. It writes nothing another
+//     decision writes, so a run's decisions do not queue on one item. When
+//     the fence moved it fails with ErrFenced.
+//   - A change to the head: the head updated on its version (seen.Ver)
+//     and b's head conditions, the events as unsequenced items, the ops.
+//     A change that fences decisions (see fences) also raises the head's
+//     fence_gen, and its events take the new generation; the caller then
+//     finishes the fence with RaiseFence.
+//   - A batch whose ops refer to its events' seq (a shadow difference's
+//     first_seq): numbered at once, on the head's version and counter, as
+//     the sequencer numbers; the caller sequences what is pending first.
+//
+// On a moved head it returns *SeqConflictError with the current head; on
+// an op's condition, that op's error. It retries what DynamoDB cancelled
+// for conflict or throttling (on another fence shard for a decision),
+// never a failed condition: that is the caller's to resolve. An
+// unsequenced event is numbered later by Number.
 func (s *Store) Append(ctx context.Context, seen Head, at string, b Batch) (Head, error) {
 	if len(b.Events) == 0 {
 		return Head{}, errors.New("store: append without events")
 	}
-	pk := runPK(seen.RunID)
-	next := seen.LastSeq + int64(len(b.Events))
+	fences := b.fences(seen)
+	switch {
+	case b.Numbered() && fences:
+		return Head{}, fmt.Errorf("store: append to %s: a numbered batch cannot fence", seen.RunID)
+	case b.Numbered():
+		return s.appendHead(ctx, seen, at, b, false, true)
+	case b.Head == (HeadChange{}) && !fences:
+		return s.record(ctx, seen, at, b)
+	}
+	return s.appendHead(ctx, seen, at, b, fences, false)
+}
 
-	update := "SET last_seq = :next"
-	cond := "last_seq = :seen"
+// appendHead is Append of a batch that writes the head.
+func (s *Store) appendHead(ctx context.Context, seen Head, at string, b Batch, fences, numbered bool) (Head, error) {
+	pk := runPK(seen.RunID)
+	update := "SET ver = :nver"
+	cond := "ver = :ver"
+	if seen.Ver == 0 {
+		// A head written before heads had a version; never a run that
+		// does not exist.
+		cond = "attribute_exists(pk) AND (attribute_not_exists(ver) OR ver = :ver)"
+	}
 	vals := map[string]types.AttributeValue{
-		":seen": num(seen.LastSeq),
-		":next": num(next),
+		":ver":  num(seen.Ver),
+		":nver": num(seen.Ver + 1),
+	}
+	gen := seen.FenceGen
+	if fences {
+		gen++
+		update += ", fence_gen = :fg"
+		vals[":fg"] = num(gen)
+	}
+	next := seen.LastSeq
+	if numbered {
+		next += int64(len(b.Events))
+		update += ", last_seq = :next"
+		cond += " AND last_seq = :seen"
+		vals[":seen"] = num(seen.LastSeq)
+		vals[":next"] = num(next)
 	}
 	names := map[string]string{}
 	if b.Head.Status != "" {
@@ -132,8 +221,15 @@ func (s *Store) Append(ctx context.Context, seen Head, at string, b Batch) (Head
 		headUpdate.ExpressionAttributeNames = names
 	}
 	items := []types.TransactWriteItem{{Update: headUpdate}}
+	batch := batchKey()
 	for i, ev := range b.Events {
-		av, err := eventItem(seen.RunID, seen.LastSeq+int64(i)+1, ev, at)
+		var av map[string]types.AttributeValue
+		var err error
+		if numbered {
+			av, err = eventItem(seen.RunID, seen.LastSeq+int64(i)+1, ev, at)
+		} else {
+			av, err = s.unsequencedItem(seen.RunID, gen, batch, i, ev, at)
+		}
 		if err != nil {
 			return Head{}, err
 		}
@@ -143,10 +239,12 @@ func (s *Store) Append(ctx context.Context, seen Head, at string, b Batch) (Head
 		items = append(items, op.item)
 	}
 
-	err := s.transactWrite(ctx, items)
+	err := s.transactWriteN(ctx, items, hotAttempts)
 	if err == nil {
 		h := seen
+		h.Ver++
 		h.LastSeq = next
+		h.FenceGen = gen
 		if b.Head.Status != "" {
 			h.Status = b.Head.Status
 		}
@@ -172,24 +270,32 @@ func (s *Store) Append(ctx context.Context, seen Head, at string, b Batch) (Head
 		if err := attributevalue.UnmarshalMap(reasons[0].Item, &cur); err != nil {
 			return Head{}, fmt.Errorf("store: decode head of %s: %w", seen.RunID, err)
 		}
-		if cur.LastSeq != seen.LastSeq {
+		if cur.Ver != seen.Ver || numbered && cur.LastSeq != seen.LastSeq {
 			return Head{}, &SeqConflictError{Current: cur}
 		}
 		return cur, fmt.Errorf("store: append to %s: head: %w", seen.RunID, ErrConditionFailed)
 	}
-	first := 1 + len(b.Events)
+	if err := opFailure(seen.RunID, reasons, 1+len(b.Events), b.Ops); err != nil {
+		return Head{}, err
+	}
+	return Head{}, translate("append to "+seen.RunID, err)
+}
+
+// opFailure is the error of a transaction whose items from first on are
+// ops, when one of its conditions failed; nil when none did.
+func opFailure(runID string, reasons []types.CancellationReason, first int, ops []Op) error {
 	for i, r := range reasons {
 		if aws.ToString(r.Code) != "ConditionalCheckFailed" {
 			continue
 		}
-		if i >= first && i-first < len(b.Ops) {
-			return Head{}, fmt.Errorf("store: append to %s: %w", seen.RunID, b.Ops[i-first].failed)
+		if i >= first && i-first < len(ops) {
+			return fmt.Errorf("store: append to %s: %w", runID, ops[i-first].failed)
 		}
-		// An event slot already taken means the counter lied; treat it as
-		// a conflict the caller resolves by re-reading.
-		return Head{}, fmt.Errorf("store: append to %s: event slot taken: %w", seen.RunID, ErrConditionFailed)
+		// An event slot already taken: two writers raced on one key;
+		// the caller resolves it by re-reading.
+		return fmt.Errorf("store: append to %s: event slot taken: %w", runID, ErrConditionFailed)
 	}
-	return Head{}, translate("append to "+seen.RunID, err)
+	return nil
 }
 
 func num(n int64) types.AttributeValue {

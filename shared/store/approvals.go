@@ -54,6 +54,10 @@ type Approval struct {
 	ShadowRewrittenVerdict string `dynamodbav:"shadow_rewritten_verdict,omitempty"`
 	ShadowRuleID           string `dynamodbav:"shadow_rule_id,omitempty"`
 	ShadowError            string `dynamodbav:"shadow_error,omitempty"`
+	// Source is the trigger source (shared/call's Pin.Source) whose count
+	// of pending approvals (SourceKey) this one is in; "" for none. The
+	// settlement takes it out of that count.
+	Source string `dynamodbav:"source,omitempty"`
 }
 
 // PendingApproval is an approval row while it is pending: in the sparse
@@ -87,24 +91,6 @@ func (s *Store) GetApprovalByID(ctx context.Context, id string) (Approval, error
 		return Approval{}, err
 	}
 	return s.GetApproval(ctx, ref.RunID, ref.ToolCallID)
-}
-
-// Grant is a session grant: later require_approval calls of the run whose
-// scope key it covers are allowed.
-type Grant struct {
-	ScopeKey   string `dynamodbav:"scope_key" json:"scope_key"`
-	ApprovalID string `dynamodbav:"approval_id" json:"approval_id"`
-	GrantedBy  string `dynamodbav:"granted_by" json:"granted_by"`
-	GrantedAt  string `dynamodbav:"granted_at" json:"granted_at"`
-}
-
-const grantPrefix = "GRANT#"
-
-// Grants lists a run's session grants.
-func (s *Store) Grants(ctx context.Context, runID string) ([]Grant, error) {
-	var out []Grant
-	err := s.queryPrefix(ctx, runPK(runID), grantPrefix, collect(&out))
-	return out, err
 }
 
 // RunApprovals lists every approval of a run, any status.

@@ -5,17 +5,23 @@ import "context"
 // Call is the recorded answer to one tool call, the gate's idempotency key,
 // and for a brokered call its execution. shared/call writes it.
 type Call struct {
-	ToolCallID       string `dynamodbav:"tool_call_id"`
-	ToolName         string `dynamodbav:"tool_name"`
-	InputDigest      string `dynamodbav:"input_digest"`
+	ToolCallID  string `dynamodbav:"tool_call_id"`
+	ToolName    string `dynamodbav:"tool_name"`
+	InputDigest string `dynamodbav:"input_digest"`
+	// RequestDigest digests the whole request the decision was made on
+	// (input, cwd, resolved paths, ...): a retry of the tool_call_id is
+	// answered from this record only if its own digest is the same.
+	RequestDigest    string `dynamodbav:"request_digest,omitempty"`
 	Decision         string `dynamodbav:"decision"`
 	Source           string `dynamodbav:"source,omitempty"`
 	Reason           string `dynamodbav:"reason,omitempty"`
 	RuleID           string `dynamodbav:"rule_id,omitempty"`
 	Verdict          string `dynamodbav:"verdict,omitempty"`
 	RewrittenVerdict string `dynamodbav:"rewritten_verdict,omitempty"`
-	ApprovalID       string `dynamodbav:"approval_id,omitempty"`
-	DecidedAt        string `dynamodbav:"decided_at"`
+	// UpdatedInputDigest is set when the answer narrowed the input.
+	UpdatedInputDigest string `dynamodbav:"updated_input_digest,omitempty"`
+	ApprovalID         string `dynamodbav:"approval_id,omitempty"`
+	DecidedAt          string `dynamodbav:"decided_at"`
 	// ExecutedAt is when a brokered call's one execution was claimed.
 	ExecutedAt string `dynamodbav:"executed_at,omitempty"`
 	// The outcome of an executed call: digests and numbers, never the

@@ -211,6 +211,8 @@ type PhotoTool struct {
 	Name        string `dynamodbav:"name"`
 	Description string `dynamodbav:"description"`
 	InputSchema string `dynamodbav:"input_schema"`
+	// OutputSchema is the tool's output schema as JSON ("" when none).
+	OutputSchema string `dynamodbav:"output_schema,omitempty"`
 	// Annotations is the upstream's hints as JSON ("" when none).
 	Annotations  string `dynamodbav:"annotations,omitempty"`
 	Class        string `dynamodbav:"class"`

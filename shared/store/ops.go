@@ -2,8 +2,6 @@ package store
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
@@ -34,16 +32,6 @@ func ApprovalKey(runID, toolCallID string) Key { return Key{runPK(runID), approv
 
 // ApprovalRefKey is the key of the pointer from an approval id to its row.
 func ApprovalRefKey(approvalID string) Key { return Key{"APRID#" + approvalID, "HEAD"} }
-
-// GrantKey is the key of a run's session grant for scopeKey. The sort key
-// holds the scope key's SHA-256, never the key itself: a scope key is
-// derived from tool input, which must not reach a key (and would not fit
-// DynamoDB's 1,024-byte sort key for a long command). The scope key is kept
-// as an attribute.
-func GrantKey(runID, scopeKey string) Key {
-	sum := sha256.Sum256([]byte(scopeKey))
-	return Key{runPK(runID), grantPrefix + hex.EncodeToString(sum[:])}
-}
 
 // PendingIndex is the gsi1 partition of pending approvals.
 const PendingIndex = "PENDING"

@@ -60,11 +60,24 @@ func retryableCancel(tce *types.TransactionCanceledException) bool {
 // cancelled transaction wrote nothing, so the retry is the same request.
 // It returns the last error as the SDK gave it.
 func (s *Store) transactWrite(ctx context.Context, items []types.TransactWriteItem) error {
+	return s.transactWriteN(ctx, items, txAttempts)
+}
+
+// hotAttempts bounds the retries of a transaction on a run's head (a head
+// change, a numbering): every writer of the run's head meets the others
+// there, and DynamoDB cancels all but one of those in flight at once, so
+// a burst of them (approvals decided together, sequencers racing) needs
+// more rounds than txAttempts to drain; the context's deadline still
+// bounds them.
+const hotAttempts = 32
+
+// transactWriteN is transactWrite with at most attempts attempts.
+func (s *Store) transactWriteN(ctx context.Context, items []types.TransactWriteItem, attempts int) error {
 	window := txBackoffMin
 	for attempt := 1; ; attempt++ {
 		_, err := s.db.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: items})
 		var tce *types.TransactionCanceledException
-		if err == nil || attempt == txAttempts || !errors.As(err, &tce) || !retryableCancel(tce) {
+		if err == nil || attempt == attempts || !errors.As(err, &tce) || !retryableCancel(tce) {
 			return err
 		}
 		wait := rand.N(window) + time.Millisecond

@@ -15,9 +15,19 @@ import (
 // Head is a run's mutable record: status, ledger counter and budget, plus
 // the digests and settings frozen at creation.
 type Head struct {
-	RunID     string `dynamodbav:"run_id"`
-	Status    string `dynamodbav:"status"`
-	LastSeq   int64  `dynamodbav:"last_seq"`
+	RunID   string `dynamodbav:"run_id"`
+	Status  string `dynamodbav:"status"`
+	LastSeq int64  `dynamodbav:"last_seq"`
+	// Ver counts the writes to the head other than sequencing: a write
+	// that changes the head is conditioned on it (see Append). Only the
+	// sequencer moves LastSeq.
+	Ver int64 `dynamodbav:"ver"`
+	// FenceGen is the fence generation the run's decisions are made on;
+	// FencedGen, the latest one every fence shard has been raised to
+	// (see Append and RaiseFence). FenceGen > FencedGen: a change that
+	// fences decisions is committed and not finished yet.
+	FenceGen  int64  `dynamodbav:"fence_gen"`
+	FencedGen int64  `dynamodbav:"fenced_gen"`
 	TokenHash string `dynamodbav:"token_hash"`
 	// RunnerTokenHash is the runner token's hash; absent on runs created
 	// without one (triggered runs), which no runner token then opens.

@@ -2,8 +2,10 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,6 +88,23 @@ func TestCreateRunChunks(t *testing.T) {
 	}
 }
 
+// numberAll numbers every pending event of a run, as the sequencer does.
+func numberAll(t *testing.T, st *store.Store, runID string) store.Head {
+	t.Helper()
+	ctx := context.Background()
+	h, err := st.GetHead(ctx, runID)
+	must(t, err)
+	for {
+		batch, _, err := st.Unsequenced(ctx, runID, store.MaxNumbered)
+		must(t, err)
+		if len(batch) == 0 {
+			return h
+		}
+		h, err = st.Number(ctx, h, batch)
+		must(t, err)
+	}
+}
+
 func TestAppend(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -99,22 +118,23 @@ func TestAppend(t *testing.T) {
 		t.Error("an envelope not built by redact was written")
 	}
 
+	// A head change: written on the head's version; its event waits for
+	// the sequencer.
 	h2, err := append1(t, st, h, store.HeadChange{Status: "awaiting_approval", Reserved: 100, Spent: 50, Pending: 2})
 	must(t, err)
 	got, _ := st.GetHead(ctx, "ses_1")
-	want := store.Head{RunID: "ses_1", LastSeq: 2, Status: "awaiting_approval", BudgetReserved: 100, BudgetSpent: 50, BudgetAvailable: 850, PendingApprovals: 2}
 	for _, hd := range []store.Head{h2, got} {
-		if hd.LastSeq != want.LastSeq || hd.Status != want.Status || hd.BudgetReserved != 100 || hd.BudgetSpent != 50 || hd.BudgetAvailable != 850 || hd.PendingApprovals != 2 {
-			t.Errorf("head = %+v, want %+v", hd, want)
+		if hd.Ver != 1 || hd.LastSeq != 1 || hd.Status != "awaiting_approval" || hd.BudgetReserved != 100 || hd.BudgetSpent != 50 || hd.BudgetAvailable != 850 || hd.PendingApprovals != 2 {
+			t.Errorf("head = %+v, want version 1, seq 1 (not numbered yet), the changes applied", hd)
 		}
 	}
 
-	// An append on a stale head: the counter moved; the current head comes
-	// back with the conflict.
-	_, err = append1(t, st, h, store.HeadChange{})
+	// An append on a stale head: the version moved; the current head
+	// comes back with the conflict.
+	_, err = append1(t, st, h, store.HeadChange{Pending: 1})
 	var conflict *store.SeqConflictError
-	if !errors.As(err, &conflict) || conflict.Current.LastSeq != 2 {
-		t.Errorf("stale append = %v, want SeqConflictError at 2", err)
+	if !errors.As(err, &conflict) || conflict.Current.Ver != 1 {
+		t.Errorf("stale append = %v, want SeqConflictError at version 1", err)
 	}
 
 	// Head conditions.
@@ -127,28 +147,186 @@ func TestAppend(t *testing.T) {
 	h3, err := append1(t, st, h2, store.HeadChange{MinAvailable: &floor, WantStatus: "awaiting_approval", Pending: -1})
 	must(t, err)
 
-	// An op's condition: its own sentinel, and nothing of the batch lands.
+	// An op's condition: its own sentinel, and nothing of the batch lands
+	// (a decision: no head change; then a head change).
 	errMine := errors.New("mine")
 	op, err := st.PutNew(store.Key{PK: "RUN#ses_1", SK: "X#1"}, map[string]string{"v": "a"}, errMine)
 	must(t, err)
 	h4, err := append1(t, st, h3, store.HeadChange{}, op)
 	must(t, err)
 	op, _ = st.PutNew(store.Key{PK: "RUN#ses_1", SK: "X#1"}, map[string]string{"v": "b"}, errMine)
+	_, err = append1(t, st, h4, store.HeadChange{}, op)
+	wantErr(t, "second PutNew, as a decision", err, errMine)
 	_, err = append1(t, st, h4, store.HeadChange{Status: "ended"}, op)
-	wantErr(t, "second PutNew", err, errMine)
-	if cur, _ := st.GetHead(ctx, "ses_1"); cur.LastSeq != 4 || cur.Status != "awaiting_approval" {
+	wantErr(t, "second PutNew, with a head change", err, errMine)
+	if cur, _ := st.GetHead(ctx, "ses_1"); cur.Ver != 2 || cur.Status != "awaiting_approval" || cur.FenceGen != 0 {
 		t.Errorf("a failed append changed the head: %+v", cur)
 	}
 
-	_, err = append1(t, st, store.Head{RunID: "ses_none"}, store.HeadChange{})
+	_, err = append1(t, st, store.Head{RunID: "ses_none"}, store.HeadChange{Pending: 1})
 	wantErr(t, "append to a missing run", err, store.ErrNotFound)
 
+	// Numbered: session.created at 1, then the three appends in order.
+	if evs, _ := st.Events(ctx, "ses_1", 1, 10); len(evs) != 0 {
+		t.Errorf("events numbered before the sequencer ran: %+v", evs)
+	}
+	if hd := numberAll(t, st, "ses_1"); hd.LastSeq != 4 {
+		t.Errorf("after numbering, last seq = %d, want 4", hd.LastSeq)
+	}
 	evs, err := st.Events(ctx, "ses_1", 1, 2)
 	if err != nil || len(evs) != 2 || evs[0].Seq != 2 || evs[1].Seq != 3 {
 		t.Errorf("events after 1, 2 of them = %+v, %v", evs, err)
 	}
 	if evs, _ := st.Events(ctx, "ses_1", 4, 10); len(evs) != 0 {
 		t.Errorf("events after the last = %+v", evs)
+	}
+}
+
+// TestFences: a change that fences decisions (the run's end, the budget
+// crossing zero, a grant deleted) raises the head's fence generation;
+// once RaiseFence has finished it, a decision made on the older
+// generation fails with ErrFenced and writes nothing, and one made on the
+// new generation passes. A change that fences nothing leaves it.
+func TestFences(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	h := newRun(t, st, "ses_f", 0)
+
+	h, err := append1(t, st, h, store.HeadChange{Reserved: 400})
+	must(t, err)
+	if h.FenceGen != 0 {
+		t.Fatalf("a reservation that leaves money raised the fence: %+v", h)
+	}
+	spent, err := append1(t, st, h, store.HeadChange{Reserved: 600})
+	must(t, err)
+	if spent.FenceGen != 1 || spent.FencedGen != 0 {
+		t.Fatalf("the budget crossing zero: fence %d/%d, want 1 not finished", spent.FenceGen, spent.FencedGen)
+	}
+	// Not finished: a decision on the old generation still passes (it is
+	// ordered before the change).
+	if _, err := append1(t, st, h, store.HeadChange{}); err != nil {
+		t.Fatalf("a decision before the fence is finished: %v", err)
+	}
+	must(t, st.RaiseFence(ctx, "ses_f", 1))
+	must(t, st.RaiseFence(ctx, "ses_f", 1)) // anyone may finish it again
+	if cur, _ := st.GetHead(ctx, "ses_f"); cur.FencedGen != 1 {
+		t.Fatalf("fenced_gen = %d after RaiseFence, want 1", cur.FencedGen)
+	}
+	// Every shard is raised: a stale decision fails whichever it checks.
+	before := numberAll(t, st, "ses_f").LastSeq
+	for range 3 * store.FenceShards {
+		if _, err := append1(t, st, h, store.HeadChange{}); !errors.Is(err, store.ErrFenced) {
+			t.Fatalf("a decision on the old generation = %v, want ErrFenced", err)
+		}
+	}
+	if after := numberAll(t, st, "ses_f").LastSeq; after != before {
+		t.Errorf("fenced decisions wrote %d events", after-before)
+	}
+	cur, _ := st.GetHead(ctx, "ses_f")
+	if _, err := append1(t, st, cur, store.HeadChange{}); err != nil {
+		t.Errorf("a decision on the current head = %v", err)
+	}
+
+	// A grant deleted fences too; the run's end too.
+	grant, err := st.Put(store.GrantKey("ses_f", "ask-push", "Bash:git push"), map[string]string{"scope_key": "Bash:git push"})
+	must(t, err)
+	cur, err = append1(t, st, cur, store.HeadChange{Pending: 1}, grant)
+	must(t, err)
+	if cur.FenceGen != 1 {
+		t.Errorf("a grant put raised the fence to %d", cur.FenceGen)
+	}
+	cur, err = append1(t, st, cur, store.HeadChange{}, st.DeleteExisting(store.GrantKey("ses_f", "ask-push", "Bash:git push"), store.ErrNotFound))
+	must(t, err)
+	if cur.FenceGen != 2 || cur.Ver != 4 {
+		t.Errorf("a grant deleted: fence %d, version %d; want 2, 4", cur.FenceGen, cur.Ver)
+	}
+	must(t, st.RaiseFence(ctx, "ses_f", 2))
+	cur.FencedGen = 2
+	cur, err = append1(t, st, cur, store.HeadChange{Status: "ended"})
+	must(t, err)
+	if cur.FenceGen != 3 {
+		t.Errorf("the run's end: fence %d, want 3", cur.FenceGen)
+	}
+}
+
+// TestNumberRaces: decisions recorded from many goroutines, numbered by
+// several sequencers racing: every event is numbered exactly once, seqs
+// are gapless, and the two events of one decision stay in order.
+func TestNumberRaces(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := newStore(t)
+	h := newRun(t, st, "ses_n", 0)
+	const decisions = 60
+	var wg sync.WaitGroup
+	for i := range decisions {
+		wg.Go(func() {
+			_, err := st.Append(ctx, h, at(0), store.Batch{Events: []redact.Envelope{
+				envelope(t, redact.ToolRequested{ToolCallID: fmt.Sprintf("c%02d", i), ToolName: "Bash"}),
+				envelope(t, redact.ToolDecision{ToolCallID: fmt.Sprintf("c%02d", i), ToolName: "Bash", Decision: "allow"}),
+			}})
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	for range 4 {
+		wg.Go(func() {
+			for {
+				cur, err := st.GetHead(ctx, "ses_n")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				batch, _, err := st.Unsequenced(ctx, "ses_n", store.MaxNumbered)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(batch) == 0 {
+					if cur.LastSeq == 1+2*decisions {
+						return
+					}
+					continue
+				}
+				var conflict *store.SeqConflictError
+				if _, err := st.Number(ctx, cur, batch); err != nil && !errors.As(err, &conflict) {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	evs, err := st.Events(ctx, "ses_n", 0, 1000)
+	must(t, err)
+	if len(evs) != 1+2*decisions {
+		t.Fatalf("%d events numbered, want %d", len(evs), 1+2*decisions)
+	}
+	requested := map[string]int64{}
+	for i, e := range evs {
+		if e.Seq != int64(i+1) {
+			t.Fatalf("seq %d at position %d: a gap or a duplicate", e.Seq, i)
+		}
+		var d struct {
+			ToolCallID string `json:"tool_call_id"`
+		}
+		_ = json.Unmarshal([]byte(e.Data), &d)
+		switch e.Type {
+		case "tool.requested":
+			if _, dup := requested[d.ToolCallID]; dup {
+				t.Errorf("%s requested twice", d.ToolCallID)
+			}
+			requested[d.ToolCallID] = e.Seq
+		case "tool.decision":
+			if r, ok := requested[d.ToolCallID]; !ok || r != e.Seq-1 {
+				t.Errorf("%s: decision at %d, requested at %d: want right after", d.ToolCallID, e.Seq, r)
+			}
+		}
+	}
+	if _, err := st.Number(ctx, h, nil); err == nil {
+		t.Error("numbering nothing succeeded")
 	}
 }
 
@@ -234,7 +412,7 @@ func TestCallAndApprovalReads(t *testing.T) {
 		must(t, err)
 		c, err := st.PutNew(store.CallKey("ses_1", a.ToolCallID), store.Call{ToolCallID: a.ToolCallID, Decision: "pending", ApprovalID: a.ID}, store.ErrExists)
 		must(t, err)
-		g, err := st.Put(store.GrantKey("ses_1", fmt.Sprintf("Bash:cmd %d", i)), store.Grant{ScopeKey: fmt.Sprintf("Bash:cmd %d", i), ApprovalID: a.ID})
+		g, err := st.Put(store.GrantKey("ses_1", "r", fmt.Sprintf("Bash:cmd %d", i)), store.Grant{RuleID: "r", ScopeKey: fmt.Sprintf("Bash:cmd %d", i), ApprovalID: a.ID})
 		must(t, err)
 		h, err = append1(t, st, h, store.HeadChange{}, row, ref, c, g)
 		must(t, err)

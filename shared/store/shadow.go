@@ -89,7 +89,8 @@ func (k ShadowKey) sk() string {
 
 // ShadowDifferenceOp is the op that counts one difference k in runID, seen
 // on toolCallID and recorded by the event at seq, at at. It has no
-// condition: it never makes the decision's append fail.
+// condition: it never makes the decision's append fail. Its batch is
+// numbered in its own transaction (see Append), so seq is exact.
 func (s *Store) ShadowDifferenceOp(runID string, k ShadowKey, toolCallID string, seq int64, at string) (Op, error) {
 	names := map[string]string{"#n": "count", "#la": "latest_at"}
 	vals := map[string]types.AttributeValue{
@@ -123,7 +124,9 @@ func (s *Store) ShadowDifferenceOp(runID string, k ShadowKey, toolCallID string,
 		UpdateExpression:          aws.String("ADD #n :one SET " + strings.Join(sets, ", ")),
 		ExpressionAttributeNames:  names,
 		ExpressionAttributeValues: vals,
-	}}, failed: ErrConditionFailed}, nil
+		// first_seq must name the event's number, so the batch is
+		// numbered as it is written (Append).
+	}}, failed: ErrConditionFailed, numbered: true}, nil
 }
 
 // ShadowRun is a run listed under its shadow policy, with its differences.

@@ -44,6 +44,14 @@ type Trigger struct {
 	// FLUIDBOX_SLACK_CHANNEL). It routes messages and grants nothing, so
 	// it is read when a message is posted, not frozen with the run.
 	SlackChannel string `dynamodbav:"slack_channel,omitempty"`
+	// Prompt is what a launched run's agent is asked (claude -p); Report
+	// how its result goes back (check_run, comment, none); TimeoutSeconds
+	// how long the agent may run. A trigger without a prompt is not
+	// launched. They start the runner, not the run, so they are read at
+	// launch, not frozen.
+	Prompt         string `dynamodbav:"prompt,omitempty"`
+	Report         string `dynamodbav:"report,omitempty"`
+	TimeoutSeconds int    `dynamodbav:"timeout_seconds,omitempty"`
 	// RunnerKeyHash is the hash of the trigger's runner key, which may have
 	// the tokens of this trigger's runs issued; "" for none.
 	RunnerKeyHash string `dynamodbav:"runner_key_hash,omitempty"`
@@ -154,6 +162,10 @@ type GitHubTrigger struct {
 	PullRequest    int    `dynamodbav:"pull_request" json:"pull_request"`
 	HeadSHA        string `dynamodbav:"head_sha" json:"head_sha"`
 	Fork           bool   `dynamodbav:"fork" json:"fork"`
+	// Author is the pull request author's GitHub user id ("" when the
+	// delivery had none): with Repository, the source whose runs' pending
+	// approvals are capped together.
+	Author string `dynamodbav:"author,omitempty" json:"author,omitempty"`
 }
 
 // ErrTriggerChanged: the configuration was updated or deleted since the

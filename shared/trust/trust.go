@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"sync"
 )
 
@@ -54,6 +55,10 @@ type PullRequest struct {
 	HeadSHA  string
 	Tier     Tier
 	Fork     bool
+	// Author is the id of the pull request's author (pull_request.user.id,
+	// which a rename does not change), in decimal; "" when the payload
+	// has none.
+	Author string
 }
 
 // MaxPayloadBytes is GitHub's own cap on webhook payloads.
@@ -77,7 +82,10 @@ type payloadJSON struct {
 	Number      *int    `json:"number"`
 	PullRequest *struct {
 		Number *int `json:"number"`
-		Head   *struct {
+		User   *struct {
+			ID *int64 `json:"id"`
+		} `json:"user"`
+		Head *struct {
 			SHA  string    `json:"sha"`
 			Repo *repoJSON `json:"repo"`
 		} `json:"head"`
@@ -132,6 +140,9 @@ func FromPullRequest(payload []byte) (PullRequest, error) {
 		BaseRepo: base.FullName,
 		Number:   number,
 		HeadSHA:  pr.Head.SHA,
+	}
+	if pr.User != nil && pr.User.ID != nil {
+		out.Author = strconv.FormatInt(*pr.User.ID, 10)
 	}
 	head := pr.Head.Repo
 	if head != nil {

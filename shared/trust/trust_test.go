@@ -58,25 +58,25 @@ func TestFromPullRequestRealPayloads(t *testing.T) {
 	}{
 		{"same_repo.opened.json", PullRequest{
 			Action: "opened", BaseRepo: "Codertocat/Hello-World", HeadRepo: "Codertocat/Hello-World",
-			Number: 2, HeadSHA: "ec26c3e57ca3a959ca5aad62de7213c562f8c821", Tier: Trusted, Fork: false,
+			Number: 2, HeadSHA: "ec26c3e57ca3a959ca5aad62de7213c562f8c821", Tier: Trusted, Fork: false, Author: "21031067",
 		}},
 		{"fork.opened.json", PullRequest{
 			Action: "opened", BaseRepo: "KaTeX/KaTeX", HeadRepo: "KaTeX-bot/KaTeX",
-			Number: 2388, HeadSHA: "3ae9c36f8a03c1bd7e352bc683f72943dc92422e", Tier: ReadOnly, Fork: true,
+			Number: 2388, HeadSHA: "3ae9c36f8a03c1bd7e352bc683f72943dc92422e", Tier: ReadOnly, Fork: true, Author: "33710906",
 		}},
 		{"fork.synchronize.json", PullRequest{
 			Action: "synchronize", BaseRepo: "KaTeX/KaTeX", HeadRepo: "KaTeX-bot/KaTeX",
-			Number: 2388, HeadSHA: "a3404550c2465df195b4c7e2081f74dd5a7aced6", Tier: ReadOnly, Fork: true,
+			Number: 2388, HeadSHA: "a3404550c2465df195b4c7e2081f74dd5a7aced6", Tier: ReadOnly, Fork: true, Author: "33710906",
 		}},
 		// A branch PR inside a repository that is itself a fork: the head
 		// repository "is a fork", so the rule says read_only.
 		{"fork_flagged_same_repo.opened.json", PullRequest{
 			Action: "opened", BaseRepo: "bradrydzewski/drone-test-go", HeadRepo: "bradrydzewski/drone-test-go",
-			Number: 1, HeadSHA: "d2b75aa7797ec26b088fa2dd527e9d2c052fcedd", Tier: ReadOnly, Fork: true,
+			Number: 1, HeadSHA: "d2b75aa7797ec26b088fa2dd527e9d2c052fcedd", Tier: ReadOnly, Fork: true, Author: "817538",
 		}},
 		{"deleted_fork.opened.json", PullRequest{
 			Action: "opened", BaseRepo: "KaTeX/KaTeX", HeadRepo: "",
-			Number: 2388, HeadSHA: "3ae9c36f8a03c1bd7e352bc683f72943dc92422e", Tier: ReadOnly, Fork: true,
+			Number: 2388, HeadSHA: "3ae9c36f8a03c1bd7e352bc683f72943dc92422e", Tier: ReadOnly, Fork: true, Author: "33710906",
 		}},
 	}
 	for _, tt := range tests {

@@ -23,6 +23,8 @@ export interface Answer {
   approval_id?: string;
   verdict?: string;
   rewritten_verdict?: string;
+  /** On an allow: the input the tool must run with instead (a narrowed search). */
+  updated_input?: Record<string, unknown>;
 }
 
 /** The answer of tools/call: a Decision, and on allow the upstream's result. */
@@ -84,7 +86,17 @@ export interface GateConfig {
   retryWindowMs?: number;
   /** Replaces the global fetch (tests, or a proxy-aware fetch). */
   fetch?: typeof fetch;
+  /**
+   * The W3C traceparent of the caller's current span, asked before each
+   * request (e.g. from @opentelemetry/api's propagation.inject), so the
+   * gate's decision and a brokered call join the agent's trace. A value
+   * that is not a well-formed traceparent is not sent.
+   */
+  traceparent?: () => string | undefined;
 }
+
+/** A W3C traceparent of version 00, the only one defined. */
+const traceparentRE = /^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
 
 /** Counts what the client did, for callers that measure it. */
 export interface GateStats {
@@ -101,6 +113,8 @@ export interface ToolCall {
   cwd?: string;
   /** Path field -> the path the sandbox resolved it to (symlinks followed). */
   resolved_paths?: Record<string, string>;
+  /** Path field -> what the sandbox found there: "file", "dir" or "absent" (lstat). */
+  path_kinds?: Record<string, string>;
   /** The subagent making the call, from Claude Code's hook input; absent for the main agent. */
   agent_id?: string;
   agent_type?: string;
@@ -114,6 +128,7 @@ export class Gate {
   readonly retryWindowMs: number;
   readonly #token: string;
   readonly #fetch: typeof fetch;
+  readonly #traceparent?: () => string | undefined;
   /** The base URL's path without a trailing slash ("" at the root). */
   readonly #path: string;
 
@@ -147,6 +162,7 @@ export class Gate {
     this.sessionId = cfg.sessionId;
     this.#token = cfg.token;
     this.#fetch = cfg.fetch ?? fetch;
+    this.#traceparent = cfg.traceparent;
     this.retryWindowMs = cfg.retryWindowMs ?? 10_000;
   }
 
@@ -247,6 +263,11 @@ export class Gate {
     }
   }
 
+  #traceHeader(): Record<string, string> {
+    const tp = this.#traceparent?.();
+    return typeof tp === 'string' && traceparentRE.test(tp) ? { traceparent: tp } : {};
+  }
+
   async #request(method: string, u: URL, body: unknown, timeoutMs: number, signal?: AbortSignal): Promise<unknown> {
     this.stats.requests++;
     const timeout = AbortSignal.timeout(timeoutMs);
@@ -260,6 +281,7 @@ export class Gate {
           authorization: `Bearer ${this.#token}`,
           accept: 'application/json',
           ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          ...this.#traceHeader(),
         },
         body: body === undefined ? undefined : JSON.stringify(body),
         signal: sig,

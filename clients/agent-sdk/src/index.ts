@@ -42,7 +42,7 @@ import { z } from 'zod';
 
 import { Gate, GateError, clean, type Answer, type CallAnswer, type GateConfig, type Run, type ToolCall } from './gate.js';
 import { runEnvironment } from './env.js';
-import { cleanCwd, resolvePaths } from './paths.js';
+import { cleanCwd, pathKinds, resolvePaths } from './paths.js';
 import { outputTokens } from './budget.js';
 
 export { Gate, GateError, sessionTokenPrefix, type Answer, type CallAnswer, type Run, type ToolCall } from './gate.js';
@@ -257,7 +257,7 @@ class Decider {
    * Asks about one sandbox call in cwd (absolute); never throws: every
    * failure is a deny.
    */
-  async #ask(via: DecisionEvent['via'], toolName: string, toolUseId: string, input: unknown, cwd: string, signal?: AbortSignal, agent?: { agent_id?: string; agent_type?: string }): Promise<{ allow: boolean; reason: string }> {
+  async #ask(via: DecisionEvent['via'], toolName: string, toolUseId: string, input: unknown, cwd: string, signal?: AbortSignal, agent?: { agent_id?: string; agent_type?: string }): Promise<{ allow: boolean; reason: string; updatedInput?: Record<string, unknown> }> {
     const start = performance.now();
     const report = (allow: boolean, reason: string, answer?: Answer, error?: string) => {
       try {
@@ -281,7 +281,17 @@ class Decider {
       if (typeof agent?.agent_type === 'string' && agent.agent_type !== '') call.agent_type = agent.agent_type;
       const resolved = await resolvePaths(obj, cwd);
       if (resolved !== undefined) call.resolved_paths = resolved;
+      const kinds = await pathKinds(obj, cwd);
+      if (kinds !== undefined) call.path_kinds = kinds;
       const ans = await this.#gate.permission(call, Date.now() + this.#timeoutMs, signal);
+      if (ans.decision === 'allow' && ans.updated_input !== undefined && ans.updated_input !== null) {
+        // The allow holds only with the narrowed input: one that is not an
+        // object Claude Code can run means the call does not run.
+        if (!isPlainObject(ans.updated_input)) {
+          return report(false, 'fluidbox denied this call: the control plane allowed it with an updated input that is not a JSON object', ans);
+        }
+        return { ...report(true, reasonFor(ans, this.#timeoutMs), ans), updatedInput: ans.updated_input };
+      }
       return report(ans.decision === 'allow', reasonFor(ans, this.#timeoutMs), ans);
     } catch (err) {
       const msg = err instanceof Error ? err.message : String(err);
@@ -312,12 +322,12 @@ class Decider {
     // The call's cwd as Claude Code reports it (a Bash cd can move it),
     // else the session's.
     const d = await this.#ask('hook', pre.tool_name, id, pre.tool_input, cleanCwd(pre.cwd) || this.#cwd, signal, pre);
-    return preToolUse(d.allow ? 'allow' : 'deny', d.reason);
+    return preToolUse(d.allow ? 'allow' : 'deny', d.reason, d.updatedInput);
   };
 
   readonly canUseTool: CanUseTool = async (toolName, input, { signal, toolUseID }): Promise<PermissionResult> => {
     const d = await this.#ask('canUseTool', toolName, toolUseID, input, this.#cwd, signal);
-    return d.allow ? { behavior: 'allow', updatedInput: input, toolUseID } : { behavior: 'deny', message: d.reason, toolUseID };
+    return d.allow ? { behavior: 'allow', updatedInput: d.updatedInput ?? input, toolUseID } : { behavior: 'deny', message: d.reason, toolUseID };
   };
 
   /** An in-process MCP server for one connection's brokered tools. */
@@ -383,8 +393,16 @@ class Decider {
   }
 }
 
-function preToolUse(decision: 'allow' | 'deny', reason: string): SyncHookJSONOutput {
-  return { hookSpecificOutput: { hookEventName: 'PreToolUse', permissionDecision: decision, permissionDecisionReason: reason } };
+/**
+ * The hook's answer; updatedInput (an allow's narrowed input) is what
+ * Claude Code then runs instead of its own input.
+ */
+function preToolUse(decision: 'allow' | 'deny', reason: string, updatedInput?: Record<string, unknown>): SyncHookJSONOutput {
+  const out: SyncHookJSONOutput = { hookSpecificOutput: { hookEventName: 'PreToolUse', permissionDecision: decision, permissionDecisionReason: reason } };
+  if (decision === 'allow' && updatedInput !== undefined && out.hookSpecificOutput?.hookEventName === 'PreToolUse') {
+    out.hookSpecificOutput.updatedInput = updatedInput;
+  }
+  return out;
 }
 
 /** The reason the model reads, as `fluidbox hook claude-code` words it. */
@@ -394,8 +412,11 @@ export function reasonFor(ans: Answer, timeoutMs: number): string {
   if (ans.rule_id) parts.push(`rule ${ans.rule_id}`);
   const prov = parts.length > 0 ? ` (${clean(parts.join(', '), 200)})` : '';
   switch (ans.decision) {
-    case 'allow':
-      return `fluidbox allowed${prov}${ans.approval_id ? `: a human approved it (${clean(ans.approval_id, 80)})` : ''}`;
+    case 'allow': {
+      const human = ans.approval_id ? `: a human approved it (${clean(ans.approval_id, 80)})` : '';
+      const narrowed = ans.updated_input ? `; fluidbox narrowed the call's input: ${clean(ans.reason ?? '', 500)}` : '';
+      return `fluidbox allowed${prov}${human}${narrowed}`;
+    }
     case 'deny':
       return `fluidbox denied${prov}${ans.reason ? `: ${clean(ans.reason, 500)}` : ''}`;
     default:

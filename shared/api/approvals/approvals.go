@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"github.com/fluidbox/fluidbox/shared/approval"
@@ -17,6 +18,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/ids"
 	"github.com/fluidbox/fluidbox/shared/review"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/telemetry"
 )
 
 func approvalOut(a store.Approval) client.Approval {
@@ -178,6 +180,11 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request, who auth
 		return err
 	}
 	s.log.InfoContext(r.Context(), "approval decided", "approval", id, "run", a.RunID, "by", who.Subject, "status", a.Status, "applied", applied)
+	if applied {
+		requested, _ := time.Parse(store.TimeLayout, a.RequestedAt)
+		decided, _ := time.Parse(store.TimeLayout, a.DecidedAt)
+		s.tel.ApprovalSettled(r.Context(), telemetry.ApprovalWait{Run: a.RunID, Call: a.ToolCallID, Approval: a.ID, Outcome: a.Status, RequestedAt: requested, SettledAt: decided})
+	}
 	out := approvalOut(a)
 	out.Applied = &applied
 	writeJSON(w, http.StatusOK, out)

@@ -18,6 +18,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/slackbot"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/telemetry"
 )
 
 // Config is what the approvals routes need.
@@ -39,6 +40,7 @@ type Server struct {
 	runs      *run.Service
 	approvals *approval.Service
 	log       *slog.Logger
+	tel       *telemetry.Telemetry
 	// slack answers POST /v1/integrations/slack/interactions.
 	slack http.Handler
 }
@@ -51,6 +53,7 @@ func New(cfg Config) *Server {
 		runs:      run.NewService(cfg.Ledger, cfg.Now),
 		approvals: approval.NewService(cfg.Ledger, cfg.Now),
 		log:       cfg.Logger,
+		tel:       cfg.Telemetry,
 	}
 	if cfg.Observer != nil {
 		s.approvals.Observe(cfg.Observer)

@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/broker"
 	"github.com/fluidbox/fluidbox/shared/connection"
 	"github.com/fluidbox/fluidbox/shared/permission"
+	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/telemetry"
 )
 
 // toolsCall is POST /v1/sessions/{id}/tools/call: the gate decides a
@@ -34,6 +37,7 @@ func (s *Server) toolsCall(w http.ResponseWriter, r *http.Request, _ auth.Princi
 	}
 	ctx, cancel := route.GatewayContext(r)
 	defer cancel()
+	start := time.Now()
 	ans, err := s.broker.Call(ctx, id, req, wait)
 	var inv *permission.InvalidError
 	var ran *connection.ExecutedError
@@ -78,6 +82,16 @@ func (s *Server) toolsCall(w http.ResponseWriter, r *http.Request, _ auth.Princi
 		attrs = append(attrs, "brokered", true, "is_error", ans.Result.IsError, "latency_ms", *ans.LatencyMS)
 	}
 	s.log.InfoContext(r.Context(), "decision", attrs...)
+	s.cfg.Telemetry.Decided(r.Context(), start, telemetry.Decision{Run: id, Call: req.ToolCallID, Tool: req.ToolName,
+		Decision: string(ans.Decision), Source: ans.Source, Rule: ans.RuleID, Approval: ans.ApprovalID})
+	if ans.Result != nil {
+		con, _ := run.BrokeredConnection(req.ToolName)
+		outcome := telemetry.OutcomeOK
+		if ans.Result.IsError {
+			outcome = "tool_error"
+		}
+		s.cfg.Telemetry.BrokeredCall(r.Context(), start, telemetry.Brokered{Run: id, Call: req.ToolCallID, Tool: req.ToolName, Connection: con, Outcome: outcome})
+	}
 	writeJSON(w, http.StatusOK, ans)
 	return nil
 }

@@ -2,6 +2,7 @@ package control
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"regexp"
 	"slices"
@@ -89,6 +90,15 @@ func (s *Server) issueToken(w http.ResponseWriter, r *http.Request, who auth.Pri
 		return err
 	}
 	t, err := s.runs.IssueTokens(r.Context(), who, id)
+	if who.Kind == auth.KindLaunch && (errors.Is(err, run.ErrTokensIssued) || errors.Is(err, run.ErrLaunchUsed)) {
+		// The credential was spent: whoever holds this copy is not the
+		// runner it was handed to. Record it (once) and refuse.
+		s.log.WarnContext(r.Context(), "launch credential reused", "run", id)
+		if rerr := s.runs.RecordLaunchReuse(r.Context(), id); rerr != nil {
+			return fmt.Errorf("api: record the reuse of %s's launch credential: %w", id, rerr)
+		}
+		return conflict("the launch credential of run %s was used already; this reuse is recorded", id)
+	}
 	switch {
 	case errors.Is(err, run.ErrTokensIssued):
 		return conflict("the tokens of run %s were issued already (at creation for a manual run); they are shown once", id)

@@ -2,11 +2,13 @@ package control
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/run"
@@ -44,11 +46,40 @@ func (s *Server) endSession(w http.ResponseWriter, r *http.Request, who auth.Pri
 	if err != nil {
 		return err
 	}
-	if err := s.runs.End(r.Context(), who, id); err != nil {
+	body, e := readBody(w, r)
+	if e != nil {
+		return e
+	}
+	if len(body) == 0 {
+		err = s.runs.End(r.Context(), who, id)
+	} else {
+		// A runner ending its run says how the agent finished.
+		var req endRequest
+		if e := route.DecodeBytes(body, &req); e != nil {
+			return e
+		}
+		if req.Reason == "" || req.ExitStatus == nil {
+			return invalid("reason and exit_status are required in a body (or send none)")
+		}
+		err = s.runs.EndWithResult(r.Context(), who, id, run.Result{Reason: run.EndReason(req.Reason), ExitStatus: *req.ExitStatus, FinalMessage: req.FinalMessage})
+	}
+	var inv *run.InvalidError
+	if errors.As(err, &inv) {
+		return invalid("%s", inv.Error())
+	}
+	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": string(run.StatusEnded)})
 	return nil
+}
+
+// endRequest is the optional body of POST /v1/sessions/{id}/end: how the
+// run's agent finished, from its runner.
+type endRequest struct {
+	Reason       string `json:"reason"`
+	ExitStatus   *int   `json:"exit_status"`
+	FinalMessage string `json:"final_message,omitempty"`
 }
 
 type eventView struct {

@@ -75,9 +75,17 @@ func New(cfg Config) *Server {
 	// The proxy asks the gate about a request's server tools; it holds no
 	// request for a human, so the judge needs no approval service.
 	judge := permission.NewService(cfg.Ledger, nil, nil, cfg.Logger, cfg.Now)
-	verify := modelproxy.NewVerifier(cfg.Ledger, run.NewService(cfg.Ledger, cfg.Now), cfg.Halted, cfg.Logger, cfg.Now)
+	halted := func(ctx context.Context, h store.Halted) {
+		cfg.Telemetry.RunHalted(ctx, h.Reason)
+		if cfg.Halted != nil {
+			cfg.Halted(ctx, h)
+		}
+	}
+	verify := modelproxy.NewVerifier(cfg.Ledger, run.NewService(cfg.Ledger, cfg.Now), halted, cfg.Logger, cfg.Now)
+	proxy := modelproxy.New(admit, upstreams, judge, verify, cfg.Client, cfg.Logger)
+	proxy.Record(cfg.Telemetry)
 	return &Server{
-		budget: budgetDeps{upstreams: upstreams, proxy: modelproxy.New(admit, upstreams, judge, verify, cfg.Client, cfg.Logger)},
+		budget: budgetDeps{upstreams: upstreams, proxy: proxy},
 		keys:   route.NewSessionKeys(st, cfg.Logger),
 		// The model proxy takes the session token like every route of the
 		// run, so its requests count against the same per-run limit.

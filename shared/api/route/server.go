@@ -41,6 +41,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/ratelimit"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/telemetry"
 )
 
 // Config is what every handler package and the core share.
@@ -58,12 +59,19 @@ type Config struct {
 	// make per minute, across every instance (FLUIDBOX_RUN_REQUESTS_PER_MINUTE);
 	// 0 is ratelimit.DefaultPerMinute.
 	RunRequestsPerMinute int
+	// RunMaxOpenRequests bounds the requests one run's session token may
+	// have open at once, across every instance, long polls included
+	// (FLUIDBOX_RUN_MAX_OPEN_REQUESTS); 0 is ratelimit.DefaultMaxOpen.
+	RunMaxOpenRequests int
+	// Telemetry records each request's span and the handlers' acts; nil
+	// is off (package telemetry).
+	Telemetry *telemetry.Telemetry
 }
 
 // ConfigFrom is what a deployed function's handler packages take from its
 // configuration, the same for every function.
 func ConfigFrom(c config.Config, led *ledger.Ledger, log *slog.Logger) Config {
-	return Config{AdminToken: c.AdminToken, Ledger: led, Logger: log, RunRequestsPerMinute: c.RunRequestsPerMinute}
+	return Config{AdminToken: c.AdminToken, Ledger: led, Logger: log, RunRequestsPerMinute: c.RunRequestsPerMinute, RunMaxOpenRequests: c.RunMaxOpenRequests}
 }
 
 // WithDefaults fills the clock and the logger.
@@ -113,6 +121,7 @@ type Server struct {
 	cfg    Config
 	keys   *SessionKeys
 	limit  *ratelimit.Limiter
+	open   *ratelimit.Open
 	log    *slog.Logger
 	mux    *http.ServeMux
 	routes []Route
@@ -124,7 +133,8 @@ type Server struct {
 func New(cfg Config, t Target, groups ...Group) (*Server, error) {
 	cfg = cfg.WithDefaults()
 	s := &Server{cfg: cfg, keys: NewSessionKeys(cfg.Ledger.Store(), cfg.Logger), log: cfg.Logger, mux: http.NewServeMux(),
-		limit: ratelimit.New(cfg.Ledger.Store(), cfg.RunRequestsPerMinute, cfg.Now)}
+		limit: ratelimit.New(cfg.Ledger.Store(), cfg.RunRequestsPerMinute, cfg.Now),
+		open:  ratelimit.NewOpen(cfg.Ledger.Store(), cfg.RunMaxOpenRequests, cfg.Now)}
 	given := Endpoints{}
 	for _, g := range groups {
 		for p, e := range g.Endpoints() {
@@ -188,9 +198,16 @@ func (s *Server) handle(pattern string, acc Access, h HandlerFunc) {
 		if e == nil && who.Kind == auth.KindSession {
 			e = s.rateLimit(w, r, who.RunID)
 		}
+		var slot *ratelimit.Slot
+		if e == nil && who.Kind == auth.KindSession {
+			slot, e = s.enter(w, r, who.RunID)
+		}
 		if e != nil {
 			WriteError(w, e)
 			return
+		}
+		if slot != nil {
+			defer s.leave(r, who.RunID, slot)
 		}
 		if err := h(w, r, who); err != nil {
 			Fail(s.log, w, r, err)
@@ -217,6 +234,35 @@ func (s *Server) rateLimit(w http.ResponseWriter, r *http.Request, runID string)
 	}
 	s.log.ErrorContext(r.Context(), "rate limit unavailable", "run", runID, "err", err)
 	return ErrUnavailable
+}
+
+// enter takes one of the run's open-request slots for this request: with
+// the run's limit open it answers 429 (a long poll holds its slot while it
+// waits); a count that cannot be kept is 503, never a pass.
+func (s *Server) enter(w http.ResponseWriter, r *http.Request, runID string) (*ratelimit.Slot, *Error) {
+	slot, err := s.open.Enter(r.Context(), runID)
+	var busy *ratelimit.BusyError
+	switch {
+	case err == nil:
+		return slot, nil
+	case errors.As(err, &busy):
+		w.Header().Set("Retry-After", "1")
+		s.log.WarnContext(r.Context(), "too many open requests", "run", runID, "limit", busy.Limit)
+		return nil, &Error{Status: http.StatusTooManyRequests, Code: "rate_limited",
+			Message: fmt.Sprintf("this run already has %d requests open, the most it may (FLUIDBOX_RUN_MAX_OPEN_REQUESTS); nothing was done: retry once one of them ends, and treat this as deny until then", busy.Limit)}
+	}
+	s.log.ErrorContext(r.Context(), "open-request count unavailable", "run", runID, "err", err)
+	return nil, ErrUnavailable
+}
+
+// leave releases the request's slot, even when the request was cancelled;
+// a slot that cannot be released is freed when its lease expires.
+func (s *Server) leave(r *http.Request, runID string, slot *ratelimit.Slot) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+	defer cancel()
+	if err := slot.Release(ctx); err != nil {
+		s.log.WarnContext(ctx, "release an open-request slot; its lease frees it", "run", runID, "err", err)
+	}
 }
 
 // authorize says whether who may call a route of the given access. The
@@ -258,10 +304,22 @@ func (s *Server) authenticate(r *http.Request, acc Access) (auth.Principal, *Err
 	if auth.AdminMatches(tok, s.cfg.AdminToken) {
 		return auth.Principal{Kind: auth.KindAdmin, Subject: string(call.Operator)}, nil
 	}
-	if s.cfg.Users != nil && !acc.personless() && tok != "" && !strings.HasPrefix(tok, auth.SessionTokenPrefix) && !strings.HasPrefix(tok, auth.RunnerTokenPrefix) && !strings.HasPrefix(tok, auth.TriggerKeyPrefix) {
+	if s.cfg.Users != nil && !acc.personless() && tok != "" && !strings.HasPrefix(tok, auth.SessionTokenPrefix) && !strings.HasPrefix(tok, auth.RunnerTokenPrefix) && !strings.HasPrefix(tok, auth.TriggerKeyPrefix) && !strings.HasPrefix(tok, auth.LaunchCredentialPrefix) {
 		return s.cfg.Users.AuthenticateUser(r, tok)
 	}
 	runID := r.PathValue("id")
+	if strings.HasPrefix(tok, auth.LaunchCredentialPrefix) {
+		if acc != Issuers {
+			return auth.Principal{}, ErrUnauthenticated
+		}
+		switch s.keys.CheckLaunch(r, tok, runID) {
+		case KeyOK:
+			return auth.Principal{Kind: auth.KindLaunch, Subject: "launch", RunID: runID}, nil
+		case KeyUnavailable:
+			return auth.Principal{}, ErrUnavailable
+		}
+		return auth.Principal{}, ErrUnauthenticated
+	}
 	if strings.HasPrefix(tok, auth.TriggerKeyPrefix) {
 		if acc != Issuers {
 			return auth.Principal{}, ErrUnauthenticated
@@ -424,7 +482,15 @@ func Fail(log *slog.Logger, w http.ResponseWriter, r *http.Request, err error) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := s.cfg.Now()
 	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-	if _, pattern := s.mux.Handler(r); pattern == "" {
+	_, pattern := s.mux.Handler(r)
+	// The span is named by the route table's pattern, never the raw path,
+	// and continues the runner's trace (traceparent).
+	ctx, end := s.cfg.Telemetry.StartRequest(s.cfg.Telemetry.Extract(r.Context(), r.Header), pattern)
+	defer func() { end(rec.status) }()
+	if ctx != r.Context() {
+		r = r.WithContext(ctx)
+	}
+	if pattern == "" {
 		probe := &statusRecorder{ResponseWriter: discard{}, status: http.StatusOK}
 		h, _ := s.mux.Handler(r)
 		h.ServeHTTP(probe, r)

@@ -141,10 +141,21 @@ var Table = []Route{
 	{Pattern: "/v1/sessions/{id}/model/", Access: Public, Function: Broker, Via: FunctionURL,
 		Undocumented: "every other Anthropic path: 404 in Anthropic's error shape"},
 	{Pattern: "GET /healthz", Access: Public, Function: Broker, Via: FunctionURL},
+	// A run's workspace: the frozen commit, fetched with the GitHub App's
+	// installation token, which only the broker may open; on the function
+	// URL, which carries a binary body of any size API Gateway would cut.
+	{Pattern: "GET /v1/sessions/{id}/workspace", Access: Runner, Function: Broker, Via: FunctionURL},
+	// The report back to the pull request once the run ended: the
+	// control plane's act (the text is the stored result), with a token
+	// the broker mints; the runner token only asks for it.
+	{Pattern: "POST /v1/sessions/{id}/report", Access: Reporters, Function: Broker, Via: APIGateway},
 
 	// The operator's model upstream: sealed here, opened only by the proxy.
 	{Pattern: "PUT /v1/model-upstream", Access: Admin, Function: Control, Via: APIGateway},
 	{Pattern: "GET /v1/model-upstream", Access: Admin, Function: Control, Via: APIGateway},
+	// The GitHub App that fetches workspaces: its key sealed here.
+	{Pattern: "PUT /v1/github-app", Access: Admin, Function: Control, Via: APIGateway},
+	{Pattern: "GET /v1/github-app", Access: Admin, Function: Control, Via: APIGateway},
 
 	// Triggers: configurations (admin), and GitHub's deliveries, signed,
 	// on a function of their own that holds the webhook secret.
@@ -205,9 +216,10 @@ const (
 	// run decides the calls on their personal connections whatever their
 	// role, and nobody else decides or reads them.
 	Deciders Access = "deciders"
-	// Issuers: the operator, an SSO admin, or the runner key of the
-	// trigger that created the run in the path (never a session or runner
-	// token: a run's own tokens cannot mint more).
+	// Issuers: the operator, an SSO admin, the runner key of the trigger
+	// that created the run in the path, or that run's launch credential,
+	// once (never a session or runner token: a run's own tokens cannot
+	// mint more).
 	Issuers Access = "issuers"
 	// People: the operator and every SSO user (never a session token); the
 	// handler decides further (connections: owner or admin).

@@ -41,6 +41,9 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request, _ auth.Principal)
 	}
 	s.log.InfoContext(r.Context(), "admission", "run", id, "request", res.RequestID, "reservation", res.ID,
 		"model", res.Model, "reserved", res.Amount.String(), "new", res.Created)
+	if res.Created {
+		s.cfg.Telemetry.BudgetReserved(r.Context(), int64(res.Amount))
+	}
 	writeJSON(w, status, admissionView{ReservationID: res.ID, RequestID: res.RequestID, Model: res.Model, ReservedUSD: res.Amount.USD()})
 	return nil
 }
@@ -84,6 +87,9 @@ func (s *Server) reconcile(w http.ResponseWriter, r *http.Request, _ auth.Princi
 	}
 	s.log.InfoContext(r.Context(), "reconcile", "run", id, "request", reqID, "cost", st.Cost.String(),
 		"settlement", st.Settlement, "applied", st.Applied)
+	if st.Applied {
+		s.cfg.Telemetry.BudgetSpent(r.Context(), int64(st.Cost))
+	}
 	writeJSON(w, http.StatusOK, reconcileView{CostUSD: st.Cost.USD(), Reconciled: true, Settlement: string(st.Settlement)})
 	return nil
 }

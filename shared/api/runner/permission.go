@@ -7,6 +7,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/permission"
+	"github.com/fluidbox/fluidbox/shared/telemetry"
 )
 
 // ReadPermissionRequest reads what both ways of asking for a decision take
@@ -33,6 +34,7 @@ func (s *Server) permission(w http.ResponseWriter, r *http.Request, _ auth.Princ
 	if err != nil {
 		return err
 	}
+	start := time.Now()
 	ans, err := s.perm.Decide(r.Context(), id, req, wait)
 	var inv *permission.InvalidError
 	switch {
@@ -45,6 +47,8 @@ func (s *Server) permission(w http.ResponseWriter, r *http.Request, _ auth.Princ
 	}
 	s.log.InfoContext(r.Context(), "decision", "run", id, "call", req.ToolCallID, "tool", req.ToolName,
 		"decision", ans.Decision, "source", ans.Source, "rule", ans.RuleID)
+	s.cfg.Telemetry.Decided(r.Context(), start, telemetry.Decision{Run: id, Call: req.ToolCallID, Tool: req.ToolName,
+		Decision: string(ans.Decision), Source: ans.Source, Rule: ans.RuleID, Approval: ans.ApprovalID})
 	writeJSON(w, http.StatusOK, ans)
 	return nil
 }

@@ -54,6 +54,12 @@ type triggerRequest struct {
 	// SlackChannel, a Slack channel id, takes the approval messages of the
 	// trigger's runs instead of FLUIDBOX_SLACK_CHANNEL.
 	SlackChannel string `json:"slack_channel,omitempty"`
+	// Prompt is what a launched run's agent is asked; Report how its
+	// result goes back to the pull request; TimeoutSeconds how long the
+	// agent may run (launch.go).
+	Prompt         string `json:"prompt,omitempty"`
+	Report         string `json:"report,omitempty"`
+	TimeoutSeconds int    `json:"timeout_seconds,omitempty"`
 	// RotateRunnerKey, on an update, replaces the trigger's runner key
 	// with a new one, returned once (the old one stops working).
 	RotateRunnerKey bool `json:"rotate_runner_key,omitempty"`
@@ -86,6 +92,9 @@ type triggerView struct {
 	OwnWebhookSecret bool   `json:"own_webhook_secret,omitempty"`
 	WebhookSecret    string `json:"webhook_secret,omitempty"`
 	SlackChannel     string `json:"slack_channel,omitempty"`
+	Prompt           string `json:"prompt,omitempty"`
+	Report           string `json:"report"`
+	TimeoutSeconds   int    `json:"timeout_seconds"`
 	// RunnerKey may have the tokens of this trigger's runs issued (POST
 	// /v1/sessions/{id}/token), once each; in the answer of the creation
 	// (or of an update that rotates it) only.
@@ -169,6 +178,9 @@ func triggerOut(t store.Trigger) triggerView {
 		Verify:              run.VerifyOf(store.Head{Verify: t.Verify}),
 		OwnWebhookSecret:    t.OwnSecret,
 		SlackChannel:        t.SlackChannel,
+		Prompt:              t.Prompt,
+		Report:              reportOrDefault(t.Report),
+		TimeoutSeconds:      timeoutOrDefault(t.TimeoutSeconds),
 		CreatedAt:           t.CreatedAt,
 		CreatedBy:           t.CreatedBy,
 		Revision:            t.Revision,
@@ -228,6 +240,9 @@ func (s *Server) checkTrigger(r *http.Request, req triggerRequest) (store.Trigge
 	if req.SlackChannel != "" && !slackChannelPattern.MatchString(req.SlackChannel) {
 		return store.Trigger{}, invalid("slack_channel: must be a Slack channel id (C... or G...)")
 	}
+	if err := checkLaunch(req); err != nil {
+		return store.Trigger{}, err
+	}
 	if len(req.Events) == 0 {
 		req.Events = []string{eventPullRequest}
 	}
@@ -267,6 +282,9 @@ func (s *Server) checkTrigger(r *http.Request, req triggerRequest) (store.Trigge
 		Verify:              string(req.Verify),
 		OwnSecret:           req.OwnWebhookSecret,
 		SlackChannel:        req.SlackChannel,
+		Prompt:              req.Prompt,
+		Report:              reportOrDefault(req.Report),
+		TimeoutSeconds:      timeoutOrDefault(req.TimeoutSeconds),
 	}, nil
 }
 

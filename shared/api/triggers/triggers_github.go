@@ -271,6 +271,7 @@ func (s *Server) githubDelivery(w http.ResponseWriter, r *http.Request) error {
 			PullRequest:    pr.Number,
 			HeadSHA:        pr.HeadSHA,
 			Fork:           pr.Fork,
+			Author:         pr.Author,
 		},
 	})
 	if err != nil {

@@ -179,7 +179,7 @@ func (e *Env) Bash(t *testing.T, callID, command string, wait time.Duration) (pe
 // Events lists the types of the run's events.
 func (e *Env) Events(t *testing.T) []string {
 	t.Helper()
-	evs, err := e.St.Events(context.Background(), e.RunID, 0, 1000)
+	evs, _, err := e.Led.Read(context.Background(), e.RunID, 0, 1000, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

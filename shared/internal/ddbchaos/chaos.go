@@ -27,15 +27,28 @@ type Chaos struct {
 	// ThrottlingException or ProvisionedThroughputExceededException.
 	Throttle float64
 	// Latency is the most a request waits before it is served; each
-	// waits a uniformly random part of it.
+	// waits a uniformly random part of it. With Hold set, a
+	// TransactWriteItems takes all of it instead (DynamoDB's two-phase
+	// commit takes about the same time every time), and every other
+	// request a uniformly random part of Latency-Hold: single-item
+	// requests and reads take a fraction of a transaction's time.
 	Latency time.Duration
+	// Hold, when set, is how long a TransactWriteItems holds its items
+	// (the last Hold of its Latency): a transaction that meets an item
+	// another one holds is cancelled with reason TransactionConflict,
+	// and a single-item write that meets one is refused with
+	// TransactionConflictException, as DynamoDB does. Reads see the
+	// items as they were until the holder commits. This is the timing
+	// model: it makes contention on one item cost what it costs on AWS,
+	// where minidyn alone serializes every write and never conflicts.
+	Hold time.Duration
 	// Seed makes the random choices repeatable.
 	Seed int64
 }
 
 // Zero says whether c injects nothing.
 func (c Chaos) Zero() bool {
-	return c.Conflict == 0 && c.ItemConflict == 0 && c.Throttle == 0 && c.Latency == 0
+	return c.Conflict == 0 && c.ItemConflict == 0 && c.Throttle == 0 && c.Latency == 0 && c.Hold == 0
 }
 
 // String is c in the form ParseChaos reads.
@@ -52,6 +65,9 @@ func (c Chaos) String() string {
 	if c.Latency != 0 {
 		parts = append(parts, "latency="+c.Latency.String())
 	}
+	if c.Hold != 0 {
+		parts = append(parts, "hold="+c.Hold.String())
+	}
 	if c.Seed != 0 {
 		parts = append(parts, "seed="+strconv.FormatInt(c.Seed, 10))
 	}
@@ -59,7 +75,8 @@ func (c Chaos) String() string {
 }
 
 // ParseChaos reads "conflict=0.2,throttle=0.05,itemconflict=0.05,
-// latency=5ms,seed=1"; every key is optional, an empty string is no chaos.
+// latency=20ms,hold=18ms,seed=1"; every key is optional, an empty string
+// is no chaos. hold needs a latency at least as long.
 func ParseChaos(s string) (Chaos, error) {
 	var c Chaos
 	if strings.TrimSpace(s) == "" {
@@ -91,10 +108,15 @@ func ParseChaos(s string) (Chaos, error) {
 			if err == nil && (c.Latency < 0 || c.Latency > 10*time.Second) {
 				err = fmt.Errorf("ddbchaos: latency=%s is not between 0 and 10s", v)
 			}
+		case "hold":
+			c.Hold, err = time.ParseDuration(v)
+			if err == nil && (c.Hold < 0 || c.Hold > 10*time.Second) {
+				err = fmt.Errorf("ddbchaos: hold=%s is not between 0 and 10s", v)
+			}
 		case "seed":
 			c.Seed, err = strconv.ParseInt(v, 10, 64)
 		default:
-			err = fmt.Errorf("ddbchaos: unknown key %q (conflict, itemconflict, throttle, latency, seed)", k)
+			err = fmt.Errorf("ddbchaos: unknown key %q (conflict, itemconflict, throttle, latency, hold, seed)", k)
 		}
 		if err != nil {
 			return Chaos{}, err
@@ -102,6 +124,9 @@ func ParseChaos(s string) (Chaos, error) {
 	}
 	if c.Conflict+c.Throttle > 1 {
 		return Chaos{}, fmt.Errorf("ddbchaos: conflict+throttle exceeds 1")
+	}
+	if c.Hold > c.Latency {
+		return Chaos{}, fmt.Errorf("ddbchaos: hold=%s is longer than latency=%s: a transaction holds its items for part of the time it takes", c.Hold, c.Latency)
 	}
 	return c, nil
 }
@@ -131,8 +156,11 @@ const (
 type Fault struct {
 	Op    string                   // e.g. "TransactWriteItems"
 	Match func(pk, sk string) bool // nil: every request of Op
-	Kind  Kind
-	Times int // 0 means once
+	// Actions, when set, matches only requests of that many actions
+	// (a transaction's shape tells its writer apart).
+	Actions int
+	Kind    Kind
+	Times   int // 0 means once
 }
 
 // KeyHas matches a key whose partition or sort key contains sub.
@@ -173,10 +201,11 @@ func (l *Layer) ClearFaults() {
 func (l *Layer) delay() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.chaos.Latency <= 0 {
+	d := l.chaos.Latency - l.chaos.Hold
+	if d <= 0 {
 		return 0
 	}
-	return time.Duration(l.rng.Int64N(int64(l.chaos.Latency)))
+	return time.Duration(l.rng.Int64N(int64(d)))
 }
 
 // fault decides whether a request fails and how; at is the index of the
@@ -185,7 +214,7 @@ func (l *Layer) fault(op string, acts []action) (Kind, int, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for i, in := range l.faults {
-		if in.f.Op != op {
+		if in.f.Op != op || in.f.Actions != 0 && in.f.Actions != len(acts) {
 			continue
 		}
 		at := 0

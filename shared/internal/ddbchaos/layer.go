@@ -17,7 +17,12 @@
 // errors, added latency; and targeted single faults ("the next
 // TransactWriteItems whose items include a key matching X"). A faulted
 // request never reaches minidyn, as a cancelled transaction never applies
-// on AWS. Third, when given a role's IAM statements (Enforce), requests
+// on AWS. With Chaos.Hold it also models DynamoDB's timing: a transaction
+// takes Chaos.Latency and holds its items for the last Hold of it, and a
+// transaction or single-item write that meets a held item is cancelled
+// with TransactionConflict, as on AWS; minidyn alone serializes every
+// write and never conflicts, which flatters any design that contends on
+// one item. Third, when given a role's IAM statements (Enforce), requests
 // signed with that role's access key are authorized as AWS authorizes
 // them and refused with AccessDeniedException otherwise, recorded with
 // the validator's refusals (iam.go; package roles reads template.yaml's).
@@ -30,6 +35,7 @@ package ddbchaos
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,21 +64,26 @@ type Layer struct {
 	stats   Stats
 	// policies are the roles Enforce was given, by access key id.
 	policies map[string]Policy
+	// held are the items of the transactions in flight (Chaos.Hold), by
+	// table and key.
+	held map[heldKey]struct{}
 
 	// updates serializes UpdateItem's size check (a read before, the
 	// update, a read after) so that no other update lands between.
 	updates sync.Mutex
 }
 
-// Stats counts what the layer did.
+// Stats counts what the layer did. Faulted counts every request the
+// layer failed on purpose; Conflicts, the part of it that met an item a
+// transaction in flight held (Chaos.Hold).
 type Stats struct {
-	Requests, Refused, Faulted int64
+	Requests, Refused, Faulted, Conflicts int64
 }
 
 // New returns a Layer in front of next, injecting faults as c says (the
 // zero Chaos injects none; validation is always on).
 func New(next http.Handler, c Chaos) *Layer {
-	return &Layer{next: next, schemas: map[string]*schema{}, chaos: c, rng: rand.New(rand.NewPCG(uint64(c.Seed), 0x5eed))}
+	return &Layer{next: next, schemas: map[string]*schema{}, chaos: c, rng: rand.New(rand.NewPCG(uint64(c.Seed), 0x5eed)), held: map[heldKey]struct{}{}}
 }
 
 // SetChaos changes the random faults from now on.
@@ -141,10 +152,19 @@ func (l *Layer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeAccessDenied(w, why)
 		return
 	}
-	if d := l.delay(); d > 0 {
-		select {
-		case <-time.After(d):
-		case <-r.Context().Done():
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	r.ContentLength = int64(len(body))
+	if hold := l.holdTime(); hold > 0 && op == "TransactWriteItems" {
+		l.transact(w, r, acts, hold)
+		return
+	}
+	if !sleep(r.Context(), l.delay()) {
+		return
+	}
+	if op == "PutItem" || op == "UpdateItem" || op == "DeleteItem" {
+		if l.isHeld(acts[0]) {
+			l.count(true)
+			writeFault(w, ItemConflict, 0, 1)
 			return
 		}
 	}
@@ -155,10 +175,105 @@ func (l *Layer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeFault(w, kind, at, len(acts))
 		return
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	r.ContentLength = int64(len(body))
 	if op == "UpdateItem" {
 		l.update(w, r, acts[0])
+		return
+	}
+	l.next.ServeHTTP(w, r)
+}
+
+// sleep waits d, or less if ctx ends first; it says whether it waited all
+// of d.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// heldKey names one item across tables.
+type heldKey struct{ table, pk, sk string }
+
+// holdTime is Chaos.Hold now.
+func (l *Layer) holdTime() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.chaos.Hold
+}
+
+// count records a request failed on purpose; conflict says it met a held
+// item.
+func (l *Layer) count(conflict bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stats.Faulted++
+	if conflict {
+		l.stats.Conflicts++
+	}
+}
+
+// isHeld says whether a transaction in flight holds a's item.
+func (l *Layer) isHeld(a action) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	pk, sk := l.keyOfLocked(a)
+	_, ok := l.held[heldKey{a.table, pk, sk}]
+	return ok
+}
+
+// transact serves a TransactWriteItems under the timing model: it takes
+// Latency, of which its items are held for the last hold. The first
+// action whose item another transaction holds cancels it with
+// TransactionConflict, as DynamoDB does, and nothing applies. The
+// transaction is applied at the end of its hold, so that readers see the
+// items as they were while it is in flight, and no other write can land
+// on them in between.
+func (l *Layer) transact(w http.ResponseWriter, r *http.Request, acts []action, hold time.Duration) {
+	l.mu.Lock()
+	prepare := l.chaos.Latency - hold
+	l.mu.Unlock()
+	if !sleep(r.Context(), prepare) {
+		return
+	}
+	if kind, at, ok := l.fault("TransactWriteItems", acts); ok {
+		l.count(false)
+		writeFault(w, kind, at, len(acts))
+		return
+	}
+	keys := make([]heldKey, len(acts))
+	l.mu.Lock()
+	for i, a := range acts {
+		pk, sk := l.keyOfLocked(a)
+		keys[i] = heldKey{a.table, pk, sk}
+		if _, taken := l.held[keys[i]]; taken {
+			l.stats.Faulted++
+			l.stats.Conflicts++
+			l.mu.Unlock()
+			writeFault(w, Conflict, i, len(acts))
+			return
+		}
+	}
+	for _, k := range keys {
+		l.held[k] = struct{}{}
+	}
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		for _, k := range keys {
+			delete(l.held, k)
+		}
+		l.mu.Unlock()
+	}()
+	if !sleep(r.Context(), hold) {
+		// The caller gave up: as on AWS, what it sees is an error and
+		// what applies is unknown to it; here nothing does.
 		return
 	}
 	l.next.ServeHTTP(w, r)

@@ -3,8 +3,11 @@ package ddbchaos_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -256,19 +259,164 @@ func TestRandomShare(t *testing.T) {
 }
 
 func TestParseChaos(t *testing.T) {
-	c, err := ddbchaos.ParseChaos("conflict=0.2,throttle=0.05,itemconflict=0.01,latency=3ms,seed=9")
+	c, err := ddbchaos.ParseChaos("conflict=0.2,throttle=0.05,itemconflict=0.01,latency=3ms,hold=2ms,seed=9")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Conflict != 0.2 || c.Throttle != 0.05 || c.ItemConflict != 0.01 || c.Latency.Milliseconds() != 3 || c.Seed != 9 {
+	if c.Conflict != 0.2 || c.Throttle != 0.05 || c.ItemConflict != 0.01 || c.Latency.Milliseconds() != 3 || c.Hold.Milliseconds() != 2 || c.Seed != 9 {
 		t.Fatalf("parsed %+v", c)
 	}
 	if back, _ := ddbchaos.ParseChaos(c.String()); back != c {
 		t.Fatalf("round trip %q gave %+v", c.String(), back)
 	}
-	for _, bad := range []string{"conflict", "conflict=2", "throttle=-1", "nope=1", "latency=1h", "conflict=0.7,throttle=0.5"} {
+	for _, bad := range []string{"conflict", "conflict=2", "throttle=-1", "nope=1", "latency=1h", "conflict=0.7,throttle=0.5", "hold=2ms", "latency=1ms,hold=2ms", "latency=20ms,hold=-1ms"} {
 		if _, err := ddbchaos.ParseChaos(bad); err == nil {
 			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// cancelReason is the reason code a cancelled transaction gives for its
+// action at, or "" when err is not a cancellation.
+func cancelReason(err error, at int) string {
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) || at >= len(tce.CancellationReasons) {
+		return ""
+	}
+	return aws.ToString(tce.CancellationReasons[at].Code)
+}
+
+// TestHeldItemsConflict: under the timing model, transactions that meet
+// an item another transaction in flight holds are cancelled with
+// TransactionConflict on that item, even when both only check it (as
+// DynamoDB does), and a cancelled one applies nothing; at least one of a
+// burst on one item commits.
+func TestHeldItemsConflict(t *testing.T) {
+	t.Parallel()
+	db, client, table := newTable(t)
+	ctx := context.Background()
+	if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item("run", "FENCE", nil)}); err != nil {
+		t.Fatal(err)
+	}
+	db.Layer.SetChaos(ddbchaos.Chaos{Latency: 300 * time.Millisecond, Hold: 250 * time.Millisecond})
+	const n = 24
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			_, errs[i] = client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+				{ConditionCheck: &types.ConditionCheck{TableName: aws.String(table), Key: item("run", "FENCE", nil), ConditionExpression: aws.String("attribute_exists(pk)")}},
+				{Put: &types.Put{TableName: aws.String(table), Item: item("run", fmt.Sprintf("CALL#%02d", i), nil)}},
+			}})
+		})
+	}
+	close(start)
+	wg.Wait()
+	committed, conflicts := 0, 0
+	for i, err := range errs {
+		got, gerr := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: item("run", fmt.Sprintf("CALL#%02d", i), nil), ConsistentRead: aws.Bool(true)})
+		if gerr != nil {
+			t.Fatal(gerr)
+		}
+		switch {
+		case err == nil:
+			committed++
+			if got.Item == nil {
+				t.Errorf("transaction %d committed but its item is missing", i)
+			}
+		case cancelReason(err, 0) == "TransactionConflict":
+			conflicts++
+			if got.Item != nil {
+				t.Errorf("transaction %d was cancelled but its item was written", i)
+			}
+		default:
+			t.Errorf("transaction %d: %v, want success or TransactionConflict on the checked item", i, err)
+		}
+	}
+	if committed == 0 || conflicts == 0 {
+		t.Fatalf("%d committed, %d cancelled for conflict of %d racing on one held item; want both", committed, conflicts, n)
+	}
+	if st := db.Layer.Stats(); st.Conflicts != int64(conflicts) {
+		t.Errorf("Stats().Conflicts = %d, want %d", st.Conflicts, conflicts)
+	}
+}
+
+// TestHeldItemRefusesSingleWrites: a single-item write meeting an item a
+// transaction in flight holds is refused with TransactionConflictException
+// and applies nothing; a read during the hold sees the item as it was; the
+// transaction then commits.
+func TestHeldItemRefusesSingleWrites(t *testing.T) {
+	t.Parallel()
+	db, client, table := newTable(t)
+	ctx := context.Background()
+	if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item("run", "HEAD", map[string]types.AttributeValue{"v": s("old")})}); err != nil {
+		t.Fatal(err)
+	}
+	// Latency = Hold: single requests take no time, the transaction holds
+	// its item for all of its second.
+	db.Layer.SetChaos(ddbchaos.Chaos{Latency: time.Second, Hold: time.Second})
+	done := make(chan error, 1)
+	go func() {
+		_, err := client.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: []types.TransactWriteItem{
+			{Put: &types.Put{TableName: aws.String(table), Item: item("run", "HEAD", map[string]types.AttributeValue{"v": s("txn")})}},
+		}})
+		done <- err
+	}()
+	refused := 0
+	sawOld, sawTxn, landedAfter := false, false, false
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("the holding transaction: %v", err)
+			}
+			got, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: item("run", "HEAD", nil), ConsistentRead: aws.Bool(true)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The transaction applied, unless an update that came after
+			// it landed on top.
+			if v := got.Item["v"].(*types.AttributeValueMemberS).Value; v != "txn" && !landedAfter {
+				t.Errorf("after the transaction, v = %q, want txn", v)
+			}
+			if refused == 0 || !sawOld {
+				t.Fatalf("during the hold: %d writes refused, read saw the old item %v; want both", refused, sawOld)
+			}
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+		_, err := client.UpdateItem(ctx, &dynamodb.UpdateItemInput{TableName: aws.String(table), Key: item("run", "HEAD", nil),
+			UpdateExpression: aws.String("SET v = :v"), ExpressionAttributeValues: map[string]types.AttributeValue{":v": s("single")}})
+		var api smithy.APIError
+		switch {
+		case errors.As(err, &api) && api.ErrorCode() == "TransactionConflictException":
+			refused++
+			if sawTxn {
+				t.Fatal("an update was refused after a read saw the transaction's write: it applied while it still held the item")
+			}
+		case err != nil:
+			t.Fatal(err)
+		case refused > 0:
+			landedAfter = true
+		}
+		got, err := client.GetItem(ctx, &dynamodb.GetItemInput{TableName: aws.String(table), Key: item("run", "HEAD", nil), ConsistentRead: aws.Bool(true)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch v := got.Item["v"].(*types.AttributeValueMemberS).Value; v {
+		case "old":
+			sawOld = true
+		case "single":
+			// An update that landed before the transaction took the item,
+			// or after it let go.
+		case "txn":
+			// Committed, its answer on the way: from now on nothing may
+			// be refused (checked above).
+			sawTxn = true
+		default:
+			t.Fatalf("v = %q", v)
 		}
 	}
 }

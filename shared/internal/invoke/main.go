@@ -53,6 +53,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	event := fs.String("event", "", "event file to post")
 	fixtures := fs.String("fixtures", "events/fixtures", "folder of fixtures to seed")
 	logs := fs.Bool("logs", false, "print the emulator's and function's logs to stderr")
+	builtBootstrap := fs.String("bootstrap", "", "run this built bootstrap instead of building the function")
+	builtEmulator := fs.String("emulator", "", "use this built aws-lambda-rie instead of building it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -72,14 +74,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer os.RemoveAll(work)
-	fmt.Fprintf(stderr, "building %s and the emulator...\n", *fn)
-	bootstrap, err := rie.BuildFunction(ctx, "./functions/"+*fn, filepath.Join(work, *fn))
-	if err != nil {
-		return err
+	bootstrap, emulator := *builtBootstrap, *builtEmulator
+	if bootstrap == "" || emulator == "" {
+		fmt.Fprintf(stderr, "building %s and the emulator...\n", *fn)
 	}
-	emulator, err := rie.BuildRIE(ctx, work)
-	if err != nil {
-		return err
+	if bootstrap == "" {
+		if bootstrap, err = rie.BuildFunction(ctx, "./functions/"+*fn, filepath.Join(work, *fn)); err != nil {
+			return err
+		}
+	}
+	if emulator == "" {
+		if emulator, err = rie.BuildRIE(ctx, work); err != nil {
+			return err
+		}
 	}
 
 	db, err := devstack.StartDynamoDB("127.0.0.1:0")

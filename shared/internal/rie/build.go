@@ -5,11 +5,17 @@ package rie
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
+	"syscall"
 )
 
 // RIEPackage is the emulator's main package, pinned by the `tool` line in
@@ -17,11 +23,8 @@ import (
 const RIEPackage = "github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie"
 
 // BuildRIE builds the emulator pinned in go.mod for this host into
-// outDir/aws-lambda-rie and returns its path. It is a plain `go build`
-// (CGO_ENABLED=0) run from the current directory, which must be inside the
-// module; the Go build cache makes repeated calls cheap. (`go tool -n` would
-// name a binary inside the build cache, which `go clean -cache` or cache
-// trimming may delete under a running test; a file in outDir is ours.)
+// outDir/aws-lambda-rie and returns its path (see goBuild for how builds
+// are shared).
 func BuildRIE(ctx context.Context, outDir string) (string, error) {
 	out := filepath.Join(outDir, "aws-lambda-rie")
 	err := goBuild(ctx, out, []string{
@@ -49,20 +52,113 @@ func BuildFunction(ctx context.Context, pkg, outDir string) (string, error) {
 	return out, nil
 }
 
-// goBuild runs `go build -o out args...` with env on top of ours. Under
-// `go test` the go command puts its own GOROOT/bin first on PATH, so "go"
-// is the toolchain running the test.
+// goBuild runs `go build -o shared args...` with env on top of ours, where
+// shared is a file in a directory of the module's .build/rie that only
+// this exact build (directory, environment, arguments) writes, then copies
+// it to out. Linking a function takes seconds and every test package that
+// runs one builds it, so the builds share that file across packages and
+// runs: `go build -o` leaves an output whose build ID is current alone,
+// and relinks when anything it is built from changed. A lock on the
+// directory keeps test packages running in parallel from writing the file
+// at once, and each caller runs its own copy, so a later rebuild never
+// changes a program that is running.
+//
+// "go" is the toolchain running the test: under `go test` the go command
+// puts its own GOROOT/bin first on PATH. (`go tool -n` would name a binary
+// inside the build cache, which `go clean -cache` or cache trimming may
+// delete under a running test.)
 func goBuild(ctx context.Context, out string, env []string, args ...string) error {
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+	dir, err := sharedDir(ctx, env, args)
+	if err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-o", out}, args...)...)
+	unlock, err := lockDir(dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	shared := filepath.Join(dir, filepath.Base(out))
+	if err := runGo(ctx, env, append([]string{"build", "-o", shared}, args...)...); err != nil {
+		return err
+	}
+	return copyExecutable(shared, out)
+}
+
+// sharedDir is the directory of one build: .build/rie/<digest> under the
+// module root, the digest naming the working directory (args may name
+// packages relative to it), env and args.
+func sharedDir(ctx context.Context, env, args []string) (string, error) {
+	var gomod bytes.Buffer
+	cmd := exec.CommandContext(ctx, "go", "env", "GOMOD")
+	cmd.Stdout = &gomod
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(gomod.String())
+	if mod == "" || mod == os.DevNull {
+		return "", errors.New("go env GOMOD: not inside a module")
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	for _, part := range append(append([]string{wd}, env...), args...) {
+		h.Write([]byte(part))
+		h.Write([]byte{0})
+	}
+	dir := filepath.Join(filepath.Dir(mod), ".build", "rie", hex.EncodeToString(h.Sum(nil))[:16])
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// lockDir holds an exclusive lock on dir/.lock until the returned function
+// is called. The kernel drops it if the process dies.
+func lockDir(dir string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", dir, err)
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	}, nil
+}
+
+func copyExecutable(from, to string) error {
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		return err
+	}
+	src, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(to, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		return err
+	}
+	return dst.Close()
+}
+
+func runGo(ctx context.Context, env []string, args ...string) error {
+	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Env = mergeEnv(os.Environ(), env)
 	var output bytes.Buffer
 	cmd.Stdout = &output
 	cmd.Stderr = &output
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build: %w\n%s", err, output.String())
+		return fmt.Errorf("go %s: %w\n%s", args[0], err, output.String())
 	}
 	return nil
 }

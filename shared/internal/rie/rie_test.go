@@ -3,12 +3,14 @@
 package rie
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -275,5 +277,53 @@ func BenchmarkStartInvokeClose(b *testing.B) {
 			b.Fatal(err)
 		}
 		_ = e.Close()
+	}
+}
+
+// TestBuildsAreShared builds the echo function from many goroutines at
+// once, as test packages running in parallel do, after removing the shared
+// output TestMain's build left: one of them links it again, the others wait
+// for it under the lock, and every caller gets a complete copy of its own.
+func TestBuildsAreShared(t *testing.T) {
+	ctx := t.Context()
+	env := []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + runtime.GOARCH}
+	dir, err := sharedDir(ctx, env, []string{"-tags", "lambda.norpc", "-trimpath", "-ldflags=-s -w", "./testdata/echo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := filepath.Join(dir, "bootstrap")
+	if err := os.Remove(shared); err != nil {
+		t.Fatalf("TestMain's build left no shared output: %v", err)
+	}
+	want, err := os.ReadFile(echoBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	const builders = 8
+	paths := make([]string, builders)
+	errs := make([]error, builders)
+	var wg sync.WaitGroup
+	for i := range builders {
+		wg.Go(func() {
+			paths[i], errs[i] = BuildFunction(ctx, "./testdata/echo", filepath.Join(t.TempDir(), "echo"))
+		})
+	}
+	wg.Wait()
+	sharedInfo, err := os.Stat(shared)
+	if err != nil {
+		t.Fatalf("no shared output after the builds: %v", err)
+	}
+	for i := range builders {
+		if errs[i] != nil {
+			t.Fatalf("builder %d: %v", i, errs[i])
+		}
+		got, err := os.ReadFile(paths[i])
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("builder %d's copy %s differs from TestMain's build (%v)", i, paths[i], err)
+		}
+		if info, err := os.Stat(paths[i]); err != nil || os.SameFile(info, sharedInfo) {
+			t.Errorf("builder %d was handed the shared output itself, not a copy (%v)", i, err)
+		}
 	}
 }

@@ -58,6 +58,23 @@ type Analysis struct {
 	loose     []looseCommand
 	opaqueWhy string
 	runsWhy   string
+
+	// What the line may write (see Writes), read from the normalizer's
+	// findings on first need.
+	redirected  []word
+	configWrite string
+	writesOnce  sync.Once
+	writes      []Target
+	unseen      string
+	// Whether it only reads (see ReadOnly), judged once: the trust tier,
+	// each policy and Writes all ask.
+	readOnlyOnce sync.Once
+	readOnly     bool
+	readOnlyWhy  string
+	// What it may read (see Reads).
+	redirectedIn []word
+	readsOnce    sync.Once
+	reads        []Operand
 }
 
 // Parsed reports whether the command line parsed at all.
@@ -134,6 +151,11 @@ func (a *Analysis) PartReadOnly(i int) (bool, string) {
 // network or read beyond the paths its words name. If not, why names the
 // part and what is not read-only.
 func (a *Analysis) ReadOnly() (bool, string) {
+	a.readOnlyOnce.Do(func() { a.readOnly, a.readOnlyWhy = a.computeReadOnly() })
+	return a.readOnly, a.readOnlyWhy
+}
+
+func (a *Analysis) computeReadOnly() (bool, string) {
 	if ok, why := a.Strict(); !ok {
 		return false, why
 	}
@@ -372,7 +394,7 @@ func Analyze(cmd string) (a *Analysis) {
 		// The parser and walker are third-party code; a crash inside
 		// them must end in "not understood", never in a crashed gate.
 		if r := recover(); r != nil {
-			*a = Analysis{parseErr: errParserFailure}
+			a = &Analysis{parseErr: errParserFailure}
 		}
 	}()
 	f, err := parse(cmd)
@@ -387,6 +409,7 @@ func Analyze(cmd string) (a *Analysis) {
 	n := &normalizer{budget: maxReparse}
 	n.file(f, 0)
 	a.loose, a.opaqueWhy, a.runsWhy = n.cmds, n.opaqueWhy, n.runsWhy
+	a.redirected, a.configWrite, a.redirectedIn = n.redirected, n.configWrite, n.redirectedIn
 	return a
 }
 

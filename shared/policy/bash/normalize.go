@@ -14,6 +14,11 @@ import (
 // looseCommand is one simple command the line could run, normalized.
 type looseCommand struct {
 	words []word
+	// dir is the directory a literal cd before it moved to ("" for the
+	// line's own), for the paths it writes; anyDir: a cd before it went
+	// somewhere known only at run time.
+	dir    string
+	anyDir bool
 }
 
 // hasPrefix matches literal prefix words, reading a dynamic word as "any one
@@ -38,8 +43,20 @@ func (c looseCommand) hasPrefix(p []string) bool {
 }
 
 type normalizer struct {
-	cmds      []looseCommand
-	opaqueWhy string
+	cmds []looseCommand
+	// redirected are the files output redirections write; anyDir is set
+	// when the line changes to a directory known only at run time, so
+	// that a relative path written after it may be anywhere.
+	redirected []word
+	// redirectedIn are the files input redirections read.
+	redirectedIn []word
+	anyDir       bool
+	// dir is the directory literal cd words moved to, "" for the start.
+	dir string
+	// configWrite says why the line writes git's configuration without
+	// naming the file ("" when it does not).
+	configWrite string
+	opaqueWhy   string
 	// runsWhy is set when a simple command runs another command given in
 	// its words (git rebase --exec, git bisect run): the analysis sees it,
 	// but no allow prefix on the outer command may cover it.
@@ -312,7 +329,7 @@ func (n *normalizer) maybeCode(s string, depth int) {
 // the caller's slice, which nothing writes to once converted; only a
 // program named by a path gets a copy, with its base name.
 func (n *normalizer) emit(words []word) {
-	c := looseCommand{words: words}
+	c := looseCommand{words: words, dir: n.dir, anyDir: n.anyDir}
 	if len(words) > 0 && !words[0].dynamic {
 		if b := basename(words[0].text); b != words[0].text {
 			c.words = append([]word(nil), words...)
@@ -716,6 +733,20 @@ func (n *normalizer) command(words []word, redirs []*syntax.Redirect, depth int)
 					return
 				}
 				n.script(text, depth+1, true, prog+" argument")
+			}
+			return
+		case "cd", "pushd", "popd":
+			// Where a later relative path is depends on the directory;
+			// a literal one names itself (and is judged as a word), any
+			// other is known only at run time.
+			arg := words[len(words)-1]
+			switch {
+			case len(words) < 2 || prog == "popd" || arg.dynamic && !arg.glob || arg.text == "-" || strings.HasPrefix(arg.text, "-"):
+				n.anyDir = true
+			case strings.HasPrefix(arg.text, "/") || strings.HasPrefix(arg.text, "~"):
+				n.dir = arg.text
+			default:
+				n.dir = path.Join(n.dir, arg.text)
 			}
 			return
 		case "su", "runuser", "flock", "script":
@@ -1125,13 +1156,25 @@ func (n *normalizer) redirect(r *syntax.Redirect) {
 	switch r.Op {
 	case syntax.Hdoc, syntax.DashHdoc, syntax.WordHdoc, syntax.DplIn, syntax.DplOut:
 		if r.Op == syntax.DplIn || r.Op == syntax.DplOut {
-			if cw := convertWord(r.Word); cw.dynamic {
+			cw := convertWord(r.Word)
+			if cw.dynamic {
 				n.opaque("a redirection to an expanded file descriptor")
+			} else if r.Op == syntax.DplOut && !isDigits(cw.text) && cw.text != "-" {
+				n.redirected = append(n.redirected, n.inDir(cw)) // >&file writes the file
 			}
 		}
 		return
 	}
 	cw := convertWord(r.Word)
+	switch r.Op {
+	case syntax.RdrOut, syntax.AppOut, syntax.RdrAll, syntax.AppAll, syntax.RdrClob:
+		n.redirected = append(n.redirected, n.inDir(cw))
+	case syntax.RdrInOut:
+		n.redirected = append(n.redirected, n.inDir(cw))
+		n.redirectedIn = append(n.redirectedIn, n.inDir(cw))
+	case syntax.RdrIn:
+		n.redirectedIn = append(n.redirectedIn, n.inDir(cw))
+	}
 	switch {
 	case cw.glob && !strings.HasPrefix(cw.text, "/dev/"):
 		// A pattern or ~/ names existing files or the home directory,
@@ -1693,6 +1736,7 @@ func (n *normalizer) gitConfigCommand(args []word, depth int) {
 	if len(pos) == 0 {
 		return
 	}
+	n.configWrite = "`git config` writes git's configuration (.git/config, or ~/.gitconfig with --global)"
 	n.gitConfig(word{text: pos[0].text}, "git config", depth)
 }
 

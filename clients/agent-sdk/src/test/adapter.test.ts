@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { withFluidbox, FluidboxOptionsError, Gate, GateError, outputTokens, outputRate, brokered } from '../index.js';
-import { resolvePaths } from '../paths.js';
+import { pathKinds, resolvePaths } from '../paths.js';
 
 const token = 'fbx_sess_unit_0123456789';
 const sessionId = 'ses_unit';
@@ -27,6 +27,7 @@ interface Seen {
   path: string;
   query: URLSearchParams;
   auth: string | undefined;
+  traceparent: string | undefined;
   body: any;
 }
 
@@ -39,7 +40,7 @@ async function fakeFluidbox(t: { after: (fn: () => void) => void }, run: Record<
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     const u = new URL(req.url ?? '/', 'http://127.0.0.1');
-    const s: Seen = { method: req.method ?? '', path: u.pathname, query: u.searchParams, auth: req.headers.authorization, body: chunks.length ? JSON.parse(Buffer.concat(chunks).toString()) : undefined };
+    const s: Seen = { method: req.method ?? '', path: u.pathname, query: u.searchParams, auth: req.headers.authorization, traceparent: req.headers.traceparent as string | undefined, body: chunks.length ? JSON.parse(Buffer.concat(chunks).toString()) : undefined };
     seen.push(s);
     let reply: Reply | undefined;
     if (req.method === 'GET' && u.pathname === `/v1/sessions/${sessionId}`) reply = { status: 200, body: run };
@@ -201,10 +202,29 @@ test('the hook: allow, deny with fluidbox\'s reason, the same tool_call_id and i
   const asks = fb.seen.filter((s) => s.path === permPath);
   // With the call's cwd and its path resolved (/repo does not exist: the
   // path resolves through /).
-  assert.deepEqual(asks[0]!.body, { tool_call_id: 'toolu_a', tool_name: 'Read', input: { file_path: '/repo/a' }, cwd: '/tmp', resolved_paths: { file_path: '/repo/a' } });
+  assert.deepEqual(asks[0]!.body, { tool_call_id: 'toolu_a', tool_name: 'Read', input: { file_path: '/repo/a' }, cwd: '/tmp', resolved_paths: { file_path: '/repo/a' }, path_kinds: { file_path: 'absent' } });
   assert.deepEqual(asks[1]!.body, { tool_call_id: 'toolu_b', tool_name: 'Bash', input: { command: 'git push' }, cwd: '/tmp' }, 'no path field, no resolved_paths');
   assert.equal(asks[1]!.body.tool_call_id, 'toolu_b');
   assert.equal(asks[0]!.auth, `Bearer ${token}`);
+});
+
+test('the hook sends the caller\'s traceparent, and never one that is malformed', async (t) => {
+  const fb = await fakeFluidbox(t, claudeCodeRun, {
+    [permPath]: [
+      { status: 200, body: { decision: 'allow', source: 'policy', rule_id: 'reads' } },
+      { status: 200, body: { decision: 'allow', source: 'policy', rule_id: 'reads' } },
+    ],
+  });
+  const tps = ['00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01', '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r\nx-evil: 1'];
+  let current: string | undefined;
+  const { hook } = hookOf(await withFluidbox({}, { url: fb.url, sessionId, token, traceparent: () => current }));
+  current = tps[0];
+  await decide(hook, pre('Read', { file_path: '/repo/a' }, 'toolu_a'));
+  current = tps[1];
+  await decide(hook, pre('Read', { file_path: '/repo/b' }, 'toolu_b'));
+  const asks = fb.seen.filter((s) => s.path === permPath);
+  assert.equal(asks[0]!.traceparent, tps[0]);
+  assert.equal(asks[1]!.traceparent, undefined);
 });
 
 test('the hook waits through pending with long polls of the same tool_call_id', async (t) => {
@@ -397,7 +417,7 @@ test('resolvePaths: as the hook resolves them (symlinks followed, relative again
     ['a new file under a linked directory', { file_path: 'link/new/file.go' }, root, { file_path: join(root, 'real', 'new', 'file.go') }],
     ['every path field; patterns as given', { path: join(root, 'link'), pattern: '**/*.go', notebook_path: 'work/notes.txt', glob: '*.env' }, root, { path: join(root, 'real'), notebook_path: join(root, '.env') }],
     ['a plain file', { file_path: join(work, 'README.md') }, '', { file_path: join(work, 'README.md') }],
-    ['a dangling symlink: through its directory', { file_path: 'dangling' }, work, { file_path: join(work, 'dangling') }],
+    ['a dangling symlink: to where it points, which a Write creates', { file_path: 'dangling' }, work, { file_path: join(root, 'missing.txt') }],
     ['a loop is left out', { file_path: 'loop' }, work, undefined],
     ['through a file is left out', { file_path: 'README.md/x' }, work, undefined],
     ['relative without cwd is left out', { file_path: 'notes.txt' }, '', undefined],
@@ -437,11 +457,11 @@ test('the hook and canUseTool send the call\'s cwd and its paths resolved: a sym
   assert.equal(cu?.behavior, 'deny');
 
   const asks = fb.seen.filter((s) => s.path === permPath).map((s) => s.body);
-  assert.deepEqual(asks[0], { tool_call_id: 'p1', tool_name: 'Read', input: { file_path: join(work, 'README.md') }, cwd: work, resolved_paths: { file_path: join(work, 'README.md') } });
-  assert.deepEqual(asks[1], { tool_call_id: 'p2', tool_name: 'Read', input: { file_path: join(work, 'notes.txt') }, cwd: work, resolved_paths: { file_path: envPath } });
-  assert.deepEqual(asks[2], { tool_call_id: 'p3', tool_name: 'Grep', input: { pattern: 'SECRET', path: 'notes.txt' }, cwd: work, resolved_paths: { path: envPath } });
-  assert.deepEqual(asks[3], { tool_call_id: 'p4', tool_name: 'Read', input: { file_path: 'notes.txt' }, cwd: work, resolved_paths: { file_path: envPath } });
-  assert.deepEqual(asks[4], { tool_call_id: 'p5', tool_name: 'Read', input: { file_path: 'notes.txt' }, cwd: work, resolved_paths: { file_path: envPath } });
+  assert.deepEqual(asks[0], { tool_call_id: 'p1', tool_name: 'Read', input: { file_path: join(work, 'README.md') }, cwd: work, resolved_paths: { file_path: join(work, 'README.md') }, path_kinds: { file_path: 'file' } });
+  assert.deepEqual(asks[1], { tool_call_id: 'p2', tool_name: 'Read', input: { file_path: join(work, 'notes.txt') }, cwd: work, resolved_paths: { file_path: envPath }, path_kinds: { file_path: 'file' } });
+  assert.deepEqual(asks[2], { tool_call_id: 'p3', tool_name: 'Grep', input: { pattern: 'SECRET', path: 'notes.txt' }, cwd: work, resolved_paths: { path: envPath }, path_kinds: { path: 'file' } });
+  assert.deepEqual(asks[3], { tool_call_id: 'p4', tool_name: 'Read', input: { file_path: 'notes.txt' }, cwd: work, resolved_paths: { file_path: envPath }, path_kinds: { file_path: 'file' } });
+  assert.deepEqual(asks[4], { tool_call_id: 'p5', tool_name: 'Read', input: { file_path: 'notes.txt' }, cwd: work, resolved_paths: { file_path: envPath }, path_kinds: { file_path: 'file' } });
 });
 
 test('without options.cwd, the session cwd is this process\'s', async (t) => {
@@ -480,6 +500,34 @@ test('a token that is not a session token is refused before anything is sent or 
   // A session token is taken.
   const ok = await withFluidbox({}, { url: fb.url, sessionId, token });
   assert.equal(ok.env!.ANTHROPIC_API_KEY, token);
+});
+
+test('pathKinds: file, dir or absent by lstat, a link as what it points to', async (t) => {
+  const { root, work } = await plantedTree(t);
+  assert.deepEqual(await pathKinds({ file_path: 'README.md', path: work, notebook_path: 'dangling' }, work), { file_path: 'file', path: 'dir', notebook_path: 'absent' });
+  assert.deepEqual(await pathKinds({ path: 'link' }, root), { path: 'dir' });
+  assert.deepEqual(await pathKinds({ file_path: 'notes.txt' }, work), { file_path: 'file' });
+  assert.equal(await pathKinds({ file_path: 'loop' }, work), undefined);
+  assert.equal(await pathKinds({ file_path: 'notes.txt' }, ''), undefined);
+});
+
+test('a narrowed allow: the hook answers updatedInput and canUseTool runs it; an updated input that is not an object is a deny', async (t) => {
+  const narrowed = { pattern: 'KEY', path: '.', glob: '!**/.[eE][nN][vV]' };
+  const answer = { status: 200, body: { decision: 'allow', source: 'policy', rule_id: 'grep', reason: 'allowed by rule "grep"; narrowed', updated_input: narrowed } };
+  const bad = { status: 200, body: { decision: 'allow', rule_id: 'grep', updated_input: 'rm -rf /' } };
+  const fb = await fakeFluidbox(t, claudeCodeRun, { [permPath]: [answer, answer, bad] });
+  const opts = await withFluidbox({ cwd: tmpdir() }, { url: fb.url, sessionId, token });
+  const { hook } = hookOf(opts);
+  const out = await hook(pre('Grep', { pattern: 'KEY', path: '.' }, 'n1', { cwd: tmpdir() }), 'n1', { signal: new AbortController().signal });
+  const h = (out as { hookSpecificOutput: Record<string, unknown> }).hookSpecificOutput;
+  assert.equal(h.permissionDecision, 'allow');
+  assert.deepEqual(h.updatedInput, narrowed);
+  assert.match(String(h.permissionDecisionReason), /narrowed/);
+  const base = { signal: new AbortController().signal, requestId: 'r' };
+  const cu = await opts.canUseTool!('Grep', { pattern: 'KEY', path: '.' }, { ...base, toolUseID: 'n2' });
+  assert.deepEqual(cu, { behavior: 'allow', updatedInput: narrowed, toolUseID: 'n2' });
+  const refused = await decide(hook, pre('Grep', { pattern: 'KEY' }, 'n3', { cwd: tmpdir() }));
+  assert.equal(refused.decision, 'deny');
 });
 
 test('the hook sends a subagent\'s agent_id and agent_type, and nothing for the main agent', async (t) => {

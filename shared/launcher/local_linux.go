@@ -1,0 +1,154 @@
+package launcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"github.com/fluidbox/fluidbox/shared/run"
+	"github.com/fluidbox/fluidbox/shared/store"
+)
+
+// Local starts `fluidbox runner` as a subprocess per triggered run, under
+// `unshare --net --mount`: the runner and its agent see one network
+// interface, a loopback of their own, so the only thing they can reach is
+// the forwarder the runner serves there, which leads through a unix
+// socket (a file in a root-only directory, which network namespaces do
+// not separate) to the control plane. Each run gets its own directory
+// under Dir: runner/ (root only: the credential file, which the runner
+// deletes once read, the socket and the runner's log), work/ and home/
+// (the agent's).
+type Local struct {
+	Runs  *run.Service
+	Store *store.Store
+	// Fluidbox is this binary; Claude the Claude Code CLI the agent runs.
+	Fluidbox, Claude string
+	// API is the control plane's listen address (127.0.0.1:port).
+	API string
+	// Dir holds the runs' directories; User is the agent's user.
+	Dir, User string
+	// Out is told where each runner's log is.
+	Out io.Writer
+	Log *slog.Logger
+
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	running map[*exec.Cmd]bool
+}
+
+// Launch starts the runner of h's run if its trigger has a prompt.
+func (l *Local) Launch(ctx context.Context, h store.Head) error {
+	if os.Geteuid() != 0 {
+		return ErrNotRoot
+	}
+	if h.GitHub == nil {
+		return nil
+	}
+	t, err := l.Store.GetTrigger(ctx, h.GitHub.TriggerID)
+	if err != nil {
+		return fmt.Errorf("launcher: read trigger %s: %w", h.GitHub.TriggerID, err)
+	}
+	if t.Prompt == "" {
+		l.Log.InfoContext(ctx, "run not launched: its trigger has no prompt", "run", h.RunID, "trigger", t.ID)
+		return nil
+	}
+	timeout := t.TimeoutSeconds
+	if timeout == 0 {
+		timeout = 3600
+	}
+	runDir := filepath.Join(l.Dir, h.RunID)
+	private := filepath.Join(runDir, "runner")
+	for _, d := range []struct {
+		path string
+		mode os.FileMode
+	}{{l.Dir, 0o711}, {runDir, 0o711}, {private, 0o700}} {
+		if err := os.MkdirAll(d.path, d.mode); err != nil {
+			return err
+		}
+		if err := os.Chmod(d.path, d.mode); err != nil {
+			return err
+		}
+	}
+	cred, err := l.Runs.Launch(ctx, h.RunID, "local", "fluidbox dev")
+	if errors.Is(err, run.ErrLaunched) || errors.Is(err, run.ErrRunEnded) || errors.Is(err, run.ErrTokensIssued) {
+		// Someone drives it already, or nobody needs to: not ours.
+		l.Log.InfoContext(ctx, "run not launched", "run", h.RunID, "why", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	credFile := filepath.Join(private, "launch-credential")
+	if err := os.WriteFile(credFile, []byte(cred), 0o600); err != nil {
+		return err
+	}
+	sock := filepath.Join(private, "api.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return err
+	}
+	go forward(ln, func() (net.Conn, error) { return net.Dial("tcp", l.API) })
+	logPath := filepath.Join(private, "runner.log")
+	logf, err := os.OpenFile(logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	cmd := exec.Command("unshare", "--net", "--mount", "--fork", "--kill-child",
+		l.Fluidbox, "runner", "--run", h.RunID, "--credential-file", credFile, "--prompt", t.Prompt,
+		"--claude", l.Claude, "--workdir", filepath.Join(runDir, "work"), "--home", filepath.Join(runDir, "home"),
+		"--user", l.User, "--timeout", strconv.Itoa(timeout), "--sandbox-unix", sock)
+	// The runner's environment is built from nothing too: no variable of
+	// the control plane (its admin token) reaches it.
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		ln.Close()
+		logf.Close()
+		return fmt.Errorf("launcher: start the runner of %s: %w", h.RunID, err)
+	}
+	fmt.Fprintf(l.Out, "runner of %s started: log at %s\n", h.RunID, logPath)
+	l.mu.Lock()
+	if l.running == nil {
+		l.running = map[*exec.Cmd]bool{}
+	}
+	l.running[cmd] = true
+	l.mu.Unlock()
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		err := cmd.Wait()
+		l.mu.Lock()
+		delete(l.running, cmd)
+		l.mu.Unlock()
+		ln.Close()
+		logf.Close()
+		l.Log.Info("runner finished", "run", h.RunID, "err", err, "log", logPath)
+	}()
+	return nil
+}
+
+// Wait waits for every runner started so far.
+func (l *Local) Wait() { l.wg.Wait() }
+
+// Stop kills every runner still running (unshare --kill-child takes the
+// runner with it, and the runner's agent dies with the runner) and waits
+// for them: a control plane that stops leaves no agent behind.
+func (l *Local) Stop() {
+	l.mu.Lock()
+	for cmd := range l.running {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
+	l.mu.Unlock()
+	l.wg.Wait()
+}

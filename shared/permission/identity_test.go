@@ -1,0 +1,70 @@
+package permission
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+)
+
+// TestIdentityCoversEveryField: setting any field of Request changes the
+// identity, so a field added to the request (and so possibly read by the
+// decision) is covered without anyone remembering to add it. A field of a
+// kind this test cannot fill fails it: decide how to cover it, then teach
+// the test.
+func TestIdentityCoversEveryField(t *testing.T) {
+	t.Parallel()
+	base := Request{ToolCallID: "c1", ToolName: "Read", Input: json.RawMessage(`{"file_path":"a"}`)}
+	id := func(r Request) string {
+		t.Helper()
+		cr, err := checkRequest(r)
+		if err != nil {
+			t.Fatalf("checkRequest(%+v): %v", r, err)
+		}
+		return cr.identity.String()
+	}
+	want := id(base)
+	typ := reflect.TypeOf(base)
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		r := base
+		v := reflect.ValueOf(&r).Elem().Field(i)
+		switch {
+		case f.Type == reflect.TypeOf(json.RawMessage(nil)):
+			v.Set(reflect.ValueOf(json.RawMessage(`{"file_path":"b"}`)))
+		case f.Type.Kind() == reflect.String:
+			v.SetString("/other")
+		case f.Name == "PathKinds":
+			v.Set(reflect.ValueOf(map[string]string{"file_path": "dir"}))
+		case f.Type == reflect.TypeOf(map[string]string(nil)):
+			v.Set(reflect.ValueOf(map[string]string{"file_path": "/other"}))
+		default:
+			t.Fatalf("Request.%s is a %s: teach this test to set it, and make sure identityOf covers it", f.Name, f.Type)
+		}
+		if got := id(r); got == want {
+			t.Errorf("identity with Request.%s set = identity without it (%s): the field is not covered", f.Name, got)
+		}
+	}
+}
+
+// TestIdentityIgnoresSpelling: the same request spelt differently (key
+// order, white space) is the same call; a retry must not conflict with
+// itself.
+func TestIdentityIgnoresSpelling(t *testing.T) {
+	t.Parallel()
+	a, err := checkRequest(Request{ToolCallID: "c", ToolName: "Write", Input: json.RawMessage(`{"file_path":"a","content":"x","n":1.50}`),
+		Cwd: "/ws", ResolvedPaths: map[string]string{"file_path": "/ws/a", "x": "/ws/x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := checkRequest(Request{ToolCallID: "c", ToolName: "Write", Input: json.RawMessage("{ \"n\": 1.50,\n\"content\":\"x\", \"file_path\" : \"a\" }"),
+		Cwd: "/ws", ResolvedPaths: map[string]string{"x": "/ws/x", "file_path": "/ws/a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.identity != b.identity || a.digest != b.digest {
+		t.Errorf("identity %s / %s, digest %s / %s: the same request spelt two ways differs", a.identity, b.identity, a.digest, b.digest)
+	}
+	if a.identity == a.digest {
+		t.Errorf("identity = input digest %s: the identity must cover more than the input", a.digest)
+	}
+}

@@ -1,0 +1,105 @@
+package permission_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/fluidbox/fluidbox/shared/call"
+	"github.com/fluidbox/fluidbox/shared/internal/calltest"
+	"github.com/fluidbox/fluidbox/shared/permission"
+)
+
+const narrowPolicy = `{"name":"secrets","default_verdict":"deny","rules":[
+ {"id":"env-grep","tool":"Grep","match":{"path":["**/.env"]},"verdict":"deny"},
+ {"id":"grep","tool":"Grep","match":{"path":["/work/**"]},"verdict":"allow"},
+ {"id":"search","tool":"Bash","match":{"command_prefix":["rg"]},"verdict":"allow"},
+ {"id":"env-read","tool":"Read","match":{"path":["**/.env"]},"verdict":"deny"}]}`
+
+// A search that may reach a denied file is allowed narrowed: the answer
+// carries the input to run, the ledger the narrowed input's digest beside
+// the asked one's, and every retry (concurrent ones too) gets the same
+// narrowed input, never the bare allow.
+func TestNarrowedAnswerAndReplay(t *testing.T) {
+	t.Parallel()
+	e := calltest.NewEnv(t, narrowPolicy)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		tool, input, field, want string
+	}{
+		{"Grep", `{"pattern":"KEY","path":"/work/repo"}`, "glob", "!**/.[eE][nN][vV]"},
+		{"Bash", `{"command":"rg KEY"}`, "command", "'--iglob=!**/.env'"},
+	} {
+		req := permission.Request{ToolCallID: "c-" + tc.tool, ToolName: tc.tool, Input: json.RawMessage(tc.input), Cwd: "/work/repo"}
+		first, err := e.Perm.Decide(ctx, e.RunID, req, 0)
+		if err != nil || first.Decision != call.Allowed || first.UpdatedInput.IsZero() {
+			t.Fatalf("%s = %+v, %v; want allow with updated_input", tc.tool, first, err)
+		}
+		got, err := first.UpdatedInput.Value()
+		if err != nil || !strings.Contains(got[tc.field].(string), tc.want) {
+			t.Fatalf("%s updated_input = %v, %v; want %s to hold %s", tc.tool, got, err, tc.field, tc.want)
+		}
+		var wg sync.WaitGroup
+		for range 12 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				again, err := e.Perm.Decide(ctx, e.RunID, req, 0)
+				if err != nil || again != first {
+					t.Errorf("%s retry = %+v, %v; want %+v", tc.tool, again, err, first)
+				}
+			}()
+		}
+		wg.Wait()
+		b, _ := json.Marshal(first)
+		if !strings.Contains(string(b), `"updated_input":{`) {
+			t.Errorf("answer JSON %s has no updated_input object", b)
+		}
+	}
+	evs, err := e.St.Events(ctx, e.RunID, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	narrowed := 0
+	for _, ev := range evs {
+		if ev.Type != "tool.decision" {
+			continue
+		}
+		var d struct {
+			Digest string `json:"updated_input_digest"`
+		}
+		if err := json.Unmarshal([]byte(ev.Data), &d); err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(d.Digest, "sha256:") {
+			narrowed++
+		}
+		if strings.Contains(ev.Data, "KEY") {
+			t.Errorf("tool.decision holds input text: %s", ev.Data)
+		}
+	}
+	if narrowed != 2 {
+		t.Errorf("%d tool.decision events carry updated_input_digest, want 2", narrowed)
+	}
+}
+
+// Path kinds reach the policy: a Grep of a file is judged as that file, so
+// it is allowed as asked; a kind the API does not know is refused.
+func TestPathKinds(t *testing.T) {
+	t.Parallel()
+	e := calltest.NewEnv(t, narrowPolicy)
+	ctx := context.Background()
+	in := json.RawMessage(`{"pattern":"KEY","path":"/work/repo/main.go"}`)
+	a, err := e.Perm.Decide(ctx, e.RunID, permission.Request{ToolCallID: "k1", ToolName: "Grep", Input: in, PathKinds: map[string]string{"path": "file"}}, 0)
+	if err != nil || a.Decision != call.Allowed || !a.UpdatedInput.IsZero() {
+		t.Errorf("Grep of a file = %+v, %v; want allow as asked", a, err)
+	}
+	var inv *permission.InvalidError
+	_, err = e.Perm.Decide(ctx, e.RunID, permission.Request{ToolCallID: "k2", ToolName: "Grep", Input: in, PathKinds: map[string]string{"path": "symlink"}}, 0)
+	if !errors.As(err, &inv) {
+		t.Errorf("unknown kind = %v, want InvalidError", err)
+	}
+}

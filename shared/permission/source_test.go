@@ -1,0 +1,109 @@
+package permission_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/fluidbox/fluidbox/shared/approval"
+	"github.com/fluidbox/fluidbox/shared/call"
+	"github.com/fluidbox/fluidbox/shared/gate"
+	"github.com/fluidbox/fluidbox/shared/ids"
+	"github.com/fluidbox/fluidbox/shared/internal/calltest"
+	"github.com/fluidbox/fluidbox/shared/permission"
+	"github.com/fluidbox/fluidbox/shared/run"
+	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/trust"
+)
+
+// pullRequestRun creates a run as a pull_request delivery of repo by the
+// given author would.
+func pullRequestRun(t *testing.T, e *calltest.Env, policyID, repo, author string) string {
+	t.Helper()
+	limit := 10.0
+	req := run.CreateRequest{PolicyID: policyID, Capabilities: []string{"claude-code"}}
+	req.Budget = &struct {
+		LimitUSD *float64 `json:"limit_usd"`
+	}{LimitUSD: &limit}
+	id := ids.New("ses_")
+	_, err := run.NewService(e.Led, e.Clock.Now).CreateForTrigger(context.Background(), req, run.Triggered{
+		RunID: id, Type: "github", Invoker: string(call.Trigger("trg_1")), Tier: trust.Trusted,
+		GitHub: &store.GitHubTrigger{TriggerID: "trg_1", Event: "pull_request", Action: "synchronize", Repository: repo,
+			HeadRepository: repo, PullRequest: 7, HeadSHA: "0123456789abcdef0123456789abcdef01234567", Author: author},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func askPush(t *testing.T, e *calltest.Env, runID, callID string) permission.Answer {
+	t.Helper()
+	in, _ := json.Marshal(map[string]string{"command": "git push origin " + callID})
+	a, err := e.Perm.Decide(context.Background(), runID, permission.Request{ToolCallID: callID, ToolName: "Bash", Input: in}, 0)
+	if err != nil {
+		t.Fatalf("Decide(%s/%s): %v", runID, callID, err)
+	}
+	return a
+}
+
+// TestPendingCapPerSource is issue 25 item 6 (the gate's side): the cap of
+// pending approvals was per run, and a fork gets a run per push, so a few
+// pushes filled the first page of the inbox. The runs of one pull request
+// author in one repository now share the cap: of 24 asks racing over three
+// such runs, exactly the cap are filed and the rest are denied
+// (approval_limit), while another author's run still files. Settling one
+// frees its place.
+func TestPendingCapPerSource(t *testing.T) {
+	t.Parallel()
+	e := calltest.NewEnv(t, policyText)
+	const limit = 5
+	e.Perm.LimitPending(limit)
+	pol := calltest.PutPolicy(t, e.St, policyText, e.Clock.Now())
+	runs := []string{pullRequestRun(t, e, pol, "acme/app", "4242"), pullRequestRun(t, e, pol, "acme/app", "4242"), pullRequestRun(t, e, pol, "acme/app", "4242")}
+	other := pullRequestRun(t, e, pol, "acme/app", "777")
+
+	var mu sync.Mutex
+	var filed []permission.Answer
+	denied := 0
+	var wg sync.WaitGroup
+	for i := range 24 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := askPush(t, e, runs[i%3], fmt.Sprintf("c%02d", i))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case a.Decision == call.Pending:
+				filed = append(filed, a)
+			case a.Decision == call.Denied && a.Source == string(gate.SourceApprovalLimit):
+				denied++
+			default:
+				t.Errorf("answer %+v, want pending or an approval_limit deny", a)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(filed) != limit || denied != 24-limit {
+		t.Fatalf("filed %d, denied %d; want %d and %d", len(filed), denied, limit, 24-limit)
+	}
+	var count store.SourcePending
+	if err := e.St.Get(context.Background(), store.SourceKey("github:acme/app#author:4242"), &count); err != nil || count.Pending != limit {
+		t.Errorf("source count = %+v, %v; want %d", count, err, limit)
+	}
+	if a := askPush(t, e, other, "o1"); a.Decision != call.Pending {
+		t.Errorf("another author's run = %+v, want pending", a)
+	}
+	if _, ok, err := e.Approvals.Decide(context.Background(), admin, filed[0].ApprovalID, approval.DecisionApprovedOnce); !ok || err != nil {
+		t.Fatalf("decide: %v %v", ok, err)
+	}
+	if a := askPush(t, e, runs[0], "after"); a.Decision != call.Pending {
+		t.Errorf("after one was decided = %+v, want pending", a)
+	}
+	if a := askPush(t, e, runs[1], "after2"); a.Decision != call.Denied || a.Source != string(gate.SourceApprovalLimit) {
+		t.Errorf("past the cap again = %+v, want an approval_limit deny", a)
+	}
+}

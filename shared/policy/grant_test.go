@@ -1,0 +1,258 @@
+package policy
+
+import (
+	"testing"
+
+	"github.com/fluidbox/fluidbox/shared/policy/bash"
+)
+
+// grantPolicy has, for each kind of tool, rules that ask with a session
+// scope, a stricter rule that asks every time, and allow rules beside them.
+const grantPolicy = `{"name":"grants","default_verdict":"require_approval","approval":{"scope":"session"},"rules":[
+  {"id":"push","tool":"Bash","match":{"command_prefix":["git push"]},"verdict":"require_approval","scope":"session"},
+  {"id":"push-force","tool":"Bash","match":{"command_prefix":["git push --force"]},"verdict":"require_approval","scope":"once"},
+  {"id":"npm","tool":"Bash","match":{"command_prefix":["npm publish"]},"verdict":"require_approval","scope":"session"},
+  {"id":"any-bash","tool":"Bash","match":{"input":{"/description":["*"]}},"verdict":"require_approval","scope":"session"},
+  {"id":"read","tool":"Bash","match":{"command_prefix":["git status","ls"]},"verdict":"allow"},
+  {"id":"rm","tool":"Bash","match":{"command_prefix":["rm -rf"]},"verdict":"deny"},
+  {"id":"docs","tool":"Write","match":{"path":["docs/**"]},"verdict":"require_approval","scope":"session"},
+  {"id":"docs-secret","tool":"Write","match":{"path":["docs/secret/**"]},"verdict":"require_approval","scope":"once"},
+  {"id":"all-writes","tool":"Edit","verdict":"require_approval","scope":"session"},
+  {"id":"jira","tool":"mcp__jira__*","verdict":"require_approval","scope":"session"}
+]}`
+
+func TestAnswerGrants(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, grantPolicy)
+	env := Env{Workspace: "/ws", Cwd: "/ws"}
+	g := func(rule, key string) GrantKey { return GrantKey{RuleID: rule, ScopeKey: key} }
+	push := g("push", "Bash:git push")
+	force := g("push-force", "Bash:git push --force")
+	npm := g("npm", "Bash:npm publish")
+	docs := g("docs", "Write:docs/**")
+	tests := []struct {
+		name      string
+		tool      string
+		input     map[string]any
+		resolved  map[string]string
+		held      []GrantKey
+		covered   GrantKey // zero: not covered
+		grantable bool
+		askRule   string // the rule the unanswered call asks under
+	}{
+		{name: "prefix grant covers its rule's calls", tool: "Bash", input: bashInput("git push origin main"), held: []GrantKey{push},
+			covered: push, grantable: true, askRule: "push"},
+		{name: "same key under another rule is another grant", tool: "Bash", input: bashInput("git push origin main"), held: []GrantKey{g("npm", "Bash:git push"), g("", "Bash:git push")},
+			grantable: true, askRule: "push"},
+		{name: "a stricter once rule also matching needs its own grant", tool: "Bash", input: bashInput("git push --force origin"), held: []GrantKey{push},
+			grantable: true, askRule: "push-force"},
+		{name: "the stricter rule's own grant answers", tool: "Bash", input: bashInput("git push --force origin"), held: []GrantKey{push, force},
+			covered: push, grantable: true, askRule: "push"},
+		{name: "the stricter rule's grant answers alone", tool: "Bash", input: bashInput("git push --force origin"), held: []GrantKey{force},
+			covered: force, grantable: true, askRule: "push"},
+		{name: "each part needs a grant", tool: "Bash", input: bashInput("git push && npm publish"), held: []GrantKey{push},
+			grantable: true, askRule: "npm"},
+		{name: "every part under a granted prefix", tool: "Bash", input: bashInput("git push && npm publish"), held: []GrantKey{push, npm},
+			covered: push, grantable: true, askRule: "push"},
+		{name: "a part an allow rule allows", tool: "Bash", input: bashInput("git status && git push"), held: []GrantKey{push},
+			covered: push, grantable: true, askRule: "push"},
+		{name: "a catch-all session rule is not stricter", tool: "Bash", input: map[string]any{"command": "git push", "description": "push"}, held: []GrantKey{push},
+			covered: push, grantable: true, askRule: "push"},
+		{name: "a part no rule covers", tool: "Bash", input: bashInput("git push && curl x"), held: []GrantKey{push}, askRule: "push"},
+		{name: "loose hit, strict miss", tool: "Bash", input: bashInput("git -C x push"), held: []GrantKey{push}, askRule: "push"},
+		{name: "wrapper", tool: "Bash", input: bashInput("env git push"), held: []GrantKey{push}, askRule: "push"},
+		{name: "assignment", tool: "Bash", input: bashInput("GIT_SSH_COMMAND=x git push"), held: []GrantKey{push}, askRule: "push"},
+		{name: "substitution", tool: "Bash", input: bashInput("git push $(curl x)"), held: []GrantKey{push}, askRule: "push"},
+		{name: "a denied part", tool: "Bash", input: bashInput("git push; rm -rf /"), held: []GrantKey{push}, askRule: ""},
+		{name: "rule without a prefix gives no key", tool: "Bash", input: map[string]any{"command": "make", "description": "build"},
+			held: []GrantKey{g("any-bash", "Bash:make"), g("any-bash", "Bash")}, askRule: "any-bash"},
+		{name: "default verdict gives Bash no key", tool: "Bash", input: bashInput("rm a.txt"), held: []GrantKey{g("", "Bash:rm")}},
+		{name: "path glob grant", tool: "Write", input: map[string]any{"file_path": "docs/a.md"}, held: []GrantKey{docs},
+			covered: docs, grantable: true, askRule: "docs"},
+		{name: "path glob grant, resolved outside", tool: "Write", input: map[string]any{"file_path": "docs/a.md"}, resolved: map[string]string{"file_path": "/ws/.env"},
+			held: []GrantKey{docs}, askRule: "docs"},
+		{name: "path glob grant, another reading", tool: "Write", input: map[string]any{"file_path": "docs/a.md "}, held: []GrantKey{docs}, askRule: "docs"},
+		{name: "path glob grant, stricter once rule", tool: "Write", input: map[string]any{"file_path": "docs/secret/k"}, held: []GrantKey{docs},
+			grantable: true, askRule: "docs-secret"},
+		{name: "path grant does not cover the default", tool: "Write", input: map[string]any{"file_path": "src/a.go"}, held: []GrantKey{docs, g("", "Write")}},
+		{name: "file rule without globs: rule and tool", tool: "Edit", input: map[string]any{"file_path": "src/a.go"}, held: []GrantKey{g("all-writes", "Edit")},
+			covered: g("all-writes", "Edit"), grantable: true, askRule: "all-writes"},
+		{name: "other tools: rule and tool", tool: "mcp__jira__create_issue", input: map[string]any{}, held: []GrantKey{g("jira", "mcp__jira__create_issue")},
+			covered: g("jira", "mcp__jira__create_issue"), grantable: true, askRule: "jira"},
+		{name: "other tools: not another tool of the rule", tool: "mcp__jira__delete_issue", input: map[string]any{}, held: []GrantKey{g("jira", "mcp__jira__create_issue")},
+			grantable: true, askRule: "jira"},
+		{name: "default verdict, other tool", tool: "mcp__x__y", input: map[string]any{}, held: []GrantKey{g("", "mcp__x__y")},
+			covered: g("", "mcp__x__y"), grantable: true},
+		{name: "a tool name that looks like a key", tool: "Write:docs/**", input: map[string]any{}, held: []GrantKey{g("", "Write:docs/**")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := env
+			e.Resolved = tt.resolved
+			pc := NewCall(tt.tool, tt.input)
+			res := p.EvaluateCall(e, pc)
+			if tt.name == "a denied part" {
+				if res.Verdict != VerdictDeny {
+					t.Fatalf("EvaluateCall(%v) = %+v, want deny", tt.input, res)
+				}
+				if ans := p.AnswerGrants(e, pc, Result{Verdict: VerdictRequireApproval, RuleID: "push"}, NewGrants(tt.held...)); ans.Covered || ans.Grantable {
+					t.Errorf("AnswerGrants(denied call) = %+v, want no grant", ans)
+				}
+				return
+			}
+			if res.Verdict != VerdictRequireApproval {
+				t.Fatalf("EvaluateCall(%q, %v) = %+v, want require_approval", tt.tool, tt.input, res)
+			}
+			got := p.AnswerGrants(e, pc, res, NewGrants(tt.held...))
+			if want := tt.covered != (GrantKey{}); got.Covered != want || (want && got.Grant != tt.covered) {
+				t.Errorf("AnswerGrants(%q, %v) = covered %v by %+v, want covered %v by %+v", tt.tool, tt.input, got.Covered, got.Grant, want, tt.covered)
+			}
+			if got.Grantable != tt.grantable {
+				t.Errorf("AnswerGrants(%q, %v).Grantable = %v, want %v", tt.tool, tt.input, got.Grantable, tt.grantable)
+			}
+			if got.Ask.Verdict != VerdictRequireApproval || got.Ask.RuleID != tt.askRule {
+				t.Errorf("AnswerGrants(%q, %v).Ask = %+v, want require_approval by %q", tt.tool, tt.input, got.Ask, tt.askRule)
+			}
+			// An approval filed for a grantable call must be under a key
+			// not held yet: approving it for the session makes progress.
+			if got.Grantable && !got.Covered {
+				ask := GrantKey{RuleID: got.Ask.RuleID, ScopeKey: got.Ask.ScopeKey}
+				if ask.ScopeKey == "" || NewGrants(tt.held...).Has(ask) {
+					t.Errorf("AnswerGrants(%q, %v) asks under %+v, held already or without a key", tt.tool, tt.input, ask)
+				}
+			}
+		})
+	}
+}
+
+// Every approval key must be answerable: a grant under the key an approval
+// was filed with covers the same call again.
+func TestScopeKeyRoundTrip(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, grantPolicy)
+	for _, in := range []struct {
+		tool  string
+		input map[string]any
+	}{
+		{"Bash", bashInput("git push --force origin main")},
+		{"Bash", bashInput("npm publish --tag next")},
+		{"Write", map[string]any{"file_path": "/ws/docs/a/b.md"}},
+		{"Edit", map[string]any{"file_path": "x"}},
+		{"mcp__jira__create_issue", map[string]any{"project": "OPS"}},
+	} {
+		env := Env{Workspace: "/ws"}
+		pc := NewCall(in.tool, in.input)
+		held := []GrantKey{}
+		for range 4 {
+			res := p.EvaluateCall(env, pc)
+			ans := p.AnswerGrants(env, pc, res, NewGrants(held...))
+			if ans.Covered {
+				break
+			}
+			if ans.Ask.ScopeKey == "" {
+				t.Fatalf("%s %v asks under rule %q without a scope key", in.tool, in.input, ans.Ask.RuleID)
+			}
+			held = append(held, GrantKey{RuleID: ans.Ask.RuleID, ScopeKey: ans.Ask.ScopeKey})
+		}
+		res := p.EvaluateCall(env, pc)
+		if !p.AnswerGrants(env, pc, res, NewGrants(held...)).Covered {
+			t.Errorf("%s %v not covered after granting every ask %v", in.tool, in.input, held)
+		}
+	}
+}
+
+// An opaque line never gets a scope key, never matches a match-less allow
+// rule, and is never answered by any grant, even one for every key.
+func TestOpaqueNeverGranted(t *testing.T) {
+	t.Parallel()
+	asking := mustParse(t, `{"name":"o","default_verdict":"require_approval","approval":{"scope":"session"},"rules":[
+	  {"id":"all","tool":"Bash","verdict":"allow"},
+	  {"id":"ask","tool":"Bash","match":{"command_prefix":["bash","eval","python3","git"]},"verdict":"require_approval","scope":"session"}]}`)
+	// Without a restrictive rule the line gets no bash.opaque verdict:
+	// only its opacity keeps it from the match-less allow rule.
+	matchless := mustParse(t, `{"name":"m","default_verdict":"require_approval","approval":{"scope":"session"},"rules":[
+	  {"id":"all","tool":"Bash","verdict":"allow"}]}`)
+	for _, p := range []*Policy{asking, matchless} {
+		for _, cmd := range []string{`bash -c "$X"`, `eval "$(cat f)"`, `python3 -c 'import os'`, `git -c core.pager=x log`, `find . -exec rm {} ;`, `ls 'x`} {
+			opaqueNeverGranted(t, p, cmd)
+		}
+	}
+}
+
+func opaqueNeverGranted(t *testing.T, p *Policy, cmd string) {
+	t.Helper()
+	{
+		in := bashInput(cmd)
+		pc := NewCall("Bash", in)
+		res := p.EvaluateCall(Env{}, pc)
+		if res.Verdict == VerdictAllow {
+			t.Errorf("Evaluate(%q) under %s = allow by %q, want no allow for an opaque line", cmd, p.Document().Name, res.RuleID)
+			return
+		}
+		if res.ScopeKey != "" || (res.Verdict == VerdictRequireApproval && res.Scope != ScopeOnce) {
+			t.Errorf("Evaluate(%q) = key %q scope %q, want no key and scope once", cmd, res.ScopeKey, res.Scope)
+		}
+		all := NewGrants(GrantKey{"ask", "Bash:bash"}, GrantKey{"ask", "Bash:eval"}, GrantKey{"ask", "Bash:python3"}, GrantKey{"ask", "Bash:git"}, GrantKey{"", "Bash:git"}, GrantKey{"all", "Bash"})
+		if ans := p.AnswerGrants(Env{}, pc, res, all); ans.Covered || ans.Grantable {
+			t.Errorf("AnswerGrants(%q) = %+v, want no grant to answer an opaque line", cmd, ans)
+		}
+	}
+}
+
+func TestAnswerGrantsRefusesForeignResults(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, grantPolicy)
+	pc := NewCall("Bash", bashInput("git push"))
+	held := NewGrants(GrantKey{"push", "Bash:git push"}, GrantKey{"npm", "Bash:git push"})
+	res := p.EvaluateCall(Env{}, pc)
+	for name, r := range map[string]Result{
+		"allow":                 {Verdict: VerdictAllow, RuleID: "push"},
+		"another rule reported": {Verdict: VerdictRequireApproval, RuleID: "npm", ScopeKey: "Bash:git push"},
+		"the default reported":  {Verdict: VerdictRequireApproval, ScopeKey: "Bash:git push"},
+	} {
+		if ans := p.AnswerGrants(Env{}, pc, r, held); ans.Covered || ans.Grantable {
+			t.Errorf("AnswerGrants(%s) = %+v, want nothing answered", name, ans)
+		}
+	}
+	if !p.AnswerGrants(Env{}, pc, res, held).Covered {
+		t.Errorf("AnswerGrants(own result) not covered")
+	}
+	if p.AnswerGrants(Env{}, nil, res, held).Covered {
+		t.Errorf("AnswerGrants(nil call) covered")
+	}
+}
+
+// FuzzAnswerGrants: whatever the line, granting every ask the policy makes
+// about it never answers a line the analysis cannot see through, and an
+// ask for a grantable call is always under a key not held yet (so an
+// approval for the session makes progress).
+func FuzzAnswerGrants(f *testing.F) {
+	for _, s := range []string{"git push origin main", "git push --force && npm publish", "git status; git push", "env git push",
+		"git push $(curl x)", "bash -c 'git push'", "npm publish | git push", "GIT_DIR=x git push", "git push 'x"} {
+		f.Add(s)
+	}
+	p := mustParse(f, grantPolicy)
+	f.Fuzz(func(t *testing.T, cmd string) {
+		pc := NewCall("Bash", bashInput(cmd))
+		res := p.EvaluateCall(Env{}, pc)
+		var held []GrantKey
+		for range 5 {
+			ans := p.AnswerGrants(Env{}, pc, res, NewGrants(held...))
+			if ans.Covered {
+				if a := bash.Analyze(cmd); a.Parts() == 0 || res.Verdict != VerdictRequireApproval {
+					t.Fatalf("%q answered by grants %v: parts %d, verdict %s", cmd, held, a.Parts(), res.Verdict)
+				}
+				return
+			}
+			if !ans.Grantable {
+				return
+			}
+			k := GrantKey{RuleID: ans.Ask.RuleID, ScopeKey: ans.Ask.ScopeKey}
+			if k.ScopeKey == "" || NewGrants(held...).Has(k) {
+				t.Fatalf("%q asks under %+v, held %v", cmd, k, held)
+			}
+			held = append(held, k)
+		}
+	})
+}

@@ -1,0 +1,215 @@
+// Package report sends a finished run's result back to the pull request
+// that started it, as the control plane's own act: a check run on the
+// frozen commit or a comment on the pull request (the trigger's
+// "report"), with an installation token minted for that repository and
+// that one permission. It is not a tool call of the agent, so a read_only
+// run reports too: reviewing a stranger's pull request is the point.
+//
+// Guarantees: the text is the run's stored final message (what its runner
+// reported when it ended the run), never anything a request carries; it
+// is untrusted, so it is bounded (MaxBody) and neutralised before it is
+// posted: every '@' that could start a mention or a team reference is
+// followed by a zero-width joiner, and '&', '<' and '>' become entities,
+// so no HTML and no mention reaches GitHub. A run reports once (a REPORT
+// item written with the ledger's run.reported, which holds ids and the
+// posted body's digest, never the text).
+package report
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/go-github/v88/github"
+
+	"github.com/fluidbox/fluidbox/shared/githubapp"
+	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/redact"
+	"github.com/fluidbox/fluidbox/shared/run"
+	"github.com/fluidbox/fluidbox/shared/store"
+)
+
+// How a run reports (the trigger's "report").
+const (
+	CheckRun = "check_run"
+	Comment  = "comment"
+	None     = "none"
+)
+
+// MaxBody bounds the posted text, in bytes: below GitHub's 65535 for a
+// check run's summary and a comment's body, with room for the frame.
+const MaxBody = 60000
+
+// CheckName is the check run's name on the pull request.
+const CheckName = "fluidbox"
+
+// Errors of a report.
+var (
+	// ErrNotEnded: the run has not ended; there is nothing to report.
+	ErrNotEnded = errors.New("report: the run has not ended")
+	// ErrNoPullRequest: the run did not come from a pull request.
+	ErrNoPullRequest = errors.New("report: the run has no pull request to report to")
+	// ErrReported: the run reported already.
+	ErrReported = errors.New("report: the run reported already")
+)
+
+// Service reports runs.
+type Service struct {
+	led  *ledger.Ledger
+	st   *store.Store
+	apps *githubapp.Apps
+	now  func() time.Time
+}
+
+// New returns the report service.
+func New(led *ledger.Ledger, apps *githubapp.Apps, now func() time.Time) *Service {
+	return &Service{led: led, st: led.Store(), apps: apps, now: now}
+}
+
+// Reported is what a report did.
+type Reported struct {
+	Kind string `json:"kind"`
+	ID   int64  `json:"id,omitempty"`
+}
+
+// Report posts id's result as its trigger says, once.
+func (s *Service) Report(ctx context.Context, id string) (Reported, error) {
+	h, err := s.st.GetHead(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return Reported{}, run.ErrNotFound
+	}
+	if err != nil {
+		return Reported{}, err
+	}
+	if h.GitHub == nil || h.GitHub.PullRequest == 0 {
+		return Reported{}, ErrNoPullRequest
+	}
+	if run.Status(h.Status) != run.StatusEnded {
+		return Reported{}, ErrNotEnded
+	}
+	if _, err := s.st.GetReport(ctx, id); err == nil {
+		return Reported{}, ErrReported
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return Reported{}, err
+	}
+	kind := CheckRun
+	if t, err := s.st.GetTrigger(ctx, h.GitHub.TriggerID); err == nil && t.Report != "" {
+		kind = t.Report
+	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return Reported{}, err
+	}
+	if kind == None {
+		return Reported{Kind: None}, nil
+	}
+	res, err := s.st.GetResult(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		// Ended without a runner's result (by hand): nothing it said.
+		res = store.Result{Reason: string(run.EndFailed), ExitStatus: -1}
+	} else if err != nil {
+		return Reported{}, err
+	}
+	body := Body(id, res)
+	owner, name, _ := strings.Cut(h.GitHub.Repository, "/")
+	var out Reported
+	switch kind {
+	case CheckRun:
+		inst, err := s.apps.Installation(ctx, h.GitHub.Repository, githubapp.WriteChecks)
+		if err != nil {
+			return Reported{}, err
+		}
+		conclusion := "success"
+		if res.Reason != string(run.EndExited) || res.ExitStatus != 0 {
+			conclusion = "failure"
+		}
+		now := github.Timestamp{Time: s.now()}
+		cr, _, err := inst.Client.Checks.CreateCheckRun(ctx, owner, name, github.CreateCheckRunOptions{
+			Name: CheckName, HeadSHA: h.GitHub.HeadSHA, ExternalID: github.Ptr(id),
+			Status: github.Ptr("completed"), Conclusion: github.Ptr(conclusion), CompletedAt: &now,
+			Output: &github.CheckRunOutput{Title: github.Ptr("fluidbox run " + id), Summary: github.Ptr(body)},
+		})
+		if err != nil {
+			return Reported{}, fmt.Errorf("%w: create the check run", githubapp.ErrUnavailable)
+		}
+		out = Reported{Kind: CheckRun, ID: cr.GetID()}
+	case Comment:
+		inst, err := s.apps.Installation(ctx, h.GitHub.Repository, githubapp.WritePullRequests)
+		if err != nil {
+			return Reported{}, err
+		}
+		c, _, err := inst.Client.Issues.CreateComment(ctx, owner, name, h.GitHub.PullRequest, &github.IssueComment{Body: github.Ptr(body)})
+		if err != nil {
+			return Reported{}, fmt.Errorf("%w: create the comment", githubapp.ErrUnavailable)
+		}
+		out = Reported{Kind: Comment, ID: c.GetID()}
+	default:
+		return Reported{}, fmt.Errorf("report: trigger's report %q is not one this version knows", kind)
+	}
+	ev, err := redact.New(redact.RunReported{Kind: out.Kind, ID: out.ID, Repository: h.GitHub.Repository,
+		PullRequest: h.GitHub.PullRequest, BodyDigest: redact.DigestBytes([]byte(body))})
+	if err != nil {
+		return out, err
+	}
+	op, err := s.st.PutReport(id, store.Report{Kind: out.Kind, ID: out.ID, ReportedAt: store.FormatTime(s.now())})
+	if err != nil {
+		return out, err
+	}
+	_, err = s.led.Append(ctx, id, func(store.Head) (store.Batch, error) {
+		return store.Batch{Events: []redact.Envelope{ev}, Ops: []store.Op{op}}, nil
+	})
+	if errors.Is(err, store.ErrExists) {
+		return out, ErrReported
+	}
+	return out, err
+}
+
+// Body is the posted text of a run's result: a fixed header fluidbox
+// writes, then the agent's final message, bounded and neutralised.
+func Body(id string, res store.Result) string {
+	head := fmt.Sprintf("**fluidbox run `%s`**: %s, exit status %d.\n\n", id, res.Reason, res.ExitStatus)
+	msg := Neutralise(res.FinalMessage)
+	if msg == "" {
+		return head + "_The agent left no final message._"
+	}
+	if room := MaxBody - len(head); len(msg) > room {
+		const cut = "\n\n_(cut: the message was longer)_"
+		msg = strings.ToValidUTF8(msg[:room-len(cut)], "") + cut
+	}
+	return head + msg
+}
+
+// zwj breaks a mention: "@\u200dname" renders as "@name" and notifies
+// nobody.
+const zwj = "\u200d"
+
+// Neutralise makes untrusted text safe to post as GitHub Markdown: HTML
+// metacharacters become entities (no tag, comment or entity of the
+// agent's survives) and every '@' gets a zero-width joiner after it (no
+// user, team or email-like mention notifies anyone). Invalid UTF-8 and NUL
+// are dropped.
+func Neutralise(s string) string {
+	s = strings.ToValidUTF8(s, "")
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		switch r {
+		case '&':
+			b.WriteString("&amp;")
+		case '<':
+			b.WriteString("&lt;")
+		case '>':
+			b.WriteString("&gt;")
+		case '@':
+			b.WriteString("@" + zwj)
+		case 0:
+		default:
+			if r == utf8.RuneError {
+				continue
+			}
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
