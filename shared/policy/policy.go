@@ -178,7 +178,7 @@ func compileRule(i int, r Rule) (*rule, []Warning) {
 	warn := func(field, format string, args ...any) {
 		warns = append(warns, Warning{Field: field, Message: fmt.Sprintf(format, args...)})
 	}
-	tool, _ := compileGlob(r.Tool) // validated by normalize
+	tool, _ := compileToolGlob(r.Tool) // validated by normalize
 	cr := &rule{
 		index:   i,
 		id:      r.ID,
@@ -330,6 +330,22 @@ func (r *rule) unconditional() bool { return !r.hasPrefix && !r.hasPath && !r.ha
 func (g *glob) covers(o *glob) bool {
 	if g.kind == globAny {
 		return true
+	}
+	if o.kind == globAlternatives {
+		for _, a := range o.alts {
+			if !g.covers(a) {
+				return false
+			}
+		}
+		return true
+	}
+	if g.kind == globAlternatives {
+		for _, a := range g.alts {
+			if a.covers(o) {
+				return true
+			}
+		}
+		return false
 	}
 	if lit, ok := o.literal(); ok {
 		return g.match(lit)
