@@ -274,17 +274,15 @@ func isForbidden(err error) bool {
 // gate judges as given).
 var pathFields = []string{"file_path", "notebook_path", "path"}
 
-// resolvePaths returns, for each path field of the input, the path with
-// every symbolic link resolved (realpath) in the sandbox. A path that does
-// not exist yet (a Write's new file) resolves through its deepest existing
-// parent. Relative paths resolve against cwd. Fields that cannot be
-// resolved are left out; the given path is still judged.
-func resolvePaths(input json.RawMessage, cwd string) map[string]string {
+// inputPaths returns the input's path fields (pathFields) that hold a
+// path, each made absolute against cwd; a relative one is left out when
+// there is no cwd.
+func inputPaths(input json.RawMessage, cwd string) map[string]string {
 	var fields map[string]any
 	if json.Unmarshal(input, &fields) != nil {
 		return nil
 	}
-	var out map[string]string
+	out := map[string]string{}
 	for _, f := range pathFields {
 		p, ok := fields[f].(string)
 		if !ok || p == "" {
@@ -296,6 +294,19 @@ func resolvePaths(input json.RawMessage, cwd string) map[string]string {
 			}
 			p = filepath.Join(cwd, p)
 		}
+		out[f] = p
+	}
+	return out
+}
+
+// resolvePaths returns, for each path field of the input, the path with
+// every symbolic link resolved (realpath) in the sandbox. A path that does
+// not exist yet (a Write's new file) resolves through its deepest existing
+// parent. Relative paths resolve against cwd. Fields that cannot be
+// resolved are left out; the given path is still judged.
+func resolvePaths(input json.RawMessage, cwd string) map[string]string {
+	var out map[string]string
+	for f, p := range inputPaths(input, cwd) {
 		r, ok := realpath(filepath.Clean(p))
 		if !ok {
 			continue
@@ -408,22 +419,8 @@ const maxLinkHops = 40
 // does not exist), and anything else (a device, a socket, a link that
 // cannot be read) is left out, which the gate reads as unknown.
 func pathKinds(input json.RawMessage, cwd string) map[string]string {
-	var fields map[string]any
-	if json.Unmarshal(input, &fields) != nil {
-		return nil
-	}
 	var out map[string]string
-	for _, f := range pathFields {
-		p, ok := fields[f].(string)
-		if !ok || p == "" {
-			continue
-		}
-		if !filepath.IsAbs(p) {
-			if cwd == "" {
-				continue
-			}
-			p = filepath.Join(cwd, p)
-		}
+	for f, p := range inputPaths(input, cwd) {
 		kind := ""
 		fi, err := os.Lstat(p)
 		switch {

@@ -85,16 +85,9 @@ func canonicalPolicy(data []byte) ([]byte, error) {
 		if err := yaml.Unmarshal(data, &n); err != nil {
 			return nil, err
 		}
-		var b bytes.Buffer
-		enc := yaml.NewEncoder(&b)
-		enc.SetIndent(2)
-		if err := enc.Encode(&n); err != nil {
+		if out, err = encodeYAML(&n); err != nil {
 			return nil, err
 		}
-		if err := enc.Close(); err != nil {
-			return nil, err
-		}
-		out = b.Bytes()
 	}
 	q, _, err := policyyaml.Parse(out)
 	if err != nil || q.Digest() != p.Digest() {
@@ -112,21 +105,31 @@ func policyYAML(doc []byte) ([]byte, error) {
 		return nil, err
 	}
 	blockStyle(&n)
-	var b bytes.Buffer
-	enc := yaml.NewEncoder(&b)
-	enc.SetIndent(2)
-	if err := enc.Encode(&n); err != nil {
-		return nil, err
-	}
-	if err := enc.Close(); err != nil {
+	out, err := encodeYAML(&n)
+	if err != nil {
 		return nil, err
 	}
 	p, _, err := policyyaml.Parse(doc)
 	if err != nil {
 		return nil, err
 	}
-	if q, _, err := policyyaml.Parse(b.Bytes()); err != nil || q.Digest() != p.Digest() {
+	if q, _, err := policyyaml.Parse(out); err != nil || q.Digest() != p.Digest() {
 		return nil, fmt.Errorf("the document does not read back the same as YAML; write it as JSON")
+	}
+	return out, nil
+}
+
+// encodeYAML writes a YAML node as the YAML 1.2 encoder does with an
+// indent of two: the one canonical layout.
+func encodeYAML(n *yaml.Node) ([]byte, error) {
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(n); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
 	}
 	return b.Bytes(), nil
 }

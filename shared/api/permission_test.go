@@ -392,6 +392,9 @@ func TestRequestsPerDecision(t *testing.T) {
 		defer mu.Unlock()
 		return maps.Clone(calls)
 	}
+	// Every case also makes three UpdateItems before the decision: the
+	// run's request count and its open-request lease, taken and given
+	// back (ratelimit; TestRunOpenRequests).
 	cases := []struct {
 		name, decision string
 		on             *stack
@@ -399,19 +402,19 @@ func TestRequestsPerDecision(t *testing.T) {
 		want           map[string]int
 	}{
 		{"warm allow", "allow", a, func(s *stack) response { return s.ask(id, tok, "c1", "Bash", bash("git diff")) },
-			map[string]int{"TransactWriteItems": 1, "UpdateItem": 1}},
+			map[string]int{"TransactWriteItems": 1, "UpdateItem": 3}},
 		{"warm deny", "deny", a, func(s *stack) response { return s.ask(id, tok, "c2", "Bash", bash("git push")) },
-			map[string]int{"TransactWriteItems": 1, "UpdateItem": 1}},
+			map[string]int{"TransactWriteItems": 1, "UpdateItem": 3}},
 		// The record's put fails, then the record is read.
 		{"replay", "allow", a, func(s *stack) response { return s.ask(id, tok, "c1", "Bash", bash("git diff")) },
-			map[string]int{"GetItem": 1, "TransactWriteItems": 1, "UpdateItem": 1}},
+			map[string]int{"GetItem": 1, "TransactWriteItems": 1, "UpdateItem": 3}},
 		// The run's grants (a require_approval asks), then the record.
 		{"pending", "pending", a, func(s *stack) response { return s.ask(id, tok, "c3", "Bash", bash("rm -rf build")) },
-			map[string]int{"Query": 1, "TransactWriteItems": 1, "UpdateItem": 1}},
+			map[string]int{"Query": 1, "TransactWriteItems": 1, "UpdateItem": 3}},
 		// The token's run and the ledger's head (two GetItems), the frozen
 		// state (three Queries), the record.
 		{"first on an instance", "allow", instance(), func(s *stack) response { return s.ask(id, tok, "c4", "Bash", bash("git status")) },
-			map[string]int{"GetItem": 2, "Query": 3, "TransactWriteItems": 1, "UpdateItem": 1}},
+			map[string]int{"GetItem": 2, "Query": 3, "TransactWriteItems": 1, "UpdateItem": 3}},
 	}
 	for _, c := range cases {
 		if got := cost(c.decision, c.ask, c.on); fmt.Sprint(got) != fmt.Sprint(c.want) {

@@ -534,7 +534,7 @@ func normalize(doc Document) (Document, error) {
 		if r.Tool == "" {
 			return doc, verr(f+".tool", "required")
 		}
-		if _, err := compileGlob(r.Tool); err != nil {
+		if _, err := compileToolGlob(r.Tool); err != nil {
 			return doc, verr(f+".tool", "%v in %q", err, r.Tool)
 		}
 		if r.Verdict == "" {
@@ -573,6 +573,25 @@ func checkFallback(field string, v Verdict) error {
 	return verr(field, "%s", notOneOf(string(v), fallbackNames...))
 }
 
+// onlyFileTools reports whether a rule's tool glob names file tools and
+// nothing else: one of them, or a {Read,Glob,Grep} of them.
+func onlyFileTools(tool string) bool {
+	g, err := compileToolGlob(tool)
+	if err != nil {
+		return false
+	}
+	names, ok := g.literals()
+	if !ok {
+		return false
+	}
+	for _, n := range names {
+		if _, ok := fileTools[n]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
 func checkMatch(field, tool string, m *Match) error {
 	if m.CommandPrefix != nil && tool != bashTool {
 		return verr(field+".command_prefix", "only for tool %q, not %q", bashTool, tool)
@@ -590,10 +609,8 @@ func checkMatch(field, tool string, m *Match) error {
 			return verr(fmt.Sprintf("%s.command_prefix[%d]", field, i), "empty prefix")
 		}
 	}
-	if m.Path != nil {
-		if _, ok := fileTools[tool]; !ok {
-			return verr(field+".path", "only for file tools (Read, Write, Edit, MultiEdit, NotebookEdit, Glob, Grep), not %q", tool)
-		}
+	if m.Path != nil && !onlyFileTools(tool) {
+		return verr(field+".path", "only for file tools (Read, Write, Edit, MultiEdit, NotebookEdit, Glob, Grep), or a {...} of them, not %q", tool)
 	}
 	for i, p := range m.Path {
 		if _, err := compilePathGlob(p); err != nil {

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"unicode/utf8"
 )
@@ -14,7 +15,8 @@ import (
 type glob struct {
 	pattern string
 	kind    globKind
-	lit     string // exact text, or the prefix for globPrefix
+	lit     string  // exact text, or the prefix for globPrefix
+	alts    []*glob // globAlternatives: the patterns a {a,b} names
 }
 
 type globKind uint8
@@ -26,7 +28,91 @@ const (
 	globSuffix
 	globContains
 	globGeneral
+	// globAlternatives is a tool glob with one {a,b,...} group: it
+	// matches what any of its expansions matches. Only tool globs have
+	// it (compileToolGlob): in an input value '{' is a literal character.
+	globAlternatives
 )
+
+// maxAlternatives bounds a tool glob's {a,b,...} group.
+const maxAlternatives = 64
+
+// compileToolGlob compiles a rule's tool glob: a glob (compileGlob) that
+// may also hold one {a,b,...} group, as in "{Read,Glob,Grep}" or
+// "mcp__{jira,github}__*". A second group, a nested one, an unclosed one
+// or an empty alternative is refused, so a pattern reads one way only.
+func compileToolGlob(p string) (*glob, error) {
+	open := unescaped(p, '{')
+	if open < 0 {
+		if unescaped(p, '}') >= 0 {
+			return nil, errors.New("bad glob: '}' without '{'")
+		}
+		return compileGlob(p)
+	}
+	end := unescaped(p[open+1:], '}')
+	if end < 0 {
+		return nil, errors.New("bad glob: '{' without '}'")
+	}
+	end += open + 1
+	body, rest := p[open+1:end], p[end+1:]
+	if unescaped(body, '{') >= 0 || unescaped(rest, '{') >= 0 || unescaped(rest, '}') >= 0 {
+		return nil, errors.New("bad glob: one {a,b} group at most, not nested")
+	}
+	names := strings.Split(body, ",")
+	if len(names) > maxAlternatives {
+		return nil, fmt.Errorf("bad glob: at most %d alternatives in {...}", maxAlternatives)
+	}
+	g := &glob{pattern: p, kind: globAlternatives}
+	for _, n := range names {
+		if n == "" {
+			return nil, errors.New("bad glob: an empty alternative in {...}")
+		}
+		a, err := compileGlob(p[:open] + n + rest)
+		if err != nil {
+			return nil, err
+		}
+		g.alts = append(g.alts, a)
+	}
+	return g, nil
+}
+
+// unescaped is the index of the first c in p not escaped by '\' and not
+// inside a [class], or -1.
+func unescaped(p string, c byte) int {
+	for i := 0; i < len(p); i++ {
+		switch p[i] {
+		case '\\':
+			i++
+		case '[':
+			if end, err := classEnd(p, i); err == nil {
+				i = end
+			}
+		case c:
+			return i
+		}
+	}
+	return -1
+}
+
+// literals returns the names a glob matches when it matches only a fixed
+// set of them (an exact glob, or alternatives of exact ones).
+func (g *glob) literals() ([]string, bool) {
+	if lit, ok := g.literal(); ok {
+		return []string{lit}, true
+	}
+	if g.kind != globAlternatives {
+		return nil, false
+	}
+	var out []string
+	for _, a := range g.alts {
+		lit, ok := a.literal()
+		if !ok {
+			return nil, false
+		}
+		out = append(out, lit)
+	}
+	return out, true
+}
 
 var errBadGlob = errors.New("bad glob")
 
@@ -65,6 +151,13 @@ func (g *glob) match(s string) bool {
 		return strings.HasSuffix(s, g.lit)
 	case globContains:
 		return strings.Contains(s, g.lit)
+	case globAlternatives:
+		for _, a := range g.alts {
+			if a.match(s) {
+				return true
+			}
+		}
+		return false
 	default:
 		return globMatch(g.pattern, s)
 	}

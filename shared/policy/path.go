@@ -176,6 +176,72 @@ func foldCase(s string) string {
 // run's workspace).
 func (g *pathGlob) isRelative() bool { return !strings.HasPrefix(g.pattern, "/") }
 
+// unreachableWithoutWorkspace reports whether a relative glob, read as a
+// rule of verdict v reads it, fails to match an absolute path it names
+// (a sample path of its own shape under /work) when the run has no
+// workspace. It asks the very matcher the rule's verdict uses, so a
+// warning about it says what the match does.
+func (g *pathGlob) unreachableWithoutWorkspace(v Verdict) bool {
+	abs := pathValue{text: "/work/" + samplePath(g.pattern)}
+	if v == VerdictAllow {
+		return !g.matchStrict(abs, &Env{})
+	}
+	return !g.matchLoose(abs, &Env{})
+}
+
+// samplePath is a path a glob matches, its wildcards filled in with "x"
+// ("**/" with nothing, a class with its first character), for asking the
+// matchers what they do with a path of the glob's shape.
+func samplePath(glob string) string {
+	var b strings.Builder
+	for i := 0; i < len(glob); i++ {
+		switch c := glob[i]; c {
+		case '*':
+			if strings.HasPrefix(glob[i:], "**/") {
+				i += 2
+				continue
+			}
+			for i+1 < len(glob) && glob[i+1] == '*' {
+				i++
+			}
+			b.WriteByte('x')
+		case '?':
+			b.WriteByte('x')
+		case '[':
+			end, err := classEnd(glob, i)
+			if err != nil {
+				b.WriteByte(c)
+				continue
+			}
+			class := glob[i+1 : end]
+			if class != "" && (class[0] == '!' || class[0] == '^') {
+				b.WriteByte('x') // a negated class: x, unless it excludes x
+			} else if class != "" {
+				b.WriteByte(class[0])
+			}
+			i = end
+		case '{':
+			// The first alternative of a {a,b} group.
+			end := strings.IndexByte(glob[i:], '}')
+			if end < 0 {
+				b.WriteByte(c)
+				continue
+			}
+			alt, _, _ := strings.Cut(glob[i+1:i+end], ",")
+			b.WriteString(samplePath(alt))
+			i += end
+		case '\\':
+			if i+1 < len(glob) {
+				i++
+				b.WriteByte(glob[i])
+			}
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
 func hasLiteralSegment(segs []string) bool {
 	for _, s := range segs {
 		if s != "" && !strings.ContainsAny(s, globMeta) {

@@ -1,9 +1,15 @@
 package policy
 
 import (
+	"encoding/json"
+	"fmt"
+	"os"
 	"path"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/yaml"
 )
 
 // pathPolicy is the issue's: deny **/.env anywhere, allow the workspace.
@@ -100,8 +106,10 @@ func TestWorkspaceResolvesRelativeGlobs(t *testing.T) {
 	  {"id":"src","tool":"Write","match":{"path":["src/**"]},"verdict":"allow"},
 	  {"id":"secrets","tool":"Read","match":{"path":["secrets/**"]},"verdict":"deny"},
 	  {"id":"read","tool":"Read","match":{"path":["**"]},"verdict":"allow"}]}`)
-	if got := p.RelativeGlobs(); len(got) != 3 {
-		t.Errorf("RelativeGlobs() = %q, want all three", got)
+	// Only src/** goes unmatched without a workspace: a deny reads
+	// secrets/** at any depth, and ** matches every path.
+	if got := p.RelativeGlobs(); len(got) != 1 || !strings.Contains(got[0], `"src/**"`) {
+		t.Errorf("RelativeGlobs() = %q, want only rules[0]'s src/**", got)
 	}
 	ws := Env{Workspace: "/work/app"}
 	tests := []struct {
@@ -297,4 +305,92 @@ func TestSearchGlobsThatWiden(t *testing.T) {
 			t.Errorf("Grep glob %q = %v (%s), want allow", glob, got.Verdict, got.Reason)
 		}
 	}
+}
+
+// TestRelativeGlobWarningsMatchBehaviour: a run without a workspace is
+// warned about a relative path glob exactly when the glob, in its rule,
+// does not decide an absolute path of its own shape: the warning and the
+// evaluation agree. The globs are those of the repository's example
+// policies, of policies imported from Claude Code settings, and of every
+// verdict and shape below.
+func TestRelativeGlobWarningsMatchBehaviour(t *testing.T) {
+	t.Parallel()
+	var docs []string
+	files, _ := filepath.Glob("../../docs/policies/*")
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, string(data))
+	}
+	imported, _, err := FromClaudeSettings([]byte(`{"permissions":{
+	  "allow":["Read(./src/**)","Edit(docs/**)","Read(**/*.md)","Read(//etc/hosts)"],
+	  "deny":["Read(./.env)","Read(**/.env)","Edit(/.github/**)","Read(secrets/*.pem)"],
+	  "ask":["Edit(src/*.go)"]}}`), ClaudeImport{Name: "imported", DefaultVerdict: VerdictRequireApproval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(imported)
+	docs = append(docs, string(b))
+	var rules []string
+	for i, g := range []string{"src/**", "**", "*.go", "**/*.pem", ".env", "a/b/c.txt", "secrets/[ab]*", "{lib,src}/**", "**/node_modules/**", "x?y"} {
+		for _, v := range []Verdict{VerdictAllow, VerdictDeny, VerdictRequireApproval} {
+			rules = append(rules, fmt.Sprintf(`{"id":"r%d-%s","tool":"Read","match":{"path":[%q]},"verdict":%q}`, i, v, g, v))
+		}
+	}
+	for _, r := range rules {
+		docs = append(docs, `{"name":"shape","default_verdict":"require_approval","rules":[`+r+`]}`)
+	}
+	checked := 0
+	for _, d := range docs {
+		p, _, err := policyyamlFree(d)
+		if err != nil {
+			t.Fatalf("%s: %v", d, err)
+		}
+		warned := map[string]bool{}
+		for _, w := range p.RelativeGlobs() {
+			warned[w] = true
+		}
+		for _, r := range p.rules {
+			for j, g := range r.paths {
+				if !g.isRelative() {
+					continue
+				}
+				// The rule alone, so that its verdict is what a match gives.
+				alone := mustParse(t, fmt.Sprintf(`{"name":"alone","default_verdict":%q,"rules":[{"id":"r","tool":"Read","match":{"path":[%q]},"verdict":%q}]}`,
+					otherVerdict(r.verdict), g.pattern, r.verdict))
+				got := alone.EvaluateIn(Env{}, "Read", map[string]any{"file_path": "/work/" + samplePath(g.pattern)})
+				decided := got.RuleID == "r"
+				key := fmt.Sprintf("rules[%d].match.path[%d] (%q)", r.index, j, g.pattern)
+				if warned[key] == decided {
+					t.Errorf("%s %s glob %q: warned %v, but the rule decides /work/%s: %v (%s)", r.verdict, r.id, g.pattern, warned[key], samplePath(g.pattern), decided, got.Reason)
+				}
+				checked++
+			}
+		}
+	}
+	if checked < 30 {
+		t.Errorf("checked %d relative globs, want the corpus's", checked)
+	}
+}
+
+// otherVerdict is a default verdict unlike v, so a rule's own decision
+// can be told from the default.
+func otherVerdict(v Verdict) Verdict {
+	if v == VerdictRequireApproval {
+		return VerdictDeny
+	}
+	return VerdictRequireApproval
+}
+
+// policyyamlFree parses a document that may be YAML without importing
+// policyyaml (which imports this package): the examples are JSON or a
+// YAML subset sigs.k8s.io/yaml reads.
+func policyyamlFree(doc string) (*Policy, []Warning, error) {
+	j, err := yaml.YAMLToJSON([]byte(doc))
+	if err != nil {
+		return nil, nil, err
+	}
+	return Parse(j)
 }

@@ -180,7 +180,7 @@ func compileRule(i int, r Rule) (*rule, []Warning) {
 	warn := func(field, format string, args ...any) {
 		warns = append(warns, Warning{Field: field, Message: fmt.Sprintf(format, args...)})
 	}
-	tool, _ := compileGlob(r.Tool) // validated by normalize
+	tool, _ := compileToolGlob(r.Tool) // validated by normalize
 	cr := &rule{
 		index:   i,
 		id:      r.ID,
@@ -343,6 +343,22 @@ func (g *glob) covers(o *glob) bool {
 	if g.kind == globAny {
 		return true
 	}
+	if o.kind == globAlternatives {
+		for _, a := range o.alts {
+			if !g.covers(a) {
+				return false
+			}
+		}
+		return true
+	}
+	if g.kind == globAlternatives {
+		for _, a := range g.alts {
+			if a.covers(o) {
+				return true
+			}
+		}
+		return false
+	}
 	if lit, ok := o.literal(); ok {
 		return g.match(lit)
 	}
@@ -360,15 +376,17 @@ func restriction(v Verdict) int {
 	}
 }
 
-// RelativeGlobs returns, as "rules[i].match.path[j]", the path globs
-// that are relative. They resolve against a run's workspace; in a run
-// without one they match only relative paths, which Claude Code never
-// sends, so run creation warns about them.
+// RelativeGlobs returns, as "rules[i].match.path[j]", the relative path
+// globs that match no absolute path in a run without a workspace, which
+// Claude Code's absolute paths then never meet, so run creation warns
+// about them. The matchers themselves decide it (unreachable): an allow
+// rule reads a relative glob against the workspace only, while a deny or
+// require_approval rule reads it at any depth and needs no workspace.
 func (p *Policy) RelativeGlobs() []string {
 	var out []string
 	for _, r := range p.rules {
 		for j, g := range r.paths {
-			if g.isRelative() {
+			if g.isRelative() && g.unreachableWithoutWorkspace(r.verdict) {
 				out = append(out, fmt.Sprintf("rules[%d].match.path[%d] (%q)", r.index, j, g.pattern))
 			}
 		}

@@ -254,7 +254,14 @@ var ErrModelUpstreamChanged = fmt.Errorf("store: model upstream changed: %w", Er
 // still prev (0: none stored yet): a compare-and-swap, so two concurrent
 // replacements cannot both claim the same generation.
 func (s *Store) PutModelUpstream(ctx context.Context, m ModelUpstream, prev int) error {
-	av, err := item(modelUpstreamPK, "HEAD", m)
+	return s.putGeneration(ctx, modelUpstreamPK, "put model upstream", m, prev, ErrModelUpstreamChanged)
+}
+
+// putGeneration writes a deployment's one sealed setting (pk/HEAD) if its
+// stored generation is still prev (0: none stored yet); a lost race is
+// changed.
+func (s *Store) putGeneration(ctx context.Context, pk, op string, v any, prev int, changed error) error {
+	av, err := item(pk, "HEAD", v)
 	if err != nil {
 		return err
 	}
@@ -271,9 +278,9 @@ func (s *Store) PutModelUpstream(ctx context.Context, m ModelUpstream, prev int)
 		ExpressionAttributeValues: vals,
 	})
 	if err != nil {
-		err = translate("put model upstream", err)
+		err = translate(op, err)
 		if errors.Is(err, ErrConditionFailed) {
-			return ErrModelUpstreamChanged
+			return changed
 		}
 	}
 	return err

@@ -2,12 +2,7 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
 // GitHubApp is the deployment's GitHub App: its id, where its API and git
@@ -34,29 +29,7 @@ var ErrGitHubAppChanged = fmt.Errorf("store: github app changed: %w", ErrConditi
 // prev (0: none stored yet): a compare-and-swap, so two concurrent
 // replacements cannot both claim the same generation.
 func (s *Store) PutGitHubApp(ctx context.Context, a GitHubApp, prev int) error {
-	av, err := item(githubAppPK, "HEAD", a)
-	if err != nil {
-		return err
-	}
-	cond := "attribute_not_exists(pk)"
-	vals := map[string]types.AttributeValue(nil)
-	if prev > 0 {
-		cond = "generation = :prev"
-		vals = map[string]types.AttributeValue{":prev": num(int64(prev))}
-	}
-	_, err = s.db.PutItem(ctx, &dynamodb.PutItemInput{
-		TableName:                 aws.String(s.table),
-		Item:                      av,
-		ConditionExpression:       aws.String(cond),
-		ExpressionAttributeValues: vals,
-	})
-	if err != nil {
-		err = translate("put github app", err)
-		if errors.Is(err, ErrConditionFailed) {
-			return ErrGitHubAppChanged
-		}
-	}
-	return err
+	return s.putGeneration(ctx, githubAppPK, "put github app", a, prev, ErrGitHubAppChanged)
 }
 
 // GetGitHubApp reads the GitHub App.
