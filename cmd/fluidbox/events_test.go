@@ -31,7 +31,7 @@ func TestEventsTimeline(t *testing.T) {
 		t.Fatalf("fluidbox events = %+v", r)
 	}
 	want := []string{
-		`^\s+1  \d\d:\d\d:\d\d  session\.created     policy pol_\S+ v1, 7 tools, trust \S+,`,
+		`^\s+1  \d\d:\d\d:\d\d  session\.created     policy pol_\S+ v1, 16 tools, trust \S+,`,
 		`^\s+2  \d\d:\d\d:\d\d  tool\.requested      e1 Bash$`,
 		`^\s+3  \d\d:\d\d:\d\d  tool\.decision       e1 Bash -> allow \(rule git-read\)$`,
 		`^\s+4  \d\d:\d\d:\d\d  tool\.requested      e2 Bash$`,

@@ -76,6 +76,9 @@ type preToolUse struct {
 	ToolName       string          `json:"tool_name"`
 	ToolInput      json.RawMessage `json:"tool_input"`
 	ToolUseID      string          `json:"tool_use_id"`
+	// AgentID and AgentType are set when a subagent makes the call.
+	AgentID   string `json:"agent_id"`
+	AgentType string `json:"agent_type"`
 }
 
 // hookOutput is the only thing the hook writes on stdout.
@@ -198,7 +201,7 @@ func claudeCodeDecision(ctx context.Context, getenv func(string) string, stdin i
 	// The run is fluidbox's (FLUIDBOX_SESSION_ID), not Claude Code's
 	// session_id; Claude Code's tool_use_id names the call, so a retried
 	// hook re-attaches to the same decision or approval.
-	req := client.PermissionRequest{ToolCallID: in.ToolUseID, ToolName: in.ToolName, Input: in.ToolInput}
+	req := client.PermissionRequest{ToolCallID: in.ToolUseID, ToolName: in.ToolName, Input: in.ToolInput, AgentID: in.AgentID, AgentType: in.AgentType}
 	// The gate judges the path as given and as the sandbox resolves it, so
 	// a symlink a pull request committed (notes.txt -> ../.env) is judged
 	// by what it points at.

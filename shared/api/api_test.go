@@ -148,14 +148,14 @@ func TestSessionFreezes(t *testing.T) {
 	if got["policy_version"] != float64(1) || got["trust_tier"] != "read_only" || got["last_seq"] != float64(1) || got["token"] != nil {
 		t.Fatalf("GET session = %v", got)
 	}
-	if tools := fmt.Sprint(got["tools"]); tools != "[Bash Edit Glob Grep Read WebFetch Write]" {
+	if tools := fmt.Sprint(got["tools"]); tools != "[Agent Bash Edit EnterWorktree ExitWorktree Glob Grep Monitor NotebookEdit Read Skill TaskStop ToolSearch WebFetch WebSearch Write]" {
 		t.Fatalf("tools = %s", tools)
 	}
 	frozen, err := s.st.GetFrozen(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(frozen.Policy.Document, `"basic"`) || len(frozen.Tools) != 7 {
+	if !strings.Contains(frozen.Policy.Document, `"basic"`) || len(frozen.Tools) != 16 {
 		t.Fatalf("frozen = %d tools, policy %s", len(frozen.Tools), frozen.Policy.Document)
 	}
 	for _, item := range s.items() {

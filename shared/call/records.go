@@ -51,6 +51,9 @@ type Asked struct {
 	Input      any
 	Digest     redact.Digest
 	Identity   redact.Digest
+	// AgentID and AgentType name the subagent that asked; empty for the
+	// run's main agent.
+	AgentID, AgentType string
 }
 
 // Pin is what a pending call's approval records about what it was decided
@@ -111,7 +114,7 @@ func Record(st *store.Store, h store.Head, c Asked, d gate.Decision, pin Pin, no
 		rec.UpdatedInputDigest = updated.String()
 	}
 	var out Recorded
-	requested, err := redact.New(redact.ToolRequested{ToolCallID: c.ToolCallID, ToolName: c.ToolName, InputDigest: c.Digest})
+	requested, err := redact.New(redact.ToolRequested{ToolCallID: c.ToolCallID, ToolName: c.ToolName, InputDigest: c.Digest, AgentID: c.AgentID, AgentType: c.AgentType})
 	if err != nil {
 		return Recorded{}, err
 	}

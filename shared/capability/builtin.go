@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"strings"
 	"sync"
 )
 
@@ -117,4 +118,77 @@ func ClaudeCodeExcluded(runner string) map[string]string {
 		}
 	}
 	return out
+}
+
+//go:embed builtin/claude-code-narrowed.json
+var narrowedJSON []byte
+
+// Narrowing is one place where a claude-code bundle schema is narrower
+// than the schema Claude Code sends: at Pointer (a JSON pointer into the
+// schema) the bundle holds Value. The schema stage then denies what
+// Reason says fluidbox must not allow, whatever the policy.
+type Narrowing struct {
+	Pointer string          `json:"pointer"`
+	Value   json.RawMessage `json:"value"`
+	Reason  string          `json:"reason"`
+}
+
+var narrowed = sync.OnceValues(func() (map[string][]Narrowing, error) {
+	var doc struct {
+		Tools map[string][]Narrowing `json:"tools"`
+	}
+	if err := json.Unmarshal(narrowedJSON, &doc); err != nil {
+		return nil, fmt.Errorf("capability: claude-code-narrowed.json: %w", err)
+	}
+	return doc.Tools, nil
+})
+
+// ClaudeCodeNarrowed returns, per tool, how the claude-code bundle's
+// schema narrows the one Claude Code sends (builtin/claude-code-narrowed.json).
+// The end-to-end suites apply it to the schema they capture before they
+// compare it with the bundle's.
+func ClaudeCodeNarrowed() map[string][]Narrowing {
+	m, err := narrowed()
+	if err != nil {
+		return nil
+	}
+	out := make(map[string][]Narrowing, len(m))
+	for k, v := range m {
+		out[k] = append([]Narrowing(nil), v...)
+	}
+	return out
+}
+
+// Narrow returns schema with each narrowing applied. A pointer must name
+// an existing member of nested objects: a schema that lacks it (a CLI
+// that renamed the property) is an error, never passed through unnarrowed.
+func Narrow(schema []byte, ns []Narrowing) ([]byte, error) {
+	var doc map[string]any
+	if err := json.Unmarshal(schema, &doc); err != nil {
+		return nil, fmt.Errorf("capability: narrow: %w", err)
+	}
+	for _, n := range ns {
+		segs := strings.Split(strings.TrimPrefix(n.Pointer, "/"), "/")
+		if !strings.HasPrefix(n.Pointer, "/") || len(segs) == 0 {
+			return nil, fmt.Errorf("capability: narrow: pointer %q", n.Pointer)
+		}
+		obj := doc
+		for _, s := range segs[:len(segs)-1] {
+			next, ok := obj[s].(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("capability: narrow: the schema has no object at %q", n.Pointer)
+			}
+			obj = next
+		}
+		last := segs[len(segs)-1]
+		if _, ok := obj[last]; !ok {
+			return nil, fmt.Errorf("capability: narrow: the schema has nothing at %q", n.Pointer)
+		}
+		var v any
+		if err := json.Unmarshal(n.Value, &v); err != nil {
+			return nil, fmt.Errorf("capability: narrow: value at %q: %w", n.Pointer, err)
+		}
+		obj[last] = v
+	}
+	return json.Marshal(doc)
 }

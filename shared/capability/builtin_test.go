@@ -28,6 +28,10 @@ func TestBuiltinClaudeCode(t *testing.T) {
 	want := map[string]Class{
 		"Bash": ClassExecute, "Read": ClassRead, "Glob": ClassRead, "Grep": ClassRead,
 		"Write": ClassWrite, "Edit": ClassWrite, "WebFetch": ClassEgress,
+		// Each decided in builtin/README.md.
+		"Agent": ClassExecute, "Skill": ClassExecute, "Monitor": ClassExecute,
+		"NotebookEdit": ClassWrite, "EnterWorktree": ClassWrite, "ExitWorktree": ClassWrite,
+		"TaskStop": ClassRead, "ToolSearch": ClassRead, "WebSearch": ClassEgress,
 	}
 	if len(b.Tools) != len(want) {
 		t.Errorf("claude-code has %d tools, want %d", len(b.Tools), len(want))
@@ -61,6 +65,11 @@ func TestBuiltinSchemas(t *testing.T) {
 		reason      string
 	}{
 		{"Bash", `{"command":"git status","description":"Show working tree status"}`, true, ""},
+		// Agent is the CLI's schema narrowed (claude-code-narrowed.json): a
+		// subagent runs here, where the hook and the proxy see it.
+		{"Agent", `{"description":"d","prompt":"p","subagent_type":"Explore"}`, true, ""},
+		{"Agent", `{"description":"d","prompt":"p","isolation":"worktree"}`, true, ""},
+		{"Agent", `{"description":"d","prompt":"p","isolation":"remote"}`, false, "input.isolation: value must be"},
 		{"Bash", `{"command":"npm test","timeout":600000,"run_in_background":true,"dangerouslyDisableSandbox":false,"description":"Run tests"}`, true, ""},
 		{"Bash", `{"description":"no command"}`, false, "input.command: required property missing"},
 		{"Bash", `{"command":["ls"]}`, false, "input.command: expected string, but got array"},
@@ -156,13 +165,13 @@ func TestClaudeCodeExcluded(t *testing.T) {
 		}
 	}
 	cli, sdk := ClaudeCodeExcluded(RunnerCLI), ClaudeCodeExcluded(RunnerSDK)
-	for _, name := range []string{"AskUserQuestion", "EnterPlanMode", "ExitPlanMode", "Agent"} {
+	for _, name := range []string{"AskUserQuestion", "EnterPlanMode", "ExitPlanMode", "CronCreate"} {
 		if sdk[name] == "" {
 			t.Errorf("%s is not excluded for the Agent SDK", name)
 		}
 	}
-	if cli["Agent"] == "" || cli["AskUserQuestion"] != "" {
-		t.Errorf("cli: Agent %q, AskUserQuestion %q; want Agent excluded and AskUserQuestion not offered", cli["Agent"], cli["AskUserQuestion"])
+	if cli["CronCreate"] == "" || cli["AskUserQuestion"] != "" {
+		t.Errorf("cli: CronCreate %q, AskUserQuestion %q; want CronCreate excluded and AskUserQuestion not offered", cli["CronCreate"], cli["AskUserQuestion"])
 	}
 	if ClaudeCodeExcluded("other") == nil || len(ClaudeCodeExcluded("other")) != 0 {
 		t.Error("an unknown runner offers nothing")
@@ -215,5 +224,29 @@ func TestBuiltinServerTools(t *testing.T) {
 		if err := s.Validate(v); (err == nil) != tt.ok {
 			t.Errorf("%s %s: Validate = %v, want ok=%v", tt.tool, tt.input, err, tt.ok)
 		}
+	}
+}
+
+// TestNarrow: a narrowing replaces the value at its pointer in a copy of
+// the schema, and fails on a pointer the schema does not have (a CLI that
+// renamed the property must not slip past it unnarrowed).
+func TestNarrow(t *testing.T) {
+	t.Parallel()
+	schema := []byte(`{"type":"object","properties":{"isolation":{"type":"string","enum":["worktree","remote"]}}}`)
+	got, err := Narrow(schema, []Narrowing{{Pointer: "/properties/isolation/enum", Value: json.RawMessage(`["worktree"]`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := schemaguard.Canonical(got)
+	want, _ := schemaguard.Canonical([]byte(`{"type":"object","properties":{"isolation":{"type":"string","enum":["worktree"]}}}`))
+	if string(c) != string(want) {
+		t.Errorf("Narrow = %s, want %s", c, want)
+	}
+	if _, err := Narrow(schema, []Narrowing{{Pointer: "/properties/mode/enum", Value: json.RawMessage(`[]`)}}); err == nil {
+		t.Error("Narrow at a pointer the schema lacks succeeded")
+	}
+	ns := ClaudeCodeNarrowed()
+	if len(ns["Agent"]) != 1 || ns["Agent"][0].Pointer != "/properties/isolation/enum" || len(ns["Agent"][0].Reason) < 20 {
+		t.Errorf("ClaudeCodeNarrowed()[Agent] = %+v, want isolation narrowed with a reason", ns["Agent"])
 	}
 }

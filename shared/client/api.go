@@ -41,6 +41,10 @@ type PermissionRequest struct {
 	// PathKinds says, per path-bearing field, what the sandbox found
 	// there: "file", "dir" or "absent" (lstat).
 	PathKinds map[string]string `json:"path_kinds,omitempty"`
+	// AgentID and AgentType identify the subagent making the call (Claude
+	// Code's hook input); empty for the main agent.
+	AgentID   string `json:"agent_id,omitempty"`
+	AgentType string `json:"agent_type,omitempty"`
 }
 
 // Answer is the gate's answer.

@@ -210,6 +210,10 @@ type Request struct {
 	// Kinds maps path-bearing input fields to what the sandbox found there
 	// (policy.KindFile, KindDir, KindAbsent), when the runner sent them.
 	Kinds map[string]string
+	// AgentType is the type of the subagent making the call, as the
+	// runner reported it; empty for the run's main agent. Policies match
+	// it (match.agent_type).
+	AgentType string
 }
 
 // stage is one step of the gate. decide returns the decision and true when
@@ -252,7 +256,7 @@ type call struct {
 
 // env is where the call happens, as the policy package reads it.
 func (c *call) env() policy.Env {
-	return policy.Env{Workspace: c.run.Workspace, Cwd: c.req.Cwd, Resolved: c.req.Resolved, Kinds: c.req.Kinds}
+	return policy.Env{Workspace: c.run.Workspace, Cwd: c.req.Cwd, Resolved: c.req.Resolved, Kinds: c.req.Kinds, AgentType: c.req.AgentType}
 }
 
 // policyCall returns the call prepared once for the policy package, so that

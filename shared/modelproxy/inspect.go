@@ -105,6 +105,11 @@ type Inspection struct {
 	Images int64
 	// InferenceGeo is "" (default), "global" or "us".
 	InferenceGeo string
+	// ReferencedBytes is, summed over the tool_reference blocks (a tool
+	// search's result), the size of the deferred tool definition each
+	// names: the API expands each into the context, so the body's bytes
+	// do not bound them.
+	ReferencedBytes int64
 
 	body      []byte
 	doc       *doc
@@ -118,6 +123,11 @@ type Inspection struct {
 	uses    []toolUse
 	results []toolResult
 	msg     int
+
+	// refs are the tool names tool_reference blocks name; deferred the
+	// size of each tool offered with defer_loading true.
+	refs     []string
+	deferred map[string]int64
 }
 
 // edit replaces body[at.s:at.e] with with.
@@ -219,6 +229,7 @@ var allowedBetas = map[string]bool{
 	"output-128k-2025-02-19":                   true, // max_tokens still bounds output
 	"structured-outputs-2025-11-13":            true, // output format
 	"web-fetch-2025-09-10":                     true, // web_fetch is judged by the gate
+	"advanced-tool-use-2025-11-20":             true, // tool search: only defer_loading and tool_reference are admitted
 }
 
 // apiVersions are the anthropic-version values whose request shape the
@@ -301,6 +312,15 @@ func Inspect(body []byte, h http.Header, rawQuery string) (*Inspection, *Refusal
 		// leads).
 		end := root.e - 1
 		in.edits = append(in.edits, edit{span{s: end, e: end}, []byte(`,"service_tier":"standard_only"`)})
+	}
+	// A reference names a deferred tool of this request, as the API
+	// requires; checked here, after both messages and tools were read.
+	for _, name := range in.refs {
+		size, ok := in.deferred[name]
+		if !ok {
+			return nil, refuse(ReasonMalformed, "a tool_reference names %s, which is not a tool of this request with defer_loading true", quoteName(name))
+		}
+		in.ReferencedBytes = satAdd(in.ReferencedBytes, size)
 	}
 	switch {
 	case in.Model == "":
@@ -632,7 +652,7 @@ func readMessages(in *Inspection, v span) *Refusal {
 var (
 	messageBlocks = []string{"text", "image", "document", "search_result", "tool_use", "tool_result",
 		"thinking", "redacted_thinking", "server_tool_use", "web_search_tool_result", "web_fetch_tool_result"}
-	resultBlocks = []string{"text", "image", "document", "search_result"}
+	resultBlocks = []string{"text", "image", "document", "search_result", "tool_reference"}
 	textOnly     = []string{"text"}
 	sourceBlocks = []string{"text", "image"}
 )
@@ -705,7 +725,7 @@ func (in *Inspection) readContent(v span, at path, allowed []string) *Refusal {
 // blockFields is every member any admitted block type may have; which of
 // them a given type may carry is checked against blockMembers.
 var blockFields = []string{"type", "text", "cache_control", "citations", "source", "title", "context", "id", "name",
-	"input", "tool_use_id", "content", "is_error", "thinking", "signature", "data"}
+	"input", "tool_use_id", "content", "is_error", "thinking", "signature", "data", "tool_name"}
 
 // blockMembers lists the members each block type may carry besides type.
 var blockMembers = map[string][]string{
@@ -720,6 +740,7 @@ var blockMembers = map[string][]string{
 	"server_tool_use":        {"id", "name", "input", "cache_control"},
 	"web_search_tool_result": {"tool_use_id", "content", "cache_control"},
 	"web_fetch_tool_result":  {"tool_use_id", "content", "cache_control"},
+	"tool_reference":         {"tool_name"},
 }
 
 func (in *Inspection) readBlock(v span, at path, allowed []string) *Refusal {
@@ -771,6 +792,12 @@ func (in *Inspection) readBlock(v span, at path, allowed []string) *Refusal {
 		if c, ok := b.get("content"); ok {
 			return in.readContent(c, at.dot("content"), resultBlocks)
 		}
+	case "tool_reference":
+		name, ok := str(in.body, b.val("tool_name"))
+		if !ok {
+			return refuse(ReasonMalformed, "%s.tool_name: must be a string", at)
+		}
+		in.refs = append(in.refs, name)
 	case "web_search_tool_result":
 		return in.readSearchResults(b.val("content"), at.dot("content"))
 	case "web_fetch_tool_result":
@@ -889,7 +916,7 @@ func (in *Inspection) readSource(v span, at path, document bool, kinds ...string
 
 // toolFields is every member an admitted tool type may have.
 var toolFields = []string{"type", "name", "description", "input_schema", "cache_control", "strict", "max_uses",
-	"allowed_domains", "blocked_domains", "user_location", "citations", "max_content_tokens", "max_characters"}
+	"allowed_domains", "blocked_domains", "user_location", "citations", "max_content_tokens", "max_characters", "defer_loading"}
 
 // toolTypes lists the admitted tool types, the members each may carry
 // besides type, and the server tool it is (none for tools the client runs,
@@ -898,7 +925,7 @@ var toolTypes = map[string]struct {
 	members []string
 	server  string
 }{
-	"custom":                  {[]string{"name", "description", "input_schema", "cache_control", "strict"}, ""},
+	"custom":                  {[]string{"name", "description", "input_schema", "cache_control", "strict", "defer_loading"}, ""},
 	"bash_20250124":           {[]string{"name", "cache_control"}, ""},
 	"text_editor_20250728":    {[]string{"name", "cache_control", "max_characters"}, ""},
 	"web_search_20250305":     {[]string{"name", "max_uses", "allowed_domains", "blocked_domains", "user_location", "cache_control"}, capability.ToolWebSearch},
@@ -955,6 +982,19 @@ func readTools(in *Inspection, v span) *Refusal {
 		}
 		if typ == "custom" && kind(in.body, t.val("input_schema")) != '{' {
 			return refuse(ReasonMalformed, "%s.input_schema: must be an object", at)
+		}
+		if dv, ok := t.get("defer_loading"); ok {
+			deferred, ok := boolean(in.body, dv)
+			if !ok {
+				return refuse(ReasonMalformed, "%s.defer_loading: must be a boolean", at)
+			}
+			if deferred {
+				if in.deferred == nil {
+					in.deferred = map[string]int64{}
+				}
+				name, _ := str(in.body, t.val("name"))
+				in.deferred[name] = int64(tv.e - tv.s)
+			}
 		}
 		if cc, ok := t.get("cache_control"); ok {
 			if r := in.readCacheControl(cc, at); r != nil {

@@ -58,6 +58,57 @@ func TestInspectClaudeCode(t *testing.T) {
 	}
 }
 
+// TestInspectToolSearch: the requests Claude Code 2.1.332 sends with tool
+// search on (ENABLE_TOOL_SEARCH unset: deferred tools behind ToolSearch,
+// captured by the scripted model in make e2e-claude) are admitted as they
+// are: the first (the advanced-tool-use beta, a deferred placeholder) and
+// the one after a ToolSearch call (its result two tool_reference blocks,
+// the tools they name now offered with defer_loading). Each reference is
+// reserved as its tool's definition once more: the API expands it into
+// the context.
+func TestInspectToolSearch(t *testing.T) {
+	t.Parallel()
+	h := ccHeader()
+	h.Set("Anthropic-Beta", h.Get("Anthropic-Beta")+",advanced-tool-use-2025-11-20")
+	for _, f := range []string{"claude-code-2.1.332-toolsearch.json", "claude-code-2.1.332-toolsearch-result.json"} {
+		b, err := os.ReadFile("testdata/" + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, ref := Inspect(b, h, "beta=true")
+		if ref != nil {
+			t.Errorf("%s: refused: %+v", f, ref)
+			continue
+		}
+		want := append(bytes.TrimSuffix(bytes.TrimRight(slices.Clone(b), "\n "), []byte("}")), `,"service_tier":"standard_only"}`...)
+		if out, _ := in.Body(b); !bytes.Equal(out, want) {
+			t.Errorf("%s: the forwarded body is not the request with service_tier standard_only imposed", f)
+		}
+		if strings.Contains(f, "result") && in.ReferencedBytes < 1000 {
+			t.Errorf("%s: ReferencedBytes = %d, want the two referenced tools' definitions (WebSearch, NotebookEdit)", f, in.ReferencedBytes)
+		}
+	}
+	one := func(n int) int64 {
+		refs := strings.TrimSuffix(strings.Repeat(`{"type":"tool_reference","tool_name":"x"},`, n), ",")
+		body := `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"},` +
+			`{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"ToolSearch","input":{}}]},` +
+			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[` + refs + `]}]}],` +
+			`"tools":[{"name":"x","description":"` + strings.Repeat("d", 5000) + `","input_schema":{},"defer_loading":true}]}`
+		in, ref := Inspect([]byte(body), http.Header{}, "")
+		if ref != nil {
+			t.Fatalf("%d references: refused: %+v", n, ref)
+		}
+		return in.ReferencedBytes
+	}
+	if a, b := one(1), one(3); a < 5000 || b != 3*a {
+		t.Errorf("ReferencedBytes = %d for one reference, %d for three; want the definition's size, and three times it", a, b)
+	}
+	in := &Inspection{ReferencedBytes: 30_000}
+	if got, _ := inputBound(in, 1000, 200_000); got < 1000+30_000 {
+		t.Errorf("inputBound with 30000 referenced bytes in a 1000-byte body = %d, want at least both", got)
+	}
+}
+
 // TestInspectAllowlists is the allowlists' table: each row is one member,
 // type, source or beta, admitted or refused with its reason.
 func TestInspectAllowlists(t *testing.T) {
@@ -69,6 +120,13 @@ func TestInspectAllowlists(t *testing.T) {
 		return `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":[` + b + `]}]}`
 	}
 	tools := func(tl string) string { return base(`,"tools":[` + tl + `]`) }
+	// refs is a tool search's result: ref blocks in a tool_result, with tl
+	// offered.
+	refs := func(ref, tl string) string {
+		return `{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"},` +
+			`{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"ToolSearch","input":{"query":"select:x"}}]},` +
+			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[` + ref + `]}]}],"tools":[` + tl + `]}`
+	}
 	tests := []struct {
 		name, body string
 		beta       string
@@ -146,7 +204,7 @@ func TestInspectAllowlists(t *testing.T) {
 		{"cache_control persistent", blocks(`{"type":"text","text":"a","cache_control":{"type":"persistent"}}`), "", ReasonField},
 		{"custom tool", tools(`{"name":"x","description":"d","input_schema":{"type":"object"},"strict":true}`), "", ""},
 		{"custom tool without a schema", tools(`{"name":"x"}`), "", ReasonMalformed},
-		{"custom tool extra", tools(`{"name":"x","input_schema":{},"defer_loading":true}`), "", ReasonField},
+		{"custom tool extra", tools(`{"name":"x","input_schema":{},"eager_input_streaming":true}`), "", ReasonField},
 		{"bash tool", tools(`{"type":"bash_20250124","name":"bash"}`), "", ""},
 		{"text editor", tools(`{"type":"text_editor_20250728","name":"str_replace_based_edit_tool","max_characters":100}`), "", ""},
 		{"web search", tools(`{"type":"web_search_20250305","name":"web_search","max_uses":3,"allowed_domains":["a.b"],"user_location":{"type":"approximate","city":"x"}}`), "", ""},
@@ -163,6 +221,21 @@ func TestInspectAllowlists(t *testing.T) {
 		{"beta files", base(""), "files-api-2025-04-14", ReasonBeta},
 		{"beta code execution", base(""), "code-execution-2025-08-25", ReasonBeta},
 		{"beta skills", base(""), "skills-2025-10-02", ReasonBeta},
+		// Tool search (Claude Code's default): the beta admits defer_loading
+		// and tool_reference; the rest it enables stays refused.
+		{"beta advanced tool use", base(""), "advanced-tool-use-2025-11-20", ""},
+		{"deferred tool", tools(`{"name":"x","input_schema":{},"defer_loading":true}`), "", ""},
+		{"deferred not a boolean", tools(`{"name":"x","input_schema":{},"defer_loading":"yes"}`), "", ReasonMalformed},
+		{"deferred server tool", tools(`{"type":"web_search_20250305","name":"web_search","defer_loading":true}`), "", ReasonField},
+		{"tool search server tool", tools(`{"type":"tool_search_tool_regex_20251119","name":"tool_search_tool_regex"}`), "", ReasonToolType},
+		{"programmatic calling", tools(`{"name":"x","input_schema":{},"allowed_callers":["code_execution_20250825"]}`), "", ReasonField},
+		{"input examples", tools(`{"name":"x","input_schema":{},"input_examples":[{}]}`), "", ReasonField},
+		{"tool_reference", refs(`{"type":"tool_reference","tool_name":"x"}`, `{"name":"x","input_schema":{},"defer_loading":true}`), "", ""},
+		{"tool_reference to no tool", refs(`{"type":"tool_reference","tool_name":"y"}`, `{"name":"x","input_schema":{},"defer_loading":true}`), "", ReasonMalformed},
+		{"tool_reference to a loaded tool", refs(`{"type":"tool_reference","tool_name":"x"}`, `{"name":"x","input_schema":{}}`), "", ReasonMalformed},
+		{"tool_reference name not a string", refs(`{"type":"tool_reference","tool_name":1}`, `{"name":"x","input_schema":{},"defer_loading":true}`), "", ReasonMalformed},
+		{"tool_reference with more", refs(`{"type":"tool_reference","tool_name":"x","cache_control":{"type":"ephemeral"}}`, `{"name":"x","input_schema":{},"defer_loading":true}`), "", ReasonField},
+		{"tool_reference in a message", blocks(`{"type":"tool_reference","tool_name":"x"}`), "", ReasonBlockType},
 	}
 	for _, tt := range tests {
 		h := http.Header{}

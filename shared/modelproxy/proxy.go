@@ -372,14 +372,15 @@ const maxImageTokens = 6250
 // inputBound is the most input tokens the request can be billed for, and
 // the most web searches it can run. Without server tools the API samples
 // once and reads at most the request (a token is never shorter than a
-// byte, plus the prompt the API adds, plus maxImageTokens an image), within
+// byte, plus the prompt the API adds, plus maxImageTokens an image, plus a
+// referenced tool's definition again per tool_reference), within
 // the context window; a PDF or a URL source is bounded only by the window. Each server tool use is one
 // more sampling step reading the context again with the tool's result
 // added, and with what the model wrote in the steps before: a web fetch
 // adds at most twice its max_content_tokens (the limit is approximate), a
 // web search an unbounded result, so the window.
 func inputBound(in *Inspection, bodyLen int, window int64) (input, searches int64) {
-	first := min(satAdd(int64(bodyLen)+promptOverhead, satMul(in.Images, maxImageTokens)), window)
+	first := min(satAdd(satAdd(int64(bodyLen)+promptOverhead, satMul(in.Images, maxImageTokens)), in.ReferencedBytes), window)
 	if in.Documents {
 		first = window
 	}

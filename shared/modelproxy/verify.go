@@ -420,11 +420,30 @@ func (v *Verifier) Check(ctx context.Context, runID string, in *Inspection) *Ref
 			Message: "fluidbox cannot check this request's tool results right now; nothing was forwarded"}
 	}
 	var bad []violation
+	var schemas map[string]string // the run's frozen tool schemas, read once if needed
 	for _, a := range fresh {
 		c, asked := calls[a.use.id]
 		f, reason, text, err := judge(a, c, asked)
 		if err != nil {
 			return refuse(ReasonMalformed, "messages[%d]: the input of tool_use %s could not be read", a.use.msg, a.use.id)
+		}
+		if f != passed && asked && call.State(c.Decision) == call.Allowed && c.ToolName == a.use.name {
+			// The runner may have filled in the schema's defaults before
+			// asking (Claude Code does): compare again as it ran the call.
+			if schemas == nil {
+				if schemas, err = v.frozenSchemas(ctx, runID); err != nil {
+					v.log.ErrorContext(ctx, "model proxy: read frozen tools to check tool results", "run", runID, "err", err)
+					return &Refusal{Status: http.StatusServiceUnavailable, Type: "api_error", Reason: ReasonUnavailable,
+						Message: "fluidbox cannot check this request's tool results right now; nothing was forwarded"}
+				}
+			}
+			if filled, ok := withDefaults(a.use.input, schemas[a.use.name]); ok {
+				b := a
+				b.use.input = filled
+				if f, reason, text, err = judge(b, c, asked); err != nil {
+					return refuse(ReasonMalformed, "messages[%d]: the input of tool_use %s could not be read", a.use.msg, a.use.id)
+				}
+			}
 		}
 		switch f {
 		case passed:
@@ -440,6 +459,61 @@ func (v *Verifier) Check(ctx context.Context, runID string, in *Inspection) *Ref
 		return nil
 	}
 	return v.violated(ctx, runID, bad)
+}
+
+// frozenSchemas returns the input schema of each tool frozen for runID.
+func (v *Verifier) frozenSchemas(ctx context.Context, runID string) (map[string]string, error) {
+	fr, err := v.st.GetFrozen(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(fr.Tools))
+	for _, t := range fr.Tools {
+		out[t.Name] = t.Schema
+	}
+	return out, nil
+}
+
+// withDefaults returns input (a JSON object) with each top-level property
+// it leaves out that schema (the run's frozen schema of the tool) gives a
+// default set to that default, and whether it added any. This is what a
+// runner that applies the schema's defaults before asking the gate ran,
+// so the gate allowed exactly the call the model asked for. Only absent
+// top-level properties are filled, only with the frozen schema's own
+// values (never the CLI's schema), so no input the gate did not see can
+// match; nested defaults are not applied.
+func withDefaults(input []byte, schema string) ([]byte, bool) {
+	var s struct {
+		Properties map[string]stdjson.RawMessage `json:"properties"`
+	}
+	if stdjson.Unmarshal([]byte(schema), &s) != nil || len(s.Properties) == 0 {
+		return nil, false
+	}
+	var in map[string]stdjson.RawMessage
+	if stdjson.Unmarshal(input, &in) != nil || in == nil {
+		return nil, false
+	}
+	added := false
+	for name, raw := range s.Properties {
+		if _, present := in[name]; present {
+			continue
+		}
+		var p struct {
+			Default stdjson.RawMessage `json:"default"`
+		}
+		if stdjson.Unmarshal(raw, &p) != nil || p.Default == nil {
+			continue
+		}
+		in[name], added = p.Default, true
+	}
+	if !added {
+		return nil, false
+	}
+	out, err := stdjson.Marshal(in)
+	if err != nil {
+		return nil, false
+	}
+	return out, true
 }
 
 // judge decides one result against its call record.

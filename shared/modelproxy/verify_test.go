@@ -267,3 +267,45 @@ func FuzzPairs(f *testing.F) {
 		}
 	})
 }
+
+// TestWithDefaults: a tool_use input that leaves out properties the frozen
+// schema gives a default is compared as the runner ran it, those defaults
+// filled in (Claude Code fills ToolSearch's max_results before its hook
+// asks the gate, and the model's own tool_use in the history keeps only
+// what the model wrote); nothing else is added, and a present value is
+// never replaced.
+func TestWithDefaults(t *testing.T) {
+	t.Parallel()
+	const toolSearch = `{"type":"object","properties":{"query":{"type":"string"},"max_results":{"default":5,"type":"number"}},"required":["query"],"additionalProperties":false}`
+	cases := []struct {
+		schema, history, asked string
+		ok, match              bool
+	}{
+		{toolSearch, `{"query":"select:WebSearch"}`, `{"query":"select:WebSearch","max_results":5}`, true, true},
+		{toolSearch, `{"query":"x","max_results":3}`, `{"query":"x","max_results":5}`, false, false},
+		{toolSearch, `{"query":"x"}`, `{"query":"x","max_results":6}`, true, false},
+		{toolSearch, `{"query":"x"}`, `{"query":"x","max_results":5,"other":1}`, true, false},
+		{`{"type":"object","properties":{"a":{"type":"string"}}}`, `{}`, `{"a":""}`, false, false},
+		{`{"type":"object","properties":{"o":{"type":"object","properties":{"n":{"default":1}}}}}`, `{"o":{}}`, `{"o":{"n":1}}`, false, false},
+		{toolSearch, `[1]`, `[1]`, false, false},
+		{`not json`, `{"query":"x"}`, `{"query":"x","max_results":5}`, false, false},
+	}
+	for _, c := range cases {
+		filled, ok := withDefaults([]byte(c.history), c.schema)
+		if ok != c.ok {
+			t.Errorf("withDefaults(%s, %s) ok = %v, want %v", c.history, c.schema, ok, c.ok)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		got, alt, err := inputDigests(filled)
+		if err != nil {
+			t.Fatalf("withDefaults(%s) = %s, not JSON: %v", c.history, filled, err)
+		}
+		want := gateDigest(t, c.asked)
+		if match := got == want || (alt != "" && alt == want); match != c.match {
+			t.Errorf("withDefaults(%s) = %s against asked %s: match = %v, want %v", c.history, filled, c.asked, match, c.match)
+		}
+	}
+}

@@ -36,6 +36,7 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/call"
@@ -67,6 +68,26 @@ type Request struct {
 	// PathKinds maps path-bearing input fields to what the sandbox found
 	// there: "file", "dir" or "absent" (optional).
 	PathKinds map[string]string `json:"path_kinds,omitempty"`
+	// AgentID and AgentType identify the subagent that makes the call
+	// (Claude Code's hook input); both empty for the run's main agent,
+	// AgentType alone for the main thread of a claude --agent session.
+	// They are recorded on tool.requested and matched by policies
+	// (match.agent_type). The runner reports them, and the model chose
+	// the type when it started the subagent (Agent's subagent_type).
+	AgentID   string `json:"agent_id,omitempty"`
+	AgentType string `json:"agent_type,omitempty"`
+}
+
+// checkAgent validates the subagent identity: bounded and printable (it
+// is recorded and shown as it came). Either may come alone: agent_type
+// without agent_id is the main thread of a claude --agent session.
+func checkAgent(req Request) error {
+	for _, f := range []struct{ name, v string }{{"agent_id", req.AgentID}, {"agent_type", req.AgentType}} {
+		if len(f.v) > maxIDLen || strings.IndexFunc(f.v, func(r rune) bool { return r < 0x20 || r == 0x7f || r == utf8.RuneError }) >= 0 {
+			return &InvalidError{fmt.Sprintf("%s: at most %d printable characters", f.name, maxIDLen)}
+		}
+	}
+	return nil
 }
 
 // Bounds on the runner's path context.
@@ -203,12 +224,12 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 
 	var recorded call.Answer
 	var created store.Approval
-	asked := call.Asked{RunID: runID, ToolCallID: req.ToolCallID, ToolName: req.ToolName, Input: input, Digest: cr.digest, Identity: cr.identity}
+	asked := call.Asked{RunID: runID, ToolCallID: req.ToolCallID, ToolName: req.ToolName, Input: input, Digest: cr.digest, Identity: cr.identity, AgentID: req.AgentID, AgentType: req.AgentType}
 	sourceFull := false
 	build := func(h store.Head) (store.Batch, error) {
 		run := fr.recordedRun(h, s.maxPending)
 		run.SourceFull = sourceFull
-		d, err := s.gateDecide(ctx, runID, run, gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Cwd: req.Cwd, Resolved: req.ResolvedPaths, Kinds: req.PathKinds})
+		d, err := s.gateDecide(ctx, runID, run, gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Cwd: req.Cwd, Resolved: req.ResolvedPaths, Kinds: req.PathKinds, AgentType: req.AgentType})
 		if err != nil {
 			return store.Batch{}, err
 		}
@@ -320,6 +341,9 @@ func checkRequest(req Request) (checked, error) {
 		return checked{}, &InvalidError{fmt.Sprintf("tool_name: must be 1 to %d characters", maxIDLen)}
 	}
 	if err := checkPaths(req); err != nil {
+		return checked{}, err
+	}
+	if err := checkAgent(req); err != nil {
 		return checked{}, err
 	}
 	raw := req.Input

@@ -141,6 +141,12 @@ type Match struct {
 	// Options: Bash allow rules only. Which words may follow the prefix:
 	// "catalogue" (default) or "any".
 	Options Options `json:"options,omitempty"`
+	// AgentType: globs over the type of the subagent making the call, as
+	// the runner reports it (Claude Code's agent_type). A call of the
+	// run's main agent has no type and matches no such rule. The model
+	// chose the type when it started the subagent: allow it with a rule
+	// on Agent's /subagent_type first.
+	AgentType []string `json:"agent_type,omitzero"`
 }
 
 // ValidationError says which field of a document is wrong.
@@ -264,7 +270,7 @@ var (
 	shapeStrings = &shape{kind: kindList, elem: shapeString}
 	shapeMatch   = &shape{kind: kindObject, fields: []field{
 		{"command_prefix", shapeStrings}, {"path", shapeStrings},
-		{"input", &shape{kind: kindMap, elem: shapeStrings}}, {"options", shapeString},
+		{"input", &shape{kind: kindMap, elem: shapeStrings}}, {"options", shapeString}, {"agent_type", shapeStrings},
 	}}
 	shapeRule = &shape{kind: kindObject, fields: []field{
 		{"id", shapeString}, {"tool", shapeString}, {"match", shapeMatch}, {"verdict", shapeString},
@@ -609,6 +615,11 @@ func checkMatch(field, tool string, m *Match) error {
 	for i, p := range m.Path {
 		if _, err := compilePathGlob(p); err != nil {
 			return verr(fmt.Sprintf("%s.path[%d]", field, i), "%v", err)
+		}
+	}
+	for i, g := range m.AgentType {
+		if _, err := compileGlob(g); err != nil {
+			return verr(fmt.Sprintf("%s.agent_type[%d]", field, i), "%v in %q", err, g)
 		}
 	}
 	keys := make([]string, 0, len(m.Input))

@@ -65,6 +65,9 @@ type Env struct {
 	// KindDir or KindAbsent. A Grep whose path is a file is judged as
 	// that file, not as a tree.
 	Kinds map[string]string
+	// AgentType is the type of the subagent making the call; empty for
+	// the run's main agent.
+	AgentType string
 }
 
 // Path kinds the sandbox reports. They are on the wire: never rename them.
@@ -575,6 +578,9 @@ func (p *Policy) approval(c *call, r *rule) Result {
 
 // matchLoose is the deny/require_approval reading of a rule's criteria.
 func (r *rule) matchLoose(c *call) bool {
+	if r.hasAgent && !r.matchAgent(c.env.AgentType) {
+		return false
+	}
 	if r.hasInput && !r.matchInputLoose(c) {
 		return false
 	}
@@ -627,6 +633,9 @@ func (r *rule) matchStrict(c *call) bool {
 }
 
 func (r *rule) matchStrictNonPrefix(c *call) bool {
+	if r.hasAgent && !r.matchAgent(c.env.AgentType) {
+		return false
+	}
 	if r.hasInput && !r.matchInput(c.input) {
 		return false
 	}
@@ -658,6 +667,21 @@ func (r *rule) matchStrictNonPrefix(c *call) bool {
 		return true
 	}
 	return true
+}
+
+// matchAgent reports whether the subagent type agent matches the rule's
+// agent_type globs, exactly (the type is an identifier the runner reports,
+// not a path or text to fold). The main agent ("") matches none.
+func (r *rule) matchAgent(agent string) bool {
+	if agent == "" {
+		return false
+	}
+	for _, g := range r.agents {
+		if g.match(agent) {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *rule) matchInput(input any) bool {

@@ -58,6 +58,8 @@ type rule struct {
 	paths      []*pathGlob
 	inputs     []inputCond
 	hasInput   bool
+	hasAgent   bool
+	agents     []*glob
 }
 
 type inputCond struct {
@@ -203,7 +205,7 @@ func compileRule(i int, r Rule) (*rule, []Warning) {
 	if m == nil {
 		return cr, warns
 	}
-	if m.CommandPrefix == nil && m.Path == nil && m.Input == nil {
+	if m.CommandPrefix == nil && m.Path == nil && m.Input == nil && m.AgentType == nil {
 		warn(f+".match", "no criteria: the rule matches every %s call", r.Tool)
 	}
 	if m.Options == OptionsAny {
@@ -235,6 +237,16 @@ func compileRule(i int, r Rule) (*rule, []Warning) {
 		for _, s := range m.Path {
 			g, _ := compilePathGlob(s) // validated by normalize
 			cr.paths = append(cr.paths, g)
+		}
+	}
+	if m.AgentType != nil {
+		cr.hasAgent = true
+		if len(m.AgentType) == 0 {
+			warn(f+".match.agent_type", "empty list: the rule never matches")
+		}
+		for _, s := range m.AgentType {
+			g, _ := compileGlob(s) // validated by normalize
+			cr.agents = append(cr.agents, g)
 		}
 	}
 	if m.Input != nil {
@@ -323,7 +335,7 @@ func (p *Policy) rulesFor(toolName string) []int {
 	return out
 }
 
-func (r *rule) unconditional() bool { return !r.hasPrefix && !r.hasPath && !r.hasInput }
+func (r *rule) unconditional() bool { return !r.hasPrefix && !r.hasPath && !r.hasInput && !r.hasAgent }
 
 // covers reports whether every name matched by o is matched by g (only
 // decided for the easy cases; false when unsure).

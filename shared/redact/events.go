@@ -112,6 +112,11 @@ type ToolRequested struct {
 	ToolCallID  string `json:"tool_call_id"`
 	ToolName    string `json:"tool_name"`
 	InputDigest Digest `json:"input_digest"`
+	// AgentID and AgentType name the subagent that made the call (Claude
+	// Code's hook input); empty for the run's main agent. Identifiers the
+	// runner reports, not input: bounded and checked by permission.
+	AgentID   string `json:"agent_id,omitempty"`
+	AgentType string `json:"agent_type,omitempty"`
 }
 
 func (ToolRequested) eventType() Type { return TypeToolRequested }

@@ -103,3 +103,24 @@ func TestDigestOnlyByHashing(t *testing.T) {
 		}
 	}
 }
+
+// TestToolRequestedAgent: a subagent's call is recorded with the
+// subagent's identity as Claude Code's hook input gives it; the main
+// agent's calls carry neither field.
+func TestToolRequestedAgent(t *testing.T) {
+	d := redact.DigestBytes([]byte("x"))
+	env, err := redact.New(redact.ToolRequested{ToolCallID: "c", ToolName: "Bash", InputDigest: d, AgentID: "a1b2", AgentType: "Explore"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(env.Data()); !strings.Contains(got, `"agent_id":"a1b2"`) || !strings.Contains(got, `"agent_type":"Explore"`) {
+		t.Errorf("tool.requested of a subagent = %s, want agent_id and agent_type", got)
+	}
+	main, err := redact.New(redact.ToolRequested{ToolCallID: "c", ToolName: "Bash", InputDigest: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(main.Data()); strings.Contains(got, "agent_") {
+		t.Errorf("tool.requested of the main agent = %s, want no agent fields", got)
+	}
+}

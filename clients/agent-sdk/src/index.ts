@@ -257,7 +257,7 @@ class Decider {
    * Asks about one sandbox call in cwd (absolute); never throws: every
    * failure is a deny.
    */
-  async #ask(via: DecisionEvent['via'], toolName: string, toolUseId: string, input: unknown, cwd: string, signal?: AbortSignal): Promise<{ allow: boolean; reason: string; updatedInput?: Record<string, unknown> }> {
+  async #ask(via: DecisionEvent['via'], toolName: string, toolUseId: string, input: unknown, cwd: string, signal?: AbortSignal, agent?: { agent_id?: string; agent_type?: string }): Promise<{ allow: boolean; reason: string; updatedInput?: Record<string, unknown> }> {
     const start = performance.now();
     const report = (allow: boolean, reason: string, answer?: Answer, error?: string) => {
       try {
@@ -276,6 +276,9 @@ class Decider {
       // The gate judges each path as given and as resolved here (symlinks
       // followed), as the hook sends them (paths.ts).
       const call: ToolCall = { tool_call_id: toolUseId, tool_name: toolName, input: obj, cwd };
+      // A subagent's calls are decided and recorded as its own.
+      if (typeof agent?.agent_id === 'string' && agent.agent_id !== '') call.agent_id = agent.agent_id;
+      if (typeof agent?.agent_type === 'string' && agent.agent_type !== '') call.agent_type = agent.agent_type;
       const resolved = await resolvePaths(obj, cwd);
       if (resolved !== undefined) call.resolved_paths = resolved;
       const kinds = await pathKinds(obj, cwd);
@@ -318,7 +321,7 @@ class Decider {
     }
     // The call's cwd as Claude Code reports it (a Bash cd can move it),
     // else the session's.
-    const d = await this.#ask('hook', pre.tool_name, id, pre.tool_input, cleanCwd(pre.cwd) || this.#cwd, signal);
+    const d = await this.#ask('hook', pre.tool_name, id, pre.tool_input, cleanCwd(pre.cwd) || this.#cwd, signal, pre);
     return preToolUse(d.allow ? 'allow' : 'deny', d.reason, d.updatedInput);
   };
 

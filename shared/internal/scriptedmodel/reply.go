@@ -3,6 +3,7 @@ package scriptedmodel
 import (
 	"fmt"
 	"net/http"
+	"sync"
 
 	"github.com/fluidbox/fluidbox/shared/budget"
 )
@@ -89,4 +90,20 @@ func SayToolResult() Step {
 		}
 		return Reply{Text: tr.Content}
 	})
+}
+
+// Sequence is a script of its own, for a Route: each request the route
+// answers takes the next of steps, and once they are used up it answers
+// with the last again. A subagent's requests, for one, interleave with its
+// parent's, so they are scripted apart from the main script.
+func Sequence(steps ...Step) Step {
+	var mu sync.Mutex
+	next := 0
+	return func(req Request) Reply {
+		mu.Lock()
+		i := min(next, len(steps)-1)
+		next++
+		mu.Unlock()
+		return steps[i](req)
+	}
 }

@@ -529,3 +529,16 @@ test('a narrowed allow: the hook answers updatedInput and canUseTool runs it; an
   const refused = await decide(hook, pre('Grep', { pattern: 'KEY' }, 'n3', { cwd: tmpdir() }));
   assert.equal(refused.decision, 'deny');
 });
+
+test('the hook sends a subagent\'s agent_id and agent_type, and nothing for the main agent', async (t) => {
+  const allow = { status: 200, body: { decision: 'allow', source: 'policy', rule_id: 'diff' } };
+  const fb = await fakeFluidbox(t, claudeCodeRun, { [permPath]: [allow, allow] });
+  const opts = await withFluidbox({ cwd: '/tmp' }, { url: fb.url, sessionId, token });
+  const { hook } = hookOf(opts);
+  await decide(hook, pre('Bash', { command: 'git diff' }, 's1', { agent_id: 'a349243d', agent_type: 'general-purpose' } as Partial<PreToolUseHookInput>));
+  await decide(hook, pre('Bash', { command: 'git diff' }, 'm1'));
+  const asks = fb.seen.filter((s) => s.path === permPath).map((s) => s.body);
+  assert.equal(asks[0].agent_id, 'a349243d');
+  assert.equal(asks[0].agent_type, 'general-purpose');
+  assert.ok(!('agent_id' in asks[1]) && !('agent_type' in asks[1]), 'the main agent\'s ask carries no agent fields');
+});

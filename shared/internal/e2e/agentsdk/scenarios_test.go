@@ -24,7 +24,7 @@ import (
 const denyAll = `{"name":"deny-all","default_verdict":"deny","rules":[]}`
 
 // TestDenyEverything: under a policy that allows nothing, Read, `ls`, `cat`
-// and a subagent (Agent, in a run whose bundles include it) are each asked
+// and a subagent (Agent, in the claude-code bundle) are each asked
 // of fluidbox, refused and recorded, and the model never sees the file.
 // canUseTool alone would have let the first three run unasked: Claude Code
 // deems them read-only. EnterPlanMode, outside the run's tools, is not
@@ -41,13 +41,7 @@ func TestDenyEverything(t *testing.T) {
 		then("toolu_plan", "EnterPlanMode", map[string]any{}),
 		scriptedmodel.SayText("done"),
 	)
-	var subagents struct{ ID string }
-	if err := s.Admin.Do(context.Background(), "POST", "/v1/capabilities", map[string]any{"name": "subagents", "tools": []map[string]any{
-		{"name": "Agent", "class": "execute", "input_schema": map[string]any{"type": "object"}},
-	}}, &subagents); err != nil {
-		t.Fatal(err)
-	}
-	r := s.NewRun(t, denyAll, map[string]any{"capabilities": []string{"claude-code", "subagents"}})
+	r := s.NewRun(t, denyAll, nil)
 	res := s.query(t, r, dir, "read the readme", opts{})
 
 	v := s.Ledger(t, r)

@@ -3,7 +3,6 @@
 package claudecode
 
 import (
-	"context"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -16,14 +15,6 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/internal/scriptedmodel"
 )
-
-// webSearchBundle gives a run Claude Code's WebSearch tool, which the
-// claude-code bundle leaves out (claude-code-excluded.json): an operator
-// who wants it registers it with a class, as this does.
-var webSearchBundle = map[string]any{"name": "websearch", "tools": []map[string]any{{
-	"name": "WebSearch", "class": "egress", "description": "Claude Code's web search",
-	"input_schema": map[string]any{"type": "object"},
-}}}
 
 // serverToolsPolicy allows the WebSearch tool call, and the web_search
 // server tool its sub-request offers when allowSearch says so (by the
@@ -58,10 +49,7 @@ func TestWebSearchThroughTheGate(t *testing.T) {
 			scriptedmodel.SayText("done"),
 		)
 		s.Model.Route(offersWebSearch, scriptedmodel.SayText("Go 1.26 is the latest release."))
-		if err := s.Admin.Do(context.Background(), "POST", "/v1/capabilities", webSearchBundle, nil); err != nil {
-			t.Fatal(err)
-		}
-		r := s.NewRun(t, serverToolsPolicy(allow), map[string]any{"capabilities": []string{"claude-code", "websearch", "anthropic-server-tools"}})
+		r := s.NewRun(t, serverToolsPolicy(allow), map[string]any{"capabilities": []string{"claude-code", "anthropic-server-tools"}})
 		res := s.claude(t, r, project(t, nil), "search the web", cliOpts{})
 		v := s.Ledger(t, r)
 		if d := v.Decisions["toolu_search"]; d.Decision != "allow" || d.RuleID != "search-tool" {
