@@ -318,11 +318,15 @@ func localName(p string) bool {
 // runs, and none of theirs can be removed (a repository's disableAllHooks
 // cannot turn off a managed hook); allowManagedPermissionRulesOnly: their
 // allow rules are ignored; bypass mode cannot be entered; dontAsk: what the
-// hook does not allow is refused, never prompted for.
+// hook does not allow is refused, never prompted for;
+// disableSkillShellExecution: a workspace skill's shell lines, which
+// Claude Code would run while loading it without asking any hook, are not
+// run (the repository cannot turn it back on: managed settings win).
 func managedSettings(fluidbox string) ([]byte, error) {
 	return json.MarshalIndent(map[string]any{
 		"allowManagedHooksOnly":           true,
 		"allowManagedPermissionRulesOnly": true,
+		"disableSkillShellExecution":      true,
 		"permissions": map[string]any{
 			"defaultMode":                  "dontAsk",
 			"disableBypassPermissionsMode": "disable",

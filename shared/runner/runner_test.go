@@ -104,7 +104,7 @@ func TestRunnerGovernsTheAgent(t *testing.T) {
 		t.Errorf("agent read the runner's environ: %s, the runner's file: %s; want error for both", rep.ParentEnviron, rep.ReadProbe)
 	}
 	if rep.WriteSettings != "error" || !strings.Contains(rep.Settings, `"allowManagedHooksOnly": true`) || !strings.Contains(rep.Settings, `"defaultMode": "dontAsk"`) ||
-		!strings.Contains(rep.Settings, `'/usr/local/bin/fluidbox' hook claude-code`) || !strings.Contains(rep.Settings, `"disableBypassPermissionsMode": "disable"`) {
+		!strings.Contains(rep.Settings, `'/usr/local/bin/fluidbox' hook claude-code`) || !strings.Contains(rep.Settings, `"disableBypassPermissionsMode": "disable"`) || !strings.Contains(rep.Settings, `"disableSkillShellExecution": true`) {
 		t.Errorf("managed settings as the agent sees them: write %s, content %s", rep.WriteSettings, rep.Settings)
 	}
 	if want := []string{".claude", ".claude/settings.json", "README.md", "escape"}; !cmp.Equal(rep.Files, want) || rep.Readme != "review me\n" {
