@@ -49,7 +49,12 @@ func fluidboxBinary(t testing.TB) string {
 			return
 		}
 		binPath = filepath.Join(dir, "fluidbox")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		// Built as shared/internal/rie builds the Lambda functions (static,
+		// -tags lambda.norpc, -trimpath), so that on a fresh cache the
+		// packages they share are compiled once for both.
+		build := exec.Command("go", "build", "-tags", "lambda.norpc", "-trimpath", "-o", binPath, ".")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		out, err := build.CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v: %s", err, out)
 		}
