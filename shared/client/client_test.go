@@ -136,7 +136,11 @@ func TestPermissionWaitsThroughPendingUntilApproved(t *testing.T) {
 		done <- result{ans, err}
 	}()
 	apr := waitApproval(t, s.admin, ses)
-	time.Sleep(2500 * time.Millisecond) // let the runner ask again, at least twice
+	// Let the runner ask again, at least twice, before deciding: waited
+	// for, not slept for, so a slow machine or chaos only makes it later.
+	for deadline := time.Now().Add(30 * time.Second); asks.Load() < 3 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
 	settled, err := s.admin.Decide(ctx, apr.ID, client.ApprovedOnce, "")
 	if err != nil {
 		t.Fatalf("Decide: %v", err)

@@ -103,12 +103,24 @@ func TestParallelDecisionsFencedByEnd(t *testing.T) {
 		ledgers[i] = ledger.New(st, time.Now)
 	}
 	const callers, each = 32, 6
+	// The end falls in the middle by construction, not by a clock: it
+	// waits for a callers' worth of answers, and each caller's last
+	// decision waits for the end (however slow the machine or the chaos).
 	var ended atomic.Bool
+	var answered atomic.Int64
 	var wg sync.WaitGroup
+	waitFor := func(cond func() bool) {
+		for deadline := time.Now().Add(60 * time.Second); !cond() && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 	for c := range callers {
 		wg.Go(func() {
 			l := ledgers[c%len(ledgers)]
 			for i := range each {
+				if i == each-1 {
+					waitFor(ended.Load)
+				}
 				after := ended.Load()
 				id := fmt.Sprintf("c%02d-%d", c, i)
 				got, err := decide(t, l, st, "ses_par", id)
@@ -116,6 +128,7 @@ func TestParallelDecisionsFencedByEnd(t *testing.T) {
 					t.Errorf("decide %s: %v", id, err)
 					return
 				}
+				answered.Add(1)
 				if after && got != "deny" {
 					t.Errorf("%s began after the end returned and was answered %s", id, got)
 				}
@@ -123,7 +136,7 @@ func TestParallelDecisionsFencedByEnd(t *testing.T) {
 		})
 	}
 	wg.Go(func() {
-		time.Sleep(150 * time.Millisecond)
+		waitFor(func() bool { return answered.Load() >= callers })
 		if err := end(t, ledgers[0], "ses_par"); err != nil {
 			t.Errorf("end: %v", err)
 		}
