@@ -113,8 +113,11 @@ func TestBrokeredRecordSurvivesAConflict(t *testing.T) {
 	if err != nil || ans.Result == nil || ans.Decision != "allow" {
 		t.Fatalf("call = %+v, %v", ans, err)
 	}
-	if faults.Seen.Load() != 3 || f.brokeredEvents(t) != 1 || f.calls.Load() != 1 {
-		t.Errorf("%d tries, %d tool.brokered, %d upstream calls; want 3, 1, 1", faults.Seen.Load(), f.brokeredEvents(t), f.calls.Load())
+	// At least the two injected conflicts and the try that lands: under
+	// make test-chaos a random conflict may add a try; never a second
+	// record or a second upstream call.
+	if faults.Seen.Load() < 3 || f.brokeredEvents(t) != 1 || f.calls.Load() != 1 {
+		t.Errorf("%d tries, %d tool.brokered, %d upstream calls; want at least 3, 1, 1", faults.Seen.Load(), f.brokeredEvents(t), f.calls.Load())
 	}
 }
 
