@@ -278,6 +278,23 @@ func TestProofInputMismatch(t *testing.T) {
 	v.checkHalted(id, tok, "toolu_01C", "input_mismatch", st, body, 0)
 }
 
+// TestProofToolMismatch: the gate allowed the id for one tool and the
+// model's tool_use names another with the same input: the allowed call
+// does not answer it, and the run halts.
+func TestProofToolMismatch(t *testing.T) {
+	t.Parallel()
+	v := newVerifyStack(t)
+	id, tok := v.run("halt")
+	if d := v.askRaw(id, tok, "toolu_01T", "Read", `{"file_path":"/work/app/README.md"}`); d != "allow" {
+		t.Fatalf("gate = %s", d)
+	}
+	c := (&convo{}).user("check").
+		uses([3]string{"toolu_01T", "Write", `{"file_path":"/work/app/README.md"}`}).
+		results([3]string{"toolu_01T", "ok", "false"})
+	st, body := v.post(id, tok, c.body())
+	v.checkHalted(id, tok, "toolu_01T", "input_mismatch", st, body, 0)
+}
+
 // TestProofDeniedResult: a denied call answered with a non-error result
 // halts the run; answered with an error it is forwarded, its content
 // replaced by the gate's reason. Failed on the old code.
