@@ -68,3 +68,24 @@ func TestIdentityIgnoresSpelling(t *testing.T) {
 		t.Errorf("identity = input digest %s: the identity must cover more than the input", a.digest)
 	}
 }
+
+// TestRequestHoldsNoCredential: a tool call id, tool name or subagent
+// field that carries a fluidbox credential is refused before anything is
+// recorded, in any case: the sandbox cannot write a token into its ledger.
+func TestRequestHoldsNoCredential(t *testing.T) {
+	t.Parallel()
+	for _, r := range []Request{
+		{ToolCallID: "toolu_fbx_sess_abc", ToolName: "Read"},
+		{ToolCallID: "c1", ToolName: "FBX_RUN_abc"},
+		{ToolCallID: "c1", ToolName: "Read", AgentID: "x-fbx_trg_abc"},
+		{ToolCallID: "c1", ToolName: "Read", AgentType: "fbx_lch_abc"},
+	} {
+		r.Input = json.RawMessage(`{"file_path":"a"}`)
+		if _, err := checkRequest(r); err == nil {
+			t.Errorf("checkRequest(%+v) = nil, want refused", r)
+		}
+	}
+	if _, err := checkRequest(Request{ToolCallID: "toolu_01ABC", ToolName: "Read", Input: json.RawMessage(`{"file_path":"a"}`)}); err != nil {
+		t.Errorf("an ordinary request: %v", err)
+	}
+}

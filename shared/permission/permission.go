@@ -39,6 +39,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fluidbox/fluidbox/shared/approval"
+	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/gate"
 	"github.com/fluidbox/fluidbox/shared/ids"
@@ -339,6 +340,13 @@ func checkRequest(req Request) (checked, error) {
 	}
 	if req.ToolName == "" || len(req.ToolName) > maxIDLen {
 		return checked{}, &InvalidError{fmt.Sprintf("tool_name: must be 1 to %d characters", maxIDLen)}
+	}
+	// These are recorded in the ledger as the sandbox sent them: none may
+	// carry a credential of fluidbox's there (never echoed back either).
+	for _, f := range []struct{ name, v string }{{"tool_call_id", req.ToolCallID}, {"tool_name", req.ToolName}, {"agent_id", req.AgentID}, {"agent_type", req.AgentType}} {
+		if auth.HoldsCredential(f.v) {
+			return checked{}, &InvalidError{f.name + ": holds what looks like a fluidbox credential, which the ledger must never record"}
+		}
 	}
 	if err := checkPaths(req); err != nil {
 		return checked{}, err
