@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/redact"
@@ -119,10 +120,11 @@ type toolResult struct {
 const maxToolIDLen = 256
 
 // validToolID reports whether id is in the API's alphabet for tool_use ids
-// (letters, digits, _ and -): such an id is safe to record in the ledger,
-// and cannot break out of a log line or a key.
+// (letters, digits, _ and -) and holds no fluidbox credential: such an id
+// is safe to record in the ledger (run.halted names it), and cannot break
+// out of a log line or a key.
 func validToolID(id string) bool {
-	if id == "" || len(id) > maxToolIDLen {
+	if id == "" || len(id) > maxToolIDLen || auth.HoldsCredential(id) {
 		return false
 	}
 	for i := 0; i < len(id); i++ {

@@ -309,3 +309,18 @@ func TestWithDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestToolIDHoldsNoCredential: a tool_use id carrying a fluidbox
+// credential is refused like any id outside the API's alphabet, so
+// run.halted can never record one.
+func TestToolIDHoldsNoCredential(t *testing.T) {
+	t.Parallel()
+	for _, id := range []string{"toolu_fbx_sess_abc", "FBX_RUN_x", "a-fbx_lch_b"} {
+		if validToolID(id) {
+			t.Errorf("validToolID(%q) = true, want false", id)
+		}
+	}
+	if !validToolID("toolu_01ABCdef-2") {
+		t.Error("an ordinary tool_use id is refused")
+	}
+}
