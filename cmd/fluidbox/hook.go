@@ -18,6 +18,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/client"
 	"github.com/fluidbox/fluidbox/shared/policy"
 	"github.com/fluidbox/fluidbox/shared/policy/bash"
+	"github.com/fluidbox/fluidbox/shared/policy/tree"
 )
 
 // The Claude Code hook: `fluidbox hook claude-code`, configured as a
@@ -30,6 +31,10 @@ import (
 // absent); the gate allows the call only if both the given and the
 // resolved path are allowed, denies it if either is denied, and judges a
 // Grep of a file as that file rather than a tree.
+//
+// Glob: it has no way to leave paths out, so the hook walks the directory
+// it searches and sends what exists there (search_report, package tree);
+// the gate denies it only if that holds a path a deny rule matches.
 //
 // Narrowed calls: an allow may carry updated_input (a search narrowed to
 // leave out what a deny rule matches); the hook answers with it as
@@ -210,6 +215,9 @@ func claudeCodeDecision(ctx context.Context, getenv func(string) string, stdin i
 	}
 	req.ResolvedPaths = resolvePaths(in.ToolInput, req.Cwd)
 	req.PathKinds = pathKinds(in.ToolInput, req.Cwd)
+	if in.ToolName == "Glob" {
+		req.SearchReport = globReport(ctx, in.ToolInput, req.Cwd)
+	}
 	if in.ToolName == "Bash" {
 		links, err := resolveOperands(in.ToolInput, req.Cwd)
 		if err != nil {
@@ -261,6 +269,32 @@ func claudeCodeDecision(ctx context.Context, getenv func(string) string, stdin i
 		return fail("no human decided on approval %s within %s (FLUIDBOX_HOOK_TIMEOUT_SECONDS); ask again later or ask the operator to approve it", ans.ApprovalID, cfg.timeout)
 	}
 	return fail("the control plane answered an unknown decision %q", clean(ans.Decision, 40))
+}
+
+// globReport walks the directory a Glob searches (its path, else cwd), as
+// package tree does: bounded by tree.MaxEntries names, tree.MaxBytes of
+// them and tree.MaxTime, never following a link below the directory. The
+// gate denies a Glob whose tree may hold a denied path unless this shows
+// that none exists. nil when there is no directory to walk.
+func globReport(ctx context.Context, input json.RawMessage, cwd string) *tree.Report {
+	var fields map[string]any
+	if json.Unmarshal(input, &fields) != nil {
+		return nil
+	}
+	dir := ""
+	if raw, ok := fields["path"]; ok {
+		if dir, ok = raw.(string); !ok {
+			return nil
+		}
+	}
+	root := tree.Root(dir, cwd)
+	if root == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, tree.MaxTime)
+	defer cancel()
+	rep := tree.Walk(ctx, root)
+	return &rep
 }
 
 // isForbidden reports a 403: the token is not good for this run's route.

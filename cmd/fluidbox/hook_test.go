@@ -457,3 +457,62 @@ func TestHookResolvesBashOperands(t *testing.T) {
 		t.Errorf("resolveOperands of %d links = nil error, want a refusal", maxOperandLinks+1)
 	}
 }
+
+// A Glob cannot be narrowed: the hook walks the directory it searches and
+// sends what exists there, and the gate denies it only where that holds a
+// path a deny rule matches. The same Glob of the root is allowed in a tree
+// without a .env and denied, naming the rule and the glob, in one with it;
+// a Glob of a subdirectory holding none is allowed in the second tree too.
+func TestHookReportsWhatAGlobReaches(t *testing.T) {
+	t.Parallel()
+	parent, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStack(t, nil)
+	ctx := context.Background()
+	doc := fmt.Sprintf(`{"name":"secrets","default_verdict":"deny","rules":[
+	  {"id":"no-env","tool":"Glob","match":{"path":["**/.env"]},"verdict":"deny"},
+	  {"id":"glob","tool":"Glob","match":{"path":[%q]},"verdict":"allow"}]}`, parent+"/**")
+	var pol struct{ ID string }
+	if err := s.admin.Do(ctx, "POST", "/v1/policies", json.RawMessage(doc), &pol); err != nil {
+		t.Fatal(err)
+	}
+	var ses struct{ ID, Token string }
+	if err := s.admin.Do(ctx, "POST", "/v1/sessions", map[string]any{"policy_id": pol.ID, "capabilities": []string{"claude-code"}, "budget": map[string]any{"limit_usd": 1}}, &ses); err != nil {
+		t.Fatal(err)
+	}
+	vars := s.sandboxEnv("FLUIDBOX_SESSION_ID", ses.ID, "FLUIDBOX_SESSION_TOKEN", ses.Token)
+	repo := func(name string, files ...string) string {
+		root := filepath.Join(parent, name)
+		for _, f := range files {
+			p := filepath.Join(root, f)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return root
+	}
+	clean, secret := repo("clean", "main.go", "docs/a.md"), repo("secret", "main.go", "docs/a.md", "app/.env")
+	for i, tt := range []struct{ cwd, input, want, reason string }{
+		{clean, `{"pattern":"**/*"}`, "allow", "rule glob"},
+		{secret, `{"pattern":"**/*"}`, "deny", `rule "no-env": the search may reach paths matching "**/.env", and it is not narrowed because Glob has no way to exclude paths, and the sandbox reports 1 existing path`},
+		{secret, `{"pattern":"**/*","path":"docs"}`, "allow", "rule glob"},
+		{secret, `{"pattern":"**/*.go"}`, "allow", "rule glob"},
+	} {
+		in := fmt.Sprintf(`{"hook_event_name":"PreToolUse","cwd":%q,"tool_name":"Glob","tool_input":%s,"tool_use_id":"toolu_glob%d"}`, tt.cwd, tt.input, i)
+		got, reason := hookAnswer(t, fluidbox(ctx, vars, in, "hook", "claude-code"))
+		if got != tt.want || !strings.Contains(reason, tt.reason) {
+			t.Errorf("Glob %s in %s = %s %q, want %s (%s)", tt.input, tt.cwd, got, reason, tt.want, tt.reason)
+		}
+	}
+	if got := globReport(ctx, json.RawMessage(`{"pattern":"*","path":7}`), clean); got != nil {
+		t.Errorf("globReport of a path that is not a string = %+v, want none", got)
+	}
+	if got := globReport(ctx, json.RawMessage(`{"pattern":"*"}`), ""); got != nil {
+		t.Errorf("globReport without a directory = %+v, want none", got)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/fluidbox/fluidbox/shared/policy/tree"
 	"github.com/fluidbox/fluidbox/shared/review"
 )
 
@@ -41,6 +42,9 @@ type PermissionRequest struct {
 	// PathKinds says, per path-bearing field, what the sandbox found
 	// there: "file", "dir" or "absent" (lstat).
 	PathKinds map[string]string `json:"path_kinds,omitempty"`
+	// SearchReport, with a Glob, is what the sandbox found under the
+	// directory it walks (tree.Walk).
+	SearchReport *tree.Report `json:"search_report,omitempty"`
 	// AgentID and AgentType identify the subagent making the call (Claude
 	// Code's hook input); empty for the main agent.
 	AgentID   string `json:"agent_id,omitempty"`

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/capability"
 	"github.com/fluidbox/fluidbox/shared/policy"
+	"github.com/fluidbox/fluidbox/shared/policy/tree"
 	"github.com/fluidbox/fluidbox/shared/schemaguard"
 	"github.com/fluidbox/fluidbox/shared/trust"
 )
@@ -210,6 +211,9 @@ type Request struct {
 	// Kinds maps path-bearing input fields to what the sandbox found there
 	// (policy.KindFile, KindDir, KindAbsent), when the runner sent them.
 	Kinds map[string]string
+	// Report is what the sandbox found under the directory a Glob walks,
+	// when the runner sent it (policy.Env.Report).
+	Report *tree.Report
 	// AgentType is the type of the subagent making the call, as the
 	// runner reported it; empty for the run's main agent. Policies match
 	// it (match.agent_type).
@@ -256,7 +260,7 @@ type call struct {
 
 // env is where the call happens, as the policy package reads it.
 func (c *call) env() policy.Env {
-	return policy.Env{Workspace: c.run.Workspace, Cwd: c.req.Cwd, Resolved: c.req.Resolved, Kinds: c.req.Kinds, AgentType: c.req.AgentType}
+	return policy.Env{Workspace: c.run.Workspace, Cwd: c.req.Cwd, Resolved: c.req.Resolved, Kinds: c.req.Kinds, Report: c.req.Report, AgentType: c.req.AgentType}
 }
 
 // policyCall returns the call prepared once for the policy package, so that

@@ -160,5 +160,5 @@ func (s *Service) Preview(ctx context.Context, runID string, req Request, live m
 	if err != nil {
 		return gate.Decision{}, err
 	}
-	return s.gateDecide(ctx, runID, fr.gateRun(h, s.maxPending), gate.Request{ToolName: req.ToolName, Input: cr.input, Connections: live, Cwd: req.Cwd, Resolved: req.ResolvedPaths, Kinds: req.PathKinds, AgentType: req.AgentType})
+	return s.gateDecide(ctx, runID, fr.gateRun(h, s.maxPending), gate.Request{ToolName: req.ToolName, Input: cr.input, Connections: live, Cwd: req.Cwd, Resolved: req.ResolvedPaths, Kinds: req.PathKinds, Report: req.SearchReport, AgentType: req.AgentType})
 }

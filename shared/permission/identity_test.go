@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+
+	"github.com/fluidbox/fluidbox/shared/policy/tree"
 )
 
 // TestIdentityCoversEveryField: setting any field of Request changes the
@@ -37,6 +39,8 @@ func TestIdentityCoversEveryField(t *testing.T) {
 			v.Set(reflect.ValueOf(map[string]string{"file_path": "dir"}))
 		case f.Type == reflect.TypeOf(map[string]string(nil)):
 			v.Set(reflect.ValueOf(map[string]string{"file_path": "/other"}))
+		case f.Name == "SearchReport":
+			v.Set(reflect.ValueOf(&tree.Report{Entries: []string{".env"}, Complete: true}))
 		default:
 			t.Fatalf("Request.%s is a %s: teach this test to set it, and make sure identityOf covers it", f.Name, f.Type)
 		}

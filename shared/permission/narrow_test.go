@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/internal/calltest"
 	"github.com/fluidbox/fluidbox/shared/permission"
+	"github.com/fluidbox/fluidbox/shared/policy/tree"
 )
 
 const narrowPolicy = `{"name":"secrets","default_verdict":"deny","rules":[
@@ -101,5 +103,36 @@ func TestPathKinds(t *testing.T) {
 	_, err = e.Perm.Decide(ctx, e.RunID, permission.Request{ToolCallID: "k2", ToolName: "Grep", Input: in, PathKinds: map[string]string{"path": "symlink"}}, 0)
 	if !errors.As(err, &inv) {
 		t.Errorf("unknown kind = %v, want InvalidError", err)
+	}
+}
+
+// The search report reaches the policy: a Glob of the root is allowed
+// where the report shows no .env, denied where it shows one or where it
+// is cut at its bound; a report the API cannot read is refused.
+func TestSearchReport(t *testing.T) {
+	t.Parallel()
+	e := calltest.NewEnv(t, `{"name":"secrets","default_verdict":"deny","rules":[
+	 {"id":"env-glob","tool":"Glob","match":{"path":["**/.env"]},"verdict":"deny"},
+	 {"id":"glob","tool":"Glob","match":{"path":["/work/**"]},"verdict":"allow"}]}`)
+	ctx := context.Background()
+	in := json.RawMessage(`{"pattern":"**/*"}`)
+	for i, tc := range []struct {
+		report *tree.Report
+		want   call.Decision
+	}{
+		{&tree.Report{Entries: []string{"main.go"}, Complete: true}, call.Allowed},
+		{&tree.Report{Entries: []string{"main.go", "app/.env"}, Complete: true}, call.Denied},
+		{&tree.Report{Entries: []string{"main.go"}}, call.Denied},
+		{nil, call.Denied},
+	} {
+		req := permission.Request{ToolCallID: fmt.Sprintf("g%d", i), ToolName: "Glob", Input: in, Cwd: "/work/repo", SearchReport: tc.report}
+		if a, err := e.Perm.Decide(ctx, e.RunID, req, 0); err != nil || a.Decision != tc.want {
+			t.Errorf("Glob with report %+v = %+v, %v; want %s", tc.report, a, err, tc.want)
+		}
+	}
+	var inv *permission.InvalidError
+	bad := permission.Request{ToolCallID: "g-bad", ToolName: "Glob", Input: in, Cwd: "/work/repo", SearchReport: &tree.Report{Entries: []string{"/etc/passwd"}, Complete: true}}
+	if _, err := e.Perm.Decide(ctx, e.RunID, bad, 0); !errors.As(err, &inv) || !strings.Contains(inv.Message, "search_report") {
+		t.Errorf("an absolute entry = %v, want InvalidError naming search_report", err)
 	}
 }

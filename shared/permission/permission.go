@@ -45,6 +45,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/ids"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/policy"
+	"github.com/fluidbox/fluidbox/shared/policy/tree"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -69,6 +70,9 @@ type Request struct {
 	// PathKinds maps path-bearing input fields to what the sandbox found
 	// there: "file", "dir" or "absent" (optional).
 	PathKinds map[string]string `json:"path_kinds,omitempty"`
+	// SearchReport is what the sandbox found under the directory a Glob
+	// walks (optional; package tree). Only a Glob's decision reads it.
+	SearchReport *tree.Report `json:"search_report,omitempty"`
 	// AgentID and AgentType identify the subagent that makes the call
 	// (Claude Code's hook input); both empty for the run's main agent,
 	// AgentType alone for the main thread of a claude --agent session.
@@ -116,6 +120,11 @@ func checkPaths(req Request) error {
 	for k, v := range req.PathKinds {
 		if len(k) > maxIDLen || v != policy.KindFile && v != policy.KindDir && v != policy.KindAbsent {
 			return &InvalidError{`path_kinds: each value must be "file", "dir" or "absent"`}
+		}
+	}
+	if req.SearchReport != nil {
+		if err := req.SearchReport.Check(); err != nil {
+			return &InvalidError{"search_report: " + err.Error()}
 		}
 	}
 	return nil
@@ -230,7 +239,7 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 	build := func(h store.Head) (store.Batch, error) {
 		run := fr.recordedRun(h, s.maxPending)
 		run.SourceFull = sourceFull
-		d, err := s.gateDecide(ctx, runID, run, gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Cwd: req.Cwd, Resolved: req.ResolvedPaths, Kinds: req.PathKinds, AgentType: req.AgentType})
+		d, err := s.gateDecide(ctx, runID, run, gate.Request{ToolName: req.ToolName, Input: input, Connections: live, Cwd: req.Cwd, Resolved: req.ResolvedPaths, Kinds: req.PathKinds, Report: req.SearchReport, AgentType: req.AgentType})
 		if err != nil {
 			return store.Batch{}, err
 		}
@@ -475,7 +484,7 @@ func (s *Service) narrowed(ctx context.Context, runID string, fr *frozenRun, req
 	if err != nil {
 		return policy.Input{}, err
 	}
-	env := policy.Env{Workspace: h.Workspace, Cwd: req.Cwd, Resolved: req.ResolvedPaths, Kinds: req.PathKinds}
+	env := policy.Env{Workspace: h.Workspace, Cwd: req.Cwd, Resolved: req.ResolvedPaths, Kinds: req.PathKinds, Report: req.SearchReport, AgentType: req.AgentType}
 	res := fr.policy.EvaluateIn(env, req.ToolName, input)
 	got, err := redact.DigestJSON(res.UpdatedInput)
 	if res.Verdict != policy.VerdictAllow || res.UpdatedInput == nil || err != nil || got.String() != want {

@@ -51,9 +51,20 @@ type bashFileFinding struct {
 	narrow []bash.Exclusion
 }
 
+// bashNarrowing is what the line's searches must leave out, and the first
+// rule and glob a search reaches, for a reason that names them.
+type bashNarrowing struct {
+	ex   []bash.Exclusion
+	rule *rule
+	glob string
+	// operand names the first search that reaches the rule, by position.
+	operand string
+}
+
 // bashFiles judges the line's operands by the file rules: the first deny,
-// else the first require_approval, else the searches to narrow.
-func (p *Policy) bashFiles(c *call) (deny, ask *bashFileFinding, narrow []bash.Exclusion) {
+// else the first require_approval, else the searches to narrow (nil when
+// none need be).
+func (p *Policy) bashFiles(c *call) (deny, ask *bashFileFinding, narrow *bashNarrowing) {
 	reads, writes := p.readFileRules, p.writeFileRules
 	if len(reads) == 0 && len(writes) == 0 {
 		return nil, nil, nil
@@ -112,13 +123,14 @@ func (p *Policy) bashFiles(c *call) (deny, ask *bashFileFinding, narrow []bash.E
 			switch {
 			case excluded:
 			case op.Narrow && ok:
-				if seenEx == nil {
+				if narrow == nil {
+					narrow = &bashNarrowing{rule: r, glob: g, operand: operandName(op)}
 					seenEx = map[string]bool{}
 				}
 				for _, t := range tails {
 					if !seenEx[t.Tail] {
 						seenEx[t.Tail] = true
-						narrow = append(narrow, t)
+						narrow.ex = append(narrow.ex, t)
 					}
 				}
 			default:

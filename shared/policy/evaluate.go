@@ -12,6 +12,7 @@ import (
 	"unicode"
 
 	"github.com/fluidbox/fluidbox/shared/policy/bash"
+	"github.com/fluidbox/fluidbox/shared/policy/tree"
 )
 
 // Result is the policy's answer for one call. It is a value: a denial is an
@@ -68,6 +69,11 @@ type Env struct {
 	// AgentType is the type of the subagent making the call; empty for
 	// the run's main agent.
 	AgentType string
+	// Report is what the sandbox found under the directory a Glob walks
+	// (nil when the runner sent none). Only a Glob's decision reads it,
+	// and only to let a rule that reaches the call through that tree pass
+	// when nothing there matches it (globreport.go).
+	Report *tree.Report
 }
 
 // Path kinds the sandbox reports. They are on the wire: never rename them.
@@ -237,6 +243,9 @@ func (p *Policy) EvaluateCall(env Env, pc *Call) Result {
 					narrow = append(narrow, r)
 					continue
 				}
+				if c.tool == "Glob" && c.globReport(r).clear {
+					continue
+				}
 				return Result{Verdict: VerdictDeny, RuleID: r.id, Reason: p.denyReason(&c, r)}
 			}
 		case VerdictRequireApproval:
@@ -246,6 +255,9 @@ func (p *Policy) EvaluateCall(env Env, pc *Call) Result {
 			if ra == nil && r.matchLoose(&c) {
 				if c.narrowable(r) {
 					narrow = append(narrow, r)
+					continue
+				}
+				if c.tool == "Glob" && c.globReport(r).clear {
 					continue
 				}
 				ra = r
@@ -313,7 +325,7 @@ func (p *Policy) EvaluateCall(env Env, pc *Call) Result {
 			}
 		}
 	}
-	var narrowEx []bash.Exclusion
+	var narrowEx *bashNarrowing
 	if isBash {
 		deny, ask, ex := p.bashFiles(&c)
 		if deny != nil {
@@ -369,7 +381,7 @@ func (p *Policy) EvaluateCall(env Env, pc *Call) Result {
 			if why := c.bashProtectedWrite(); why != "" {
 				return p.protectedFallback(&c, fmt.Sprintf("rule %q covers every part, but %s; no allow rule covers such a Bash line (write the file with a file tool under a rule that names it)", allow.id, why))
 			}
-			if len(narrowEx) > 0 {
+			if narrowEx != nil {
 				return p.narrowedBash(&c, narrowEx, allowWhy)
 			}
 		}
@@ -382,7 +394,7 @@ func (p *Policy) EvaluateCall(env Env, pc *Call) Result {
 		if why := c.bashProtectedWrite(); why != "" {
 			return p.protectedFallback(&c, "no rule matched, and "+why+"; the default verdict allow does not cover such a Bash line")
 		}
-		if len(narrowEx) > 0 {
+		if narrowEx != nil {
 			return p.narrowedBash(&c, narrowEx, "no rule matched; default verdict allow")
 		}
 	}
@@ -413,18 +425,18 @@ func (p *Policy) EvaluateCall(env Env, pc *Call) Result {
 // narrowedBash answers a line the policy allows (by) whose searches must
 // leave the exclusions out: allow with the rewritten line, or deny when it
 // cannot be rewritten or the rewrite is not allowed.
-func (p *Policy) narrowedBash(c *call, ex []bash.Exclusion, by string) Result {
-	tails := make([]string, len(ex))
-	for i, e := range ex {
+func (p *Policy) narrowedBash(c *call, n *bashNarrowing, by string) Result {
+	tails := make([]string, len(n.ex))
+	for i, e := range n.ex {
 		tails[i] = e.Tail
 	}
-	in, res, ok := p.narrowBash(c, ex)
+	in, res, ok := p.narrowBash(c, n.ex)
 	if !ok {
 		why := "a search in it follows symbolic links, runs under a wrapper, or cannot be rewritten"
 		if res.Verdict != "" {
 			why = "the rewritten line is not allowed (" + res.Reason + ")"
 		}
-		return Result{Verdict: VerdictDeny, Reason: fmt.Sprintf("the line searches trees that may hold paths the file rules deny (%s), and it is not narrowed because %s", strings.Join(tails, ", "), why)}
+		return Result{Verdict: VerdictDeny, RuleID: n.rule.id, Reason: fmt.Sprintf("denied by rule %q (a rule of %s): %s reads the tree under its path, which may hold paths it matches (%q; the file rules deny %s there), and it is not narrowed because %s", n.rule.id, n.rule.tool.pattern, n.operand, n.glob, strings.Join(tails, ", "), why)}
 	}
 	res.UpdatedInput = in
 	res.Reason = by + "; narrowed: its searches leave out " + strings.Join(tails, ", ") + ", which the file rules deny"
@@ -435,15 +447,21 @@ func (p *Policy) narrowedBash(c *call, ex []bash.Exclusion, by string) Result {
 // the rule the searched tree may reach and why the search was not
 // narrowed instead.
 func (p *Policy) denyReason(c *call, r *rule) string {
-	if c.tool == "Grep" || c.tool == "Glob" {
+	if c.tool == "Glob" {
+		f := c.globReport(r)
+		g := f.glob
+		if g == "" {
+			g = c.reachedGlob(r)
+		}
+		return fmt.Sprintf("denied by rule %q: the search may reach paths matching %q, and it is not narrowed because %s", r.id, g, f.why)
+	}
+	if c.tool == "Grep" {
+		if g := c.directGlob(r); g != "" {
+			return fmt.Sprintf("denied by rule %q: the search may reach paths matching %q, and it is not narrowed because the path it names is such a path", r.id, g)
+		}
 		if g := c.reachedGlob(r); g != "" {
 			why := "it names no path a rule allows"
-			switch {
-			case c.tool == "Glob":
-				why = "Glob has no way to exclude paths"
-			case c.directHit(r):
-				why = "the path it names is such a path"
-			case !c.narrowable(r):
+			if !c.narrowable(r) {
 				why = "no exclusion can express the glob"
 			}
 			return fmt.Sprintf("denied by rule %q: the search may reach paths matching %q, and it is not narrowed because %s", r.id, g, why)
@@ -468,23 +486,27 @@ func (c *call) reachedGlob(r *rule) string {
 // directHit: r matches a path the call names, not only its tree: the path
 // itself, or a glob piece that names only files r matches (".env" under
 // "**/.env").
-func (c *call) directHit(r *rule) bool {
+func (c *call) directHit(r *rule) bool { return c.directGlob(r) != "" }
+
+// directGlob is the first of r's globs that a path the call names matches
+// directly (see directHit), "" for none.
+func (c *call) directGlob(r *rule) string {
 	vals, _ := c.pathValues()
 	for _, v := range vals {
 		for _, g := range r.paths {
 			if !v.pattern {
 				if g.matchLoose(v, &c.env) {
-					return true
+					return g.pattern
 				}
 				continue
 			}
 			last := foldCase(v.text[strings.LastIndexByte(v.text, '/')+1:])
 			if g.lastLiteral != "" && last == g.lastLiteral && (g.lower == last || g.lower == "**/"+last) {
-				return true
+				return g.pattern
 			}
 		}
 	}
-	return false
+	return ""
 }
 
 // protectedFallback answers a call that writes a path programs obey and
@@ -836,14 +858,15 @@ func (c *call) pathValues() ([]pathValue, bool) {
 		}
 		// A pattern searches from the tool's directory field, else the
 		// working directory. rg's glob without a '/' matches a file name
-		// at any depth.
+		// at any depth: Grep's glob, and Glob's pattern (Claude Code's
+		// Glob runs rg --files --glob).
 		hasPattern = true
 		d := dir
 		if d == "" {
 			d = base
 		}
 		join := func(pat string) string {
-			if c.tool == "Grep" && !strings.Contains(pat, "/") {
+			if (c.tool == "Grep" || c.tool == "Glob") && !strings.Contains(pat, "/") {
 				pat = "**/" + pat
 			}
 			if !strings.HasPrefix(pat, "/") && d != "" {

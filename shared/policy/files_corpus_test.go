@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fluidbox/fluidbox/shared/policy/tree"
 )
 
 // The file corpus (testdata/files_corpus.jsonl) is issue 31's: under a
@@ -18,8 +20,11 @@ import (
 // and allows reads, calls across Read, Grep, Glob and Bash with their
 // expected answers ("narrowed": allowed with the search rewritten). Paths
 // are relative to the workspace, which is a temporary repository holding
-// those secrets; every Bash line the gate allows (as narrowed, if so) that
-// runs only programs found here is run in it, and must print no secret.
+// those secrets ("tree": "clean" for one holding none); every Bash line the
+// gate allows (as narrowed, if so) that runs only programs found here is
+// run in it, and must print no secret. A Glob carries the report the hook
+// would send, walked from the workspace (package tree), unless "report"
+// says "none" or "incomplete"; "reason" lists words the reason must hold.
 const filesPolicy = `{"name":"secrets","default_verdict":"deny","rules":[
   {"id":"env-read","tool":"Read","match":{"path":["**/.env","**/*.pem","secrets/**"]},"verdict":"deny"},
   {"id":"env-grep","tool":"Grep","match":{"path":["**/.env","**/*.pem","secrets/**"]},"verdict":"deny"},
@@ -29,7 +34,8 @@ const filesPolicy = `{"name":"secrets","default_verdict":"deny","rules":[
   {"id":"grep","tool":"Grep","match":{"path":["**"]},"verdict":"allow"},
   {"id":"glob","tool":"Glob","match":{"path":["**"]},"verdict":"allow"},
   {"id":"shell-read","tool":"Bash","match":{"command_prefix":["cat","head","tail","wc","ls","grep","rg","find","sed","awk","jq","diff","git show","git diff","git status","git log","git grep"]},"verdict":"allow"},
-  {"id":"copy","tool":"Bash","match":{"command_prefix":["cp"],"options":"any"},"verdict":"allow"}]}`
+  {"id":"copy","tool":"Bash","match":{"command_prefix":["cp"],"options":"any"},"verdict":"allow"},
+  {"id":"no-rm","tool":"Bash","match":{"command_prefix":["rm"]},"verdict":"deny"}]}`
 
 type filesCase struct {
 	Tool     string            `json:"tool"`
@@ -37,6 +43,9 @@ type filesCase struct {
 	Expect   string            `json:"expect"`
 	Resolved map[string]string `json:"resolved"`
 	Kinds    map[string]string `json:"kinds"`
+	Tree     string            `json:"tree"`
+	Report   string            `json:"report"`
+	Reason   []string          `json:"reason"`
 	Note     string            `json:"note"`
 }
 
@@ -59,17 +68,32 @@ func readFilesCorpus(t *testing.T) []filesCase {
 	return out
 }
 
+// ordinaryFiles are a repository's files that no rule denies.
+var ordinaryFiles = map[string]string{
+	"src/main.go": "package main // KEY=1", "README.md": "read me KEY", ".env.example": "KEY=example",
+	"config.json": `{"KEY":1}`, "docs/guide.md": "a guide",
+}
+
 // secretRepo writes a workspace holding secrets, each file's content naming
 // itself, and returns its path.
 func secretRepo(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
 	files := map[string]string{
 		".env": "KEY=SECRET-dotenv", ".Env": "KEY=SECRET-dotenv-case", "secrets/k": "KEY=SECRET-dir",
 		"keys/server.pem": "KEY=SECRET-pem", "src/deep/secrets/x": "KEY=SECRET-deep", "src/app/.env": "KEY=SECRET-nested",
-		"src/main.go": "package main // KEY=1", "README.md": "read me KEY", ".env.example": "KEY=example",
-		"config.json": `{"KEY":1}`,
 	}
+	for name, body := range ordinaryFiles {
+		files[name] = body
+	}
+	return writeRepo(t, files)
+}
+
+// writeRepo writes files (and a link notes.txt to .env, dangling where
+// there is none) into a new git repository whose working tree then
+// changes every file, and returns its path.
+func writeRepo(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
 	for name, body := range files {
 		p := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -113,9 +137,13 @@ func TestFilesCorpus(t *testing.T) {
 		t.Fatalf("corpus has %d cases, want at least 40", len(cases))
 	}
 	p := mustParse(t, filesPolicy)
-	ws := secretRepo(t)
+	trees := map[string]string{"": secretRepo(t), "clean": writeRepo(t, ordinaryFiles)}
 	for _, c := range cases {
-		env := Env{Workspace: ws, Cwd: ws, Kinds: c.Kinds}
+		ws, ok := trees[c.Tree]
+		if !ok {
+			t.Fatalf("%s %v: unknown tree %q", c.Tool, c.Input, c.Tree)
+		}
+		env := Env{Workspace: ws, Cwd: ws, Kinds: c.Kinds, Report: corpusReport(t, c, ws)}
 		if c.Resolved != nil {
 			env.Resolved = map[string]string{}
 			for k, v := range c.Resolved {
@@ -128,8 +156,13 @@ func TestFilesCorpus(t *testing.T) {
 			answer = "narrowed"
 		}
 		if answer != c.Expect {
-			t.Errorf("%s %v: %s (%s), want %s %s", c.Tool, c.Input, answer, got.Reason, c.Expect, c.Note)
+			t.Errorf("%s %v (tree %q): %s (%s), want %s %s", c.Tool, c.Input, c.Tree, answer, got.Reason, c.Expect, c.Note)
 			continue
+		}
+		for _, w := range c.Reason {
+			if !strings.Contains(got.Reason, w) {
+				t.Errorf("%s %v: reason %q does not say %q", c.Tool, c.Input, got.Reason, w)
+			}
 		}
 		if c.Tool != "Bash" || got.Verdict != VerdictAllow {
 			continue
@@ -140,6 +173,24 @@ func TestFilesCorpus(t *testing.T) {
 		}
 		runAllowed(t, ws, cmd)
 	}
+}
+
+// corpusReport is the report the hook sends with a Glob: the searched
+// directory walked (tree.Walk), or none, or one cut at its bound.
+func corpusReport(t *testing.T, c filesCase, ws string) *tree.Report {
+	t.Helper()
+	if c.Tool != "Glob" || c.Report == "none" {
+		return nil
+	}
+	dir, _ := c.Input["path"].(string)
+	rep := tree.Walk(context.Background(), tree.Root(dir, ws))
+	if !rep.Complete {
+		t.Fatalf("%v: the walk of %s is incomplete", c.Input, ws)
+	}
+	if c.Report == "incomplete" {
+		rep.Complete = false
+	}
+	return &rep
 }
 
 // runAllowed runs an allowed line in the workspace when every program it

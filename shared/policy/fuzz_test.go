@@ -441,7 +441,7 @@ func FuzzFileRulesBash(f *testing.F) {
 		if why := c.bashProtectedWrite(); why != "" {
 			t.Fatalf("allowed %q, which %s", final, why)
 		}
-		if deny, ask, narrow := p.bashFiles(c); deny != nil || ask != nil || len(narrow) > 0 {
+		if deny, ask, narrow := p.bashFiles(c); deny != nil || ask != nil || narrow != nil {
 			t.Fatalf("allowed %q, which the file rules refuse or narrow", final)
 		}
 	})
