@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -92,6 +94,9 @@ func (p *Policy) bashFiles(c *call) (deny, ask *bashFileFinding, narrow *bashNar
 		// The path the sandbox resolved the word to, when the runner sent
 		// it: a link committed as notes.txt -> .env is judged as .env.
 		resolved := c.env.Resolved[OperandField(op)]
+		if resolved == "" {
+			resolved = c.env.Resolved[OperandTextField(op.Text)]
+		}
 		for _, r := range reads {
 			g := r.hitGlob(pathValue{text: text, pattern: op.Pattern}, &c.env)
 			if g == "" && resolved != "" {
@@ -155,6 +160,17 @@ func (p *Policy) bashFiles(c *call) (deny, ask *bashFileFinding, narrow *bashNar
 // "command#<part>.<index>", as bash.Operand numbers it. The hook analyses
 // the line with the same package, so both number the operands alike.
 func OperandField(op bash.Operand) string { return fmt.Sprintf("command#%d.%d", op.Part, op.Index) }
+
+// OperandTextField is the other key a runner may send an operand's realpath
+// under: "command@" and the hex sha256 of the operand's text, for a runner
+// that finds a line's words without this package's analysis (the Agent SDK
+// adapter resolves every word that may be a path). A resolution only ever
+// adds a path for the deny side to judge, so a key that names no operand
+// changes nothing.
+func OperandTextField(text string) string {
+	sum := sha256.Sum256([]byte(text))
+	return "command@" + hex.EncodeToString(sum[:])
+}
 
 // operandPath is an operand's path as the deny side reads it: absolute
 // against the working directory when known; ~ and a partly expanded word

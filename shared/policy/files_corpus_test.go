@@ -147,6 +147,11 @@ func TestFilesCorpus(t *testing.T) {
 		if c.Resolved != nil {
 			env.Resolved = map[string]string{}
 			for k, v := range c.Resolved {
+				// "command@TEXT" stands for the key a runner sends
+				// for the operand TEXT (OperandTextField).
+				if text, ok := strings.CutPrefix(k, "command@"); ok {
+					k = OperandTextField(text)
+				}
 				env.Resolved[k] = filepath.Join(ws, v)
 			}
 		}

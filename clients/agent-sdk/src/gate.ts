@@ -115,6 +115,8 @@ export interface ToolCall {
   resolved_paths?: Record<string, string>;
   /** Path field -> what the sandbox found there: "file", "dir" or "absent" (lstat). */
   path_kinds?: Record<string, string>;
+  /** With a Glob: what exists under the directory it searches (paths.ts, globReport). */
+  search_report?: { entries: string[]; complete: boolean };
   /** The subagent making the call, from Claude Code's hook input; absent for the main agent. */
   agent_id?: string;
   agent_type?: string;

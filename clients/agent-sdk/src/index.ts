@@ -10,7 +10,8 @@
 //     without it). canUseTool is wired to the same gate for any call that
 //     still reaches it. Each ask carries the call's cwd and its file paths
 //     resolved with symlinks followed (paths.ts), as the Claude Code hook
-//     sends them.
+//     sends them: a Bash line's words that go through links too, and for a
+//     Glob what exists under the directory it searches.
 //   - the token must be a session token (fbx_sess_...): the admin or runner
 //     token is refused before anything is sent or exported.
 //   - permissionMode is 'dontAsk': a call the hook did not allow is refused,
@@ -42,7 +43,7 @@ import { z } from 'zod';
 
 import { Gate, GateError, clean, type Answer, type CallAnswer, type GateConfig, type Run, type ToolCall } from './gate.js';
 import { runEnvironment } from './env.js';
-import { cleanCwd, pathKinds, resolvePaths } from './paths.js';
+import { cleanCwd, globReport, pathKinds, resolveOperands, resolvePaths } from './paths.js';
 import { outputTokens } from './budget.js';
 
 export { Gate, GateError, sessionTokenPrefix, type Answer, type CallAnswer, type Run, type ToolCall } from './gate.js';
@@ -283,6 +284,17 @@ class Decider {
       if (resolved !== undefined) call.resolved_paths = resolved;
       const kinds = await pathKinds(obj, cwd);
       if (kinds !== undefined) call.path_kinds = kinds;
+      if (toolName === 'Bash') {
+        // A Bash line's words that go through links, as the hook resolves
+        // its operands (paths.ts); more than the gate takes is a deny.
+        const links = await resolveOperands(obj['command'], cwd);
+        if (links !== undefined) call.resolved_paths = { ...call.resolved_paths, ...links };
+      }
+      if (toolName === 'Glob') {
+        // Glob cannot be narrowed: what exists where it searches decides.
+        const rep = await globReport(obj, cwd);
+        if (rep !== undefined) call.search_report = rep;
+      }
       const ans = await this.#gate.permission(call, Date.now() + this.#timeoutMs, signal);
       if (ans.decision === 'allow' && ans.updated_input !== undefined && ans.updated_input !== null) {
         // The allow holds only with the narrowed input: one that is not an

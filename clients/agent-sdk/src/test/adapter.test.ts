@@ -13,11 +13,12 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 
 import { mkdir, mkdtemp, realpath, rm, symlink, writeFile } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { withFluidbox, FluidboxOptionsError, Gate, GateError, outputTokens, outputRate, brokered } from '../index.js';
-import { pathKinds, resolvePaths } from '../paths.js';
+import { candidates, globReport, maxOperandLinks, pathKinds, resolveOperands, resolvePaths } from '../paths.js';
 
 const token = 'fbx_sess_unit_0123456789';
 const sessionId = 'ses_unit';
@@ -467,7 +468,7 @@ test('the hook and canUseTool send the call\'s cwd and its paths resolved: a sym
 test('without options.cwd, the session cwd is this process\'s', async (t) => {
   const fb = await fakeFluidbox(t, claudeCodeRun, { [permPath]: [{ status: 200, body: { decision: 'deny' } }] });
   const opts = await withFluidbox({}, { url: fb.url, sessionId, token });
-  await opts.canUseTool!('Glob', { pattern: '*.md' }, { signal: new AbortController().signal, requestId: 'r', toolUseID: 'c1' });
+  await opts.canUseTool!('Grep', { pattern: 'KEY' }, { signal: new AbortController().signal, requestId: 'r', toolUseID: 'c1' });
   assert.equal(fb.seen.find((s) => s.path === permPath)!.body.cwd, process.cwd());
 });
 
@@ -541,4 +542,64 @@ test('the hook sends a subagent\'s agent_id and agent_type, and nothing for the 
   assert.equal(asks[0].agent_id, 'a349243d');
   assert.equal(asks[0].agent_type, 'general-purpose');
   assert.ok(!('agent_id' in asks[1]) && !('agent_type' in asks[1]), 'the main agent\'s ask carries no agent fields');
+});
+
+const operandKey = (word: string) => 'command@' + createHash('sha256').update(word).digest('hex');
+
+test('candidates: the words of a line that may be paths, quotes removed, expansions and patterns left out', () => {
+  assert.deepEqual(candidates(`cat notes.txt "a b" 'c'd --file=e.txt -n 5 HEAD:f.txt $X/g *.md ~/h \\i;wc<j>k|l # m`), [
+    'cat', 'notes.txt', 'a b', 'cd', 'e.txt', '5', 'HEAD:f.txt', 'f.txt', 'i', 'wc', 'j', 'k', 'l',
+  ]);
+  assert.deepEqual(candidates('cat "$HOME/x" "`y`" z'), ['cat', 'z']);
+});
+
+test('resolveOperands: every word through a link, keyed by its text as the gate looks it up; more than 8 links are refused', async (t) => {
+  const { root, work } = await plantedTree(t);
+  assert.deepEqual(await resolveOperands('cat README.md notes.txt "notes.txt" --x=notes.txt', work), { [operandKey('notes.txt')]: join(root, '.env') });
+  assert.deepEqual(await resolveOperands('git show HEAD:notes.txt', work), { [operandKey('notes.txt')]: join(root, '.env') });
+  assert.equal(await resolveOperands('cat README.md', work), undefined);
+  assert.equal(await resolveOperands('cat notes.txt', ''), undefined);
+  assert.equal(await resolveOperands(7, work), undefined);
+  for (let i = 0; i <= maxOperandLinks; i++) await symlink('../.env', join(work, `l${i}`));
+  const many = Array.from({ length: maxOperandLinks + 1 }, (_, i) => `l${i}`).join(' ');
+  await assert.rejects(resolveOperands(`cat ${many}`, work), /more than 8 paths through symbolic links/);
+});
+
+test('globReport: every name below the directory that is not a directory, in order, links never followed; bounded', async (t) => {
+  const { root, work } = await plantedTree(t);
+  await mkdir(join(work, 'src', '.hidden'), { recursive: true });
+  await writeFile(join(work, 'src', 'b.go'), '');
+  await writeFile(join(work, 'src', '.hidden', 'c'), '');
+  await symlink(root, join(work, 'up'));
+  const want = ['README.md', 'dangling', 'loop', 'notes.txt', 'src/.hidden/c', 'src/b.go', 'up'];
+  assert.deepEqual(await globReport({ pattern: '**/*' }, work), { entries: want, complete: true });
+  assert.deepEqual(await globReport({ pattern: '*', path: 'work' }, root), await globReport({ pattern: '*', path: work }, ''));
+  assert.deepEqual(await globReport({ pattern: '*', path: 'README.md' }, work), { entries: ['.'], complete: true });
+  assert.deepEqual(await globReport({ pattern: '*', path: 'absent' }, work), { entries: [], complete: true });
+  assert.equal(await globReport({ pattern: '*', path: 7 }, work), undefined);
+  assert.equal(await globReport({ pattern: '*' }, ''), undefined);
+  // Past its time: what it has, incomplete.
+  let clock = 0;
+  const late = await globReport({ pattern: '*' }, work, () => (clock += 5000));
+  assert.equal(late?.complete, false);
+});
+
+test('the hook sends a Glob\'s search report and a Bash line\'s words through links; too many links deny without asking', async (t) => {
+  const { root, work } = await plantedTree(t);
+  const ok = { status: 200, body: { decision: 'allow', source: 'policy', rule_id: 'r' } };
+  const fb = await fakeFluidbox(t, claudeCodeRun, { [permPath]: [ok, ok] });
+  const opts = await withFluidbox({ cwd: work }, { url: fb.url, sessionId, token });
+  const { hook } = hookOf(opts);
+  await decide(hook, pre('Glob', { pattern: '**/*' }, 'g1', { cwd: work }));
+  await decide(hook, pre('Bash', { command: 'cat notes.txt' }, 'b1', { cwd: work }));
+  for (let i = 0; i <= maxOperandLinks; i++) await symlink('../.env', join(work, `l${i}`));
+  const many = Array.from({ length: maxOperandLinks + 1 }, (_, i) => `l${i}`).join(' ');
+  const refused = await decide(hook, pre('Bash', { command: `cat ${many}` }, 'b2', { cwd: work }));
+  assert.equal(refused.decision, 'deny');
+  assert.match(refused.reason, /more than 8 paths through symbolic links/);
+  const asks = fb.seen.filter((s) => s.path === permPath).map((s) => s.body);
+  assert.equal(asks.length, 2, 'the refused line is never asked about');
+  assert.deepEqual(asks[0].search_report, { entries: ['README.md', 'dangling', 'loop', 'notes.txt'], complete: true });
+  assert.deepEqual(asks[1].resolved_paths, { [operandKey('notes.txt')]: join(root, '.env') });
+  assert.equal(asks[1].search_report, undefined);
 });
