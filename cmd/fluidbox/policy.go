@@ -19,6 +19,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/gate"
 	"github.com/fluidbox/fluidbox/shared/policy"
 	"github.com/fluidbox/fluidbox/shared/policy/policyyaml"
+	"github.com/fluidbox/fluidbox/shared/policy/tree"
 	frozenrun "github.com/fluidbox/fluidbox/shared/run"
 )
 
@@ -30,9 +31,12 @@ const policyUsage = `policy list [--since T] [--until T] [--limit N] [--all] [--
                              store a document (JSON or YAML, - for stdin) as a new policy or as
                              the policy's next version; it is checked and its tests run first
        policy eval (POLICY_ID [--version N] | -f FILE) (--command LINE | --tool NAME --input JSON)
-       [--tier read_only] [--autonomous] [--workspace DIR] [--cwd DIR] [--class CLASS] [--json]
+       [--tier read_only] [--autonomous] [--workspace DIR] [--cwd DIR] [--class CLASS]
+       [--kind FIELD=file|dir|absent]... [--walk] [--json]
                              how the policy decides one call, nothing recorded; -f decides offline
-                             against a document, with the control plane's own code
+                             against a document, with the control plane's own code; --kind and
+                             --walk send what the hook sends (a path's kind; for a Glob, what
+                             exists under the directory it searches, walked here)
        policy shadow POLICY_ID [--since T] [--until T] [--limit N] [--json]
                              where the policy, as runs' shadow_policy_id, would have decided
                              differently (every page of runs, added up)
@@ -98,6 +102,16 @@ func policyEval(ctx context.Context, args []string, e cmdEnv) error {
 	workspace := fs.String("workspace", "", "the run's workspace: relative path globs resolve against it")
 	cwd := fs.String("cwd", "", "the caller's working directory: relative paths resolve against it")
 	class := fs.String("class", "", "the class of a tool that is not Claude Code's (read, write, execute, egress)")
+	kinds := map[string]string{}
+	fs.Func("kind", "FIELD=KIND: what is at an input path field (file, dir or absent), as the hook sends it; repeatable", func(s string) error {
+		field, kind, ok := strings.Cut(s, "=")
+		if !ok || field == "" {
+			return fmt.Errorf("want FIELD=KIND, such as path=file")
+		}
+		kinds[field] = kind
+		return nil
+	})
+	walk := fs.Bool("walk", false, "for a Glob, walk the directory it searches here (its path, else --cwd) and send what exists there, as the hook does")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -125,6 +139,21 @@ func policyEval(ctx context.Context, args []string, e cmdEnv) error {
 		}
 	default:
 		return usagef("--command or --tool is needed")
+	}
+	if len(kinds) > 0 {
+		req.PathKinds = kinds
+	}
+	if *walk {
+		m, _ := req.Input.(map[string]any)
+		dir, _ := m["path"].(string)
+		root := tree.Root(dir, *cwd)
+		if req.ToolName != "Glob" || root == "" {
+			return usagef("--walk walks a Glob's directory: give --tool Glob and an absolute --cwd or path")
+		}
+		wctx, cancel := context.WithTimeout(ctx, tree.MaxTime)
+		rep := tree.Walk(wctx, root)
+		cancel()
+		req.SearchReport = &rep
 	}
 	var out evaluation.View
 	if *file != "" {
@@ -259,6 +288,9 @@ func printEvaluation(w io.Writer, e evaluation.View) error {
 	fmt.Fprintf(w, "reason: %s\n", clean(e.Reason, 400))
 	if e.Rewritten != "" {
 		fmt.Fprintf(w, "policy said %s; autonomy rewrote it to %s\n", e.Verdict, e.Rewritten)
+	}
+	if len(e.UpdatedInput) > 0 {
+		fmt.Fprintf(w, "runs with (narrowed): %s\n", clean(string(e.UpdatedInput), 400))
 	}
 	fmt.Fprintln(w, "stages:")
 	for _, s := range e.Trace.Stages {

@@ -325,6 +325,22 @@ func TestPolicyEvalOfflineMatchesAPI(t *testing.T) {
 		}
 		calls = append(calls, []string{"--command", l.Cmd})
 	}
+	ws := t.TempDir()
+	for _, f := range []string{"main.go", "app/.env"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(ws, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The path context the hook sends: a kind, a Glob's walked tree.
+	calls = append(calls,
+		[]string{"--tool", "Grep", "--input", `{"pattern":"KEY","path":"/work/app/main.go"}`, "--kind", "path=file", "--workspace", "/work/app", "--cwd", "/work/app"},
+		[]string{"--tool", "Glob", "--input", `{"pattern":"**/*"}`, "--walk", "--workspace", ws, "--cwd", ws},
+		[]string{"--tool", "Glob", "--input", `{"pattern":"**/*","path":"app"}`, "--walk", "--cwd", ws},
+		[]string{"--tool", "Glob", "--input", `{"pattern":"**/*.go"}`, "--walk", "--workspace", ws, "--cwd", ws},
+	)
 	for _, c := range []struct{ tool, input string }{
 		{"Read", `{"file_path":"/work/app/.env"}`}, {"Read", `{"file_path":"/work/app/src/main.go"}`},
 		{"Write", `{"file_path":"/work/app/src/x.go","content":"x"}`}, {"Write", `{"file_path":"/etc/passwd","content":"x"}`},
@@ -452,5 +468,64 @@ func TestPolicyFmt(t *testing.T) {
 	}
 	if r := fluidbox(ctx, nil, "", "policy", "fmt"); r.code != 2 {
 		t.Errorf("policy fmt with no file = %+v, want 2", r)
+	}
+}
+
+// TestPolicyEvalPathContext: policy eval sends what the hook sends and
+// shows what the gate answers: a Grep of the root runs narrowed (the
+// input it runs with is printed), the same Grep of a file (--kind
+// path=file) runs as asked, and a Glob with --walk is allowed in a tree
+// holding no .env and denied, naming the rule and the glob, in one that
+// does.
+func TestPolicyEvalPathContext(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	doc := filepath.Join(dir, "p.json")
+	if err := os.WriteFile(doc, []byte(`{"name":"secrets","default_verdict":"deny","rules":[
+	 {"id":"env-grep","tool":"Grep","match":{"path":["**/.env"]},"verdict":"deny"},
+	 {"id":"env-glob","tool":"Glob","match":{"path":["**/.env"]},"verdict":"deny"},
+	 {"id":"search","tool":"{Grep,Glob}","match":{"path":["**"]},"verdict":"allow"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ws := filepath.Join(dir, "ws")
+	for _, f := range []string{"main.go", "secret/.env"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(ws, f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(ws, f), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	for _, c := range []struct {
+		args []string
+		want []string
+		not  string
+	}{
+		{[]string{"--tool", "Grep", "--input", `{"pattern":"KEY"}`}, []string{"ALLOW", "runs with (narrowed):", `!**/.[eE][nN][vV]`}, ""},
+		{[]string{"--tool", "Grep", "--input", `{"pattern":"KEY","path":"main.go"}`, "--kind", "path=file"}, []string{"ALLOW"}, "narrowed"},
+		{[]string{"--tool", "Glob", "--input", `{"pattern":"**/*","path":"secret"}`, "--walk"}, []string{"DENY", `rule "env-glob"`, `"**/.env"`, "reports 1 existing path"}, ""},
+		{[]string{"--tool", "Glob", "--input", `{"pattern":"**/*.go"}`, "--walk"}, []string{"ALLOW"}, ""},
+		{[]string{"--tool", "Glob", "--input", `{"pattern":"**/*"}`}, []string{"DENY", "without a report"}, ""},
+	} {
+		args := append([]string{"policy", "eval", "-f", doc, "--workspace", ws, "--cwd", ws}, c.args...)
+		r := fluidbox(ctx, nil, "", args...)
+		for _, w := range c.want {
+			if r.code != 0 || !strings.Contains(r.stdout, w) {
+				t.Errorf("%q = %+v, want %q in the output", c.args, r, w)
+			}
+		}
+		if c.not != "" && strings.Contains(r.stdout, c.not) {
+			t.Errorf("%q = %q, want no %q", c.args, r.stdout, c.not)
+		}
+	}
+	for _, bad := range [][]string{
+		{"--tool", "Grep", "--input", `{"pattern":"KEY"}`, "--kind", "path"},
+		{"--tool", "Grep", "--input", `{"pattern":"KEY"}`, "--kind", "path=socket"},
+		{"--tool", "Grep", "--input", `{"pattern":"KEY"}`, "--walk"},
+	} {
+		if r := fluidbox(ctx, nil, "", append([]string{"policy", "eval", "-f", doc, "--cwd", ws}, bad...)...); r.code != 2 {
+			t.Errorf("%q = %+v, want 2 (usage)", bad, r)
+		}
 	}
 }

@@ -1,7 +1,11 @@
 // Package evaluation decides one call against a policy as a run would,
 // with no run, no approval and nothing written: the answer of POST
 // /v1/policies/{id}/evaluate and of `fluidbox policy eval -f FILE`, which
-// is computed offline. Both call Decide, so the two cannot disagree.
+// is computed offline. Both call Decide, so the two cannot disagree. The
+// request carries the path context a runner sends (resolved paths, path
+// kinds, a Glob's search report) and the answer the input the tool would
+// run with (a narrowed search's updated_input), so an evaluation decides
+// what the gate decides.
 //
 // It runs the gate's own stages (gate.Explain) over a run built from the
 // request: the tier, autonomy and workspace it names, an available budget
@@ -11,6 +15,7 @@
 package evaluation
 
 import (
+	"encoding/json"
 	"fmt"
 	"path"
 	"sync"
@@ -18,6 +23,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/capability"
 	"github.com/fluidbox/fluidbox/shared/gate"
 	"github.com/fluidbox/fluidbox/shared/policy"
+	"github.com/fluidbox/fluidbox/shared/policy/tree"
 	"github.com/fluidbox/fluidbox/shared/schemaguard"
 	"github.com/fluidbox/fluidbox/shared/trust"
 )
@@ -30,8 +36,13 @@ type Request struct {
 	Autonomous bool   `json:"autonomous,omitempty"`
 	Workspace  string `json:"workspace,omitempty"`
 	Cwd        string `json:"cwd,omitempty"`
-	// ResolvedPaths are the sandbox's resolved paths, as the hook sends.
+	// ResolvedPaths, PathKinds and SearchReport are the sandbox's path
+	// context, as the hook sends it with a permission request: the
+	// resolved paths, what is at each path ("file", "dir", "absent"), and
+	// what exists under the directory a Glob walks.
 	ResolvedPaths map[string]string `json:"resolved_paths,omitempty"`
+	PathKinds     map[string]string `json:"path_kinds,omitempty"`
+	SearchReport  *tree.Report      `json:"search_report,omitempty"`
 	// Class is the class of a tool no built-in bundle describes (an MCP
 	// tool's, from its bundle); without it the trust tier stage, which
 	// needs a class, is skipped for such a tool.
@@ -48,18 +59,21 @@ type Policy struct {
 
 // View is the answer.
 type View struct {
-	Decision      gate.Outcome   `json:"decision"`
-	Source        gate.Source    `json:"source,omitempty"`
-	RuleID        string         `json:"rule_id,omitempty"`
-	Reason        string         `json:"reason"`
-	Verdict       policy.Verdict `json:"verdict,omitempty"`
-	Rewritten     policy.Verdict `json:"rewritten,omitempty"`
-	ScopeKey      string         `json:"scope_key,omitempty"`
-	Scope         policy.Scope   `json:"scope,omitempty"`
-	PolicyID      string         `json:"policy_id"`
-	PolicyVersion int            `json:"policy_version"`
-	Digest        string         `json:"digest"`
-	Trace         Trace          `json:"trace"`
+	Decision  gate.Outcome   `json:"decision"`
+	Source    gate.Source    `json:"source,omitempty"`
+	RuleID    string         `json:"rule_id,omitempty"`
+	Reason    string         `json:"reason"`
+	Verdict   policy.Verdict `json:"verdict,omitempty"`
+	Rewritten policy.Verdict `json:"rewritten,omitempty"`
+	ScopeKey  string         `json:"scope_key,omitempty"`
+	Scope     policy.Scope   `json:"scope,omitempty"`
+	// UpdatedInput, on an allow, is the input the tool would run with: a
+	// search narrowed to leave out what a deny rule matches.
+	UpdatedInput  json.RawMessage `json:"updated_input,omitempty"`
+	PolicyID      string          `json:"policy_id"`
+	PolicyVersion int             `json:"policy_version"`
+	Digest        string          `json:"digest"`
+	Trace         Trace           `json:"trace"`
 }
 
 // Trace is how the answer came about: each stage's outcome, the tool as
@@ -108,8 +122,30 @@ func (r Request) Check() error {
 	if r.Class != "" && !capability.Class(r.Class).Valid() {
 		return invalid("class: %.40q is not one of read, write, execute, egress", r.Class)
 	}
+	if len(r.ResolvedPaths) > maxPathFields || len(r.PathKinds) > maxPathFields {
+		return invalid("resolved_paths, path_kinds: at most %d fields each", maxPathFields)
+	}
+	for _, p := range r.ResolvedPaths {
+		if !path.IsAbs(p) || len(p) > 4096 {
+			return invalid("resolved_paths: each value must be an absolute path of at most 4096 bytes")
+		}
+	}
+	for _, k := range r.PathKinds {
+		if k != policy.KindFile && k != policy.KindDir && k != policy.KindAbsent {
+			return invalid(`path_kinds: each value must be "file", "dir" or "absent"`)
+		}
+	}
+	if r.SearchReport != nil {
+		if err := r.SearchReport.Check(); err != nil {
+			return invalid("search_report: %v", err)
+		}
+	}
 	return nil
 }
+
+// maxPathFields is how many path fields a request's path context holds, as
+// a permission request's.
+const maxPathFields = 8
 
 // Builtin reports whether name is one of the built-in bundles' tools.
 func Builtin(name string) bool { return builtinTools()[name] != nil }
@@ -132,11 +168,14 @@ func Decide(p Policy, req Request, connectionID string) View {
 		view.Class = tool.Class
 	}
 	run := &gate.Run{AvailableMicros: 1, TrustTier: tier, Autonomous: req.Autonomous, Policy: p.Policy, Workspace: req.Workspace}
-	d, steps := gate.Explain(run, gate.Request{ToolName: req.ToolName, Input: req.Input, Cwd: req.Cwd, Resolved: req.ResolvedPaths}, schemaless(tool))
+	d, steps := gate.Explain(run, gate.Request{ToolName: req.ToolName, Input: req.Input, Cwd: req.Cwd, Resolved: req.ResolvedPaths, Kinds: req.PathKinds, Report: req.SearchReport}, schemaless(tool))
 	out := View{
 		Decision: d.Outcome, Source: d.Source, RuleID: d.RuleID, Reason: d.Reason, Verdict: d.Verdict, Rewritten: d.Rewritten,
 		ScopeKey: d.ScopeKey, Scope: d.Scope, PolicyID: p.ID, PolicyVersion: p.Version, Digest: p.Digest,
 		Trace: Trace{Stages: steps, Tool: view},
+	}
+	if !d.UpdatedInput.IsZero() {
+		out.UpdatedInput, _ = d.UpdatedInput.MarshalJSON()
 	}
 	if req.ToolName == "Bash" {
 		out.Trace.Bash = policy.TraceBash(req.Input)
