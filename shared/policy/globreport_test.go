@@ -36,6 +36,16 @@ func TestReportNeverWidensReadOrGrep(t *testing.T) {
 			t.Errorf("%s %v with an empty report: %s (%s), without: %s (%s)", c.tool, c.input, got.Verdict, got.Reason, want.Verdict, want.Reason)
 		}
 	}
+	// A Grep that cannot be narrowed (no exclusion expresses a class) is
+	// denied, report or not.
+	q := mustParse(t, `{"name":"x","default_verdict":"allow","rules":[
+	  {"id":"cls","tool":"{Grep,Glob}","match":{"path":["**/[.]env"]},"verdict":"deny"}]}`)
+	for _, rep := range []*tree.Report{nil, empty} {
+		env := Env{Workspace: "/work/repo", Cwd: "/work/repo", Report: rep}
+		if got := q.EvaluateIn(env, "Grep", map[string]any{"pattern": "KEY"}); got.Verdict != VerdictDeny {
+			t.Errorf("Grep of the root under a class glob, report %v: %s (%s), want deny", rep, got.Verdict, got.Reason)
+		}
+	}
 	// The same empty report does clear a Glob of the root: the one place
 	// it is read.
 	env := Env{Workspace: "/work/repo", Cwd: "/work/repo"}
