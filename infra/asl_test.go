@@ -74,6 +74,9 @@ type aslState struct {
 		ErrorEquals []string `json:"ErrorEquals"`
 		Next        string   `json:"Next"`
 	} `json:"Catch"`
+	Choices []struct {
+		Next string `json:"Next"`
+	} `json:"Choices"`
 }
 
 func loadASL(t *testing.T, f string) (string, map[string]aslState) {
@@ -92,7 +95,7 @@ func loadASL(t *testing.T, f string) (string, map[string]aslState) {
 	return sm.StartAt, sm.States
 }
 
-// TestStateMachineWiring: every Catch goes to a state, every state is
+// TestStateMachineWiring: every Catch and Choice goes to a state, every state is
 // reachable from StartAt, every Task retries with backoff and catches, and
 // every path ends (End, Succeed or Fail).
 func TestStateMachineWiring(t *testing.T) {
@@ -111,6 +114,12 @@ func TestStateMachineWiring(t *testing.T) {
 			for _, c := range st.Catch {
 				if _, ok := states[c.Next]; !ok {
 					t.Errorf("%s: %s catches to unknown state %q", f, name, c.Next)
+				}
+				walk(c.Next)
+			}
+			for _, c := range st.Choices {
+				if _, ok := states[c.Next]; !ok {
+					t.Errorf("%s: %s chooses unknown state %q", f, name, c.Next)
 				}
 				walk(c.Next)
 			}

@@ -29,6 +29,10 @@ func placeholder(name string, input, _ any) any {
 			return "SUB:" + fmt.Sprint(parts[0])
 		}
 		return "SUB:" + fmt.Sprint(input)
+	case "Fn::Equals":
+		// A condition stays a condition (the schema wants an object);
+		// goformation's own handler would evaluate it to a bool.
+		return map[string]any{name: input}
 	case "Fn::If":
 		// [condition, then, else]: "then" is as representative as "else".
 		if parts, ok := input.([]any); ok && len(parts) == 3 {
@@ -40,10 +44,11 @@ func placeholder(name string, input, _ any) any {
 
 // Placeholders are the intrinsic handlers with which the template's tests
 // (and the role check of shared/internal/ddbchaos/roles) read template.yaml:
-// every intrinsic is its placeholder string, and Fn::If its "then".
+// every intrinsic is its placeholder string, Fn::If its "then", and
+// Fn::Equals (a condition) itself.
 func Placeholders() *intrinsics.ProcessorOptions {
 	h := map[string]intrinsics.IntrinsicHandler{}
-	for _, name := range []string{"Ref", "Fn::GetAtt", "Fn::Sub", "Fn::If", "Fn::ImportValue", "Fn::Cidr", "Fn::GetAZs", "Fn::Join", "Fn::Select"} {
+	for _, name := range []string{"Ref", "Fn::GetAtt", "Fn::Sub", "Fn::If", "Fn::ImportValue", "Fn::Cidr", "Fn::GetAZs", "Fn::Join", "Fn::Select", "Fn::Equals"} {
 		h[name] = placeholder
 	}
 	return &intrinsics.ProcessorOptions{IntrinsicHandlerOverrides: h}

@@ -15,6 +15,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/credentials/endpointcreds"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/launcher"
 	"github.com/fluidbox/fluidbox/shared/runner"
@@ -23,7 +28,8 @@ import (
 const runnerEnv = `  FLUIDBOX_URL                 the control plane (--url overrides it)
   FLUIDBOX_MODEL_URL           the model proxy's base, when not the control plane's (AWS: the stack's ModelProxyUrl)
   FLUIDBOX_RUN_ID              the run (--run overrides it)
-  FLUIDBOX_LAUNCH_CREDENTIAL   the run's launch credential, when not in --credential-file (an ECS task's override)
+  FLUIDBOX_LAUNCH_CREDENTIAL   the run's launch credential, when not in --credential-file
+  FLUIDBOX_LAUNCH_SECRET       the AWS launcher's launch secret (--launch-secret): the run, prompt, timeout and credential
   FLUIDBOX_PROMPT              the prompt, when --prompt is not given
 `
 
@@ -44,6 +50,8 @@ func runnerCmd(ctx context.Context, args []string, e cmdEnv) error {
 	agentUser := fs.String("user", "agent", "the unprivileged user the agent runs as")
 	timeout := fs.Int("timeout", 3600, "seconds the agent may run before it is killed and the run ended (timeout)")
 	settings := fs.String("managed-settings", runner.ManagedSettingsPath, "where Claude Code's managed settings are written")
+	secret := fs.String("launch-secret", e.getenv("FLUIDBOX_LAUNCH_SECRET"), "on AWS: the Secrets Manager secret holding the launch (run, prompt, timeout, credential), read with the task's identity and deleted before anything else")
+	layoutOnly := fs.Bool("layout", false, "make the sandbox's directories (--workdir and --home for --user, the managed settings' directory) and exit: the runner image's build step")
 	sandbox := fs.String("sandbox-unix", "", "inside the local launcher's namespaces: reach the control plane through this unix socket (loopback is brought up, /etc/claude-code is made private)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -51,12 +59,31 @@ func runnerCmd(ctx context.Context, args []string, e cmdEnv) error {
 	if fs.NArg() > 0 {
 		return usagef("unexpected argument %q", fs.Arg(0))
 	}
+	if *layoutOnly {
+		return layout(*agentUser, *workdir, *home, *settings)
+	}
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_DUMPABLE, 0, 0); errno != 0 {
 		return fmt.Errorf("runner: make the process undumpable: %w", errno)
 	}
-	cred, err := launchCredential(*credFile, e.getenv)
-	if err != nil {
-		return err
+	var cred auth.Token
+	if *secret != "" {
+		if *credFile != "" {
+			return usagef("--launch-secret and --credential-file are two launchers' ways; give one")
+		}
+		sm, err := launchSecrets(e.getenv)
+		if err != nil {
+			return err
+		}
+		l, err := launcher.TakeSecret(ctx, sm, *secret)
+		if err != nil {
+			return err
+		}
+		*runID, *prompt, *timeout, cred = l.RunID, l.Prompt, l.TimeoutSeconds, l.Credential
+	} else {
+		var err error
+		if cred, err = launchCredential(*credFile, e.getenv); err != nil {
+			return err
+		}
 	}
 	var problems []string
 	if *runID == "" {
@@ -112,6 +139,53 @@ func runnerCmd(ctx context.Context, args []string, e cmdEnv) error {
 	}
 	fmt.Fprintf(e.stdout, "run %s ended: %s, exit status %d\n", *runID, out.Reason, out.ExitStatus)
 	return nil
+}
+
+// layout makes the sandbox's directories for the agent's user and exits
+// (runner.Layout): the runner image runs it at build.
+func layout(agentUser, workdir, home, settings string) error {
+	u, err := user.Lookup(agentUser)
+	if err != nil {
+		return usagef("--user %q: no such user", agentUser)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if uid == 0 || gid == 0 {
+		return runner.ErrRoot
+	}
+	return runner.Layout{Workdir: workdir, Home: home, SettingsDir: filepath.Dir(settings), UID: uid, GID: gid}.Make()
+}
+
+// launchSecrets is the Secrets Manager client of a runner on AWS, with the
+// task role's credentials from the container credentials endpoint ECS
+// serves the task (AWS_CONTAINER_CREDENTIALS_RELATIVE_URI), or, outside
+// ECS, the AWS_ACCESS_KEY_ID of the environment. Nothing else of the SDK's
+// credential chain (files, SSO, IMDS) is consulted: missing credentials
+// fail closed.
+func launchSecrets(getenv func(string) string) (*secretsmanager.Client, error) {
+	region := getenv("AWS_REGION")
+	var creds aws.CredentialsProvider
+	switch {
+	case getenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI") != "":
+		creds = endpointcreds.New("http://169.254.170.2" + getenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"))
+	case getenv("AWS_ACCESS_KEY_ID") != "":
+		creds = credentials.NewStaticCredentialsProvider(getenv("AWS_ACCESS_KEY_ID"), getenv("AWS_SECRET_ACCESS_KEY"), getenv("AWS_SESSION_TOKEN"))
+	}
+	if region == "" || creds == nil {
+		return nil, errors.New("runner: --launch-secret needs AWS_REGION and the task's credentials (AWS_CONTAINER_CREDENTIALS_RELATIVE_URI, as ECS sets them)")
+	}
+	return secretsmanager.New(secretsmanager.Options{
+		Region:       region,
+		Credentials:  aws.NewCredentialsCache(creds),
+		BaseEndpoint: endpointOf(getenv("AWS_ENDPOINT_URL_SECRETS_MANAGER")),
+	}), nil
+}
+
+func endpointOf(url string) *string {
+	if url == "" {
+		return nil
+	}
+	return &url
 }
 
 // launchCredential reads the credential from file (then deletes it, so no

@@ -4,16 +4,23 @@
 // A launcher records the launch (run.launched) and hands the runner a
 // single-use launch credential, never a token: the runner spends it on
 // the run's tokens itself, so nothing that carried the credential (a
-// process table, an ECS task override) holds anything usable afterwards.
-// Which launcher runs is configuration: None (runs wait for whoever drives
-// them), Local (a subprocess per run in a loopback-only network namespace,
-// for `fluidbox dev`), or on AWS the Step Functions state machine of
-// template.yaml.
+// process table, an ECS task) holds anything usable afterwards. Which
+// launcher runs is configuration, one value per deployment: `fluidbox dev
+// --launcher none|local` (None: runs wait for whoever drives them; Local:
+// a subprocess per run in a loopback-only network namespace), and on AWS
+// the template's Launcher parameter (none, or aws: the Step Functions
+// state machine of template.yaml, whose two Lambda steps are Steps). Every
+// launcher decides the same way which runs it starts (Prepare) and issues
+// the credential the same way (run.Service.Launch).
 package launcher
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
+	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
@@ -28,3 +35,47 @@ type None struct{}
 
 // Launch does nothing.
 func (None) Launch(context.Context, store.Head) error { return nil }
+
+// DefaultTimeoutSeconds is how long an agent may run when its trigger says
+// nothing.
+const DefaultTimeoutSeconds = 3600
+
+// Launch is what a launcher needs to start one run's runner: its trigger's
+// prompt and timeout, and the single-use launch credential.
+type Launch struct {
+	RunID          string
+	Prompt         string
+	TimeoutSeconds int
+	Credential     auth.Token
+}
+
+// Prepare decides whether a launcher starts h's runner and, if so, issues
+// the launch credential (run.launched, by launcher and by). ok is false,
+// with no error, for a run that is not a launcher's: not created by a
+// trigger, its trigger has no prompt, or launched, ended or handed its
+// tokens already (a second launcher noticing the same run, or a run driven
+// by hand).
+func Prepare(ctx context.Context, runs *run.Service, st *store.Store, h store.Head, launcher, by string) (Launch, bool, error) {
+	if h.GitHub == nil {
+		return Launch{}, false, nil
+	}
+	t, err := st.GetTrigger(ctx, h.GitHub.TriggerID)
+	if err != nil {
+		return Launch{}, false, fmt.Errorf("launcher: read trigger %s: %w", h.GitHub.TriggerID, err)
+	}
+	if t.Prompt == "" {
+		return Launch{}, false, nil
+	}
+	timeout := t.TimeoutSeconds
+	if timeout == 0 {
+		timeout = DefaultTimeoutSeconds
+	}
+	cred, err := runs.Launch(ctx, h.RunID, launcher, by)
+	if errors.Is(err, run.ErrLaunched) || errors.Is(err, run.ErrRunEnded) || errors.Is(err, run.ErrTokensIssued) {
+		return Launch{}, false, nil
+	}
+	if err != nil {
+		return Launch{}, false, err
+	}
+	return Launch{RunID: h.RunID, Prompt: t.Prompt, TimeoutSeconds: timeout, Credential: cred}, true, nil
+}

@@ -2,7 +2,6 @@ package launcher
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/fluidbox/fluidbox/shared/run"
+	"github.com/fluidbox/fluidbox/shared/runner"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
@@ -50,45 +50,26 @@ func (l *Local) Launch(ctx context.Context, h store.Head) error {
 	if os.Geteuid() != 0 {
 		return ErrNotRoot
 	}
-	if h.GitHub == nil {
-		return nil
-	}
-	t, err := l.Store.GetTrigger(ctx, h.GitHub.TriggerID)
-	if err != nil {
-		return fmt.Errorf("launcher: read trigger %s: %w", h.GitHub.TriggerID, err)
-	}
-	if t.Prompt == "" {
-		l.Log.InfoContext(ctx, "run not launched: its trigger has no prompt", "run", h.RunID, "trigger", t.ID)
-		return nil
-	}
-	timeout := t.TimeoutSeconds
-	if timeout == 0 {
-		timeout = 3600
+	launch, ok, err := Prepare(ctx, l.Runs, l.Store, h, "local", "fluidbox dev")
+	if err != nil || !ok {
+		// Not ours (no trigger prompt; driven by hand or ended), or an error.
+		return err
 	}
 	runDir := filepath.Join(l.Dir, h.RunID)
 	private := filepath.Join(runDir, "runner")
-	for _, d := range []struct {
-		path string
-		mode os.FileMode
-	}{{l.Dir, 0o711}, {runDir, 0o711}, {private, 0o700}} {
-		if err := os.MkdirAll(d.path, d.mode); err != nil {
+	for _, d := range []string{l.Dir, runDir} {
+		if err := os.MkdirAll(d, 0o711); err != nil {
 			return err
 		}
-		if err := os.Chmod(d.path, d.mode); err != nil {
+		if err := os.Chmod(d, 0o711); err != nil {
 			return err
 		}
 	}
-	cred, err := l.Runs.Launch(ctx, h.RunID, "local", "fluidbox dev")
-	if errors.Is(err, run.ErrLaunched) || errors.Is(err, run.ErrRunEnded) || errors.Is(err, run.ErrTokensIssued) {
-		// Someone drives it already, or nobody needs to: not ours.
-		l.Log.InfoContext(ctx, "run not launched", "run", h.RunID, "why", err)
-		return nil
-	}
-	if err != nil {
+	if err := (runner.Layout{Private: private}).Make(); err != nil {
 		return err
 	}
 	credFile := filepath.Join(private, "launch-credential")
-	if err := os.WriteFile(credFile, []byte(cred), 0o600); err != nil {
+	if err := os.WriteFile(credFile, []byte(launch.Credential), 0o600); err != nil {
 		return err
 	}
 	sock := filepath.Join(private, "api.sock")
@@ -104,9 +85,9 @@ func (l *Local) Launch(ctx context.Context, h store.Head) error {
 		return err
 	}
 	cmd := exec.Command("unshare", "--net", "--mount", "--fork", "--kill-child",
-		l.Fluidbox, "runner", "--run", h.RunID, "--credential-file", credFile, "--prompt", t.Prompt,
+		l.Fluidbox, "runner", "--run", h.RunID, "--credential-file", credFile, "--prompt", launch.Prompt,
 		"--claude", l.Claude, "--workdir", filepath.Join(runDir, "work"), "--home", filepath.Join(runDir, "home"),
-		"--user", l.User, "--timeout", strconv.Itoa(timeout), "--sandbox-unix", sock)
+		"--user", l.User, "--timeout", strconv.Itoa(launch.TimeoutSeconds), "--sandbox-unix", sock)
 	// The runner's environment is built from nothing too: no variable of
 	// the control plane (its admin token) reaches it.
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}

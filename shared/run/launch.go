@@ -34,7 +34,7 @@ func (s *Service) Launch(ctx context.Context, id, launcher, by string) (auth.Tok
 		return "", err
 	}
 	at := store.FormatTime(s.now())
-	op, err := s.st.PutLaunch(id, store.Launch{CredentialHash: hash, Launcher: launcher, LaunchedAt: at})
+	op, err := s.st.PutLaunch(id, store.Launch{CredentialHash: hash, Launcher: launcher, By: by, LaunchedAt: at})
 	if err != nil {
 		return "", err
 	}

@@ -152,11 +152,9 @@ func agent(ctx context.Context, cfg Config, tok tokens) Outcome {
 		cfg.Log.ErrorContext(ctx, "runner: "+step, "run", cfg.RunID, "err", err)
 		return Outcome{Reason: run.EndFailed, ExitStatus: -1}
 	}
-	if err := prepareDir(cfg.Workdir, cfg.UID, cfg.GID); err != nil {
-		return failed("workspace directory", err)
-	}
-	if err := prepareDir(cfg.Home, cfg.UID, cfg.GID); err != nil {
-		return failed("home directory", err)
+	layout := Layout{Workdir: cfg.Workdir, Home: cfg.Home, SettingsDir: filepath.Dir(cfg.ManagedSettings), UID: cfg.UID, GID: cfg.GID}
+	if err := layout.Make(); err != nil {
+		return failed("layout", err)
 	}
 	commit, err := fetchWorkspace(ctx, cfg, tok.Token)
 	if err != nil {
@@ -167,16 +165,6 @@ func agent(ctx context.Context, cfg Config, tok tokens) Outcome {
 		return failed("managed settings", err)
 	}
 	return runAgent(ctx, cfg, tok.Token)
-}
-
-func prepareDir(dir string, uid, gid int) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		return err
-	}
-	return os.Chown(dir, uid, gid)
 }
 
 // fetchWorkspace downloads and unpacks the run's workspace; a run with none
@@ -347,20 +335,14 @@ func managedSettings(fluidbox string) ([]byte, error) {
 func shellQuote(p string) string { return "'" + strings.ReplaceAll(p, "'", `'\''`) + "'" }
 
 // writeManagedSettings writes the settings root-owned and read-only for
-// everyone else, in a root-owned directory, replacing whatever was there.
+// everyone else, in the layout's root-owned directory, replacing whatever
+// was there.
 func writeManagedSettings(file, fluidbox string) error {
 	b, err := managedSettings(fluidbox)
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(file)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	if err := os.Chmod(dir, 0o755); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, ".managed-settings-*")
+	tmp, err := os.CreateTemp(filepath.Dir(file), ".managed-settings-*")
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,9 @@ import (
 )
 
 // Launch is a run's launch (RUN#<id> / LAUNCH): which launcher started its
-// runner and the hash of the single-use credential it handed over.
+// runner, who in it (By: the AWS launcher's Step Functions execution, so
+// that only that execution's failure step ends the run), and the hash of
+// the single-use credential it handed over.
 // UsedAt is set by the one token issue the credential may make, in that
 // issue's transaction; ReusedAt by the first refused use after it (later
 // ones are refused without a record, so a leaked credential cannot flood
@@ -17,6 +19,7 @@ import (
 type Launch struct {
 	CredentialHash string `dynamodbav:"credential_hash"`
 	Launcher       string `dynamodbav:"launcher"`
+	By             string `dynamodbav:"by,omitempty"`
 	LaunchedAt     string `dynamodbav:"launched_at"`
 	UsedAt         string `dynamodbav:"used_at,omitempty"`
 	ReusedAt       string `dynamodbav:"reused_at,omitempty"`
