@@ -200,7 +200,6 @@ func TestLauncherRolesLeastPrivilege(t *testing.T) {
 		"dynamodb:UpdateItem GETATT:Table.Arn":         "null",
 		"dynamodb:PutItem GETATT:Table.Arn":            tx,
 		"dynamodb:ConditionCheckItem GETATT:Table.Arn": tx,
-		"dynamodb:DeleteItem GETATT:Table.Arn":         tx,
 		"secretsmanager:CreateSecret " + launchSecrets: "null",
 		"secretsmanager:DeleteSecret " + launchSecrets: "null",
 	}
