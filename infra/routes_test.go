@@ -181,6 +181,11 @@ var forbidden = map[string][]string{
 	"expire": {"github.com/modelcontextprotocol/", "github.com/aws/aws-sdk-go-v2/service/kms", "github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api"},
 	"sweep":  {"github.com/modelcontextprotocol/", "github.com/aws/aws-sdk-go-v2/service/kms", "github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api"},
 	"notify": {"github.com/modelcontextprotocol/", "github.com/aws/aws-sdk-go-v2/service/kms", "github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api"},
+	// The launch steps issue and end, nothing else: no key, no HTTP API.
+	"launch": {
+		"github.com/modelcontextprotocol/", "github.com/aws/aws-sdk-go-v2/service/kms", "github.com/fluidbox/fluidbox/shared/seal",
+		"github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api",
+	},
 }
 
 // TestFunctionImports runs `go list -deps` on each function (as built:

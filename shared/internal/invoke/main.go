@@ -28,6 +28,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/devstack"
 	"github.com/fluidbox/fluidbox/shared/internal/rie"
+	"github.com/fluidbox/fluidbox/shared/internal/smtest"
 	"github.com/fluidbox/fluidbox/shared/policy"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
@@ -116,6 +117,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	payload = bytes.ReplaceAll(payload, []byte("${FIXTURE_SESSION_TOKEN}"), []byte(gateToken))
 	bus := startEventBridge(stderr)
 	defer bus.Close()
+	secrets := smtest.Start()
+	defer secrets.Close()
 
 	e, err := rie.Start(ctx, emulator, bootstrap, []string{
 		"FLUIDBOX_TABLE=" + table,
@@ -124,6 +127,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		"AWS_ENDPOINT_URL_DYNAMODB=" + db.URL,
 		"AWS_ENDPOINT_URL_EVENTBRIDGE=" + bus.URL,
 		"FLUIDBOX_EVENT_BUS=" + EventBus,
+		"AWS_ENDPOINT_URL_SECRETS_MANAGER=" + secrets.URL,
+		"FLUIDBOX_LAUNCH_SECRET_PREFIX=fluidbox-invoke/launch/",
 		"AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local",
 	})
 	if err != nil {

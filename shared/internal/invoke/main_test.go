@@ -27,7 +27,7 @@ var (
 )
 
 // functionsWithEvents are the functions events/ has sample events for.
-var functionsWithEvents = []string{"control", "gate", "github", "approvals", "expire", "sweep", "notify"}
+var functionsWithEvents = []string{"control", "gate", "github", "approvals", "expire", "sweep", "notify", "launch"}
 
 func TestMain(m *testing.M) {
 	os.Exit(buildAndRun(m))
@@ -108,6 +108,8 @@ func TestSampleEvents(t *testing.T) {
 		"events/notify/insert-triggered-run.json":           {result: `{"batchItemFailures":[]}`, published: 1},
 		"events/notify/insert-halted.json":                  {result: `{"batchItemFailures":[]}`, published: 1},
 		"events/notify/insert-unsequenced-event.json":       {result: `{"batchItemFailures":[]}`},
+		"events/launch/start-manual-run.json":               {result: `{"launched":false}`},
+		"events/launch/finish-after-failed-start.json":      {result: `{"reason":"failed"}`},
 	}
 	for _, dir := range functionsWithEvents {
 		files, _ := filepath.Glob("events/" + dir + "/*.json")

@@ -33,6 +33,7 @@ type Call struct {
 type Server struct {
 	URL string
 
+	srv     *httptest.Server
 	mu      sync.Mutex
 	secrets map[string]string
 	calls   []Call
@@ -41,12 +42,21 @@ type Server struct {
 // New starts a server that closes with t.
 func New(t testing.TB) *Server {
 	t.Helper()
-	s := &Server{secrets: map[string]string{}}
-	srv := httptest.NewServer(http.HandlerFunc(s.serve))
-	t.Cleanup(srv.Close)
-	s.URL = srv.URL
+	s := Start()
+	t.Cleanup(s.Close)
 	return s
 }
+
+// Start starts a server; Close stops it.
+func Start() *Server {
+	s := &Server{secrets: map[string]string{}}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.URL = s.srv.URL
+	return s
+}
+
+// Close stops the server.
+func (s *Server) Close() { s.srv.Close() }
 
 // Client is an SDK client of s signing with access key key.
 func (s *Server) Client(key string) *secretsmanager.Client {
