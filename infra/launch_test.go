@@ -331,8 +331,9 @@ func TestLaunchDefinition(t *testing.T) {
 }
 
 // TestRunnerTaskDefinition: Fargate on arm64 in awsvpc, the image pinned
-// by digest, the runner's two roles, and an environment of URLs only (the
-// launch secret's name comes as the override; nothing secret is here).
+// by digest, the runner's two roles, and an environment of URLs and the
+// region only (the launch secret's name comes as the override; nothing
+// secret is here).
 func TestRunnerTaskDefinition(t *testing.T) {
 	t.Parallel()
 	l := mustLoad(t)
@@ -354,8 +355,8 @@ func TestRunnerTaskDefinition(t *testing.T) {
 	for _, e := range asList(c["Environment"]) {
 		env = append(env, fmt.Sprint(e["Name"]))
 	}
-	if !slices.Equal(env, []string{"FLUIDBOX_URL", "FLUIDBOX_MODEL_URL"}) || c["Secrets"] != nil {
-		t.Errorf("Environment = %v, Secrets = %v; want the two URLs only", env, c["Secrets"])
+	if !slices.Equal(env, []string{"FLUIDBOX_URL", "FLUIDBOX_MODEL_URL", "AWS_REGION"}) || c["Secrets"] != nil {
+		t.Errorf("Environment = %v, Secrets = %v; want the two URLs and the region only", env, c["Secrets"])
 	}
 	if dig(c, "LogConfiguration", "LogDriver") != "awslogs" || dig(c, "LogConfiguration", "Options", "awslogs-group") != "REF:RunnerLogGroup" {
 		t.Errorf("LogConfiguration = %v", c["LogConfiguration"])
