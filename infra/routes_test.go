@@ -186,6 +186,7 @@ var forbidden = map[string][]string{
 		"github.com/modelcontextprotocol/", "github.com/aws/aws-sdk-go-v2/service/kms", "github.com/fluidbox/fluidbox/shared/seal",
 		"github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api",
 	},
+	"export": {"github.com/modelcontextprotocol/", "github.com/aws/aws-sdk-go-v2/service/kms", "github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api"},
 }
 
 // TestFunctionImports runs `go list -deps` on each function (as built:

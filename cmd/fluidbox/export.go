@@ -9,23 +9,8 @@ import (
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/client"
+	"github.com/fluidbox/fluidbox/shared/export"
 )
-
-// ExportSchema names the version of an exported line (docs/ledger-export.md).
-// A change that renames or removes a field is a new version.
-const ExportSchema = "fluidbox.ledger.v1"
-
-// exportRecord is one ledger event as `events export --format ndjson`
-// writes it: the run and seq that identify it, and the event as the API
-// serves it. The ledger holds only redacted events, so neither does this.
-type exportRecord struct {
-	Schema string          `json:"schema"`
-	RunID  string          `json:"run_id"`
-	Seq    int64           `json:"seq"`
-	Type   string          `json:"type"`
-	At     string          `json:"at"`
-	Data   json.RawMessage `json:"data"`
-}
 
 // eventsExport is `fluidbox events export --since T --format ndjson|ocsf`:
 // every event of every run at or after T, one JSON object a line, each
@@ -80,7 +65,8 @@ func eventsExport(ctx context.Context, args []string, getenv func(string) string
 				if at, err := time.Parse(time.RFC3339Nano, e.At); err != nil || at.Before(start) {
 					continue
 				}
-				var v any = exportRecord{Schema: ExportSchema, RunID: r.ID, Seq: e.Seq, Type: e.Type, At: e.At, Data: e.Data}
+				// The same line as the stack's delivery to S3 writes.
+				var v any = export.NewLine(r.ID, e.Seq, e.Type, e.At, e.Data)
 				if *format == "ocsf" {
 					v = toOCSF(r.ID, e)
 				}
