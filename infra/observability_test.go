@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/fluidbox/fluidbox/shared/telemetry"
 )
 
 // TestAlarmsHaveRunbooks: every alarm of the template has its line in
@@ -38,7 +40,7 @@ func TestAlarmsHaveRunbooks(t *testing.T) {
 			t.Errorf("docs/runbook.md has a line for %s, which is not an alarm of the template", id)
 		}
 	}
-	for _, want := range []string{"ApiServerErrorAlarm", "TableThrottleAlarm"} {
+	for _, want := range []string{"ApiServerErrorAlarm", "TableThrottleAlarm", "HaltedRunsAlarm", "ExportFailureAlarm"} {
 		if alarms[want] == nil {
 			t.Errorf("template has no %s", want)
 		}
@@ -103,5 +105,40 @@ func TestDashboard(t *testing.T) {
 		if !shown[id] {
 			t.Errorf("the dashboard's alarm widget does not show %s", id)
 		}
+	}
+}
+
+// TestCloudWatchMetricsWired: every function gets the stack's metrics
+// namespace, the halted-runs alarm reads the metric the model proxy writes
+// there (telemetry.MetricRunsHalted) and fires on one halt, and the
+// dashboard shows decisions, denials by source, pending approvals, spend
+// and halts from that namespace.
+func TestCloudWatchMetricsWired(t *testing.T) {
+	t.Parallel()
+	l := mustLoad(t)
+	const ns = "fluidbox/${AWS::StackName}"
+	if got := dig(l.doc, "Globals", "Function", "Environment", "Variables", "FLUIDBOX_METRICS_NAMESPACE"); got != "SUB:"+ns {
+		t.Errorf("Globals' FLUIDBOX_METRICS_NAMESPACE = %v, want !Sub %s", got, ns)
+	}
+	a := props(resources(l.doc, "AWS::CloudWatch::Alarm")["HaltedRunsAlarm"])
+	if a["Namespace"] != "SUB:"+ns || a["MetricName"] != telemetry.MetricRunsHalted || a["Statistic"] != "Sum" ||
+		a["ComparisonOperator"] != "GreaterThanThreshold" || asString(a["Threshold"]) != "0" || a["Dimensions"] != nil {
+		t.Errorf("HaltedRunsAlarm = %v, want the Sum of %s in %s, without dimensions, over 0", a, telemetry.MetricRunsHalted, ns)
+	}
+	body, _ := props(resources(l.doc, "AWS::CloudWatch::Dashboard")["Dashboard"])["DashboardBody"].(string)
+	for _, want := range []string{
+		`{` + ns + `,Decision} MetricName=\"` + telemetry.MetricDecisions + `\"`,
+		`{` + ns + `,Decision,Source} MetricName=\"` + telemetry.MetricDecisions + `\" Decision=\"deny\"`,
+		`"` + ns + `", "` + telemetry.MetricPendingApprovals + `"`,
+		`"` + telemetry.MetricBudgetSpent + `"`,
+		`"` + telemetry.MetricBudgetReserved + `"`,
+		`{` + ns + `,Reason} MetricName=\"` + telemetry.MetricRunsHalted + `\"`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the dashboard does not show %s", want)
+		}
+	}
+	if telemetry.DimDecision != "Decision" || telemetry.DimSource != "Source" || telemetry.DimReason != "Reason" {
+		t.Error("the dashboard's searches name dimensions the metrics no longer carry")
 	}
 }

@@ -44,7 +44,8 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	h, err := handler(d, verifier, slack, tel.Telemetry())
+	// CloudWatch metrics (EMF lines in the log) always; OpenTelemetry when an endpoint is set.
+	h, err := handler(d, verifier, slack, telemetry.WithCloudWatch(tel.Telemetry(), os.Stdout, getenv))
 	if err != nil {
 		return err
 	}

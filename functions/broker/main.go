@@ -63,7 +63,8 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	api, url, err := handlers(d, verifier, sealer, tel.Telemetry())
+	// CloudWatch metrics (EMF lines in the log) always; OpenTelemetry when an endpoint is set.
+	api, url, err := handlers(d, verifier, sealer, telemetry.WithCloudWatch(tel.Telemetry(), os.Stdout, getenv))
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,8 @@ import (
 	"github.com/fluidbox/fluidbox/shared/config"
 	"github.com/fluidbox/fluidbox/shared/expiry"
 	"github.com/fluidbox/fluidbox/shared/function"
+	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/telemetry"
 )
 
 func main() {
@@ -39,10 +41,20 @@ func run(ctx context.Context, getenv func(string) string) error {
 	// Budget reservations nobody reconciled in time are settled as spent in
 	// full (their stored price is used; the price table is not needed).
 	reservations := admission.New(d.Ledger, nil, time.Now)
+	// The approvals still pending after the sweep, a CloudWatch gauge
+	// every five minutes (PendingApprovals, an EMF line of the log).
+	metrics := telemetry.WithCloudWatch(nil, os.Stdout, getenv)
 	lambda.StartWithOptions(func(ctx context.Context, ev events.EventBridgeEvent) (sweepResult, error) {
 		res, err := h.Sweep(ctx, ev)
 		n, rerr := reservations.SweepReservations(ctx, time.Now().Add(-d.Config.ReservationSweepAfter))
 		log.InfoContext(ctx, "sweep reservations", "settled", n)
+		var pending int64
+		if perr := d.Store.EachPendingApproval(ctx, func(store.Approval) error { pending++; return nil }); perr != nil {
+			// A gauge missing one point; the sweep's own work is done.
+			log.ErrorContext(ctx, "sweep: count pending approvals", "err", perr)
+		} else {
+			metrics.PendingApprovals(ctx, pending)
+		}
 		return sweepResult{SweepResult: res, SettledReservations: n}, errors.Join(err, rerr)
 	}, lambda.WithContext(ctx))
 	return nil

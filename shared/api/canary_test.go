@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -22,12 +23,14 @@ import (
 	"github.com/fluidbox/fluidbox/shared/api"
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/expiry"
+	"github.com/fluidbox/fluidbox/shared/export"
 	"github.com/fluidbox/fluidbox/shared/internal/ddbchaos/roles"
 	"github.com/fluidbox/fluidbox/shared/internal/otlpreceiver"
 	"github.com/fluidbox/fluidbox/shared/internal/scriptedmodel"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/notify"
+	"github.com/fluidbox/fluidbox/shared/telemetry"
 	"github.com/fluidbox/fluidbox/shared/telemetry/otlp"
 )
 
@@ -148,7 +151,9 @@ func TestCanarySweep(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
-	h := api.New(api.Config{Egress: testenv.Loopback, Telemetry: tel.Telemetry(),
+	// CloudWatch metrics (EMF lines) are written here, and swept too.
+	metrics := &syncBuffer{}
+	h := api.New(api.Config{Egress: testenv.Loopback, Telemetry: telemetry.WithCloudWatch(tel.Telemetry(), metrics, func(string) string { return "" }),
 		AdminToken: adminToken, Ledger: led, Logger: log, Sealer: localSealer(t),
 		Observer: notify.NewHandler(notes, nil, log).Observer(), GitHubWebhookSecret: webhookSecret,
 	})
@@ -318,10 +323,30 @@ func TestCanarySweep(t *testing.T) {
 			}
 		}
 	}
+	// The ledger as the stack delivers it to S3, written with the export
+	// function's role.
+	objects := &memBucket{objects: map[string][]byte{}}
+	x := export.New(st, objects, time.Now, log)
+	for _, run := range []string{id, bid} {
+		if n, err := x.Run(roles.As(ctx, "ExportFunction"), run); err != nil || n == 0 {
+			t.Errorf("export of %s = %d events, %v", run, n, err)
+		}
+	}
+	for key, body := range objects.objects {
+		if c := canaryRE.FindString(string(body)); c != "" {
+			t.Errorf("exported object %s holds %s", key, c)
+		}
+	}
 	for _, line := range strings.Split(logs.String(), "\n") {
 		if c := canaryRE.FindString(line); c != "" {
 			t.Errorf("log line holds %s: %s", c, line)
 		}
+	}
+	if !strings.Contains(metrics.String(), `"Decisions":1`) {
+		t.Errorf("no decision was written as a CloudWatch metric: %q", metrics.String())
+	}
+	if c := canaryRE.FindString(metrics.String()); c != "" {
+		t.Errorf("CloudWatch metrics hold %s", c)
 	}
 	notes.mu.Lock()
 	if len(notes.out) == 0 {
@@ -386,4 +411,27 @@ func sortedAttrs(it map[string]string) []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// memBucket is an export.Bucket in memory: what is swept here is the lines
+// the exporter writes, not S3 (shared/export's tests run it against one).
+type memBucket struct {
+	mu      sync.Mutex
+	objects map[string][]byte
+}
+
+func (b *memBucket) Create(_ context.Context, key string, body []byte) (bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.objects[key]; ok {
+		return false, nil
+	}
+	b.objects[key] = slices.Clone(body)
+	return true, nil
+}
+
+func (b *memBucket) Get(_ context.Context, key string) ([]byte, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.objects[key]), nil
 }

@@ -15,6 +15,11 @@
 //   - Off costs nothing: a nil *Telemetry, or one built from OpenTelemetry's
 //     no-op providers, records nothing and exports nothing. Every method is
 //     safe on nil, so code that decides need not know whether it is on.
+//   - CloudWatch metrics (WithCloudWatch) are written as Embedded Metric
+//     Format lines of the function's log: the decisions by decision and
+//     source, halted runs, budget reserved and spent, pending approvals.
+//     Their dimensions are words (a decision, a source, a halt code), never
+//     an id, checked character by character.
 //   - Telemetry never decides: its methods return nothing that could change
 //     an answer, and a failing exporter only loses spans.
 package telemetry
@@ -71,6 +76,10 @@ type Telemetry struct {
 	tokens       metric.Int64Counter
 	halted       metric.Int64Counter
 	responses    metric.Int64Counter
+
+	// emf, when set (WithCloudWatch), also writes the decisions, halts
+	// and budget as CloudWatch metrics.
+	emf *emf
 }
 
 // New builds the instruments on tp and mp (the otlp package's providers,
@@ -196,6 +205,7 @@ func (t *Telemetry) Decided(ctx context.Context, start time.Time, d Decision) {
 	t.span(ctx, "fluidbox.permission.decide", start, time.Now(), attrs)
 	counted := str(str(nil, KeyDecision, d.Decision), KeySource, d.Source)
 	t.decisions.Add(ctx, 1, metric.WithAttributes(counted...))
+	t.emf.put(MetricDecisions, "Count", 1, map[string]string{DimDecision: d.Decision, DimSource: d.Source}, [][]string{{DimDecision, DimSource}, {DimDecision}})
 }
 
 // Brokered is one brokered tool call.
@@ -280,6 +290,7 @@ func (t *Telemetry) RunHalted(ctx context.Context, reason string) {
 		return
 	}
 	t.halted.Add(ctx, 1, metric.WithAttributes(str(nil, KeyReason, reason)...))
+	t.emf.put(MetricRunsHalted, "Count", 1, map[string]string{DimReason: reason}, [][]string{{}, {DimReason}})
 }
 
 // BudgetReserved counts micro-USD an admission reserved.
@@ -288,6 +299,7 @@ func (t *Telemetry) BudgetReserved(ctx context.Context, microUSD int64) {
 		return
 	}
 	t.reserved.Add(ctx, microUSD)
+	t.emf.put(MetricBudgetReserved, "None", microUSD, nil, [][]string{{}})
 }
 
 // BudgetSpent counts micro-USD a reconciliation booked as spent.
@@ -296,6 +308,7 @@ func (t *Telemetry) BudgetSpent(ctx context.Context, microUSD int64) {
 		return
 	}
 	t.spent.Add(ctx, microUSD)
+	t.emf.put(MetricBudgetSpent, "None", microUSD, nil, [][]string{{}})
 }
 
 func (t *Telemetry) span(ctx context.Context, name string, start, end time.Time, attrs []attribute.KeyValue) {
