@@ -845,7 +845,14 @@ func (t *Table) Put(input *types.PutItemInput) (map[string]*types.Item, error) {
 		}
 
 		if !matched {
-			return item, &types.ConditionalCheckFailedException{MessageText: ErrConditionalRequestFailed.Error()}
+			checkErr := &types.ConditionalCheckFailedException{MessageText: ErrConditionalRequestFailed.Error()}
+			if rv := input.ReturnValuesOnConditionCheckFailure; rv != nil && *rv == "ALL_OLD" {
+				if old := t.getItem(key); len(old) > 0 {
+					checkErr.Item = copyItem(old)
+				}
+			}
+
+			return item, checkErr
 		}
 	}
 

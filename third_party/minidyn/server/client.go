@@ -1015,11 +1015,12 @@ func (c *Client) runTransactPut(i, n int, put *Put) error {
 	}
 
 	if _, opErr := table.Put(&types.PutItemInput{
-		TableName:                 put.TableName,
-		ConditionExpression:       put.ConditionExpression,
-		ExpressionAttributeNames:  put.ExpressionAttributeNames,
-		ExpressionAttributeValues: mapAttributeValueMapToTypes(put.ExpressionAttributeValues),
-		Item:                      mapAttributeValueMapToTypes(put.Item),
+		TableName:                           put.TableName,
+		ConditionExpression:                 put.ConditionExpression,
+		ExpressionAttributeNames:            put.ExpressionAttributeNames,
+		ExpressionAttributeValues:           mapAttributeValueMapToTypes(put.ExpressionAttributeValues),
+		Item:                                mapAttributeValueMapToTypes(put.Item),
+		ReturnValuesOnConditionCheckFailure: toStringPtr(string(put.ReturnValuesOnConditionCheckFailure)),
 	}); opErr != nil {
 		return newServerTransactionCancelledError(i, n, opErr)
 	}

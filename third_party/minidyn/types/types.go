@@ -246,7 +246,10 @@ type PutItemInput struct {
 	ReturnConsumedCapacity      *string           `type:"string" enum:"ReturnConsumedCapacity"`
 	ReturnItemCollectionMetrics *string           `type:"string" enum:"ReturnItemCollectionMetrics"`
 	ReturnValues                *string           `type:"string" enum:"ReturnValue"`
-	TableName                   *string           `min:"3" type:"string" required:"true"`
+	// ReturnValuesOnConditionCheckFailure ALL_OLD returns the item a
+	// failed condition was evaluated on with the failure.
+	ReturnValuesOnConditionCheckFailure *string `type:"string"`
+	TableName                           *string `min:"3" type:"string" required:"true"`
 }
 
 // UpdateItemInput represents the input of an UpdateItem operation.
