@@ -241,6 +241,9 @@ func (c *Client) UpdateTable(ctx context.Context, input *UpdateTableInput) (*Upd
 
 // DeleteTable removes a table and its data.
 func (c *Client) DeleteTable(ctx context.Context, input *DeleteTableInput) (*DeleteTableOutput, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
 	tableName := aws.ToString(input.TableName)
 
 	table, err := c.getTable(tableName)
@@ -256,6 +259,9 @@ func (c *Client) DeleteTable(ctx context.Context, input *DeleteTableInput) (*Del
 
 // DescribeTable returns table metadata.
 func (c *Client) DescribeTable(ctx context.Context, input *DescribeTableInput) (*DescribeTableOutput, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+
 	tableName := aws.ToString(input.TableName)
 
 	table, err := c.getTable(tableName)
