@@ -284,7 +284,15 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 			}
 		}
 	case errors.Is(err, call.ErrRecorded):
-		recorded, err = s.replay(ctx, runID, fr, req, cr)
+		// The refused write carries the record it met: a retry costs no
+		// read of its own.
+		c, ok := store.RecordedCall(err, runID, req.ToolCallID)
+		if !ok {
+			if c, err = s.st.GetCall(ctx, runID, req.ToolCallID); err != nil {
+				return call.Answer{}, err
+			}
+		}
+		recorded, err = s.replayOf(ctx, runID, fr, req, cr, c)
 		if err != nil {
 			return call.Answer{}, err
 		}
@@ -439,6 +447,12 @@ func (s *Service) replay(ctx context.Context, runID string, fr *frozenRun, req R
 	if err != nil {
 		return call.Answer{}, err
 	}
+	return s.replayOf(ctx, runID, fr, req, cr, c)
+}
+
+// replayOf is replay of the record c, read already.
+func (s *Service) replayOf(ctx context.Context, runID string, fr *frozenRun, req Request, cr checked, c store.Call) (call.Answer, error) {
+	var err error
 	if !sameCall(c, req, cr) {
 		return call.Answer{}, ErrConflict
 	}

@@ -289,13 +289,43 @@ func opFailure(runID string, reasons []types.CancellationReason, first int, ops 
 			continue
 		}
 		if i >= first && i-first < len(ops) {
-			return fmt.Errorf("store: append to %s: %w", runID, ops[i-first].failed)
+			err := fmt.Errorf("store: append to %s: %w", runID, ops[i-first].failed)
+			if r.Item != nil {
+				return &existingError{err: err, item: r.Item}
+			}
+			return err
 		}
 		// An event slot already taken: two writers raced on one key;
 		// the caller resolves it by re-reading.
 		return fmt.Errorf("store: append to %s: event slot taken: %w", runID, ErrConditionFailed)
 	}
 	return nil
+}
+
+// existingError is an op's failure that carries the item its condition
+// was evaluated on (see PutNew).
+type existingError struct {
+	err  error
+	item map[string]types.AttributeValue
+}
+
+func (e *existingError) Error() string { return e.err.Error() }
+func (e *existingError) Unwrap() error { return e.err }
+
+// Existing decodes into v the item at k that refused a PutNew with err,
+// and reports whether err carried that item (not another op's). It never
+// reads the table: false means the caller must read the item itself.
+func Existing(err error, k Key, v any) bool {
+	var e *existingError
+	if !errors.As(err, &e) {
+		return false
+	}
+	pk, _ := e.item[attrPK].(*types.AttributeValueMemberS)
+	sk, _ := e.item[attrSK].(*types.AttributeValueMemberS)
+	if pk == nil || sk == nil || pk.Value != k.PK || sk.Value != k.SK {
+		return false
+	}
+	return attributevalue.UnmarshalMap(e.item, v) == nil
 }
 
 func num(n int64) types.AttributeValue {

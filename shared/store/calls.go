@@ -41,3 +41,12 @@ func (s *Store) GetCall(ctx context.Context, runID, toolCallID string) (Call, er
 	err := s.get(ctx, runPK(runID), callSK(toolCallID), &c)
 	return c, err
 }
+
+// RecordedCall is the call record that refused err, a decision's write of
+// its own record for toolCallID (the call was recorded already), when the
+// refusal carried it; false when the caller must read it (GetCall).
+func RecordedCall(err error, runID, toolCallID string) (Call, bool) {
+	var c Call
+	ok := Existing(err, CallKey(runID, toolCallID), &c)
+	return c, ok
+}

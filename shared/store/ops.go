@@ -37,13 +37,17 @@ func ApprovalRefKey(approvalID string) Key { return Key{"APRID#" + approvalID, "
 const PendingIndex = "PENDING"
 
 // PutNew is the op that writes v at k unless an item with that key exists;
-// then the Append fails with failed.
+// then the Append fails with failed, and the error carries the item that
+// was there (read it with Existing): a retry learns what was recorded
+// from its own cancelled write, with no read of its own.
 func (s *Store) PutNew(k Key, v any, failed error) (Op, error) {
 	av, err := item(k.PK, k.SK, v)
 	if err != nil {
 		return Op{}, err
 	}
-	return Op{item: putNew(s.table, av), failed: failed}, nil
+	put := putNew(s.table, av)
+	put.Put.ReturnValuesOnConditionCheckFailure = types.ReturnValuesOnConditionCheckFailureAllOld
+	return Op{item: put, failed: failed}, nil
 }
 
 // Put is the op that writes v at k, replacing any item there.
