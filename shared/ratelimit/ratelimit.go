@@ -14,6 +14,17 @@
 // window boundary; a sliding window or a bucket needs a read-modify-write
 // DynamoDB cannot do in one conditional update.
 //
+// An instance does not write once per request: it reserves a share of the
+// window at a time (Chunk requests) with that one conditional update and
+// answers the next requests of the run from what it holds, so a busy
+// run costs the table one write per Chunk requests and a warm decision
+// none. The sum of what every instance reserved never passes the limit,
+// so the bound holds as before; a reservation that would pass it takes
+// what is left instead. What an instance holds when the window ends, or
+// when it stops getting the run's requests, is lost: a run spread over N
+// instances may be refused up to N*(Chunk-1) requests early, never let
+// past the limit.
+//
 // Each instance also remembers the windows it saw full, and answers the
 // rest of such a window itself, without a write: past the limit, a flood
 // costs the table one refused write per instance per window, not one per
@@ -73,6 +84,10 @@ type Limiter struct {
 
 	mu   sync.Mutex
 	full map[fullKey]struct{}
+	// held is what this instance reserved of a window and not used yet;
+	// refills, the reservations in flight.
+	held    map[fullKey]int
+	refills map[fullKey]*refill
 }
 
 type fullKey struct {
@@ -93,11 +108,18 @@ func New(st *store.Store, perMinute int, now func() time.Time) *Limiter {
 	if now == nil {
 		now = time.Now
 	}
-	return &Limiter{st: st, limit: perMinute, now: now, full: map[fullKey]struct{}{}}
+	return &Limiter{st: st, limit: perMinute, now: now, full: map[fullKey]struct{}{}, held: map[fullKey]int{}, refills: map[fullKey]*refill{}}
 }
 
 // Limit is the configured requests per minute.
 func (l *Limiter) Limit() int { return l.limit }
+
+// Chunk is how many requests an instance reserves at a time: a 64th of
+// the limit, at least 1 and at most maxChunk, so that what a few
+// instances hold unused stays a small part of the limit.
+func (l *Limiter) Chunk() int { return min(max(l.limit/64, 1), maxChunk) }
+
+const maxChunk = 32
 
 // Allow counts one request of runID: nil when it may go on, a
 // *LimitedError when the run is over its limit, another error (wrapping
@@ -108,26 +130,88 @@ func (l *Limiter) Allow(ctx context.Context, runID string) error {
 	end := start.Add(window)
 	k := fullKey{runID, start.Unix()}
 	limited := &LimitedError{RetryAfter: end.Sub(now), Limit: l.limit}
-	l.mu.Lock()
-	_, full := l.full[k]
-	l.mu.Unlock()
-	if full {
-		return limited
+	for {
+		l.mu.Lock()
+		_, full := l.full[k]
+		switch {
+		case full:
+			l.mu.Unlock()
+			return limited
+		case l.held[k] > 0:
+			l.held[k]--
+			l.mu.Unlock()
+			return nil
+		}
+		r, busy := l.refills[k]
+		if !busy {
+			break // this request refills, holding l.mu
+		}
+		r.waiting++
+		l.mu.Unlock()
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			l.mu.Lock()
+			r.waiting--
+			l.mu.Unlock()
+			return fmt.Errorf("ratelimit: count a request of %s: %w: %w", runID, store.ErrUnavailable, ctx.Err())
+		}
 	}
-	// The counter outlives its window by one more, so a clock a little
-	// behind another instance's still finds it.
-	err := l.st.CountRequest(ctx, store.RateKey(runID, start.Unix()), l.limit, end.Add(window).Unix())
+	// One reservation at a time per run and window on an instance: the
+	// requests that arrive meanwhile wait for it, and it reserves a share
+	// for each of them beside the chunk, so none is left to write again.
+	r := &refill{done: make(chan struct{})}
+	l.refills[k] = r
+	l.mu.Unlock()
+	n, err := l.reserve(ctx, runID, start, func() int {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return r.waiting
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.refills, k)
+	close(r.done)
 	switch {
 	case errors.Is(err, store.ErrConditionFailed):
-		l.mu.Lock()
 		if len(l.full) >= maxRemembered {
 			clear(l.full)
 		}
 		l.full[k] = struct{}{}
-		l.mu.Unlock()
 		return limited
 	case err != nil:
 		return fmt.Errorf("ratelimit: count a request of %s: %w", runID, err)
 	}
+	if len(l.held) >= maxRemembered {
+		clear(l.held) // what is dropped is lost, never counted twice
+	}
+	delete(l.held, fullKey{runID, k.window - int64(window/time.Second)})
+	l.held[k] += n - 1
 	return nil
+}
+
+// refill is a reservation in flight: the requests waiting for it, and
+// closed when it is done.
+type refill struct {
+	waiting int
+	done    chan struct{}
+}
+
+// reserve reserves a chunk of runID's window starting at start, plus one
+// for each request waiting, and returns how many; when less than that is
+// left it takes what is. A window with nothing left is
+// store.ErrConditionFailed.
+func (l *Limiter) reserve(ctx context.Context, runID string, start time.Time, waiting func() int) (int, error) {
+	// The counter outlives its window by one more, so a clock a little
+	// behind another instance's still finds it.
+	expires := start.Add(2 * window).Unix()
+	rk := store.RateKey(runID, start.Unix())
+	n := min(l.Chunk()+waiting(), l.limit)
+	err := l.st.ReserveRequests(ctx, rk, n, l.limit, expires)
+	var counted *store.CountedError
+	if errors.As(err, &counted) && counted.Count < l.limit {
+		n = min(n, l.limit-counted.Count)
+		err = l.st.ReserveRequests(ctx, rk, n, l.limit, expires)
+	}
+	return n, err
 }

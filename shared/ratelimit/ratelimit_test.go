@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go/middleware"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ratelimit"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -100,5 +102,60 @@ func TestFullWindowCostsNoWrites(t *testing.T) {
 	}
 	if err := l.Allow(ctx, "ses_b"); err == nil || errors.Is(err, ratelimit.ErrLimited) || !errors.Is(err, store.ErrUnavailable) {
 		t.Errorf("count with the table unreachable = %v, want store.ErrUnavailable (fail closed)", err)
+	}
+}
+
+// TestChunksHoldAcrossInstances: with a limit of 640 an instance reserves
+// ten requests at a time. 1,000 concurrent requests over eight instances
+// get exactly the limit through (an instance refuses only once it used
+// what it holds and the table has none left), and the table is written
+// about once per ten requests, not once per request.
+func TestChunksHoldAcrossInstances(t *testing.T) {
+	t.Parallel()
+	var updates atomic.Int32
+	st, db := testenv.StoreOn(t, func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+			return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("count", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				if middleware.GetOperationName(ctx) == "UpdateItem" {
+					updates.Add(1)
+				}
+				return next.HandleInitialize(ctx, in)
+			}), middleware.Before)
+		})
+	})
+	testenv.Calm(t, db) // it counts writes
+	c := &clock{t: time.Date(2026, 12, 1, 14, 0, 10, 0, time.UTC)}
+	const limit = 640
+	var instances []*ratelimit.Limiter
+	for range 8 {
+		instances = append(instances, ratelimit.New(st, limit, c.now))
+	}
+	if n := instances[0].Chunk(); n != 10 {
+		t.Fatalf("chunk of %d = %d, want 10", limit, n)
+	}
+	var allowed, limited atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 1000 {
+		wg.Go(func() {
+			err := instances[i%len(instances)].Allow(t.Context(), "ses_flood")
+			switch {
+			case err == nil:
+				allowed.Add(1)
+			case errors.Is(err, ratelimit.ErrLimited):
+				limited.Add(1)
+			default:
+				t.Errorf("Allow = %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if allowed.Load() != limit || limited.Load() != 1000-limit {
+		t.Errorf("allowed %d, limited %d; want %d and %d", allowed.Load(), limited.Load(), limit, 1000-limit)
+	}
+	// 64 chunks, and per instance at most a smaller last one, a refused
+	// one and, racing, a few more refused before it remembers the window
+	// is full.
+	if n := updates.Load(); n < limit/10 || n > limit/10+8*4 {
+		t.Errorf("%d UpdateItems for %d requests, want about one per ten", n, limit)
 	}
 }

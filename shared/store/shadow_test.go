@@ -6,16 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-
-	"github.com/fluidbox/fluidbox/shared/devstack"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -179,57 +172,6 @@ func TestGetRunPolicy(t *testing.T) {
 	}
 	_, err = st.GetRunPolicy(ctx, "ses_none")
 	wantErr(t, "a missing run", err, store.ErrNotFound)
-}
-
-// TestCountRequest: one conditional counter per window, never past its
-// limit however many count at once, carrying the table's TTL as a number.
-func TestCountRequest(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	st, db := testenv.StoreOn(t)
-	k := store.RateKey("ses_1", 1772366700)
-	for i := range 3 {
-		if err := st.CountRequest(ctx, k, 3, 1772366800); err != nil {
-			t.Fatalf("request %d of 3: %v", i+1, err)
-		}
-	}
-	wantErr(t, "the fourth of 3", st.CountRequest(ctx, k, 3, 1772366800), store.ErrConditionFailed)
-	must(t, st.CountRequest(ctx, k, 4, 1772366800)) // a higher limit counts on
-	must(t, st.CountRequest(ctx, store.RateKey("ses_1", 1772366760), 1, 1772366860))
-	must(t, st.CountRequest(ctx, store.RateKey("ses_2", 1772366700), 1, 1772366800))
-	out, err := devstack.DynamoClient(db.URL).GetItem(ctx, &dynamodb.GetItemInput{
-		TableName: aws.String(st.Table()),
-		Key:       map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: k.PK}, "sk": &types.AttributeValueMemberS{Value: k.SK}},
-	})
-	must(t, err)
-	if n, ok := out.Item["n"].(*types.AttributeValueMemberN); !ok || n.Value != "4" {
-		t.Errorf("count = %#v, want 4 (a refused request counts nothing)", out.Item["n"])
-	}
-	if e, ok := out.Item[store.TTLAttribute].(*types.AttributeValueMemberN); !ok || e.Value != "1772366800" {
-		t.Errorf("%s = %#v, want the number 1772366800", store.TTLAttribute, out.Item[store.TTLAttribute])
-	}
-
-	// Dozens counting at once into one window: exactly the limit pass.
-	race := store.RateKey("ses_race", 1772366700)
-	var passed atomic.Int64
-	var wg sync.WaitGroup
-	for range 48 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := st.CountRequest(ctx, race, 10, 1772366800)
-			switch {
-			case err == nil:
-				passed.Add(1)
-			case !errors.Is(err, store.ErrConditionFailed):
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
-	if passed.Load() != 10 {
-		t.Errorf("%d of 48 passed a limit of 10", passed.Load())
-	}
 }
 
 // TestEachOpenReservation visits every open reservation created before the
