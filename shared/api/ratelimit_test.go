@@ -131,6 +131,17 @@ func TestRunOpenRequests(t *testing.T) {
 	if code, raw := get("/v1/sessions/"+a, tokA); code != 429 || !strings.Contains(raw, "rate_limited") || !strings.Contains(raw, "FLUIDBOX_RUN_MAX_OPEN_REQUESTS") {
 		t.Errorf("a request beside three open long polls = %d %s, want 429 rate_limited", code, raw)
 	}
+	// A decision answered at once holds no slot (the route takes it only
+	// to wait): it is answered beside the polls. One that would wait for
+	// an approval is refused before it waits; its pending answer is
+	// recorded, and a retry once a slot is free waits for it.
+	if r := s.ask(a, tokA, "now", "Bash", bash("git status")); r.status != 200 || r.body["decision"] != "allow" {
+		t.Errorf("a decision beside three open long polls = %d %s, want 200 allow", r.status, r.raw)
+	}
+	wait := map[string]any{"tool_call_id": "later", "tool_name": "Bash", "input": bash("rm -rf build")}
+	if r := s.do("POST", "/v1/sessions/"+a+"/permission?wait_seconds=5", tokA, wait); r.status != 429 || !strings.Contains(string(r.raw), "FLUIDBOX_RUN_MAX_OPEN_REQUESTS") {
+		t.Errorf("a decision waiting beside three open long polls = %d %s, want 429 rate_limited", r.status, r.raw)
+	}
 	if code, _ := get("/v1/sessions/"+b, tokB); code != 200 {
 		t.Errorf("run b beside run a's polls = %d, want 200", code)
 	}
@@ -147,5 +158,11 @@ func TestRunOpenRequests(t *testing.T) {
 		if code, raw := get("/v1/sessions/"+a, tokA); code != 200 {
 			t.Errorf("request %d after the polls ended = %d %s, want 200", i, code, raw)
 		}
+	}
+	if r := s.do("POST", "/v1/sessions/"+a+"/permission?wait_seconds=1", tokA, wait); r.status != 200 || r.body["decision"] != "pending" {
+		t.Errorf("the waiting decision retried once slots are free = %d %s, want 200 pending after its wait", r.status, r.raw)
+	}
+	if held, err := st.Leases(t.Context(), store.OpenKey(a)); err != nil || len(held) != 0 {
+		t.Errorf("leases after every request ended = %v, %v; want none", held, err)
 	}
 }

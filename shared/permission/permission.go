@@ -46,6 +46,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/policy"
 	"github.com/fluidbox/fluidbox/shared/policy/tree"
+	"github.com/fluidbox/fluidbox/shared/ratelimit"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -511,6 +512,13 @@ func (s *Service) narrowed(ctx context.Context, runID string, fr *frozenRun, req
 // this process appends to the run and at least every pollEvery (the
 // decision may land in another process).
 func (s *Service) await(ctx context.Context, runID string, req Request, fr *frozenRun, cr checked, wait time.Duration, pending call.Answer) (call.Answer, error) {
+	// Only now is the request held open: it takes its run's open-request
+	// slot for the wait (a busy run refuses it, 429).
+	release, err := ratelimit.Hold(ctx)
+	if err != nil {
+		return call.Answer{}, err
+	}
+	defer release()
 	deadline := s.now().Add(wait)
 	for {
 		left := deadline.Sub(s.now())

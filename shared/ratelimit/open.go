@@ -157,3 +157,29 @@ func expiredLeases(held []string, now time.Time) []string {
 	}
 	return out
 }
+
+// A Holder takes a request's open slot when the request is about to wait,
+// for routes that do not take it on entry (a permission request: most are
+// answered at once, and only one that waits for an approval is held
+// open). It returns the function that gives the slot back, or the error
+// the request must end with (the run is busy, or the count cannot be
+// kept).
+type Holder func(ctx context.Context) (release func(), err error)
+
+type holderKey struct{}
+
+// WithHolder gives ctx's request a Holder for Hold.
+func WithHolder(ctx context.Context, h Holder) context.Context {
+	return context.WithValue(ctx, holderKey{}, h)
+}
+
+// Hold takes the open slot ctx's route left for when its request waits,
+// and returns its release. A request without a Holder took its slot on
+// entry, or is not a session's (an admin, a test): it has nothing to take.
+func Hold(ctx context.Context) (release func(), err error) {
+	h, ok := ctx.Value(holderKey{}).(Holder)
+	if !ok {
+		return func() {}, nil
+	}
+	return h(ctx)
+}

@@ -176,7 +176,7 @@ func New(cfg Config, t Target, groups ...Group) (*Server, error) {
 		if e.raw != nil {
 			s.mux.Handle(r.Pattern, e.raw)
 		} else {
-			s.handle(r.Pattern, r.Access, e.fn)
+			s.handle(r, e.fn)
 		}
 		registered[r.Pattern] = true
 		s.routes = append(s.routes, r)
@@ -189,8 +189,9 @@ const healthz = "GET /healthz"
 // Routes returns the rows s serves.
 func (s *Server) Routes() []Route { return append([]Route(nil), s.routes...) }
 
-func (s *Server) handle(pattern string, acc Access, h HandlerFunc) {
-	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+func (s *Server) handle(row Route, h HandlerFunc) {
+	acc := row.Access
+	s.mux.HandleFunc(row.Pattern, func(w http.ResponseWriter, r *http.Request) {
 		who, e := s.authenticate(r, acc)
 		if e == nil {
 			e = authorize(who, acc, r.PathValue("id"))
@@ -199,7 +200,11 @@ func (s *Server) handle(pattern string, acc Access, h HandlerFunc) {
 			e = s.rateLimit(w, r, who.RunID)
 		}
 		var slot *ratelimit.Slot
-		if e == nil && who.Kind == auth.KindSession {
+		switch {
+		case e != nil || who.Kind != auth.KindSession:
+		case row.OpenOnlyToWait:
+			r = r.WithContext(ratelimit.WithHolder(r.Context(), s.holder(w, r, who.RunID)))
+		default:
 			slot, e = s.enter(w, r, who.RunID)
 		}
 		if e != nil {
@@ -253,6 +258,19 @@ func (s *Server) enter(w http.ResponseWriter, r *http.Request, runID string) (*r
 	}
 	s.log.ErrorContext(r.Context(), "open-request count unavailable", "run", runID, "err", err)
 	return nil, ErrUnavailable
+}
+
+// holder takes the request's slot when it is about to wait (a route whose
+// row is OpenOnlyToWait), with the answers enter gives: the error is the
+// 429 or 503 the request then ends with.
+func (s *Server) holder(w http.ResponseWriter, r *http.Request, runID string) ratelimit.Holder {
+	return func(ctx context.Context) (func(), error) {
+		slot, e := s.enter(w, r.WithContext(ctx), runID)
+		if e != nil {
+			return nil, e
+		}
+		return func() { s.leave(r, runID, slot) }, nil
+	}
 }
 
 // leave releases the request's slot, even when the request was cancelled;

@@ -43,6 +43,11 @@ type Route struct {
 	// docs/openapi.yaml (a catch-all, a trailing-slash twin). Every other
 	// route must be documented there and in docs/api.md.
 	Undocumented string
+	// OpenOnlyToWait: a session's request takes one of its run's open
+	// request slots (FLUIDBOX_RUN_MAX_OPEN_REQUESTS) only when it is about
+	// to wait (ratelimit.Hold), not on entry: a decision answered at once
+	// holds no slot, and costs no lease written and given back.
+	OpenOnlyToWait bool
 }
 
 // Table is every HTTP route fluidbox serves: the one list the mux of each
@@ -92,7 +97,7 @@ var Table = []Route{
 
 	// The gate and budget admission: what the runner calls on every tool
 	// call and model request.
-	{Pattern: "POST /v1/sessions/{id}/permission", Access: Runner, Function: Gate, Via: APIGateway},
+	{Pattern: "POST /v1/sessions/{id}/permission", Access: Runner, Function: Gate, Via: APIGateway, OpenOnlyToWait: true},
 	{Pattern: "POST /v1/sessions/{id}/admissions", Access: Admitters, Function: Gate, Via: APIGateway},
 	{Pattern: "POST /v1/sessions/{id}/admissions/{request_id}/usage", Access: Reporters, Function: Gate, Via: APIGateway},
 
