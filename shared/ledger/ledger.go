@@ -246,6 +246,19 @@ func (l *Ledger) Head(ctx context.Context, runID string) (store.Head, error) {
 	return h, nil
 }
 
+// Load reads a run's head with what the run froze, in one request
+// (store.RunState), and remembers the head: a process's first request of
+// a run (its token checked against the head) leaves the head for its
+// decision's append and the frozen state for its gate.
+func (l *Ledger) Load(ctx context.Context, runID string) (store.Head, error) {
+	h, err := l.st.RunState(ctx, runID)
+	if err != nil {
+		return store.Head{}, err
+	}
+	l.remember(h)
+	return h, nil
+}
+
 // cachedHead is a head and when this process last learnt it (the wall
 // clock, not the ledger's: that may be a test's fixed one).
 type cachedHead struct {

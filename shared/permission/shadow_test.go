@@ -226,7 +226,7 @@ func TestShadowThatDoesNotCompile(t *testing.T) {
 	_, err := devstack.DynamoClient(e.DB.URL).UpdateItem(ctx, &dynamodb.UpdateItemInput{
 		TableName: aws.String(e.St.Table()),
 		Key: map[string]types.AttributeValue{
-			"pk": &types.AttributeValueMemberS{Value: "RUN#" + e.RunID}, "sk": &types.AttributeValueMemberS{Value: "POLICY#SHADOW"},
+			"pk": &types.AttributeValueMemberS{Value: "RUN#" + e.RunID}, "sk": &types.AttributeValueMemberS{Value: "HEAD#POLICY#SHADOW"},
 		},
 		UpdateExpression:          aws.String("SET #d = :d"),
 		ConditionExpression:       aws.String("attribute_exists(pk)"),

@@ -59,10 +59,10 @@ func BenchmarkRawCreateTransaction(b *testing.B) {
 		pk := fmt.Sprintf("RUN#raw%d", n)
 		var items []types.TransactWriteItem
 		for _, t := range tools {
-			items = append(items, put(st.Table(), pk, "TOOL#"+t.Name, map[string]string{"name": t.Name, "class": string(t.Class), "schema": string(t.InputSchema), "schema_digest": "sha256:x", "origin": "capability:cap_claude_code", "description": t.Description}))
+			items = append(items, put(st.Table(), pk, "HEAD#TOOL#"+t.Name, map[string]string{"name": t.Name, "class": string(t.Class), "schema": string(t.InputSchema), "schema_digest": "sha256:x", "origin": "capability:cap_claude_code", "description": t.Description}))
 		}
 		items = append(items,
-			put(st.Table(), pk, "POLICY", map[string]string{"document": policyDoc, "digest": "sha256:x", "policy_id": "pol_bench"}),
+			put(st.Table(), pk, "HEAD#POLICY", map[string]string{"document": policyDoc, "digest": "sha256:x", "policy_id": "pol_bench"}),
 			put(st.Table(), pk, "HEAD", map[string]string{"status": "running", "token_hash": "sha256:x", "policy_id": "pol_bench", "trust_tier": "trusted", "tool_set_digest": "sha256:x", "policy_digest": "sha256:x", "created_at": "x", "invoker": "admin", "trigger": "manual"}),
 			put(st.Table(), pk, "EV#00000000000000000001", map[string]string{"type": "session.created", "data": strings.Repeat("d", 400), "at": "x"}),
 		)

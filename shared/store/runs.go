@@ -201,26 +201,26 @@ func (s *Store) CreateRun(ctx context.Context, r NewRun) error {
 	pk := runPK(r.Head.RunID)
 	var frozen []types.TransactWriteItem
 	for _, t := range r.Tools {
-		av, err := item(pk, "TOOL#"+t.Name, t)
+		av, err := item(pk, frozenPrefix+"TOOL#"+t.Name, t)
 		if err != nil {
 			return err
 		}
 		frozen = append(frozen, putNew(s.table, av))
 	}
-	pol, err := item(pk, "POLICY", r.Policy)
+	pol, err := item(pk, frozenPrefix+"POLICY", r.Policy)
 	if err != nil {
 		return err
 	}
 	frozen = append(frozen, putNew(s.table, pol))
 	if r.Shadow != nil {
-		sh, err := item(pk, shadowPolicySK, r.Shadow)
+		sh, err := item(pk, frozenPrefix+shadowPolicySK, r.Shadow)
 		if err != nil {
 			return err
 		}
 		frozen = append(frozen, putNew(s.table, sh))
 	}
 	for _, b := range r.Bindings {
-		av, err := item(pk, bindingSK(b.ConnectionID), b)
+		av, err := item(pk, frozenPrefix+bindingSK(b.ConnectionID), b)
 		if err != nil {
 			return err
 		}
@@ -338,36 +338,37 @@ func (s *Store) GetHead(ctx context.Context, runID string) (Head, error) {
 	return h, err
 }
 
-// GetFrozen reads what a run froze at creation.
+// GetFrozen reads what a run froze at creation: from what RunState read
+// of it when this process read the run's state, else with one Query of
+// its frozen items (three for a run created before they were kept beside
+// its head).
 func (s *Store) GetFrozen(ctx context.Context, runID string) (Frozen, error) {
+	if f, ok := s.frozen.take(runID); ok {
+		return f, nil
+	}
 	var f Frozen
-	// One query reads the policy and, when the run has one, the shadow
-	// policy (POLICY and POLICY#SHADOW), so a shadow costs no round trip.
 	found := false
-	err := s.queryPrefix(ctx, runPK(runID), "POLICY", func(av map[string]types.AttributeValue) error {
-		var p PolicySnapshot
-		if err := attributevalue.UnmarshalMap(av, &p); err != nil {
-			return err
-		}
-		switch sk, _ := av[attrSK].(*types.AttributeValueMemberS); {
-		case sk != nil && sk.Value == "POLICY":
-			f.Policy, found = p, true
-		case sk != nil && sk.Value == shadowPolicySK:
-			f.Shadow = &p
-		}
-		return nil
+	err := s.queryPrefix(ctx, runPK(runID), frozenPrefix, func(av map[string]types.AttributeValue) error {
+		return f.add(frozenPrefix, av, &found)
 	})
-	if err != nil {
-		return Frozen{}, err
+	if err != nil || found {
+		return f, err
+	}
+	// A run created before: its policy and, when it has one, its shadow
+	// policy (POLICY and POLICY#SHADOW) in one Query, then its tools and
+	// its bindings.
+	for _, prefix := range []string{"POLICY", "TOOL#", "BIND#"} {
+		err := s.queryPrefix(ctx, runPK(runID), prefix, func(av map[string]types.AttributeValue) error {
+			return f.add("", av, &found)
+		})
+		if err != nil {
+			return Frozen{}, err
+		}
 	}
 	if !found {
 		return Frozen{}, fmt.Errorf("store: get %s/POLICY: %w", runPK(runID), ErrNotFound)
 	}
-	if err := s.queryPrefix(ctx, runPK(runID), "TOOL#", collect(&f.Tools)); err != nil {
-		return Frozen{}, err
-	}
-	err = s.queryPrefix(ctx, runPK(runID), "BIND#", collect(&f.Bindings))
-	return f, err
+	return f, nil
 }
 
 func (s *Store) get(ctx context.Context, pk, sk string, v any) error {

@@ -113,6 +113,9 @@ func (s *Store) ClaimRequest(ctx context.Context, digest, at string, expiresEpoc
 // its tools too).
 func (s *Store) GetRunPolicy(ctx context.Context, runID string) (PolicySnapshot, error) {
 	var p PolicySnapshot
-	err := s.get(ctx, runPK(runID), "POLICY", &p)
+	err := s.get(ctx, runPK(runID), frozenPrefix+"POLICY", &p)
+	if errors.Is(err, ErrNotFound) {
+		err = s.get(ctx, runPK(runID), "POLICY", &p) // a run created before
+	}
 	return p, err
 }

@@ -45,6 +45,8 @@ var (
 type Store struct {
 	db    *dynamodb.Client
 	table string
+	// frozen keeps what RunState read of runs' frozen state (runstate.go).
+	frozen frozenMemo
 }
 
 // New returns a Store over db and the named table.

@@ -132,7 +132,7 @@ type Server struct {
 // here. It fails when the groups and the rows disagree in any way.
 func New(cfg Config, t Target, groups ...Group) (*Server, error) {
 	cfg = cfg.WithDefaults()
-	s := &Server{cfg: cfg, keys: NewSessionKeys(cfg.Ledger.Store(), cfg.Logger), log: cfg.Logger, mux: http.NewServeMux(),
+	s := &Server{cfg: cfg, keys: newLedgerKeys(cfg.Ledger, cfg.Logger), log: cfg.Logger, mux: http.NewServeMux(),
 		limit: ratelimit.New(cfg.Ledger.Store(), cfg.RunRequestsPerMinute, cfg.Now),
 		open:  ratelimit.NewOpen(cfg.Ledger.Store(), cfg.RunMaxOpenRequests, cfg.Now)}
 	given := Endpoints{}
@@ -400,11 +400,22 @@ type SessionKeys struct {
 	st     *store.Store
 	log    *slog.Logger
 	tokens tokenCache
+	// readHead reads a run's head when its hashes are not cached.
+	readHead func(ctx context.Context, runID string) (store.Head, error)
 }
 
 // NewSessionKeys checks tokens against the runs in st.
 func NewSessionKeys(st *store.Store, log *slog.Logger) *SessionKeys {
-	return &SessionKeys{st: st, log: log}
+	return &SessionKeys{st: st, log: log, readHead: st.GetHead}
+}
+
+// newLedgerKeys checks tokens against the runs of led, reading a run
+// through the ledger (Ledger.Load): the request's own decision then needs
+// no read of the run's head or frozen state of its own.
+func newLedgerKeys(led *ledger.Ledger, log *slog.Logger) *SessionKeys {
+	k := NewSessionKeys(led.Store(), log)
+	k.readHead = led.Load
+	return k
 }
 
 // Check checks tok against the hash stored on runID. A store failure is
@@ -430,7 +441,7 @@ func (k *SessionKeys) check(r *http.Request, tok, runID, prefix string, pick fun
 	if runID == "" || !strings.HasPrefix(tok, prefix) {
 		return KeyRefused
 	}
-	h, err := k.tokens.get(r.Context(), k.st, runID)
+	h, err := k.tokens.get(r.Context(), k.readHead, runID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return KeyRefused

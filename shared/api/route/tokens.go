@@ -24,14 +24,14 @@ const maxCachedTokens = 10000
 func (h runHashes) sessionHash() string { return h.session }
 func (h runHashes) runnerHash() string  { return h.runner }
 
-func (c *tokenCache) get(ctx context.Context, st *store.Store, runID string) (runHashes, error) {
+func (c *tokenCache) get(ctx context.Context, readHead func(context.Context, string) (store.Head, error), runID string) (runHashes, error) {
 	c.mu.Lock()
 	h, ok := c.hashes[runID]
 	c.mu.Unlock()
 	if ok {
 		return h, nil
 	}
-	head, err := st.GetHead(ctx, runID)
+	head, err := readHead(ctx, runID)
 	if err != nil {
 		return runHashes{}, err
 	}
