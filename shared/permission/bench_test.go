@@ -28,11 +28,20 @@ const benchTableItems = 1000
 
 // BenchmarkDecision: one permission decision end to end against minidyn's
 // server (frozen state cached, as at steady state): the gate plus one
-// TransactWriteItems with the counter, two events and the call record.
+// TransactWriteItems with a fence check, two events and the call record.
+// "gate" numbers nothing, as the Gate function (the notify function
+// numbers on AWS): its rate over BenchmarkRawDecisionTransaction's is the
+// perf gate's ratio. "dev" also numbers in the background after each
+// decision, as `fluidbox dev` does, so the emulator does that work too.
 func BenchmarkDecision(b *testing.B) {
+	b.Run("gate", func(b *testing.B) { benchDecision(b, ledger.SequenceOnlyWhenRead) })
+	b.Run("dev", func(b *testing.B) { benchDecision(b) })
+}
+
+func benchDecision(b *testing.B, opts ...ledger.Option) {
 	st, db := testenv.StoreOn(b)
 	fill(b, devstack.DynamoClient(db.URL), st.Table())
-	led := ledger.New(st, time.Now)
+	led := ledger.New(st, time.Now, opts...)
 	p, _, err := policy.Parse([]byte(`{"name":"b","default_verdict":"deny","rules":[{"id":"r","tool":"Read","verdict":"allow"}]}`))
 	if err != nil {
 		b.Fatal(err)
