@@ -207,202 +207,325 @@ func (p *Policy) EvaluateIn(env Env, toolName string, input any) Result {
 }
 
 // EvaluateCall is EvaluateIn for a prepared call, so that several policies
-// deciding the same call share one analysis of it.
+// deciding the same call share one analysis of it. It reads the rules in
+// document order (read), then settles the answer in named steps, each of
+// which either decides or passes to the next: the Bash line's paths by
+// the file rules, an opaque line, a narrowed search, the rules that
+// matched, the fallbacks for protected writes and narrowed lines under a
+// default allow, and the default verdict.
 func (p *Policy) EvaluateCall(env Env, pc *Call) Result {
-	c := call{Call: pc, env: env}
-	toolName := pc.tool
-	var ra, allow, restrictive *rule
-	var allowWhy string
-	// Simple commands covered by allow prefixes, across rules, and why
-	// each uncovered one was not.
-	var covered []bool
-	var missed []string
-	var coveredBy *rule
+	e := evaluation{p: p, c: call{Call: pc, env: env}, isBash: pc.tool == bashTool}
+	if e.isBash {
+		e.opaque, e.opaqueWhy = e.c.opaque()
+	}
+	for _, idx := range p.rulesFor(pc.tool) {
+		if res, done := e.read(p.rules[idx]); done {
+			return res
+		}
+	}
+	if res, done := e.bashFileRules(); done {
+		return res
+	}
+	if res, done := e.opaqueLine(); done {
+		return res
+	}
+	if res, done := e.narrowedSearch(); done {
+		return res
+	}
+	if res, done := e.matched(); done {
+		return res
+	}
+	if res, done := e.fallback(); done {
+		return res
+	}
+	return e.byDefault()
+}
+
+// evaluation is what one EvaluateCall learns as it reads the rules.
+type evaluation struct {
+	p      *Policy
+	c      call
+	isBash bool
+	// opaque: a Bash line whose effect cannot be established, and why.
+	opaque    bool
+	opaqueWhy string
+	// ra is the first require_approval rule that matched, allow the
+	// allow rule that covers the call (and allowWhy why), restrictive
+	// the rule an opaque line gets the verdict of (the first deny, else
+	// the first require_approval, for the tool).
+	ra, allow, restrictive *rule
+	allowWhy               string
+	// Simple commands covered by allow prefixes, across rules, the
+	// first rule that covered one, and why each uncovered one was not.
+	covered   []bool
+	missed    []string
+	coveredBy *rule
 	// broad is an allow rule that covered a write to a protected path
 	// without naming it.
-	var broad *rule
-	// narrow are the deny and require_approval rules a search reaches only
-	// through its tree, which narrowing it can keep it from.
-	var narrow []*rule
-	sawAllow := false
-	isBash := toolName == bashTool
-	opaque, opaqueWhy := false, ""
-	if isBash {
-		opaque, opaqueWhy = c.opaque()
-	}
+	broad *rule
+	// narrow are the deny and require_approval rules a search reaches
+	// only through its tree, which narrowing it can keep it from.
+	narrow   []*rule
+	sawAllow bool
+	// narrowEx is what the Bash line's searches must leave out.
+	narrowEx *bashNarrowing
+}
 
-	for _, idx := range p.rulesFor(toolName) {
-		r := p.rules[idx]
-		switch r.verdict {
-		case VerdictDeny:
-			if restrictive == nil || restrictive.verdict != VerdictDeny {
-				restrictive = r
+// read takes one rule of the tool into account; done when a deny
+// settles the call.
+func (e *evaluation) read(r *rule) (Result, bool) {
+	switch r.verdict {
+	case VerdictDeny:
+		return e.readDeny(r)
+	case VerdictRequireApproval:
+		e.readAsk(r)
+	case VerdictAllow:
+		e.readAllow(r)
+	}
+	return Result{}, false
+}
+
+// readDeny: a deny rule that matches decides, unless it reaches a search
+// only through a tree that narrowing, or a Glob's report, keeps it from.
+func (e *evaluation) readDeny(r *rule) (Result, bool) {
+	if e.restrictive == nil || e.restrictive.verdict != VerdictDeny {
+		e.restrictive = r
+	}
+	if !r.matchLoose(&e.c) {
+		return Result{}, false
+	}
+	if e.c.narrowable(r) {
+		e.narrow = append(e.narrow, r)
+		return Result{}, false
+	}
+	if e.c.tool == "Glob" && e.c.globReport(r).clear {
+		return Result{}, false
+	}
+	return Result{Verdict: VerdictDeny, RuleID: r.id, Reason: e.p.denyReason(&e.c, r)}, true
+}
+
+// readAsk remembers the first require_approval rule that matches, as
+// readDeny reads a deny.
+func (e *evaluation) readAsk(r *rule) {
+	if e.restrictive == nil {
+		e.restrictive = r
+	}
+	if e.ra != nil || !r.matchLoose(&e.c) {
+		return
+	}
+	if e.c.narrowable(r) {
+		e.narrow = append(e.narrow, r)
+		return
+	}
+	if e.c.tool == "Glob" && e.c.globReport(r).clear {
+		return
+	}
+	e.ra = r
+}
+
+// readAllow takes an allow rule into account, unless the outcome can no
+// longer change but by a deny that follows.
+func (e *evaluation) readAllow(r *rule) {
+	e.sawAllow = true
+	if e.allow != nil || e.ra != nil || e.opaque {
+		return
+	}
+	if !r.hasPrefix {
+		e.allowPlain(r)
+		return
+	}
+	e.allowPrefixed(r)
+}
+
+// allowPlain: a rule without command prefixes allows what it matches
+// strictly, except a write to a protected path it does not name.
+func (e *evaluation) allowPlain(r *rule) {
+	if !r.matchStrict(&e.c) {
+		return
+	}
+	if h := e.c.protectedWrite(); h != nil && !r.names(h) {
+		if e.broad == nil {
+			e.broad = r
+		}
+		return
+	}
+	e.allow, e.allowWhy = r, fmt.Sprintf("allowed by rule %q", r.id)
+}
+
+// allowPrefixed: a rule with command prefixes covers the parts of the
+// line its prefixes allow; the line is allowed once every part is
+// covered, by this rule or earlier ones.
+func (e *evaluation) allowPrefixed(r *rule) {
+	if !r.matchStrictNonPrefix(&e.c) {
+		return
+	}
+	a := e.c.bash()
+	n := 0
+	if a != nil {
+		n = a.Parts()
+	}
+	if n == 0 {
+		return
+	}
+	if e.covered == nil {
+		e.covered, e.missed = make([]bool, n), make([]string, n)
+	}
+	all := true
+	for i := range e.covered {
+		if !e.covered[i] {
+			e.cover(a, i, r)
+		}
+		all = all && e.covered[i]
+	}
+	if !all {
+		return
+	}
+	e.allow = e.coveredBy
+	if e.coveredBy == r {
+		e.allowWhy = fmt.Sprintf("allowed by rule %q", r.id)
+	} else {
+		e.allowWhy = fmt.Sprintf("allowed by rule %q and rule %q (every part of the line)", e.coveredBy.id, r.id)
+	}
+}
+
+// cover tries rule r's prefixes on part i of the line, and remembers why
+// the first that starts it does not cover it.
+func (e *evaluation) cover(a *bash.Analysis, i int, r *rule) {
+	for _, pf := range r.prefixes {
+		ok, why := a.PartAllowed(i, pf, r.anyOptions)
+		if ok {
+			e.covered[i] = true
+			if e.coveredBy == nil {
+				e.coveredBy = r
 			}
-			if r.matchLoose(&c) {
-				if c.narrowable(r) {
-					narrow = append(narrow, r)
-					continue
-				}
-				if c.tool == "Glob" && c.globReport(r).clear {
-					continue
-				}
-				return Result{Verdict: VerdictDeny, RuleID: r.id, Reason: p.denyReason(&c, r)}
-			}
-		case VerdictRequireApproval:
-			if restrictive == nil {
-				restrictive = r
-			}
-			if ra == nil && r.matchLoose(&c) {
-				if c.narrowable(r) {
-					narrow = append(narrow, r)
-					continue
-				}
-				if c.tool == "Glob" && c.globReport(r).clear {
-					continue
-				}
-				ra = r
-			}
-		case VerdictAllow:
-			sawAllow = true
-			if allow != nil || ra != nil || opaque {
-				continue // cannot change the outcome unless a deny follows
-			}
-			if !r.hasPrefix {
-				if r.matchStrict(&c) {
-					if h := c.protectedWrite(); h != nil && !r.names(h) {
-						if broad == nil {
-							broad = r
-						}
-						continue
-					}
-					allow, allowWhy = r, fmt.Sprintf("allowed by rule %q", r.id)
-				}
-				continue
-			}
-			if !r.matchStrictNonPrefix(&c) {
-				continue
-			}
-			a := c.bash()
-			n := 0
-			if a != nil {
-				n = a.Parts()
-			}
-			if n == 0 {
-				continue
-			}
-			if covered == nil {
-				covered, missed = make([]bool, n), make([]string, n)
-			}
-			all := true
-			for i := range covered {
-				if !covered[i] {
-					for _, pf := range r.prefixes {
-						ok, why := a.PartAllowed(i, pf, r.anyOptions)
-						if ok {
-							covered[i] = true
-							if coveredBy == nil {
-								coveredBy = r
-							}
-							break
-						}
-						if why != "" && missed[i] == "" {
-							missed[i] = fmt.Sprintf("%s starts with a prefix of rule %q but %s", a.PartName(i), r.id, why)
-							if !r.anyOptions {
-								missed[i] += " (the rule does not opt in to other options)"
-							}
-						}
-					}
-				}
-				all = all && covered[i]
-			}
-			if all {
-				allow = coveredBy
-				if coveredBy == r {
-					allowWhy = fmt.Sprintf("allowed by rule %q", r.id)
-				} else {
-					allowWhy = fmt.Sprintf("allowed by rule %q and rule %q (every part of the line)", coveredBy.id, r.id)
-				}
+			return
+		}
+		if why != "" && e.missed[i] == "" {
+			e.missed[i] = fmt.Sprintf("%s starts with a prefix of rule %q but %s", a.PartName(i), r.id, why)
+			if !r.anyOptions {
+				e.missed[i] += " (the rule does not opt in to other options)"
 			}
 		}
 	}
-	var narrowEx *bashNarrowing
-	if isBash {
-		deny, ask, ex := p.bashFiles(&c)
-		if deny != nil {
-			return Result{Verdict: VerdictDeny, RuleID: deny.rule.id, Reason: fmt.Sprintf("denied by rule %q (a rule of %s): %s", deny.rule.id, deny.rule.tool.pattern, deny.reason)}
-		}
-		if ask != nil && ra == nil {
-			res := p.approval(&c, ask.rule)
-			res.Reason = fmt.Sprintf("rule %q (a rule of %s) requires approval: %s", ask.rule.id, ask.rule.tool.pattern, ask.reason)
-			// A grant on the command would cover other paths too.
-			res.ScopeKey, res.Scope = "", ScopeOnce
-			c.Call.noGrant.Store(true)
-			return res
-		}
-		narrowEx = ex
+}
+
+// bashFileRules judges a Bash line's paths by the file rules: a deny
+// decides, a require_approval asks once (no grant covers other paths),
+// and searches to narrow are remembered.
+func (e *evaluation) bashFileRules() (Result, bool) {
+	if !e.isBash {
+		return Result{}, false
 	}
-	if opaque && restrictive != nil {
-		why := fmt.Sprintf("%s; the line is given the verdict of rule %q (bash.opaque) only because the policy has deny or require_approval rules for Bash, not because the line matches it", opaqueWhy, restrictive.id)
-		if p.opaqueVerdict == VerdictDeny {
-			return Result{Verdict: VerdictDeny, RuleID: restrictive.id, Reason: why}
+	deny, ask, ex := e.p.bashFiles(&e.c)
+	if deny != nil {
+		return Result{Verdict: VerdictDeny, RuleID: deny.rule.id, Reason: fmt.Sprintf("denied by rule %q (a rule of %s): %s", deny.rule.id, deny.rule.tool.pattern, deny.reason)}, true
+	}
+	if ask != nil && e.ra == nil {
+		res := e.p.approval(&e.c, ask.rule)
+		res.Reason = fmt.Sprintf("rule %q (a rule of %s) requires approval: %s", ask.rule.id, ask.rule.tool.pattern, ask.reason)
+		// A grant on the command would cover other paths too.
+		res.ScopeKey, res.Scope = "", ScopeOnce
+		e.c.Call.noGrant.Store(true)
+		return res, true
+	}
+	e.narrowEx = ex
+	return Result{}, false
+}
+
+// opaqueLine gives an opaque line the bash.opaque verdict where Bash has
+// deny or require_approval rules, saying that the rule named was chosen
+// only for that.
+func (e *evaluation) opaqueLine() (Result, bool) {
+	if !e.opaque || e.restrictive == nil {
+		return Result{}, false
+	}
+	why := fmt.Sprintf("%s; the line is given the verdict of rule %q (bash.opaque) only because the policy has deny or require_approval rules for Bash, not because the line matches it", e.opaqueWhy, e.restrictive.id)
+	if e.p.opaqueVerdict == VerdictDeny {
+		return Result{Verdict: VerdictDeny, RuleID: e.restrictive.id, Reason: why}, true
+	}
+	if e.ra == nil {
+		res := e.p.approval(&e.c, e.restrictive)
+		res.Reason = why
+		return res, true
+	}
+	return Result{}, false
+}
+
+// narrowedSearch allows a search the policy otherwise allows with its
+// input narrowed; a search not allowed otherwise is decided by the rules
+// it reaches, as they read.
+func (e *evaluation) narrowedSearch() (Result, bool) {
+	if len(e.narrow) == 0 {
+		return Result{}, false
+	}
+	if e.ra == nil && (e.allow != nil || e.p.doc.DefaultVerdict == VerdictAllow) {
+		in, why := e.c.narrowGrep(e.narrow)
+		by, id := "no rule matched; default verdict allow", ""
+		if e.allow != nil {
+			by, id = e.allowWhy, e.allow.id
 		}
-		if ra == nil {
-			res := p.approval(&c, restrictive)
-			res.Reason = why
-			return res
+		return Result{Verdict: VerdictAllow, RuleID: id, Reason: by + "; " + why, UpdatedInput: in}, true
+	}
+	// A narrowed search is no reason to ask or refuse less.
+	for _, r := range e.narrow {
+		if r.verdict == VerdictDeny {
+			return Result{Verdict: VerdictDeny, RuleID: r.id, Reason: e.p.denyReason(&e.c, r)}, true
 		}
 	}
-	if len(narrow) > 0 {
-		if ra == nil && (allow != nil || p.doc.DefaultVerdict == VerdictAllow) {
-			in, why := c.narrowGrep(narrow)
-			by := "no rule matched; default verdict allow"
-			id := ""
-			if allow != nil {
-				by, id = allowWhy, allow.id
-			}
-			return Result{Verdict: VerdictAllow, RuleID: id, Reason: by + "; " + why, UpdatedInput: in}
-		}
-		// Not allowed otherwise: a narrowed search is no reason to ask
-		// or refuse less, so the rules decide as they read.
-		for _, r := range narrow {
-			if r.verdict == VerdictDeny {
-				return Result{Verdict: VerdictDeny, RuleID: r.id, Reason: p.denyReason(&c, r)}
-			}
-		}
-		if ra == nil {
-			ra = narrow[0]
-		}
+	if e.ra == nil {
+		e.ra = e.narrow[0]
 	}
+	return Result{}, false
+}
+
+// matched answers with the rule that matched: a require_approval asks; an
+// allow allows, unless the Bash line writes a protected path (the
+// fallback decides) or its searches must be narrowed.
+func (e *evaluation) matched() (Result, bool) {
 	switch {
-	case ra != nil:
-		return p.approval(&c, ra)
-	case allow != nil:
-		if isBash {
-			if why := c.bashProtectedWrite(); why != "" {
-				return p.protectedFallback(&c, fmt.Sprintf("rule %q covers every part, but %s; no allow rule covers such a Bash line (write the file with a file tool under a rule that names it)", allow.id, why))
-			}
-			if narrowEx != nil {
-				return p.narrowedBash(&c, narrowEx, allowWhy)
-			}
-		}
-		return p.neverAllowUnparsed(&c, Result{Verdict: VerdictAllow, RuleID: allow.id, Reason: allowWhy})
+	case e.ra != nil:
+		return e.p.approval(&e.c, e.ra), true
+	case e.allow == nil:
+		return Result{}, false
 	}
-	if h := c.protectedWrite(); h != nil && (broad != nil || p.doc.DefaultVerdict == VerdictAllow) {
-		return p.protectedFallback(&c, protectedWriteReason(h, broad))
-	}
-	if isBash && p.doc.DefaultVerdict == VerdictAllow {
-		if why := c.bashProtectedWrite(); why != "" {
-			return p.protectedFallback(&c, "no rule matched, and "+why+"; the default verdict allow does not cover such a Bash line")
+	if e.isBash {
+		if why := e.c.bashProtectedWrite(); why != "" {
+			return e.p.protectedFallback(&e.c, fmt.Sprintf("rule %q covers every part, but %s; no allow rule covers such a Bash line (write the file with a file tool under a rule that names it)", e.allow.id, why)), true
 		}
-		if narrowEx != nil {
-			return p.narrowedBash(&c, narrowEx, "no rule matched; default verdict allow")
+		if e.narrowEx != nil {
+			return e.p.narrowedBash(&e.c, e.narrowEx, e.allowWhy), true
 		}
 	}
-	// For a refusal of a Bash line, say which part no allow rule covered
-	// and why; an allow by default needs no explanation.
+	return e.p.neverAllowUnparsed(&e.c, Result{Verdict: VerdictAllow, RuleID: e.allow.id, Reason: e.allowWhy}), true
+}
+
+// fallback answers what no rule decided but a broad rule or a default
+// allow would let through: a write to a protected path, and a Bash line
+// under a default allow that writes one or whose searches must be
+// narrowed.
+func (e *evaluation) fallback() (Result, bool) {
+	if h := e.c.protectedWrite(); h != nil && (e.broad != nil || e.p.doc.DefaultVerdict == VerdictAllow) {
+		return e.p.protectedFallback(&e.c, protectedWriteReason(h, e.broad)), true
+	}
+	if !e.isBash || e.p.doc.DefaultVerdict != VerdictAllow {
+		return Result{}, false
+	}
+	if why := e.c.bashProtectedWrite(); why != "" {
+		return e.p.protectedFallback(&e.c, "no rule matched, and "+why+"; the default verdict allow does not cover such a Bash line"), true
+	}
+	if e.narrowEx != nil {
+		return e.p.narrowedBash(&e.c, e.narrowEx, "no rule matched; default verdict allow"), true
+	}
+	return Result{}, false
+}
+
+// byDefault is the default verdict. For a refusal of a Bash line, it says
+// which part no allow rule covered and why; an allow by default needs no
+// explanation.
+func (e *evaluation) byDefault() Result {
 	detail := ""
-	if isBash && p.doc.DefaultVerdict != VerdictAllow {
-		detail = p.unmatchedDetail(&c, covered, missed, opaqueWhy, sawAllow)
+	if e.isBash && e.p.doc.DefaultVerdict != VerdictAllow {
+		detail = e.p.unmatchedDetail(&e.c, e.covered, e.missed, e.opaqueWhy, e.sawAllow)
 	}
 	reason := func(constant string) string {
 		if detail == "" {
@@ -410,11 +533,11 @@ func (p *Policy) EvaluateCall(env Env, pc *Call) Result {
 		}
 		return "no rule matched" + detail + constant[len("no rule matched"):]
 	}
-	switch p.doc.DefaultVerdict {
+	switch e.p.doc.DefaultVerdict {
 	case VerdictAllow:
-		return p.neverAllowUnparsed(&c, Result{Verdict: VerdictAllow, Reason: reason("no rule matched; default verdict allow")})
+		return e.p.neverAllowUnparsed(&e.c, Result{Verdict: VerdictAllow, Reason: reason("no rule matched; default verdict allow")})
 	case VerdictRequireApproval:
-		res := p.approval(&c, nil)
+		res := e.p.approval(&e.c, nil)
 		res.Reason = reason("no rule matched; default verdict require_approval")
 		return res
 	default:

@@ -96,129 +96,180 @@ func (n *normalizer) script(text string, depth int, mustParse bool, what string)
 func (n *normalizer) file(f *syntax.File, depth int) { n.walk(f, depth) }
 
 func (n *normalizer) walk(root syntax.Node, depth int) {
-	syntax.Walk(root, func(node syntax.Node) bool {
-		switch x := node.(type) {
-		case *syntax.Stmt:
-			if call, ok := x.Cmd.(*syntax.CallExpr); ok && len(call.Args) > 0 {
-				words := make([]word, len(call.Args))
-				for i, w := range call.Args {
-					words[i] = convertWord(w)
-				}
-				n.command(words, x.Redirs, depth)
-			}
-		case *syntax.DeclClause:
-			if x.Variant != nil {
-				n.emit([]word{{text: x.Variant.Value}})
-			}
-			for _, a := range x.Args {
-				if a.Naked && a.Value != nil {
-					if cw := convertWord(a.Value); cw.dynamic || strings.HasPrefix(cw.text, "-") && strings.ContainsAny(cw.text, "in") {
-						n.opaque("a declaration of an integer or a name reference evaluates values as expressions, which can run a command")
-					}
-				}
-			}
-		case *syntax.ArithmExp:
-			n.arithm(x.X)
-		case *syntax.ArithmCmd:
-			n.arithm(x.X)
-		case *syntax.LetClause:
-			for _, e := range x.Exprs {
-				n.arithm(e)
-			}
-		case *syntax.CStyleLoop:
-			n.arithm(x.Init)
-			n.arithm(x.Cond)
-			n.arithm(x.Post)
-		case *syntax.ParamExp:
-			if x.Index != nil && !wholeArray(x.Index) {
-				n.arithm(x.Index)
-			}
-			if x.Slice != nil {
-				n.arithm(x.Slice.Offset)
-				n.arithm(x.Slice.Length)
-			}
-			if x.Exp != nil && x.Exp.Op == syntax.OtherParamOps && (x.Exp.Word == nil || !strings.Contains("QEaAKkUuL", x.Exp.Word.Lit()) || len(x.Exp.Word.Lit()) != 1) {
-				n.opaque("a ${x@P} prompt expansion runs the substitutions in a value known only at run time")
-			}
-			if x.Excl && x.Names == 0 && x.Index == nil {
-				n.opaque("an indirect expansion names its variable at run time, and a subscript in that name can run a command")
-			}
-		case *syntax.UnaryTest:
-			if x.Op == syntax.TsVarSet || x.Op == syntax.TsRefVar {
-				if w, ok := x.X.(*syntax.Word); !ok || !literalParts(w) {
-					n.opaque("[[ -v ]] of a name known only at run time expands a subscript in it, which can run a command")
-				}
-			}
-		case *syntax.BinaryTest:
-			switch x.Op {
-			case syntax.TsEql, syntax.TsNeq, syntax.TsLeq, syntax.TsGeq, syntax.TsLss, syntax.TsGtr:
-				for _, side := range []syntax.TestExpr{x.X, x.Y} {
-					if w, ok := side.(*syntax.Word); !ok || !numericWord(w) {
-						n.opaque("a [[ ]] integer comparison evaluates its operands as arithmetic expressions, which can run a command")
-					}
-				}
-			}
-		case *syntax.Assign:
-			if x.Name != nil {
-				n.assignment(x.Name.Value)
-			}
-			if x.Index != nil {
-				n.arithm(x.Index)
-			}
-			// Values of assignments may be run later by the program
-			// (GIT_SSH_COMMAND, PAGER, PROMPT_COMMAND, ...).
-			if x.Value != nil {
-				if cw := convertWord(x.Value); !cw.dynamic {
-					n.script(cw.text, depth+1, false, "assignment value")
-				}
-			}
-		case *syntax.Redirect:
-			n.redirect(x)
-		case *syntax.FuncDecl:
-			if x.Name != nil && x.Name.Value == "command_not_found_handle" {
-				n.opaque("a command_not_found_handle function runs for every unknown program")
-			}
-		case *syntax.Word:
-			// A word made only of literal text has nothing below it but
-			// that text: read it here and skip the descent, which is most
-			// of the nodes of a long line.
-			if !literalParts(x) {
-				return true
-			}
-			// The parts are read joined: a substitution may be split
-			// across them ('a[$'"(cmd)]").
-			if len(x.Parts) == 1 {
-				switch p := x.Parts[0].(type) {
-				case *syntax.Lit:
-					n.maybeCode(p.Value, depth)
-					return false
-				case *syntax.SglQuoted:
-					n.maybeCode(p.Value, depth)
-					return false
-				}
-			}
-			var b strings.Builder
-			for _, part := range x.Parts {
-				switch p := part.(type) {
-				case *syntax.Lit:
-					b.WriteString(p.Value)
-				case *syntax.SglQuoted:
-					b.WriteString(p.Value)
-				case *syntax.DblQuoted:
-					for _, dp := range p.Parts {
-						b.WriteString(dp.(*syntax.Lit).Value)
-					}
-				}
-			}
-			n.maybeCode(b.String(), depth)
-			return false
-		case *syntax.Lit:
-			n.maybeCode(x.Value, depth)
-		case *syntax.SglQuoted:
-			n.maybeCode(x.Value, depth)
+	syntax.Walk(root, func(node syntax.Node) bool { return n.visit(node, depth) })
+}
+
+// visit reads one node of the syntax tree; false skips what is below it.
+func (n *normalizer) visit(node syntax.Node, depth int) bool {
+	switch x := node.(type) {
+	case *syntax.Stmt:
+		n.stmt(x, depth)
+	case *syntax.DeclClause:
+		n.declClause(x)
+	case *syntax.ArithmExp, *syntax.ArithmCmd, *syntax.LetClause, *syntax.CStyleLoop:
+		n.arithmNode(x)
+	case *syntax.ParamExp:
+		n.paramExp(x)
+	case *syntax.UnaryTest, *syntax.BinaryTest:
+		n.test(x)
+	case *syntax.Assign:
+		n.assign(x, depth)
+	case *syntax.Redirect:
+		n.redirect(x)
+	case *syntax.FuncDecl:
+		if x.Name != nil && x.Name.Value == "command_not_found_handle" {
+			n.opaque("a command_not_found_handle function runs for every unknown program")
 		}
+	case *syntax.Word:
+		return n.literalWord(x, depth)
+	case *syntax.Lit:
+		n.maybeCode(x.Value, depth)
+	case *syntax.SglQuoted:
+		n.maybeCode(x.Value, depth)
+	}
+	return true
+}
+
+// stmt reads a simple command.
+func (n *normalizer) stmt(x *syntax.Stmt, depth int) {
+	call, ok := x.Cmd.(*syntax.CallExpr)
+	if !ok || len(call.Args) == 0 {
+		return
+	}
+	words := make([]word, len(call.Args))
+	for i, w := range call.Args {
+		words[i] = convertWord(w)
+	}
+	n.command(words, x.Redirs, depth)
+}
+
+// declClause reads declare, local, typeset and the like.
+func (n *normalizer) declClause(x *syntax.DeclClause) {
+	if x.Variant != nil {
+		n.emit([]word{{text: x.Variant.Value}})
+	}
+	for _, a := range x.Args {
+		if !a.Naked || a.Value == nil {
+			continue
+		}
+		if cw := convertWord(a.Value); cw.dynamic || strings.HasPrefix(cw.text, "-") && strings.ContainsAny(cw.text, "in") {
+			n.opaque("a declaration of an integer or a name reference evaluates values as expressions, which can run a command")
+		}
+	}
+}
+
+// arithmNode reads the arithmetic expressions of $((...)), ((...)), let
+// and a C-style for loop.
+func (n *normalizer) arithmNode(node syntax.Node) {
+	switch x := node.(type) {
+	case *syntax.ArithmExp:
+		n.arithm(x.X)
+	case *syntax.ArithmCmd:
+		n.arithm(x.X)
+	case *syntax.LetClause:
+		for _, e := range x.Exprs {
+			n.arithm(e)
+		}
+	case *syntax.CStyleLoop:
+		n.arithm(x.Init)
+		n.arithm(x.Cond)
+		n.arithm(x.Post)
+	}
+}
+
+// paramExp reads a parameter expansion's subscript, slice and operators.
+func (n *normalizer) paramExp(x *syntax.ParamExp) {
+	if x.Index != nil && !wholeArray(x.Index) {
+		n.arithm(x.Index)
+	}
+	if x.Slice != nil {
+		n.arithm(x.Slice.Offset)
+		n.arithm(x.Slice.Length)
+	}
+	if x.Exp != nil && x.Exp.Op == syntax.OtherParamOps && (x.Exp.Word == nil || !strings.Contains("QEaAKkUuL", x.Exp.Word.Lit()) || len(x.Exp.Word.Lit()) != 1) {
+		n.opaque("a ${x@P} prompt expansion runs the substitutions in a value known only at run time")
+	}
+	if x.Excl && x.Names == 0 && x.Index == nil {
+		n.opaque("an indirect expansion names its variable at run time, and a subscript in that name can run a command")
+	}
+}
+
+// test reads the [[ ]] tests that evaluate their operands: -v of a name,
+// and the integer comparisons.
+func (n *normalizer) test(node syntax.Node) {
+	switch x := node.(type) {
+	case *syntax.UnaryTest:
+		if x.Op != syntax.TsVarSet && x.Op != syntax.TsRefVar {
+			return
+		}
+		if w, ok := x.X.(*syntax.Word); !ok || !literalParts(w) {
+			n.opaque("[[ -v ]] of a name known only at run time expands a subscript in it, which can run a command")
+		}
+	case *syntax.BinaryTest:
+		switch x.Op {
+		case syntax.TsEql, syntax.TsNeq, syntax.TsLeq, syntax.TsGeq, syntax.TsLss, syntax.TsGtr:
+		default:
+			return
+		}
+		for _, side := range []syntax.TestExpr{x.X, x.Y} {
+			if w, ok := side.(*syntax.Word); !ok || !numericWord(w) {
+				n.opaque("a [[ ]] integer comparison evaluates its operands as arithmetic expressions, which can run a command")
+			}
+		}
+	}
+}
+
+// assign reads an assignment: its name, subscript and value. Values of
+// assignments may be run later by the program (GIT_SSH_COMMAND, PAGER,
+// PROMPT_COMMAND, ...).
+func (n *normalizer) assign(x *syntax.Assign, depth int) {
+	if x.Name != nil {
+		n.assignment(x.Name.Value)
+	}
+	if x.Index != nil {
+		n.arithm(x.Index)
+	}
+	if x.Value != nil {
+		if cw := convertWord(x.Value); !cw.dynamic {
+			n.script(cw.text, depth+1, false, "assignment value")
+		}
+	}
+}
+
+// literalWord reads a word made only of literal text, which has nothing below
+// it but that text, here, and skips the descent (false), which is most of
+// the nodes of a long line; any other word is descended into (true). The
+// parts are read joined: a substitution may be split across them
+// ('a[$'"(cmd)]").
+func (n *normalizer) literalWord(x *syntax.Word, depth int) bool {
+	if !literalParts(x) {
 		return true
-	})
+	}
+	if len(x.Parts) == 1 {
+		switch p := x.Parts[0].(type) {
+		case *syntax.Lit:
+			n.maybeCode(p.Value, depth)
+			return false
+		case *syntax.SglQuoted:
+			n.maybeCode(p.Value, depth)
+			return false
+		}
+	}
+	var b strings.Builder
+	for _, part := range x.Parts {
+		switch p := part.(type) {
+		case *syntax.Lit:
+			b.WriteString(p.Value)
+		case *syntax.SglQuoted:
+			b.WriteString(p.Value)
+		case *syntax.DblQuoted:
+			for _, dp := range p.Parts {
+				b.WriteString(dp.(*syntax.Lit).Value)
+			}
+		}
+	}
+	n.maybeCode(b.String(), depth)
+	return false
 }
 
 // arithm reads an arithmetic expression. bash evaluates the value of a
@@ -635,239 +686,332 @@ func program(words []word) ([]word, bool) {
 // command records one simple command and, for wrappers, the command they
 // run, repeatedly. What it cannot follow makes the line opaque; what it can
 // is still recorded, so a deny rule that matches decides before opacity.
+// Each round names the program (programWord), follows a wrapper, refuses
+// what runs code fluidbox cannot read (runsCode), reads options whose value
+// is a command, then hands the program to its reader (byProgram), which
+// either ends the round or returns the command it runs.
 func (n *normalizer) command(words []word, redirs []*syntax.Redirect, depth int) {
 	for guard := 0; len(words) > 0 && guard < 64; guard++ {
-		w0 := words[0]
-		if w0.dynamic {
-			n.emit(words)
-			if w0.execs {
-				n.opaque("the program name comes from a command substitution")
-			}
-			return // a dynamic program name matches every prefix
-		}
-		if shellChars.in(w0.text) {
-			// A program name with spaces only runs through a shell
-			// (sudo -s "git push", watch "git push").
-			n.script(w0.text, depth+1, false, "program name")
-		}
-		norm, ok := program(words)
-		if !ok {
-			n.emit(words)
-			n.opaque(fmt.Sprintf("%s is run by its path, so fluidbox cannot tell what it runs", quoteWord(basename(w0.text))))
+		var prog string
+		var ok bool
+		if words, prog, ok = n.programWord(words, depth); !ok {
 			return
 		}
-		words = norm
-		n.emit(words)
-		prog := basename(words[0].text)
 		if g, ok := wrapperGrammars[prog]; ok {
 			words = n.follow(n.wrapped(prog, g, words), depth)
 			continue
 		}
-		switch {
-		case interpreter(prog):
-			if versionOnly(words) {
-				return
-			}
-			if what, ok := builtinRuns[prog]; ok {
-				n.opaque(fmt.Sprintf("%s %s, which fluidbox cannot analyse", quoteWord(prog), what))
-				return
-			}
-			n.opaque(fmt.Sprintf("%s runs code (inline, from stdin or from a file), which fluidbox cannot analyse", quoteWord(prog)))
-			return
-		case runsOther[prog]:
-			n.opaque(fmt.Sprintf("%s runs another program in a way fluidbox does not follow", quoteWord(prog)))
-			if prog == "xargs" {
-				rests := n.readings(words, "adEILnPs", "--arg-file", "--delimiter", "--max-lines", "--max-args", "--max-procs", "--max-chars", "--process-slot-var", "--replace")
-				for _, rest := range rests {
-					if len(rest) > 0 {
-						// xargs appends words read from stdin.
-						n.command(append(append([]word(nil), rest...), word{dynamic: true, split: true}), nil, depth)
-					}
-				}
-			}
-			if prog == "parallel" {
-				for _, rest := range n.readings(words, "nd", "--interval") {
-					if text, ok := joinStatic(rest); ok {
-						n.script(text, depth+1, true, "parallel argument")
-					}
-				}
-			}
+		if n.runsCode(prog, words, depth) {
 			return
 		}
 		if o, ok := commandOptions[prog]; ok {
 			n.commandOptions(prog, o, words, depth)
 		}
-		switch prog {
-		case "env":
-			words = n.env(words, depth)
-		case "sudo", "doas":
-			var rests [][]word
-			if prog == "sudo" {
-				rests = n.readings(words, "ugCDhprtUTR", "--user", "--group", "--close-from", "--chdir", "--host", "--prompt", "--role", "--type", "--other-user", "--command-timeout", "--chroot")
-			} else {
-				rests = n.readings(words, "uC")
+		if words, ok = n.byProgram(prog, words, redirs, depth); !ok {
+			return
+		}
+	}
+}
+
+// programWord records the command and returns it with its program word
+// normalized, and the program's base name; ok is false when the round
+// ends here: a program named by an expansion (which matches every prefix)
+// or by a path fluidbox cannot tell the program of.
+func (n *normalizer) programWord(words []word, depth int) ([]word, string, bool) {
+	w0 := words[0]
+	if w0.dynamic {
+		n.emit(words)
+		if w0.execs {
+			n.opaque("the program name comes from a command substitution")
+		}
+		return nil, "", false
+	}
+	if shellChars.in(w0.text) {
+		// A program name with spaces only runs through a shell
+		// (sudo -s "git push", watch "git push").
+		n.script(w0.text, depth+1, false, "program name")
+	}
+	norm, ok := program(words)
+	if !ok {
+		n.emit(words)
+		n.opaque(fmt.Sprintf("%s is run by its path, so fluidbox cannot tell what it runs", quoteWord(basename(w0.text))))
+		return nil, "", false
+	}
+	n.emit(norm)
+	return norm, basename(norm[0].text), true
+}
+
+// runsCode makes the line opaque where the program runs code fluidbox
+// cannot read (an interpreter, a program that runs another in a way not
+// followed), after recording the commands xargs and parallel may run;
+// true when the round ends here.
+func (n *normalizer) runsCode(prog string, words []word, depth int) bool {
+	switch {
+	case interpreter(prog):
+		if versionOnly(words) {
+			return true
+		}
+		if what, ok := builtinRuns[prog]; ok {
+			n.opaque(fmt.Sprintf("%s %s, which fluidbox cannot analyse", quoteWord(prog), what))
+			return true
+		}
+		n.opaque(fmt.Sprintf("%s runs code (inline, from stdin or from a file), which fluidbox cannot analyse", quoteWord(prog)))
+		return true
+	case !runsOther[prog]:
+		return false
+	}
+	n.opaque(fmt.Sprintf("%s runs another program in a way fluidbox does not follow", quoteWord(prog)))
+	switch prog {
+	case "xargs":
+		rests := n.readings(words, "adEILnPs", "--arg-file", "--delimiter", "--max-lines", "--max-args", "--max-procs", "--max-chars", "--process-slot-var", "--replace")
+		for _, rest := range rests {
+			if len(rest) > 0 {
+				// xargs appends words read from stdin.
+				n.command(append(append([]word(nil), rest...), word{dynamic: true, split: true}), nil, depth)
 			}
-			for k, rest := range rests {
-				rest = n.skipAssignments(rest, depth)
-				if len(rest) == 0 && hasShellFlag(words) {
-					n.opaque(prog + " runs a shell reading stdin")
-				}
-				rests[k] = rest
+		}
+	case "parallel":
+		for _, rest := range n.readings(words, "nd", "--interval") {
+			if text, ok := joinStatic(rest); ok {
+				n.script(text, depth+1, true, "parallel argument")
 			}
-			words = n.follow(rests, depth)
-		case "busybox", "toybox":
-			words = words[1:]
-		case "eval":
-			text, ok := joinStatic(words[1:])
-			if !ok {
-				n.opaque("eval of an expansion")
+		}
+	}
+	return true
+}
+
+// byProgram hands the command to its program's reader. It returns the
+// command the program runs, with ok, for a wrapper-like program (env,
+// sudo, doas, busybox, toybox); ok is false when the round ends.
+func (n *normalizer) byProgram(prog string, words []word, redirs []*syntax.Redirect, depth int) ([]word, bool) {
+	switch prog {
+	case "env":
+		return n.env(words, depth), true
+	case "sudo", "doas":
+		return n.sudo(prog, words, depth), true
+	case "busybox", "toybox":
+		return words[1:], true
+	}
+	if n.shellBuiltin(prog, words, depth) {
+		return nil, false
+	}
+	n.programReader(prog, words, redirs, depth)
+	return nil, false
+}
+
+// sudo returns the command sudo or doas runs, for each reading of its
+// options.
+func (n *normalizer) sudo(prog string, words []word, depth int) []word {
+	var rests [][]word
+	if prog == "sudo" {
+		rests = n.readings(words, "ugCDhprtUTR", "--user", "--group", "--close-from", "--chdir", "--host", "--prompt", "--role", "--type", "--other-user", "--command-timeout", "--chroot")
+	} else {
+		rests = n.readings(words, "uC")
+	}
+	for k, rest := range rests {
+		rest = n.skipAssignments(rest, depth)
+		if len(rest) == 0 && hasShellFlag(words) {
+			n.opaque(prog + " runs a shell reading stdin")
+		}
+		rests[k] = rest
+	}
+	return n.follow(rests, depth)
+}
+
+// shellBuiltin reads the shell builtins that run a string or change how
+// later words read; false when prog is none of them.
+func (n *normalizer) shellBuiltin(prog string, words []word, depth int) bool {
+	switch prog {
+	case "eval":
+		n.eval(words, depth)
+	case "watch":
+		n.watch(prog, words, depth)
+	case "cd", "pushd", "popd":
+		n.cd(prog, words)
+	case "mapfile", "readarray":
+		n.mapfile(prog, words, depth)
+	case "read", "unset", "getopts", "wait", "printf", "test", "[":
+		n.nameArgs(prog, words)
+	case "hash":
+		if len(words) > 1 && strings.HasPrefix(words[1].text, "-") && strings.Contains(words[1].text, "p") || anyDynamic(words[1:]) {
+			n.opaque("hash -p makes a name run another program")
+		}
+	case "shopt":
+		n.shopt(words)
+	case "complete", "compgen":
+		n.complete(prog, words)
+	default:
+		return false
+	}
+	return true
+}
+
+// programReader reads the programs whose words may run other code.
+func (n *normalizer) programReader(prog string, words []word, redirs []*syntax.Redirect, depth int) {
+	switch prog {
+	case "su", "runuser", "flock", "script":
+		n.commandString(words, prog, depth)
+	case "find":
+		n.findExec(words, depth)
+	case "git":
+		n.git(words, depth)
+	case "awk", "gawk", "mawk", "nawk":
+		n.awk(words)
+	case "sed":
+		n.sed(words)
+	case "make", "gmake":
+		n.make(words)
+	case "go":
+		n.goRun(words)
+	case "bun":
+		n.bun(words)
+	case "docker", "podman", "kubectl", "nerdctl":
+		n.container(prog, words)
+	default:
+		if shells[prog] {
+			n.shell(words, redirs, depth)
+		}
+	}
+}
+
+// eval runs its joined arguments as a script.
+func (n *normalizer) eval(words []word, depth int) {
+	text, ok := joinStatic(words[1:])
+	if !ok {
+		n.opaque("eval of an expansion")
+		return
+	}
+	n.script(text, depth+1, true, "eval argument")
+}
+
+// watch runs its joined arguments as a script, for each reading of its
+// options.
+func (n *normalizer) watch(prog string, words []word, depth int) {
+	for _, rest := range n.readings(words, "nd", "--interval") {
+		text, ok := joinStatic(rest)
+		if !ok {
+			n.opaque(prog + " of an expansion")
+			return
+		}
+		n.script(text, depth+1, true, prog+" argument")
+	}
+}
+
+// cd moves the directory later relative paths are read from: a literal
+// one names itself (and is judged as a word), any other is known only at
+// run time.
+func (n *normalizer) cd(prog string, words []word) {
+	arg := words[len(words)-1]
+	switch {
+	case len(words) < 2 || prog == "popd" || arg.dynamic && !arg.glob || arg.text == "-" || strings.HasPrefix(arg.text, "-"):
+		n.anyDir = true
+	case strings.HasPrefix(arg.text, "/") || strings.HasPrefix(arg.text, "~"):
+		n.dir = arg.text
+	default:
+		n.dir = path.Join(n.dir, arg.text)
+	}
+}
+
+// mapfile: -C names a command string run every -c lines.
+func (n *normalizer) mapfile(prog string, words []word, depth int) {
+	for k := 1; k < len(words); k++ {
+		w := words[k]
+		if w.dynamic {
+			n.opaque(fmt.Sprintf("%s with an expanded argument may name a callback", quoteWord(prog)))
+			return
+		}
+		t := w.text
+		if t == "--" || !strings.HasPrefix(t, "-") {
+			break
+		}
+		j := strings.IndexByte(t, 'C')
+		if j <= 0 {
+			continue
+		}
+		cb := t[j+1:]
+		if cb == "" && k+1 < len(words) {
+			k++
+			if words[k].dynamic {
+				n.opaque(prog + " -C of an expansion")
 				return
 			}
-			n.script(text, depth+1, true, "eval argument")
+			cb = words[k].text
+		}
+		n.script(cb, depth+1, true, prog+" -C callback")
+	}
+	n.nameArgs(prog, words)
+}
+
+// shopt: expand_aliases lets aliases rename commands.
+func (n *normalizer) shopt(words []word) {
+	for _, w := range words[1:] {
+		if w.dynamic || w.text == "expand_aliases" {
+			n.opaque("shopt expand_aliases lets aliases rename commands")
+		}
+	}
+}
+
+// complete: -C and -F name a command or function to run.
+func (n *normalizer) complete(prog string, words []word) {
+	for _, w := range words[1:] {
+		if w.dynamic || strings.HasPrefix(w.text, "-") && strings.ContainsAny(w.text, "CF") {
+			n.opaque(prog + " -C runs a command")
+		}
+	}
+}
+
+// goRun: go run of a file or of module@version runs code the line names
+// or fetches; go run of a project package is the project's code, as go
+// test is.
+func (n *normalizer) goRun(words []word) {
+	if len(words) <= 2 || words[1].dynamic || words[1].text != "run" {
+		return
+	}
+	for _, a := range words[2:] {
+		if a.dynamic || strings.HasSuffix(a.text, ".go") || strings.Contains(a.text, "@") {
+			n.opaque("go run of a file, a module version or an expansion runs code fluidbox cannot analyse")
 			return
-		case "watch":
-			for _, rest := range n.readings(words, "nd", "--interval") {
-				text, ok := joinStatic(rest)
-				if !ok {
-					n.opaque(prog + " of an expansion")
-					return
-				}
-				n.script(text, depth+1, true, prog+" argument")
+		}
+	}
+}
+
+// bunScripts are the file names bun runs as JavaScript or TypeScript.
+var bunScripts = []string{".js", ".ts", ".mjs", ".cjs", ".jsx", ".tsx", ".mts", ".cts"}
+
+// bun is a package runner (bun test, bun run build) and a JavaScript
+// runtime: inline code or a script file is opaque.
+func (n *normalizer) bun(words []word) {
+	for _, a := range words[1:] {
+		if a.dynamic {
+			n.opaque("bun with an expanded argument")
+			return
+		}
+		t := a.text
+		if t == "-e" || t == "-p" || optionIs(t, "--eval") || optionIs(t, "--print") {
+			n.opaque("`bun` runs inline code, which fluidbox cannot analyse")
+			return
+		}
+		if strings.HasPrefix(t, "-") {
+			continue
+		}
+		for _, ext := range bunScripts {
+			if strings.HasSuffix(t, ext) {
+				n.opaque("`bun` runs a script file, which fluidbox cannot analyse")
+				return
 			}
-			return
-		case "cd", "pushd", "popd":
-			// Where a later relative path is depends on the directory;
-			// a literal one names itself (and is judged as a word), any
-			// other is known only at run time.
-			arg := words[len(words)-1]
-			switch {
-			case len(words) < 2 || prog == "popd" || arg.dynamic && !arg.glob || arg.text == "-" || strings.HasPrefix(arg.text, "-"):
-				n.anyDir = true
-			case strings.HasPrefix(arg.text, "/") || strings.HasPrefix(arg.text, "~"):
-				n.dir = arg.text
-			default:
-				n.dir = path.Join(n.dir, arg.text)
-			}
-			return
-		case "su", "runuser", "flock", "script":
-			n.commandString(words, prog, depth)
-			return
-		case "find":
-			n.findExec(words, depth)
-			return
-		case "git":
-			n.git(words, depth)
-			return
-		case "awk", "gawk", "mawk", "nawk":
-			n.awk(words)
-			return
-		case "sed":
-			n.sed(words)
-			return
-		case "make", "gmake":
-			n.make(words)
-			return
-		case "mapfile", "readarray":
-			// -C names a command string run every -c lines.
-			for k := 1; k < len(words); k++ {
-				w := words[k]
-				if w.dynamic {
-					n.opaque(fmt.Sprintf("%s with an expanded argument may name a callback", quoteWord(prog)))
-					return
-				}
-				t := w.text
-				if t == "--" || !strings.HasPrefix(t, "-") {
-					break
-				}
-				if j := strings.IndexByte(t, 'C'); j > 0 {
-					cb := t[j+1:]
-					if cb == "" && k+1 < len(words) {
-						k++
-						if words[k].dynamic {
-							n.opaque(prog + " -C of an expansion")
-							return
-						}
-						cb = words[k].text
-					}
-					n.script(cb, depth+1, true, prog+" -C callback")
-				}
-			}
-			n.nameArgs(prog, words)
-			return
-		case "read", "unset", "getopts", "wait", "printf", "test", "[":
-			n.nameArgs(prog, words)
-			return
-		case "hash":
-			if len(words) > 1 && strings.HasPrefix(words[1].text, "-") && strings.Contains(words[1].text, "p") || anyDynamic(words[1:]) {
-				n.opaque("hash -p makes a name run another program")
-			}
-			return
-		case "shopt":
-			for _, w := range words[1:] {
-				if w.dynamic || w.text == "expand_aliases" {
-					n.opaque("shopt expand_aliases lets aliases rename commands")
-				}
-			}
-			return
-		case "complete", "compgen":
-			for _, w := range words[1:] {
-				if w.dynamic || strings.HasPrefix(w.text, "-") && strings.ContainsAny(w.text, "CF") {
-					n.opaque(prog + " -C runs a command")
-				}
-			}
-			return
-		case "go":
-			// go run of a file or of module@version runs code the line
-			// names or fetches; go run of a project package is the
-			// project's code, as go test is.
-			if len(words) > 2 && !words[1].dynamic && words[1].text == "run" {
-				for _, a := range words[2:] {
-					if a.dynamic || strings.HasSuffix(a.text, ".go") || strings.Contains(a.text, "@") {
-						n.opaque("go run of a file, a module version or an expansion runs code fluidbox cannot analyse")
-						return
-					}
-				}
-			}
-			return
-		case "bun":
-			// bun is a package runner (bun test, bun run build) and a
-			// JavaScript runtime: inline code or a script file is opaque.
-			for _, a := range words[1:] {
-				if a.dynamic {
-					n.opaque("bun with an expanded argument")
-					return
-				}
-				t := a.text
-				if t == "-e" || t == "-p" || optionIs(t, "--eval") || optionIs(t, "--print") {
-					n.opaque("`bun` runs inline code, which fluidbox cannot analyse")
-					return
-				}
-				if !strings.HasPrefix(t, "-") {
-					for _, ext := range []string{".js", ".ts", ".mjs", ".cjs", ".jsx", ".tsx", ".mts", ".cts"} {
-						if strings.HasSuffix(t, ext) {
-							n.opaque("`bun` runs a script file, which fluidbox cannot analyse")
-							return
-						}
-					}
-					if t == "run" {
-						continue // bun run FILE runs the file
-					}
-					return // a subcommand or a package script
-				}
-			}
-			return
-		case "docker", "podman", "kubectl", "nerdctl":
-			for _, w := range words[1:] {
-				if w.dynamic || w.text == "exec" || w.text == "run" || w.text == "debug" || w.text == "attach" {
-					n.opaque(fmt.Sprintf("%s runs a command in a container, which fluidbox does not follow", quoteWord(prog)))
-					return
-				}
-			}
-			return
-		default:
-			if shells[prog] {
-				n.shell(words, redirs, depth)
-			}
+		}
+		if t != "run" {
+			return // a subcommand or a package script
+		}
+		// bun run FILE runs the file
+	}
+}
+
+// container: exec, run, debug and attach run a command in a container.
+func (n *normalizer) container(prog string, words []word) {
+	for _, w := range words[1:] {
+		if w.dynamic || w.text == "exec" || w.text == "run" || w.text == "debug" || w.text == "attach" {
+			n.opaque(fmt.Sprintf("%s runs a command in a container, which fluidbox does not follow", quoteWord(prog)))
 			return
 		}
 	}
@@ -1519,44 +1663,8 @@ var gitRunShort = map[string]string{
 }
 
 func (n *normalizer) git(words []word, depth int) {
-	i := 1
-	for i < len(words) {
-		w := words[i]
-		if w.dynamic {
-			n.opaque("git with an expanded option")
-			return
-		}
-		if !strings.HasPrefix(w.text, "-") {
-			break
-		}
-		t := w.text
-		switch {
-		case t == "-c":
-			if i+1 < len(words) {
-				n.gitConfig(words[i+1], "git -c", depth)
-			}
-		case strings.HasPrefix(t, "-c"):
-			n.gitConfig(word{text: t[2:]}, "git -c", depth)
-		case t == "--config-env" || strings.HasPrefix(t, "--config-env="):
-			n.opaque("git --config-env sets configuration from the environment")
-		case t == "--exec-path" || strings.HasPrefix(t, "--exec-path="):
-			n.opaque("git --exec-path runs git's programs from another directory")
-		}
-		if gitArgOptions[t] {
-			i += 2
-		} else {
-			i++
-		}
-	}
-	if i > len(words) {
-		i = len(words)
-	}
-	rest := words
-	if i > 1 {
-		rest = append([]word{words[0]}, words[i:]...)
-		n.emit(rest)
-	}
-	if len(rest) < 2 {
+	rest, ok := n.gitGlobal(words, depth)
+	if !ok || len(rest) < 2 {
 		return
 	}
 	if rest[1].dynamic {
@@ -1569,34 +1677,86 @@ func (n *normalizer) git(words []word, depth int) {
 		return
 	}
 	for _, a := range rest[2:] {
-		if a.dynamic {
-			continue
-		}
-		for _, opt := range gitRunOptions {
-			if opt == "--exec" && sub == "rebase" {
-				continue // read below: its command is visible
-			}
-			if _, _, ok := gitLong(a.text, opt); ok {
-				n.opaque(fmt.Sprintf("git %s %s runs a program", sub, opt))
-				return
-			}
-		}
-		if short := gitRunShort[sub]; short != "" && len(a.text) > 1 && a.text[0] == '-' && a.text[1] != '-' {
-			if k := strings.IndexAny(a.text[1:], short); k >= 0 {
-				n.opaque(fmt.Sprintf("git %s option %s runs a program", sub, shortName(a.text[1+k])))
-				return
-			}
-		}
-		value, attached, isConfig := gitLong(a.text, "--config")
-		if isConfig && !attached || a.text == "-c" && sub == "clone" {
-			n.opaque("git " + sub + " --config sets configuration")
+		if !a.dynamic && !n.gitOption(sub, a, depth) {
 			return
 		}
-		if isConfig {
-			n.gitConfig(word{text: value}, "git "+sub+" --config", depth)
+	}
+	n.gitRuns(sub, rest, depth)
+}
+
+// gitGlobal reads git's global options (-c, --config-env, --exec-path)
+// and returns the command without them, recorded when it differs; ok is
+// false when an option is an expansion.
+func (n *normalizer) gitGlobal(words []word, depth int) ([]word, bool) {
+	i := 1
+	for i < len(words) {
+		w := words[i]
+		if w.dynamic {
+			n.opaque("git with an expanded option")
+			return nil, false
+		}
+		t := w.text
+		if !strings.HasPrefix(t, "-") {
+			break
+		}
+		switch {
+		case t == "-c":
+			if i+1 < len(words) {
+				n.gitConfig(words[i+1], "git -c", depth)
+			}
+		case strings.HasPrefix(t, "-c"):
+			n.gitConfig(word{text: t[2:]}, "git -c", depth)
+		case t == "--config-env" || strings.HasPrefix(t, "--config-env="):
+			n.opaque("git --config-env sets configuration from the environment")
+		case t == "--exec-path" || strings.HasPrefix(t, "--exec-path="):
+			n.opaque("git --exec-path runs git's programs from another directory")
+		}
+		i++
+		if gitArgOptions[t] {
+			i++
 		}
 	}
-	// Subcommands that run a command string or set what git runs.
+	if i == 1 {
+		return words, true
+	}
+	rest := append([]word{words[0]}, words[min(i, len(words)):]...)
+	n.emit(rest)
+	return rest, true
+}
+
+// gitOption reads one word of a git subcommand: an option that runs a
+// program makes the line opaque (false: stop reading), and a
+// configuration it sets is read as git -c's.
+func (n *normalizer) gitOption(sub string, a word, depth int) bool {
+	for _, opt := range gitRunOptions {
+		if opt == "--exec" && sub == "rebase" {
+			continue // read by gitRuns: its command is visible
+		}
+		if _, _, ok := gitLong(a.text, opt); ok {
+			n.opaque(fmt.Sprintf("git %s %s runs a program", sub, opt))
+			return false
+		}
+	}
+	if short := gitRunShort[sub]; short != "" && len(a.text) > 1 && a.text[0] == '-' && a.text[1] != '-' {
+		if k := strings.IndexAny(a.text[1:], short); k >= 0 {
+			n.opaque(fmt.Sprintf("git %s option %s runs a program", sub, shortName(a.text[1+k])))
+			return false
+		}
+	}
+	value, attached, isConfig := gitLong(a.text, "--config")
+	if isConfig && !attached || a.text == "-c" && sub == "clone" {
+		n.opaque("git " + sub + " --config sets configuration")
+		return false
+	}
+	if isConfig {
+		n.gitConfig(word{text: value}, "git "+sub+" --config", depth)
+	}
+	return true
+}
+
+// gitRuns reads the subcommands that run a command string or set what git
+// runs.
+func (n *normalizer) gitRuns(sub string, rest []word, depth int) {
 	switch sub {
 	case "filter-branch", "filter-repo":
 		n.opaque("git " + sub + " runs filter commands")
@@ -1608,40 +1768,53 @@ func (n *normalizer) git(words []word, depth int) {
 	case "config":
 		n.gitConfigCommand(rest[2:], depth)
 	case "submodule":
-		for j := 2; j < len(rest); j++ {
-			if !rest[j].dynamic && rest[j].text == "foreach" {
-				n.runsWhy = "git submodule foreach runs a command"
-				for _, cmd := range n.readings(rest[j:], "") {
-					if text, ok := joinStatic(cmd); ok {
-						n.script(text, depth+1, true, "git submodule foreach")
-					} else {
-						n.opaque("git submodule foreach of an expansion")
-					}
-				}
-				return
-			}
-		}
+		n.gitForeach(rest, depth)
 	case "rebase":
-		for j := 2; j < len(rest); j++ {
-			t := rest[j].text
-			value, attached, isExec := gitLong(t, "--exec")
-			if t == "-x" || isExec {
-				n.runsWhy = "git rebase --exec runs a command"
-			}
-			if (t == "-x" || isExec && !attached) && j+1 < len(rest) {
-				if rest[j+1].dynamic {
-					n.opaque("git rebase --exec of an expansion")
-					return
-				}
-				n.script(rest[j+1].text, depth+1, true, "git rebase --exec")
-			} else if isExec && attached {
-				n.script(value, depth+1, true, "git rebase --exec")
-			}
-		}
+		n.gitRebaseExec(rest, depth)
 	case "bisect":
 		if len(rest) > 3 && !rest[2].dynamic && rest[2].text == "run" {
 			n.runsWhy = "git bisect run runs a command"
 			n.command(rest[3:], nil, depth)
+		}
+	}
+}
+
+// gitForeach: git submodule foreach runs its command in each submodule.
+func (n *normalizer) gitForeach(rest []word, depth int) {
+	for j := 2; j < len(rest); j++ {
+		if rest[j].dynamic || rest[j].text != "foreach" {
+			continue
+		}
+		n.runsWhy = "git submodule foreach runs a command"
+		for _, cmd := range n.readings(rest[j:], "") {
+			if text, ok := joinStatic(cmd); ok {
+				n.script(text, depth+1, true, "git submodule foreach")
+			} else {
+				n.opaque("git submodule foreach of an expansion")
+			}
+		}
+		return
+	}
+}
+
+// gitRebaseExec: git rebase --exec (-x) runs its command after each
+// commit.
+func (n *normalizer) gitRebaseExec(rest []word, depth int) {
+	for j := 2; j < len(rest); j++ {
+		t := rest[j].text
+		value, attached, isExec := gitLong(t, "--exec")
+		if t == "-x" || isExec {
+			n.runsWhy = "git rebase --exec runs a command"
+		}
+		switch {
+		case (t == "-x" || isExec && !attached) && j+1 < len(rest):
+			if rest[j+1].dynamic {
+				n.opaque("git rebase --exec of an expansion")
+				return
+			}
+			n.script(rest[j+1].text, depth+1, true, "git rebase --exec")
+		case isExec && attached:
+			n.script(value, depth+1, true, "git rebase --exec")
 		}
 	}
 }
