@@ -152,111 +152,135 @@ func sedCheck(p *parsed) string {
 }
 
 func sedScript(s string) string {
-	i := 0
-	skipSpace := func() {
-		for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == ';') {
-			i++
-		}
-	}
-	// delimited reads a /re/ style part ending at delim; escapes allowed.
-	delimited := func(delim byte) bool {
-		for i < len(s) {
-			c := s[i]
-			if c == '\\' {
-				i += 2
-				continue
-			}
-			if c == '\n' {
-				return false
-			}
-			i++
-			if c == delim {
-				return true
-			}
-		}
-		return false
-	}
-	address := func() bool {
-		switch {
-		case i < len(s) && s[i] == '$':
-			i++
-		case i < len(s) && s[i] >= '0' && s[i] <= '9':
-			for i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '~') {
-				i++
-			}
-		case i < len(s) && s[i] == '/':
-			i++
-			if !delimited('/') {
-				return false
-			}
-			for i < len(s) && (s[i] == 'I' || s[i] == 'M') {
-				i++
-			}
-		case i+1 < len(s) && s[i] == '\\':
-			d := s[i+1]
-			i += 2
-			if !delimited(d) {
-				return false
-			}
-		}
-		return true
-	}
+	sc := sedScanner{s: s}
 	for {
-		skipSpace()
-		if i >= len(s) {
+		sc.skipSpace()
+		if sc.i >= len(s) {
 			return ""
 		}
-		if !address() {
+		if !sc.addresses() {
 			return "sed script does not parse"
 		}
-		if i < len(s) && s[i] == ',' {
-			i++
-			if i < len(s) && (s[i] == '+' || s[i] == '~') {
-				i++
-			}
-			if !address() {
-				return "sed script does not parse"
-			}
-		}
-		for i < len(s) && (s[i] == ' ' || s[i] == '!') {
-			i++
-		}
-		if i >= len(s) {
-			return "sed script does not parse"
-		}
-		c := s[i]
-		i++
-		switch c {
-		case 'p', 'P', 'd', 'D', 'n', 'N', 'g', 'G', 'h', 'H', 'x', '=', 'l', 'q', 'Q', '{', '}', 'z':
-			if (c == 'q' || c == 'Q' || c == 'l') && i < len(s) {
-				for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-					i++
-				}
-			}
-		case 's', 'y':
-			if i >= len(s) || s[i] == '\\' || s[i] == '\n' {
-				return "sed script does not parse"
-			}
-			d := s[i]
-			i++
-			if !delimited(d) || !delimited(d) {
-				return "sed script does not parse"
-			}
-			if c == 's' {
-				for i < len(s) && strings.IndexByte("gpiImM0123456789", s[i]) >= 0 {
-					i++
-				}
-			}
-		default:
-			return fmt.Sprintf("sed command %q is not in the read-only catalogue (e runs, w writes, r reads a file)", string(c))
-		}
-		for i < len(s) && s[i] == ' ' {
-			i++
-		}
-		if i < len(s) && s[i] != ';' && s[i] != '\n' && s[i] != '}' {
-			return "sed script does not parse"
+		if why := sc.command(); why != "" {
+			return why
 		}
 	}
+}
+
+// sedScanner reads a sed script, one command at a time.
+type sedScanner struct {
+	s string
+	i int
+}
+
+func (sc *sedScanner) more() bool { return sc.i < len(sc.s) }
+
+// skipWhile skips the bytes of set.
+func (sc *sedScanner) skipWhile(set string) {
+	for sc.more() && strings.IndexByte(set, sc.s[sc.i]) >= 0 {
+		sc.i++
+	}
+}
+
+func (sc *sedScanner) skipSpace() { sc.skipWhile(" \t\n;") }
+
+// delimited reads a /re/ style part ending at delim; escapes allowed.
+func (sc *sedScanner) delimited(delim byte) bool {
+	for sc.more() {
+		c := sc.s[sc.i]
+		if c == '\\' {
+			sc.i += 2
+			continue
+		}
+		if c == '\n' {
+			return false
+		}
+		sc.i++
+		if c == delim {
+			return true
+		}
+	}
+	return false
+}
+
+// address reads an optional address: $, a line number (first~step), a
+// /re/ with its flags, or a \cREc.
+func (sc *sedScanner) address() bool {
+	switch {
+	case sc.more() && sc.s[sc.i] == '$':
+		sc.i++
+	case sc.more() && sc.s[sc.i] >= '0' && sc.s[sc.i] <= '9':
+		sc.skipWhile("0123456789~")
+	case sc.more() && sc.s[sc.i] == '/':
+		sc.i++
+		if !sc.delimited('/') {
+			return false
+		}
+		sc.skipWhile("IM")
+	case sc.i+1 < len(sc.s) && sc.s[sc.i] == '\\':
+		d := sc.s[sc.i+1]
+		sc.i += 2
+		return sc.delimited(d)
+	}
+	return true
+}
+
+// addresses reads an address or a range of two (addr1,+N and addr1,~N
+// too), then the spaces and '!' before the command.
+func (sc *sedScanner) addresses() bool {
+	if !sc.address() {
+		return false
+	}
+	if sc.more() && sc.s[sc.i] == ',' {
+		sc.i++
+		if sc.more() && (sc.s[sc.i] == '+' || sc.s[sc.i] == '~') {
+			sc.i++
+		}
+		if !sc.address() {
+			return false
+		}
+	}
+	sc.skipWhile(" !")
+	return sc.more()
+}
+
+// command reads one command and what ends it; "" when it is read-only.
+func (sc *sedScanner) command() string {
+	c := sc.s[sc.i]
+	sc.i++
+	switch c {
+	case 'p', 'P', 'd', 'D', 'n', 'N', 'g', 'G', 'h', 'H', 'x', '=', 'l', 'q', 'Q', '{', '}', 'z':
+		if c == 'q' || c == 'Q' || c == 'l' {
+			sc.skipWhile("0123456789")
+		}
+	case 's', 'y':
+		if !sc.substitution(c) {
+			return "sed script does not parse"
+		}
+	default:
+		return fmt.Sprintf("sed command %q is not in the read-only catalogue (e runs, w writes, r reads a file)", string(c))
+	}
+	sc.skipWhile(" ")
+	if sc.more() && sc.s[sc.i] != ';' && sc.s[sc.i] != '\n' && sc.s[sc.i] != '}' {
+		return "sed script does not parse"
+	}
+	return ""
+}
+
+// substitution reads s/re/text/flags or y/src/dst/ after its command.
+func (sc *sedScanner) substitution(c byte) bool {
+	if !sc.more() || sc.s[sc.i] == '\\' || sc.s[sc.i] == '\n' {
+		return false
+	}
+	d := sc.s[sc.i]
+	sc.i++
+	if !sc.delimited(d) || !sc.delimited(d) {
+		return false
+	}
+	if c == 's' {
+		sc.skipWhile("gpiImM0123456789")
+	}
+	return true
 }
 
 // awkUnsafe finds what lets an awk program run a command, write a file or

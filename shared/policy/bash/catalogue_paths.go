@@ -117,78 +117,119 @@ func (a *Analysis) computeReads() []Operand {
 		}
 	}
 	for k, c := range a.loose {
-		if len(c.words) == 0 || c.words[0].dynamic {
-			continue
-		}
-		prog := c.words[0].text
-		if prog == "git" {
-			out = append(out, gitReads(k+1, c)...)
-			continue
-		}
-		rule, known := pathRules[prog]
-		if rule.none {
-			continue
-		}
-		tree := rule.tree != nil && rule.tree(c.words)
-		add := func(i int, w word) {
-			for _, t := range wordTargets(w, c.dir) {
-				if c.anyDir && !t.Partial && !strings.HasPrefix(t.Text, "/") {
-					t.Partial = true
-				}
-				out = append(out, Operand{Part: k + 1, Index: i, Program: prog, Target: t, Tree: tree, Narrow: tree && rule.narrow})
-			}
-		}
-		if !known {
-			for i, w := range c.words[1:] {
-				add(i+1, w)
-			}
-			continue
-		}
-		operands, scriptGiven := 0, false
-		for i := 1; i < len(c.words); i++ {
-			w := c.words[i]
-			if !strings.HasPrefix(w.text, "-") || w.text == "-" {
-				operands++
-				if operands == 1 && rule.script != nil && !scriptGiven {
-					continue // the pattern or the program
-				}
-				add(i, w)
-				continue
-			}
-			name, value, attached := strings.Cut(w.text, "=")
-			for _, s := range rule.script {
-				if name == s || !strings.HasPrefix(name, "--") && len(s) == 2 && strings.HasPrefix(name, s) {
-					scriptGiven = true
-				}
-			}
-			for _, f := range rule.files2 {
-				if name == f && i+2 < len(c.words) {
-					i += 2
-					add(i, c.words[i])
-				}
-			}
-			for _, f := range rule.files {
-				switch {
-				case name == f && attached:
-					add(i, word{text: value})
-				case name == f && i+1 < len(c.words):
-					i++
-					add(i, c.words[i])
-				case len(f) == 2 && !strings.HasPrefix(name, "--") && strings.HasPrefix(name, f) && len(name) > 2:
-					add(i, word{text: name[2:]}) // -fFILE
-				}
-			}
-		}
-		paths := operands
-		if rule.script != nil && !scriptGiven && paths > 0 {
-			paths--
-		}
-		if paths == 0 && (rule.dot || tree && rule.narrow) {
-			// A search without a path reads the working directory.
-			out = append(out, Operand{Part: k + 1, Program: prog, Target: Target{Text: path.Join(c.dir, "."), Partial: c.anyDir}, Tree: true, Narrow: rule.narrow})
-		}
+		out = commandReads(out, k+1, c)
 	}
 	return out
+}
+
+// commandReads appends what one command (part of the line) may read.
+func commandReads(out []Operand, part int, c looseCommand) []Operand {
+	if len(c.words) == 0 || c.words[0].dynamic {
+		return out
+	}
+	prog := c.words[0].text
+	if prog == "git" {
+		return append(out, gitReads(part, c)...)
+	}
+	rule, known := pathRules[prog]
+	if rule.none {
+		return out
+	}
+	r := operandReader{out: out, part: part, c: c, prog: prog, rule: rule, tree: rule.tree != nil && rule.tree(c.words)}
+	if !known {
+		for i, w := range c.words[1:] {
+			r.add(i+1, w)
+		}
+		return r.out
+	}
+	paths, scriptGiven := r.operands()
+	if rule.script != nil && !scriptGiven && paths > 0 {
+		paths--
+	}
+	if paths == 0 && (rule.dot || r.tree && rule.narrow) {
+		// A search without a path reads the working directory.
+		r.out = append(r.out, Operand{Part: part, Program: prog, Target: Target{Text: path.Join(c.dir, "."), Partial: c.anyDir}, Tree: true, Narrow: rule.narrow})
+	}
+	return r.out
+}
+
+// operandReader collects the paths one command of a known program reads.
+type operandReader struct {
+	out  []Operand
+	part int
+	c    looseCommand
+	prog string
+	rule pathRule
+	tree bool
+}
+
+// add records word i (or an option's value) as a path the command reads.
+func (r *operandReader) add(i int, w word) {
+	for _, t := range wordTargets(w, r.c.dir) {
+		if r.c.anyDir && !t.Partial && !strings.HasPrefix(t.Text, "/") {
+			t.Partial = true
+		}
+		r.out = append(r.out, Operand{Part: r.part, Index: i, Program: r.prog, Target: t, Tree: r.tree, Narrow: r.tree && r.rule.narrow})
+	}
+}
+
+// operands reads the command's words: its operands (but the pattern or
+// program, unless an option gave it) and the files its options name.
+// It returns how many operands there are and whether an option gave the
+// pattern or program.
+func (r *operandReader) operands() (operands int, scriptGiven bool) {
+	ws := r.c.words
+	for i := 1; i < len(ws); i++ {
+		w := ws[i]
+		if !strings.HasPrefix(w.text, "-") || w.text == "-" {
+			operands++
+			if operands == 1 && r.rule.script != nil && !scriptGiven {
+				continue // the pattern or the program
+			}
+			r.add(i, w)
+			continue
+		}
+		name, value, attached := strings.Cut(w.text, "=")
+		scriptGiven = scriptGiven || r.rule.givesScript(name)
+		i = r.optionFiles(i, name, value, attached)
+	}
+	return operands, scriptGiven
+}
+
+// givesScript: option name gives the pattern or the program (-e, -f,
+// --regexp=...), so no operand is one.
+func (rule pathRule) givesScript(name string) bool {
+	for _, s := range rule.script {
+		if name == s || !strings.HasPrefix(name, "--") && len(s) == 2 && strings.HasPrefix(name, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// optionFiles records the files option i names (its value, attached or
+// the next word, -fFILE, or jq's second value) and returns the index of
+// the last word it took.
+func (r *operandReader) optionFiles(i int, name, value string, attached bool) int {
+	ws := r.c.words
+	for _, f := range r.rule.files2 {
+		if name == f && i+2 < len(ws) {
+			i += 2
+			r.add(i, ws[i])
+		}
+	}
+	for _, f := range r.rule.files {
+		switch {
+		case name == f && attached:
+			r.add(i, word{text: value})
+		case name == f && i+1 < len(ws):
+			i++
+			r.add(i, ws[i])
+		case len(f) == 2 && !strings.HasPrefix(name, "--") && strings.HasPrefix(name, f) && len(name) > 2:
+			r.add(i, word{text: name[2:]}) // -fFILE
+		}
+	}
+	return i
 }
 
 // gitReads: every operand of a git command may be a path it shows (git
