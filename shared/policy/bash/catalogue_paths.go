@@ -349,19 +349,7 @@ func (a *Analysis) Excludes(part int, ex Exclusion) bool {
 	want := ""
 	switch c.words[0].text {
 	case "git":
-		// An exclude pathspec cannot be undone by another; it counts
-		// after "--", where git reads only pathspecs.
-		dashes := false
-		for _, w := range c.words[1:] {
-			if w.dynamic && !w.glob {
-				return false
-			}
-			dashes = dashes || w.text == "--"
-			if dashes && w.text == gitExclusion(ex.Tail) {
-				return true
-			}
-		}
-		return false
+		return gitExcludes(c.words, ex)
 	case "rg":
 		want = rgExclusion(ex.Tail)
 	case "grep", "egrep", "fgrep":
@@ -378,39 +366,70 @@ func (a *Analysis) Excludes(part int, ex Exclusion) bool {
 	// --include that may name the file in grep (the last matching one
 	// wins), following links reaches the file under another name, and a
 	// word known only at run time could be any of these.
-	at, end := -1, len(c.words)
-	for i := 1; i < len(c.words); i++ {
-		w := c.words[i]
+	at, end, ok := exclusionAt(c.words, want)
+	if !ok || at < 0 || followsLinks(c.words[:end]) {
+		return false
+	}
+	for i := 1; i < end; i++ {
+		if undoes(c.words, i, at, end, ex) {
+			return false
+		}
+	}
+	return true
+}
+
+// gitExcludes: an exclude pathspec cannot be undone by another; it counts
+// after "--", where git reads only pathspecs.
+func gitExcludes(words []word, ex Exclusion) bool {
+	dashes := false
+	for _, w := range words[1:] {
 		if w.dynamic && !w.glob {
 			return false
 		}
+		dashes = dashes || w.text == "--"
+		if dashes && w.text == gitExclusion(ex.Tail) {
+			return true
+		}
+	}
+	return false
+}
+
+// exclusionAt returns the last place of the option want among the
+// command's options, -1 for none, and where its options end ("--", else
+// the end); ok is false when a word is known only at run time.
+func exclusionAt(words []word, want string) (at, end int, ok bool) {
+	at, end = -1, len(words)
+	for i := 1; i < len(words); i++ {
+		w := words[i]
+		if w.dynamic && !w.glob {
+			return 0, 0, false
+		}
 		if w.text == "--" {
-			end = i
-			break
+			return at, i, true
 		}
 		if w.text == want {
 			at = i
 		}
 	}
-	if at < 0 || hasShort(c.words[:end], 'L') && c.words[0].text == "rg" || hasShort(c.words[:end], 'R') && c.words[0].text != "rg" ||
-		hasAnyWord(c.words[:end], "--follow", "--dereference-recursive") {
-		return false
+	return at, end, true
+}
+
+// followsLinks: the search follows symbolic links (rg -L, grep -R,
+// --follow, --dereference-recursive), reaching a file under another name.
+func followsLinks(opts []word) bool {
+	rg := opts[0].text == "rg"
+	return hasShort(opts, 'L') && rg || hasShort(opts, 'R') && !rg || hasAnyWord(opts, "--follow", "--dereference-recursive")
+}
+
+// undoes: option i could bring back what the exclusion at leaves out: for
+// rg, any option after it but exclusions; for grep, an --include that may
+// name the excluded file.
+func undoes(words []word, i, at, end int, ex Exclusion) bool {
+	if words[0].text == "rg" {
+		return i > at && !onlyExcludes(words, i, end)
 	}
-	for i := 1; i < end; i++ {
-		t := c.words[i].text
-		switch c.words[0].text {
-		case "rg":
-			if i > at && !onlyExcludes(c.words, i, end) {
-				return false
-			}
-		default:
-			name, value, _ := strings.Cut(t, "=")
-			if len(name) >= 5 && strings.HasPrefix("--include", name) && mayName(value, ex.Tail) {
-				return false
-			}
-		}
-	}
-	return true
+	name, value, _ := strings.Cut(words[i].text, "=")
+	return len(name) >= 5 && strings.HasPrefix("--include", name) && mayName(value, ex.Tail)
 }
 
 // onlyExcludes: rg word i is no glob option, or one whose glob starts with
@@ -510,69 +529,8 @@ func Narrow(cmd string, excl []Exclusion) (string, bool) {
 		if !is || len(call.Args) == 0 || !ok {
 			return ok
 		}
-		prog := convertWord(call.Args[0])
-		if prog.dynamic {
-			return true
-		}
-		var words []word
-		for _, a := range call.Args {
-			words = append(words, convertWord(a))
-		}
-		var opts []string
-		switch basename(prog.text) {
-		case "git":
-			call.Args = narrowGit(call.Args, words, excl)
-			return true
-		case "rg":
-			if hasShort(words, 'L') || hasAnyWord(words, "--follow") {
-				ok = false
-				return false
-			}
-			for _, ex := range excl {
-				opts = append(opts, rgExclusion(ex.Tail))
-			}
-		case "grep", "egrep", "fgrep":
-			if !grepRecursive(words) {
-				return true
-			}
-			if hasShort(words, 'R') || hasAnyWord(words, "--dereference-recursive") {
-				ok = false
-				return false
-			}
-			for _, ex := range excl {
-				o, good := grepExclusion(ex.Tail)
-				if !good {
-					ok = false
-					return false
-				}
-				opts = append(opts, o)
-			}
-		default:
-			return true
-		}
-		var added []*syntax.Word
-		for _, o := range opts {
-			added = append(added, &syntax.Word{Parts: []syntax.WordPart{&syntax.SglQuoted{Value: o}}})
-		}
-		// rg: after every other option (before "--"), since its last
-		// matching glob wins. grep: right after its name, where an option
-		// is one even when POSIXLY_CORRECT stops option parsing at the
-		// first operand; an --include that may undo it is refused by
-		// Excludes.
-		at := 1
-		if basename(prog.text) == "rg" {
-			at = len(call.Args)
-			for i, w := range words {
-				if i > 0 && !w.dynamic && w.text == "--" {
-					at = i
-					break
-				}
-			}
-		}
-		args := append([]*syntax.Word{}, call.Args[:at]...)
-		args = append(args, added...)
-		call.Args = append(args, call.Args[at:]...)
-		return true
+		ok = narrowCall(call, excl)
+		return ok
 	})
 	if !ok {
 		return "", false
@@ -582,4 +540,82 @@ func Narrow(cmd string, excl []Exclusion) (string, bool) {
 		return "", false
 	}
 	return strings.TrimSuffix(b.String(), "\n"), true
+}
+
+// narrowCall adds the exclusions to one simple command that searches (git,
+// rg, a recursive grep); false when the search cannot be narrowed.
+func narrowCall(call *syntax.CallExpr, excl []Exclusion) bool {
+	prog := convertWord(call.Args[0])
+	if prog.dynamic {
+		return true
+	}
+	words := make([]word, 0, len(call.Args))
+	for _, a := range call.Args {
+		words = append(words, convertWord(a))
+	}
+	name := basename(prog.text)
+	if name == "git" {
+		call.Args = narrowGit(call.Args, words, excl)
+		return true
+	}
+	opts, searches, ok := searchExclusions(name, words, excl)
+	if !searches || !ok {
+		return ok
+	}
+	var added []*syntax.Word
+	for _, o := range opts {
+		added = append(added, &syntax.Word{Parts: []syntax.WordPart{&syntax.SglQuoted{Value: o}}})
+	}
+	// rg: after every other option (before "--"), since its last
+	// matching glob wins. grep: right after its name, where an option
+	// is one even when POSIXLY_CORRECT stops option parsing at the
+	// first operand; an --include that may undo it is refused by
+	// Excludes.
+	at := 1
+	if name == "rg" {
+		at = len(call.Args)
+		for i, w := range words {
+			if i > 0 && !w.dynamic && w.text == "--" {
+				at = i
+				break
+			}
+		}
+	}
+	args := append([]*syntax.Word{}, call.Args[:at]...)
+	args = append(args, added...)
+	call.Args = append(args, call.Args[at:]...)
+	return true
+}
+
+// searchExclusions returns the options that leave the exclusions out of
+// an rg or a recursive grep (searches false for any other command); ok is
+// false for a search that follows links or an exclusion grep cannot
+// express.
+func searchExclusions(name string, words []word, excl []Exclusion) (opts []string, searches, ok bool) {
+	switch name {
+	case "rg":
+		if hasShort(words, 'L') || hasAnyWord(words, "--follow") {
+			return nil, true, false
+		}
+		for _, ex := range excl {
+			opts = append(opts, rgExclusion(ex.Tail))
+		}
+		return opts, true, true
+	case "grep", "egrep", "fgrep":
+		if !grepRecursive(words) {
+			return nil, false, true
+		}
+		if hasShort(words, 'R') || hasAnyWord(words, "--dereference-recursive") {
+			return nil, true, false
+		}
+		for _, ex := range excl {
+			o, good := grepExclusion(ex.Tail)
+			if !good {
+				return nil, true, false
+			}
+			opts = append(opts, o)
+		}
+		return opts, true, true
+	}
+	return nil, false, true
 }
