@@ -459,20 +459,9 @@ func normalize(doc Document) (Document, error) {
 	if !validVerdict(doc.DefaultVerdict) {
 		return doc, verr("default_verdict", "%s", notOneOf(string(doc.DefaultVerdict), verdictNames...))
 	}
-	ap := ApprovalDefaults{Scope: DefaultScope, TTLSeconds: DefaultTTLSeconds}
-	if doc.Approval != nil {
-		if doc.Approval.Scope != "" {
-			if !validScope(doc.Approval.Scope) {
-				return doc, verr("approval.scope", "%s", notOneOf(string(doc.Approval.Scope), scopeNames...))
-			}
-			ap.Scope = doc.Approval.Scope
-		}
-		if doc.Approval.TTLSeconds != 0 {
-			if err := checkTTL("approval.ttl_seconds", doc.Approval.TTLSeconds); err != nil {
-				return doc, err
-			}
-			ap.TTLSeconds = doc.Approval.TTLSeconds
-		}
+	ap, err := approvalDefaults(doc.Approval)
+	if err != nil {
+		return doc, err
 	}
 	doc.Approval = &ap
 	au := Autonomy{OnApprovalRule: VerdictDeny}
@@ -483,40 +472,16 @@ func normalize(doc Document) (Document, error) {
 		au.OnApprovalRule = doc.Autonomy.OnApprovalRule
 	}
 	doc.Autonomy = &au
-	bs := BashSettings{Opaque: VerdictRequireApproval}
-	if doc.Bash != nil && doc.Bash.Opaque != "" {
-		switch doc.Bash.Opaque {
-		case VerdictDeny, VerdictRequireApproval:
-			bs.Opaque = doc.Bash.Opaque
-		case VerdictAllow:
-			return doc, verr("bash.opaque", "must be deny or require_approval: an opaque line is never allowed")
-		default:
-			return doc, verr("bash.opaque", "%s", notOneOf(string(doc.Bash.Opaque), opaqueNames...))
-		}
+	bs, err := bashSettings(doc.Bash)
+	if err != nil {
+		return doc, err
 	}
 	doc.Bash = &bs
 	if doc.Rules == nil {
 		doc.Rules = []Rule{}
 	}
-	if len(doc.Tests) > MaxTests {
-		return doc, verr("tests", "more than %d tests", MaxTests)
-	}
-	for i, t := range doc.Tests {
-		f := fmt.Sprintf("tests[%d]", i)
-		if t.ToolName == "" {
-			return doc, verr(f+".tool_name", "required")
-		}
-		if t.Expect == "" {
-			return doc, verr(f+".expect", "required")
-		}
-		if !validVerdict(t.Expect) {
-			return doc, verr(f+".expect", "%s", notOneOf(string(t.Expect), verdictNames...))
-		}
-		for _, p := range []struct{ name, value string }{{"workspace", t.Workspace}, {"cwd", t.Cwd}} {
-			if p.value != "" && !strings.HasPrefix(p.value, "/") {
-				return doc, verr(f+"."+p.name, "must be an absolute path such as \"/work/app\"")
-			}
-		}
+	if err := checkTests(doc.Tests); err != nil {
+		return doc, err
 	}
 	if len(doc.Rules) > MaxRules {
 		return doc, verr("rules", "more than %d rules", MaxRules)
@@ -524,43 +489,113 @@ func normalize(doc Document) (Document, error) {
 	seen := make(map[string]int, len(doc.Rules))
 	for i, r := range doc.Rules {
 		f := fmt.Sprintf("rules[%d]", i)
-		if r.ID == "" {
-			return doc, verr(f+".id", "required")
-		}
-		if j, dup := seen[r.ID]; dup {
+		if j, dup := seen[r.ID]; dup && r.ID != "" {
 			return doc, verr(f+".id", "duplicate id %q (also rules[%d])", r.ID, j)
 		}
 		seen[r.ID] = i
-		if r.Tool == "" {
-			return doc, verr(f+".tool", "required")
-		}
-		if _, err := compileToolGlob(r.Tool); err != nil {
-			return doc, verr(f+".tool", "%v in %q", err, r.Tool)
-		}
-		if r.Verdict == "" {
-			return doc, verr(f+".verdict", "required")
-		}
-		if !validVerdict(r.Verdict) {
-			return doc, verr(f+".verdict", "%s", notOneOf(string(r.Verdict), verdictNames...))
-		}
-		if r.Scope != "" && !validScope(r.Scope) {
-			return doc, verr(f+".scope", "%s", notOneOf(string(r.Scope), scopeNames...))
-		}
-		if err := checkTTL(f+".ttl_seconds", r.TTLSeconds); err != nil {
+		if err := checkRule(f, r); err != nil {
 			return doc, err
-		}
-		if r.OnAutonomous != "" {
-			if err := checkFallback(f+".on_autonomous", r.OnAutonomous); err != nil {
-				return doc, err
-			}
-		}
-		if r.Match != nil {
-			if err := checkMatch(f+".match", r.Tool, r.Match); err != nil {
-				return doc, err
-			}
 		}
 	}
 	return doc, nil
+}
+
+// approvalDefaults is the document's approval defaults, checked, with
+// what it leaves out filled in.
+func approvalDefaults(a *ApprovalDefaults) (ApprovalDefaults, error) {
+	ap := ApprovalDefaults{Scope: DefaultScope, TTLSeconds: DefaultTTLSeconds}
+	if a == nil {
+		return ap, nil
+	}
+	if a.Scope != "" {
+		if !validScope(a.Scope) {
+			return ap, verr("approval.scope", "%s", notOneOf(string(a.Scope), scopeNames...))
+		}
+		ap.Scope = a.Scope
+	}
+	if a.TTLSeconds != 0 {
+		if err := checkTTL("approval.ttl_seconds", a.TTLSeconds); err != nil {
+			return ap, err
+		}
+		ap.TTLSeconds = a.TTLSeconds
+	}
+	return ap, nil
+}
+
+// bashSettings is the document's bash settings, checked: an opaque line
+// is never allowed.
+func bashSettings(b *BashSettings) (BashSettings, error) {
+	bs := BashSettings{Opaque: VerdictRequireApproval}
+	if b == nil || b.Opaque == "" {
+		return bs, nil
+	}
+	switch b.Opaque {
+	case VerdictDeny, VerdictRequireApproval:
+		bs.Opaque = b.Opaque
+	case VerdictAllow:
+		return bs, verr("bash.opaque", "must be deny or require_approval: an opaque line is never allowed")
+	default:
+		return bs, verr("bash.opaque", "%s", notOneOf(string(b.Opaque), opaqueNames...))
+	}
+	return bs, nil
+}
+
+// checkTests checks the document's tests.
+func checkTests(tests []Test) error {
+	if len(tests) > MaxTests {
+		return verr("tests", "more than %d tests", MaxTests)
+	}
+	for i, t := range tests {
+		f := fmt.Sprintf("tests[%d]", i)
+		if t.ToolName == "" {
+			return verr(f+".tool_name", "required")
+		}
+		if t.Expect == "" {
+			return verr(f+".expect", "required")
+		}
+		if !validVerdict(t.Expect) {
+			return verr(f+".expect", "%s", notOneOf(string(t.Expect), verdictNames...))
+		}
+		for _, p := range []struct{ name, value string }{{"workspace", t.Workspace}, {"cwd", t.Cwd}} {
+			if p.value != "" && !strings.HasPrefix(p.value, "/") {
+				return verr(f+"."+p.name, "must be an absolute path such as \"/work/app\"")
+			}
+		}
+	}
+	return nil
+}
+
+// checkRule checks one rule, f naming it (rules[i]).
+func checkRule(f string, r Rule) error {
+	switch {
+	case r.ID == "":
+		return verr(f+".id", "required")
+	case r.Tool == "":
+		return verr(f+".tool", "required")
+	}
+	if _, err := compileToolGlob(r.Tool); err != nil {
+		return verr(f+".tool", "%v in %q", err, r.Tool)
+	}
+	switch {
+	case r.Verdict == "":
+		return verr(f+".verdict", "required")
+	case !validVerdict(r.Verdict):
+		return verr(f+".verdict", "%s", notOneOf(string(r.Verdict), verdictNames...))
+	case r.Scope != "" && !validScope(r.Scope):
+		return verr(f+".scope", "%s", notOneOf(string(r.Scope), scopeNames...))
+	}
+	if err := checkTTL(f+".ttl_seconds", r.TTLSeconds); err != nil {
+		return err
+	}
+	if r.OnAutonomous != "" {
+		if err := checkFallback(f+".on_autonomous", r.OnAutonomous); err != nil {
+			return err
+		}
+	}
+	if r.Match != nil {
+		return checkMatch(f+".match", r.Tool, r.Match)
+	}
+	return nil
 }
 
 func checkFallback(field string, v Verdict) error {

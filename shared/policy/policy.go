@@ -176,10 +176,7 @@ func verdictWarnings(doc Document) []Warning {
 
 func compileRule(i int, r Rule) (*rule, []Warning) {
 	f := fmt.Sprintf("rules[%d]", i)
-	var warns []Warning
-	warn := func(field, format string, args ...any) {
-		warns = append(warns, Warning{Field: field, Message: fmt.Sprintf(format, args...)})
-	}
+	var w warnings
 	tool, _ := compileToolGlob(r.Tool) // validated by normalize
 	cr := &rule{
 		index:   i,
@@ -191,96 +188,136 @@ func compileRule(i int, r Rule) (*rule, []Warning) {
 		onAuto:  r.OnAutonomous,
 	}
 	if r.Verdict != VerdictRequireApproval {
-		if r.Scope != "" {
-			warn(f+".scope", "ignored: only require_approval rules have a scope")
-		}
-		if r.TTLSeconds != 0 {
-			warn(f+".ttl_seconds", "ignored: only require_approval rules have a ttl")
-		}
-		if r.OnAutonomous != "" {
-			warn(f+".on_autonomous", "ignored: only require_approval rules have an autonomous fallback")
-		}
+		w.approvalFields(f, r)
 	}
 	m := r.Match
 	if m == nil {
-		return cr, warns
+		return cr, w
 	}
 	if m.CommandPrefix == nil && m.Path == nil && m.Input == nil && m.AgentType == nil {
-		warn(f+".match", "no criteria: the rule matches every %s call", r.Tool)
+		w.add(f+".match", "no criteria: the rule matches every %s call", r.Tool)
 	}
 	if m.Options == OptionsAny {
 		if r.Verdict != VerdictAllow {
-			warn(f+".match.options", "ignored: only allow rules read options; deny and require_approval rules match every option")
+			w.add(f+".match.options", "ignored: only allow rules read options; deny and require_approval rules match every option")
 		} else {
 			cr.anyOptions = true
 		}
 	}
-	if m.CommandPrefix != nil {
-		cr.hasPrefix = true
-		if len(m.CommandPrefix) == 0 {
-			warn(f+".match.command_prefix", "empty list: the rule never matches")
+	cr.compilePrefixes(f, m.CommandPrefix, &w)
+	cr.compilePaths(f, m.Path, &w)
+	cr.compileAgents(f, m.AgentType, &w)
+	cr.compileInputs(f, m.Input, &w)
+	return cr, w
+}
+
+// warnings collects what compiling a document found worth saying.
+type warnings []Warning
+
+func (w *warnings) add(field, format string, args ...any) {
+	*w = append(*w, Warning{Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+// approvalFields warns of the approval fields of a rule that does not
+// ask for approval.
+func (w *warnings) approvalFields(f string, r Rule) {
+	if r.Scope != "" {
+		w.add(f+".scope", "ignored: only require_approval rules have a scope")
+	}
+	if r.TTLSeconds != 0 {
+		w.add(f+".ttl_seconds", "ignored: only require_approval rules have a ttl")
+	}
+	if r.OnAutonomous != "" {
+		w.add(f+".on_autonomous", "ignored: only require_approval rules have an autonomous fallback")
+	}
+}
+
+// compilePrefixes compiles match.command_prefix; a prefix that does not
+// parse never matches, and is warned of.
+func (cr *rule) compilePrefixes(f string, prefixes []string, w *warnings) {
+	if prefixes == nil {
+		return
+	}
+	cr.hasPrefix = true
+	if len(prefixes) == 0 {
+		w.add(f+".match.command_prefix", "empty list: the rule never matches")
+	}
+	for j, s := range prefixes {
+		bp, err := bash.ParsePrefix(s)
+		if err != nil {
+			w.add(fmt.Sprintf("%s.match.command_prefix[%d]", f, j), "%v: %q never matches", err, s)
+			continue
 		}
-		for j, s := range m.CommandPrefix {
-			bp, err := bash.ParsePrefix(s)
+		cr.prefixes = append(cr.prefixes, bp)
+	}
+}
+
+// compilePaths compiles match.path.
+func (cr *rule) compilePaths(f string, paths []string, w *warnings) {
+	if paths == nil {
+		return
+	}
+	cr.hasPath = true
+	if len(paths) == 0 {
+		w.add(f+".match.path", "empty list: the rule never matches")
+	}
+	for _, s := range paths {
+		g, _ := compilePathGlob(s) // validated by normalize
+		cr.paths = append(cr.paths, g)
+	}
+}
+
+// compileAgents compiles match.agent_type.
+func (cr *rule) compileAgents(f string, agents []string, w *warnings) {
+	if agents == nil {
+		return
+	}
+	cr.hasAgent = true
+	if len(agents) == 0 {
+		w.add(f+".match.agent_type", "empty list: the rule never matches")
+	}
+	for _, s := range agents {
+		g, _ := compileGlob(s) // validated by normalize
+		cr.agents = append(cr.agents, g)
+	}
+}
+
+// compileInputs compiles match.input, pointer by pointer in sorted order,
+// each glob as written and case-folded (the deny side's reading).
+func (cr *rule) compileInputs(f string, input map[string][]string, w *warnings) {
+	if input == nil {
+		return
+	}
+	cr.hasInput = true
+	if len(input) == 0 {
+		w.add(f+".match.input", "no pointers: the criterion accepts every input")
+	}
+	keys := make([]string, 0, len(input))
+	for k := range input {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		ptr, _ := parsePointer(k) // validated by normalize
+		c := inputCond{ptr: ptr}
+		field := fmt.Sprintf("%s.match.input[%q]", f, k)
+		if len(input[k]) == 0 {
+			w.add(field, "empty list: the rule never matches")
+		}
+		for _, s := range input[k] {
+			if cr.verdict != VerdictAllow && strings.Contains(s, "://") {
+				w.add(field, "%q is matched against the URL's text (case and number spelling aside): the same host spelt with a port, userinfo, percent-encoding or a trailing dot is not matched; deny the tool by default and allow the hosts instead", s)
+			}
+			g, _ := compileGlob(s)
+			c.globs = append(c.globs, g)
+			folded, err := compileGlob(foldCase(s))
 			if err != nil {
-				warn(fmt.Sprintf("%s.match.command_prefix[%d]", f, j), "%v: %q never matches", err, s)
-				continue
+				folded = g // folding cannot unbalance a valid glob; if it did, the exact one
 			}
-			cr.prefixes = append(cr.prefixes, bp)
+			c.folded = append(c.folded, folded)
 		}
+		cr.inputs = append(cr.inputs, c)
 	}
-	if m.Path != nil {
-		cr.hasPath = true
-		if len(m.Path) == 0 {
-			warn(f+".match.path", "empty list: the rule never matches")
-		}
-		for _, s := range m.Path {
-			g, _ := compilePathGlob(s) // validated by normalize
-			cr.paths = append(cr.paths, g)
-		}
-	}
-	if m.AgentType != nil {
-		cr.hasAgent = true
-		if len(m.AgentType) == 0 {
-			warn(f+".match.agent_type", "empty list: the rule never matches")
-		}
-		for _, s := range m.AgentType {
-			g, _ := compileGlob(s) // validated by normalize
-			cr.agents = append(cr.agents, g)
-		}
-	}
-	if m.Input != nil {
-		cr.hasInput = true
-		if len(m.Input) == 0 {
-			warn(f+".match.input", "no pointers: the criterion accepts every input")
-		}
-		keys := make([]string, 0, len(m.Input))
-		for k := range m.Input {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			ptr, _ := parsePointer(k) // validated by normalize
-			c := inputCond{ptr: ptr}
-			if len(m.Input[k]) == 0 {
-				warn(fmt.Sprintf("%s.match.input[%q]", f, k), "empty list: the rule never matches")
-			}
-			for _, s := range m.Input[k] {
-				if r.Verdict != VerdictAllow && strings.Contains(s, "://") {
-					warn(fmt.Sprintf("%s.match.input[%q]", f, k), "%q is matched against the URL's text (case and number spelling aside): the same host spelt with a port, userinfo, percent-encoding or a trailing dot is not matched; deny the tool by default and allow the hosts instead", s)
-				}
-				g, _ := compileGlob(s)
-				c.globs = append(c.globs, g)
-				f, err := compileGlob(foldCase(s))
-				if err != nil {
-					f = g // folding cannot unbalance a valid glob; if it did, the exact one
-				}
-				c.folded = append(c.folded, f)
-			}
-			cr.inputs = append(cr.inputs, c)
-		}
-	}
-	return cr, warns
 }
 
 // shadowWarnings reports rules that can never decide anything because an
