@@ -84,84 +84,116 @@ func (p *Policy) AnswerGrants(env Env, pc *Call, res Result, held Grants) GrantA
 		return no
 	}
 	c := call{Call: pc, env: env}
-	// A write to a path programs obey is decided by a rule that names it,
-	// never by a grant given for another call, and neither is a call a
-	// file rule asks about: not when an evaluation of this call found one
-	// (with the run's paths resolved), nor when the path as given names
-	// one.
-	if pc.noGrant.Load() || c.protectedWrite() != nil {
+	a, ok := grantable(&c)
+	if !ok {
 		return no
 	}
-	var a *bash.Analysis
-	if c.tool == bashTool {
-		if a = c.bash(); a == nil || a.Parts() == 0 {
-			return no // opaque, unparsed or not strict: no grant can see it
-		}
-	}
-	var asks []*rule
-	for _, idx := range p.rulesFor(c.tool) {
-		r := p.rules[idx]
-		switch r.verdict {
-		case VerdictDeny:
-			if r.matchLoose(&c) {
-				return no
-			}
-		case VerdictRequireApproval:
-			if r.matchLoose(&c) {
-				asks = append(asks, r)
-			}
-		}
-	}
-	if len(asks) == 0 {
+	asks, ok := p.asking(&c)
+	switch {
+	case !ok:
+		return no
+	case len(asks) == 0:
 		k := GrantKey{ScopeKey: scopeKey(&c, nil)}
 		if res.RuleID != "" || k.ScopeKey == "" {
 			return no // not the answer EvaluateCall gives, or nothing to key
 		}
 		return GrantAnswer{Covered: held.Has(k), Grant: k, Grantable: true, Ask: res}
-	}
-	if res.RuleID != asks[0].id {
+	case res.RuleID != asks[0].id:
 		return no
 	}
-	// keyed are the asking rules a grant can name; every stricter one must
-	// be among them, and hold its grant, before any grant answers.
-	var keyed, granted []*rule
-	keys := map[*rule]GrantKey{}
+	g, ok := p.keyedAsks(&c, asks, held)
+	if !ok || !p.grantsCover(&c, a, g.keyed) {
+		return no
+	}
+	return p.answerKeyed(&c, a, asks[0], res, g, held)
+}
+
+// grantable reports whether any grant may answer the call, and returns
+// the analysis of its Bash line. A write to a path programs obey is
+// decided by a rule that names it, never by a grant given for another
+// call, and neither is a call a file rule asks about: not when an
+// evaluation of this call found one (with the run's paths resolved), nor
+// when the path as given names one. An opaque, unparsed or not strict
+// Bash line no grant can see.
+func grantable(c *call) (*bash.Analysis, bool) {
+	if c.Call.noGrant.Load() || c.protectedWrite() != nil {
+		return nil, false
+	}
+	if c.tool != bashTool {
+		return nil, true
+	}
+	a := c.bash()
+	return a, a != nil && a.Parts() > 0
+}
+
+// asking returns the require_approval rules that match the call; ok is
+// false when a deny rule does.
+func (p *Policy) asking(c *call) ([]*rule, bool) {
+	var asks []*rule
+	for _, idx := range p.rulesFor(c.tool) {
+		r := p.rules[idx]
+		switch r.verdict {
+		case VerdictDeny:
+			if r.matchLoose(c) {
+				return nil, false
+			}
+		case VerdictRequireApproval:
+			if r.matchLoose(c) {
+				asks = append(asks, r)
+			}
+		}
+	}
+	return asks, true
+}
+
+// keyedGrants are the asking rules a grant can name (every stricter one
+// must be among them, and hold its grant, before any grant answers),
+// their keys, and those whose grant is held.
+type keyedGrants struct {
+	keyed, granted []*rule
+	keys           map[*rule]GrantKey
+}
+
+// keyedAsks keys the asking rules; ok is false when a stricter rule (a
+// scope-once one) has no key, so no grant can answer it.
+func (p *Policy) keyedAsks(c *call, asks []*rule, held Grants) (keyedGrants, bool) {
+	g := keyedGrants{keys: map[*rule]GrantKey{}}
 	for _, r := range asks {
-		k := scopeKey(&c, r)
+		k := scopeKey(c, r)
 		if k == "" {
 			if p.scopeOf(r) == ScopeOnce {
-				return no // a stricter rule no grant can answer
+				return g, false
 			}
 			continue
 		}
-		keyed = append(keyed, r)
-		keys[r] = GrantKey{RuleID: r.id, ScopeKey: k}
-		if held.Has(keys[r]) {
-			granted = append(granted, r)
+		g.keyed = append(g.keyed, r)
+		g.keys[r] = GrantKey{RuleID: r.id, ScopeKey: k}
+		if held.Has(g.keys[r]) {
+			g.granted = append(g.granted, r)
 		}
 	}
-	if !p.grantsCover(&c, a, keyed) {
-		return no
-	}
+	return g, true
+}
+
+// answerKeyed answers from the keyed rules' grants: covered when every
+// stricter rule holds its grant and the held grants cover the call; else
+// the approval asks under the first rule whose grant is missing.
+func (p *Policy) answerKeyed(c *call, a *bash.Analysis, first *rule, res Result, g keyedGrants, held Grants) GrantAnswer {
 	out := GrantAnswer{Grantable: true, Ask: res}
-	stricterHeld := true
-	for _, r := range keyed {
-		if p.scopeOf(r) == ScopeOnce && !held.Has(keys[r]) {
-			stricterHeld = false
-			out.Ask = p.ask(&c, r, asks[0], res)
-			break
+	for _, r := range g.keyed {
+		if p.scopeOf(r) == ScopeOnce && !held.Has(g.keys[r]) {
+			out.Ask = p.ask(c, r, first, res)
+			return out
 		}
 	}
-	if stricterHeld && p.grantsCover(&c, a, granted) {
-		out.Covered, out.Grant = true, keys[granted[0]]
+	if p.grantsCover(c, a, g.granted) {
+		out.Covered, out.Grant = true, g.keys[g.granted[0]]
 		return out
 	}
-	if stricterHeld {
-		for _, r := range keyed {
-			if !held.Has(keys[r]) {
-				out.Ask = p.ask(&c, r, asks[0], res)
-				break
-			}
+	for _, r := range g.keyed {
+		if !held.Has(g.keys[r]) {
+			out.Ask = p.ask(c, r, first, res)
+			break
 		}
 	}
 	return out
