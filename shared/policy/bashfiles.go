@@ -75,84 +75,112 @@ func (p *Policy) bashFiles(c *call) (deny, ask *bashFileFinding, narrow *bashNar
 	if a == nil {
 		return nil, nil, nil
 	}
-	base := c.env.Cwd
-	if base == "" {
-		base = c.env.Workspace
-	}
-	var seenEx map[string]bool
-	found := func(r *rule, why string) {
-		f := &bashFileFinding{rule: r, reason: why}
-		switch {
-		case r.verdict == VerdictDeny && deny == nil:
-			deny = f
-		case r.verdict == VerdictRequireApproval && ask == nil:
-			ask = f
-		}
+	j := bashJudge{c: c, a: a, base: c.env.Cwd}
+	if j.base == "" {
+		j.base = c.env.Workspace
 	}
 	for _, op := range a.Reads() {
-		text := operandPath(op.Target, base)
-		// The path the sandbox resolved the word to, when the runner sent
-		// it: a link committed as notes.txt -> .env is judged as .env.
-		resolved := c.env.Resolved[OperandField(op)]
-		if resolved == "" {
-			resolved = c.env.Resolved[OperandTextField(op.Text)]
-		}
-		for _, r := range reads {
-			g := r.hitGlob(pathValue{text: text, pattern: op.Pattern}, &c.env)
-			if g == "" && resolved != "" {
-				if g = r.hitGlob(pathValue{text: resolved}, &c.env); g != "" {
-					found(r, fmt.Sprintf("%s resolves in the sandbox to a path it matches (%q)", operandName(op), g))
-					continue
-				}
-			}
-			if g != "" {
-				found(r, fmt.Sprintf("%s is a path it matches (%q)", operandName(op), g))
-				continue
-			}
-			if !op.Tree {
-				continue
-			}
-			tree := strings.TrimSuffix(text, "/") + "/**"
-			if text == "" || text == "." {
-				tree = "**"
-			}
-			g = r.hitGlob(pathValue{text: tree, pattern: true, search: true}, &c.env)
-			if g == "" {
-				continue
-			}
-			tails, ok := ruleTails(r)
-			excluded := ok
-			for _, t := range tails {
-				excluded = excluded && a.Excludes(op.Part, t)
-			}
-			switch {
-			case excluded:
-			case op.Narrow && ok:
-				if narrow == nil {
-					narrow = &bashNarrowing{rule: r, glob: g, operand: operandName(op)}
-					seenEx = map[string]bool{}
-				}
-				for _, t := range tails {
-					if !seenEx[t.Tail] {
-						seenEx[t.Tail] = true
-						narrow.ex = append(narrow.ex, t)
-					}
-				}
-			default:
-				found(r, fmt.Sprintf("%s reads the tree under its path, which may hold paths it matches (%q), and the search cannot be narrowed", operandName(op), g))
-			}
-		}
+		j.read(op, reads)
 	}
 	targets, _ := a.Writes()
 	for _, t := range targets {
-		text := operandPath(t, base)
+		text := operandPath(t, j.base)
 		for _, r := range writes {
 			if g := r.hitGlob(pathValue{text: text, pattern: t.Pattern}, &c.env); g != "" {
-				found(r, fmt.Sprintf("a path the line may write is one it matches (%q)", g))
+				j.found(r, fmt.Sprintf("a path the line may write is one it matches (%q)", g))
 			}
 		}
 	}
-	return deny, ask, narrow
+	return j.deny, j.ask, j.narrow
+}
+
+// bashJudge is what bashFiles finds as it judges a line's operands.
+type bashJudge struct {
+	c         *call
+	a         *bash.Analysis
+	base      string
+	deny, ask *bashFileFinding
+	narrow    *bashNarrowing
+	seenEx    map[string]bool
+}
+
+// found records rule r's finding: the first deny, the first
+// require_approval.
+func (j *bashJudge) found(r *rule, why string) {
+	f := &bashFileFinding{rule: r, reason: why}
+	switch {
+	case r.verdict == VerdictDeny && j.deny == nil:
+		j.deny = f
+	case r.verdict == VerdictRequireApproval && j.ask == nil:
+		j.ask = f
+	}
+}
+
+// read judges one path the line reads by the read rules: the path as
+// written, as the sandbox resolved it (a link committed as notes.txt ->
+// .env is judged as .env), and for a search the tree under it.
+func (j *bashJudge) read(op bash.Operand, reads []*rule) {
+	env := &j.c.env
+	text := operandPath(op.Target, j.base)
+	resolved := env.Resolved[OperandField(op)]
+	if resolved == "" {
+		resolved = env.Resolved[OperandTextField(op.Text)]
+	}
+	for _, r := range reads {
+		if g := r.hitGlob(pathValue{text: text, pattern: op.Pattern}, env); g != "" {
+			j.found(r, fmt.Sprintf("%s is a path it matches (%q)", operandName(op), g))
+			continue
+		}
+		if resolved != "" {
+			if g := r.hitGlob(pathValue{text: resolved}, env); g != "" {
+				j.found(r, fmt.Sprintf("%s resolves in the sandbox to a path it matches (%q)", operandName(op), g))
+				continue
+			}
+		}
+		if op.Tree {
+			j.tree(op, r, text)
+		}
+	}
+}
+
+// tree judges the tree a search reads: left alone where the line already
+// excludes what the rule matches, narrowed where a rewrite can exclude
+// it, else a finding.
+func (j *bashJudge) tree(op bash.Operand, r *rule, text string) {
+	tree := strings.TrimSuffix(text, "/") + "/**"
+	if text == "" || text == "." {
+		tree = "**"
+	}
+	g := r.hitGlob(pathValue{text: tree, pattern: true, search: true}, &j.c.env)
+	if g == "" {
+		return
+	}
+	tails, ok := ruleTails(r)
+	excluded := ok
+	for _, t := range tails {
+		excluded = excluded && j.a.Excludes(op.Part, t)
+	}
+	switch {
+	case excluded:
+	case op.Narrow && ok:
+		j.narrowBy(op, r, g, tails)
+	default:
+		j.found(r, fmt.Sprintf("%s reads the tree under its path, which may hold paths it matches (%q), and the search cannot be narrowed", operandName(op), g))
+	}
+}
+
+// narrowBy adds the rule's exclusions to those the line's searches need.
+func (j *bashJudge) narrowBy(op bash.Operand, r *rule, g string, tails []bash.Exclusion) {
+	if j.narrow == nil {
+		j.narrow = &bashNarrowing{rule: r, glob: g, operand: operandName(op)}
+		j.seenEx = map[string]bool{}
+	}
+	for _, t := range tails {
+		if !j.seenEx[t.Tail] {
+			j.seenEx[t.Tail] = true
+			j.narrow.ex = append(j.narrow.ex, t)
+		}
+	}
 }
 
 // OperandField is the key under which a runner sends, in Env.Resolved
