@@ -948,78 +948,101 @@ func (c *call) pathValues() ([]pathValue, bool) {
 	if !isFile || !isMap {
 		return nil, false
 	}
-	base := c.env.Cwd
-	if base == "" {
-		base = c.env.Workspace
+	pc := pathCollector{c: c, base: c.env.Cwd}
+	if pc.base == "" {
+		pc.base = c.env.Workspace
 	}
-	var dir string
-	var out []pathValue
-	hasPattern := false
 	for _, f := range fields {
-		raw, present := m[f.name]
-		if !present {
-			if f.dir && c.tool == "Grep" && strings.HasPrefix(base, "/") {
-				// Grep without a path searches the working directory.
-				out = appendPath(out, base, "")
-				dir = base
-			}
-			continue
-		}
-		s, ok := raw.(string)
-		if !ok || s == "" {
+		if !pc.field(f, m) {
 			return nil, false
 		}
-		if !f.pattern {
-			out = appendPath(out, s, base)
-			if f.dir {
-				dir = absolute(s, base)
-			}
-			if r, ok := c.env.Resolved[f.name]; ok && r != "" {
-				out = appendPath(out, r, base)
-			}
-			continue
-		}
-		// A pattern searches from the tool's directory field, else the
-		// working directory. rg's glob without a '/' matches a file name
-		// at any depth: Grep's glob, and Glob's pattern (Claude Code's
-		// Glob runs rg --files --glob).
-		hasPattern = true
-		d := dir
-		if d == "" {
-			d = base
-		}
-		join := func(pat string) string {
-			if (c.tool == "Grep" || c.tool == "Glob") && !strings.Contains(pat, "/") {
-				pat = "**/" + pat
-			}
-			if !strings.HasPrefix(pat, "/") && d != "" {
-				pat = strings.TrimSuffix(d, "/") + "/" + pat
-			}
-			return pat
-		}
-		out = append(out, pathValue{text: join(s), pattern: true})
-		// The field may hold several globs, and rg reads one starting
-		// with '!' as every file but those: deny rules see each.
-		if pieces := globPieces(s); len(pieces) > 1 || pieces[0] != s || strings.HasPrefix(s, "!") {
-			for _, piece := range pieces {
-				if strings.HasPrefix(piece, "!") {
-					piece = "**"
-				}
-				out = append(out, pathValue{text: join(piece), pattern: true, search: true})
-			}
-		}
 	}
-	if dir != "" && !hasPattern && c.tool == "Grep" && !c.env.isFile("path") {
+	if pc.dir != "" && !pc.hasPattern && c.tool == "Grep" && !c.env.isFile("path") {
 		// Grep without a glob reads every file under its path, unless
 		// the sandbox found the path to be a file.
-		for _, v := range out {
+		for _, v := range pc.out {
 			if !v.pattern {
-				out = append(out, pathValue{text: strings.TrimSuffix(v.text, "/") + "/**", pattern: true, search: true})
+				pc.out = append(pc.out, pathValue{text: strings.TrimSuffix(v.text, "/") + "/**", pattern: true, search: true})
 			}
 		}
 	}
-	c.paths, c.pathsOK = out, len(out) > 0
+	c.paths, c.pathsOK = pc.out, len(pc.out) > 0
 	return c.paths, c.pathsOK
+}
+
+// pathCollector gathers a file tool call's paths, field by field.
+type pathCollector struct {
+	c    *call
+	base string
+	// dir is the directory the tool searches, once a field named it.
+	dir        string
+	out        []pathValue
+	hasPattern bool
+}
+
+// field adds the paths of one field; false when it holds something other
+// than a non-empty string.
+func (pc *pathCollector) field(f pathField, m map[string]any) bool {
+	raw, present := m[f.name]
+	if !present {
+		if f.dir && pc.c.tool == "Grep" && strings.HasPrefix(pc.base, "/") {
+			// Grep without a path searches the working directory.
+			pc.out = appendPath(pc.out, pc.base, "")
+			pc.dir = pc.base
+		}
+		return true
+	}
+	s, ok := raw.(string)
+	if !ok || s == "" {
+		return false
+	}
+	if f.pattern {
+		pc.pattern(s)
+		return true
+	}
+	pc.out = appendPath(pc.out, s, pc.base)
+	if f.dir {
+		pc.dir = absolute(s, pc.base)
+	}
+	if r, ok := pc.c.env.Resolved[f.name]; ok && r != "" {
+		pc.out = appendPath(pc.out, r, pc.base)
+	}
+	return true
+}
+
+// pattern adds a glob field: it searches from the tool's directory field,
+// else the working directory. rg's glob without a '/' matches a file
+// name at any depth: Grep's glob, and Glob's pattern (Claude Code's Glob
+// runs rg --files --glob). The field may hold several globs, and rg reads
+// one starting with '!' as every file but those: deny rules see each.
+func (pc *pathCollector) pattern(s string) {
+	pc.hasPattern = true
+	pc.out = append(pc.out, pathValue{text: pc.join(s), pattern: true})
+	pieces := globPieces(s)
+	if len(pieces) == 1 && pieces[0] == s && !strings.HasPrefix(s, "!") {
+		return
+	}
+	for _, piece := range pieces {
+		if strings.HasPrefix(piece, "!") {
+			piece = "**"
+		}
+		pc.out = append(pc.out, pathValue{text: pc.join(piece), pattern: true, search: true})
+	}
+}
+
+// join places a glob under the directory it searches.
+func (pc *pathCollector) join(pat string) string {
+	d := pc.dir
+	if d == "" {
+		d = pc.base
+	}
+	if (pc.c.tool == "Grep" || pc.c.tool == "Glob") && !strings.Contains(pat, "/") {
+		pat = "**/" + pat
+	}
+	if !strings.HasPrefix(pat, "/") && d != "" {
+		pat = strings.TrimSuffix(d, "/") + "/" + pat
+	}
+	return pat
 }
 
 // globPieces splits a search tool's glob field on whitespace and commas
