@@ -84,36 +84,49 @@ func (g *pathGlob) mayReachIn(pat string, shell bool) bool {
 	} else if !strings.HasPrefix(pat, "/") {
 		b = append([]string{"**"}, b...)
 	}
+	r := reach{a: a, b: b, shell: shell, seen: make([][]bool, len(a)+1)}
+	for i := range r.seen {
+		r.seen[i] = make([]bool, len(b)+1)
+	}
+	return r.walk(0, 0)
+}
+
+// reach walks a glob's segments (a) against a search pattern's (b).
+type reach struct {
+	a, b  []string
+	shell bool
 	// seen[i][j]: a[i:] against b[j:] was tried and failed.
-	seen := make([][]bool, len(a)+1)
-	for i := range seen {
-		seen[i] = make([]bool, len(b)+1)
+	seen [][]bool
+}
+
+func (r *reach) walk(i, j int) bool {
+	if r.seen[i][j] {
+		return false
 	}
-	var walk func(i, j int) bool
-	walk = func(i, j int) bool {
-		if seen[i][j] {
-			return false
-		}
-		seen[i][j] = true
-		switch {
-		case i < len(a) && a[i] == "**":
-			return walk(i+1, j) || j < len(b) && walk(i, j+1)
-		case j < len(b) && b[j] == "**":
-			return walk(i, j+1) || i < len(a) && walk(i+1, j)
-		case i == len(a) || j == len(b):
-			return i == len(a) && j == len(b)
-		}
-		if shell && strings.ContainsAny(b[j], globMeta) && !strings.ContainsAny(a[i], globMeta) {
-			// A shell pattern does not reach a dot file, and one of
-			// wildcards only (*, ?) names whatever is in a directory the
-			// other segments name, not this file in particular.
-			if strings.HasPrefix(a[i], ".") && !strings.HasPrefix(b[j], ".") || strings.Trim(b[j], "*?") == "" {
-				return false
-			}
-		}
-		return segmentsMayMatch(a[i], b[j]) && walk(i+1, j+1)
+	r.seen[i][j] = true
+	switch {
+	case i < len(r.a) && r.a[i] == "**":
+		return r.walk(i+1, j) || j < len(r.b) && r.walk(i, j+1)
+	case j < len(r.b) && r.b[j] == "**":
+		return r.walk(i, j+1) || i < len(r.a) && r.walk(i+1, j)
+	case i == len(r.a) || j == len(r.b):
+		return i == len(r.a) && j == len(r.b)
 	}
-	return walk(0, 0)
+	if r.shell && shellMisses(r.a[i], r.b[j]) {
+		return false
+	}
+	return segmentsMayMatch(r.a[i], r.b[j]) && r.walk(i+1, j+1)
+}
+
+// shellMisses: a shell pattern segment y does not reach the literal glob
+// segment x: it does not reach a dot file, and one of wildcards only (*,
+// ?) names whatever is in a directory the other segments name, not this
+// file in particular.
+func shellMisses(x, y string) bool {
+	if !strings.ContainsAny(y, globMeta) || strings.ContainsAny(x, globMeta) {
+		return false
+	}
+	return strings.HasPrefix(x, ".") && !strings.HasPrefix(y, ".") || strings.Trim(y, "*?") == ""
 }
 
 // segmentsMayMatch: two path segments, either of which may be a pattern,
