@@ -123,26 +123,42 @@ func (g *guard) walkObject(m map[string]any, ptr string) error {
 	if _, ok := m[ecmaPatternKeyword]; ok {
 		return fmt.Errorf("%s: the keyword %q is reserved", where(ptr), ecmaPatternKeyword)
 	}
+	for _, step := range []func(map[string]any, string) error{g.refsOf, g.identities, g.patterns, g.subschemas} {
+		if err := step(m, ptr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// refsOf checks and records the schema's references: local, bounded,
+// strings.
+func (g *guard) refsOf(m map[string]any, ptr string) error {
 	for _, kw := range []string{"$ref", "$dynamicRef", "$recursiveRef"} {
 		v, ok := m[kw]
 		if !ok {
 			continue
 		}
 		s, ok := v.(string)
-		if !ok {
+		switch {
+		case !ok:
 			return fmt.Errorf("%s: %s must be a string", where(ptr), kw)
-		}
-		if len(s) > MaxKeywordBytes {
+		case len(s) > MaxKeywordBytes:
 			return fmt.Errorf("%s: %s is %d bytes, over the %d limit", where(ptr), kw, len(s), MaxKeywordBytes)
-		}
-		if !strings.HasPrefix(s, "#") {
+		case !strings.HasPrefix(s, "#"):
 			return fmt.Errorf("%s %q is not local (it must start with \"#\")", kw, s)
-		}
-		if kw == "$recursiveRef" && s != "#" {
+		case kw == "$recursiveRef" && s != "#":
 			return fmt.Errorf("$recursiveRef %q must be \"#\"", s)
 		}
 		g.refs[ptr] = append(g.refs[ptr], ref{keyword: kw, value: s})
 	}
+	return nil
+}
+
+// identities checks the draft the schema names, and records its ids and
+// anchors: a nested id must be a fragment, so the schema stays one
+// self-contained document.
+func (g *guard) identities(m map[string]any, ptr string) error {
 	if v, ok := m["$schema"]; ok {
 		s, _ := v.(string)
 		if !knownDrafts[s] {
@@ -166,18 +182,20 @@ func (g *guard) walkObject(m map[string]any, ptr string) error {
 			g.anchors[s] = ptr
 		}
 	}
-	if v, ok := m["format"]; ok {
-		if s, ok := v.(string); ok && len(s) > MaxKeywordBytes {
-			return fmt.Errorf("%s: format is %d bytes, over the %d limit", where(ptr), len(s), MaxKeywordBytes)
-		}
+	return nil
+}
+
+// patterns checks the schema's format, pattern and patternProperties
+// keys, and records a schema with a pattern.
+func (g *guard) patterns(m map[string]any, ptr string) error {
+	if s, ok := m["format"].(string); ok && len(s) > MaxKeywordBytes {
+		return fmt.Errorf("%s: format is %d bytes, over the %d limit", where(ptr), len(s), MaxKeywordBytes)
 	}
-	if v, ok := m["pattern"]; ok {
-		if s, ok := v.(string); ok {
-			if err := checkECMAPattern(s); err != nil {
-				return fmt.Errorf("%s: pattern %w", where(ptr), err)
-			}
-			g.patterned = append(g.patterned, m)
+	if s, ok := m["pattern"].(string); ok {
+		if err := checkECMAPattern(s); err != nil {
+			return fmt.Errorf("%s: pattern %w", where(ptr), err)
 		}
+		g.patterned = append(g.patterned, m)
 	}
 	if pp, ok := m["patternProperties"].(map[string]any); ok {
 		for _, k := range sortedKeys(pp) {
@@ -186,7 +204,11 @@ func (g *guard) walkObject(m map[string]any, ptr string) error {
 			}
 		}
 	}
+	return nil
+}
 
+// subschemas walks the schema's subschemas, in a fixed order.
+func (g *guard) subschemas(m map[string]any, ptr string) error {
 	for _, kw := range singleSchemaKeywords {
 		if v, ok := m[kw]; ok {
 			if err := g.child(ptr, ptr+"/"+kw, v); err != nil {
@@ -194,12 +216,7 @@ func (g *guard) walkObject(m map[string]any, ptr string) error {
 			}
 		}
 	}
-	if v, ok := m["items"]; ok {
-		if err := g.childOrArray(ptr, "items", v); err != nil {
-			return err
-		}
-	}
-	for _, kw := range arraySchemaKeywords {
+	for _, kw := range append([]string{"items"}, arraySchemaKeywords...) {
 		if v, ok := m[kw]; ok {
 			if err := g.childOrArray(ptr, kw, v); err != nil {
 				return err
@@ -217,13 +234,20 @@ func (g *guard) walkObject(m map[string]any, ptr string) error {
 			}
 		}
 	}
-	if deps, ok := m["dependencies"].(map[string]any); ok {
-		for _, k := range sortedKeys(deps) {
-			switch deps[k].(type) {
-			case map[string]any, bool:
-				if err := g.child(ptr, ptr+"/dependencies/"+escapeToken(k), deps[k]); err != nil {
-					return err
-				}
+	return g.dependencies(m, ptr)
+}
+
+// dependencies walks the schema forms of draft 7's dependencies.
+func (g *guard) dependencies(m map[string]any, ptr string) error {
+	deps, ok := m["dependencies"].(map[string]any)
+	if !ok {
+		return nil
+	}
+	for _, k := range sortedKeys(deps) {
+		switch deps[k].(type) {
+		case map[string]any, bool:
+			if err := g.child(ptr, ptr+"/dependencies/"+escapeToken(k), deps[k]); err != nil {
+				return err
 			}
 		}
 	}
