@@ -327,71 +327,81 @@ func (f *fastSchema) valid(v any) bool {
 	if f.opaque {
 		return false
 	}
-	var (
-		kind  typeSet
-		num   decimal
-		numOK bool
-	)
-	switch t := v.(type) {
-	case nil:
-		kind = typeNull
-	case bool:
-		kind = typeBoolean
-	case string:
-		kind = typeString
-	case map[string]any:
-		kind = typeObject
-	case []any:
-		kind = typeArray
-	case json.Number, float64:
-		kind = typeNumber
-		if num, numOK = numberOf(t); !numOK {
-			return false
-		}
-	default:
+	var num decimal
+	kind, ok := kindOf(v, &num)
+	if !ok || !f.typeAllows(kind, &num) || !f.valueAllows(kind, v, &num) {
 		return false
-	}
-	if f.types != 0 && f.types&kind == 0 &&
-		!(kind == typeNumber && f.types&typeInteger != 0 && num.isInt()) {
-		return false
-	}
-	if f.konst != nil && !f.konst.equals(kind, v, &num) {
-		return false
-	}
-	if len(f.enum) > 0 {
-		found := false
-		for i := range f.enum {
-			if f.enum[i].equals(kind, v, &num) {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return false
-		}
 	}
 	switch t := v.(type) {
 	case string:
-		if f.minLength >= 0 || f.maxLength >= 0 {
-			n := utf8.RuneCountInString(t)
-			if f.minLength >= 0 && n < f.minLength || f.maxLength >= 0 && n > f.maxLength {
-				return false
-			}
-		}
+		return f.validString(t)
 	case map[string]any:
 		return f.validObject(t)
 	case []any:
 		return f.validArray(t)
 	}
-	if kind == typeNumber {
-		if f.minimum != nil && num.cmp(f.minimum) < 0 ||
-			f.exclusiveMinimum != nil && num.cmp(f.exclusiveMinimum) <= 0 ||
-			f.maximum != nil && num.cmp(f.maximum) > 0 ||
-			f.exclusiveMaximum != nil && num.cmp(f.exclusiveMaximum) >= 0 {
-			return false
+	return kind != typeNumber || f.inRange(&num)
+}
+
+// kindOf is the JSON type of a decoded value, and for a number its
+// decimal in num; ok is false for a value JSON cannot hold.
+func kindOf(v any, num *decimal) (typeSet, bool) {
+	switch t := v.(type) {
+	case nil:
+		return typeNull, true
+	case bool:
+		return typeBoolean, true
+	case string:
+		return typeString, true
+	case map[string]any:
+		return typeObject, true
+	case []any:
+		return typeArray, true
+	case json.Number, float64:
+		var ok bool
+		*num, ok = numberOf(t)
+		return typeNumber, ok
+	}
+	return 0, false
+}
+
+// typeAllows: the value's type is one of the schema's (an integral number
+// is an integer).
+func (f *fastSchema) typeAllows(kind typeSet, num *decimal) bool {
+	return f.types == 0 || f.types&kind != 0 || kind == typeNumber && f.types&typeInteger != 0 && num.isInt()
+}
+
+// valueAllows: the value is the schema's const and one of its enum.
+func (f *fastSchema) valueAllows(kind typeSet, v any, num *decimal) bool {
+	if f.konst != nil && !f.konst.equals(kind, v, num) {
+		return false
+	}
+	if len(f.enum) == 0 {
+		return true
+	}
+	for i := range f.enum {
+		if f.enum[i].equals(kind, v, num) {
+			return true
 		}
 	}
-	return true
+	return false
+}
+
+// validString checks a string's length in code points.
+func (f *fastSchema) validString(t string) bool {
+	if f.minLength < 0 && f.maxLength < 0 {
+		return true
+	}
+	n := utf8.RuneCountInString(t)
+	return !(f.minLength >= 0 && n < f.minLength || f.maxLength >= 0 && n > f.maxLength)
+}
+
+// inRange checks a number against the schema's bounds.
+func (f *fastSchema) inRange(num *decimal) bool {
+	return !(f.minimum != nil && num.cmp(f.minimum) < 0 ||
+		f.exclusiveMinimum != nil && num.cmp(f.exclusiveMinimum) <= 0 ||
+		f.maximum != nil && num.cmp(f.maximum) > 0 ||
+		f.exclusiveMaximum != nil && num.cmp(f.exclusiveMaximum) >= 0)
 }
 
 func (f *fastSchema) validObject(m map[string]any) bool {
