@@ -31,6 +31,29 @@ func parseDecimal[T string | []byte](s T) (x decimal, ok bool) {
 		x.neg = true
 		i++
 	}
+	if i, ok = mantissa(&x, s, i); !ok {
+		return x, false
+	}
+	if i < len(s) {
+		exp, ok := exponent(s, i)
+		if !ok {
+			return x, false
+		}
+		x.dp += exp
+	}
+	for x.nd > 0 && x.d[x.nd-1] == '0' {
+		x.nd--
+	}
+	if x.nd == 0 {
+		x.dp = 0
+	}
+	return x, true
+}
+
+// mantissa reads the digits and the point of s from i into x; it returns
+// where they end, and false when there is no digit or more digits than x
+// holds.
+func mantissa[T string | []byte](x *decimal, s T, i int) (int, bool) {
 	digits, dot := false, false
 	for ; i < len(s); i++ {
 		c := s[i]
@@ -49,7 +72,7 @@ func parseDecimal[T string | []byte](s T) (x decimal, ok bool) {
 			continue
 		}
 		if x.nd == len(x.d) {
-			return x, false
+			return i, false
 		}
 		x.d[x.nd] = c
 		x.nd++
@@ -57,45 +80,39 @@ func parseDecimal[T string | []byte](s T) (x decimal, ok bool) {
 			x.dp++
 		}
 	}
-	if !digits {
-		return x, false
+	return i, digits
+}
+
+// exponent reads an exponent (e or E, a sign, digits) from s[i] to the end
+// of s; false for anything else, or one past what a decimal holds.
+func exponent[T string | []byte](s T, i int) (int, bool) {
+	if s[i] != 'e' && s[i] != 'E' {
+		return 0, false
 	}
-	if i < len(s) {
-		if s[i] != 'e' && s[i] != 'E' {
-			return x, false
-		}
+	i++
+	neg := false
+	if i < len(s) && (s[i] == '+' || s[i] == '-') {
+		neg = s[i] == '-'
 		i++
-		expNeg := false
-		if i < len(s) && (s[i] == '+' || s[i] == '-') {
-			expNeg = s[i] == '-'
-			i++
-		}
-		if i == len(s) {
-			return x, false
-		}
-		exp := 0
-		for ; i < len(s); i++ {
-			c := s[i]
-			if c < '0' || c > '9' {
-				return x, false
-			}
-			exp = exp*10 + int(c-'0')
-			if exp > 100_000 {
-				return x, false
-			}
-		}
-		if expNeg {
-			exp = -exp
-		}
-		x.dp += exp
 	}
-	for x.nd > 0 && x.d[x.nd-1] == '0' {
-		x.nd--
+	if i == len(s) {
+		return 0, false
 	}
-	if x.nd == 0 {
-		x.dp = 0
+	exp := 0
+	for ; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		exp = exp*10 + int(c-'0')
+		if exp > 100_000 {
+			return 0, false
+		}
 	}
-	return x, true
+	if neg {
+		exp = -exp
+	}
+	return exp, true
 }
 
 // numberOf returns the exact value the engine gives a number of the input:

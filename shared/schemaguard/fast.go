@@ -153,68 +153,11 @@ func (b *fastBuilder) schema(v any, root bool) *fastSchema {
 func (b *fastBuilder) object(m map[string]any, root bool) *fastSchema {
 	f := &fastSchema{minItems: -1, maxItems: -1, minLength: -1, maxLength: -1}
 	for kw, v := range m {
-		ok := true
-		switch kw {
-		case "$schema":
-			ok = root // a nested $schema starts a resource of another draft
-		case "format":
-			name, isString := v.(string)
-			_, asserted := jsonschema.Formats[name]
-			ok = isString && (b.formatAnnotates || !asserted)
-		case "type":
-			f.types, ok = fastTypes(v)
-		case "enum":
-			f.enum, ok = fastEnum(v)
-		case "const":
-			var c fastScalar
-			c, ok = fastScalarOf(v)
-			f.konst = &c
-		case "required":
-			f.required, ok = fastStrings(v)
-		case "properties":
-			props, isMap := v.(map[string]any)
-			ok = isMap
-			f.props = make(map[string]*fastSchema, len(props))
-			for name, sub := range props {
-				f.props[name] = b.schema(sub, false)
-			}
-		case "additionalProperties":
-			switch a := v.(type) {
-			case bool:
-				if !a {
-					f.addl = opaque
-				}
-			case map[string]any:
-				f.addl = b.object(a, false)
-			default:
-				ok = false
-			}
-		case "items":
-			switch v.(type) {
-			case bool, map[string]any:
-				f.items = b.schema(v, false)
-			default:
-				ok = false // the draft-07 tuple form
-			}
-		case "uniqueItems":
-			f.unique, ok = v.(bool)
-		case "minimum":
-			f.minimum, ok = fastNumber(v)
-		case "maximum":
-			f.maximum, ok = fastNumber(v)
-		case "exclusiveMinimum":
-			f.exclusiveMinimum, ok = fastNumber(v)
-		case "exclusiveMaximum":
-			f.exclusiveMaximum, ok = fastNumber(v)
-		case "minLength":
-			f.minLength, ok = fastCount(v)
-		case "maxLength":
-			f.maxLength, ok = fastCount(v)
-		case "minItems":
-			f.minItems, ok = fastCount(v)
-		case "maxItems":
-			f.maxItems, ok = fastCount(v)
-		default:
+		ok, known := b.structural(f, kw, v, root)
+		if !known {
+			ok, known = f.bound(kw, v)
+		}
+		if !known {
 			ok = fastAnnotations[kw]
 		}
 		if !ok {
@@ -222,6 +165,91 @@ func (b *fastBuilder) object(m map[string]any, root bool) *fastSchema {
 		}
 	}
 	return f
+}
+
+// structural reads a keyword of the schema's shape (its draft, format,
+// type, values and subschemas); known is false for any other keyword.
+func (b *fastBuilder) structural(f *fastSchema, kw string, v any, root bool) (ok, known bool) {
+	switch kw {
+	case "$schema":
+		return root, true // a nested $schema starts a resource of another draft
+	case "format":
+		name, isString := v.(string)
+		_, asserted := jsonschema.Formats[name]
+		return isString && (b.formatAnnotates || !asserted), true
+	case "type":
+		f.types, ok = fastTypes(v)
+	case "enum":
+		f.enum, ok = fastEnum(v)
+	case "const":
+		var c fastScalar
+		c, ok = fastScalarOf(v)
+		f.konst = &c
+	case "required":
+		f.required, ok = fastStrings(v)
+	case "properties":
+		props, isMap := v.(map[string]any)
+		f.props = make(map[string]*fastSchema, len(props))
+		for name, sub := range props {
+			f.props[name] = b.schema(sub, false)
+		}
+		return isMap, true
+	case "additionalProperties", "items":
+		return b.subschema(f, kw, v), true
+	default:
+		return false, false
+	}
+	return ok, true
+}
+
+// subschema reads additionalProperties (false, or a schema) and items (a
+// schema; not the draft-07 tuple form).
+func (b *fastBuilder) subschema(f *fastSchema, kw string, v any) bool {
+	switch a := v.(type) {
+	case bool:
+		if kw == "items" {
+			f.items = b.schema(v, false)
+		} else if !a {
+			f.addl = opaque
+		}
+	case map[string]any:
+		if kw == "items" {
+			f.items = b.schema(v, false)
+		} else {
+			f.addl = b.object(a, false)
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// bound reads a keyword that bounds a value (uniqueItems, the numeric
+// bounds, the length and count bounds); known is false for any other.
+func (f *fastSchema) bound(kw string, v any) (ok, known bool) {
+	switch kw {
+	case "uniqueItems":
+		f.unique, ok = v.(bool)
+	case "minimum":
+		f.minimum, ok = fastNumber(v)
+	case "maximum":
+		f.maximum, ok = fastNumber(v)
+	case "exclusiveMinimum":
+		f.exclusiveMinimum, ok = fastNumber(v)
+	case "exclusiveMaximum":
+		f.exclusiveMaximum, ok = fastNumber(v)
+	case "minLength":
+		f.minLength, ok = fastCount(v)
+	case "maxLength":
+		f.maxLength, ok = fastCount(v)
+	case "minItems":
+		f.minItems, ok = fastCount(v)
+	case "maxItems":
+		f.maxItems, ok = fastCount(v)
+	default:
+		return false, false
+	}
+	return ok, true
 }
 
 func fastTypes(v any) (typeSet, bool) {
