@@ -177,96 +177,127 @@ var parsedPool = sync.Pool{New: func() any { return &parsed{} }}
 // from a rule's prefix: they are parsed but not judged. It returns "" when
 // every judged word is safe, else a reason naming the first unsafe word.
 func (e *entry) parseWords(p *parsed, start, trusted int) string {
-	words, glob := p.words, p.glob
-	bad := func(i int, format string, args ...any) string {
-		if i < trusted {
-			return errTrusted
-		}
-		return fmt.Sprintf(format, args...)
-	}
+	wp := wordParser{e: e, p: p, trusted: trusted}
 	if e.literal {
-		for i := start; i < len(words); i++ {
-			if glob[i] && optionLike(words[i]) {
-				return bad(i, "unquoted pattern %s could expand to an option", quotePattern(words[i]))
-			}
-			p.pos = append(p.pos, i)
-		}
-		return ""
+		return wp.literal(start)
 	}
+	words := p.words
 	opts := true
 	for i := start; i < len(words); i++ {
 		w := words[i]
-		if glob[i] {
+		why := ""
+		switch {
+		case p.glob[i]:
 			if opts && optionLike(w) {
-				return bad(i, "unquoted pattern %s could expand to an option", quotePattern(w))
+				return wp.bad(i, "unquoted pattern %s could expand to an option", quotePattern(w))
 			}
 			p.pos = append(p.pos, i)
 			p.globPos = true
-			continue
-		}
-		if !opts || w == "-" || !strings.HasPrefix(w, "-") {
+		case !opts || w == "-" || !strings.HasPrefix(w, "-"):
 			p.pos = append(p.pos, i)
-			continue
-		}
-		if w == "--" && e.ddash {
+		case w == "--" && e.ddash:
 			opts = false
-			continue
-		}
-		if strings.HasPrefix(w, "--") {
-			name, val, hasVal := strings.Cut(w, "=")
-			k, ok := e.opts[name]
-			switch {
-			case !ok:
-				return bad(i, "option %s is not in the read-only catalogue for %s", quoteWord(name), e.name)
-			case k == optFlag && hasVal:
-				return bad(i, "option %s takes no value", quoteWord(name))
-			case k == optValue && !hasVal:
-				if i+1 >= len(words) {
-					return bad(i, "option %s needs a value", quoteWord(name))
-				}
-				i++
-				val = words[i]
-			case k == optTwo:
-				if hasVal || i+2 >= len(words) {
-					return bad(i, "option %s needs two values", quoteWord(name))
-				}
-				i += 2
-				val = words[i-1]
-			}
-			p.add(name, val)
-			continue
-		}
-		if e.num && isDigits(w[1:]) {
+		case strings.HasPrefix(w, "--"):
+			i, why = wp.long(i)
+		case e.num && isDigits(w[1:]):
 			p.add("-NUM", w[1:])
-			continue
+		default:
+			i, why = wp.short(i)
 		}
-		// A cluster of short options.
-		for j := 1; j < len(w); j++ {
-			name := shortName(w[j])
-			k, ok := e.opts[name]
-			if !ok {
-				return bad(i, "option %s is not in the read-only catalogue for %s", quoteWord(name), e.name)
-			}
-			if k == optFlag {
-				p.add(name, "")
-				continue
-			}
-			val := w[j+1:]
-			if k == optValue && val == "" {
-				if i+1 >= len(words) {
-					return bad(i, "option %s needs a value", quoteWord(name))
-				}
-				i++
-				val = words[i]
-			}
-			p.add(name, val)
-			break
+		if why != "" {
+			return why
 		}
 	}
 	if e.maxPos >= 0 && (len(p.pos) > e.maxPos || p.globPos) {
 		return fmt.Sprintf("%s takes at most %d operands here (another would be written to)", e.name, e.maxPos)
 	}
 	return ""
+}
+
+// wordParser reads one command's words by its catalogue entry.
+type wordParser struct {
+	e       *entry
+	p       *parsed
+	trusted int
+}
+
+// bad is why word i is refused; errTrusted for a word of the trusted
+// prefix.
+func (wp *wordParser) bad(i int, format string, args ...any) string {
+	if i < wp.trusted {
+		return errTrusted
+	}
+	return fmt.Sprintf(format, args...)
+}
+
+// literal reads the words of a program whose words are all operands; an
+// unquoted pattern could still expand to an option.
+func (wp *wordParser) literal(start int) string {
+	for i := start; i < len(wp.p.words); i++ {
+		if wp.p.glob[i] && optionLike(wp.p.words[i]) {
+			return wp.bad(i, "unquoted pattern %s could expand to an option", quotePattern(wp.p.words[i]))
+		}
+		wp.p.pos = append(wp.p.pos, i)
+	}
+	return ""
+}
+
+// long reads the long option at i (--name, --name=value, --name value,
+// --name v1 v2) and returns the index of its last word, and why it is
+// refused.
+func (wp *wordParser) long(i int) (int, string) {
+	words := wp.p.words
+	name, val, hasVal := strings.Cut(words[i], "=")
+	k, ok := wp.e.opts[name]
+	switch {
+	case !ok:
+		return i, wp.bad(i, "option %s is not in the read-only catalogue for %s", quoteWord(name), wp.e.name)
+	case k == optFlag && hasVal:
+		return i, wp.bad(i, "option %s takes no value", quoteWord(name))
+	case k == optValue && !hasVal:
+		if i+1 >= len(words) {
+			return i, wp.bad(i, "option %s needs a value", quoteWord(name))
+		}
+		i++
+		val = words[i]
+	case k == optTwo:
+		if hasVal || i+2 >= len(words) {
+			return i, wp.bad(i, "option %s needs two values", quoteWord(name))
+		}
+		i += 2
+		val = words[i-1]
+	}
+	wp.p.add(name, val)
+	return i, ""
+}
+
+// short reads the cluster of short options at i (-abc, -fVALUE, -f VALUE)
+// and returns the index of its last word, and why it is refused.
+func (wp *wordParser) short(i int) (int, string) {
+	words := wp.p.words
+	w := words[i]
+	for j := 1; j < len(w); j++ {
+		name := shortName(w[j])
+		k, ok := wp.e.opts[name]
+		if !ok {
+			return i, wp.bad(i, "option %s is not in the read-only catalogue for %s", quoteWord(name), wp.e.name)
+		}
+		if k == optFlag {
+			wp.p.add(name, "")
+			continue
+		}
+		val := w[j+1:]
+		if k == optValue && val == "" {
+			if i+1 >= len(words) {
+				return i, wp.bad(i, "option %s needs a value", quoteWord(name))
+			}
+			i++
+			val = words[i]
+		}
+		wp.p.add(name, val)
+		break
+	}
+	return i, ""
 }
 
 // errTrusted marks a prefix word the catalogue cannot read; the caller then
