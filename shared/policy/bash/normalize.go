@@ -1203,42 +1203,15 @@ var awkRuns = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`
 // sed runs a command with its e command and the e flag of s.
 func (n *normalizer) sed(words []word) {
 	var scripts []string
-	script := false
 	for i := 1; i < len(words); i++ {
-		w := words[i]
-		if w.dynamic {
+		if words[i].dynamic {
 			n.opaque("sed with an expanded script or option")
 			return
 		}
-		t := w.text
-		// Long options are read as getopt_long reads them: any unique
-		// prefix (--expr is --expression, --fi is --file).
-		name, value, attached := strings.Cut(t, "=")
-		longOf := func(opt string, min int) bool {
-			return strings.HasPrefix(t, "--") && len(name) >= min && strings.HasPrefix(opt, name)
-		}
-		switch {
-		case t == "-e" || longOf("--expression", 3) && !attached:
-			if i+1 < len(words) {
-				if words[i+1].dynamic {
-					n.opaque("sed with an expanded script")
-					return
-				}
-				scripts = append(scripts, words[i+1].text)
-				script = true
-				i++
-			}
-		case longOf("--expression", 3):
-			scripts, script = append(scripts, value), true
-		case t == "-f" || longOf("--file", 4) || strings.HasPrefix(t, "--file") || strings.HasPrefix(t, "-") && !strings.HasPrefix(t, "--") && strings.Contains(t, "f"):
-			n.opaque("sed reads its script from a file, which fluidbox cannot analyse")
+		var why string
+		if i, scripts, why = sedWord(words, i, scripts); why != "" {
+			n.opaque(why)
 			return
-		case strings.HasPrefix(t, "-") && len(t) > 1 && !strings.HasPrefix(t, "--") && strings.Contains(t, "e"):
-			n.opaque("sed -e inside an option cluster")
-			return
-		case strings.HasPrefix(t, "-"):
-		case !script:
-			scripts, script = append(scripts, t), true
 		}
 	}
 	for _, s := range scripts {
@@ -1247,6 +1220,39 @@ func (n *normalizer) sed(words []word) {
 			return
 		}
 	}
+}
+
+// sedWord reads sed's word i: a script given by -e or --expression (long
+// options as getopt_long reads them: any unique prefix, --expr is
+// --expression, --fi is --file), or the first operand when no option gave
+// one. It returns the index of the last word read, the scripts so far,
+// and why the line is opaque ("" when it is not).
+func sedWord(words []word, i int, scripts []string) (int, []string, string) {
+	t := words[i].text
+	name, value, attached := strings.Cut(t, "=")
+	longOf := func(opt string, min int) bool {
+		return strings.HasPrefix(t, "--") && len(name) >= min && strings.HasPrefix(opt, name)
+	}
+	short := strings.HasPrefix(t, "-") && !strings.HasPrefix(t, "--")
+	switch {
+	case t == "-e" || longOf("--expression", 3) && !attached:
+		if i+1 >= len(words) {
+			return i, scripts, ""
+		}
+		if words[i+1].dynamic {
+			return i, scripts, "sed with an expanded script"
+		}
+		return i + 1, append(scripts, words[i+1].text), ""
+	case longOf("--expression", 3):
+		return i, append(scripts, value), ""
+	case t == "-f" || longOf("--file", 4) || strings.HasPrefix(t, "--file") || short && strings.Contains(t, "f"):
+		return i, scripts, "sed reads its script from a file, which fluidbox cannot analyse"
+	case short && len(t) > 1 && strings.Contains(t, "e"):
+		return i, scripts, "sed -e inside an option cluster"
+	case strings.HasPrefix(t, "-") || len(scripts) > 0:
+		return i, scripts, ""
+	}
+	return i, append(scripts, t), ""
 }
 
 // sedMayRun is true when a script that is not read-only could contain the

@@ -46,52 +46,68 @@ func convertWord(w *syntax.Word) word {
 			}
 		}
 	}
-	var b strings.Builder
-	var out word
-	hasGlob, other := false, false
+	var wb wordBuilder
 	for _, part := range w.Parts {
-		switch p := part.(type) {
-		case *syntax.Lit:
-			text, glob := unescapeUnquoted(p.Value)
-			b.WriteString(text)
-			if glob {
-				hasGlob = true
-				out.split = true
-			}
-		case *syntax.SglQuoted:
-			// $'...' decodes escapes such as \x67; it is treated as
-			// dynamic rather than re-implementing the decoder.
-			other = other || p.Dollar
-			b.WriteString(p.Value)
-		case *syntax.DblQuoted:
-			other = other || p.Dollar // $"..." is locale-translated
-			for _, dp := range p.Parts {
-				switch q := dp.(type) {
-				case *syntax.Lit:
-					b.WriteString(unescapeDouble(q.Value))
-				case *syntax.ParamExp:
-					other = true
-					if q.Param != nil && (q.Param.Value == "@" || q.Param.Value == "*") || q.Index != nil || q.Names != 0 {
-						out.split = true // "$@", "${a[@]}"
-					}
-				case *syntax.CmdSubst, *syntax.ArithmExp:
-					other, out.execs = true, true
-				default:
-					other, out.split = true, true
-				}
-			}
-		case *syntax.ParamExp:
-			other, out.split = true, true
-		case *syntax.CmdSubst, *syntax.ArithmExp, *syntax.ProcSubst:
-			other, out.split, out.execs = true, true, true
-		default: // ExtGlob, BraceExp and anything newer
-			other, out.split = true, true
-		}
+		wb.part(part)
 	}
-	out.text = b.String()
-	out.dynamic = hasGlob || other
-	out.glob = hasGlob && !other
+	out := wb.out
+	out.text = wb.b.String()
+	out.dynamic = wb.hasGlob || wb.other
+	out.glob = wb.hasGlob && !wb.other
 	return out
+}
+
+// wordBuilder joins a word's parts: the text, and what the parts make of
+// it (a pattern, something known only at run time, a substitution).
+type wordBuilder struct {
+	b              strings.Builder
+	out            word
+	hasGlob, other bool
+}
+
+func (wb *wordBuilder) part(part syntax.WordPart) {
+	switch p := part.(type) {
+	case *syntax.Lit:
+		text, glob := unescapeUnquoted(p.Value)
+		wb.b.WriteString(text)
+		if glob {
+			wb.hasGlob = true
+			wb.out.split = true
+		}
+	case *syntax.SglQuoted:
+		// $'...' decodes escapes such as \x67; it is treated as
+		// dynamic rather than re-implementing the decoder.
+		wb.other = wb.other || p.Dollar
+		wb.b.WriteString(p.Value)
+	case *syntax.DblQuoted:
+		wb.other = wb.other || p.Dollar // $"..." is locale-translated
+		for _, dp := range p.Parts {
+			wb.quoted(dp)
+		}
+	case *syntax.ParamExp:
+		wb.other, wb.out.split = true, true
+	case *syntax.CmdSubst, *syntax.ArithmExp, *syntax.ProcSubst:
+		wb.other, wb.out.split, wb.out.execs = true, true, true
+	default: // ExtGlob, BraceExp and anything newer
+		wb.other, wb.out.split = true, true
+	}
+}
+
+// quoted reads a part inside double quotes.
+func (wb *wordBuilder) quoted(dp syntax.WordPart) {
+	switch q := dp.(type) {
+	case *syntax.Lit:
+		wb.b.WriteString(unescapeDouble(q.Value))
+	case *syntax.ParamExp:
+		wb.other = true
+		if q.Param != nil && (q.Param.Value == "@" || q.Param.Value == "*") || q.Index != nil || q.Names != 0 {
+			wb.out.split = true // "$@", "${a[@]}"
+		}
+	case *syntax.CmdSubst, *syntax.ArithmExp:
+		wb.other, wb.out.execs = true, true
+	default:
+		wb.other, wb.out.split = true, true
+	}
 }
 
 // unescapeUnquoted removes backslash escapes from an unquoted literal and
