@@ -88,49 +88,7 @@ func FuzzBashAllow(f *testing.F) {
 		}
 		bad := ""
 		syntax.Walk(file, func(n syntax.Node) bool {
-			switch x := n.(type) {
-			case *syntax.CmdSubst, *syntax.ProcSubst, *syntax.ArithmExp, *syntax.ParamExp,
-				*syntax.Subshell, *syntax.Block, *syntax.FuncDecl, *syntax.IfClause,
-				*syntax.WhileClause, *syntax.ForClause, *syntax.CaseClause, *syntax.DeclClause,
-				*syntax.LetClause, *syntax.ArithmCmd, *syntax.TestClause, *syntax.TimeClause,
-				*syntax.CoprocClause, *syntax.Assign:
-				bad = "forbidden node"
-			case *syntax.Stmt:
-				if x.Background || x.Coprocess || x.Disown {
-					bad = "background"
-				}
-			case *syntax.BinaryCmd:
-				switch x.Op {
-				case syntax.Pipe, syntax.PipeAll, syntax.AndStmt, syntax.OrStmt:
-				default:
-					bad = "operator " + x.Op.String()
-				}
-			case *syntax.Redirect:
-				if x.Op == syntax.Hdoc || x.Op == syntax.DashHdoc || x.Op == syntax.WordHdoc {
-					bad = "here-document"
-				}
-				if x.Op == syntax.RdrOut || x.Op == syntax.AppOut || x.Op == syntax.RdrAll || x.Op == syntax.AppAll || x.Op == syntax.RdrClob {
-					if x.Word.Lit() != "/dev/null" {
-						bad = "output redirection"
-					}
-				}
-			case *syntax.CallExpr:
-				prog := x.Args[0]
-				lit := oracleLit(prog)
-				if !allowedPrograms[lit] {
-					bad = "program " + lit + " not allowed"
-				}
-				for _, a := range x.Args[1:] {
-					if s := oracleLit(a); s == "-c" || strings.Contains(s, "-exec") {
-						if lit != "grep" && lit != "echo" && lit != "cat" && lit != "ls" {
-							bad = "shell -c"
-						}
-					}
-				}
-				if lit == "git" && len(x.Args) > 1 && oracleLit(x.Args[1]) != "status" {
-					bad = "git subcommand " + oracleLit(x.Args[1])
-				}
-			}
+			bad = oracleNode(n)
 			return bad == ""
 		})
 		if bad != "" {
@@ -142,6 +100,70 @@ func FuzzBashAllow(f *testing.F) {
 			t.Fatalf("allowed %q which has an unquoted substitution or background job", cmd)
 		}
 	})
+}
+
+// oracleNode is what the tree oracle refuses in one node of an allowed
+// line, "" for nothing.
+func oracleNode(n syntax.Node) string {
+	switch x := n.(type) {
+	case *syntax.CmdSubst, *syntax.ProcSubst, *syntax.ArithmExp, *syntax.ParamExp,
+		*syntax.Subshell, *syntax.Block, *syntax.FuncDecl, *syntax.IfClause,
+		*syntax.WhileClause, *syntax.ForClause, *syntax.CaseClause, *syntax.DeclClause,
+		*syntax.LetClause, *syntax.ArithmCmd, *syntax.TestClause, *syntax.TimeClause,
+		*syntax.CoprocClause, *syntax.Assign:
+		return "forbidden node"
+	case *syntax.Stmt:
+		if x.Background || x.Coprocess || x.Disown {
+			return "background"
+		}
+	case *syntax.BinaryCmd:
+		switch x.Op {
+		case syntax.Pipe, syntax.PipeAll, syntax.AndStmt, syntax.OrStmt:
+		default:
+			return "operator " + x.Op.String()
+		}
+	case *syntax.Redirect:
+		return oracleRedirect(x)
+	case *syntax.CallExpr:
+		return oracleCall(x)
+	}
+	return ""
+}
+
+// oracleRedirect refuses a here-document and an output redirection to a
+// file other than /dev/null.
+func oracleRedirect(x *syntax.Redirect) string {
+	bad := ""
+	if x.Op == syntax.Hdoc || x.Op == syntax.DashHdoc || x.Op == syntax.WordHdoc {
+		bad = "here-document"
+	}
+	if x.Op == syntax.RdrOut || x.Op == syntax.AppOut || x.Op == syntax.RdrAll || x.Op == syntax.AppAll || x.Op == syntax.RdrClob {
+		if x.Word.Lit() != "/dev/null" {
+			bad = "output redirection"
+		}
+	}
+	return bad
+}
+
+// oracleCall refuses a program not allowed, a -c or -exec of a program
+// that is not grep, echo, cat or ls, and a git subcommand but status.
+func oracleCall(x *syntax.CallExpr) string {
+	bad := ""
+	lit := oracleLit(x.Args[0])
+	if !allowedPrograms[lit] {
+		bad = "program " + lit + " not allowed"
+	}
+	for _, a := range x.Args[1:] {
+		if s := oracleLit(a); s == "-c" || strings.Contains(s, "-exec") {
+			if lit != "grep" && lit != "echo" && lit != "cat" && lit != "ls" {
+				bad = "shell -c"
+			}
+		}
+	}
+	if lit == "git" && len(x.Args) > 1 && oracleLit(x.Args[1]) != "status" {
+		bad = "git subcommand " + oracleLit(x.Args[1])
+	}
+	return bad
 }
 
 // oracleLit is a deliberately simple literal reading: quotes and
@@ -174,71 +196,98 @@ func oracleLit(w *syntax.Word) string {
 
 // unquotedContains scans the raw text with a small quote-state machine.
 func unquotedContains(s string) bool {
-	const (
-		none = iota
-		single
-		double
-	)
-	state := none
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch state {
-		case single:
-			if c == '\'' {
-				state = none
+	q := quoteScan{s: s}
+	for q.i = 0; q.i < len(s); q.i++ {
+		var found bool
+		switch q.state {
+		case inSingle:
+			if s[q.i] == '\'' {
+				q.state = unquoted
 			}
-			continue
-		case double:
-			switch c {
-			case '\\':
-				i++
-			case '"':
-				state = none
-			case '`':
-				return true
-			case '$':
-				if i+1 < len(s) && (s[i+1] == '(' || s[i+1] == '{') {
-					return true
-				}
-			}
-			continue
+		case inDouble:
+			found = q.double()
+		default:
+			found = q.unquoted()
 		}
-		switch c {
-		case '#':
-			// A comment runs to the end of the line when it starts a word.
-			// Newlines as separators are left to the tree oracle.
-			if i == 0 || strings.IndexByte(" \t\n;&|()<>", s[i-1]) >= 0 {
-				for i < len(s) && s[i] != '\n' {
-					i++
-				}
-			}
-		case '\\':
-			i++
-		case '\'':
-			state = single
-		case '"':
-			state = double
-		case '`':
+		if found {
 			return true
-		case '$':
-			if i+1 < len(s) && (s[i+1] == '(' || s[i+1] == '{' || s[i+1] == '\'') {
-				return true
-			}
-		case '&':
-			if i+1 < len(s) && s[i+1] == '&' {
-				i++ // a list operator
-				continue
-			}
-			if i == 0 || s[i-1] != '>' && s[i-1] != '<' && s[i-1] != '|' {
-				if i+1 >= len(s) || s[i+1] != '>' {
-					return true // background
-				}
-			}
-		case '<', '>':
-			if i+1 < len(s) && s[i+1] == '(' {
-				return true
+		}
+	}
+	return false
+}
+
+// Quote states of quoteScan.
+const (
+	unquoted = iota
+	inSingle
+	inDouble
+)
+
+// quoteScan is unquotedContains's state: the text, the place, the quote.
+type quoteScan struct {
+	s     string
+	i     int
+	state int
+}
+
+// double reads s[i] inside double quotes: a backtick, $( and ${ are
+// substitutions.
+func (q *quoteScan) double() bool {
+	s, i := q.s, q.i
+	switch s[i] {
+	case '\\':
+		q.i++
+	case '"':
+		q.state = unquoted
+	case '`':
+		return true
+	case '$':
+		return i+1 < len(s) && (s[i+1] == '(' || s[i+1] == '{')
+	}
+	return false
+}
+
+// unquoted reads s[i] outside quotes: a comment runs to the end of the
+// line (newlines as separators are left to the tree oracle); a backtick,
+// $(, ${, $', a process substitution and a background job are found.
+func (q *quoteScan) unquoted() bool {
+	s, i := q.s, q.i
+	switch s[i] {
+	case '#':
+		// A comment runs to the end of the line when it starts a word.
+		if i == 0 || strings.IndexByte(" \t\n;&|()<>", s[i-1]) >= 0 {
+			for q.i < len(s) && s[q.i] != '\n' {
+				q.i++
 			}
 		}
+	case '\\':
+		q.i++
+	case '\'':
+		q.state = inSingle
+	case '"':
+		q.state = inDouble
+	case '`':
+		return true
+	case '$':
+		return i+1 < len(s) && (s[i+1] == '(' || s[i+1] == '{' || s[i+1] == '\'')
+	case '&':
+		return q.background()
+	case '<', '>':
+		return i+1 < len(s) && s[i+1] == '('
+	}
+	return false
+}
+
+// background reads an & outside quotes: && is a list operator, >&, <&,
+// |& and &> are redirections, any other starts a background job.
+func (q *quoteScan) background() bool {
+	s, i := q.s, q.i
+	if i+1 < len(s) && s[i+1] == '&' {
+		q.i++ // a list operator
+		return false
+	}
+	if i == 0 || s[i-1] != '>' && s[i-1] != '<' && s[i-1] != '|' {
+		return i+1 >= len(s) || s[i+1] != '>'
 	}
 	return false
 }
