@@ -122,6 +122,13 @@ func (r Request) Check() error {
 	if r.Class != "" && !capability.Class(r.Class).Valid() {
 		return invalid("class: %.40q is not one of read, write, execute, egress", r.Class)
 	}
+	return r.checkPathContext()
+}
+
+// checkPathContext refuses a path context the gate would refuse: too
+// many fields, a resolved path that is not absolute, an unknown kind, a
+// search report it cannot read.
+func (r Request) checkPathContext() error {
 	if len(r.ResolvedPaths) > maxPathFields || len(r.PathKinds) > maxPathFields {
 		return invalid("resolved_paths, path_kinds: at most %d fields each", maxPathFields)
 	}

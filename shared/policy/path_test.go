@@ -153,43 +153,58 @@ func FuzzPathRules(f *testing.F) {
 		}
 		return p.EvaluateIn(env, "Read", map[string]any{"file_path": file})
 	}
+	fuzzPath := func(s string) bool { return strings.HasPrefix(s, "/") && strings.IndexByte(s, 0) < 0 && len(s) <= 256 }
 	f.Fuzz(func(t *testing.T, file, resolved string) {
-		if !strings.HasPrefix(file, "/") || strings.IndexByte(file, 0) >= 0 || len(file) > 256 {
+		if !fuzzPath(file) {
 			return
 		}
 		base := read(file, "")
-		cleaned := path.Clean(file)
-		for _, v := range []string{cleaned, strings.ReplaceAll(file, "/", "//"), file + "/", strings.Replace(file, "/", "/./", 1)} {
-			if got := read(v, ""); got.Verdict != base.Verdict {
-				t.Fatalf("Read %q = %v but %q = %v", file, base.Verdict, v, got.Verdict)
-			}
-		}
-		if base.Verdict == VerdictDeny && base.RuleID != "" {
-			for _, v := range []string{strings.ToUpper(file), strings.ToLower(file)} {
-				if got := read(v, ""); got.Verdict != VerdictDeny || got.RuleID == "" {
-					t.Fatalf("Read %q denied by %q but %q = %v", file, base.RuleID, v, got.Verdict)
-				}
-			}
-		}
-		if !strings.HasPrefix(resolved, "/") || strings.IndexByte(resolved, 0) >= 0 || len(resolved) > 256 {
-			return
-		}
-		other, both := read(resolved, ""), read(file, resolved)
-		switch {
-		case base.Verdict == VerdictDeny && base.RuleID != "" || other.Verdict == VerdictDeny && other.RuleID != "":
-			if both.Verdict != VerdictDeny || both.RuleID == "" {
-				t.Fatalf("Read %q resolved to %q = %v, want denied by a rule", file, resolved, both.Verdict)
-			}
-		case base.Verdict == VerdictAllow && other.Verdict == VerdictAllow:
-			if both.Verdict != VerdictAllow {
-				t.Fatalf("Read %q resolved to %q = %v (%s), want allow", file, resolved, both.Verdict, both.Reason)
-			}
-		default:
-			if both.Verdict == VerdictAllow {
-				t.Fatalf("Read %q resolved to %q allowed, but %q alone = %v and %q alone = %v", file, resolved, file, base.Verdict, resolved, other.Verdict)
-			}
+		checkSpellings(t, read, file, base)
+		if fuzzPath(resolved) {
+			checkResolved(t, read, file, resolved, base)
 		}
 	})
+}
+
+// checkSpellings: the same path spelt another way (cleaned, doubled or
+// trailing slashes, ./) is decided alike, and a deny by a rule holds in
+// any case.
+func checkSpellings(t *testing.T, read func(string, string) Result, file string, base Result) {
+	t.Helper()
+	for _, v := range []string{path.Clean(file), strings.ReplaceAll(file, "/", "//"), file + "/", strings.Replace(file, "/", "/./", 1)} {
+		if got := read(v, ""); got.Verdict != base.Verdict {
+			t.Fatalf("Read %q = %v but %q = %v", file, base.Verdict, v, got.Verdict)
+		}
+	}
+	if base.Verdict != VerdictDeny || base.RuleID == "" {
+		return
+	}
+	for _, v := range []string{strings.ToUpper(file), strings.ToLower(file)} {
+		if got := read(v, ""); got.Verdict != VerdictDeny || got.RuleID == "" {
+			t.Fatalf("Read %q denied by %q but %q = %v", file, base.RuleID, v, got.Verdict)
+		}
+	}
+}
+
+// checkResolved: a path and where the sandbox resolved it are denied if
+// either is denied by a rule, allowed only if both are.
+func checkResolved(t *testing.T, read func(string, string) Result, file, resolved string, base Result) {
+	t.Helper()
+	other, both := read(resolved, ""), read(file, resolved)
+	switch {
+	case base.Verdict == VerdictDeny && base.RuleID != "" || other.Verdict == VerdictDeny && other.RuleID != "":
+		if both.Verdict != VerdictDeny || both.RuleID == "" {
+			t.Fatalf("Read %q resolved to %q = %v, want denied by a rule", file, resolved, both.Verdict)
+		}
+	case base.Verdict == VerdictAllow && other.Verdict == VerdictAllow:
+		if both.Verdict != VerdictAllow {
+			t.Fatalf("Read %q resolved to %q = %v (%s), want allow", file, resolved, both.Verdict, both.Reason)
+		}
+	default:
+		if both.Verdict == VerdictAllow {
+			t.Fatalf("Read %q resolved to %q allowed, but %q alone = %v and %q alone = %v", file, resolved, file, base.Verdict, resolved, other.Verdict)
+		}
+	}
 }
 
 // TestPathSpellingsTheToolReadsDifferently: Claude Code trims a path and

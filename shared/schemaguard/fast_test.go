@@ -390,90 +390,89 @@ func (g *schemaGen) schema(depth int) any {
 }
 
 func (g *schemaGen) fill(m map[string]any, depth int) {
-	c := g.c
-	for range c.n(6) {
-		switch c.n(22) {
-		case 0:
-			m["type"] = c.pick(genTypes)
-		case 1:
-			var ts []any
-			for range 1 + c.n(3) {
-				if t := c.pick(genTypes); !slices.Contains(ts, any(t)) {
-					ts = append(ts, t)
-				}
-			}
-			m["type"] = ts
-		case 2:
-			if depth < 3 {
-				props := map[string]any{}
-				for range 1 + c.n(3) {
-					props[c.pick(genNames)] = g.schema(depth + 1)
-				}
-				m["properties"] = props
-			}
-		case 3:
-			var req []any
-			for range c.n(3) {
-				if n := c.pick(genNames); !slices.Contains(req, any(n)) {
-					req = append(req, n)
-				}
-			}
-			m["required"] = req
-		case 4:
-			if depth < 3 {
-				m["additionalProperties"] = g.schema(depth + 1)
-			}
-		case 5:
-			m["additionalProperties"] = c.n(2) == 1
-		case 6:
-			if depth < 3 {
-				m["items"] = g.schema(depth + 1)
-			}
-		case 7:
-			var enum []any
-			for range c.n(4) {
-				if v := g.scalar(); !slices.ContainsFunc(enum, func(x any) bool { return x == v }) {
-					enum = append(enum, v)
-				}
-			}
-			m["enum"] = enum
-		case 8:
-			m["const"] = g.scalar()
-		case 9:
-			m["minimum"] = json.Number(c.pick(genNumbers))
-		case 10:
-			m["maximum"] = json.Number(c.pick(genNumbers))
-		case 11:
-			m["exclusiveMinimum"] = json.Number(c.pick(genNumbers))
-		case 12:
-			m["exclusiveMaximum"] = json.Number(c.pick(genNumbers))
-		case 13:
-			m["minLength"] = json.Number(c.pick(genCounts))
-		case 14:
-			m["maxLength"] = json.Number(c.pick(genCounts))
-		case 15:
-			m["minItems"] = json.Number(c.pick(genCounts))
-		case 16:
-			m["maxItems"] = json.Number(c.pick(genCounts))
-		case 17:
-			m["uniqueItems"] = c.n(2) == 1
-		case 18:
-			m["description"] = c.pick(genStrings)
-			m["title"] = c.pick(genStrings)
-		case 19:
-			m["default"] = g.scalar()
-			m["examples"] = []any{g.scalar()}
-			m["$comment"] = "c"
-		case 20:
-			if g.draft2020 {
-				m["format"] = c.pick([]string{"email", "date", "uri", "ipv4", "colour"})
-			} else {
-				m["format"] = c.pick(genFormats)
-			}
-		case 21:
-			m["type"] = "object"
-			m["additionalProperties"] = false
+	for range g.c.n(6) {
+		if k := g.c.n(22); k < 9 {
+			g.fillShape(m, k, depth)
+		} else {
+			g.fillBound(m, k)
 		}
+	}
+}
+
+// fillShape sets keyword k (0 to 8) of the shape: types, properties,
+// required, additionalProperties, items, enum, const.
+func (g *schemaGen) fillShape(m map[string]any, k, depth int) {
+	c := g.c
+	switch k {
+	case 0:
+		m["type"] = c.pick(genTypes)
+	case 1:
+		m["type"] = g.distinct(1+c.n(3), func() any { return c.pick(genTypes) })
+	case 2:
+		if depth < 3 {
+			props := map[string]any{}
+			for range 1 + c.n(3) {
+				props[c.pick(genNames)] = g.schema(depth + 1)
+			}
+			m["properties"] = props
+		}
+	case 3:
+		m["required"] = g.distinct(c.n(3), func() any { return c.pick(genNames) })
+	case 4:
+		if depth < 3 {
+			m["additionalProperties"] = g.schema(depth + 1)
+		}
+	case 5:
+		m["additionalProperties"] = c.n(2) == 1
+	case 6:
+		if depth < 3 {
+			m["items"] = g.schema(depth + 1)
+		}
+	case 7:
+		m["enum"] = g.distinct(c.n(4), g.scalar)
+	case 8:
+		m["const"] = g.scalar()
+	}
+}
+
+// distinct draws n values and keeps each once, in order.
+func (g *schemaGen) distinct(n int, draw func() any) []any {
+	var out []any
+	for range n {
+		if v := draw(); !slices.ContainsFunc(out, func(x any) bool { return x == v }) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// fillBound sets keyword k (9 to 21): the bounds, annotations, format,
+// and a closed object.
+func (g *schemaGen) fillBound(m map[string]any, k int) {
+	c := g.c
+	bounds := map[int]string{9: "minimum", 10: "maximum", 11: "exclusiveMinimum", 12: "exclusiveMaximum"}
+	counts := map[int]string{13: "minLength", 14: "maxLength", 15: "minItems", 16: "maxItems"}
+	switch {
+	case bounds[k] != "":
+		m[bounds[k]] = json.Number(c.pick(genNumbers))
+	case counts[k] != "":
+		m[counts[k]] = json.Number(c.pick(genCounts))
+	case k == 17:
+		m["uniqueItems"] = c.n(2) == 1
+	case k == 18:
+		m["description"] = c.pick(genStrings)
+		m["title"] = c.pick(genStrings)
+	case k == 19:
+		m["default"] = g.scalar()
+		m["examples"] = []any{g.scalar()}
+		m["$comment"] = "c"
+	case k == 20 && g.draft2020:
+		m["format"] = c.pick([]string{"email", "date", "uri", "ipv4", "colour"})
+	case k == 20:
+		m["format"] = c.pick(genFormats)
+	case k == 21:
+		m["type"] = "object"
+		m["additionalProperties"] = false
 	}
 }
 
@@ -503,24 +502,7 @@ func (g *schemaGen) value(schema any, depth int) any {
 	if k, ok := m["const"]; ok && c.n(4) != 0 {
 		return g.respell(k)
 	}
-	kind := "any"
-	switch t := m["type"].(type) {
-	case string:
-		kind = t
-	case []any:
-		kind = t[c.n(len(t))].(string)
-	}
-	if kind == "any" {
-		switch {
-		case m["properties"] != nil || m["required"] != nil || m["additionalProperties"] != nil:
-			kind = "object"
-		case m["items"] != nil || m["minItems"] != nil || m["uniqueItems"] != nil:
-			kind = "array"
-		default:
-			return g.anyValue(depth)
-		}
-	}
-	switch kind {
+	switch kind := g.kind(m); kind {
 	case "null":
 		return nil
 	case "boolean":
@@ -530,22 +512,7 @@ func (g *schemaGen) value(schema any, depth int) any {
 	case "number", "integer":
 		return g.number()
 	case "object":
-		obj := map[string]any{}
-		props, _ := m["properties"].(map[string]any)
-		if req, ok := m["required"].([]any); ok && c.n(5) != 0 {
-			for _, r := range req {
-				obj[r.(string)] = g.value(props[r.(string)], depth+1)
-			}
-		}
-		for range c.n(4) {
-			name := c.pick(genNames)
-			if sub, ok := props[name]; ok {
-				obj[name] = g.value(sub, depth+1)
-			} else {
-				obj[name] = g.value(m["additionalProperties"], depth+1)
-			}
-		}
-		return obj
+		return g.object(m, depth)
 	case "array":
 		arr := []any{}
 		for range c.n(5) {
@@ -554,6 +521,46 @@ func (g *schemaGen) value(schema any, depth int) any {
 		return arr
 	}
 	return g.anyValue(depth)
+}
+
+// kind is the type a value of schema m is drawn as: one of its types, else
+// what its keywords imply, else "any".
+func (g *schemaGen) kind(m map[string]any) string {
+	switch t := m["type"].(type) {
+	case string:
+		return t
+	case []any:
+		return t[g.c.n(len(t))].(string)
+	}
+	switch {
+	case m["properties"] != nil || m["required"] != nil || m["additionalProperties"] != nil:
+		return "object"
+	case m["items"] != nil || m["minItems"] != nil || m["uniqueItems"] != nil:
+		return "array"
+	}
+	return "any"
+}
+
+// object draws an object for schema m: mostly with its required names,
+// and a few names of its properties or others.
+func (g *schemaGen) object(m map[string]any, depth int) map[string]any {
+	c := g.c
+	obj := map[string]any{}
+	props, _ := m["properties"].(map[string]any)
+	if req, ok := m["required"].([]any); ok && c.n(5) != 0 {
+		for _, r := range req {
+			obj[r.(string)] = g.value(props[r.(string)], depth+1)
+		}
+	}
+	for range c.n(4) {
+		name := c.pick(genNames)
+		if sub, ok := props[name]; ok {
+			obj[name] = g.value(sub, depth+1)
+		} else {
+			obj[name] = g.value(m["additionalProperties"], depth+1)
+		}
+	}
+	return obj
 }
 
 // respell returns an enum or const value, numbers sometimes written
