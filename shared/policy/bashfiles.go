@@ -75,12 +75,12 @@ func (p *Policy) bashFiles(c *call) (deny, ask *bashFileFinding, narrow *bashNar
 	if a == nil {
 		return nil, nil, nil
 	}
-	j := bashJudge{c: c, a: a, base: c.env.Cwd}
+	j := bashJudge{a: a, base: c.env.Cwd, resolved: c.env.Resolved}
 	if j.base == "" {
 		j.base = c.env.Workspace
 	}
 	for _, op := range a.Reads() {
-		j.read(op, reads)
+		j.read(op, reads, &c.env)
 	}
 	targets, _ := a.Writes()
 	for _, t := range targets {
@@ -94,11 +94,13 @@ func (p *Policy) bashFiles(c *call) (deny, ask *bashFileFinding, narrow *bashNar
 	return j.deny, j.ask, j.narrow
 }
 
-// bashJudge is what bashFiles finds as it judges a line's operands.
+// bashJudge is what bashFiles finds as it judges a line's operands. It
+// holds what it needs of the call, not the call, which its findings would
+// then carry to the heap.
 type bashJudge struct {
-	c         *call
 	a         *bash.Analysis
 	base      string
+	resolved  map[string]string
 	deny, ask *bashFileFinding
 	narrow    *bashNarrowing
 	seenEx    map[string]bool
@@ -119,12 +121,11 @@ func (j *bashJudge) found(r *rule, why string) {
 // read judges one path the line reads by the read rules: the path as
 // written, as the sandbox resolved it (a link committed as notes.txt ->
 // .env is judged as .env), and for a search the tree under it.
-func (j *bashJudge) read(op bash.Operand, reads []*rule) {
-	env := &j.c.env
+func (j *bashJudge) read(op bash.Operand, reads []*rule, env *Env) {
 	text := operandPath(op.Target, j.base)
-	resolved := env.Resolved[OperandField(op)]
+	resolved := j.resolved[OperandField(op)]
 	if resolved == "" {
-		resolved = env.Resolved[OperandTextField(op.Text)]
+		resolved = j.resolved[OperandTextField(op.Text)]
 	}
 	for _, r := range reads {
 		if g := r.hitGlob(pathValue{text: text, pattern: op.Pattern}, env); g != "" {
@@ -138,7 +139,7 @@ func (j *bashJudge) read(op bash.Operand, reads []*rule) {
 			}
 		}
 		if op.Tree {
-			j.tree(op, r, text)
+			j.tree(op, r, text, env)
 		}
 	}
 }
@@ -146,12 +147,12 @@ func (j *bashJudge) read(op bash.Operand, reads []*rule) {
 // tree judges the tree a search reads: left alone where the line already
 // excludes what the rule matches, narrowed where a rewrite can exclude
 // it, else a finding.
-func (j *bashJudge) tree(op bash.Operand, r *rule, text string) {
+func (j *bashJudge) tree(op bash.Operand, r *rule, text string, env *Env) {
 	tree := strings.TrimSuffix(text, "/") + "/**"
 	if text == "" || text == "." {
 		tree = "**"
 	}
-	g := r.hitGlob(pathValue{text: tree, pattern: true, search: true}, &j.c.env)
+	g := r.hitGlob(pathValue{text: tree, pattern: true, search: true}, env)
 	if g == "" {
 		return
 	}

@@ -948,7 +948,7 @@ func (c *call) pathValues() ([]pathValue, bool) {
 	if !isFile || !isMap {
 		return nil, false
 	}
-	pc := pathCollector{c: c, base: c.env.Cwd}
+	pc := pathCollector{tool: c.tool, resolved: c.env.Resolved, base: c.env.Cwd}
 	if pc.base == "" {
 		pc.base = c.env.Workspace
 	}
@@ -972,8 +972,12 @@ func (c *call) pathValues() ([]pathValue, bool) {
 
 // pathCollector gathers a file tool call's paths, field by field.
 type pathCollector struct {
-	c    *call
-	base string
+	// tool and resolved are the call's tool and the sandbox's resolved
+	// paths (not the call itself, which would then escape to the heap
+	// with the paths gathered).
+	tool     string
+	resolved map[string]string
+	base     string
 	// dir is the directory the tool searches, once a field named it.
 	dir        string
 	out        []pathValue
@@ -985,7 +989,7 @@ type pathCollector struct {
 func (pc *pathCollector) field(f pathField, m map[string]any) bool {
 	raw, present := m[f.name]
 	if !present {
-		if f.dir && pc.c.tool == "Grep" && strings.HasPrefix(pc.base, "/") {
+		if f.dir && pc.tool == "Grep" && strings.HasPrefix(pc.base, "/") {
 			// Grep without a path searches the working directory.
 			pc.out = appendPath(pc.out, pc.base, "")
 			pc.dir = pc.base
@@ -1004,7 +1008,7 @@ func (pc *pathCollector) field(f pathField, m map[string]any) bool {
 	if f.dir {
 		pc.dir = absolute(s, pc.base)
 	}
-	if r, ok := pc.c.env.Resolved[f.name]; ok && r != "" {
+	if r, ok := pc.resolved[f.name]; ok && r != "" {
 		pc.out = appendPath(pc.out, r, pc.base)
 	}
 	return true
@@ -1036,7 +1040,7 @@ func (pc *pathCollector) join(pat string) string {
 	if d == "" {
 		d = pc.base
 	}
-	if (pc.c.tool == "Grep" || pc.c.tool == "Glob") && !strings.Contains(pat, "/") {
+	if (pc.tool == "Grep" || pc.tool == "Glob") && !strings.Contains(pat, "/") {
 		pat = "**/" + pat
 	}
 	if !strings.HasPrefix(pat, "/") && d != "" {
