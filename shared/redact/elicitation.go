@@ -1,9 +1,6 @@
 package redact
 
-import (
-	"encoding/json"
-	"net/url"
-)
+import "encoding/json"
 
 // Elicitation is one request for input an upstream made mid-call: its
 // mode ("url" or "form"), for a link only its scheme, host and path (never
@@ -22,9 +19,6 @@ type Elicitation struct {
 // the event (a tool ran) while keeping a query out of the ledger.
 func (r Elicitation) MarshalJSON() ([]byte, error) {
 	type plain Elicitation
-	if u, err := url.Parse(r.Link); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
-		u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Opaque != "" {
-		r.Link = ""
-	}
+	r.Link = plainLink(r.Link)
 	return json.Marshal(plain(r))
 }

@@ -10,7 +10,8 @@ import (
 // TestElicitationLinkOnlyWithoutQuery: whatever link a caller puts in an
 // Elicitation, the ledger keeps it only as an http or https URL with a
 // scheme, host and path: one with a query, fragment, user info or another
-// scheme is encoded empty, and the event still encodes.
+// scheme is encoded empty, and the event still encodes. input.requested
+// keeps its link the same way.
 func TestElicitationLinkOnlyWithoutQuery(t *testing.T) {
 	t.Parallel()
 	for link, want := range map[string]string{
@@ -32,6 +33,13 @@ func TestElicitationLinkOnlyWithoutQuery(t *testing.T) {
 		data := string(env.Data())
 		if strings.Contains(data, "SECRET") || (want != "" && !strings.Contains(data, `"link":"`+want+`"`)) || (want == "" && strings.Contains(data, `"link"`)) {
 			t.Errorf("link %q encoded as %s, want link %q", link, data, want)
+		}
+		env, err = redact.New(redact.InputRequested{InputRequestID: "inp_1", ToolCallID: "c", Mode: "url", Link: link})
+		if err != nil {
+			t.Fatalf("New(input.requested, link %q): %v", link, err)
+		}
+		if data := string(env.Data()); strings.Contains(data, "SECRET") || !strings.Contains(data, `"link":"`+want+`"`) {
+			t.Errorf("input.requested: link %q encoded as %s, want link %q", link, data, want)
 		}
 	}
 }
