@@ -23,10 +23,12 @@
 //     digest comparison is a sound rug-pull check.
 //   - A session lists its tools once: the SDK would answer a second list from the
 //     upstream's cache hints, which are its own word and never the broker's.
-//   - An upstream's request for input mid-call (elicitation, input_required) is answered,
-//     never followed: a link that is not http or https, or a form asking for a secret, is
-//     declined, anything else cancelled; only its mode, a link's scheme, host and path, and
-//     the outcome are kept (Session.InputRequests), never part of a Result.
+//   - An upstream's request for input mid-call (elicitation, input_required, or a
+//     URLElicitationRequired error) is answered, never followed: a link that is not http or
+//     https, or a form asking for a secret, is declined; a link a person has said they
+//     finished (Session.Completed) is accepted; anything else is cancelled. Only its mode,
+//     a link's scheme, host and path, and the outcome are kept (Session.InputRequests),
+//     never part of a Result.
 //     Nothing else is declared to the upstream (no roots, no sampling, no tasks), so it
 //     can ask for nothing else.
 //   - Nothing retries behind the caller's back; the caller's ctx bounds every call, and

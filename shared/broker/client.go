@@ -240,6 +240,9 @@ func (s *Session) CallTool(ctx context.Context, name string, args map[string]any
 	}
 	res, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
 	if err != nil {
+		if wire := upstreamWireError(err); wire != nil && wire.Code == mcp.CodeURLElicitationRequired {
+			s.in.urlRequired(wire.Data)
+		}
 		uerr := classify(ctx, op, err, s.rec)
 		if uerr.Err == ErrProtocol && looksLikeUnknownTool(protocolMessage(err)) {
 			uerr.Msg, uerr.Err = "unknown tool (protocol error)", ErrUnknownTool
@@ -277,6 +280,12 @@ type Result struct {
 	StructuredContent json.RawMessage `json:"structuredContent,omitempty"`
 	IsError           bool            `json:"isError,omitempty"`
 }
+
+// Completed tells the session that a person has opened and finished these
+// links (InputRequest.Link) for the call it is about to make: an upstream
+// that asks for one of them again is answered accept (InputCompleted),
+// as MCP's URL mode expects once the person went through with it.
+func (s *Session) Completed(links ...string) { s.in.complete(links) }
 
 // InputRequests are the requests for input the upstream made during the
 // session's last CallTool, as the broker judged and answered them, whether

@@ -25,8 +25,12 @@ const (
 	// mode it does not know) and answered decline.
 	InputRefused = "refused"
 	// InputUnanswered: nobody in the run could answer it within the call,
-	// and the broker answered cancel (the user dismissed it).
+	// and the broker answered cancel (the user dismissed it). For a link,
+	// the caller may have a person open it and call again (Completed).
 	InputUnanswered = "unanswered"
+	// InputCompleted: a link a person has said they opened and finished
+	// (Session.Completed), answered accept.
+	InputCompleted = "completed"
 )
 
 // MaxInputRequests bounds the input requests kept per call; an upstream
@@ -49,12 +53,16 @@ type InputRequest struct {
 }
 
 // inputs records a call's input requests and answers each: a refusal is
-// decline, anything else cancel, since no human is reachable within a
-// call. Either lets the upstream finish the call knowing it got no input,
-// rather than the call failing on an elicitation the client cannot take.
+// decline, a link a person has finished (done) accept, anything else
+// cancel, since no human is reachable within a call. Each lets the
+// upstream finish the call knowing what it got, rather than the call
+// failing on an elicitation the client cannot take.
 type inputs struct {
 	mu   sync.Mutex
 	seen []InputRequest
+	// done are the links (as linkOf gives them) a person has opened and
+	// finished for this call.
+	done map[string]bool
 }
 
 func (in *inputs) reset() {
@@ -76,16 +84,65 @@ func (in *inputs) taken() []InputRequest {
 }
 
 func (in *inputs) handle(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
-	r := judgeInput(req.Params)
+	switch in.judge(req.Params).Outcome {
+	case InputRefused:
+		return &mcp.ElicitResult{Action: "decline"}, nil
+	case InputCompleted:
+		// A URL-mode accept carries no content: it says the person went
+		// through with it; the upstream checks the rest on its side.
+		return &mcp.ElicitResult{Action: "accept"}, nil
+	}
+	return &mcp.ElicitResult{Action: "cancel"}, nil
+}
+
+// judge classifies one request, completing a link a person finished, and
+// records it (up to MaxInputRequests).
+func (in *inputs) judge(p *mcp.ElicitParams) InputRequest {
+	r := judgeInput(p)
 	in.mu.Lock()
+	defer in.mu.Unlock()
+	if r.Mode == InputURL && r.Outcome == InputUnanswered && in.done[r.Link] {
+		r.Outcome = InputCompleted
+	}
 	if len(in.seen) < MaxInputRequests {
 		in.seen = append(in.seen, r)
 	}
-	in.mu.Unlock()
-	if r.Outcome == InputRefused {
-		return &mcp.ElicitResult{Action: "decline"}, nil
+	return r
+}
+
+// complete marks links as finished by a person.
+func (in *inputs) complete(links []string) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.done == nil {
+		in.done = map[string]bool{}
 	}
-	return &mcp.ElicitResult{Action: "cancel"}, nil
+	for _, l := range links {
+		in.done[l] = true
+	}
+}
+
+// urlRequired records the URL-mode requests of an upstream's
+// URLElicitationRequired error (-32042, MCP 2025-11-25): the same requests
+// as an elicitation, sent as a refusal to run the call until a person has
+// opened them. The error stays the call's failure; a caller that has a
+// person finish the links calls again. Data that is not the error's shape
+// records a refused request.
+func (in *inputs) urlRequired(data json.RawMessage) {
+	var d struct {
+		Elicitations []*mcp.ElicitParams `json:"elicitations"`
+	}
+	if err := json.Unmarshal(data, &d); err != nil || len(d.Elicitations) == 0 {
+		in.judge(&mcp.ElicitParams{Mode: "unknown"})
+		return
+	}
+	for _, p := range d.Elicitations[:min(len(d.Elicitations), MaxInputRequests)] {
+		if p == nil || p.Mode != InputURL {
+			// The error carries URL-mode requests only.
+			p = &mcp.ElicitParams{Mode: "unknown"}
+		}
+		in.judge(p)
+	}
 }
 
 // judgeInput classifies an upstream's elicitation. Unknown or unparsable

@@ -3,10 +3,14 @@ package broker_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/fluidbox/fluidbox/shared/broker"
@@ -147,6 +151,92 @@ func TestInputRequestsWithoutEnd(t *testing.T) {
 			if r != (broker.InputRequest{Mode: "url", Link: "https://nag.example.com/a", Outcome: "unanswered"}) {
 				t.Errorf("%s: input request %+v", rev, r)
 			}
+		}
+	}
+}
+
+// TestInputCompleted: once a person has finished a link (Completed), the
+// upstream asking for that link again is answered accept, in either
+// revision; a link nobody finished is still cancelled, and the record says
+// which was which. Only the link's scheme, host and path are compared, so
+// a fresh state in the query still matches.
+func TestInputCompleted(t *testing.T) {
+	t.Parallel()
+	for _, rev := range []string{"2026-07-28", "2025-11-25"} {
+		u := newUpstream(t, upstreamOpts{versions: []string{rev}, stateless: rev == "2026-07-28", tools: addAsk})
+		for _, tc := range []struct {
+			done   []string
+			action string
+			want   string
+		}{
+			{[]string{"https://auth.example.com/consent"}, "accept", broker.InputCompleted},
+			{[]string{"https://auth.example.com/other"}, "cancel", broker.InputUnanswered},
+			{nil, "cancel", broker.InputUnanswered},
+		} {
+			s, err := broker.Connect(t.Context(), loopback, u.srv.URL, goodCred)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Completed(tc.done...)
+			res, err := s.CallTool(t.Context(), "ask", map[string]any{"mode": "url", "url": "https://auth.example.com/consent?state=FRESH-QUERY-SECRET"})
+			asked := s.InputRequests()
+			s.Close()
+			if err != nil || string(res.Content) != `[{"type":"text","text":"action `+tc.action+`"}]` {
+				t.Errorf("%s done %v: CallTool = %s, %v; want action %s", rev, tc.done, res.Content, err, tc.action)
+			}
+			want := []broker.InputRequest{{Mode: "url", Link: "https://auth.example.com/consent", Outcome: tc.want}}
+			if diff := cmp.Diff(want, asked); diff != "" {
+				t.Errorf("%s done %v: input requests (-want +got):\n%s", rev, tc.done, diff)
+			}
+		}
+	}
+}
+
+// TestURLElicitationRequired: an upstream that refuses a call with
+// URLElicitationRequired (-32042) until a person opens its links fails the
+// call as a protocol error, and its links are recorded as the same
+// requests an elicitation makes: stripped, judged, bounded; a link that is
+// not http or https, or data not of the error's shape, is refused.
+func TestURLElicitationRequired(t *testing.T) {
+	t.Parallel()
+	u := newUpstream(t, upstreamOpts{versions: []string{"2025-11-25"}, tools: func(s *mcp.Server) {
+		mcp.AddTool(s, &mcp.Tool{Name: "gate", Description: "Needs consent first."},
+			func(_ context.Context, _ *mcp.CallToolRequest, in struct {
+				URLs []string `json:"urls"`
+			}) (*mcp.CallToolResult, any, error) {
+				if len(in.URLs) == 0 {
+					return nil, nil, &jsonrpc.Error{Code: mcp.CodeURLElicitationRequired, Message: "x", Data: json.RawMessage(`{"elicitations":"QUERY-SECRET"}`)}
+				}
+				var ps []*mcp.ElicitParams
+				for i, u := range in.URLs {
+					ps = append(ps, &mcp.ElicitParams{Mode: "url", Message: "Sign in", URL: u, ElicitationID: fmt.Sprint("e", i)})
+				}
+				return nil, nil, mcp.URLElicitationRequiredError(ps)
+			})
+	}})
+	for _, tc := range []struct {
+		urls []string
+		want []broker.InputRequest
+	}{
+		{[]string{"https://idp.example.com/authorize?state=QUERY-SECRET", "javascript:alert(1)"}, []broker.InputRequest{
+			{Mode: "url", Link: "https://idp.example.com/authorize", Outcome: "unanswered"}, {Mode: "url", Outcome: "refused"}}},
+		{nil, []broker.InputRequest{{Mode: "form", Outcome: "refused"}}},
+	} {
+		s, err := broker.Connect(t.Context(), loopback, u.srv.URL, goodCred)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = s.CallTool(t.Context(), "gate", map[string]any{"urls": tc.urls})
+		asked := s.InputRequests()
+		s.Close()
+		if !errors.Is(err, broker.ErrProtocol) {
+			t.Errorf("urls %v: CallTool = %v, want ErrProtocol", tc.urls, err)
+		}
+		if diff := cmp.Diff(tc.want, asked, cmpopts.SortSlices(func(a, b broker.InputRequest) bool { return a.Link > b.Link })); diff != "" {
+			t.Errorf("urls %v: input requests (-want +got):\n%s", tc.urls, diff)
+		}
+		if b, _ := json.Marshal(asked); strings.Contains(string(b), "SECRET") {
+			t.Errorf("urls %v: input requests %s keep a query", tc.urls, b)
 		}
 	}
 }
