@@ -296,7 +296,15 @@ func (s *Session) InputRequests() []InputRequest {
 	if s == nil || s.in == nil {
 		return nil
 	}
-	return s.in.taken()
+	out := s.in.taken()
+	for i, r := range out {
+		// An upstream could put the credential it was sent in a link for
+		// a person to open: that link is not shown.
+		if containsSecret([]byte(r.URL), s.cred) {
+			out[i].URL = ""
+		}
+	}
+	return out
 }
 
 // ListTools connects to the upstream at endpoint, photographs its tools, and closes.

@@ -41,14 +41,20 @@ const MaxInputRequests = 16
 // tool call: an elicitation on the call's stream (2025-11-25), or an
 // input_required result (2026-07-28), which the SDK's multi round-trip
 // support turns into the same elicitation. Only what a human may see of it
-// is kept: the mode, and for a link its scheme, host and path. The query,
-// the fragment and any user info are dropped (they carry the server's
-// state or a token), as are the upstream's message and any form schema.
+// is kept: the mode, and for a link its scheme, host and path (Link, for
+// the ledger), and the link as the person must open it (URL, never
+// encoded: for the person alone). The upstream's message and any form
+// schema are dropped.
 type InputRequest struct {
 	Mode string `json:"mode"`
 	// Link is the URL of a url-mode request without its query, fragment
 	// and user info, or "" when there is none or it was refused.
-	Link    string `json:"link,omitempty"`
+	Link string `json:"link,omitempty"`
+	// URL is the link with its query, which the upstream's page may need
+	// (its state), still without fragment or user info: for the person
+	// asked to open it, never for the ledger, a log or the sandbox. "" when
+	// Link is, or when it holds the session's credential.
+	URL     string `json:"-"`
 	Outcome string `json:"outcome"`
 }
 
@@ -153,11 +159,11 @@ func judgeInput(p *mcp.ElicitParams) InputRequest {
 	}
 	switch p.Mode {
 	case InputURL:
-		link, ok := linkOf(p.URL)
+		link, full, ok := linkOf(p.URL)
 		if !ok {
 			return InputRequest{Mode: InputURL, Outcome: InputRefused}
 		}
-		return InputRequest{Mode: InputURL, Link: link, Outcome: InputUnanswered}
+		return InputRequest{Mode: InputURL, Link: link, URL: full, Outcome: InputUnanswered}
 	case "", InputForm:
 		// MCP forbids asking for sensitive information in a form (it
 		// would pass through the client); a form that looks like it does
@@ -171,21 +177,27 @@ func judgeInput(p *mcp.ElicitParams) InputRequest {
 	}
 }
 
-// linkOf is raw as a human may be shown it and a ledger may keep it: an
-// absolute http or https URL with a host, without user info, query or
-// fragment. Any other scheme (javascript:, data:, file:, a custom one
-// that opens an application) is refused.
-func linkOf(raw string) (string, bool) {
-	if len(raw) > 2048 {
-		return "", false
+// linkOf is raw as a ledger may keep it (link: an absolute http or https
+// URL with a host, without user info, query or fragment) and as a person
+// may be shown it (full: the same with the query). Any other scheme
+// (javascript:, data:, file:, a custom one that opens an application), or
+// a URL over MaxLinkBytes, is refused.
+func linkOf(raw string) (link, full string, ok bool) {
+	if len(raw) > MaxLinkBytes {
+		return "", "", false
 	}
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Opaque != "" {
-		return "", false
+		return "", "", false
 	}
 	clean := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
-	return clean.String(), true
+	shown := clean
+	shown.RawQuery = u.RawQuery
+	return clean.String(), shown.String(), true
 }
+
+// MaxLinkBytes bounds an upstream's link.
+const MaxLinkBytes = 2048
 
 // secretWords are property names and titles that ask for a credential.
 var secretWords = regexp.MustCompile(`(?i)pass(word|wd|phrase|code)|secret|token|api[-_ ]?key|credential|private[-_ ]?key|otp|one[-_ ]?time|mfa|2fa|\bpin\b|cvv|cvc|card[-_ ]?number|ssn|social[-_ ]?security`)

@@ -65,9 +65,12 @@ func TestInputRequests(t *testing.T) {
 		want   broker.InputRequest
 	}{
 		{"https link", askCase{Mode: "url", URL: "https://auth.example.com/consent/start?state=QUERY-SECRET#frag"}, "cancel",
-			broker.InputRequest{Mode: "url", Link: "https://auth.example.com/consent/start", Outcome: "unanswered"}},
+			broker.InputRequest{Mode: "url", Link: "https://auth.example.com/consent/start", URL: "https://auth.example.com/consent/start?state=QUERY-SECRET", Outcome: "unanswered"}},
 		{"user info", askCase{Mode: "url", URL: "http://user:USERINFO-SECRET@auth.example.com/c"}, "cancel",
-			broker.InputRequest{Mode: "url", Link: "http://auth.example.com/c", Outcome: "unanswered"}},
+			broker.InputRequest{Mode: "url", Link: "http://auth.example.com/c", URL: "http://auth.example.com/c", Outcome: "unanswered"}},
+		// A link holding the credential the broker sent is not shown.
+		{"credential", askCase{Mode: "url", URL: "https://auth.example.com/c?t=" + canary}, "cancel",
+			broker.InputRequest{Mode: "url", Link: "https://auth.example.com/c", Outcome: "unanswered"}},
 		{"javascript", askCase{Mode: "url", URL: "javascript:alert(1)"}, "decline", broker.InputRequest{Mode: "url", Outcome: "refused"}},
 		{"custom scheme", askCase{Mode: "url", URL: "vscode://open?x=QUERY-SECRET"}, "decline", broker.InputRequest{Mode: "url", Outcome: "refused"}},
 		{"relative", askCase{Mode: "url", URL: "/consent"}, "decline", broker.InputRequest{Mode: "url", Outcome: "refused"}},
@@ -111,8 +114,8 @@ func TestInputRequests(t *testing.T) {
 			if b, _ := json.Marshal(res); strings.Contains(string(b), "example.com") || strings.Contains(string(b), "SECRET") {
 				t.Errorf("%s %s: encoded result %s carries the input request", rev, tc.name, b)
 			}
-			if b, _ := json.Marshal(asked); strings.Contains(string(b), "SECRET") {
-				t.Errorf("%s %s: input requests %s keep a query or user info", rev, tc.name, b)
+			if b, _ := json.Marshal(asked); strings.Contains(string(b), "SECRET") || strings.Contains(string(b), canary) {
+				t.Errorf("%s %s: input requests %s encode a query or user info", rev, tc.name, b)
 			}
 		}
 	}
@@ -148,7 +151,7 @@ func TestInputRequestsWithoutEnd(t *testing.T) {
 			t.Errorf("%s: %d input requests kept, want 1 to %d", rev, len(asked), broker.MaxInputRequests)
 		}
 		for _, r := range asked {
-			if r != (broker.InputRequest{Mode: "url", Link: "https://nag.example.com/a", Outcome: "unanswered"}) {
+			if r != (broker.InputRequest{Mode: "url", Link: "https://nag.example.com/a", URL: "https://nag.example.com/a?n=QUERY-SECRET", Outcome: "unanswered"}) {
 				t.Errorf("%s: input request %+v", rev, r)
 			}
 		}
@@ -184,7 +187,7 @@ func TestInputCompleted(t *testing.T) {
 			if err != nil || string(res.Content) != `[{"type":"text","text":"action `+tc.action+`"}]` {
 				t.Errorf("%s done %v: CallTool = %s, %v; want action %s", rev, tc.done, res.Content, err, tc.action)
 			}
-			want := []broker.InputRequest{{Mode: "url", Link: "https://auth.example.com/consent", Outcome: tc.want}}
+			want := []broker.InputRequest{{Mode: "url", Link: "https://auth.example.com/consent", URL: "https://auth.example.com/consent?state=FRESH-QUERY-SECRET", Outcome: tc.want}}
 			if diff := cmp.Diff(want, asked); diff != "" {
 				t.Errorf("%s done %v: input requests (-want +got):\n%s", rev, tc.done, diff)
 			}
@@ -219,7 +222,7 @@ func TestURLElicitationRequired(t *testing.T) {
 		want []broker.InputRequest
 	}{
 		{[]string{"https://idp.example.com/authorize?state=QUERY-SECRET", "javascript:alert(1)"}, []broker.InputRequest{
-			{Mode: "url", Link: "https://idp.example.com/authorize", Outcome: "unanswered"}, {Mode: "url", Outcome: "refused"}}},
+			{Mode: "url", Link: "https://idp.example.com/authorize", URL: "https://idp.example.com/authorize?state=QUERY-SECRET", Outcome: "unanswered"}, {Mode: "url", Outcome: "refused"}}},
 		{nil, []broker.InputRequest{{Mode: "form", Outcome: "refused"}}},
 	} {
 		s, err := broker.Connect(t.Context(), loopback, u.srv.URL, goodCred)

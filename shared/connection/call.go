@@ -11,6 +11,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/broker"
 	"github.com/fluidbox/fluidbox/shared/call"
+	"github.com/fluidbox/fluidbox/shared/elicitation"
 	"github.com/fluidbox/fluidbox/shared/gate"
 	"github.com/fluidbox/fluidbox/shared/permission"
 	"github.com/fluidbox/fluidbox/shared/redact"
@@ -64,13 +65,17 @@ type CallAnswer struct {
 	call.Answer
 	Result    *broker.Result `json:"result,omitempty"`
 	LatencyMS *int64         `json:"latency_ms,omitempty"`
+	// InputRequestID, on a pending answer, is the input request the call
+	// waits on (a person must open a link its upstream asked for).
+	InputRequestID string `json:"input_request_id,omitempty"`
 }
 
 // Broker calls brokered tools for runs, through the gate.
 type Broker struct {
-	svc  *Service
-	perm *permission.Service
-	log  *slog.Logger
+	svc    *Service
+	perm   *permission.Service
+	inputs *elicitation.Service
+	log    *slog.Logger
 }
 
 // NewBroker returns a broker over the connection and permission services.
@@ -78,7 +83,7 @@ func NewBroker(svc *Service, perm *permission.Service, log *slog.Logger) *Broker
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Broker{svc: svc, perm: perm, log: log}
+	return &Broker{svc: svc, perm: perm, inputs: elicitation.NewService(perm.Ledger(), svc.opts.Now, log), log: log}
 }
 
 // upstream is one call's view of the upstream: its credential and session,
@@ -222,6 +227,17 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 	if ans.Decision != call.Allowed {
 		return CallAnswer{Answer: ans}, nil
 	}
+	// Only a call asked before can have met an input request.
+	var in inputAnswer
+	if recorded {
+		if in, err = b.awaitInput(ctx, runID, req, wait); err != nil {
+			return CallAnswer{}, err
+		}
+		if in.stop {
+			return in.answer, nil
+		}
+		waited = waited || in.waited
+	}
 
 	if waited {
 		// Time passed since the connection was read: read it again.
@@ -243,7 +259,7 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 		return b.refuse(ctx, runID, req, gate.SourceCapability,
 			fmt.Sprintf("the upstream's definition of tool %q changed since this run started; refresh the connection and start a new run", req.ToolName))
 	}
-	return b.execute(ctx, runID, req, bt, conn, up, args, ans)
+	return b.execute(ctx, runID, req, bt, conn, up, args, ans, in)
 }
 
 // waitWithin shortens a wait for a human so that, once it ends, the
@@ -366,7 +382,7 @@ const recordMargin = 2 * time.Second
 
 // execute claims the call's one execution, calls the upstream and records
 // the outcome and tool.brokered.
-func (b *Broker) execute(ctx context.Context, runID string, req permission.Request, bt permission.BrokeredTool, conn store.Connection, up *upstream, args map[string]any, ans call.Answer) (CallAnswer, error) {
+func (b *Broker) execute(ctx context.Context, runID string, req permission.Request, bt permission.BrokeredTool, conn store.Connection, up *upstream, args map[string]any, ans call.Answer, in inputAnswer) (CallAnswer, error) {
 	claimedAt := b.svc.opts.Now()
 	prev, err := call.Claim(ctx, b.svc.st, runID, req.ToolCallID, claimedAt, b.svc.opts.CallTimeout+recordMargin)
 	switch {
@@ -385,6 +401,7 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 		up.sess, err = broker.Connect(cctx, b.svc.opts.Egress, conn.URL, *up.cred)
 	}
 	if err == nil {
+		up.sess.Completed(in.done...)
 		res, err = up.sess.CallTool(cctx, bt.UpstreamName, args)
 	}
 	serr := b.svc.scopeChallenge(ctx, conn, bt.Binding.Generation, err, false)
@@ -393,6 +410,7 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 		// this call claimed is still unspent. Refresh once and call again.
 		if err = b.reauthenticate(cctx, up, conn, bt.Binding.Generation); err == nil {
 			if up.sess, err = broker.Connect(cctx, b.svc.opts.Egress, conn.URL, *up.cred); err == nil {
+				up.sess.Completed(in.done...)
 				res, err = up.sess.CallTool(cctx, bt.UpstreamName, args)
 			}
 		}
@@ -411,6 +429,9 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 	}
 	if serr != nil {
 		err = serr
+	}
+	if link, ok := waitingLink(up.sess.InputRequests()); ok && in.rounds < MaxInputRounds {
+		return b.park(ctx, runID, req, bt, conn, claimedAt, link)
 	}
 	latency := b.svc.opts.Now().Sub(start).Milliseconds()
 	if err != nil {
@@ -476,16 +497,6 @@ func (b *Broker) record(ctx context.Context, runID string, req permission.Reques
 		return fmt.Errorf("connection: record brokered call %s of %s: %w", req.ToolCallID, runID, err)
 	}
 	return nil
-}
-
-// elicitations is what the ledger keeps of the upstream's requests for
-// input: the broker's judgement, and a link's scheme, host and path.
-func elicitations(in []broker.InputRequest) []redact.Elicitation {
-	var out []redact.Elicitation
-	for _, r := range in {
-		out = append(out, redact.Elicitation{Mode: r.Mode, Link: r.Link, Outcome: r.Outcome})
-	}
-	return out
 }
 
 // ranAlready answers a call whose one execution was claimed before: with

@@ -57,6 +57,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/broker"
 	"github.com/fluidbox/fluidbox/shared/capability"
 	"github.com/fluidbox/fluidbox/shared/egress"
+	"github.com/fluidbox/fluidbox/shared/elicitation"
 	"github.com/fluidbox/fluidbox/shared/ids"
 	"github.com/fluidbox/fluidbox/shared/oauth"
 	"github.com/fluidbox/fluidbox/shared/seal"
@@ -111,6 +112,9 @@ type Options struct {
 	OAuthClient *http.Client
 	// Logger receives what the OAuth refresh has to say (never a token).
 	Logger *slog.Logger
+	// InputTTL is how long a brokered call waits for a person to open a
+	// link its upstream asked for (elicitation.DefaultTTL when zero).
+	InputTTL time.Duration
 }
 
 // Default timeouts.
@@ -138,6 +142,9 @@ func NewService(st *store.Store, sealer seal.Sealer, o Options) *Service {
 	}
 	if o.CallTimeout <= 0 {
 		o.CallTimeout = DefaultCallTimeout
+	}
+	if o.InputTTL <= 0 {
+		o.InputTTL = elicitation.DefaultTTL
 	}
 	if o.OAuthClient == nil {
 		// One client, so its transport pools connections across requests

@@ -7,102 +7,262 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/fluidbox/fluidbox/shared/broker"
 	"github.com/fluidbox/fluidbox/shared/call"
+	"github.com/fluidbox/fluidbox/shared/connection"
+	"github.com/fluidbox/fluidbox/shared/elicitation"
 	"github.com/fluidbox/fluidbox/shared/permission"
 )
 
-// TestBrokeredInputRequest: a brokered tool whose upstream asks for input
-// mid-call (a consent link with its state in the query, then a form asking
-// for a token) no longer fails the call: the upstream is answered (cancel
-// for the link nobody could open within the call, decline for the secret),
-// finishes, and the runner gets its result; tool.brokered records both
-// requests, the link without its query, and nothing of either request
-// reaches the ledger otherwise. In each revision.
-func TestBrokeredInputRequest(t *testing.T) {
-	t.Parallel()
-	for _, rev := range []string{"2026-07-28", "2025-11-25"} {
-		server := mcp.NewServer(&mcp.Implementation{Name: "asks", Version: "1"}, &mcp.ServerOptions{
-			Logger: slog.New(slog.DiscardHandler), SupportedProtocolVersions: []string{rev},
-		})
-		mcp.AddTool(server, &mcp.Tool{Name: "deploy", Description: "Deploys, after consent."},
-			func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-				link, ok1 := req.Params.InputResponses["consent"].(*mcp.ElicitResult)
-				form, ok2 := req.Params.InputResponses["token"].(*mcp.ElicitResult)
-				if ok1 && ok2 {
-					return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "not deployed: consent " + link.Action + ", token " + form.Action}}}, nil, nil
-				}
-				return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{
-					"consent": &mcp.ElicitParams{Mode: "url", Message: "Approve the deploy.", URL: "https://deploy.example.com/consent?state=QUERY-SECRET-7", ElicitationID: "el-1"},
-					"token": &mcp.ElicitParams{Mode: "form", Message: "Your PAT", RequestedSchema: map[string]any{
-						"type": "object", "properties": map[string]any{"personal_access_token": map[string]any{"type": "string"}},
-					}},
-				}}, nil, nil
-			})
-		mcp.AddTool(server, &mcp.Tool{Name: "nag", Description: "Asks forever."},
-			func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
-				return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{
-					"a": &mcp.ElicitParams{Mode: "url", Message: "again", URL: "javascript:alert(1)//QUERY-SECRET"},
-				}}, nil, nil
-			})
-		srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
-			&mcp.StreamableHTTPOptions{Stateless: rev == "2026-07-28"}))
-		t.Cleanup(srv.Close)
-		f, _ := newRunOn(t, srv.URL)
+// skewed is the wall clock moved on by what a test advanced it: the
+// broker's deadlines stay real, and expiry can be reached at once.
+type skewed struct {
+	mu  sync.Mutex
+	off time.Duration
+}
 
-		ans, err := f.broker.Call(context.Background(), f.run.ID, permission.Request{ToolCallID: "d1", ToolName: "mcp__team__deploy", Input: []byte(`{}`)}, 0)
-		if err != nil {
-			t.Fatalf("%s: Call: %v", rev, err)
+func (c *skewed) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.off)
+}
+
+func (c *skewed) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.off += d
+}
+
+// consentServer serves deploy, which needs a person to open a consent link
+// (its state in the query) and declines a form asking for a token, and
+// nag, which asks for a javascript: link at every answer. calls counts
+// each tool's runs.
+func consentServer(t *testing.T, rev string, calls map[string]*atomic.Int32) string {
+	t.Helper()
+	server := mcp.NewServer(&mcp.Implementation{Name: "asks", Version: "1"}, &mcp.ServerOptions{
+		Logger: slog.New(slog.DiscardHandler), SupportedProtocolVersions: []string{rev},
+	})
+	mcp.AddTool(server, &mcp.Tool{Name: "deploy", Description: "Deploys, after consent."},
+		func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			link, ok1 := req.Params.InputResponses["consent"].(*mcp.ElicitResult)
+			form, ok2 := req.Params.InputResponses["token"].(*mcp.ElicitResult)
+			if ok1 && ok2 {
+				calls["deploy"].Add(1)
+				if link.Action != "accept" {
+					return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "not deployed: consent " + link.Action}}}, nil, nil
+				}
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "deployed: consent " + link.Action + ", token " + form.Action}}}, nil, nil
+			}
+			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{
+				"consent": &mcp.ElicitParams{Mode: "url", Message: "Approve the deploy.", URL: "https://deploy.example.com/consent?state=QUERY-SECRET-7", ElicitationID: "el-1"},
+				"token": &mcp.ElicitParams{Mode: "form", Message: "Your PAT", RequestedSchema: map[string]any{
+					"type": "object", "properties": map[string]any{"personal_access_token": map[string]any{"type": "string"}},
+				}},
+			}}, nil, nil
+		})
+	mcp.AddTool(server, &mcp.Tool{Name: "nag", Description: "Asks forever."},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+			calls["nag"].Add(1)
+			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{
+				"a": &mcp.ElicitParams{Mode: "url", Message: "again", URL: "javascript:alert(1)//QUERY-SECRET"},
+			}}, nil, nil
+		})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server },
+		&mcp.StreamableHTTPOptions{Stateless: rev == "2026-07-28"}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestBrokeredCallWaitsForAPerson: a brokered tool whose upstream asks a
+// person to open a link mid-call (its state in the query, beside a form
+// asking for a token) waits for them instead of failing or finishing
+// without them, in each revision:
+//   - the runner is answered pending (source input_required) with an input
+//     request, and again on every retry while nobody answered;
+//   - once a person says done, the retry runs the tool again, the upstream
+//     asking for that link is answered accept (the token form is still
+//     declined), the runner gets the result and tool.brokered records it;
+//   - declined, or expired, the retry is denied (input_declined,
+//     input_expired) and the tool is not run again;
+//   - a link that is not http or https is never waited on: the call
+//     finishes with the upstream's answer.
+//
+// The ledger keeps the link without its query, and nothing the upstream
+// wrote.
+func TestBrokeredCallWaitsForAPerson(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, rev := range []string{"2026-07-28", "2025-11-25"} {
+		calls := map[string]*atomic.Int32{"deploy": {}, "nag": {}}
+		clock := &skewed{}
+		f, _ := newRunOnAt(t, consentServer(t, rev, calls), `{"name":"p","default_verdict":"allow","rules":[]}`, clock.Now)
+		inputs := elicitation.NewService(f.led, clock.Now, nil)
+		deploy := func(id string) connection.CallAnswer {
+			t.Helper()
+			ans, err := f.broker.Call(ctx, f.run.ID, permission.Request{ToolCallID: id, ToolName: "mcp__team__deploy", Input: []byte(`{}`)}, 0)
+			if err != nil {
+				t.Fatalf("%s: Call(%s): %v", rev, id, err)
+			}
+			return ans
 		}
-		if ans.Decision != call.Allowed || ans.Result == nil || string(ans.Result.Content) != `[{"type":"text","text":"not deployed: consent cancel, token decline"}]` {
-			t.Fatalf("%s: Call = %+v (result %+v), want allowed with the upstream's answer", rev, ans.Answer, ans.Result)
+		pending := func(id string) string {
+			t.Helper()
+			ans := deploy(id)
+			if ans.Decision != call.Pending || ans.Source != "input_required" || ans.InputRequestID == "" || ans.Result != nil {
+				t.Fatalf("%s: Call(%s) = %+v (result %v), want pending on an input request", rev, id, ans, ans.Result)
+			}
+			return ans.InputRequestID
 		}
-		// One that asks at every answer fails once the SDK gives up, and
-		// its requests are recorded all the same.
-		nag, err := f.broker.Call(context.Background(), f.run.ID, permission.Request{ToolCallID: "n1", ToolName: "mcp__team__nag", Input: []byte(`{}`)}, 0)
+
+		// Done: the retry runs the tool, with consent.
+		inp := pending("d1")
+		if again := pending("d1"); again != inp {
+			t.Errorf("%s: the retry waits on %s, want the same request %s", rev, again, inp)
+		}
+		r, err := inputs.Get(ctx, inp)
+		if err != nil || r.Link != "https://deploy.example.com/consent" || r.URL != "https://deploy.example.com/consent?state=QUERY-SECRET-7" ||
+			r.Server != "team" || r.ConnectionID != f.con.ID || r.Status != "pending" {
+			t.Fatalf("%s: input request = %+v, %v; want pending, the link with and without its query, the connection's name", rev, r, err)
+		}
+		if _, ok, err := inputs.Decide(ctx, admin, inp, elicitation.DecisionDone); err != nil || !ok {
+			t.Fatalf("%s: Decide(done) = %t, %v", rev, ok, err)
+		}
+		ans := deploy("d1")
+		if ans.Decision != call.Allowed || ans.Result == nil || string(ans.Result.Content) != `[{"type":"text","text":"deployed: consent accept, token decline"}]` {
+			t.Fatalf("%s: Call(d1) after done = %+v (result %+v), want allowed with the upstream's answer", rev, ans.Answer, ans.Result)
+		}
+		if _, err := f.broker.Call(ctx, f.run.ID, permission.Request{ToolCallID: "d1", ToolName: "mcp__team__deploy", Input: []byte(`{}`)}, 0); err == nil {
+			t.Errorf("%s: a retry after the result ran the tool again", rev)
+		}
+
+		// Declined, and expired: denied, and not run again.
+		declined := pending("d2")
+		if _, ok, err := inputs.Decide(ctx, admin, declined, elicitation.DecisionDecline); err != nil || !ok {
+			t.Fatalf("%s: Decide(decline) = %t, %v", rev, ok, err)
+		}
+		if ans := deploy("d2"); ans.Decision != call.Denied || ans.Source != "input_declined" {
+			t.Errorf("%s: Call(d2) after decline = %+v, want deny input_declined", rev, ans.Answer)
+		}
+		pending("d3")
+		clock.Advance(elicitation.DefaultTTL)
+		if ans := deploy("d3"); ans.Decision != call.Denied || ans.Source != "input_expired" {
+			t.Errorf("%s: Call(d3) past its time = %+v, want deny input_expired", rev, ans.Answer)
+		}
+		if ans := deploy("d3"); ans.Decision != call.Denied || ans.Source != "input_expired" {
+			t.Errorf("%s: Call(d3) again = %+v, want deny input_expired", rev, ans.Answer)
+		}
+		if n := calls["deploy"].Load(); n != 4 {
+			t.Errorf("%s: deploy ran %d times, want 4 (twice for d1, once each for d2 and d3 before they waited)", rev, n)
+		}
+
+		// A link nobody may be shown is refused, never waited on.
+		nag, err := f.broker.Call(ctx, f.run.ID, permission.Request{ToolCallID: "n1", ToolName: "mcp__team__nag", Input: []byte(`{}`)}, 0)
 		if err != nil || nag.Decision != call.Allowed || nag.Result == nil || !nag.Result.IsError {
 			t.Fatalf("%s: Call(nag) = %+v, %v; want allowed with a tool error", rev, nag.Answer, err)
 		}
-		evs, _, err := f.led.Read(context.Background(), f.run.ID, 0, 1000, 0)
+
+		evs, _, err := f.led.Read(ctx, f.run.ID, 0, 1000, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got, nagged []map[string]string
+		var brokered []map[string]string
+		var decisions, requested, settled []string
 		for _, e := range evs {
 			if strings.Contains(string(e.Data), "SECRET") || strings.Contains(string(e.Data), "Approve the deploy") {
 				t.Errorf("%s: %s event keeps the upstream's request: %s", rev, e.Type, e.Data)
 			}
-			if e.Type != "tool.brokered" {
-				continue
-			}
 			var data struct {
 				ToolCallID   string              `json:"tool_call_id"`
+				Decision     string              `json:"decision"`
+				Source       string              `json:"source"`
+				Status       string              `json:"status"`
+				Link         string              `json:"link"`
+				Server       string              `json:"server"`
 				Elicitations []map[string]string `json:"elicitations"`
 			}
 			if err := json.Unmarshal([]byte(e.Data), &data); err != nil {
 				t.Fatal(err)
 			}
-			switch data.ToolCallID {
-			case "d1":
-				got = data.Elicitations
-			case "n1":
-				nagged = data.Elicitations
+			switch e.Type {
+			case "tool.brokered":
+				if data.ToolCallID == "d1" {
+					brokered = data.Elicitations
+				}
+			case "tool.decision":
+				decisions = append(decisions, data.ToolCallID+" "+data.Decision+" "+data.Source)
+			case "input.requested":
+				requested = append(requested, data.ToolCallID+" "+data.Server+" "+data.Link)
+			case "input.settled":
+				settled = append(settled, data.ToolCallID+" "+data.Status)
 			}
-		}
-		if len(nagged) == 0 || len(nagged) > broker.MaxInputRequests || nagged[0]["outcome"] != "refused" || nagged[0]["link"] != "" {
-			t.Errorf("%s: tool.brokered of the failed call lists %v, want its refused requests, bounded", rev, nagged)
 		}
 		want := []map[string]string{
 			{"mode": "form", "outcome": "refused"},
-			{"mode": "url", "link": "https://deploy.example.com/consent", "outcome": "unanswered"},
+			{"mode": "url", "link": "https://deploy.example.com/consent", "outcome": "completed"},
 		}
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("%s: tool.brokered elicitations (-want +got):\n%s", rev, diff)
+		if diff := cmp.Diff(want, brokered); diff != "" {
+			t.Errorf("%s: tool.brokered elicitations of d1 (-want +got):\n%s", rev, diff)
+		}
+		if diff := cmp.Diff([]string{
+			"d1 allow ", "d1 deny input_required", "d2 allow ", "d2 deny input_required", "d3 allow ", "d3 deny input_required", "n1 allow ",
+		}, decisions); diff != "" {
+			t.Errorf("%s: tool.decision events (-want +got):\n%s", rev, diff)
+		}
+		link := " team https://deploy.example.com/consent"
+		if diff := cmp.Diff([]string{"d1" + link, "d2" + link, "d3" + link}, requested); diff != "" {
+			t.Errorf("%s: input.requested events (-want +got):\n%s", rev, diff)
+		}
+		if diff := cmp.Diff([]string{"d1 completed", "d2 declined", "d3 expired"}, settled); diff != "" {
+			t.Errorf("%s: input.settled events (-want +got):\n%s", rev, diff)
+		}
+	}
+}
+
+// TestInputRoundsBounded: an upstream that asks for a new link each time
+// it is told the last one was finished is waited on MaxInputRounds times;
+// after that its answer stands as the call's result.
+func TestInputRoundsBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var n atomic.Int32
+	server := mcp.NewServer(&mcp.Implementation{Name: "asks", Version: "1"}, &mcp.ServerOptions{Logger: slog.New(slog.DiscardHandler)})
+	mcp.AddTool(server, &mcp.Tool{Name: "deploy", Description: "Asks for a new link every time."},
+		func(_ context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+			if r, ok := req.Params.InputResponses["l"].(*mcp.ElicitResult); ok {
+				return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "link " + r.Action}}}, nil, nil
+			}
+			i := n.Add(1)
+			return &mcp.CallToolResult{InputRequests: mcp.InputRequestMap{
+				"l": &mcp.ElicitParams{Mode: "url", Message: "m", URL: "https://idp.example.com/step/" + string(rune('a'+i)), ElicitationID: "e"},
+			}}, nil, nil
+		})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	t.Cleanup(srv.Close)
+	f, _ := newRunOn(t, srv.URL)
+	inputs := elicitation.NewService(f.led, time.Now, nil)
+	for round := 1; ; round++ {
+		ans, err := f.broker.Call(ctx, f.run.ID, permission.Request{ToolCallID: "c1", ToolName: "mcp__team__deploy", Input: []byte(`{}`)}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ans.Decision == call.Allowed {
+			if round != connection.MaxInputRounds+1 || ans.Result == nil || !ans.Result.IsError {
+				t.Errorf("round %d: allowed with %+v, want the upstream's answer after %d rounds", round, ans.Result, connection.MaxInputRounds)
+			}
+			return
+		}
+		if ans.Decision != call.Pending || round > connection.MaxInputRounds {
+			t.Fatalf("round %d: %+v, want pending for at most %d rounds", round, ans.Answer, connection.MaxInputRounds)
+		}
+		if _, ok, err := inputs.Decide(ctx, admin, ans.InputRequestID, elicitation.DecisionDone); err != nil || !ok {
+			t.Fatalf("round %d: Decide = %t, %v", round, ok, err)
 		}
 	}
 }

@@ -73,14 +73,20 @@ func newRunOn(t *testing.T, url string) (runOn, connection.RefreshResult) {
 
 func newRunOnWith(t *testing.T, url, policyDoc string) (runOn, connection.RefreshResult) {
 	t.Helper()
+	return newRunOnAt(t, url, policyDoc, time.Now)
+}
+
+// newRunOnAt is newRunOnWith on the clock now.
+func newRunOnAt(t *testing.T, url, policyDoc string, now func() time.Time) (runOn, connection.RefreshResult) {
+	t.Helper()
 	ctx := context.Background()
 	st := testenv.Store(t)
-	led := ledger.New(st, time.Now)
+	led := ledger.New(st, now)
 	sealer, err := seal.NewLocal(filepath.Join(t.TempDir(), "seal.key"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := connection.NewService(st, sealer, connection.Options{Egress: testenv.Loopback})
+	svc := connection.NewService(st, sealer, connection.Options{Egress: testenv.Loopback, Now: now})
 	v, err := svc.Create(ctx, admin, connection.CreateRequest{Name: "team", URL: url, Kind: "shared", Credential: &seal.Credential{Type: seal.TypeBearer, Token: token}})
 	if err != nil {
 		t.Fatal(err)
@@ -94,12 +100,12 @@ func newRunOnWith(t *testing.T, url, policyDoc string) (runOn, connection.Refres
 	req.Budget = &struct {
 		LimitUSD *float64 `json:"limit_usd"`
 	}{LimitUSD: &limit}
-	r, err := run.NewService(led, time.Now).Create(ctx, admin, req)
+	r, err := run.NewService(led, now).Create(ctx, admin, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	approvals := approval.NewService(led, time.Now)
-	b := connection.NewBroker(svc, permission.NewService(led, approvals, approval.Lazy{}, nil, time.Now), slog.New(slog.DiscardHandler))
+	approvals := approval.NewService(led, now)
+	b := connection.NewBroker(svc, permission.NewService(led, approvals, approval.Lazy{}, nil, now), slog.New(slog.DiscardHandler))
 	return runOn{st: st, led: led, svc: svc, broker: b, approvals: approvals, con: v, run: r}, first
 }
 

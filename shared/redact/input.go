@@ -5,13 +5,6 @@ import (
 	"net/url"
 )
 
-// The events of an upstream's request for a person's input mid-call (an
-// MCP URL-mode elicitation that the call waits on).
-const (
-	TypeInputRequested Type = "input.requested"
-	TypeInputSettled   Type = "input.settled"
-)
-
 // InputRequested records that a brokered call waits for a person to open
 // a link an upstream asked them to open. Server is the connection's name
 // as fluidbox knows it; Link keeps only a scheme, host and path (encoded

@@ -42,6 +42,10 @@ const (
 	TypeRunReported       Type = "run.reported"
 	TypeRunHalted         Type = "run.halted"
 	TypeToolUnverified    Type = "tool.unverified"
+	// An upstream's request for a person to open a link mid-call, and
+	// how it was settled (shared/elicitation).
+	TypeInputRequested Type = "input.requested"
+	TypeInputSettled   Type = "input.settled"
 )
 
 // Envelope is a redacted ledger entry. Only New constructs one.

@@ -29,7 +29,12 @@ type InputRequest struct {
 	// Link is the request's URL as a person is shown it and the ledger
 	// keeps it: scheme, host and path only (shared/broker strips the
 	// query, fragment and user info).
-	Link        string `dynamodbav:"link"`
+	Link string `dynamodbav:"link"`
+	// URL is the link as the person must open it, with its query (the
+	// upstream's state): kept here for the people who answer, like an
+	// approval's input, and never in the ledger. "" when it could not be
+	// shown (it held the connection's credential).
+	URL         string `dynamodbav:"url,omitempty"`
 	Status      string `dynamodbav:"status"`
 	RequestedAt string `dynamodbav:"requested_at"`
 	ExpiresAt   string `dynamodbav:"expires_at"`

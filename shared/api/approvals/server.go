@@ -15,6 +15,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/approval"
+	"github.com/fluidbox/fluidbox/shared/elicitation"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/slackbot"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -39,6 +40,7 @@ type Server struct {
 	st        *store.Store
 	runs      *run.Service
 	approvals *approval.Service
+	inputs    *elicitation.Service
 	log       *slog.Logger
 	tel       *telemetry.Telemetry
 	// slack answers POST /v1/integrations/slack/interactions.
@@ -52,6 +54,7 @@ func New(cfg Config) *Server {
 		st:        cfg.Ledger.Store(),
 		runs:      run.NewService(cfg.Ledger, cfg.Now),
 		approvals: approval.NewService(cfg.Ledger, cfg.Now),
+		inputs:    elicitation.NewService(cfg.Ledger, cfg.Now, cfg.Logger),
 		log:       cfg.Logger,
 		tel:       cfg.Telemetry,
 	}
@@ -75,13 +78,16 @@ func New(cfg Config) *Server {
 // Endpoints gives the handler of each approvals row.
 func (s *Server) Endpoints() route.Endpoints {
 	return route.Endpoints{
-		"GET /v1/approvals":                              route.Authenticated(s.listPendingApprovals),
-		"GET /v1/approvals/{approval}":                   route.Authenticated(s.getApproval),
-		"POST /v1/approvals/{approval}/decision":         route.Authenticated(s.decideApproval),
-		"GET /v1/sessions/{id}/approvals":                route.Authenticated(s.listRunApprovals),
-		"GET /v1/sessions/{id}/grants":                   route.Authenticated(s.listGrants),
-		"DELETE /v1/sessions/{id}/grants/{scope_key...}": route.Authenticated(s.revokeGrant),
-		"POST /v1/integrations/slack/interactions":       route.Raw(s.slack),
+		"GET /v1/approvals":                                route.Authenticated(s.listPendingApprovals),
+		"GET /v1/approvals/{approval}":                     route.Authenticated(s.getApproval),
+		"POST /v1/approvals/{approval}/decision":           route.Authenticated(s.decideApproval),
+		"GET /v1/sessions/{id}/approvals":                  route.Authenticated(s.listRunApprovals),
+		"GET /v1/sessions/{id}/grants":                     route.Authenticated(s.listGrants),
+		"DELETE /v1/sessions/{id}/grants/{scope_key...}":   route.Authenticated(s.revokeGrant),
+		"POST /v1/integrations/slack/interactions":         route.Raw(s.slack),
+		"GET /v1/input-requests":                           route.Authenticated(s.listInputRequests),
+		"GET /v1/input-requests/{input_request}":           route.Authenticated(s.getInputRequest),
+		"POST /v1/input-requests/{input_request}/decision": route.Authenticated(s.decideInputRequest),
 	}
 }
 

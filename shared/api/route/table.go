@@ -107,6 +107,9 @@ var Table = []Route{
 	{Pattern: "GET /v1/approvals/{approval}", Access: Deciders, Function: Approvals, Via: APIGateway},
 	{Pattern: "POST /v1/approvals/{approval}/decision", Access: Deciders, Function: Approvals, Via: APIGateway},
 	{Pattern: "GET /v1/sessions/{id}/approvals", Access: RunScoped, Function: Approvals, Via: APIGateway},
+	{Pattern: "GET /v1/input-requests", Access: Deciders, Function: Approvals, Via: APIGateway},
+	{Pattern: "GET /v1/input-requests/{input_request}", Access: Deciders, Function: Approvals, Via: APIGateway},
+	{Pattern: "POST /v1/input-requests/{input_request}/decision", Access: Deciders, Function: Approvals, Via: APIGateway},
 	{Pattern: "GET /v1/sessions/{id}/grants", Access: RunScoped, Function: Approvals, Via: APIGateway},
 	{Pattern: "DELETE /v1/sessions/{id}/grants/{scope_key...}", Access: Admin, Function: Approvals, Via: APIGateway},
 	// Slack's clicks on an approval message, signed by Slack.

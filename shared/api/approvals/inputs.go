@@ -1,0 +1,146 @@
+package approvals
+
+import (
+	"encoding/base64"
+	"errors"
+	"net/http"
+	"regexp"
+	"strconv"
+
+	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/elicitation"
+	"github.com/fluidbox/fluidbox/shared/ids"
+	"github.com/fluidbox/fluidbox/shared/store"
+)
+
+// The input requests' routes: the requests upstreams made for a person to
+// open a link mid-call (shared/elicitation), beside the approvals and
+// decided by the same people, but their own rows and their own decisions
+// (done, decline).
+
+// inputRequestOut is an input request on the wire. Link is the upstream's
+// URL reduced to scheme, host and path (shared/broker), URL the same with
+// its query, as the person must open it; both are the upstream's text, to
+// be shown as text and offered as a link only when http or https. Server
+// is the connection's own name, never one the upstream gave itself.
+type inputRequestOut struct {
+	ID           string `json:"id"`
+	SessionID    string `json:"session_id"`
+	ToolCallID   string `json:"tool_call_id"`
+	ToolName     string `json:"tool_name"`
+	ConnectionID string `json:"connection_id"`
+	Server       string `json:"server"`
+	Mode         string `json:"mode"`
+	Link         string `json:"link"`
+	URL          string `json:"url,omitempty"`
+	Status       string `json:"status"`
+	RequestedAt  string `json:"requested_at"`
+	ExpiresAt    string `json:"expires_at"`
+	DecidedBy    string `json:"decided_by,omitempty"`
+	DecidedAt    string `json:"decided_at,omitempty"`
+	Applied      *bool  `json:"applied,omitempty"`
+}
+
+func inputRequestOf(r store.InputRequest) inputRequestOut {
+	return inputRequestOut{ID: r.ID, SessionID: r.RunID, ToolCallID: r.ToolCallID, ToolName: r.ToolName, ConnectionID: r.ConnectionID,
+		Server: r.Server, Mode: r.Mode, Link: r.Link, URL: r.URL, Status: r.Status, RequestedAt: r.RequestedAt, ExpiresAt: r.ExpiresAt,
+		DecidedBy: r.DecidedBy, DecidedAt: r.DecidedAt}
+}
+
+// inputCursorPattern is what a decoded cursor must be: a request's
+// position in the pending list (a request time, '#', its id).
+var inputCursorPattern = regexp.MustCompile(`^[0-9T:.Z-]{1,40}#inp_[a-z2-7]{1,40}$`)
+
+// listInputRequests is the caller's inbox of input requests: the pending
+// ones they may answer (elicitation.Service.Inbox).
+func (s *Server) listInputRequests(w http.ResponseWriter, r *http.Request, who auth.Principal) error {
+	q := r.URL.Query()
+	limit := defaultListPage
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxListPage {
+			return invalid("limit: must be an integer from 1 to %d", maxListPage)
+		}
+		limit = n
+	}
+	var after string
+	if c := q.Get("cursor"); c != "" {
+		b, err := base64.RawURLEncoding.DecodeString(c)
+		if err != nil || !inputCursorPattern.Match(b) {
+			return invalid("cursor: must be a next_cursor from an earlier page")
+		}
+		after = string(b)
+	}
+	page, err := s.inputs.Inbox(r.Context(), who, after, limit)
+	if err != nil {
+		return err
+	}
+	out := make([]inputRequestOut, len(page.InputRequests))
+	for i, ir := range page.InputRequests {
+		out[i] = inputRequestOf(ir)
+	}
+	body := map[string]any{"input_requests": out}
+	if page.Next != "" {
+		body["next_cursor"] = base64.RawURLEncoding.EncodeToString([]byte(page.Next))
+	}
+	writeJSON(w, http.StatusOK, body)
+	return nil
+}
+
+func inputRequestID(r *http.Request) (string, error) {
+	id := r.PathValue("input_request")
+	if !ids.Valid("inp_", id) {
+		return "", notFound("input request " + id)
+	}
+	return id, nil
+}
+
+func (s *Server) getInputRequest(w http.ResponseWriter, r *http.Request, who auth.Principal) error {
+	id, err := inputRequestID(r)
+	if err != nil {
+		return err
+	}
+	ir, err := s.inputs.View(r.Context(), who, id)
+	switch {
+	case errors.Is(err, elicitation.ErrNotFound):
+		return notFound("input request " + id)
+	case errors.Is(err, elicitation.ErrForbidden):
+		return errForbidden
+	case err != nil:
+		return err
+	}
+	writeJSON(w, http.StatusOK, inputRequestOf(ir))
+	return nil
+}
+
+// decideInputRequest settles an input request: "done" (the person opened
+// the link and finished there; the call's retry runs the tool again) or
+// "decline" (the call is refused).
+func (s *Server) decideInputRequest(w http.ResponseWriter, r *http.Request, who auth.Principal) error {
+	id, err := inputRequestID(r)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Decision string `json:"decision"`
+	}
+	if e := decode(w, r, &req); e != nil {
+		return e
+	}
+	ir, applied, err := s.inputs.Decide(r.Context(), who, id, req.Decision)
+	switch {
+	case errors.Is(err, elicitation.ErrNotFound):
+		return notFound("input request " + id)
+	case errors.Is(err, elicitation.ErrForbidden):
+		return errForbidden
+	case errors.Is(err, elicitation.ErrInvalid):
+		return invalid("decision: must be one of done, decline")
+	case err != nil:
+		return err
+	}
+	s.log.InfoContext(r.Context(), "input request decided", "input_request", id, "run", ir.RunID, "by", who.Subject, "status", ir.Status, "applied", applied)
+	out := inputRequestOf(ir)
+	out.Applied = &applied
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
