@@ -1,5 +1,6 @@
 // Command sweep runs on an EventBridge schedule: it expires every overdue
 // pending approval, the backstop for expiry timers that were lost, and
+// every overdue pending input request (shared/elicitation), and
 // settles as spent every budget reservation left open past
 // FLUIDBOX_RESERVATION_SWEEP_AFTER_SECONDS. It holds DynamoDB permissions only.
 package main
@@ -17,6 +18,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/admission"
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/config"
+	"github.com/fluidbox/fluidbox/shared/elicitation"
 	"github.com/fluidbox/fluidbox/shared/expiry"
 	"github.com/fluidbox/fluidbox/shared/function"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -44,6 +46,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	// The approvals still pending after the sweep, a CloudWatch gauge
 	// every five minutes (PendingApprovals, an EMF line of the log).
 	metrics := telemetry.WithCloudWatch(nil, os.Stdout, getenv)
+	inputs := elicitation.NewService(d.Ledger, time.Now, log)
 	lambda.StartWithOptions(func(ctx context.Context, ev events.EventBridgeEvent) (sweepResult, error) {
 		res, err := h.Sweep(ctx, ev)
 		n, rerr := reservations.SweepReservations(ctx, time.Now().Add(-d.Config.ReservationSweepAfter))
@@ -55,13 +58,17 @@ func run(ctx context.Context, getenv func(string) string) error {
 		} else {
 			metrics.PendingApprovals(ctx, pending)
 		}
-		return sweepResult{SweepResult: res, SettledReservations: n}, errors.Join(err, rerr)
+		in, ierr := inputs.Sweep(ctx)
+		log.InfoContext(ctx, "sweep input requests", "expired", in)
+		return sweepResult{SweepResult: res, SettledReservations: n, ExpiredInputRequests: in}, errors.Join(err, rerr, ierr)
 	}, lambda.WithContext(ctx))
 	return nil
 }
 
-// sweepResult is what one sweep did: approvals expired, reservations settled.
+// sweepResult is what one sweep did: approvals expired, reservations
+// settled, input requests expired.
 type sweepResult struct {
 	expiry.SweepResult
-	SettledReservations int `json:"settled_reservations"`
+	SettledReservations  int `json:"settled_reservations"`
+	ExpiredInputRequests int `json:"expired_input_requests"`
 }

@@ -288,10 +288,13 @@
     clearTimeout(pollTimer);
     try {
       const list = await inbox();
+      const links = await inputInbox();
       if (gen !== pollGen) return;
       approvals = list;
+      inputs = links;
       setConn("connected", "ok");
       renderApprovals();
+      renderInputs();
     } catch (err) {
       if (gen !== pollGen) return;
       if (handleError(err)) return;
@@ -522,7 +525,133 @@
     pollApprovals();
   }
 
+  // ---- input requests: links an upstream asked a person to open ----
+  //
+  // The link is the upstream's text. It is shown as escaped text, cut to
+  // LINK_CHARS, and offered as a link only when it parses as an absolute
+  // http: or https: URL (never javascript:, data: or an app's scheme); the
+  // link opens in a new tab with no referrer and no opener. The name shown
+  // is the connection's name in fluidbox, never one the upstream gave.
+
+  const LINK_CHARS = 300;
+  let inputs = [];
+
+  // inputInbox reads every page of GET /v1/input-requests (the same rule
+  // as the approvals inbox: what the caller may answer).
+  async function inputInbox() {
+    const all = [];
+    const seen = new Set();
+    let path = "v1/input-requests?limit=100";
+    for (;;) {
+      const data = await api("GET", path);
+      for (const r of (data && data.input_requests) || []) all.push(r);
+      const next = data && typeof data.next_cursor === "string" ? data.next_cursor : "";
+      if (!next) return all;
+      if (seen.has(next)) throw new Error("the control plane's input request list repeated a page; retrying…");
+      seen.add(next);
+      path = "v1/input-requests?limit=100&cursor=" + encodeURIComponent(next);
+    }
+  }
+
+  // safeHref is url when it is an absolute http or https URL, else "".
+  function safeHref(url) {
+    if (typeof url !== "string" || url.length > 2048) return "";
+    let u;
+    try {
+      u = new URL(url);
+    } catch (_) {
+      return "";
+    }
+    if ((u.protocol !== "https:" && u.protocol !== "http:") || u.username || u.password) return "";
+    return u.href;
+  }
+
+  function renderInputs() {
+    const list = $("inputs");
+    const keep = new Map();
+    for (const li of Array.from(list.children)) keep.set(li.dataset.inputRequestId, li);
+    const ids = new Set(inputs.map((r) => r.id));
+    for (const [id, li] of keep) if (!ids.has(id)) li.remove();
+    for (const r of inputs) {
+      if (keep.has(r.id)) continue;
+      list.appendChild(inputCard(r));
+    }
+    $("inputs-count").textContent = String(inputs.length);
+    $("inputs-empty").hidden = inputs.length > 0;
+  }
+
+  function inputCard(r) {
+    const li = el("li", "approval input-request");
+    li.dataset.inputRequestId = r.id;
+    li.dataset.expiresAt = r.expires_at;
+    const head = el("div", "head");
+    head.appendChild(el("span", "tool", R.line(r.tool_name)));
+    head.appendChild(el("span", "meta", "connection " + R.line(r.server)));
+    head.appendChild(el("span", "meta id", R.line(r.id)));
+    head.appendChild(el("span", "left", timeLeft(r.expires_at)));
+    li.appendChild(head);
+    li.appendChild(el("p", "hint", "The upstream of connection " + R.line(r.server) + " asks a person to open this link and finish there before it runs the call. Open it only if you expect it."));
+    const shown = R.clip(R.line(r.url || r.link || ""), LINK_CHARS, 1);
+    li.appendChild(el("code", "link-text", shown.text));
+    const href = safeHref(r.url || "");
+    if (href) {
+      const a = el("a", "open-link", "Open the link in a new tab");
+      a.href = href;
+      a.target = "_blank";
+      a.rel = "noopener noreferrer";
+      a.referrerPolicy = "no-referrer";
+      li.appendChild(el("p", "")).appendChild(a);
+    } else {
+      li.appendChild(el("p", "hidden-note", "This link is not an http or https URL, so it is not offered."));
+    }
+    const dl = el("dl", "facts");
+    fact(dl, "run", R.line(r.session_id));
+    fact(dl, "call", R.line(r.tool_call_id));
+    li.appendChild(dl);
+    const actions = el("div", "actions");
+    const choice = (cls, label, words, decision) => {
+      const box = el("div", "choice");
+      const b = el("button", cls, label);
+      b.type = "button";
+      b.addEventListener("click", () => answerInput(r, decision, li));
+      box.appendChild(b);
+      box.appendChild(el("p", "scope", words));
+      actions.appendChild(box);
+    };
+    choice("input-done", "Done", "I opened the link and finished there: the call runs again.", "done");
+    choice("input-decline", "Decline", "The call is refused.", "decline");
+    li.appendChild(actions);
+    return li;
+  }
+
+  async function answerInput(r, decision, li) {
+    for (const b of li.querySelectorAll("button")) b.disabled = true;
+    try {
+      const res = await api("POST", "v1/input-requests/" + encodeURIComponent(r.id) + "/decision", { decision });
+      if (res.applied) {
+        notice(r.id + " " + res.status + ": applied (" + R.line(r.tool_name) + ")", "ok");
+      } else {
+        notice(r.id + " was already " + res.status + (res.decided_by ? " by " + R.line(res.decided_by) : ""), "bad");
+      }
+      li.remove();
+      inputs = inputs.filter((x) => x.id !== r.id);
+      $("inputs-count").textContent = String(inputs.length);
+      $("inputs-empty").hidden = inputs.length > 0;
+    } catch (err) {
+      if (handleError(err)) return;
+      notice("could not answer " + r.id + ": " + R.line(err.message), "bad");
+      for (const b of li.querySelectorAll("button")) b.disabled = false;
+    }
+    pollApprovals();
+  }
+
   function tick() {
+    for (const li of $("inputs").children) {
+      const left = li.querySelector(".left");
+      const text = timeLeft(li.dataset.expiresAt);
+      left.textContent = text;
+      left.classList.toggle("expired", text === "expired");
+    }
     for (const li of $("attention").children) {
       const left = li.querySelector(".left");
       const text = timeLeft(li.dataset.expiresAt);
