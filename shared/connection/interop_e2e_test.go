@@ -19,6 +19,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/connection"
+	"github.com/fluidbox/fluidbox/shared/elicitation"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/permission"
@@ -65,7 +66,8 @@ func TestInteropServerEverything(t *testing.T) {
 		t.Fatalf("refresh = %d tools, %d changes; want echo among them, all added", len(res.Tools), len(res.Changes))
 	}
 
-	pol := mustPolicyDoc(t, st, `{"name":"e","default_verdict":"deny","rules":[{"id":"echo","tool":"mcp__everything__echo","verdict":"allow"}]}`)
+	pol := mustPolicyDoc(t, st, `{"name":"e","default_verdict":"deny","rules":[{"id":"echo","tool":"mcp__everything__echo","verdict":"allow"},
+ {"id":"url","tool":"mcp__everything__trigger-url-elicitation","verdict":"allow"}]}`)
 	limit := 1.0
 	req := run.CreateRequest{PolicyID: pol, Capabilities: []string{"claude-code"}, Connections: []string{v.ID}}
 	req.Budget = &struct {
@@ -92,6 +94,24 @@ func TestInteropServerEverything(t *testing.T) {
 	}
 	if ans.Decision != "deny" {
 		t.Errorf("get-sum = %+v, want deny (policy)", ans.Answer)
+	}
+
+	// The TypeScript SDK's URL elicitation (its request path): the call
+	// waits for a person; after done, the retry's elicitation is accepted.
+	asks := permission.Request{ToolCallID: "u1", ToolName: "mcp__everything__trigger-url-elicitation",
+		Input: json.RawMessage(`{"url":"https://consent.example.com/start?state=QUERY-7"}`)}
+	ans, err = b.Call(ctx, r.ID, asks, 0)
+	if err != nil || ans.Decision != "pending" || ans.Source != "input_required" || ans.InputRequestID == "" {
+		t.Fatalf("trigger-url-elicitation = %+v, %v; want pending on an input request", ans.Answer, err)
+	}
+	inputs := elicitation.NewService(led, time.Now, nil)
+	if ir, ok, err := inputs.Decide(ctx, admin, ans.InputRequestID, elicitation.DecisionDone); err != nil || !ok ||
+		ir.Link != "https://consent.example.com/start" || ir.URL != "https://consent.example.com/start?state=QUERY-7" {
+		t.Fatalf("done = %+v, %t, %v", ir, ok, err)
+	}
+	ans, err = b.Call(ctx, r.ID, asks, 0)
+	if err != nil || ans.Decision != "allow" || ans.Result == nil || !strings.Contains(string(ans.Result.Content), "completed the URL elicitation") {
+		t.Fatalf("trigger-url-elicitation after done = %+v (result %s), %v; want the upstream's accepted flow", ans.Answer, resultJSON(ans), err)
 	}
 }
 
