@@ -187,6 +187,9 @@ var forbidden = map[string][]string{
 		"github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api",
 	},
 	"export": {"github.com/modelcontextprotocol/", "github.com/aws/aws-sdk-go-v2/service/kms", "github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api"},
+	// The schedule function opens the GitHub App's key (KMS) and nothing
+	// that speaks MCP, verifies people or proxies the model.
+	"schedule": {"github.com/modelcontextprotocol/", "github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/modelproxy", "github.com/fluidbox/fluidbox/shared/broker"},
 }
 
 // TestFunctionImports runs `go list -deps` on each function (as built:

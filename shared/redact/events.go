@@ -37,6 +37,9 @@ type GitHubTrigger struct {
 	Fork           bool   `json:"fork"`
 	// Author is the pull request author's GitHub user id.
 	Author string `json:"author,omitempty"`
+	// Ref and ScheduledFor: a scheduled run's branch and due time.
+	Ref          string `json:"ref,omitempty"`
+	ScheduledFor string `json:"scheduled_for,omitempty"`
 }
 
 // SessionEnded closes a run. A run ended by its runner also says how its

@@ -52,6 +52,14 @@ type Trigger struct {
 	Prompt         string `dynamodbav:"prompt,omitempty"`
 	Report         string `dynamodbav:"report,omitempty"`
 	TimeoutSeconds int    `dynamodbav:"timeout_seconds,omitempty"`
+	// Schedule is an EventBridge cron(...) or rate(...) expression on which
+	// the trigger also starts runs ("" for none), on the head of branch Ref
+	// ("" for the repository's default branch) at each due time.
+	// ScheduleSince is when the expression was set: nothing due at or
+	// before it fires, and a rate counts from its minute.
+	Schedule      string `dynamodbav:"schedule,omitempty"`
+	Ref           string `dynamodbav:"ref,omitempty"`
+	ScheduleSince string `dynamodbav:"schedule_since,omitempty"`
 	// RunnerKeyHash is the hash of the trigger's runner key, which may have
 	// the tokens of this trigger's runs issued; "" for none.
 	RunnerKeyHash string `dynamodbav:"runner_key_hash,omitempty"`
@@ -166,6 +174,11 @@ type GitHubTrigger struct {
 	// delivery had none): with Repository, the source whose runs' pending
 	// approvals are capped together.
 	Author string `dynamodbav:"author,omitempty" json:"author,omitempty"`
+	// Ref and ScheduledFor are set on a run a schedule started (Event
+	// "schedule", no pull request): the branch whose head it froze as
+	// HeadSHA, and the due time it was started for.
+	Ref          string `dynamodbav:"ref,omitempty" json:"ref,omitempty"`
+	ScheduledFor string `dynamodbav:"scheduled_for,omitempty" json:"scheduled_for,omitempty"`
 }
 
 // ErrTriggerChanged: the configuration was updated or deleted since the

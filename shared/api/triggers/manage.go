@@ -46,6 +46,15 @@ func (s *Server) updateTrigger(w http.ResponseWriter, r *http.Request, who auth.
 	}
 	t.ID, t.CreatedAt, t.CreatedBy, t.RunnerKeyHash = cur.ID, cur.CreatedAt, cur.CreatedBy, cur.RunnerKeyHash
 	t.Revision, t.UpdatedAt = cur.Revision+1, store.FormatTime(s.cfg.Now())
+	switch {
+	case t.Schedule == "":
+	case t.Schedule == cur.Schedule:
+		t.ScheduleSince = cur.ScheduleSince
+	default:
+		// A new expression counts from now: nothing it would have been
+		// due at before fires.
+		t.ScheduleSince = t.UpdatedAt
+	}
 	var key auth.Token
 	if req.RotateRunnerKey {
 		if key, t.RunnerKeyHash, err = auth.NewTriggerKey(); err != nil {

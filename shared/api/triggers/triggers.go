@@ -60,6 +60,11 @@ type triggerRequest struct {
 	Prompt         string `json:"prompt,omitempty"`
 	Report         string `json:"report,omitempty"`
 	TimeoutSeconds int    `json:"timeout_seconds,omitempty"`
+	// Schedule, an EventBridge cron(...) or rate(...) expression, also
+	// starts runs on the head of branch Ref (default: the repository's
+	// default branch) at each due time (schedule.go).
+	Schedule string `json:"schedule,omitempty"`
+	Ref      string `json:"ref,omitempty"`
 	// RotateRunnerKey, on an update, replaces the trigger's runner key
 	// with a new one, returned once (the old one stops working).
 	RotateRunnerKey bool `json:"rotate_runner_key,omitempty"`
@@ -95,6 +100,8 @@ type triggerView struct {
 	Prompt           string `json:"prompt,omitempty"`
 	Report           string `json:"report"`
 	TimeoutSeconds   int    `json:"timeout_seconds"`
+	Schedule         string `json:"schedule,omitempty"`
+	Ref              string `json:"ref,omitempty"`
 	// RunnerKey may have the tokens of this trigger's runs issued (POST
 	// /v1/sessions/{id}/token), once each; in the answer of the creation
 	// (or of an update that rotates it) only.
@@ -139,8 +146,9 @@ func (req triggerRequest) runRequest() run.CreateRequest {
 	}
 }
 
-// triggerRunRequest is the run a stored configuration starts.
-func triggerRunRequest(t store.Trigger) run.CreateRequest {
+// RunRequest is the run a stored configuration starts, as a POST
+// /v1/sessions body.
+func RunRequest(t store.Trigger) run.CreateRequest {
 	limit := budget.Micros(t.BudgetLimit).USD()
 	req := triggerRequest{
 		PolicyID:            t.PolicyID,
@@ -181,6 +189,8 @@ func triggerOut(t store.Trigger) triggerView {
 		Prompt:              t.Prompt,
 		Report:              reportOrDefault(t.Report),
 		TimeoutSeconds:      timeoutOrDefault(t.TimeoutSeconds),
+		Schedule:            t.Schedule,
+		Ref:                 t.Ref,
 		CreatedAt:           t.CreatedAt,
 		CreatedBy:           t.CreatedBy,
 		Revision:            t.Revision,
@@ -210,6 +220,9 @@ func (s *Server) createTrigger(w http.ResponseWriter, r *http.Request, who auth.
 	t.ID = ids.New("trg_")
 	t.CreatedAt = store.FormatTime(s.cfg.Now())
 	t.CreatedBy = who.Subject
+	if t.Schedule != "" {
+		t.ScheduleSince = t.CreatedAt
+	}
 	key, keyHash, err := auth.NewTriggerKey()
 	if err != nil {
 		return err
@@ -243,7 +256,11 @@ func (s *Server) checkTrigger(r *http.Request, req triggerRequest) (store.Trigge
 	if err := checkLaunch(req); err != nil {
 		return store.Trigger{}, err
 	}
-	if len(req.Events) == 0 {
+	if err := s.checkSchedule(req); err != nil {
+		return store.Trigger{}, err
+	}
+	if len(req.Events) == 0 && req.Schedule == "" {
+		// A scheduled trigger handles pull requests only when it says so.
 		req.Events = []string{eventPullRequest}
 	}
 	for i, ev := range req.Events {
@@ -285,6 +302,8 @@ func (s *Server) checkTrigger(r *http.Request, req triggerRequest) (store.Trigge
 		Prompt:              req.Prompt,
 		Report:              reportOrDefault(req.Report),
 		TimeoutSeconds:      timeoutOrDefault(req.TimeoutSeconds),
+		Schedule:            req.Schedule,
+		Ref:                 req.Ref,
 	}, nil
 }
 

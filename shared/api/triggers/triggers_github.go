@@ -256,7 +256,7 @@ func (s *Server) githubDelivery(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 
-	v, err := s.runs.CreateForTrigger(r.Context(), triggerRunRequest(cfg), run.Triggered{
+	v, err := s.runs.CreateForTrigger(r.Context(), RunRequest(cfg), run.Triggered{
 		RunID:   runID,
 		Type:    "github",
 		Invoker: string(call.Trigger(cfg.ID)),

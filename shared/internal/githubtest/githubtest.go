@@ -117,6 +117,8 @@ func New(t *testing.T) *Server {
 	api.HandleFunc("POST /app/installations/{id}/access_tokens", s.accessToken)
 	api.HandleFunc("POST /repos/{owner}/{repo}/check-runs", s.post("checks", "check_run"))
 	api.HandleFunc("POST /repos/{owner}/{repo}/issues/{number}/comments", s.post("pull_requests", "comment"))
+	api.HandleFunc("GET /repos/{owner}/{repo}", s.repository)
+	api.HandleFunc("GET /repos/{owner}/{repo}/branches/{branch...}", s.branch)
 	s.API = serve(t, api)
 	s.Git = serve(t, http.HandlerFunc(s.git))
 	return s
@@ -129,6 +131,65 @@ func serve(t *testing.T, h http.Handler) string {
 		t.Fatalf("stand-in listens on %s, want loopback", srv.URL)
 	}
 	return srv.URL
+}
+
+// reader is the repository a GET names, if the request's token was minted
+// for it with contents read or write ("" otherwise, answered 404 as
+// GitHub answers a repository a token cannot see).
+func (s *Server) reader(w http.ResponseWriter, r *http.Request) string {
+	repo := r.PathValue("owner") + "/" + r.PathValue("repo")
+	auth := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(auth, "token ")
+	if !ok {
+		tok, _ = strings.CutPrefix(auth, "Bearer ")
+	}
+	s.mu.Lock()
+	g, minted := s.mint[tok]
+	s.mu.Unlock()
+	if !minted || !slices.Contains(g.Repositories, repo) || (g.Permissions["contents"] != "read" && g.Permissions["contents"] != "write") {
+		http.Error(w, `{"message":"Not Found"}`, http.StatusNotFound)
+		return ""
+	}
+	return repo
+}
+
+// repository answers GET /repos/{owner}/{repo}: its default branch is the
+// bare repository's HEAD.
+func (s *Server) repository(w http.ResponseWriter, r *http.Request) {
+	repo := s.reader(w, r)
+	if repo == "" {
+		return
+	}
+	out, err := s.git1(repo, "symbolic-ref", "--short", "HEAD")
+	if err != nil {
+		http.Error(w, `{"message":"Not Found"}`, http.StatusNotFound)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"full_name": repo, "default_branch": out})
+}
+
+// branch answers GET /repos/{owner}/{repo}/branches/{branch}.
+func (s *Server) branch(w http.ResponseWriter, r *http.Request) {
+	repo := s.reader(w, r)
+	if repo == "" {
+		return
+	}
+	name := r.PathValue("branch")
+	sha, err := s.git1(repo, "rev-parse", "--verify", "--quiet", "refs/heads/"+name+"^{commit}")
+	if err != nil {
+		http.Error(w, `{"message":"Branch not found"}`, http.StatusNotFound)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"name": name, "commit": map[string]any{"sha": sha}})
+}
+
+// git1 runs git in repo's bare repository and returns its one line.
+func (s *Server) git1(repo string, args ...string) (string, error) {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = filepath.Join(s.root, repo+".git")
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	out, err := cmd.Output()
+	return strings.TrimSpace(string(out)), err
 }
 
 // Install installs the App on repo with installation id.
