@@ -21,6 +21,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/admission"
 
 	"github.com/fluidbox/fluidbox/shared/api"
+	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/budget"
 	"github.com/fluidbox/fluidbox/shared/call"
@@ -30,6 +31,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/modelproxy"
 	"github.com/fluidbox/fluidbox/shared/notify"
+	"github.com/fluidbox/fluidbox/shared/schedule/firing"
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/slackbot"
 	"github.com/fluidbox/fluidbox/shared/sso"
@@ -163,6 +165,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 		defer cancel()
 		_ = tel.Shutdown(sctx)
 	}()
+	runCreated := launchOnCreate(notifier.RunCreated, launch, log)
 	h, err := api.Build(api.Config{
 		Telemetry:  tel.Telemetry(),
 		AdminToken: cfg.AdminToken,
@@ -176,7 +179,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Slack:      slackCfg,
 
 		GitHubWebhookSecret: cfg.GitHubWebhookSecret,
-		RunCreated:          launchOnCreate(notifier.RunCreated, launch, log),
+		RunCreated:          runCreated,
 		Halted:              halted,
 		UpstreamToolsTTL:    time.Duration(cfg.UpstreamToolsTTLSeconds) * time.Second,
 
@@ -190,6 +193,16 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	// Scheduled triggers: the same firing as the schedule function's,
+	// ticked by the wall clock; their runs are launched as a pull
+	// request's are.
+	schedules := firing.New(firing.Config{Config: route.Config{Ledger: led, Logger: log, Now: time.Now},
+		Sealer: sealer, Egress: egress.New(cfg.ConnectionAllowCIDRs), RunCreated: runCreated})
+	go devstack.Ticks(ctx, devstack.Every(ctx, scheduleTick, time.Now), func(ctx context.Context, now time.Time) {
+		if _, err := schedules.Tick(ctx, now); err != nil {
+			log.WarnContext(ctx, "scheduled triggers: a tick failed (the next tries again)", "err", err)
+		}
+	})
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	url := "http://" + ln.Addr().String()
 	fmt.Fprintf(stdout, "fluidbox dev listening on %s\n", url)
@@ -217,6 +230,10 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	return nil
 }
+
+// scheduleTick is how often the dev server looks for scheduled triggers
+// that are due: a cron's resolution is a minute.
+const scheduleTick = 15 * time.Second
 
 // newWebhookSecret is a GitHub webhook secret, as `openssl rand -hex 32`.
 func newWebhookSecret() (string, error) {
