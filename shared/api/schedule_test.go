@@ -167,6 +167,14 @@ func TestScheduleFiresTwice(t *testing.T) {
 	if len(types) == 0 || types[0] != "session.created" {
 		t.Errorf("scheduled run's ledger = %v, want session.created first", types)
 	}
+	// Its result is reported as a check run on the commit it ran on.
+	s.must(200, "POST", "/v1/sessions/"+tuesday.Created[0]+"/end", adminToken, map[string]any{"reason": "exited", "exit_status": 0, "final_message": "nightly: fine"})
+	if got := s.must(200, "POST", "/v1/sessions/"+tuesday.Created[0]+"/report", adminToken, nil); got["kind"] != "check_run" {
+		t.Errorf("scheduled run's report = %v, want a check run", got)
+	}
+	if posts := s.gh.Posts(); len(posts) != 1 || posts[0].Kind != "check_run" || posts[0].Repository != scheduleRepo || posts[0].Body["head_sha"] != second {
+		t.Errorf("posted = %+v, want one check run on %s at %s", posts, scheduleRepo, second)
+	}
 }
 
 func eventTypes(s *stack, id string) ([]string, map[string]map[string]any) {

@@ -50,7 +50,9 @@ const CheckName = "fluidbox"
 var (
 	// ErrNotEnded: the run has not ended; there is nothing to report.
 	ErrNotEnded = errors.New("report: the run has not ended")
-	// ErrNoPullRequest: the run did not come from a pull request.
+	// ErrNoPullRequest: the run has no commit to report on (it came from
+	// neither a pull request nor a schedule), or asks for a comment and
+	// has no pull request.
 	ErrNoPullRequest = errors.New("report: the run has no pull request to report to")
 	// ErrReported: the run reported already.
 	ErrReported = errors.New("report: the run reported already")
@@ -84,7 +86,10 @@ func (s *Service) Report(ctx context.Context, id string) (Reported, error) {
 	if err != nil {
 		return Reported{}, err
 	}
-	if h.GitHub == nil || h.GitHub.PullRequest == 0 {
+	// A scheduled run has a commit and no pull request: it reports as a
+	// check run on that commit (a scheduled trigger cannot ask for a
+	// comment).
+	if h.GitHub == nil || h.GitHub.HeadSHA == "" {
 		return Reported{}, ErrNoPullRequest
 	}
 	if run.Status(h.Status) != run.StatusEnded {
@@ -135,6 +140,9 @@ func (s *Service) Report(ctx context.Context, id string) (Reported, error) {
 		}
 		out = Reported{Kind: CheckRun, ID: cr.GetID()}
 	case Comment:
+		if h.GitHub.PullRequest == 0 {
+			return Reported{}, ErrNoPullRequest
+		}
 		inst, err := s.apps.Installation(ctx, h.GitHub.Repository, githubapp.WritePullRequests)
 		if err != nil {
 			return Reported{}, err
