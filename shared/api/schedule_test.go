@@ -321,7 +321,8 @@ func TestScheduleInvalid(t *testing.T) {
 		{map[string]any{"schedule": "rate(1 day)", "ref": "refs/heads/main"}, "ref: must be a branch name"},
 		{map[string]any{"schedule": "rate(1 day)", "ref": "a..b"}, "ref: must be a branch name"},
 		{map[string]any{"ref": "main"}, "only a trigger with a schedule takes a ref"},
-		{map[string]any{"schedule": "rate(1 day)", "report": "comment"}, "no pull request to comment on"},
+		{map[string]any{"schedule": "rate(1 day)", "report": "comment", "prompt": "p"}, "no pull request to comment on"},
+		{map[string]any{"schedule": "rate(1 day)"}, "a trigger with a schedule needs a prompt"},
 	} {
 		body := map[string]any{"repository": scheduleRepo, "policy_id": pol, "capabilities": []string{"claude-code"}, "budget": map[string]any{"limit_usd": 1}}
 		for k, v := range c.extra {
@@ -390,12 +391,12 @@ func TestScheduledTriggerPullRequests(t *testing.T) {
 	t.Parallel()
 	s := newScheduleStack(t)
 	trg := s.must(201, "POST", "/v1/triggers", adminToken, map[string]any{"repository": "Codertocat/Hello-World", "policy_id": s.policy(basicPolicy),
-		"capabilities": []string{"claude-code"}, "budget": map[string]any{"limit_usd": 1}, "schedule": "rate(1 day)"})
+		"capabilities": []string{"claude-code"}, "budget": map[string]any{"limit_usd": 1}, "schedule": "rate(1 day)", "prompt": "p"})
 	if r := s.deliver(signed("d-sched-1", payload(t, "same_repo.opened.json"))); r.status != http.StatusAccepted {
 		t.Errorf("delivery to a schedule-only trigger = %d %s, want 202 ignored", r.status, r.raw)
 	}
 	body := map[string]any{"repository": "Codertocat/Hello-World", "policy_id": trg["policy_id"], "capabilities": []string{"claude-code"},
-		"budget": map[string]any{"limit_usd": 1}, "schedule": "rate(1 day)", "events": []string{"pull_request"}}
+		"budget": map[string]any{"limit_usd": 1}, "schedule": "rate(1 day)", "prompt": "p", "events": []string{"pull_request"}}
 	s.must(200, "PUT", "/v1/triggers/"+trg["id"].(string), adminToken, body)
 	if r := s.deliver(signed("d-sched-2", payload(t, "same_repo.opened.json"))); r.status != http.StatusCreated {
 		t.Errorf("delivery once the trigger handles pull requests = %d %s, want 201", r.status, r.raw)

@@ -55,5 +55,10 @@ func (s *Server) checkSchedule(req triggerRequest) *route.Error {
 	if req.Report == ReportComment {
 		return route.Invalid("report: a scheduled run has no pull request to comment on; use %q (on the commit it ran on) or %q", ReportCheckRun, ReportNone)
 	}
+	if req.Prompt == "" {
+		// Nobody waits on a scheduled run: without a prompt it would never
+		// be launched, and every due time would leave one more open run.
+		return route.Invalid("prompt: a trigger with a schedule needs a prompt (what its runs' agents are asked)")
+	}
 	return nil
 }
