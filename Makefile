@@ -116,7 +116,7 @@ e2e-mcp:
 	  mkdir -p $(MCP_NODE_DIR) && npm install --prefix $(MCP_NODE_DIR) --no-save --no-audit --no-fund --silent @modelcontextprotocol/server-everything@$(MCP_EVERYTHING_VER) \
 	    || { echo "e2e: could not install @modelcontextprotocol/server-everything@$(MCP_EVERYTHING_VER) from the npm registry"; exit 1; }; \
 	fi
-	FLUIDBOX_E2E_MCP_EVERYTHING=$(MCP_EVERYTHING)/dist/index.js $(GO) test -tags e2e -count=1 -timeout 5m -run 'TestInterop' -v ./shared/connection/
+	FLUIDBOX_E2E_MCP_EVERYTHING=$(MCP_EVERYTHING)/dist/index.js $(GO) test -tags e2e -count=1 -timeout 10m -run 'TestInterop' -v ./shared/connection/
 
 # e2e-claude: the real Claude Code CLI, headless, governed by fluidbox
 # against a scripted model (shared/internal/e2e/claudecode), all on
@@ -128,7 +128,7 @@ CLAUDE_DIR          := $(BUILD)/claude
 CLAUDE_BIN          := $(CLAUDE_DIR)/node_modules/.bin/claude
 
 e2e-claude: e2e-claude-install
-	FLUIDBOX_CLAUDE="$(abspath $(CLAUDE_BIN))" $(GO) test -tags e2e -count=1 -timeout 5m -v ./shared/internal/e2e/claudecode/
+	FLUIDBOX_CLAUDE="$(abspath $(CLAUDE_BIN))" $(GO) test -tags e2e -count=1 -timeout 10m -v ./shared/internal/e2e/claudecode/
 
 # e2e-claude-install: the pinned Claude Code CLI, with npm, into .build/claude.
 e2e-claude-install:
@@ -167,7 +167,7 @@ e2e-agent-sdk:
 	cd $(AGENT_SDK_DIR) && npm ci --no-audit --no-fund --silent && npm test --silent
 	@test -x $(AGENT_SDK_DIR)/node_modules/@anthropic-ai/claude-agent-sdk-linux-x64/claude -o -x $(AGENT_SDK_DIR)/node_modules/@anthropic-ai/claude-agent-sdk-linux-arm64/claude \
 	  || { echo "e2e-agent-sdk: the SDK's native Claude Code is missing: npm brings it as an optional package (@anthropic-ai/claude-agent-sdk-<platform>); make sure optional dependencies are not omitted"; exit 1; }
-	FLUIDBOX_AGENT_SDK_DIR="$(abspath $(AGENT_SDK_DIR))" $(GO) test -tags e2e -count=1 -timeout 5m -v ./shared/internal/e2e/agentsdk/
+	FLUIDBOX_AGENT_SDK_DIR="$(abspath $(AGENT_SDK_DIR))" $(GO) test -tags e2e -count=1 -timeout 10m -v ./shared/internal/e2e/agentsdk/
 
 # e2e-conformance: fluidbox's OAuth client (the control plane: create,
 # authorize, callback, a brokered call) against every auth scenario of the
