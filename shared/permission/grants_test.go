@@ -223,7 +223,7 @@ func TestRevokeRacesDecisions(t *testing.T) {
 	if a := ask(t, e, "after", "Bash", map[string]any{"command": "git push origin"}, nil); a.Decision != call.Pending {
 		t.Errorf("ask after the revoke = %+v, want pending", a)
 	}
-	evs, err := e.St.Events(ctx, e.RunID, 0, 1000)
+	evs, _, err := e.Led.Read(ctx, e.RunID, 0, 1000, 0) // numbers what is pending first
 	if err != nil {
 		t.Fatal(err)
 	}

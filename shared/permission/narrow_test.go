@@ -61,7 +61,7 @@ func TestNarrowedAnswerAndReplay(t *testing.T) {
 			t.Errorf("answer JSON %s has no updated_input object", b)
 		}
 	}
-	evs, err := e.St.Events(ctx, e.RunID, 0, 100)
+	evs, _, err := e.Led.Read(ctx, e.RunID, 0, 100, 0) // numbers what is pending first
 	if err != nil {
 		t.Fatal(err)
 	}
