@@ -141,7 +141,7 @@ func gateRun(tb testing.TB, p *policy.Policy) (*gate.Run, gate.Request) {
 func BenchmarkGate200Rules(b *testing.B) {
 	p, _ := both(b)
 	run, r := gateRun(b, p)
-	if d := gate.Decide(run, r); d.Outcome != gate.OutcomeAllow || d.RuleID != "gh-issue-ours" {
+	if d := gate.Decide(run, r); d.Outcome != policy.VerdictAllow || d.RuleID != "gh-issue-ours" {
 		b.Fatalf("gate.Decide = %+v, want allow by gh-issue-ours", d)
 	}
 	b.Run("decide_with_schema", func(b *testing.B) {

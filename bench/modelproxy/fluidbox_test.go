@@ -24,6 +24,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 const benchAdmin = "bench-admin-token-0123456789abcdef"
@@ -111,7 +112,7 @@ func newProxied(tb testing.TB, upstreamURL string, body []byte) *proxied {
 	p := &proxied{url: front.URL + "/v1/sessions/" + run.ID + "/model/v1/messages?beta=true", token: run.Token, client: front.Client(), reads: reads}
 	p.ask = func(id, name string, input json.RawMessage) {
 		tb.Helper()
-		var out struct{ Decision string }
+		var out struct{ Decision vocab.Decision }
 		b, _ := json.Marshal(map[string]any{"tool_call_id": id, "tool_name": name, "input": input})
 		req, _ := http.NewRequest("POST", front.URL+"/v1/sessions/"+run.ID+"/permission", bytes.NewReader(b))
 		req.Header.Set("Authorization", "Bearer "+run.Token)
@@ -120,7 +121,7 @@ func newProxied(tb testing.TB, upstreamURL string, body []byte) *proxied {
 			tb.Fatal(err)
 		}
 		defer resp.Body.Close()
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.Decision != "allow" {
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.Decision != vocab.Allow {
 			tb.Fatalf("gate on %s = %q, %v", id, out.Decision, err)
 		}
 	}

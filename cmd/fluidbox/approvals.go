@@ -11,6 +11,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/client"
 	"github.com/fluidbox/fluidbox/shared/render"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // inputWidth is how much of an input the approvals table shows.
@@ -174,9 +175,9 @@ func describeApproval(a client.Approval, now time.Time) string {
 			line("invoked by", render.Line(f.Invoker))
 		}
 	}
-	line("status", render.Line(a.Status))
+	line("status", render.Line(string(a.Status)))
 	line("requested", clock(a.RequestedAt))
-	if a.Status == client.DecisionPending {
+	if a.Status == vocab.ApprovalPending {
 		line("expires", clock(a.ExpiresAt)+" ("+timeLeft(a.ExpiresAt, now)+" left)")
 	}
 	if a.DecidedBy != "" {
@@ -196,7 +197,7 @@ func describeApproval(a client.Approval, now time.Time) string {
 			b.WriteString("  " + l + "\n")
 		}
 	}
-	if a.Status == client.DecisionPending {
+	if a.Status == vocab.ApprovalPending {
 		sc := render.Scope(a.ScopeKey, a.SessionID, a.DefaultScope)
 		id := render.Line(a.ID)
 		b.WriteString("\n")
@@ -215,24 +216,24 @@ func describeApproval(a client.Approval, now time.Time) string {
 func approve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("approve", stderr, "approve APPROVAL_ID [--session] [--reason TEXT] [--json]")
 	session := fs.Bool("session", false, "approve for the rest of the run (approved_session) instead of this call once")
-	return decide(ctx, fs, args, getenv, stdout, func() string {
+	return decide(ctx, fs, args, getenv, stdout, func() vocab.Choice {
 		if *session {
-			return client.ApprovedSession
+			return vocab.ChoiceApprovedSession
 		}
-		return client.ApprovedOnce
+		return vocab.ChoiceApprovedOnce
 	})
 }
 
 // denyApproval settles an approval as denied: `fluidbox deny ID`.
 func denyApproval(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("deny", stderr, "deny APPROVAL_ID [--reason TEXT] [--json]")
-	return decide(ctx, fs, args, getenv, stdout, func() string { return client.Denied })
+	return decide(ctx, fs, args, getenv, stdout, func() vocab.Choice { return vocab.ChoiceDenied })
 }
 
 // decide parses the arguments of approve or deny and settles one approval.
 // It succeeds when the approval ends as asked, whoever settled it (a
 // double-click is fine); otherwise it says what settled it first.
-func decide(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(string) string, stdout io.Writer, decision func() string) error {
+func decide(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(string) string, stdout io.Writer, decision func() vocab.Choice) error {
 	f := addAPIFlags(fs, getenv)
 	reason := fs.String("reason", "", "a note kept with the decision")
 	pos, err := parseArgs(fs, args)
@@ -258,12 +259,12 @@ func decide(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(st
 			return err
 		}
 	} else if applied {
-		fmt.Fprintf(stdout, "%s %s: applied (run %s, %s %s)\n", clean(a.ID, 40), clean(a.Status, 20),
+		fmt.Fprintf(stdout, "%s %s: applied (run %s, %s %s)\n", clean(a.ID, 40), clean(string(a.Status), 20),
 			clean(a.SessionID, 40), clean(a.ToolName, 40), cellText(inputCell(a)))
 	}
-	if applied || a.Status == want {
+	if applied || want.Settles(a.Status) {
 		if !applied && !f.json {
-			fmt.Fprintf(stdout, "%s was already %s (by %s at %s)\n", clean(a.ID, 40), clean(a.Status, 20), clean(a.DecidedBy, 60), clock(a.DecidedAt))
+			fmt.Fprintf(stdout, "%s was already %s (by %s at %s)\n", clean(a.ID, 40), clean(string(a.Status), 20), clean(a.DecidedBy, 60), clock(a.DecidedAt))
 		}
 		return nil
 	}
@@ -271,5 +272,5 @@ func decide(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(st
 	if a.DecidedBy != "" {
 		by = fmt.Sprintf(" by %s at %s", clean(a.DecidedBy, 60), clock(a.DecidedAt))
 	}
-	return fmt.Errorf("not applied: %s was already %s%s", clean(a.ID, 40), clean(a.Status, 20), by)
+	return fmt.Errorf("not applied: %s was already %s%s", clean(a.ID, 40), clean(string(a.Status), 20), by)
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/browsertest"
 	"github.com/fluidbox/fluidbox/shared/client"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 const (
@@ -97,7 +98,7 @@ func TestBrowserApproveByClick(t *testing.T) {
 	}
 	select {
 	case a := <-got:
-		if a.err != nil || a.ans.Decision != client.DecisionAllow {
+		if a.err != nil || a.ans.Decision != vocab.Allow {
 			t.Fatalf("the runner's waiting request = %+v, %v; want allow", a.ans, a.err)
 		}
 	case <-time.After(30 * time.Second):
@@ -122,7 +123,7 @@ func TestBrowserApproveByClick(t *testing.T) {
 		}
 	}
 	a, err := s.admin.Approval(context.Background(), apr.ID)
-	if err != nil || a.Status != client.ApprovedOnce || a.DecidedBy != "admin" {
+	if err != nil || a.Status != vocab.ApprovedOnce || a.DecidedBy != "admin" {
 		t.Errorf("approval after the click = %+v, %v; want approved_once by admin", a, err)
 	}
 	shot(t, step, "decided.png")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/client"
 	"github.com/fluidbox/fluidbox/shared/export"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // eventsExport is `fluidbox events export --since T --format ndjson|ocsf`:
@@ -158,11 +159,15 @@ type ocsfEvent struct {
 func toOCSF(run string, e client.Event) ocsfEvent {
 	var d struct {
 		ToolName  string `json:"tool_name"`
-		Decision  string `json:"decision"`
-		Status    string `json:"status"`
 		DecidedBy string `json:"decided_by"`
 	}
 	_ = json.Unmarshal(e.Data, &d)
+	// Each event type's own field, read strictly: an unknown value is
+	// left zero, which maps to no disposition or to blocked.
+	var typed struct {
+		Decision vocab.Decision       `json:"decision"`
+		Status   vocab.ApprovalStatus `json:"status"`
+	}
 	at, _ := time.Parse(time.RFC3339Nano, e.At)
 	out := ocsfEvent{
 		ClassUID: ocsfClassAPI, CategoryUID: ocsfCategoryApp, ActivityID: ocsfActivityOther, ActivityName: e.Type,
@@ -176,25 +181,26 @@ func toOCSF(run string, e client.Event) ocsfEvent {
 	}
 	switch e.Type {
 	case "tool.decision":
-		out.Message = d.ToolName + " " + d.Decision
-		switch d.Decision {
-		case "allow":
+		_ = json.Unmarshal(e.Data, &typed)
+		out.Message = d.ToolName + " " + string(typed.Decision)
+		switch typed.Decision {
+		case vocab.Allow:
 			out.DispositionID = ocsfDispositionAllowed
-		case "deny":
+		case vocab.Deny:
 			out.DispositionID, out.StatusID = ocsfDispositionBlocked, ocsfStatusFailure
 		}
 	case "approval.requested":
 		out.Message = d.ToolName + " awaits approval"
 		out.DispositionID, out.StatusID = ocsfDispositionDelayed, ocsfStatusUnknown
 	case "approval.decided":
-		out.Message = "approval " + d.Status
+		_ = json.Unmarshal(e.Data, &typed)
+		out.Message = "approval " + string(typed.Status)
 		if d.DecidedBy != "" {
 			out.Actor.User = &ocsfUser{Name: d.DecidedBy}
 		}
-		switch d.Status {
-		case "approved_once", "approved_session":
+		if typed.Status.Approved() {
 			out.DispositionID = ocsfDispositionApprove
-		default: // denied, expired
+		} else { // denied, expired
 			out.DispositionID, out.StatusID = ocsfDispositionBlocked, ocsfStatusFailure
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/policy"
 	"github.com/fluidbox/fluidbox/shared/policy/bash"
 	"github.com/fluidbox/fluidbox/shared/policy/tree"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // The Claude Code hook: `fluidbox hook claude-code`, configured as a
@@ -242,7 +243,7 @@ func claudeCodeDecision(ctx context.Context, getenv func(string) string, stdin i
 		return fail("%v", err)
 	}
 	switch ans.Decision {
-	case client.DecisionAllow:
+	case vocab.Allow:
 		reason := "fluidbox allowed" + provenance(ans)
 		if ans.ApprovalID != "" {
 			reason += ": a human approved it (" + ans.ApprovalID + ")"
@@ -259,16 +260,16 @@ func claudeCodeDecision(ctx context.Context, getenv func(string) string, stdin i
 			return d
 		}
 		return allow(reason)
-	case client.DecisionDeny:
+	case vocab.Deny:
 		reason := "fluidbox denied" + provenance(ans)
 		if ans.Reason != "" {
 			reason += ": " + ans.Reason
 		}
 		return deny(reason)
-	case client.DecisionPending:
+	case vocab.Pending:
 		return fail("no human decided on approval %s within %s (FLUIDBOX_HOOK_TIMEOUT_SECONDS); ask again later or ask the operator to approve it", ans.ApprovalID, cfg.timeout)
 	}
-	return fail("the control plane answered an unknown decision %q", clean(ans.Decision, 40))
+	return fail("the control plane answered an unknown decision %q", clean(string(ans.Decision), 40))
 }
 
 // globReport walks the directory a Glob searches (its path, else cwd), as

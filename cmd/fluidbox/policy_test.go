@@ -13,6 +13,8 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/client"
 	"github.com/fluidbox/fluidbox/shared/evaluation"
+	"github.com/fluidbox/fluidbox/shared/policy"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // TestPolicyEval: `fluidbox policy eval` prints the decision, the stages
@@ -38,7 +40,7 @@ func TestPolicyEval(t *testing.T) {
 	}
 	r = fluidbox(ctx, s.env(), "", "policy", "eval", pol.ID, "--command", "rm x", "--autonomous", "--json")
 	var out evaluation.View
-	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || r.code != 0 || out.Decision != "deny" || out.Verdict != "require_approval" || out.Trace.Bash == nil {
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || r.code != 0 || out.Decision != policy.VerdictDeny || out.Verdict != "require_approval" || out.Trace.Bash == nil {
 		t.Errorf("policy eval --autonomous --json = %+v (%v), want deny from require_approval with a Bash trace", r, err)
 	}
 	r = fluidbox(ctx, s.env(), "", "policy", "eval", pol.ID, "--tool", "mcp__x__y", "--input", `{"a":1}`)
@@ -133,7 +135,7 @@ func TestPolicyImportClaude(t *testing.T) {
 		t.Fatalf("the imported document = %v (%+v), want it accepted with 5 rules (Bash deny, Bash allow, Read/Glob/Grep allow)", err, created)
 	}
 	var ev evaluation.View
-	if err := s.admin.Do(ctx, "POST", "/v1/policies/"+created.ID+"/evaluate", map[string]any{"tool_name": "Bash", "input": map[string]any{"command": "git diff HEAD"}}, &ev); err != nil || ev.Decision != "allow" {
+	if err := s.admin.Do(ctx, "POST", "/v1/policies/"+created.ID+"/evaluate", map[string]any{"tool_name": "Bash", "input": map[string]any{"command": "git diff HEAD"}}, &ev); err != nil || ev.Decision != policy.VerdictAllow {
 		t.Errorf("git diff under the imported policy = %+v (%v), want allow", ev, err)
 	}
 	if r := fluidbox(ctx, s.env(), "", "policy", "import-claude", file, "--default", "ask"); r.code != 2 || !strings.Contains(r.stderr, `"ask" is not one of allow, deny, require_approval`) {
@@ -188,7 +190,7 @@ func TestPolicyShadow(t *testing.T) {
 		}
 		for j := range i + 1 {
 			a, err := runner.Permission(ctx, ses.ID, client.PermissionRequest{ToolCallID: fmt.Sprint("c", j), ToolName: "Bash", Input: json.RawMessage(`{"command":"git status"}`)}, 0)
-			if err != nil || a.Decision != "allow" {
+			if err != nil || a.Decision != vocab.Allow {
 				t.Fatalf("ask: %+v, %v", a, err)
 			}
 		}

@@ -39,8 +39,8 @@ import (
 	"github.com/fluidbox/fluidbox/shared/ids"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/redact"
-	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // Errors callers tell apart with errors.Is.
@@ -253,7 +253,7 @@ func (s *Service) admit(ctx context.Context, runID string, p Proxied, origin str
 	// Even a zero-cost request needs something left: the same rule as stage 1.
 	need := max(res.Amount, 1)
 	_, err = s.led.Append(ctx, runID, func(h store.Head) (store.Batch, error) {
-		if run.Status(h.Status) == run.StatusEnded {
+		if h.Status == vocab.Ended {
 			return store.Batch{}, ErrSessionEnded
 		}
 		return store.Batch{
@@ -485,7 +485,7 @@ func (s *Service) Available(ctx context.Context, runID string) (int64, bool, err
 	if err != nil {
 		return 0, false, err
 	}
-	return h.BudgetAvailable, run.Status(h.Status) == run.StatusEnded, nil
+	return h.BudgetAvailable, h.Status == vocab.Ended, nil
 }
 
 // Refused records a model request the proxy refused: one event, no money.

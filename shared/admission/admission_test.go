@@ -15,6 +15,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // newRun writes a bare run with a budget of limit micros.
@@ -26,7 +27,7 @@ func newRun(tb testing.TB, st *store.Store, limit int64) string {
 		tb.Fatal(err)
 	}
 	err = st.CreateRun(context.Background(), store.NewRun{
-		Head:    store.Head{RunID: id, Status: "running", BudgetLimit: limit, BudgetAvailable: limit, CreatedAt: store.FormatTime(time.Now())},
+		Head:    store.Head{RunID: id, Status: vocab.Running, BudgetLimit: limit, BudgetAvailable: limit, CreatedAt: store.FormatTime(time.Now())},
 		Policy:  store.PolicySnapshot{PolicyID: "pol_x", Version: 1, Digest: "sha256:x", Document: "{}"},
 		Created: ev,
 	})

@@ -29,14 +29,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/policy"
 	"github.com/fluidbox/fluidbox/shared/store"
-)
-
-// Decisions a human may post. They are on the wire: never rename one.
-const (
-	DecisionApprovedOnce    = string(call.ApprovedOnce)
-	DecisionApprovedSession = string(call.ApprovedSession)
-	DecisionDenied          = string(call.Rejected)
-	DecisionApproved        = "approved" // the rule's default scope
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // Errors.
@@ -115,10 +108,10 @@ func (s *Service) Get(ctx context.Context, id string) (store.Approval, error) {
 // pending and overdue, which nobody can approve (a decision needs it
 // unexpired) and which the timer, the sweep or the next read expires.
 func (s *Service) Current(ctx context.Context, a store.Approval) store.Approval {
-	if call.State(a.Status) != call.Pending || !s.overdue(a) {
+	if a.Status != vocab.ApprovalPending || !s.overdue(a) {
 		return a
 	}
-	settled, _, err := s.settle(ctx, a, expiredBy, call.Expired, "")
+	settled, _, err := s.settle(ctx, a, expiredBy, vocab.ApprovalExpired, "")
 	if err != nil {
 		s.log.WarnContext(ctx, "lazy expiry failed; the approval stays pending past its time and can no longer be approved", "approval", a.ID, "run", a.RunID, "err", err)
 		return a
@@ -156,7 +149,7 @@ const MaxReason = 500
 // Decide settles an approval by a human's decision. It reports whether
 // this call was the one that settled it; if not, the approval is returned
 // as it was settled (by someone else, or by expiry).
-func (s *Service) Decide(ctx context.Context, who auth.Principal, id, decision string) (store.Approval, bool, error) {
+func (s *Service) Decide(ctx context.Context, who auth.Principal, id string, decision vocab.Choice) (store.Approval, bool, error) {
 	return s.DecideWithReason(ctx, who, id, decision, "")
 }
 
@@ -164,7 +157,7 @@ func (s *Service) Decide(ctx context.Context, who auth.Principal, id, decision s
 // denied, say). The note is kept on the approval and, for a deny, given to
 // the runner with the answer; the ledger records no free text, so it is
 // not in approval.decided.
-func (s *Service) DecideWithReason(ctx context.Context, who auth.Principal, id, decision, reason string) (store.Approval, bool, error) {
+func (s *Service) DecideWithReason(ctx context.Context, who auth.Principal, id string, decision vocab.Choice, reason string) (store.Approval, bool, error) {
 	if !utf8.ValidString(reason) || utf8.RuneCountInString(reason) > MaxReason {
 		return store.Approval{}, false, &InvalidError{fmt.Sprintf("a reason is at most %d characters of valid UTF-8", MaxReason)}
 	}
@@ -185,32 +178,32 @@ func (s *Service) DecideWithReason(ctx context.Context, who auth.Principal, id, 
 	if !ok {
 		return store.Approval{}, false, ErrForbidden
 	}
-	var to call.State
+	var to vocab.ApprovalStatus
 	switch decision {
-	case DecisionApprovedOnce:
-		to = call.ApprovedOnce
-	case DecisionApprovedSession:
-		to = call.ApprovedSession
-	case DecisionDenied:
-		to = call.Rejected
-	case DecisionApproved:
-		to = call.ApprovedOnce
+	case vocab.ChoiceApprovedOnce:
+		to = vocab.ApprovedOnce
+	case vocab.ChoiceApprovedSession:
+		to = vocab.ApprovedSession
+	case vocab.ChoiceDenied:
+		to = vocab.ApprovalDenied
+	case vocab.ChoiceApproved:
+		to = vocab.ApprovedOnce
 		if a.DefaultScope == string(policy.ScopeSession) {
-			to = call.ApprovedSession
+			to = vocab.ApprovedSession
 		}
 	default:
 		return store.Approval{}, false, &InvalidError{fmt.Sprintf("%q is not one of approved_once, approved_session, denied, approved", decision)}
 	}
-	if to == call.ApprovedSession && a.ScopeKey == "" {
+	if to == vocab.ApprovedSession && a.ScopeKey == "" {
 		return store.Approval{}, false, &InvalidError{"this call has no scope a session grant could cover; approve it once"}
 	}
-	if call.State(a.Status) != call.Pending {
+	if a.Status != vocab.ApprovalPending {
 		return a, false, nil
 	}
 	if s.overdue(a) {
 		// Expire it (a decision is refused past the time); unlike a read,
 		// a decision reports a failed write.
-		settled, _, err := s.settle(ctx, a, expiredBy, call.Expired, "")
+		settled, _, err := s.settle(ctx, a, expiredBy, vocab.ApprovalExpired, "")
 		return settled, false, err
 	}
 	return s.settle(ctx, a, call.Subject(who.Subject), to, reason)
@@ -254,10 +247,10 @@ func (s *Service) Expire(ctx context.Context, id string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if call.State(a.Status) != call.Pending || !s.overdue(a) {
+	if a.Status != vocab.ApprovalPending || !s.overdue(a) {
 		return false, nil
 	}
-	_, applied, err := s.settle(ctx, a, expiredBy, call.Expired, "")
+	_, applied, err := s.settle(ctx, a, expiredBy, vocab.ApprovalExpired, "")
 	return applied, err
 }
 
@@ -284,7 +277,7 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 
 // settle is the compare-and-swap (call.Settle). It returns the approval as
 // settled and whether this call settled it.
-func (s *Service) settle(ctx context.Context, a store.Approval, by call.Subject, to call.State, reason string) (store.Approval, bool, error) {
+func (s *Service) settle(ctx context.Context, a store.Approval, by call.Subject, to vocab.ApprovalStatus, reason string) (store.Approval, bool, error) {
 	build, after, err := call.Settle(s.st, a, to, by, reason, s.now())
 	if err != nil {
 		return store.Approval{}, false, err
@@ -295,7 +288,7 @@ func (s *Service) settle(ctx context.Context, a store.Approval, by call.Subject,
 		if err != nil {
 			return store.Approval{}, false, err
 		}
-		if call.State(cur.Status) == call.Pending && to != call.Expired && s.overdue(cur) {
+		if cur.Status == vocab.ApprovalPending && to != vocab.ApprovalExpired && s.overdue(cur) {
 			cur = s.Current(ctx, cur)
 		}
 		return cur, false, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/internal/calltest"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 const policyText = `{"name":"p","default_verdict":"deny","rules":[
@@ -23,7 +24,7 @@ var operator = auth.Principal{Kind: auth.KindAdmin, Subject: "admin"}
 func pending(t *testing.T, e *calltest.Env, callID string) string {
 	t.Helper()
 	a, err := e.Bash(t, callID, "git push origin main", 0)
-	if err != nil || a.Decision != call.Pending || a.ApprovalID == "" {
+	if err != nil || a.Decision != vocab.Pending || a.ApprovalID == "" {
 		t.Fatalf("ask = %+v, %v; want pending", a, err)
 	}
 	return a.ApprovalID
@@ -47,15 +48,15 @@ func TestRacingDeciders(t *testing.T) {
 	e := calltest.NewEnv(t, policyText)
 	id := pending(t, e, "c1")
 	var applied atomic.Int32
-	statuses := make([]string, 24)
+	statuses := make([]vocab.ApprovalStatus, 24)
 	var wg sync.WaitGroup
 	for i := range statuses {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			decision := approval.DecisionApprovedOnce
+			decision := vocab.ChoiceApprovedOnce
 			if i%2 == 1 {
-				decision = approval.DecisionDenied
+				decision = vocab.ChoiceDenied
 			}
 			a, ok, err := e.Approvals.Decide(context.Background(), operator, id, decision)
 			if err != nil {
@@ -73,7 +74,7 @@ func TestRacingDeciders(t *testing.T) {
 		t.Fatalf("%d deciders applied, want 1", applied.Load())
 	}
 	for _, s := range statuses {
-		if s != statuses[0] || !call.State(s).Settled() {
+		if s != statuses[0] || !s.Settled() {
 			t.Fatalf("deciders were shown %v", statuses)
 		}
 	}
@@ -82,7 +83,7 @@ func TestRacingDeciders(t *testing.T) {
 		t.Errorf("events = %v", evs)
 	}
 	h, _ := e.St.GetHead(context.Background(), e.RunID)
-	if h.PendingApprovals != 0 || h.Status != "running" {
+	if h.PendingApprovals != 0 || h.Status != vocab.Running {
 		t.Errorf("head = %s/%d", h.Status, h.PendingApprovals)
 	}
 }
@@ -102,7 +103,7 @@ func TestReadsSurviveAFailedLazyExpiry(t *testing.T) {
 	faults.Left.Store(-1)
 
 	a, err := e.Approvals.Get(ctx, id)
-	if err != nil || a.Status != "pending" {
+	if err != nil || a.Status != vocab.ApprovalPending {
 		t.Errorf("get = %s, %v; want the pending row", a.Status, err)
 	}
 	if list, err := e.Approvals.ForRun(ctx, e.RunID); err != nil || len(list) != 1 {
@@ -111,10 +112,10 @@ func TestReadsSurviveAFailedLazyExpiry(t *testing.T) {
 	if page, err := e.Approvals.Inbox(ctx, operator, "", "", 10); err != nil || len(page.Approvals) != 0 {
 		t.Errorf("pending = %v, %v; want none (it is overdue)", page.Approvals, err)
 	}
-	if ans, err := e.Bash(t, "c1", "git push origin main", 0); err != nil || ans.Decision != call.Pending {
+	if ans, err := e.Bash(t, "c1", "git push origin main", 0); err != nil || ans.Decision != vocab.Pending {
 		t.Errorf("replay = %+v, %v; want pending", ans, err)
 	}
-	if _, ok, err := e.Approvals.Decide(ctx, operator, id, approval.DecisionApprovedOnce); ok || err == nil {
+	if _, ok, err := e.Approvals.Decide(ctx, operator, id, vocab.ChoiceApprovedOnce); ok || err == nil {
 		t.Errorf("approving an overdue approval: applied %v, err %v; want an error (its expiry cannot be written)", ok, err)
 	}
 	if faults.Seen.Load() < 4 {
@@ -122,10 +123,10 @@ func TestReadsSurviveAFailedLazyExpiry(t *testing.T) {
 	}
 
 	faults.Left.Store(0)
-	if a, err := e.Approvals.Get(ctx, id); err != nil || a.Status != "expired" || a.DecidedBy != approval.ExpiredBy {
+	if a, err := e.Approvals.Get(ctx, id); err != nil || a.Status != vocab.ApprovalExpired || a.DecidedBy != approval.ExpiredBy {
 		t.Errorf("get once the table answers = %+v, %v", a, err)
 	}
-	if ans, err := e.Bash(t, "c1", "git push origin main", 0); err != nil || ans.Decision != call.Denied || ans.Source != "approval_expired" {
+	if ans, err := e.Bash(t, "c1", "git push origin main", 0); err != nil || ans.Decision != vocab.Deny || ans.Source != "approval_expired" {
 		t.Errorf("replay = %+v, %v", ans, err)
 	}
 	if evs := e.Events(t); count(evs, "approval.decided") != 1 {
@@ -138,14 +139,14 @@ func TestDecisionAfterExpiryExpires(t *testing.T) {
 	e := calltest.NewEnv(t, policyText)
 	id := pending(t, e, "c1")
 	e.Clock.Advance(time.Hour)
-	a, ok, err := e.Approvals.Decide(context.Background(), operator, id, approval.DecisionApprovedOnce)
-	if err != nil || ok || a.Status != "expired" {
+	a, ok, err := e.Approvals.Decide(context.Background(), operator, id, vocab.ChoiceApprovedOnce)
+	if err != nil || ok || a.Status != vocab.ApprovalExpired {
 		t.Errorf("late approval = %s applied %v, %v; want expired, not applied", a.Status, ok, err)
 	}
 	if n, err := e.Approvals.Expire(context.Background(), id); n || err != nil {
 		t.Errorf("expire again = %v, %v", n, err)
 	}
-	_, _, err = e.Approvals.Decide(context.Background(), operator, "apr_none", approval.DecisionDenied)
+	_, _, err = e.Approvals.Decide(context.Background(), operator, "apr_none", vocab.ChoiceDenied)
 	if !errors.Is(err, approval.ErrNotFound) {
 		t.Errorf("unknown approval = %v", err)
 	}
@@ -156,10 +157,10 @@ func TestSessionGrantAndRevoke(t *testing.T) {
 	ctx := context.Background()
 	e := calltest.NewEnv(t, policyText)
 	id := pending(t, e, "c1")
-	if _, ok, err := e.Approvals.Decide(ctx, operator, id, approval.DecisionApproved); !ok || err != nil {
+	if _, ok, err := e.Approvals.Decide(ctx, operator, id, vocab.ChoiceApproved); !ok || err != nil {
 		t.Fatalf("approve for the session: %v %v", ok, err)
 	}
-	if ans, err := e.Bash(t, "c2", "git push origin main", 0); err != nil || ans.Decision != call.Allowed {
+	if ans, err := e.Bash(t, "c2", "git push origin main", 0); err != nil || ans.Decision != vocab.Allow {
 		t.Errorf("covered call = %+v, %v", ans, err)
 	}
 	grants, _ := e.St.Grants(ctx, e.RunID)
@@ -176,7 +177,7 @@ func TestSessionGrantAndRevoke(t *testing.T) {
 	if err := e.Approvals.RevokeGrant(ctx, operator, e.RunID, grants[0].ScopeKey); !errors.Is(err, call.ErrNoGrant) {
 		t.Errorf("second revoke = %v, want call.ErrNoGrant", err)
 	}
-	if ans, _ := e.Bash(t, "c3", "git push origin main", 0); ans.Decision != call.Pending {
+	if ans, _ := e.Bash(t, "c3", "git push origin main", 0); ans.Decision != vocab.Pending {
 		t.Errorf("after revoke = %+v, want pending", ans)
 	}
 	if evs := e.Events(t); count(evs, "grant.revoked") != 1 || !slices.Contains(evs, "tool.decision") {

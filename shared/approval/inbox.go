@@ -5,8 +5,8 @@ import (
 	"errors"
 
 	"github.com/fluidbox/fluidbox/shared/auth"
-	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // An inbox is the pending approvals one caller may decide: MayDecide's
@@ -60,7 +60,7 @@ func (s *Service) Inbox(ctx context.Context, who auth.Principal, runID, after st
 			}
 			// An overdue one whose expiry could not be written is left
 			// out too: it can no longer be approved.
-			if a = s.Current(ctx, a); call.State(a.Status) != call.Pending || s.overdue(a) {
+			if a = s.Current(ctx, a); a.Status != vocab.ApprovalPending || s.overdue(a) {
 				continue
 			}
 			page.Approvals = append(page.Approvals, a)

@@ -37,10 +37,14 @@ package call
 import (
 	"errors"
 	"fmt"
+
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
-// State is where a call stands. The values are persisted (a call record's
-// decision, an approval's status) and on the wire: never rename one.
+// State is where a call stands: a node of the machine. The states that are
+// stored are spelled by their stored type (package vocab): a call record's
+// vocab.Decision, an approval's vocab.ApprovalStatus. The others are the
+// machine's own and never stored.
 type State string
 
 // States of a call.
@@ -49,16 +53,16 @@ const (
 	Requested State = "requested"
 	// Allowed, Denied and Pending are the gate's answers, stored as the
 	// call record's decision.
-	Allowed State = "allow"
-	Denied  State = "deny"
-	Pending State = "pending"
+	Allowed = State(vocab.Allow)
+	Denied  = State(vocab.Deny)
+	Pending = State(vocab.Pending)
 	// The settlements of a pending call, stored as its approval's status.
 	// A settled approval leaves its call record allow (approved_*) or deny
 	// (denied, expired).
-	ApprovedOnce    State = "approved_once"
-	ApprovedSession State = "approved_session"
-	Rejected        State = "denied"
-	Expired         State = "expired"
+	ApprovedOnce    = State(vocab.ApprovedOnce)
+	ApprovedSession = State(vocab.ApprovedSession)
+	Rejected        = State(vocab.ApprovalDenied)
+	Expired         = State(vocab.ApprovalExpired)
 	// Executing and Executed are a brokered call's execution, stored on
 	// its call record (executed_at, then the outcome).
 	Executing State = "executing"
@@ -122,14 +126,6 @@ var Transitions = []Transition{
 	{Executing, Refused, Broker, "tool.decision deny and the claim released, together: the upstream refused before the tool ran"},
 }
 
-// Settled reports whether s is a final settlement of a pending call.
-func (s State) Settled() bool {
-	return s == ApprovedOnce || s == ApprovedSession || s == Rejected || s == Expired
-}
-
-// Approved reports whether s lets the call run.
-func (s State) Approved() bool { return s == ApprovedOnce || s == ApprovedSession }
-
 // ErrIllegal: a move that is not in the machine.
 var ErrIllegal = errors.New("call: no such transition")
 
@@ -142,11 +138,6 @@ func Move(from, to State, by Actor) error {
 	}
 	return fmt.Errorf("%w: %s from %s to %s", ErrIllegal, by, from, to)
 }
-
-// Decision is a runner's answer for a call (the call record's decision and
-// the wire's "decision"): the first three states. A settled approval
-// answers Allowed or Denied.
-type Decision = State
 
 // Sentinels: one per fact. Callers test them with errors.Is.
 var (

@@ -5,9 +5,6 @@ import (
 	"testing"
 
 	"github.com/fluidbox/fluidbox/shared/call"
-	"github.com/fluidbox/fluidbox/shared/client"
-	"github.com/fluidbox/fluidbox/shared/gate"
-	"github.com/fluidbox/fluidbox/shared/run"
 )
 
 func TestMoveFollowsTheTable(t *testing.T) {
@@ -61,31 +58,6 @@ func TestEveryStateIsReachable(t *testing.T) {
 		call.Rejected, call.Expired, call.Executing, call.Executed, call.Refused} {
 		if !reached[s] {
 			t.Errorf("state %s cannot be reached from requested", s)
-		}
-	}
-}
-
-// TestOneVocabulary pins the values other packages spell on their own: the
-// runner's client (which links nothing of the server), the run's statuses,
-// and the gate's outcomes against the call's answers.
-func TestOneVocabulary(t *testing.T) {
-	t.Parallel()
-	pairs := []struct{ got, want string }{
-		{client.DecisionAllow, string(call.Allowed)},
-		{client.DecisionDeny, string(call.Denied)},
-		{client.DecisionPending, string(call.Pending)},
-		{client.ApprovedOnce, string(call.ApprovedOnce)},
-		{client.ApprovedSession, string(call.ApprovedSession)},
-		{client.Denied, string(call.Rejected)},
-		{string(gate.OutcomeAllow), string(call.Allowed)},
-		{string(gate.OutcomeDeny), string(call.Denied)},
-		{string(run.StatusRunning), "running"},
-		{string(run.StatusAwaitingApproval), "awaiting_approval"},
-		{string(run.StatusEnded), "ended"},
-	}
-	for _, p := range pairs {
-		if p.got != p.want {
-			t.Errorf("%q != %q", p.got, p.want)
 		}
 	}
 }

@@ -11,25 +11,18 @@ import (
 	"github.com/fluidbox/fluidbox/shared/policy"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/store"
-)
-
-// A run's statuses as its head stores them (shared/run names them; this
-// package only moves a run between running and awaiting_approval).
-const (
-	runRunning          = "running"
-	runAwaitingApproval = "awaiting_approval"
-	runEnded            = "ended"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // Answer is a call's recorded answer as the runner sees it.
 type Answer struct {
-	Decision         Decision `json:"decision"`
-	Source           string   `json:"source,omitempty"`
-	Reason           string   `json:"reason,omitempty"`
-	RuleID           string   `json:"rule_id,omitempty"`
-	ApprovalID       string   `json:"approval_id,omitempty"`
-	Verdict          string   `json:"verdict,omitempty"`
-	RewrittenVerdict string   `json:"rewritten_verdict,omitempty"`
+	Decision         vocab.Decision `json:"decision"`
+	Source           string         `json:"source,omitempty"`
+	Reason           string         `json:"reason,omitempty"`
+	RuleID           string         `json:"rule_id,omitempty"`
+	ApprovalID       string         `json:"approval_id,omitempty"`
+	Verdict          string         `json:"verdict,omitempty"`
+	RewrittenVerdict string         `json:"rewritten_verdict,omitempty"`
 	// UpdatedInput, on an allow, is the input the tool must run with
 	// instead (a narrowed search).
 	UpdatedInput policy.Input `json:"updated_input,omitzero"`
@@ -37,7 +30,7 @@ type Answer struct {
 
 // AnswerOf is the answer a call record holds.
 func AnswerOf(c store.Call) Answer {
-	return Answer{Decision: Decision(c.Decision), Source: c.Source, Reason: c.Reason, RuleID: c.RuleID,
+	return Answer{Decision: c.Decision, Source: c.Source, Reason: c.Reason, RuleID: c.RuleID,
 		ApprovalID: c.ApprovalID, Verdict: c.Verdict, RewrittenVerdict: c.RewrittenVerdict}
 }
 
@@ -91,13 +84,13 @@ type Recorded struct {
 // only while the run's trigger source is below its cap (ErrSourceFull).
 func Record(st *store.Store, h store.Head, c Asked, d gate.Decision, pin Pin, now time.Time) (Recorded, error) {
 	ans := answerOf(d)
-	if err := Move(Requested, ans.Decision, Gate); err != nil {
+	if err := Move(Requested, State(ans.Decision), Gate); err != nil {
 		return Recorded{}, err
 	}
 	at := store.FormatTime(now)
 	rec := store.Call{
 		ToolCallID: c.ToolCallID, ToolName: c.ToolName, InputDigest: c.Digest.String(), RequestDigest: c.Identity.String(),
-		Decision: string(ans.Decision), Source: ans.Source, Reason: storedReason(d), RuleID: ans.RuleID,
+		Decision: ans.Decision, Source: ans.Source, Reason: storedReason(d), RuleID: ans.RuleID,
 		Verdict: ans.Verdict, RewrittenVerdict: ans.RewrittenVerdict, DecidedAt: at,
 	}
 	var updated redact.Digest
@@ -131,7 +124,7 @@ func Record(st *store.Store, h store.Head, c Asked, d gate.Decision, pin Pin, no
 		out.Batch.Ops = append(out.Batch.Ops, op)
 	}
 
-	if ans.Decision == Pending {
+	if ans.Decision == vocab.Pending {
 		shown, size, cut, err := displayInput(c.Input)
 		if err != nil {
 			return Recorded{}, err
@@ -140,7 +133,7 @@ func Record(st *store.Store, h store.Head, c Asked, d gate.Decision, pin Pin, no
 			ID: pin.ApprovalID, RunID: h.RunID, ToolCallID: c.ToolCallID, ToolName: c.ToolName,
 			Input: shown, InputSize: size, InputTruncated: cut, InputDigest: c.Digest.String(),
 			ToolDigest: pin.ToolDigest, PolicyDigest: pin.PolicyDigest, RuleID: d.RuleID,
-			ScopeKey: d.ScopeKey, DefaultScope: string(d.Scope), Status: string(Pending),
+			ScopeKey: d.ScopeKey, DefaultScope: string(d.Scope), Status: vocab.ApprovalPending,
 			RequestedAt: at, ExpiresAt: store.FormatTime(now.Add(d.TTL)),
 			ConnectionID: pin.ConnectionID, Personal: pin.Personal,
 			ShadowVerdict: shadow.ShadowVerdict, ShadowRewrittenVerdict: shadow.ShadowRewrittenVerdict,
@@ -173,14 +166,14 @@ func Record(st *store.Store, h store.Head, c Asked, d gate.Decision, pin Pin, no
 		}
 		out.Batch.Events = append(out.Batch.Events, ev)
 		out.Batch.Head.Pending = 1
-		if h.Status != runEnded {
-			out.Batch.Head.Status = runAwaitingApproval
+		if h.Status != vocab.Ended {
+			out.Batch.Head.Status = vocab.AwaitingApproval
 		}
 		out.Approval = a
 		ans.ApprovalID, rec.ApprovalID = a.ID, a.ID
 	} else {
 		ev, err := redact.New(redact.ToolDecision{
-			ToolCallID: c.ToolCallID, ToolName: c.ToolName, Decision: string(ans.Decision), Source: ans.Source,
+			ToolCallID: c.ToolCallID, ToolName: c.ToolName, Decision: ans.Decision, Source: ans.Source,
 			RuleID: ans.RuleID, Verdict: ans.Verdict, RewrittenVerdict: ans.RewrittenVerdict, Grant: d.Grant,
 			UpdatedInputDigest: updated, Shadow: shadow,
 		})
@@ -226,13 +219,13 @@ func shadowKey(toolName string, sh *gate.Shadow) store.ShadowKey {
 func answerOf(d gate.Decision) Answer {
 	a := Answer{Reason: d.Reason, RuleID: d.RuleID, Verdict: string(d.Verdict), RewrittenVerdict: string(d.Rewritten)}
 	switch d.Outcome {
-	case gate.OutcomeAllow:
-		a.Decision = Allowed
+	case policy.VerdictAllow:
+		a.Decision = vocab.Allow
 		a.UpdatedInput = d.UpdatedInput
-	case gate.OutcomeApproval:
-		a.Decision = Pending
+	case policy.VerdictRequireApproval:
+		a.Decision = vocab.Pending
 	default:
-		a.Decision = Denied
+		a.Decision = vocab.Deny
 		a.Source = string(d.Source)
 		if a.Source == "" {
 			a.Source = string(gate.SourcePolicy)
@@ -249,8 +242,8 @@ func storedReason(d gate.Decision) string {
 	switch {
 	case d.Source == gate.SourceSchema:
 		return ""
-	case d.Source == gate.SourcePolicy || d.Outcome != gate.OutcomeDeny:
-		if d.RuleID != "" || d.Outcome == gate.OutcomeAllow || d.Outcome == gate.OutcomeApproval {
+	case d.Source == gate.SourcePolicy || d.Outcome != policy.VerdictDeny:
+		if d.RuleID != "" || d.Outcome == policy.VerdictAllow || d.Outcome == policy.VerdictRequireApproval {
 			return d.Reason
 		}
 		return "denied by the policy"
@@ -334,31 +327,31 @@ func cutStrings(v any, limit int) any {
 // the decider's own words ("" for none): kept on the approval and, for a
 // deny, given to the runner in the call's reason; free text from a person
 // never enters the ledger, so it is in neither event.
-func Settle(st *store.Store, a store.Approval, to State, by Subject, note string, now time.Time) (func(store.Head) (store.Batch, error), store.Approval, error) {
+func Settle(st *store.Store, a store.Approval, to vocab.ApprovalStatus, by Subject, note string, now time.Time) (func(store.Head) (store.Batch, error), store.Approval, error) {
 	actor := Decider
-	if to == Expired {
+	if to == vocab.ApprovalExpired {
 		actor = Expiry
 	}
-	if err := Move(State(a.Status), to, actor); err != nil {
+	if err := Move(State(a.Status), State(to), actor); err != nil {
 		return nil, store.Approval{}, err
 	}
 	at := store.FormatTime(now)
-	decision, source, answer := Allowed, "", "approved by "+string(by)
+	decision, source, answer := to.Answer(), "", "approved by "+string(by)
 	switch to {
-	case Rejected:
-		decision, source, answer = Denied, string(gate.SourceApproval), "a human denied this call"
+	case vocab.ApprovalDenied:
+		source, answer = string(gate.SourceApproval), "a human denied this call"
 		if note != "" {
 			answer += ": " + note
 		}
-	case Expired:
-		decision, source, answer = Denied, string(gate.SourceApprovalExpired), "nobody approved this call in time"
+	case vocab.ApprovalExpired:
+		source, answer = string(gate.SourceApprovalExpired), "nobody approved this call in time"
 	}
-	decided, err := redact.New(redact.ApprovalDecided{ApprovalID: a.ID, ToolCallID: a.ToolCallID, Status: string(to), DecidedBy: string(by)})
+	decided, err := redact.New(redact.ApprovalDecided{ApprovalID: a.ID, ToolCallID: a.ToolCallID, Status: to, DecidedBy: string(by)})
 	if err != nil {
 		return nil, store.Approval{}, err
 	}
 	decisionEvent, err := redact.New(redact.ToolDecision{
-		ToolCallID: a.ToolCallID, ToolName: a.ToolName, Decision: string(decision), Source: source,
+		ToolCallID: a.ToolCallID, ToolName: a.ToolName, Decision: decision, Source: source,
 		RuleID: a.RuleID, Verdict: string(policy.VerdictRequireApproval), ApprovalID: a.ID,
 		Shadow: redact.Shadow{ShadowVerdict: a.ShadowVerdict, ShadowRewrittenVerdict: a.ShadowRewrittenVerdict, ShadowRuleID: a.ShadowRuleID, ShadowError: a.ShadowError},
 	})
@@ -366,10 +359,10 @@ func Settle(st *store.Store, a store.Approval, to State, by Subject, note string
 		return nil, store.Approval{}, err
 	}
 	cond := "#s = :pending AND expires_at > :now"
-	if to == Expired {
+	if to == vocab.ApprovalExpired {
 		cond = "#s = :pending AND expires_at <= :now"
 	}
-	set := map[string]any{"status": string(to), "decision": string(to), "decided_by": string(by), "decided_at": at}
+	set := map[string]any{"status": to, "decided_by": string(by), "decided_at": at}
 	if note != "" {
 		set["reason"] = note
 	}
@@ -377,15 +370,15 @@ func Settle(st *store.Store, a store.Approval, to State, by Subject, note string
 		Set:    set,
 		Remove: []string{"gsi1pk", "gsi1sk"},
 		Cond:   cond, Names: map[string]string{"#s": "status"},
-		Values: map[string]any{":pending": string(Pending), ":now": at},
+		Values: map[string]any{":pending": vocab.ApprovalPending, ":now": at},
 	}, ErrSettled)
 	if err != nil {
 		return nil, store.Approval{}, err
 	}
 	rec, err := st.UpdateOp(store.CallKey(a.RunID, a.ToolCallID), store.Update{
-		Set:  map[string]any{"decision": string(decision), "source": source, "reason": answer, "decided_at": at},
+		Set:  map[string]any{"decision": decision, "source": source, "reason": answer, "decided_at": at},
 		Cond: "#d = :pending", Names: map[string]string{"#d": "decision"},
-		Values: map[string]any{":pending": string(Pending)},
+		Values: map[string]any{":pending": vocab.Pending},
 	}, ErrSettled)
 	if err != nil {
 		return nil, store.Approval{}, err
@@ -394,7 +387,7 @@ func Settle(st *store.Store, a store.Approval, to State, by Subject, note string
 	if a.Source != "" {
 		ops = append(ops, st.SourcePendingOp(store.SourceKey(a.Source), -1, 0, ErrSettled))
 	}
-	if to == ApprovedSession {
+	if to == vocab.ApprovedSession {
 		// The grant belongs to the rule that asked: the same scope key
 		// under another rule is another grant (policy.AnswerGrants).
 		g, err := st.Put(store.GrantKey(a.RunID, a.RuleID, a.ScopeKey), store.Grant{RuleID: a.RuleID, ScopeKey: a.ScopeKey, ApprovalID: a.ID, GrantedBy: string(by), GrantedAt: at})
@@ -404,13 +397,13 @@ func Settle(st *store.Store, a store.Approval, to State, by Subject, note string
 		ops = append(ops, g)
 	}
 	after := a
-	after.Status, after.Decision, after.DecidedBy, after.DecidedAt, after.Reason = string(to), string(to), string(by), at, note
+	after.Status, after.DecidedBy, after.DecidedAt, after.Reason = to, string(by), at, note
 	return func(h store.Head) (store.Batch, error) {
 		b := store.Batch{Events: []redact.Envelope{decided, decisionEvent}, Ops: ops, Head: store.HeadChange{Pending: -1}}
-		if h.Status != runEnded {
-			b.Head.Status = runRunning
+		if h.Status != vocab.Ended {
+			b.Head.Status = vocab.Running
 			if h.PendingApprovals > 1 {
-				b.Head.Status = runAwaitingApproval
+				b.Head.Status = vocab.AwaitingApproval
 			}
 		}
 		return b, nil
@@ -461,7 +454,7 @@ func Claim(ctx context.Context, st *store.Store, runID, toolCallID string, now t
 		Set:    map[string]any{"executed_at": store.FormatTime(now)},
 		Cond:   "attribute_exists(pk) AND #d = :allow AND (attribute_not_exists(executed_at) OR executed_at = :released)",
 		Names:  map[string]string{"#d": "decision"},
-		Values: map[string]any{":allow": string(Allowed), ":released": released},
+		Values: map[string]any{":allow": vocab.Allow, ":released": released},
 	}, &old)
 	if errors.Is(err, store.ErrConditionFailed) {
 		switch {
@@ -540,7 +533,7 @@ func Refusal(toolCallID, toolName string, src gate.Source) (store.Batch, error) 
 	if err := Move(Allowed, Refused, Broker); err != nil {
 		return store.Batch{}, err
 	}
-	env, err := redact.New(redact.ToolDecision{ToolCallID: toolCallID, ToolName: toolName, Decision: string(Denied), Source: string(src)})
+	env, err := redact.New(redact.ToolDecision{ToolCallID: toolCallID, ToolName: toolName, Decision: vocab.Deny, Source: string(src)})
 	if err != nil {
 		return store.Batch{}, err
 	}
@@ -562,7 +555,7 @@ func Unclaim(st *store.Store, runID, toolCallID, toolName string, src gate.Sourc
 	if err := Move(Executing, Refused, Broker); err != nil {
 		return store.Batch{}, err
 	}
-	env, err := redact.New(redact.ToolDecision{ToolCallID: toolCallID, ToolName: toolName, Decision: string(Denied), Source: string(src)})
+	env, err := redact.New(redact.ToolDecision{ToolCallID: toolCallID, ToolName: toolName, Decision: vocab.Deny, Source: string(src)})
 	if err != nil {
 		return store.Batch{}, err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/policy"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -36,7 +37,7 @@ func newFixture(t *testing.T) fixture {
 		t.Fatal(err)
 	}
 	err = st.CreateRun(context.Background(), store.NewRun{
-		Head:    store.Head{RunID: "ses_1", Status: "running", Invoker: "admin", TrustTier: "trusted", CreatedAt: store.FormatTime(t0)},
+		Head:    store.Head{RunID: "ses_1", Status: vocab.Running, Invoker: "admin", TrustTier: "trusted", CreatedAt: store.FormatTime(t0)},
 		Created: created,
 	})
 	if err != nil {
@@ -80,8 +81,8 @@ func (f fixture) events(t *testing.T) []string {
 }
 
 var (
-	allow   = gate.Decision{Outcome: gate.OutcomeAllow, Verdict: policy.VerdictAllow, RuleID: "r1", Reason: "allowed by r1"}
-	pending = gate.Decision{Outcome: gate.OutcomeApproval, Verdict: policy.VerdictRequireApproval, RuleID: "r2",
+	allow   = gate.Decision{Outcome: policy.VerdictAllow, Verdict: policy.VerdictAllow, RuleID: "r1", Reason: "allowed by r1"}
+	pending = gate.Decision{Outcome: policy.VerdictRequireApproval, Verdict: policy.VerdictRequireApproval, RuleID: "r2",
 		ScopeKey: "Bash:git push", Scope: policy.ScopeSession, TTL: time.Minute}
 )
 
@@ -93,11 +94,11 @@ func TestRecordOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.Answer.Decision != call.Allowed || rec.Answer.RuleID != "r1" {
+	if rec.Answer.Decision != vocab.Allow || rec.Answer.RuleID != "r1" {
 		t.Errorf("answer = %+v", rec.Answer)
 	}
 	got, err := f.st.GetCall(context.Background(), f.run, "toolu_1")
-	if err != nil || got.Decision != "allow" || got.InputDigest != c.Digest.String() || call.AnswerOf(got) != rec.Answer {
+	if err != nil || got.Decision != vocab.Allow || got.InputDigest != c.Digest.String() || call.AnswerOf(got) != rec.Answer {
 		t.Errorf("record = %+v, %v; answer %+v", got, err, rec.Answer)
 	}
 	if _, err := f.record(t, c, allow, call.Pin{}); !errors.Is(err, call.ErrRecorded) {
@@ -117,7 +118,7 @@ func TestPendingThenSettled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rec.Answer.Decision != call.Pending || rec.Answer.ApprovalID != "apr_1" {
+	if rec.Answer.Decision != vocab.Pending || rec.Answer.ApprovalID != "apr_1" {
 		t.Fatalf("answer = %+v", rec.Answer)
 	}
 	listed, err := f.st.PendingApprovals(ctx, 10)
@@ -125,19 +126,19 @@ func TestPendingThenSettled(t *testing.T) {
 		t.Fatalf("pending = %+v, %v", listed, err)
 	}
 	h, _ := f.st.GetHead(ctx, f.run)
-	if h.Status != "awaiting_approval" || h.PendingApprovals != 1 {
+	if h.Status != vocab.AwaitingApproval || h.PendingApprovals != 1 {
 		t.Errorf("head = %s/%d", h.Status, h.PendingApprovals)
 	}
 
 	// An expiry before the time does not hold.
-	build, _, err := call.Settle(f.st, rec.Approval, call.Expired, call.System(call.ExpiryRole), "", t0.Add(30*time.Second))
+	build, _, err := call.Settle(f.st, rec.Approval, vocab.ApprovalExpired, call.System(call.ExpiryRole), "", t0.Add(30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.led.Append(ctx, f.run, build); !errors.Is(err, call.ErrSettled) {
 		t.Fatalf("early expiry = %v, want ErrSettled", err)
 	}
-	build, after, err := call.Settle(f.st, rec.Approval, call.ApprovedSession, "carol", "", t0.Add(30*time.Second))
+	build, after, err := call.Settle(f.st, rec.Approval, vocab.ApprovedSession, "carol", "", t0.Add(30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,11 +146,11 @@ func TestPendingThenSettled(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, err := f.st.GetApprovalByID(ctx, "apr_1")
-	if err != nil || a != after || a.Status != "approved_session" || a.DecidedBy != "carol" {
+	if err != nil || a != after || a.Status != vocab.ApprovedSession || a.DecidedBy != "carol" {
 		t.Errorf("approval = %+v, %v; want %+v", a, err, after)
 	}
 	got, _ := f.st.GetCall(ctx, f.run, "toolu_2")
-	if got.Decision != "allow" || got.Reason != "approved by carol" || got.ApprovalID != "apr_1" {
+	if got.Decision != vocab.Allow || got.Reason != "approved by carol" || got.ApprovalID != "apr_1" {
 		t.Errorf("call = %+v", got)
 	}
 	// DynamoDB drops the row from the sparse index when the settlement
@@ -157,12 +158,12 @@ func TestPendingThenSettled(t *testing.T) {
 	// what can be checked here is that nothing listed is still pending.
 	listed, _ = f.st.PendingApprovals(ctx, 10)
 	for _, l := range listed {
-		if l.Status == "pending" {
+		if l.Status == vocab.ApprovalPending {
 			t.Errorf("still pending in the index: %+v", l)
 		}
 	}
 	h, _ = f.st.GetHead(ctx, f.run)
-	if h.Status != "running" || h.PendingApprovals != 0 {
+	if h.Status != vocab.Running || h.PendingApprovals != 0 {
 		t.Errorf("head = %s/%d", h.Status, h.PendingApprovals)
 	}
 	grants, err := f.st.Grants(ctx, f.run)
@@ -171,7 +172,7 @@ func TestPendingThenSettled(t *testing.T) {
 	}
 
 	// Settled once: neither a second decision nor an expiry holds.
-	for _, to := range []call.State{call.Rejected, call.Expired} {
+	for _, to := range []vocab.ApprovalStatus{vocab.ApprovalDenied, vocab.ApprovalExpired} {
 		pend := rec.Approval // as a racer read it, still pending
 		build, _, err := call.Settle(f.st, pend, to, "dave", "", t0.Add(2*time.Minute))
 		if err != nil {
@@ -182,7 +183,7 @@ func TestPendingThenSettled(t *testing.T) {
 		}
 	}
 	// From a settled state the machine has no move.
-	if _, _, err := call.Settle(f.st, a, call.Rejected, "dave", "", t0); !errors.Is(err, call.ErrIllegal) {
+	if _, _, err := call.Settle(f.st, a, vocab.ApprovalDenied, "dave", "", t0); !errors.Is(err, call.ErrIllegal) {
 		t.Errorf("settle a settled approval = %v, want ErrIllegal", err)
 	}
 
@@ -200,14 +201,14 @@ func TestDecisionAfterExpiryIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	build, _, err := call.Settle(f.st, rec.Approval, call.ApprovedOnce, "carol", "", t0.Add(time.Minute))
+	build, _, err := call.Settle(f.st, rec.Approval, vocab.ApprovedOnce, "carol", "", t0.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.led.Append(ctx, f.run, build); !errors.Is(err, call.ErrSettled) {
 		t.Fatalf("approval at its expiry = %v, want ErrSettled", err)
 	}
-	build, _, err = call.Settle(f.st, rec.Approval, call.Expired, call.System(call.ExpiryRole), "", t0.Add(time.Minute))
+	build, _, err = call.Settle(f.st, rec.Approval, vocab.ApprovalExpired, call.System(call.ExpiryRole), "", t0.Add(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +216,7 @@ func TestDecisionAfterExpiryIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _ := f.st.GetCall(ctx, f.run, "toolu_3")
-	if got.Decision != "deny" || got.Source != "approval_expired" {
+	if got.Decision != vocab.Deny || got.Source != "approval_expired" {
 		t.Errorf("call = %+v", got)
 	}
 }
@@ -234,7 +235,7 @@ func TestGrantKeysAreHashes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	build, _, err := call.Settle(f.st, rec.Approval, call.ApprovedSession, "carol", "", t0)
+	build, _, err := call.Settle(f.st, rec.Approval, vocab.ApprovedSession, "carol", "", t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +322,7 @@ func TestExecution(t *testing.T) {
 	if _, err := f.record(t, f.asked(t, "ok", map[string]any{}), allow, call.Pin{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.record(t, f.asked(t, "no", map[string]any{}), gate.Decision{Outcome: gate.OutcomeDeny, Source: gate.SourcePolicy}, call.Pin{}); err != nil {
+	if _, err := f.record(t, f.asked(t, "no", map[string]any{}), gate.Decision{Outcome: policy.VerdictDeny, Source: gate.SourcePolicy}, call.Pin{}); err != nil {
 		t.Fatal(err)
 	}
 	claim := func(id string) (store.Call, error) { return call.Claim(ctx, f.st, f.run, id, t0, time.Second) }
@@ -523,7 +524,7 @@ func TestGrantFencesItsDecision(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f := newFixture(t)
-	byGrant := gate.Decision{Outcome: gate.OutcomeAllow, Verdict: policy.VerdictRequireApproval, RuleID: "r2", Reason: "granted",
+	byGrant := gate.Decision{Outcome: policy.VerdictAllow, Verdict: policy.VerdictRequireApproval, RuleID: "r2", Reason: "granted",
 		Grant: "Bash:git push", GrantRule: "r2"}
 	if _, err := f.record(t, f.asked(t, "g1", map[string]any{"command": "git push"}), byGrant, call.Pin{}); !errors.Is(err, call.ErrGrantRevoked) {
 		t.Fatalf("decision by a grant the run does not hold = %v, want ErrGrantRevoked", err)
@@ -586,7 +587,7 @@ func TestSourceCountFollowsTheApproval(t *testing.T) {
 	if n := count(); n != 2 {
 		t.Fatalf("count = %d, want 2", n)
 	}
-	settle := func(a store.Approval, to call.State, by call.Subject, at time.Time) {
+	settle := func(a store.Approval, to vocab.ApprovalStatus, by call.Subject, at time.Time) {
 		t.Helper()
 		build, _, err := call.Settle(f.st, a, to, by, "", at)
 		if err != nil {
@@ -596,8 +597,8 @@ func TestSourceCountFollowsTheApproval(t *testing.T) {
 			t.Fatalf("settle %s: %v", to, err)
 		}
 	}
-	settle(recs[0].Approval, call.ApprovedOnce, "carol", t0)
-	settle(recs[1].Approval, call.Expired, call.System(call.ExpiryRole), t0.Add(time.Hour))
+	settle(recs[0].Approval, vocab.ApprovedOnce, "carol", t0)
+	settle(recs[1].Approval, vocab.ApprovalExpired, call.System(call.ExpiryRole), t0.Add(time.Hour))
 	if n := count(); n != 0 {
 		t.Errorf("count after a decision and an expiry = %d, want 0", n)
 	}

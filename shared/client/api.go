@@ -12,22 +12,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/policy/tree"
 	"github.com/fluidbox/fluidbox/shared/review"
-)
-
-// Decisions of the gate.
-const (
-	DecisionAllow   = "allow"
-	DecisionDeny    = "deny"
-	DecisionPending = "pending"
-)
-
-// Decisions a human can make on an approval.
-const (
-	ApprovedOnce    = "approved_once"
-	ApprovedSession = "approved_session"
-	Denied          = "denied"
-	// Approved is the rule's default scope.
-	Approved = "approved"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // PermissionRequest is one tool call the runner asks about.
@@ -53,13 +38,13 @@ type PermissionRequest struct {
 
 // Answer is the gate's answer.
 type Answer struct {
-	Decision         string `json:"decision"`
-	Source           string `json:"source,omitempty"`
-	Reason           string `json:"reason,omitempty"`
-	RuleID           string `json:"rule_id,omitempty"`
-	ApprovalID       string `json:"approval_id,omitempty"`
-	Verdict          string `json:"verdict,omitempty"`
-	RewrittenVerdict string `json:"rewritten_verdict,omitempty"`
+	Decision         vocab.Decision `json:"decision"`
+	Source           string         `json:"source,omitempty"`
+	Reason           string         `json:"reason,omitempty"`
+	RuleID           string         `json:"rule_id,omitempty"`
+	ApprovalID       string         `json:"approval_id,omitempty"`
+	Verdict          string         `json:"verdict,omitempty"`
+	RewrittenVerdict string         `json:"rewritten_verdict,omitempty"`
 	// UpdatedInput, on an allow, is the input the tool must run with
 	// instead of the one asked about (a narrowed search).
 	UpdatedInput json.RawMessage `json:"updated_input,omitempty"`
@@ -69,22 +54,22 @@ type Answer struct {
 // approval object, the type its server encodes as well as what this client
 // decodes, so the two cannot drift apart.
 type Approval struct {
-	ID           string          `json:"id"`
-	SessionID    string          `json:"session_id"`
-	ToolCallID   string          `json:"tool_call_id"`
-	ToolName     string          `json:"tool_name"`
-	Input        json.RawMessage `json:"input"`
-	RuleID       string          `json:"rule_id,omitempty"`
-	ScopeKey     string          `json:"scope_key"`
-	DefaultScope string          `json:"default_scope"`
-	Status       string          `json:"status"`
-	RequestedAt  string          `json:"requested_at"`
-	ExpiresAt    string          `json:"expires_at"`
-	Decision     string          `json:"decision,omitempty"`
-	DecidedBy    string          `json:"decided_by,omitempty"`
-	DecidedAt    string          `json:"decided_at,omitempty"`
-	Reason       string          `json:"reason,omitempty"`
-	ConnectionID string          `json:"connection_id,omitempty"`
+	ID           string               `json:"id"`
+	SessionID    string               `json:"session_id"`
+	ToolCallID   string               `json:"tool_call_id"`
+	ToolName     string               `json:"tool_name"`
+	Input        json.RawMessage      `json:"input"`
+	RuleID       string               `json:"rule_id,omitempty"`
+	ScopeKey     string               `json:"scope_key"`
+	DefaultScope string               `json:"default_scope"`
+	Status       vocab.ApprovalStatus `json:"status"`
+	RequestedAt  string               `json:"requested_at"`
+	ExpiresAt    string               `json:"expires_at"`
+	Decision     vocab.ApprovalStatus `json:"decision,omitempty"`
+	DecidedBy    string               `json:"decided_by,omitempty"`
+	DecidedAt    string               `json:"decided_at,omitempty"`
+	Reason       string               `json:"reason,omitempty"`
+	ConnectionID string               `json:"connection_id,omitempty"`
 	// InputSize (bytes of the input's JSON) and InputDigest describe the
 	// whole input, also where the list shows only its beginning.
 	InputSize   int    `json:"input_size"`
@@ -126,14 +111,14 @@ type Budget struct {
 
 // Session is a run as GET /v1/sessions/{id} shows it.
 type Session struct {
-	ID            string   `json:"id"`
-	Status        string   `json:"status"`
-	TrustTier     string   `json:"trust_tier"`
-	Autonomous    bool     `json:"autonomous"`
-	ToolSetDigest string   `json:"tool_set_digest"`
-	Tools         []string `json:"tools"`
-	Budget        Budget   `json:"budget"`
-	LastSeq       int64    `json:"last_seq"`
+	ID            string          `json:"id"`
+	Status        vocab.RunStatus `json:"status"`
+	TrustTier     string          `json:"trust_tier"`
+	Autonomous    bool            `json:"autonomous"`
+	ToolSetDigest string          `json:"tool_set_digest"`
+	Tools         []string        `json:"tools"`
+	Budget        Budget          `json:"budget"`
+	LastSeq       int64           `json:"last_seq"`
 }
 
 // Session returns a run.
@@ -190,13 +175,12 @@ func (c *Client) Approval(ctx context.Context, id string) (Approval, error) {
 	return a, err
 }
 
-// Decide settles an approval with decision (ApprovedOnce, ApprovedSession,
-// Denied or Approved) and returns it as settled; Applied says whether this
-// call settled it.
-func (c *Client) Decide(ctx context.Context, id, decision, reason string) (Approval, error) {
+// Decide settles an approval with decision and returns it as settled;
+// Applied says whether this call settled it.
+func (c *Client) Decide(ctx context.Context, id string, decision vocab.Choice, reason string) (Approval, error) {
 	body := struct {
-		Decision string `json:"decision"`
-		Reason   string `json:"reason,omitempty"`
+		Decision vocab.Choice `json:"decision"`
+		Reason   string       `json:"reason,omitempty"`
 	}{decision, reason}
 	var a Approval
 	err := c.do(ctx, http.MethodPost, "/v1/approvals/"+pathID(id)+"/decision", nil, body, &a, requestTimeout)
@@ -238,7 +222,7 @@ func (c *Client) Permission(ctx context.Context, sessionID string, req Permissio
 		deadline = d
 	}
 	ans, err := c.ask(ctx, sessionID, req, time.Until(deadline))
-	if err != nil || ans.Decision != DecisionPending {
+	if err != nil || ans.Decision != vocab.Pending {
 		return ans, err
 	}
 	backoff := 250 * time.Millisecond
@@ -250,7 +234,7 @@ func (c *Client) Permission(ctx context.Context, sessionID string, req Permissio
 		next, err := c.ask(ctx, sessionID, req, left)
 		switch {
 		case err == nil:
-			if next.Decision != DecisionPending {
+			if next.Decision != vocab.Pending {
 				return next, nil
 			}
 			ans, backoff = next, 250*time.Millisecond

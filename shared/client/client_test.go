@@ -17,6 +17,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/client"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 const adminToken = "client-test-admin-token-0123456789"
@@ -82,13 +83,13 @@ func TestPermissionAnswers(t *testing.T) {
 	ctx := context.Background()
 	tests := []struct {
 		req          client.PermissionRequest
-		wantDecision string
+		wantDecision vocab.Decision
 		wantSource   string
 		wantRule     string
 	}{
-		{bash("t1", "git status"), client.DecisionAllow, "", "git-read"},
-		{bash("t2", "git push origin main"), client.DecisionDeny, "policy", "no-push"},
-		{bash("t3", "rm build.log"), client.DecisionPending, "", "ask-rm"},
+		{bash("t1", "git status"), vocab.Allow, "", "git-read"},
+		{bash("t2", "git push origin main"), vocab.Deny, "policy", "no-push"},
+		{bash("t3", "rm build.log"), vocab.Pending, "", "ask-rm"},
 	}
 	for _, tt := range tests {
 		got, err := runner.Permission(ctx, ses, tt.req, 0)
@@ -141,22 +142,22 @@ func TestPermissionWaitsThroughPendingUntilApproved(t *testing.T) {
 	for deadline := time.Now().Add(30 * time.Second); asks.Load() < 3 && time.Now().Before(deadline); {
 		time.Sleep(50 * time.Millisecond)
 	}
-	settled, err := s.admin.Decide(ctx, apr.ID, client.ApprovedOnce, "")
+	settled, err := s.admin.Decide(ctx, apr.ID, vocab.ChoiceApprovedOnce, "")
 	if err != nil {
 		t.Fatalf("Decide: %v", err)
 	}
-	if settled.Applied == nil || !*settled.Applied || settled.Status != client.ApprovedOnce {
+	if settled.Applied == nil || !*settled.Applied || settled.Status != vocab.ApprovedOnce {
 		t.Errorf("Decide = %+v, want applied approved_once", settled)
 	}
 	r := <-done
-	if r.err != nil || r.ans.Decision != client.DecisionAllow {
+	if r.err != nil || r.ans.Decision != vocab.Allow {
 		t.Fatalf("Permission after approval = %+v, %v; want allow", r.ans, r.err)
 	}
 	if n := asks.Load(); n < 3 {
 		t.Errorf("the runner asked %d times, want at least 3 (first ask and long polls)", n)
 	}
-	again, err := s.admin.Decide(ctx, apr.ID, client.Denied, "")
-	if err != nil || again.Applied == nil || *again.Applied || again.Status != client.ApprovedOnce {
+	again, err := s.admin.Decide(ctx, apr.ID, vocab.ChoiceDenied, "")
+	if err != nil || again.Applied == nil || *again.Applied || again.Status != vocab.ApprovedOnce {
 		t.Errorf("second Decide = %+v, %v; want not applied, still approved_once", again, err)
 	}
 }
@@ -168,7 +169,7 @@ func TestPermissionReturnsPendingWhenWaitEnds(t *testing.T) {
 	ses, runner := s.run(t)
 	start := time.Now()
 	ans, err := runner.Permission(context.Background(), ses, bash("w2", "rm x"), 2500*time.Millisecond)
-	if err != nil || ans.Decision != client.DecisionPending || ans.ApprovalID == "" {
+	if err != nil || ans.Decision != vocab.Pending || ans.ApprovalID == "" {
 		t.Fatalf("Permission = %+v, %v; want pending with an approval id", ans, err)
 	}
 	if el := time.Since(start); el < 1500*time.Millisecond || el > 10*time.Second {
@@ -420,7 +421,7 @@ func TestRateLimitRetriedThenReported(t *testing.T) {
 		s := newStack(t, rateLimited(1, "1", &seen))
 		id, runner := s.run(t)
 		ans, err := runner.Permission(ctx, id, bash("t1", "git status"), 0)
-		if err != nil || ans.Decision != client.DecisionAllow || seen.Load() != 2 {
+		if err != nil || ans.Decision != vocab.Allow || seen.Load() != 2 {
 			t.Errorf("Permission after one 429 = %+v, %v after %d requests; want allow after 2", ans, err, seen.Load())
 		}
 	})

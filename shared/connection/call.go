@@ -14,9 +14,11 @@ import (
 	"github.com/fluidbox/fluidbox/shared/elicitation"
 	"github.com/fluidbox/fluidbox/shared/gate"
 	"github.com/fluidbox/fluidbox/shared/permission"
+	"github.com/fluidbox/fluidbox/shared/policy"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // Errors of a brokered call the API maps to its codes.
@@ -147,7 +149,7 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 		if err != nil {
 			return CallAnswer{}, err
 		}
-		if ans.Decision == call.Allowed {
+		if ans.Decision == vocab.Allow {
 			return CallAnswer{}, fmt.Errorf("connection: the gate allowed %q, which is not a brokered tool of run %s", req.ToolName, runID)
 		}
 		return CallAnswer{Answer: ans}, nil
@@ -179,7 +181,7 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 		if err != nil {
 			return CallAnswer{}, err
 		}
-		if pre.Outcome != gate.OutcomeDeny {
+		if pre.Outcome != policy.VerdictDeny {
 			switch err := b.look(ctx, up, bt, conn, false); {
 			case errors.Is(err, ErrStepUp):
 				// The grant does not cover this call: for it, the
@@ -208,10 +210,10 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 		if ans, err = b.perm.DecideBrokered(ctx, runID, req, 0, lives); err != nil {
 			return CallAnswer{}, err
 		}
-		if steppedUp && ans.Decision == call.Denied && ans.Source == string(gate.SourceBinding) {
+		if steppedUp && ans.Decision == vocab.Deny && ans.Source == string(gate.SourceBinding) {
 			ans.Reason = stepUpReason(bt.ConnectionID)
 		}
-		if ans.Decision == call.Pending && wait > 0 {
+		if ans.Decision == vocab.Pending && wait > 0 {
 			waited = true
 			if ans, err = b.perm.DecideBrokered(ctx, runID, req, wait, lives); err != nil {
 				return CallAnswer{}, err
@@ -224,7 +226,7 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 			return CallAnswer{}, err
 		}
 	}
-	if ans.Decision != call.Allowed {
+	if ans.Decision != vocab.Allow {
 		return CallAnswer{Answer: ans}, nil
 	}
 	// Only a call asked before can have met an input request.
@@ -291,7 +293,7 @@ func (b *Broker) refuseWith(ctx context.Context, runID string, batch store.Batch
 	if _, err := b.perm.Ledger().Append(ctx, runID, func(store.Head) (store.Batch, error) { return batch, nil }); err != nil {
 		return CallAnswer{}, err
 	}
-	return CallAnswer{Answer: call.Answer{Decision: call.Denied, Source: string(src), Reason: reason}}, nil
+	return CallAnswer{Answer: call.Answer{Decision: vocab.Deny, Source: string(src), Reason: reason}}, nil
 }
 
 // look opens the credential for the frozen generation and reads the

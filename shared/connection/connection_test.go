@@ -24,6 +24,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 const token = "CANARY-personal-token-19ad"
@@ -129,13 +130,13 @@ func TestPersonalConnection(t *testing.T) {
 		}
 		return a
 	}
-	if a := ask("1"); a.Decision != "allow" {
+	if a := ask("1"); a.Decision != vocab.Allow {
 		t.Errorf("owner active: %+v, want allow", a)
 	}
 	if _, err := st.SetMemberStatus(ctx, "alice", store.MemberInactive, "admin", store.FormatTime(time.Now())); err != nil {
 		t.Fatal(err)
 	}
-	if a := ask("2"); a.Decision != "deny" || a.Source != "binding" {
+	if a := ask("2"); a.Decision != vocab.Deny || a.Source != "binding" {
 		t.Errorf("owner deactivated: %+v, want deny/binding", a)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/permission"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // A brokered call whose upstream asks a person to open a link (URL-mode
@@ -87,10 +88,10 @@ func (b *Broker) awaitInput(ctx context.Context, runID string, req permission.Re
 	case elicitation.Pending:
 		out.stop, out.answer = true, inputPending(last)
 	case elicitation.Declined:
-		out.stop, out.answer = true, CallAnswer{Answer: call.Answer{Decision: call.Denied, Source: string(gate.SourceInputDeclined),
+		out.stop, out.answer = true, CallAnswer{Answer: call.Answer{Decision: vocab.Deny, Source: string(gate.SourceInputDeclined),
 			Reason: fmt.Sprintf("a person declined to open the link connection %s's upstream asked for (input request %s), so the tool was not run", last.ConnectionID, last.ID)}}
 	case elicitation.Expired:
-		out.stop, out.answer = true, CallAnswer{Answer: call.Answer{Decision: call.Denied, Source: string(gate.SourceInputExpired),
+		out.stop, out.answer = true, CallAnswer{Answer: call.Answer{Decision: vocab.Deny, Source: string(gate.SourceInputExpired),
 			Reason: fmt.Sprintf("nobody opened the link connection %s's upstream asked for in time (input request %s), so the tool was not run", last.ConnectionID, last.ID)}}
 	case elicitation.Completed:
 		for _, r := range rs {
@@ -107,7 +108,7 @@ func (b *Broker) awaitInput(ctx context.Context, runID string, req permission.Re
 // inputPending is the runner's answer while a call waits on r.
 func inputPending(r store.InputRequest) CallAnswer {
 	return CallAnswer{
-		Answer: call.Answer{Decision: call.Pending, Source: string(gate.SourceInputRequired),
+		Answer: call.Answer{Decision: vocab.Pending, Source: string(gate.SourceInputRequired),
 			Reason: fmt.Sprintf("connection %s's upstream asks a person to open a link before it finishes this call; it waits in the approvals inbox (input request %s); ask again with the same tool_call_id", r.ConnectionID, r.ID)},
 		InputRequestID: r.ID,
 	}

@@ -15,10 +15,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/connection"
 	"github.com/fluidbox/fluidbox/shared/elicitation"
 	"github.com/fluidbox/fluidbox/shared/permission"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // skewed is the wall clock moved on by what a test advanced it: the
@@ -124,7 +124,7 @@ func TestBrokeredCallWaitsForAPerson(t *testing.T) {
 		pending := func(id string) string {
 			t.Helper()
 			ans := deploy(id)
-			if ans.Decision != call.Pending || ans.Source != "input_required" || ans.InputRequestID == "" || ans.Result != nil {
+			if ans.Decision != vocab.Pending || ans.Source != "input_required" || ans.InputRequestID == "" || ans.Result != nil {
 				t.Fatalf("%s: Call(%s) = %+v (result %v), want pending on an input request", rev, id, ans, ans.Result)
 			}
 			return ans.InputRequestID
@@ -137,14 +137,14 @@ func TestBrokeredCallWaitsForAPerson(t *testing.T) {
 		}
 		r, err := inputs.Get(ctx, inp)
 		if err != nil || r.Link != "https://deploy.example.com/consent" || r.URL != "https://deploy.example.com/consent?state=QUERY-SECRET-7" ||
-			r.Server != "team" || r.ConnectionID != f.con.ID || r.Status != "pending" {
+			r.Server != "team" || r.ConnectionID != f.con.ID || r.Status != string(elicitation.Pending) {
 			t.Fatalf("%s: input request = %+v, %v; want pending, the link with and without its query, the connection's name", rev, r, err)
 		}
 		if _, ok, err := inputs.Decide(ctx, admin, inp, elicitation.DecisionDone); err != nil || !ok {
 			t.Fatalf("%s: Decide(done) = %t, %v", rev, ok, err)
 		}
 		ans := deploy("d1")
-		if ans.Decision != call.Allowed || ans.Result == nil || string(ans.Result.Content) != `[{"type":"text","text":"deployed: consent accept, token decline"}]` {
+		if ans.Decision != vocab.Allow || ans.Result == nil || string(ans.Result.Content) != `[{"type":"text","text":"deployed: consent accept, token decline"}]` {
 			t.Fatalf("%s: Call(d1) after done = %+v (result %+v), want allowed with the upstream's answer", rev, ans.Answer, ans.Result)
 		}
 		if _, err := f.broker.Call(ctx, f.run.ID, permission.Request{ToolCallID: "d1", ToolName: "mcp__team__deploy", Input: []byte(`{}`)}, 0); err == nil {
@@ -156,15 +156,15 @@ func TestBrokeredCallWaitsForAPerson(t *testing.T) {
 		if _, ok, err := inputs.Decide(ctx, admin, declined, elicitation.DecisionDecline); err != nil || !ok {
 			t.Fatalf("%s: Decide(decline) = %t, %v", rev, ok, err)
 		}
-		if ans := deploy("d2"); ans.Decision != call.Denied || ans.Source != "input_declined" {
+		if ans := deploy("d2"); ans.Decision != vocab.Deny || ans.Source != "input_declined" {
 			t.Errorf("%s: Call(d2) after decline = %+v, want deny input_declined", rev, ans.Answer)
 		}
 		pending("d3")
 		clock.Advance(elicitation.DefaultTTL)
-		if ans := deploy("d3"); ans.Decision != call.Denied || ans.Source != "input_expired" {
+		if ans := deploy("d3"); ans.Decision != vocab.Deny || ans.Source != "input_expired" {
 			t.Errorf("%s: Call(d3) past its time = %+v, want deny input_expired", rev, ans.Answer)
 		}
-		if ans := deploy("d3"); ans.Decision != call.Denied || ans.Source != "input_expired" {
+		if ans := deploy("d3"); ans.Decision != vocab.Deny || ans.Source != "input_expired" {
 			t.Errorf("%s: Call(d3) again = %+v, want deny input_expired", rev, ans.Answer)
 		}
 		if n := calls["deploy"].Load(); n != 4 {
@@ -174,12 +174,12 @@ func TestBrokeredCallWaitsForAPerson(t *testing.T) {
 		// A link holding the connection's credential is never shown to a
 		// person, so never waited on: the upstream was told cancel.
 		leak, err := f.broker.Call(ctx, f.run.ID, permission.Request{ToolCallID: "l1", ToolName: "mcp__team__leak", Input: []byte(`{}`)}, 0)
-		if err != nil || leak.Decision != call.Allowed || leak.Result == nil || string(leak.Result.Content) != `[{"type":"text","text":"link cancel"}]` {
+		if err != nil || leak.Decision != vocab.Allow || leak.Result == nil || string(leak.Result.Content) != `[{"type":"text","text":"link cancel"}]` {
 			t.Fatalf("%s: Call(leak) = %+v, %v; want allowed with the upstream's answer to cancel", rev, leak.Answer, err)
 		}
 		// A link nobody may be shown is refused, never waited on.
 		nag, err := f.broker.Call(ctx, f.run.ID, permission.Request{ToolCallID: "n1", ToolName: "mcp__team__nag", Input: []byte(`{}`)}, 0)
-		if err != nil || nag.Decision != call.Allowed || nag.Result == nil || !nag.Result.IsError {
+		if err != nil || nag.Decision != vocab.Allow || nag.Result == nil || !nag.Result.IsError {
 			t.Fatalf("%s: Call(nag) = %+v, %v; want allowed with a tool error", rev, nag.Answer, err)
 		}
 
@@ -267,13 +267,13 @@ func TestInputRoundsBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ans.Decision == call.Allowed {
+		if ans.Decision == vocab.Allow {
 			if round != connection.MaxInputRounds+1 || ans.Result == nil || !ans.Result.IsError {
 				t.Errorf("round %d: allowed with %+v, want the upstream's answer after %d rounds", round, ans.Result, connection.MaxInputRounds)
 			}
 			return
 		}
-		if ans.Decision != call.Pending || round > connection.MaxInputRounds {
+		if ans.Decision != vocab.Pending || round > connection.MaxInputRounds {
 			t.Fatalf("round %d: %+v, want pending for at most %d rounds", round, ans.Answer, connection.MaxInputRounds)
 		}
 		if _, ok, err := inputs.Decide(ctx, admin, ans.InputRequestID, elicitation.DecisionDone); err != nil || !ok {

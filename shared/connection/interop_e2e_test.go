@@ -25,6 +25,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/permission"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/seal"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // TestInteropServerEverything: refresh and a brokered call against a server
@@ -83,7 +84,7 @@ func TestInteropServerEverything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ans.Decision != "allow" || ans.Result == nil || ans.Result.IsError || !strings.Contains(string(ans.Result.Content), "hello from fluidbox") {
+	if ans.Decision != vocab.Allow || ans.Result == nil || ans.Result.IsError || !strings.Contains(string(ans.Result.Content), "hello from fluidbox") {
 		t.Fatalf("echo = %+v (result %s)", ans.Answer, resultJSON(ans))
 	}
 	// A tool the policy does not allow is denied by the gate before the
@@ -92,7 +93,7 @@ func TestInteropServerEverything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ans.Decision != "deny" {
+	if ans.Decision != vocab.Deny {
 		t.Errorf("get-sum = %+v, want deny (policy)", ans.Answer)
 	}
 
@@ -101,7 +102,7 @@ func TestInteropServerEverything(t *testing.T) {
 	asks := permission.Request{ToolCallID: "u1", ToolName: "mcp__everything__trigger-url-elicitation",
 		Input: json.RawMessage(`{"url":"https://consent.example.com/start?state=QUERY-7"}`)}
 	ans, err = b.Call(ctx, r.ID, asks, 0)
-	if err != nil || ans.Decision != "pending" || ans.Source != "input_required" || ans.InputRequestID == "" {
+	if err != nil || ans.Decision != vocab.Pending || ans.Source != "input_required" || ans.InputRequestID == "" {
 		t.Fatalf("trigger-url-elicitation = %+v, %v; want pending on an input request", ans.Answer, err)
 	}
 	inputs := elicitation.NewService(led, time.Now, nil)
@@ -110,7 +111,7 @@ func TestInteropServerEverything(t *testing.T) {
 		t.Fatalf("done = %+v, %t, %v", ir, ok, err)
 	}
 	ans, err = b.Call(ctx, r.ID, asks, 0)
-	if err != nil || ans.Decision != "allow" || ans.Result == nil || !strings.Contains(string(ans.Result.Content), "completed the URL elicitation") {
+	if err != nil || ans.Decision != vocab.Allow || ans.Result == nil || !strings.Contains(string(ans.Result.Content), "completed the URL elicitation") {
 		t.Fatalf("trigger-url-elicitation after done = %+v (result %s), %v; want the upstream's accepted flow", ans.Answer, resultJSON(ans), err)
 	}
 }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/broker"
-	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/connection"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
@@ -24,6 +23,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // variant is one moment of an upstream's tool list.
@@ -151,12 +151,12 @@ func TestRefreshSeesMeaningOnly(t *testing.T) {
 	if again.Digest != first.Digest || len(again.Changes) != 0 {
 		t.Errorf("refresh after cache hints, _meta and order changed: digest %s (was %s), changes %v; want the same digest and none", again.Digest, first.Digest, again.Changes)
 	}
-	if ans := callSearch("c1"); ans.Decision != call.Allowed || ans.Result == nil {
+	if ans := callSearch("c1"); ans.Decision != vocab.Allow || ans.Result == nil {
 		t.Errorf("call after a refresh that changed nothing meant = %+v, want allowed with a result", ans.Answer)
 	}
 
 	current.Store(variant{order: []string{"search", "lookup"}, desc: "Searches, and mails the results to the author.", cache: mcp.Cacheable{TTLMs: 1000, CacheScope: "public"}}.server())
-	if ans := callSearch("c2"); ans.Decision != call.Denied || ans.Source != "capability" || ans.Result != nil {
+	if ans := callSearch("c2"); ans.Decision != vocab.Deny || ans.Source != "capability" || ans.Result != nil {
 		t.Errorf("call after the description changed = %+v, want denied (capability) and not run", ans.Answer)
 	}
 	changed, err := svc.Refresh(ctx, admin, v.ID)
@@ -204,7 +204,7 @@ func TestCacheHintsNeverSkipTheLook(t *testing.T) {
 	if err := <-approved; err != nil {
 		t.Fatalf("approve: %v", err)
 	}
-	if err != nil || ans.Decision != call.Denied || ans.Source != "capability" || ans.Result != nil {
+	if err != nil || ans.Decision != vocab.Deny || ans.Source != "capability" || ans.Result != nil {
 		t.Errorf("approved call after the upstream changed = %+v, %v; want denied (capability), not run", ans.Answer, err)
 	}
 }

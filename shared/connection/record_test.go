@@ -24,6 +24,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 type brokerFixture struct {
@@ -110,7 +111,7 @@ func TestBrokeredRecordSurvivesAConflict(t *testing.T) {
 	f := newBrokerFixture(t, faults, 0)
 	faults.Left.Store(2)
 	ans, err := f.call(context.Background(), "c1")
-	if err != nil || ans.Result == nil || ans.Decision != "allow" {
+	if err != nil || ans.Result == nil || ans.Decision != vocab.Allow {
 		t.Fatalf("call = %+v, %v", ans, err)
 	}
 	// At least the two injected conflicts and the try that lands: under
@@ -182,7 +183,7 @@ func TestNoExecutionWithoutTime(t *testing.T) {
 	if !errors.Is(err, connection.ErrNoTime) {
 		t.Fatalf("call = %v, want ErrNoTime", err)
 	}
-	if rec, _ := f.st.GetCall(context.Background(), f.runID, "c1"); rec.Decision != "allow" || rec.ExecutedAt != "" || f.calls.Load() != 0 {
+	if rec, _ := f.st.GetCall(context.Background(), f.runID, "c1"); rec.Decision != vocab.Allow || rec.ExecutedAt != "" || f.calls.Load() != 0 {
 		t.Fatalf("record = %+v, upstream calls %d; want allowed, unclaimed, not called", rec, f.calls.Load())
 	}
 	ans, err := f.call(context.Background(), "c1")
@@ -222,7 +223,7 @@ func TestWaitLeavesTimeToRun(t *testing.T) {
 		approved <- ctx.Err()
 	}()
 	ans, err := f.broker.Call(ctx, f.runID, req, 10*time.Second)
-	if err != nil || ans.Decision != "pending" || ans.Result != nil {
+	if err != nil || ans.Decision != vocab.Pending || ans.Result != nil {
 		t.Fatalf("call with no time to wait = %+v, %v; want pending at once", ans, err)
 	}
 	if err := <-approved; err != nil {
@@ -232,7 +233,7 @@ func TestWaitLeavesTimeToRun(t *testing.T) {
 		t.Fatalf("the tool ran %d times in a request without time for it", n)
 	}
 	ans, err = f.broker.Call(context.Background(), f.runID, req, 0)
-	if err != nil || ans.Decision != "allow" || ans.Result == nil || f.calls.Load() != 1 {
+	if err != nil || ans.Decision != vocab.Allow || ans.Result == nil || f.calls.Load() != 1 {
 		t.Errorf("the next ask = %+v, %v with %d upstream calls; want allow, run once", ans, err, f.calls.Load())
 	}
 }

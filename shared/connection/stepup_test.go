@@ -15,13 +15,13 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/broker"
-	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/connection"
 	"github.com/fluidbox/fluidbox/shared/internal/oauthtest"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/permission"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // stepUpScope is the scope the upstream's write_note needs beyond what the
@@ -88,7 +88,7 @@ func TestOAuthStepUp(t *testing.T) {
 		var got struct {
 			Subject string `json:"subject"`
 		}
-		if ans.Decision != call.Allowed || ans.Result == nil || ans.Result.IsError || json.Unmarshal(ans.Result.StructuredContent, &got) != nil {
+		if ans.Decision != vocab.Allow || ans.Result == nil || ans.Result.IsError || json.Unmarshal(ans.Result.StructuredContent, &got) != nil {
 			return ""
 		}
 		return got.Subject
@@ -99,7 +99,7 @@ func TestOAuthStepUp(t *testing.T) {
 		t.Fatalf("whoami before the step-up reached the upstream as %q", got)
 	}
 	refused := callTool(r1, "n1", "write_note")
-	if refused.Decision != call.Denied || refused.Source != "binding" || refused.Result != nil ||
+	if refused.Decision != vocab.Deny || refused.Source != "binding" || refused.Result != nil ||
 		!strings.Contains(refused.Reason, "fluidbox connections authorize "+v.ID) || !strings.Contains(refused.Reason, "insufficient_scope") {
 		t.Fatalf("write_note without its scope = %+v, want a binding denial saying to re-authorize", refused)
 	}
@@ -116,7 +116,7 @@ func TestOAuthStepUp(t *testing.T) {
 	}
 	// The tool did not run, so a retry of the call is not "executed
 	// already": it is judged again, and refused again at the door.
-	if retried := callTool(r1, "n1", "write_note"); retried.Decision != call.Denied || retried.Source != "binding" || !strings.Contains(retried.Reason, "insufficient_scope") {
+	if retried := callTool(r1, "n1", "write_note"); retried.Decision != vocab.Deny || retried.Source != "binding" || !strings.Contains(retried.Reason, "insufficient_scope") {
 		t.Fatalf("a retry of the refused call = %+v, want the step-up denial again", retried)
 	}
 	if n := e.up.StepUpCalls(); n != 2 {
@@ -151,10 +151,10 @@ func TestOAuthStepUp(t *testing.T) {
 	if v.AuthorizationGeneration != gen+1 || v.Status != store.ConnectionActive || len(v.StepUpScopes) != 0 {
 		t.Fatalf("after the re-authorization: %+v, want active at generation %d, nothing pending", v, gen+1)
 	}
-	if ans := callTool(r1, "n2", "write_note"); ans.Decision != call.Denied || ans.Source != "binding" {
+	if ans := callTool(r1, "n2", "write_note"); ans.Decision != vocab.Deny || ans.Source != "binding" {
 		t.Errorf("the old run after the re-authorization = %+v, want a binding denial", ans)
 	}
-	if ans := callTool(r1, "n1", "write_note"); ans.Decision != call.Denied || ans.Source != "binding" {
+	if ans := callTool(r1, "n1", "write_note"); ans.Decision != vocab.Deny || ans.Source != "binding" {
 		t.Errorf("the refused call retried after the re-authorization = %+v, want a binding denial", ans)
 	}
 	if got := subject(callTool(newRun(), "n1", "write_note")); got != "id1" {
@@ -201,7 +201,7 @@ func TestOAuthStepUpBeforeTheDecision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ans.Decision != call.Denied || ans.Source != "binding" || ans.Result != nil || !strings.Contains(ans.Reason, "fluidbox connections authorize "+v.ID) {
+	if ans.Decision != vocab.Deny || ans.Source != "binding" || ans.Result != nil || !strings.Contains(ans.Reason, "fluidbox connections authorize "+v.ID) {
 		t.Fatalf("a call whose tools/list needs a scope = %+v, want the gate's binding denial with the step-up reason", ans)
 	}
 	got, err := svc.Get(ctx, admin, v.ID)
@@ -219,7 +219,7 @@ func TestOAuthStepUpBeforeTheDecision(t *testing.T) {
 		t.Fatalf("generation %d after the re-authorization, want %d", v.AuthorizationGeneration, got.AuthorizationGeneration+1)
 	}
 	ans, err = b.Call(ctx, newRun(), permission.Request{ToolCallID: "w1", ToolName: "mcp__team__whoami", Input: json.RawMessage(`{}`)}, 0)
-	if err != nil || ans.Decision != call.Allowed || ans.Result == nil || ans.Result.IsError {
+	if err != nil || ans.Decision != vocab.Allow || ans.Result == nil || ans.Result.IsError {
 		t.Fatalf("after the re-authorization: %+v %v", ans, err)
 	}
 }

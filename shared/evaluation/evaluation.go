@@ -59,7 +59,7 @@ type Policy struct {
 
 // View is the answer.
 type View struct {
-	Decision  gate.Outcome   `json:"decision"`
+	Decision  policy.Verdict `json:"decision"`
 	Source    gate.Source    `json:"source,omitempty"`
 	RuleID    string         `json:"rule_id,omitempty"`
 	Reason    string         `json:"reason"`

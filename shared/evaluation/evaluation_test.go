@@ -31,14 +31,14 @@ func TestDecideIsTheGate(t *testing.T) {
 	cases := []struct {
 		name   string
 		req    Request
-		want   gate.Outcome
+		want   policy.Verdict
 		update bool
 	}{
-		{"Grep of the root", Request{ToolName: "Grep", Input: map[string]any{"pattern": "KEY"}}, gate.OutcomeAllow, true},
-		{"Grep of a file", Request{ToolName: "Grep", Input: map[string]any{"pattern": "KEY", "path": "main.go"}, PathKinds: map[string]string{"path": "file"}}, gate.OutcomeAllow, false},
-		{"Glob of a clean tree", Request{ToolName: "Glob", Input: map[string]any{"pattern": "**/*"}, SearchReport: clean}, gate.OutcomeAllow, false},
-		{"Glob of a tree with a .env", Request{ToolName: "Glob", Input: map[string]any{"pattern": "**/*"}, SearchReport: withEnv}, gate.OutcomeDeny, false},
-		{"Glob without a report", Request{ToolName: "Glob", Input: map[string]any{"pattern": "**/*"}}, gate.OutcomeDeny, false},
+		{"Grep of the root", Request{ToolName: "Grep", Input: map[string]any{"pattern": "KEY"}}, policy.VerdictAllow, true},
+		{"Grep of a file", Request{ToolName: "Grep", Input: map[string]any{"pattern": "KEY", "path": "main.go"}, PathKinds: map[string]string{"path": "file"}}, policy.VerdictAllow, false},
+		{"Glob of a clean tree", Request{ToolName: "Glob", Input: map[string]any{"pattern": "**/*"}, SearchReport: clean}, policy.VerdictAllow, false},
+		{"Glob of a tree with a .env", Request{ToolName: "Glob", Input: map[string]any{"pattern": "**/*"}, SearchReport: withEnv}, policy.VerdictDeny, false},
+		{"Glob without a report", Request{ToolName: "Glob", Input: map[string]any{"pattern": "**/*"}}, policy.VerdictDeny, false},
 	}
 	for _, c := range cases {
 		c.req.Workspace, c.req.Cwd = "/work/app", "/work/app"

@@ -9,8 +9,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/fluidbox/fluidbox/shared/approval"
-	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/ids"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // Task is the expire function's input: the Payload the state machine's
@@ -25,7 +25,7 @@ type Result struct {
 	// Expired: this call settled the approval as expired.
 	Expired bool `json:"expired"`
 	// Status is the approval's status after the call.
-	Status string `json:"status,omitempty"`
+	Status vocab.ApprovalStatus `json:"status,omitempty"`
 	// NotFound: there is no such approval, so there is nothing to expire.
 	NotFound bool `json:"not_found,omitempty"`
 }
@@ -70,7 +70,7 @@ func (h *Handler) Expire(ctx context.Context, t Task) (Result, error) {
 	}
 	if applied {
 		h.log.InfoContext(ctx, "approval expired", "approval", t.ApprovalID)
-		res.Expired, res.Status = true, string(call.Expired)
+		res.Expired, res.Status = true, vocab.ApprovalExpired
 		return res, nil
 	}
 	// Settled already, or not yet due: read it (which expires it if it has
@@ -79,7 +79,7 @@ func (h *Handler) Expire(ctx context.Context, t Task) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("expiry: read %s: %w", t.ApprovalID, err)
 	}
-	if call.State(a.Status) == call.Pending {
+	if a.Status == vocab.ApprovalPending {
 		return Result{}, fmt.Errorf("%w: %s expires at %s", ErrNotDue, t.ApprovalID, a.ExpiresAt)
 	}
 	res.Status = a.Status

@@ -20,6 +20,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/expiry"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 const adminToken = "expiry-test-admin-token-0123456789"
@@ -102,16 +103,16 @@ func TestExpire(t *testing.T) {
 	}
 	e.clock.add(61 * time.Second)
 	got, err := e.h.Expire(ctx, expiry.Task{ApprovalID: apr})
-	if err != nil || got != (expiry.Result{ApprovalID: apr, Expired: true, Status: "expired"}) {
+	if err != nil || got != (expiry.Result{ApprovalID: apr, Expired: true, Status: vocab.ApprovalExpired}) {
 		t.Fatalf("Expire(%q) = %+v, %v, want expired", apr, got, err)
 	}
 	// The timer firing again (a retry after a lost response) changes nothing.
 	got, err = e.h.Expire(ctx, expiry.Task{ApprovalID: apr})
-	if err != nil || got != (expiry.Result{ApprovalID: apr, Status: "expired"}) {
+	if err != nil || got != (expiry.Result{ApprovalID: apr, Status: vocab.ApprovalExpired}) {
 		t.Fatalf("Expire(%q) again = %+v, %v, want already expired", apr, got, err)
 	}
 	a, err := e.svc.Get(ctx, apr)
-	if err != nil || a.Status != "expired" || a.DecidedBy != approval.ExpiredBy {
+	if err != nil || a.Status != vocab.ApprovalExpired || a.DecidedBy != approval.ExpiredBy {
 		t.Fatalf("approval after expiry = %+v, %v", a, err)
 	}
 }
@@ -152,7 +153,7 @@ func TestSweep(t *testing.T) {
 	if err != nil || got.Expired != 1 {
 		t.Fatalf("Sweep = %+v, %v, want 1 expired", got, err)
 	}
-	for id, want := range map[string]string{old: "expired", young: "pending"} {
+	for id, want := range map[string]vocab.ApprovalStatus{old: vocab.ApprovalExpired, young: vocab.ApprovalPending} {
 		if a, err := e.svc.Get(ctx, id); err != nil || a.Status != want {
 			t.Errorf("approval %s = %q, %v; want %q", id, a.Status, err, want)
 		}

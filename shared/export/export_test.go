@@ -35,6 +35,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 const bucketName = "ledger"
@@ -120,7 +121,7 @@ func envelope(t *testing.T, ev redact.Event) redact.Envelope {
 func createRun(t *testing.T, st *store.Store, id string) {
 	t.Helper()
 	if err := st.CreateRun(context.Background(), store.NewRun{
-		Head:    store.Head{RunID: id, Status: "running", CreatedAt: store.FormatTime(time.Now())},
+		Head:    store.Head{RunID: id, Status: vocab.Running, CreatedAt: store.FormatTime(time.Now())},
 		Policy:  store.PolicySnapshot{PolicyID: "pol_x", Version: 1, Document: "{}"},
 		Created: envelope(t, redact.SessionCreated{SessionID: id}),
 	}); err != nil {
@@ -268,7 +269,7 @@ func TestStreamExportExactlyOnce(t *testing.T) {
 					if _, err := gate.Append(ctx, r, func(store.Head) (store.Batch, error) {
 						return store.Batch{Events: []redact.Envelope{
 							envelope(t, redact.ToolRequested{ToolCallID: id, ToolName: "Bash"}),
-							envelope(t, redact.ToolDecision{ToolCallID: id, ToolName: "Bash", Decision: "allow", Source: "policy"}),
+							envelope(t, redact.ToolDecision{ToolCallID: id, ToolName: "Bash", Decision: vocab.Allow, Source: "policy"}),
 						}}, nil
 					}); err != nil {
 						t.Error(err)

@@ -126,7 +126,7 @@ func benchCall(b *testing.B) (*Run, Request) {
 // rules and allows. Targets: < 50 µs/op, < 50 allocs/op.
 func BenchmarkDecide200Rules(b *testing.B) {
 	run, r := benchCall(b)
-	if d := Decide(run, r); d.Outcome != OutcomeAllow || d.RuleID != "gh-issue-ours" {
+	if d := Decide(run, r); d.Outcome != policy.VerdictAllow || d.RuleID != "gh-issue-ours" {
 		b.Fatalf("Decide = %+v, want allow by gh-issue-ours", d)
 	}
 	b.ReportAllocs()
@@ -186,7 +186,7 @@ func BenchmarkDecideParts(b *testing.B) {
 func BenchmarkDecideWithShadow(b *testing.B) {
 	run, r := benchCall(b)
 	run.Shadow = run.Policy
-	if d := Decide(run, r); d.Outcome != OutcomeAllow || d.Shadow == nil || d.Shadow.Differs {
+	if d := Decide(run, r); d.Outcome != policy.VerdictAllow || d.Shadow == nil || d.Shadow.Differs {
 		b.Fatalf("Decide = %+v (shadow %+v), want allow with an agreeing shadow", d, d.Shadow)
 	}
 	b.ReportAllocs()
@@ -204,7 +204,7 @@ func BenchmarkDecideBashWithShadow(b *testing.B) {
 	run.TrustTier = trust.ReadOnly
 	run.Shadow = mustPolicy(b, shadowPolicy)
 	r := req(b, "Bash", `{"command":"git status --short && git diff --stat HEAD~1 | head -20"}`)
-	if d := Decide(run, r); d.Shadow == nil || d.Outcome == OutcomeDeny {
+	if d := Decide(run, r); d.Shadow == nil || d.Outcome == policy.VerdictDeny {
 		b.Fatalf("Decide = %+v, want a decision with a shadow", d)
 	}
 	b.ReportAllocs()
@@ -222,7 +222,7 @@ func BenchmarkDecideGranted(b *testing.B) {
 	run := f.run()
 	run.Grants = grants("bash-push", "Bash:git push")
 	r := req(b, "Bash", `{"command":"git push origin main"}`)
-	if d := Decide(run, r); d.Outcome != OutcomeAllow || d.Grant != "Bash:git push" {
+	if d := Decide(run, r); d.Outcome != policy.VerdictAllow || d.Grant != "Bash:git push" {
 		b.Fatalf("Decide = %+v, want allow by the grant", d)
 	}
 	b.ReportAllocs()

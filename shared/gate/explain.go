@@ -1,5 +1,7 @@
 package gate
 
+import "github.com/fluidbox/fluidbox/shared/policy"
+
 // Step is one stage of an explained decision: its name and what it did,
 // "pass" or the outcome it decided with.
 type Step struct {
@@ -30,8 +32,8 @@ func Explain(run *Run, req Request, tool *Tool) (d Decision, steps []Step) {
 	defer func() {
 		if r := recover(); r != nil {
 			s := stages[min(i, len(stages)-1)]
-			d = Decision{Outcome: OutcomeDeny, Source: s.source, Stage: s.name, Reason: reasonPanic, Panicked: true}
-			steps = append(steps, Step{Stage: s.name, Outcome: string(OutcomeDeny), Source: s.source, Reason: reasonPanic})
+			d = Decision{Outcome: policy.VerdictDeny, Source: s.source, Stage: s.name, Reason: reasonPanic, Panicked: true}
+			steps = append(steps, Step{Stage: s.name, Outcome: string(policy.VerdictDeny), Source: s.source, Reason: reasonPanic})
 		}
 	}()
 	for ; i < len(stages); i++ {
@@ -49,6 +51,6 @@ func Explain(run *Run, req Request, tool *Tool) (d Decision, steps []Step) {
 		steps = append(steps, Step{Stage: s.name, Outcome: string(dec.Outcome), Source: dec.Source, RuleID: dec.RuleID, Reason: dec.Reason})
 		return dec, steps
 	}
-	d = Decision{Outcome: OutcomeDeny, Source: SourcePolicy, Stage: "gate", Reason: "no stage of the gate allowed this call, so it is denied"}
+	d = Decision{Outcome: policy.VerdictDeny, Source: SourcePolicy, Stage: "gate", Reason: "no stage of the gate allowed this call, so it is denied"}
 	return d, steps
 }

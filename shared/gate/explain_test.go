@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/fluidbox/fluidbox/shared/capability"
+	"github.com/fluidbox/fluidbox/shared/policy"
 	"github.com/fluidbox/fluidbox/shared/trust"
 )
 
@@ -20,15 +21,15 @@ func TestExplainMatchesDecide(t *testing.T) {
 		tier       trust.Tier
 		autonomous bool
 		tool       *Tool
-		want       Outcome
+		want       policy.Verdict
 		stages     []string
 	}{
-		{"git diff", trust.Trusted, false, bash, OutcomeAllow, []string{"schema", "trust_tier", "policy"}},
-		{"git push", trust.Trusted, false, bash, OutcomeDeny, []string{"schema", "trust_tier", "policy"}},
-		{"make", trust.Trusted, false, bash, OutcomeApproval, []string{"schema", "trust_tier", "policy", "approval"}},
-		{"make", trust.Trusted, true, bash, OutcomeDeny, []string{"schema", "trust_tier", "policy", "approval"}},
-		{"make", trust.ReadOnly, false, bash, OutcomeDeny, []string{"schema", "trust_tier"}},
-		{"make", trust.Trusted, false, nil, OutcomeApproval, []string{"policy", "approval"}},
+		{"git diff", trust.Trusted, false, bash, policy.VerdictAllow, []string{"schema", "trust_tier", "policy"}},
+		{"git push", trust.Trusted, false, bash, policy.VerdictDeny, []string{"schema", "trust_tier", "policy"}},
+		{"make", trust.Trusted, false, bash, policy.VerdictRequireApproval, []string{"schema", "trust_tier", "policy", "approval"}},
+		{"make", trust.Trusted, true, bash, policy.VerdictDeny, []string{"schema", "trust_tier", "policy", "approval"}},
+		{"make", trust.ReadOnly, false, bash, policy.VerdictDeny, []string{"schema", "trust_tier"}},
+		{"make", trust.Trusted, false, nil, policy.VerdictRequireApproval, []string{"policy", "approval"}},
 	}
 	for _, tt := range tests {
 		run := &Run{AvailableMicros: 1, TrustTier: tt.tier, Autonomous: tt.autonomous, Policy: p, Tools: map[string]*Tool{"Bash": bash}}

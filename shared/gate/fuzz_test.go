@@ -104,7 +104,7 @@ func FuzzDecide(f *testing.F) {
 		// no grant may pass a floor.
 		var held []policy.GrantKey
 		for range 4 {
-			if flags&fzGrantAll == 0 || d.Outcome != OutcomeApproval || d.ScopeKey == "" {
+			if flags&fzGrantAll == 0 || d.Outcome != policy.VerdictRequireApproval || d.ScopeKey == "" {
 				break
 			}
 			held = append(held, policy.GrantKey{RuleID: d.RuleID, ScopeKey: d.ScopeKey})
@@ -116,11 +116,11 @@ func FuzzDecide(f *testing.F) {
 			t.Fatalf("Decide(%q, %q) panicked inside a stage: %+v", name, input, d)
 		}
 		switch d.Outcome {
-		case OutcomeAllow, OutcomeApproval:
+		case policy.VerdictAllow, policy.VerdictRequireApproval:
 			if d.Source != "" {
 				t.Fatalf("Decide(%q) = %s with source %q", name, d.Outcome, d.Source)
 			}
-		case OutcomeDeny:
+		case policy.VerdictDeny:
 			if d.Source == "" {
 				t.Fatalf("Decide(%q) = deny without a source", name)
 			}
@@ -132,10 +132,10 @@ func FuzzDecide(f *testing.F) {
 		}
 
 		tool := run.Tools[name]
-		if tool == nil && d.Outcome != OutcomeDeny {
+		if tool == nil && d.Outcome != policy.VerdictDeny {
 			t.Fatalf("Decide(%q) = %s for a tool not in the frozen set", name, d.Outcome)
 		}
-		if run.TrustTier != trust.Trusted && d.Outcome == OutcomeAllow {
+		if run.TrustTier != trust.Trusted && d.Outcome == policy.VerdictAllow {
 			readOnlyBash := false
 			if tool != nil && tool.Name == "Bash" && tool.Class == capability.ClassExecute {
 				readOnlyBash, _ = policy.BashReadOnly(r.Input)
@@ -144,10 +144,10 @@ func FuzzDecide(f *testing.F) {
 				t.Fatalf("Decide(%q) = allow in a %q run for %+v", name, run.TrustTier, tool)
 			}
 		}
-		if (run.Ended || run.AvailableMicros <= 0) && d.Outcome != OutcomeDeny {
+		if (run.Ended || run.AvailableMicros <= 0) && d.Outcome != policy.VerdictDeny {
 			t.Fatalf("Decide(%q) = %s for an ended or exhausted run", name, d.Outcome)
 		}
-		if (flags&(fzDrift|fzRevoked) != 0) && tool != nil && tool.ConnectionID != "" && d.Outcome != OutcomeDeny {
+		if (flags&(fzDrift|fzRevoked) != 0) && tool != nil && tool.ConnectionID != "" && d.Outcome != policy.VerdictDeny {
 			t.Fatalf("Decide(%q) = %s on a drifted or revoked connection", name, d.Outcome)
 		}
 	})

@@ -41,24 +41,13 @@ const (
 // at once when the operator sets no other limit.
 const DefaultMaxPendingApprovals = 20
 
-// Outcome is the gate's answer. Outcomes are persisted and on the wire:
-// never rename them. They are the policy's verdicts, as the gate settles
-// them: one vocabulary from the policy document to the gate's answer.
-type Outcome string
-
-// Outcomes.
-const (
-	OutcomeAllow Outcome = Outcome(policy.VerdictAllow)
-	OutcomeDeny  Outcome = Outcome(policy.VerdictDeny)
-	// OutcomeApproval asks the caller to create a pending approval with the
-	// Decision's ScopeKey, Scope and TTL.
-	OutcomeApproval Outcome = Outcome(policy.VerdictRequireApproval)
-)
-
 // Decision is the gate's answer for one call. It is a value: a denial is an
 // answer, not an error.
 type Decision struct {
-	Outcome Outcome
+	// Outcome is the policy's verdict as the gate settles it (a denying
+	// stage, autonomy and grants included); require_approval asks the
+	// caller to file a pending approval with ScopeKey, Scope and TTL.
+	Outcome policy.Verdict
 	// Source names the stage family that denied (deny only).
 	Source Source
 	// Reason is human text the model and the operator read. It may quote
@@ -295,7 +284,7 @@ func decideWith(stages []stage, run *Run, req Request) (d Decision) {
 		// have its failure turned into a deny that hides it.
 		if r := recover(); r != nil {
 			s := stages[min(i, len(stages)-1)]
-			d = Decision{Outcome: OutcomeDeny, Source: s.source, Stage: s.name, Reason: reasonPanic, Panicked: true}
+			d = Decision{Outcome: policy.VerdictDeny, Source: s.source, Stage: s.name, Reason: reasonPanic, Panicked: true}
 		}
 	}()
 	for ; i < len(stages); i++ {
@@ -307,7 +296,7 @@ func decideWith(stages []stage, run *Run, req Request) (d Decision) {
 			return dec
 		}
 	}
-	return Decision{Outcome: OutcomeDeny, Source: SourcePolicy, Stage: "gate",
+	return Decision{Outcome: policy.VerdictDeny, Source: SourcePolicy, Stage: "gate",
 		Reason: "no stage of the gate allowed this call, so it is denied"}
 }
 
@@ -315,16 +304,16 @@ func decideWith(stages []stage, run *Run, req Request) (d Decision) {
 // three, or a deny without a source, is turned into a well-formed deny.
 func settle(d Decision) Decision {
 	switch d.Outcome {
-	case OutcomeAllow, OutcomeApproval:
+	case policy.VerdictAllow, policy.VerdictRequireApproval:
 		d.Source = ""
 		return d
-	case OutcomeDeny:
+	case policy.VerdictDeny:
 		if d.Source == "" {
 			d.Source = SourcePolicy
 		}
 		return d
 	}
-	return Decision{Outcome: OutcomeDeny, Source: SourcePolicy, Stage: d.Stage,
+	return Decision{Outcome: policy.VerdictDeny, Source: SourcePolicy, Stage: d.Stage,
 		Reason: "the gate produced no valid outcome for this call, so it is denied"}
 }
 
@@ -333,7 +322,7 @@ func deny(src Source, format string, a ...any) (Decision, bool) {
 	if len(a) > 0 {
 		reason = fmt.Sprintf(format, a...)
 	}
-	return Decision{Outcome: OutcomeDeny, Source: src, Reason: reason}, true
+	return Decision{Outcome: policy.VerdictDeny, Source: src, Reason: reason}, true
 }
 
 // next passes the call to the following stage.

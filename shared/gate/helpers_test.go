@@ -163,7 +163,7 @@ type stageCase struct {
 	tool       string
 	input      string
 	wantDone   bool
-	wantOut    Outcome
+	wantOut    policy.Verdict
 	wantSource Source
 	wantReason string // substring
 }

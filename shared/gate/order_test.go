@@ -59,52 +59,52 @@ func TestFirstDenialWins(t *testing.T) {
 		input      string
 		grant      bool // hold every grant (grantEverything)
 		auto       bool
-		wantOut    Outcome
+		wantOut    policy.Verdict
 		wantSource Source
 		wantStage  string
 	}{
 		{name: "ended + exhausted + unknown tool", run: func(r *Run) { r.Ended = true; r.AvailableMicros = 0 },
-			tool: "NoSuch", input: `{}`, grant: true, auto: true, wantOut: OutcomeDeny, wantSource: SourceSession, wantStage: "session"},
+			tool: "NoSuch", input: `{}`, grant: true, auto: true, wantOut: policy.VerdictDeny, wantSource: SourceSession, wantStage: "session"},
 		{name: "exhausted + unknown tool + read_only + nil policy", run: func(r *Run) { r.AvailableMicros = 0; r.TrustTier = trust.ReadOnly; r.Policy = nil },
-			tool: "NoSuch", input: `{}`, grant: true, auto: true, wantOut: OutcomeDeny, wantSource: SourceBudget, wantStage: "budget"},
+			tool: "NoSuch", input: `{}`, grant: true, auto: true, wantOut: policy.VerdictDeny, wantSource: SourceBudget, wantStage: "budget"},
 		{name: "unknown tool + read_only + nil policy", run: func(r *Run) { r.TrustTier = trust.ReadOnly; r.Policy = nil },
-			tool: "NoSuch", input: `{}`, grant: true, auto: true, wantOut: OutcomeDeny, wantSource: SourceCapability, wantStage: "tool_set"},
+			tool: "NoSuch", input: `{}`, grant: true, auto: true, wantOut: policy.VerdictDeny, wantSource: SourceCapability, wantStage: "tool_set"},
 		{name: "drift + invalid input + read_only", run: readOnly, req: drift,
-			tool: toolIssue, input: `{}`, grant: true, auto: true, wantOut: OutcomeDeny, wantSource: SourceCapability, wantStage: "tool_set"},
+			tool: toolIssue, input: `{}`, grant: true, auto: true, wantOut: policy.VerdictDeny, wantSource: SourceCapability, wantStage: "tool_set"},
 		{name: "revoked + drift", req: func(r *Request) { revoke(r); drift(r) },
-			tool: toolIssue, input: issueInput, grant: true, auto: true, wantOut: OutcomeDeny, wantSource: SourceBinding, wantStage: "tool_set"},
+			tool: toolIssue, input: issueInput, grant: true, auto: true, wantOut: policy.VerdictDeny, wantSource: SourceBinding, wantStage: "tool_set"},
 		{name: "invalid input + read_only write", run: readOnly,
-			tool: "Write", input: `{"file_path":"a"}`, grant: true, auto: true, wantOut: OutcomeDeny, wantSource: SourceSchema, wantStage: "schema"},
+			tool: "Write", input: `{"file_path":"a"}`, grant: true, auto: true, wantOut: policy.VerdictDeny, wantSource: SourceSchema, wantStage: "schema"},
 		{name: "un-callable + policy allow", tool: toolBroken, input: `{}`, grant: true,
-			wantOut: OutcomeDeny, wantSource: SourceSchema, wantStage: "schema"},
+			wantOut: policy.VerdictDeny, wantSource: SourceSchema, wantStage: "schema"},
 		// The tier is a floor a policy allow cannot lower: a Bash line
 		// that is not read-only is refused before the policy is asked.
 		{name: "read_only + policy allow", run: readOnly,
-			tool: "Bash", input: `{"command":"git status > out"}`, wantOut: OutcomeDeny, wantSource: SourceTrustTier, wantStage: "trust_tier"},
+			tool: "Bash", input: `{"command":"git status > out"}`, wantOut: policy.VerdictDeny, wantSource: SourceTrustTier, wantStage: "trust_tier"},
 		{name: "read_only + brokered read + policy allow", run: readOnly,
-			tool: toolGetIssue, input: getIssueInput, wantOut: OutcomeDeny, wantSource: SourceTrustTier, wantStage: "trust_tier"},
+			tool: toolGetIssue, input: getIssueInput, wantOut: policy.VerdictDeny, wantSource: SourceTrustTier, wantStage: "trust_tier"},
 		{name: "read_only + grant", run: readOnly,
-			tool: "Write", input: `{"file_path":"a","content":"b"}`, grant: true, wantOut: OutcomeDeny, wantSource: SourceTrustTier, wantStage: "trust_tier"},
+			tool: "Write", input: `{"file_path":"a","content":"b"}`, grant: true, wantOut: policy.VerdictDeny, wantSource: SourceTrustTier, wantStage: "trust_tier"},
 		{name: "read_only + autonomy fallback allow", run: readOnly,
-			tool: toolIssue, input: issueInput, auto: true, wantOut: OutcomeDeny, wantSource: SourceTrustTier, wantStage: "trust_tier"},
+			tool: toolIssue, input: issueInput, auto: true, wantOut: policy.VerdictDeny, wantSource: SourceTrustTier, wantStage: "trust_tier"},
 		{name: "read_only + grant + autonomy", run: readOnly,
-			tool: toolIssue, input: issueInput, grant: true, auto: true, wantOut: OutcomeDeny, wantSource: SourceTrustTier, wantStage: "trust_tier"},
+			tool: toolIssue, input: issueInput, grant: true, auto: true, wantOut: policy.VerdictDeny, wantSource: SourceTrustTier, wantStage: "trust_tier"},
 		{name: "unknown tier + grant + autonomy", run: func(r *Run) { r.TrustTier = "" },
-			tool: toolIssue, input: issueInput, grant: true, auto: true, wantOut: OutcomeDeny, wantSource: SourceTrustTier, wantStage: "trust_tier"},
+			tool: toolIssue, input: issueInput, grant: true, auto: true, wantOut: policy.VerdictDeny, wantSource: SourceTrustTier, wantStage: "trust_tier"},
 		{name: "unknown tool + grant", tool: "mcp__github__delete_repo", input: `{}`, grant: true, auto: true,
-			wantOut: OutcomeDeny, wantSource: SourceCapability, wantStage: "tool_set"},
+			wantOut: policy.VerdictDeny, wantSource: SourceCapability, wantStage: "tool_set"},
 		{name: "drift + grant", req: drift, tool: toolIssue, input: issueInput, grant: true,
-			wantOut: OutcomeDeny, wantSource: SourceCapability, wantStage: "tool_set"},
+			wantOut: policy.VerdictDeny, wantSource: SourceCapability, wantStage: "tool_set"},
 		{name: "stale generation + grant + autonomy", req: func(r *Request) {
 			l := r.Connections[conGitHub]
 			l.Generation++
 			r.Connections[conGitHub] = l
 		}, tool: toolIssue, input: issueInput, grant: true, auto: true,
-			wantOut: OutcomeDeny, wantSource: SourceBinding, wantStage: "tool_set"},
+			wantOut: policy.VerdictDeny, wantSource: SourceBinding, wantStage: "tool_set"},
 		{name: "policy deny + grant + autonomy", tool: "Read", input: `{"file_path":"secrets/k"}`, grant: true, auto: true,
-			wantOut: OutcomeDeny, wantSource: SourcePolicy, wantStage: "policy"},
+			wantOut: policy.VerdictDeny, wantSource: SourcePolicy, wantStage: "policy"},
 		{name: "everything passes, grant allows", tool: toolIssue, input: issueInput, grant: true,
-			wantOut: OutcomeAllow, wantStage: "approval"},
+			wantOut: policy.VerdictAllow, wantStage: "approval"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -140,10 +140,10 @@ func TestPanicFailsClosed(t *testing.T) {
 	panicking := []stage{
 		{"session", SourceSession, checkSession},
 		{"schema", SourceSchema, func(*call) (Decision, bool) { panic("index out of range") }},
-		{"policy", SourcePolicy, func(*call) (Decision, bool) { later = true; return Decision{Outcome: OutcomeAllow}, true }},
+		{"policy", SourcePolicy, func(*call) (Decision, bool) { later = true; return Decision{Outcome: policy.VerdictAllow}, true }},
 	}
 	d := decideWith(panicking, f.run(), req(t, toolIssue, issueInput))
-	want := Decision{Outcome: OutcomeDeny, Source: SourceSchema, Stage: "schema", Reason: reasonPanic, Panicked: true}
+	want := Decision{Outcome: policy.VerdictDeny, Source: SourceSchema, Stage: "schema", Reason: reasonPanic, Panicked: true}
 	if d != want || later {
 		t.Fatalf("decideWith(panicking stage) = %+v (later stage ran: %v), want %+v", d, later, want)
 	}

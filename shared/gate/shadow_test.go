@@ -32,25 +32,25 @@ func TestShadowIsComparedNeverEnforced(t *testing.T) {
 		autonomous bool
 		tool, in   string
 		granted    []string
-		wantOut    Outcome
+		wantOut    policy.Verdict
 		want       *Shadow // nil: the policy stage did not run
 	}{
-		{name: "same verdict, same rule", tool: "Read", in: `{"file_path":"src/a.go"}`, wantOut: OutcomeAllow,
+		{name: "same verdict, same rule", tool: "Read", in: `{"file_path":"src/a.go"}`, wantOut: policy.VerdictAllow,
 			want: &Shadow{Verdict: policy.VerdictAllow, RuleID: "read-all", Enforced: policy.VerdictAllow, EnforcedRuleID: "read-all"}},
-		{name: "allow where the shadow asks", tool: "Bash", in: `{"command":"ls -la"}`, wantOut: OutcomeAllow,
+		{name: "allow where the shadow asks", tool: "Bash", in: `{"command":"ls -la"}`, wantOut: policy.VerdictAllow,
 			want: &Shadow{Verdict: policy.VerdictRequireApproval, RuleID: "bash-ls", Enforced: policy.VerdictAllow, EnforcedRuleID: "bash-safe", Differs: true}},
-		{name: "approval where the shadow denies", tool: "Bash", in: `{"command":"git push origin main"}`, wantOut: OutcomeApproval,
+		{name: "approval where the shadow denies", tool: "Bash", in: `{"command":"git push origin main"}`, wantOut: policy.VerdictRequireApproval,
 			want: &Shadow{Verdict: policy.VerdictDeny, RuleID: "no-push", Enforced: policy.VerdictRequireApproval, EnforcedRuleID: "bash-push", Differs: true}},
-		{name: "a grant answers only the enforced approval", tool: "Bash", in: `{"command":"git push origin main"}`, granted: []string{"bash-push", "Bash:git push"}, wantOut: OutcomeAllow,
+		{name: "a grant answers only the enforced approval", tool: "Bash", in: `{"command":"git push origin main"}`, granted: []string{"bash-push", "Bash:git push"}, wantOut: policy.VerdictAllow,
 			want: &Shadow{Verdict: policy.VerdictDeny, RuleID: "no-push", Enforced: policy.VerdictRequireApproval, EnforcedRuleID: "bash-push", Differs: true}},
-		{name: "deny where the shadow has no rule", tool: "Bash", in: `{"command":"rm -rf x"}`, wantOut: OutcomeDeny,
+		{name: "deny where the shadow has no rule", tool: "Bash", in: `{"command":"rm -rf x"}`, wantOut: policy.VerdictDeny,
 			want: &Shadow{Verdict: policy.VerdictRequireApproval, Enforced: policy.VerdictDeny, EnforcedRuleID: "bash-rm", Differs: true}},
-		{name: "autonomous: both fall back to the same", autonomous: true, tool: "Write", in: `{"file_path":"a","content":"b"}`, wantOut: OutcomeDeny,
+		{name: "autonomous: both fall back to the same", autonomous: true, tool: "Write", in: `{"file_path":"a","content":"b"}`, wantOut: policy.VerdictDeny,
 			want: &Shadow{Verdict: policy.VerdictRequireApproval, Rewritten: policy.VerdictDeny, Enforced: policy.VerdictDeny}},
-		{name: "autonomous: fallbacks differ", autonomous: true, tool: toolIssue, in: issueInput, wantOut: OutcomeAllow,
+		{name: "autonomous: fallbacks differ", autonomous: true, tool: toolIssue, in: issueInput, wantOut: policy.VerdictAllow,
 			want: &Shadow{Verdict: policy.VerdictRequireApproval, Rewritten: policy.VerdictDeny, RuleID: "gh-issue", Enforced: policy.VerdictAllow, EnforcedRuleID: "gh-issue", Differs: true}},
-		{name: "an unfrozen tool never reaches either policy", tool: "NoSuchTool", in: `{}`, wantOut: OutcomeDeny},
-		{name: "a schema deny never reaches either policy", tool: "Read", in: `{"file_path":7}`, wantOut: OutcomeDeny},
+		{name: "an unfrozen tool never reaches either policy", tool: "NoSuchTool", in: `{}`, wantOut: policy.VerdictDeny},
+		{name: "a schema deny never reaches either policy", tool: "Read", in: `{"file_path":7}`, wantOut: policy.VerdictDeny},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,7 +113,7 @@ func TestShadowSeesTheSameEnvironment(t *testing.T) {
 	r := f.run()
 	r.Workspace, r.Shadow = "/work/app", shadow
 	d := Decide(r, req(t, "Read", `{"file_path":"/work/app/src/a.go"}`))
-	if d.Outcome != OutcomeAllow || d.Shadow == nil || d.Shadow.Verdict != policy.VerdictDeny || d.Shadow.RuleID != "no-src" || !d.Shadow.Differs {
+	if d.Outcome != policy.VerdictAllow || d.Shadow == nil || d.Shadow.Verdict != policy.VerdictDeny || d.Shadow.RuleID != "no-src" || !d.Shadow.Differs {
 		t.Errorf("decision %+v, shadow %+v; want allow with a shadow deny by no-src", d, d.Shadow)
 	}
 }

@@ -50,7 +50,7 @@ func checkApproval(c *call) (Decision, bool) {
 	}
 	ans := c.run.Policy.AnswerGrants(c.env(), c.policyCall(), c.result, c.run.Grants)
 	if ans.Covered {
-		d := Decision{Verdict: c.result.Verdict, RuleID: c.result.RuleID, Outcome: OutcomeAllow, Grant: ans.Grant.ScopeKey, GrantRule: ans.Grant.RuleID}
+		d := Decision{Verdict: c.result.Verdict, RuleID: c.result.RuleID, Outcome: policy.VerdictAllow, Grant: ans.Grant.ScopeKey, GrantRule: ans.Grant.RuleID}
 		d.Reason = c.result.Reason + "; allowed by the session grant " + quote(d.Grant)
 		if d.GrantRule != "" {
 			d.Reason += " of rule " + quote(d.GrantRule)
@@ -64,11 +64,11 @@ func checkApproval(c *call) (Decision, bool) {
 	if c.run.Autonomous {
 		d := base
 		if res.OnAutonomous == policy.VerdictAllow {
-			d.Outcome, d.Rewritten = OutcomeAllow, policy.VerdictAllow
+			d.Outcome, d.Rewritten = policy.VerdictAllow, policy.VerdictAllow
 			d.Reason = res.Reason + "; autonomous run: rewritten to allow by the policy's fallback"
 			return d, true
 		}
-		d.Outcome, d.Source, d.Rewritten = OutcomeDeny, SourcePolicy, policy.VerdictDeny
+		d.Outcome, d.Source, d.Rewritten = policy.VerdictDeny, SourcePolicy, policy.VerdictDeny
 		if res.OnAutonomous == policy.VerdictDeny {
 			d.Reason = res.Reason + "; autonomous run: rewritten to deny by the policy's fallback"
 		} else {
@@ -83,32 +83,32 @@ func checkApproval(c *call) (Decision, bool) {
 	}
 	if scope != policy.ScopeOnce && scope != policy.ScopeSession {
 		d := base
-		d.Outcome, d.Source = OutcomeDeny, SourcePolicy
+		d.Outcome, d.Source = policy.VerdictDeny, SourcePolicy
 		d.Reason = res.Reason + "; the approval has an unknown scope " + quote(string(scope)) + ", so the call is denied"
 		return d, true
 	}
 	if res.TTL <= 0 {
 		d := base
-		d.Outcome, d.Source = OutcomeDeny, SourcePolicy
+		d.Outcome, d.Source = policy.VerdictDeny, SourcePolicy
 		d.Reason = res.Reason + "; the approval has no time limit, so the call is denied"
 		return d, true
 	}
 	if limit := maxPending(c.run); c.run.PendingApprovals >= int64(limit) {
 		d := base
-		d.Outcome, d.Source = OutcomeDeny, SourceApprovalLimit
+		d.Outcome, d.Source = policy.VerdictDeny, SourceApprovalLimit
 		d.Reason = fmt.Sprintf("%s; this run already has %d approvals waiting for a human, the most a run may have (%d), so the call is denied: ask again once some are decided",
 			res.Reason, c.run.PendingApprovals, limit)
 		return d, true
 	}
 	if c.run.SourceFull {
 		d := base
-		d.Outcome, d.Source = OutcomeDeny, SourceApprovalLimit
+		d.Outcome, d.Source = policy.VerdictDeny, SourceApprovalLimit
 		d.Reason = fmt.Sprintf("%s; the runs started by the same source as this one (the same pull request author in the same repository, or the same schedule) already have %d approvals waiting for a human, the most they may have together, so the call is denied: ask again once some are decided",
 			res.Reason, maxPending(c.run))
 		return d, true
 	}
 	d := base
-	d.Outcome, d.Reason = OutcomeApproval, res.Reason
+	d.Outcome, d.Reason = policy.VerdictRequireApproval, res.Reason
 	d.ScopeKey, d.Scope, d.TTL = res.ScopeKey, scope, res.TTL
 	return d, true
 }

@@ -21,44 +21,44 @@ func TestStageApproval(t *testing.T) {
 		}
 	}
 	testStage(t, "approval", []stageCase{
-		{name: "pause for a human", tool: toolIssue, input: issueInput, wantDone: true, wantOut: OutcomeApproval, wantReason: `"gh-issue"`},
-		{name: "default verdict pauses", tool: "Write", input: `{"file_path":"a","content":"b"}`, wantDone: true, wantOut: OutcomeApproval},
+		{name: "pause for a human", tool: toolIssue, input: issueInput, wantDone: true, wantOut: policy.VerdictRequireApproval, wantReason: `"gh-issue"`},
+		{name: "default verdict pauses", tool: "Write", input: `{"file_path":"a","content":"b"}`, wantDone: true, wantOut: policy.VerdictRequireApproval},
 		{name: "grant covers the tool", run: granting("gh-issue", toolIssue), tool: toolIssue, input: issueInput,
-			wantDone: true, wantOut: OutcomeAllow, wantReason: "session grant"},
+			wantDone: true, wantOut: policy.VerdictAllow, wantReason: "session grant"},
 		{name: "grant for another tool", run: granting("gh-issue", toolGetIssue), tool: toolIssue, input: issueInput,
-			wantDone: true, wantOut: OutcomeApproval},
+			wantDone: true, wantOut: policy.VerdictRequireApproval},
 		{name: "grant of the tool under another rule", run: granting("", toolIssue), tool: toolIssue, input: issueInput,
-			wantDone: true, wantOut: OutcomeApproval},
+			wantDone: true, wantOut: policy.VerdictRequireApproval},
 		{name: "Bash grant covers the prefix", run: granting("bash-push", "Bash:git push"), tool: "Bash", input: `{"command":"git push origin main"}`,
-			wantDone: true, wantOut: OutcomeAllow},
+			wantDone: true, wantOut: policy.VerdictAllow},
 		{name: "Bash grant stored by scope key alone", run: granting("", "Bash:git push"), tool: "Bash", input: `{"command":"git push origin main"}`,
-			wantDone: true, wantOut: OutcomeApproval},
+			wantDone: true, wantOut: policy.VerdictRequireApproval},
 		{name: "Bash grant does not cover a list", run: granting("bash-push", "Bash:git push"), tool: "Bash", input: `{"command":"git push && git clean -fdx"}`,
-			wantDone: true, wantOut: OutcomeApproval},
+			wantDone: true, wantOut: policy.VerdictRequireApproval},
 		{name: "Bash grant does not cover an assignment", run: granting("bash-push", "Bash:git push"), tool: "Bash", input: `{"command":"GIT_SSH_COMMAND=x git push"}`,
-			wantDone: true, wantOut: OutcomeApproval},
+			wantDone: true, wantOut: policy.VerdictRequireApproval},
 		{name: "Bash grant does not cover a git option", run: granting("bash-push", "Bash:git push"), tool: "Bash", input: `{"command":"git -c core.sshCommand=x push"}`,
-			wantDone: true, wantOut: OutcomeApproval},
+			wantDone: true, wantOut: policy.VerdictRequireApproval},
 		{name: "autonomous, rule fallback allow", run: autonomous, tool: toolIssue, input: issueInput,
-			wantDone: true, wantOut: OutcomeAllow, wantReason: "rewritten to allow"},
+			wantDone: true, wantOut: policy.VerdictAllow, wantReason: "rewritten to allow"},
 		{name: "autonomous, policy fallback deny", run: autonomous, tool: "Write", input: `{"file_path":"a","content":"b"}`,
-			wantDone: true, wantOut: OutcomeDeny, wantSource: SourcePolicy, wantReason: "rewritten to deny"},
+			wantDone: true, wantOut: policy.VerdictDeny, wantSource: SourcePolicy, wantReason: "rewritten to deny"},
 		{name: "autonomous, grant first", run: and(autonomous, granting("bash-push", "Bash:git push")), tool: "Bash", input: `{"command":"git push"}`,
-			wantDone: true, wantOut: OutcomeAllow, wantReason: "session grant"},
+			wantDone: true, wantOut: policy.VerdictAllow, wantReason: "session grant"},
 		{name: "below the default pending limit", run: pending(19, 0), tool: toolIssue, input: issueInput,
-			wantDone: true, wantOut: OutcomeApproval},
+			wantDone: true, wantOut: policy.VerdictRequireApproval},
 		{name: "at the default pending limit", run: pending(20, 0), tool: toolIssue, input: issueInput,
-			wantDone: true, wantOut: OutcomeDeny, wantSource: SourceApprovalLimit, wantReason: "already has 20 approvals waiting for a human, the most a run may have (20)"},
+			wantDone: true, wantOut: policy.VerdictDeny, wantSource: SourceApprovalLimit, wantReason: "already has 20 approvals waiting for a human, the most a run may have (20)"},
 		{name: "at a configured pending limit", run: pending(3, 3), tool: toolIssue, input: issueInput,
-			wantDone: true, wantOut: OutcomeDeny, wantSource: SourceApprovalLimit, wantReason: "the most a run may have (3)"},
+			wantDone: true, wantOut: policy.VerdictDeny, wantSource: SourceApprovalLimit, wantReason: "the most a run may have (3)"},
 		{name: "below a configured pending limit", run: pending(25, 30), tool: toolIssue, input: issueInput,
-			wantDone: true, wantOut: OutcomeApproval},
+			wantDone: true, wantOut: policy.VerdictRequireApproval},
 		{name: "the trigger source at its limit", run: func(r *Run) { r.SourceFull = true }, tool: toolIssue, input: issueInput,
-			wantDone: true, wantOut: OutcomeDeny, wantSource: SourceApprovalLimit, wantReason: "already have 20 approvals waiting for a human, the most they may have together"},
+			wantDone: true, wantOut: policy.VerdictDeny, wantSource: SourceApprovalLimit, wantReason: "already have 20 approvals waiting for a human, the most they may have together"},
 		{name: "a grant needs no approval at the source's limit", run: and(func(r *Run) { r.SourceFull = true }, granting("gh-issue", toolIssue)), tool: toolIssue, input: issueInput,
-			wantDone: true, wantOut: OutcomeAllow},
+			wantDone: true, wantOut: policy.VerdictAllow},
 		{name: "a grant needs no approval at the limit", run: and(pending(20, 0), granting("gh-issue", toolIssue)), tool: toolIssue, input: issueInput,
-			wantDone: true, wantOut: OutcomeAllow},
+			wantDone: true, wantOut: policy.VerdictAllow},
 	})
 }
 
@@ -79,23 +79,23 @@ func TestStageApprovalFields(t *testing.T) {
 		want  Decision
 	}{
 		{name: "rule scope and policy ttl", tool: toolIssue, input: issueInput, want: Decision{
-			Outcome: OutcomeApproval, Verdict: policy.VerdictRequireApproval, RuleID: "gh-issue",
+			Outcome: policy.VerdictRequireApproval, Verdict: policy.VerdictRequireApproval, RuleID: "gh-issue",
 			ScopeKey: toolIssue, Scope: policy.ScopeSession, TTL: 600 * time.Second, Stage: "approval", Grantable: true}},
 		{name: "Bash prefix key, rule ttl", tool: "Bash", input: `{"command":"git -C repo push --force"}`, want: Decision{
-			Outcome: OutcomeApproval, Verdict: policy.VerdictRequireApproval, RuleID: "bash-push",
+			Outcome: policy.VerdictRequireApproval, Verdict: policy.VerdictRequireApproval, RuleID: "bash-push",
 			ScopeKey: "Bash:git push", Scope: policy.ScopeSession, TTL: 300 * time.Second, Stage: "approval"}},
 		{name: "default verdict of a file tool has no key", tool: "Write", input: `{"file_path":"a","content":"b"}`, want: Decision{
-			Outcome: OutcomeApproval, Verdict: policy.VerdictRequireApproval,
+			Outcome: policy.VerdictRequireApproval, Verdict: policy.VerdictRequireApproval,
 			Scope: policy.ScopeOnce, TTL: 600 * time.Second, Stage: "approval"}},
 		{name: "grant", grant: []string{"bash-push", "Bash:git push"}, tool: "Bash", input: `{"command":"git push origin main"}`, want: Decision{
-			Outcome: OutcomeAllow, Verdict: policy.VerdictRequireApproval, RuleID: "bash-push", Grant: "Bash:git push", GrantRule: "bash-push", Stage: "approval"}},
+			Outcome: policy.VerdictAllow, Verdict: policy.VerdictRequireApproval, RuleID: "bash-push", Grant: "Bash:git push", GrantRule: "bash-push", Stage: "approval"}},
 		{name: "grantable, not held", grant: []string{"bash-push", "Bash:git pull"}, tool: "Bash", input: `{"command":"git push origin main"}`, want: Decision{
-			Outcome: OutcomeApproval, Verdict: policy.VerdictRequireApproval, RuleID: "bash-push", Grantable: true,
+			Outcome: policy.VerdictRequireApproval, Verdict: policy.VerdictRequireApproval, RuleID: "bash-push", Grantable: true,
 			ScopeKey: "Bash:git push", Scope: policy.ScopeSession, TTL: 300 * time.Second, Stage: "approval"}},
 		{name: "autonomous allow", auto: true, tool: toolIssue, input: issueInput, want: Decision{
-			Outcome: OutcomeAllow, Verdict: policy.VerdictRequireApproval, Rewritten: policy.VerdictAllow, RuleID: "gh-issue", Stage: "approval", Grantable: true}},
+			Outcome: policy.VerdictAllow, Verdict: policy.VerdictRequireApproval, Rewritten: policy.VerdictAllow, RuleID: "gh-issue", Stage: "approval", Grantable: true}},
 		{name: "autonomous deny", auto: true, tool: "Bash", input: `{"command":"git push"}`, want: Decision{
-			Outcome: OutcomeDeny, Source: SourcePolicy, Verdict: policy.VerdictRequireApproval, Rewritten: policy.VerdictDeny, RuleID: "bash-push", Stage: "approval", Grantable: true}},
+			Outcome: policy.VerdictDeny, Source: SourcePolicy, Verdict: policy.VerdictRequireApproval, Rewritten: policy.VerdictDeny, RuleID: "bash-push", Stage: "approval", Grantable: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -128,20 +128,20 @@ func TestStageApprovalFailsClosed(t *testing.T) {
 		auto    bool
 		mut     func(*policy.Result)
 		noEval  bool
-		want    Outcome
+		want    policy.Verdict
 		wantRew policy.Verdict
 	}{
-		{name: "well formed", want: OutcomeApproval},
-		{name: "not evaluated", noEval: true, want: OutcomeDeny},
-		{name: "verdict allow reaching approval", mut: func(r *policy.Result) { r.Verdict = policy.VerdictAllow }, want: OutcomeDeny},
-		{name: "unknown scope", mut: func(r *policy.Result) { r.Scope = "forever" }, want: OutcomeDeny},
-		{name: "empty scope with a key", mut: func(r *policy.Result) { r.Scope = "" }, want: OutcomeDeny},
-		{name: "no ttl", mut: func(r *policy.Result) { r.TTL = 0 }, want: OutcomeDeny},
-		{name: "negative ttl", mut: func(r *policy.Result) { r.TTL = -time.Second }, want: OutcomeDeny},
-		{name: "autonomous, empty fallback", auto: true, mut: func(r *policy.Result) { r.OnAutonomous = "" }, want: OutcomeDeny, wantRew: policy.VerdictDeny},
-		{name: "autonomous, fallback require_approval", auto: true, mut: func(r *policy.Result) { r.OnAutonomous = policy.VerdictRequireApproval }, want: OutcomeDeny, wantRew: policy.VerdictDeny},
-		{name: "autonomous, unknown fallback", auto: true, mut: func(r *policy.Result) { r.OnAutonomous = "ALLOW" }, want: OutcomeDeny, wantRew: policy.VerdictDeny},
-		{name: "autonomous, fallback allow", auto: true, want: OutcomeAllow, wantRew: policy.VerdictAllow},
+		{name: "well formed", want: policy.VerdictRequireApproval},
+		{name: "not evaluated", noEval: true, want: policy.VerdictDeny},
+		{name: "verdict allow reaching approval", mut: func(r *policy.Result) { r.Verdict = policy.VerdictAllow }, want: policy.VerdictDeny},
+		{name: "unknown scope", mut: func(r *policy.Result) { r.Scope = "forever" }, want: policy.VerdictDeny},
+		{name: "empty scope with a key", mut: func(r *policy.Result) { r.Scope = "" }, want: policy.VerdictDeny},
+		{name: "no ttl", mut: func(r *policy.Result) { r.TTL = 0 }, want: policy.VerdictDeny},
+		{name: "negative ttl", mut: func(r *policy.Result) { r.TTL = -time.Second }, want: policy.VerdictDeny},
+		{name: "autonomous, empty fallback", auto: true, mut: func(r *policy.Result) { r.OnAutonomous = "" }, want: policy.VerdictDeny, wantRew: policy.VerdictDeny},
+		{name: "autonomous, fallback require_approval", auto: true, mut: func(r *policy.Result) { r.OnAutonomous = policy.VerdictRequireApproval }, want: policy.VerdictDeny, wantRew: policy.VerdictDeny},
+		{name: "autonomous, unknown fallback", auto: true, mut: func(r *policy.Result) { r.OnAutonomous = "ALLOW" }, want: policy.VerdictDeny, wantRew: policy.VerdictDeny},
+		{name: "autonomous, fallback allow", auto: true, want: policy.VerdictAllow, wantRew: policy.VerdictAllow},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -155,7 +155,7 @@ func TestStageApprovalFailsClosed(t *testing.T) {
 			if !done || d.Outcome != tt.want || d.Rewritten != tt.wantRew {
 				t.Fatalf("checkApproval(%s) = %+v, %v, want %s (rewritten %q)", tt.name, d, done, tt.want, tt.wantRew)
 			}
-			if d.Outcome == OutcomeDeny && d.Source != SourcePolicy {
+			if d.Outcome == policy.VerdictDeny && d.Source != SourcePolicy {
 				t.Errorf("checkApproval(%s) source = %q, want policy", tt.name, d.Source)
 			}
 		})
@@ -164,13 +164,13 @@ func TestStageApprovalFailsClosed(t *testing.T) {
 	res := ra
 	res.ScopeKey = ""
 	d, _ := checkApproval(&call{run: &Run{Policy: f.policy}, req: Request{ToolName: "Write"}, result: res, evaluated: true})
-	if d.Outcome != OutcomeApproval || d.Scope != policy.ScopeOnce {
+	if d.Outcome != policy.VerdictRequireApproval || d.Scope != policy.ScopeOnce {
 		t.Errorf("checkApproval(no scope key) = %+v, want require_approval with scope once", d)
 	}
 	// A run without a policy never reaches here through Decide; called
 	// directly, the stage denies rather than read a nil policy.
 	d, _ = checkApproval(&call{run: &Run{}, req: Request{ToolName: "Write"}, result: ra, evaluated: true})
-	if d.Outcome != OutcomeDeny {
+	if d.Outcome != policy.VerdictDeny {
 		t.Errorf("checkApproval(no policy) = %+v, want deny", d)
 	}
 }

@@ -28,9 +28,9 @@ func checkPolicy(c *call) (Decision, bool) {
 	}
 	switch res.Verdict {
 	case policy.VerdictAllow:
-		return Decision{Outcome: OutcomeAllow, Verdict: res.Verdict, RuleID: res.RuleID, Reason: res.Reason, UpdatedInput: policy.InputOf(res.UpdatedInput)}, true
+		return Decision{Outcome: policy.VerdictAllow, Verdict: res.Verdict, RuleID: res.RuleID, Reason: res.Reason, UpdatedInput: policy.InputOf(res.UpdatedInput)}, true
 	case policy.VerdictDeny:
-		return Decision{Outcome: OutcomeDeny, Source: SourcePolicy, Verdict: res.Verdict, RuleID: res.RuleID, Reason: res.Reason}, true
+		return Decision{Outcome: policy.VerdictDeny, Source: SourcePolicy, Verdict: res.Verdict, RuleID: res.RuleID, Reason: res.Reason}, true
 	case policy.VerdictRequireApproval:
 		c.result, c.evaluated = res, true
 		return next()

@@ -17,6 +17,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/ids"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // AWSLauncher names the AWS launcher in run.launched and in a run's launch.
@@ -185,7 +186,7 @@ func (s *Steps) Finish(ctx context.Context, in Input) (FinishOutput, error) {
 	if err != nil {
 		return FinishOutput{}, fmt.Errorf("launcher: read run %s: %w", in.SessionID, err)
 	}
-	if run.Status(h.Status) == run.StatusEnded {
+	if h.Status == vocab.Ended {
 		// The runner ended it (or someone did): nothing to add.
 		return FinishOutput{}, nil
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // The access keys the Secrets Manager stand-in sees: the launch
@@ -164,7 +165,7 @@ func TestAWSLaunchFailures(t *testing.T) {
 	if fin, err := steps.Finish(asLaunch(), launcher.Input{SessionID: h2.RunID, Execution: "exec-f", Error: "States.TaskFailed"}); err != nil || fin.Reason != run.EndFailed {
 		t.Fatalf("finish after a failed start = %+v, %v; want failed", fin, err)
 	}
-	if head, err := p.Store.GetHead(context.Background(), h2.RunID); err != nil || head.Status != string(run.StatusEnded) {
+	if head, err := p.Store.GetHead(context.Background(), h2.RunID); err != nil || head.Status != vocab.Ended {
 		t.Errorf("run after a failed start: %+v, %v; want ended", head.Status, err)
 	}
 	if _, ok := sm.Value(stale); ok {

@@ -12,6 +12,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 func newRun(t testing.TB, st *store.Store, id string) {
@@ -21,7 +22,7 @@ func newRun(t testing.TB, st *store.Store, id string) {
 		t.Fatal(err)
 	}
 	err = st.CreateRun(context.Background(), store.NewRun{
-		Head:    store.Head{RunID: id, Status: "running", CreatedAt: time.Now().UTC().Format(time.RFC3339)},
+		Head:    store.Head{RunID: id, Status: vocab.Running, CreatedAt: time.Now().UTC().Format(time.RFC3339)},
 		Policy:  store.PolicySnapshot{PolicyID: "pol_x", Version: 1, Document: "{}"},
 		Created: created,
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 func envelope(t testing.TB, ev redact.Event) redact.Envelope {
@@ -29,12 +30,12 @@ func envelope(t testing.TB, ev redact.Event) redact.Envelope {
 // decide appends a decision of call id the way the gate does: allow on a
 // running head, deny (source session) on an ended one, the call record
 // put new. It returns what it recorded.
-func decide(t testing.TB, l *ledger.Ledger, st *store.Store, runID, id string) (string, error) {
-	var decision string
+func decide(t testing.TB, l *ledger.Ledger, st *store.Store, runID, id string) (vocab.Decision, error) {
+	var decision vocab.Decision
 	_, err := l.Append(context.Background(), runID, func(h store.Head) (store.Batch, error) {
-		decision = "allow"
-		if h.Status == "ended" {
-			decision = "deny"
+		decision = vocab.Allow
+		if h.Status == vocab.Ended {
+			decision = vocab.Deny
 		}
 		rec, err := st.PutNew(store.CallKey(runID, id), store.Call{ToolCallID: id, ToolName: "Bash", Decision: decision}, errors.New("recorded"))
 		if err != nil {
@@ -50,7 +51,7 @@ func decide(t testing.TB, l *ledger.Ledger, st *store.Store, runID, id string) (
 
 func end(t testing.TB, l *ledger.Ledger, runID string) error {
 	_, err := l.Append(context.Background(), runID, func(store.Head) (store.Batch, error) {
-		return store.Batch{Events: []redact.Envelope{envelope(t, redact.SessionEnded{EndedBy: "admin"})}, Head: store.HeadChange{Status: "ended"}}, nil
+		return store.Batch{Events: []redact.Envelope{envelope(t, redact.SessionEnded{EndedBy: "admin"})}, Head: store.HeadChange{Status: vocab.Ended}}, nil
 	})
 	return err
 }
@@ -212,7 +213,7 @@ func TestUnfinishedFenceIsFinished(t *testing.T) {
 	}
 	if _, err := st.Append(context.Background(), h, store.FormatTime(time.Now()), store.Batch{
 		Events: []redact.Envelope{envelope(t, redact.SessionEnded{EndedBy: "admin"})},
-		Head:   store.HeadChange{Status: "ended"},
+		Head:   store.HeadChange{Status: vocab.Ended},
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -74,6 +74,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/capability"
 	"github.com/fluidbox/fluidbox/shared/gate"
 	"github.com/fluidbox/fluidbox/shared/ids"
+	"github.com/fluidbox/fluidbox/shared/policy"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/telemetry"
@@ -469,9 +470,9 @@ func (p *Proxy) judgeTools(ctx context.Context, runID string, in *Inspection) *R
 	for i, d := range ds {
 		name, what := calls[i].ToolName, whats[i]
 		switch d.Outcome {
-		case gate.OutcomeAllow:
+		case policy.VerdictAllow:
 			continue
-		case gate.OutcomeApproval:
+		case policy.VerdictRequireApproval:
 			return &Refusal{Status: http.StatusForbidden, Type: "permission_error", Reason: ReasonGate, Tool: name, Stage: "approval", Source: string(gate.SourcePolicy),
 				Message: fmt.Sprintf("fluidbox: the policy requires approval for %s, and a model request cannot wait for a human; allow it by a policy rule or a session grant, or remove it from the request", what)}
 		default:

@@ -17,11 +17,11 @@ import (
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/auth"
-	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // The proof of asking. The gate decides what it is asked; whether it was
@@ -429,7 +429,7 @@ func (v *Verifier) Check(ctx context.Context, runID string, in *Inspection) *Ref
 		if err != nil {
 			return refuse(ReasonMalformed, "messages[%d]: the input of tool_use %s could not be read", a.use.msg, a.use.id)
 		}
-		if f != passed && asked && call.State(c.Decision) == call.Allowed && c.ToolName == a.use.name {
+		if f != passed && asked && c.Decision == vocab.Allow && c.ToolName == a.use.name {
 			// The runner may have filled in the schema's defaults before
 			// asking (Claude Code does): compare again as it ran the call.
 			if schemas == nil {
@@ -526,7 +526,7 @@ func judge(a answered, c store.Call, asked bool) (f finding, reason redact.Viola
 		}
 		return 0, redact.ViolationUnasked, nil, nil
 	}
-	if call.State(c.Decision) == call.Allowed {
+	if c.Decision == vocab.Allow {
 		gate, alt, err := inputDigests(a.use.input)
 		if err != nil {
 			return 0, "", nil, err
@@ -550,7 +550,7 @@ func judge(a answered, c store.Call, asked bool) (f finding, reason redact.Viola
 // id): reason", "fluidbox denied this call: ..."), so a runner's own
 // refusal and fluidbox's replacement read alike.
 func refusedText(c store.Call) string {
-	if call.State(c.Decision) == call.Pending {
+	if c.Decision == vocab.Pending {
 		return "fluidbox denied this call: no human has decided on its approval (" + c.ApprovalID + ") yet, so its output is withheld."
 	}
 	var parts []string

@@ -32,8 +32,8 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 
-	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // Source is every notification's EventBridge source.
@@ -86,14 +86,14 @@ func HaltFromStreamRecord(rec events.DynamoDBEventRecord) (store.Halted, bool, e
 
 // Detail is a notification's detail, field for field docs/api.md's.
 type Detail struct {
-	ApprovalID string `json:"approval_id"`
-	SessionID  string `json:"session_id"`
-	ToolCallID string `json:"tool_call_id"`
-	ToolName   string `json:"tool_name"`
-	RuleID     string `json:"rule_id"`
-	Status     string `json:"status"`
-	ExpiresAt  string `json:"expires_at"`
-	DecidedBy  string `json:"decided_by,omitempty"`
+	ApprovalID string               `json:"approval_id"`
+	SessionID  string               `json:"session_id"`
+	ToolCallID string               `json:"tool_call_id"`
+	ToolName   string               `json:"tool_name"`
+	RuleID     string               `json:"rule_id"`
+	Status     vocab.ApprovalStatus `json:"status"`
+	ExpiresAt  string               `json:"expires_at"`
+	DecidedBy  string               `json:"decided_by,omitempty"`
 }
 
 // SessionDetail is a session.created notification's detail: what a runner
@@ -166,9 +166,9 @@ func UnsequencedRun(rec events.DynamoDBEventRecord) (runID string, ok bool) {
 func Entries(before, after store.Approval) []Entry {
 	var t Type
 	switch {
-	case before.Status == "" && call.State(after.Status) == call.Pending:
+	case before.Status == "" && after.Status == vocab.ApprovalPending:
 		t = Requested
-	case call.State(before.Status) == call.Pending && call.State(after.Status).Settled():
+	case before.Status == vocab.ApprovalPending && after.Status.Settled():
 		t = Decided
 	default:
 		return nil

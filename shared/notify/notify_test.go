@@ -32,18 +32,19 @@ import (
 	"github.com/fluidbox/fluidbox/shared/notify/eventbus"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 const bus = "fluidbox-approvals"
 
-func approvalIn(status string) store.Approval {
+func approvalIn(status vocab.ApprovalStatus) store.Approval {
 	a := store.Approval{
 		ID: "apr_1", RunID: "ses_1", ToolCallID: "c1", ToolName: "Bash", Input: `{"command":"rm -rf /","token":"sekrit"}`,
 		InputDigest: "sha256:x", RuleID: "rm", ScopeKey: "Bash:rm", DefaultScope: "once", Status: status,
 		RequestedAt: "2030-01-01T00:00:00.000000000Z", ExpiresAt: "2030-01-01T00:15:00.000000000Z",
 	}
-	if status != "pending" {
-		a.Decision, a.DecidedBy, a.DecidedAt = status, "admin", "2030-01-01T00:01:00.000000000Z"
+	if status != vocab.ApprovalPending {
+		a.DecidedBy, a.DecidedAt = "admin", "2030-01-01T00:01:00.000000000Z"
 	}
 	return a
 }
@@ -85,7 +86,7 @@ func TestDetailIsTheContract(t *testing.T) {
 	t.Parallel()
 	for _, after := range []store.Approval{approvalIn("pending"), approvalIn("approved_session")} {
 		before := store.Approval{}
-		if after.Status != "pending" {
+		if after.Status != vocab.ApprovalPending {
 			before = approvalIn("pending")
 		}
 		es := notify.Entries(before, after)
@@ -294,7 +295,7 @@ func TestFromStreamRecord(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("FromStreamRecord = ok %v, %v", ok, err)
 	}
-	if before.Status != "pending" || after.Status != "expired" || after.ID != "apr_fixturepending" || after.RunID != "ses_fixture" {
+	if before.Status != vocab.ApprovalPending || after.Status != vocab.ApprovalExpired || after.ID != "apr_fixturepending" || after.RunID != "ses_fixture" {
 		t.Errorf("FromStreamRecord = %+v -> %+v", before, after)
 	}
 	// A run's head is a notification only when inserted, and only for a
@@ -484,7 +485,7 @@ func TestStreamNumbersWithTheLedger(t *testing.T) {
 		return e
 	}
 	if err := st.CreateRun(ctx, store.NewRun{
-		Head:    store.Head{RunID: "ses_fixture", Status: "running", CreatedAt: "2030-01-01T00:00:00.000000000Z"},
+		Head:    store.Head{RunID: "ses_fixture", Status: vocab.Running, CreatedAt: "2030-01-01T00:00:00.000000000Z"},
 		Policy:  store.PolicySnapshot{PolicyID: "pol_x", Version: 1, Document: "{}"},
 		Created: env(redact.SessionCreated{SessionID: "ses_fixture"}),
 	}); err != nil {
@@ -492,7 +493,7 @@ func TestStreamNumbersWithTheLedger(t *testing.T) {
 	}
 	gate := ledger.New(st, time.Now, ledger.SequenceOnlyWhenRead)
 	if _, err := gate.Append(ctx, "ses_fixture", func(store.Head) (store.Batch, error) {
-		return store.Batch{Events: []redact.Envelope{env(redact.ToolRequested{ToolCallID: "c1", ToolName: "Bash"}), env(redact.ToolDecision{ToolCallID: "c1", ToolName: "Bash", Decision: "allow"})}}, nil
+		return store.Batch{Events: []redact.Envelope{env(redact.ToolRequested{ToolCallID: "c1", ToolName: "Bash"}), env(redact.ToolDecision{ToolCallID: "c1", ToolName: "Bash", Decision: vocab.Allow})}}, nil
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/internal/calltest"
 	"github.com/fluidbox/fluidbox/shared/permission"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // TestSubagentIdentity: a subagent's call is decided like any other and
@@ -21,7 +21,7 @@ func TestSubagentIdentity(t *testing.T) {
 	e := calltest.NewEnv(t, policyText)
 	ctx := context.Background()
 	ans, err := e.Perm.Decide(ctx, e.RunID, permission.Request{ToolCallID: "c1", ToolName: "Bash", Input: []byte(`{"command":"ls"}`), AgentID: "a7f3c9", AgentType: "Explore"}, 0)
-	if err != nil || ans.Decision != call.Allowed {
+	if err != nil || ans.Decision != vocab.Allow {
 		t.Fatalf("Decide(subagent ls) = %+v, %v; want allow", ans, err)
 	}
 	evs, _, err := e.Led.Read(ctx, e.RunID, 0, 100, 0)
@@ -51,7 +51,7 @@ func TestSubagentIdentity(t *testing.T) {
 			t.Errorf("Decide(agent_id %q, agent_type %q) = %v, want InvalidError", bad.AgentID, bad.AgentType, err)
 		}
 	}
-	if ans, err := e.Perm.Decide(ctx, e.RunID, permission.Request{ToolCallID: "c3", ToolName: "Bash", Input: []byte(`{"command":"ls"}`), AgentType: "reviewer"}, 0); err != nil || ans.Decision != call.Allowed {
+	if ans, err := e.Perm.Decide(ctx, e.RunID, permission.Request{ToolCallID: "c3", ToolName: "Bash", Input: []byte(`{"command":"ls"}`), AgentType: "reviewer"}, 0); err != nil || ans.Decision != vocab.Allow {
 		t.Errorf("Decide(agent_type alone) = %+v, %v; want allow", ans, err)
 	}
 }

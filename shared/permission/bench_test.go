@@ -20,6 +20,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/policy"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // benchTableItems is the table size both benchmarks start from: minidyn
@@ -63,7 +64,7 @@ func benchDecision(b *testing.B, opts ...ledger.Option) {
 	input := json.RawMessage(`{"file_path":"/work/src/main.go","offset":10,"limit":200}`)
 	ask := func(i int) {
 		a, err := svc.Decide(context.Background(), v.ID, permission.Request{ToolCallID: fmt.Sprintf("c%d", i), ToolName: "Read", Input: input}, 0)
-		if err != nil || a.Decision != "allow" {
+		if err != nil || a.Decision != vocab.Allow {
 			b.Fatalf("Decide = %+v, %v", a, err)
 		}
 	}

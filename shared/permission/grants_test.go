@@ -10,13 +10,13 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/internal/calltest"
 	"github.com/fluidbox/fluidbox/shared/permission"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 const grantsPolicy = `{"name":"g","default_verdict":"require_approval","approval":{"scope":"session"},"rules":[
@@ -42,10 +42,10 @@ func ask(t *testing.T, e *calltest.Env, id, tool string, input any, resolved map
 // approveForSession decides a pending answer approved_session.
 func approveForSession(t *testing.T, e *calltest.Env, a permission.Answer) {
 	t.Helper()
-	if a.Decision != call.Pending {
+	if a.Decision != vocab.Pending {
 		t.Fatalf("answer = %+v, want pending", a)
 	}
-	if _, ok, err := e.Approvals.Decide(context.Background(), admin, a.ApprovalID, approval.DecisionApprovedSession); !ok || err != nil {
+	if _, ok, err := e.Approvals.Decide(context.Background(), admin, a.ApprovalID, vocab.ChoiceApprovedSession); !ok || err != nil {
 		t.Fatalf("approve %s for the session: %v %v", a.ApprovalID, ok, err)
 	}
 }
@@ -59,39 +59,39 @@ func TestSessionGrantBelongsToItsRule(t *testing.T) {
 	write := func(p string) map[string]any { return map[string]any{"file_path": p, "content": "x"} }
 
 	approveForSession(t, e, ask(t, e, "w1", "Write", write("docs/a.md"), nil))
-	if a := ask(t, e, "w2", "Write", write("docs/b/c.md"), nil); a.Decision != call.Allowed {
+	if a := ask(t, e, "w2", "Write", write("docs/b/c.md"), nil); a.Decision != vocab.Allow {
 		t.Errorf("Write docs/b/c.md under the docs grant = %+v, want allow", a)
 	}
 	// Another rule, stricter, also asks: the docs grant does not answer.
-	if a := ask(t, e, "w3", "Write", write("docs/secret/key"), nil); a.Decision != call.Pending || a.RuleID != "docs-secret" {
+	if a := ask(t, e, "w3", "Write", write("docs/secret/key"), nil); a.Decision != vocab.Pending || a.RuleID != "docs-secret" {
 		t.Errorf("Write docs/secret/key = %+v, want pending under docs-secret", a)
 	}
 	// Inside the glob as given, outside it as resolved: asked again.
-	if a := ask(t, e, "w4", "Write", write("docs/link"), map[string]string{"file_path": "/ws/.env"}); a.Decision != call.Pending {
+	if a := ask(t, e, "w4", "Write", write("docs/link"), map[string]string{"file_path": "/ws/.env"}); a.Decision != vocab.Pending {
 		t.Errorf("Write docs/link -> /ws/.env = %+v, want pending", a)
 	}
 	// No rule: the default verdict names no path a grant could cover.
-	if a := ask(t, e, "w5", "Write", write("src/main.go"), nil); a.Decision != call.Pending || a.RuleID != "" {
+	if a := ask(t, e, "w5", "Write", write("src/main.go"), nil); a.Decision != vocab.Pending || a.RuleID != "" {
 		t.Errorf("Write src/main.go = %+v, want pending under the default verdict", a)
 	}
 
 	// Bash: a default-verdict command cannot be approved for the session
 	// at all, so "rm a.txt" can never cover "rm -rf /srv/app".
 	rm := ask(t, e, "b1", "Bash", map[string]any{"command": "rm a.txt"}, nil)
-	if _, _, err := e.Approvals.Decide(context.Background(), admin, rm.ApprovalID, approval.DecisionApprovedSession); err == nil {
+	if _, _, err := e.Approvals.Decide(context.Background(), admin, rm.ApprovalID, vocab.ChoiceApprovedSession); err == nil {
 		t.Errorf("approved_session of %+v succeeded, want it refused: no scope a grant could cover", rm)
 	}
-	if _, ok, err := e.Approvals.Decide(context.Background(), admin, rm.ApprovalID, approval.DecisionApprovedOnce); !ok || err != nil {
+	if _, ok, err := e.Approvals.Decide(context.Background(), admin, rm.ApprovalID, vocab.ChoiceApprovedOnce); !ok || err != nil {
 		t.Fatalf("approve rm once: %v %v", ok, err)
 	}
-	if a := ask(t, e, "b2", "Bash", map[string]any{"command": "rm -rf /srv/app"}, nil); a.Decision != call.Pending {
+	if a := ask(t, e, "b2", "Bash", map[string]any{"command": "rm -rf /srv/app"}, nil); a.Decision != vocab.Pending {
 		t.Errorf("rm -rf /srv/app after rm a.txt was approved = %+v, want pending", a)
 	}
 	approveForSession(t, e, ask(t, e, "b3", "Bash", map[string]any{"command": "git push origin main"}, nil))
-	if a := ask(t, e, "b4", "Bash", map[string]any{"command": "git push --force origin main"}, nil); a.Decision != call.Allowed {
+	if a := ask(t, e, "b4", "Bash", map[string]any{"command": "git push --force origin main"}, nil); a.Decision != vocab.Allow {
 		t.Errorf("git push --force under the push grant = %+v, want allow", a)
 	}
-	if a := ask(t, e, "b5", "Bash", map[string]any{"command": "git push && rm -rf /srv/app"}, nil); a.Decision != call.Pending {
+	if a := ask(t, e, "b5", "Bash", map[string]any{"command": "git push && rm -rf /srv/app"}, nil); a.Decision != vocab.Pending {
 		t.Errorf("git push && rm -rf = %+v, want pending", a)
 	}
 
@@ -103,7 +103,7 @@ func TestSessionGrantBelongsToItsRule(t *testing.T) {
 	if err := e.Approvals.RevokeGrant(context.Background(), admin, e.RunID, "Bash:git push"); err != nil {
 		t.Fatal(err)
 	}
-	if a := ask(t, e, "b6", "Bash", map[string]any{"command": "git push"}, nil); a.Decision != call.Pending {
+	if a := ask(t, e, "b6", "Bash", map[string]any{"command": "git push"}, nil); a.Decision != vocab.Pending {
 		t.Errorf("git push after the revoke = %+v, want pending", a)
 	}
 }
@@ -130,7 +130,7 @@ func TestOldGrantsAreNotHonoured(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if a := ask(t, e, "c1", "Bash", map[string]any{"command": "git push"}, nil); a.Decision != call.Pending {
+	if a := ask(t, e, "c1", "Bash", map[string]any{"command": "git push"}, nil); a.Decision != vocab.Pending {
 		t.Errorf("git push under an old-style grant = %+v, want pending", a)
 	}
 }
@@ -147,7 +147,7 @@ func TestReplayIdentity(t *testing.T) {
 	 {"id":"env","tool":"Read","match":{"path":["**/.env"]},"verdict":"deny"}]}`)
 	in := json.RawMessage(`{"file_path":"/ws/link"}`)
 	first, err := e.Perm.Decide(ctx, e.RunID, permission.Request{ToolCallID: "c1", ToolName: "Read", Input: in, Cwd: "/ws"}, 0)
-	if err != nil || first.Decision != call.Allowed {
+	if err != nil || first.Decision != vocab.Allow {
 		t.Fatalf("first ask = %+v, %v; want allow", first, err)
 	}
 	for name, r := range map[string]permission.Request{
@@ -174,7 +174,7 @@ func TestReplayIdentity(t *testing.T) {
 		t.Fatal(err)
 	}
 	old, err := e.St.PutNew(store.CallKey(e.RunID, "c-old"), store.Call{ToolCallID: "c-old", ToolName: "Read",
-		InputDigest: digest.String(), Decision: string(call.Allowed), DecidedAt: "2026-03-01T12:00:00.000000000Z"}, call.ErrRecorded)
+		InputDigest: digest.String(), Decision: vocab.Allow, DecidedAt: "2026-03-01T12:00:00.000000000Z"}, call.ErrRecorded)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestRevokeRacesDecisions(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	if a := ask(t, e, "after", "Bash", map[string]any{"command": "git push origin"}, nil); a.Decision != call.Pending {
+	if a := ask(t, e, "after", "Bash", map[string]any{"command": "git push origin"}, nil); a.Decision != vocab.Pending {
 		t.Errorf("ask after the revoke = %+v, want pending", a)
 	}
 	evs, _, err := e.Led.Read(ctx, e.RunID, 0, 1000, 0) // numbers what is pending first

@@ -9,10 +9,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/internal/calltest"
 	"github.com/fluidbox/fluidbox/shared/permission"
 	"github.com/fluidbox/fluidbox/shared/policy/tree"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 const narrowPolicy = `{"name":"secrets","default_verdict":"deny","rules":[
@@ -37,7 +37,7 @@ func TestNarrowedAnswerAndReplay(t *testing.T) {
 	} {
 		req := permission.Request{ToolCallID: "c-" + tc.tool, ToolName: tc.tool, Input: json.RawMessage(tc.input), Cwd: "/work/repo"}
 		first, err := e.Perm.Decide(ctx, e.RunID, req, 0)
-		if err != nil || first.Decision != call.Allowed || first.UpdatedInput.IsZero() {
+		if err != nil || first.Decision != vocab.Allow || first.UpdatedInput.IsZero() {
 			t.Fatalf("%s = %+v, %v; want allow with updated_input", tc.tool, first, err)
 		}
 		got, err := first.UpdatedInput.Value()
@@ -96,7 +96,7 @@ func TestPathKinds(t *testing.T) {
 	ctx := context.Background()
 	in := json.RawMessage(`{"pattern":"KEY","path":"/work/repo/main.go"}`)
 	a, err := e.Perm.Decide(ctx, e.RunID, permission.Request{ToolCallID: "k1", ToolName: "Grep", Input: in, PathKinds: map[string]string{"path": "file"}}, 0)
-	if err != nil || a.Decision != call.Allowed || !a.UpdatedInput.IsZero() {
+	if err != nil || a.Decision != vocab.Allow || !a.UpdatedInput.IsZero() {
 		t.Errorf("Grep of a file = %+v, %v; want allow as asked", a, err)
 	}
 	var inv *permission.InvalidError
@@ -118,12 +118,12 @@ func TestSearchReport(t *testing.T) {
 	in := json.RawMessage(`{"pattern":"**/*"}`)
 	for i, tc := range []struct {
 		report *tree.Report
-		want   call.Decision
+		want   vocab.Decision
 	}{
-		{&tree.Report{Entries: []string{"main.go"}, Complete: true}, call.Allowed},
-		{&tree.Report{Entries: []string{"main.go", "app/.env"}, Complete: true}, call.Denied},
-		{&tree.Report{Entries: []string{"main.go"}}, call.Denied},
-		{nil, call.Denied},
+		{&tree.Report{Entries: []string{"main.go"}, Complete: true}, vocab.Allow},
+		{&tree.Report{Entries: []string{"main.go", "app/.env"}, Complete: true}, vocab.Deny},
+		{&tree.Report{Entries: []string{"main.go"}}, vocab.Deny},
+		{nil, vocab.Deny},
 	} {
 		req := permission.Request{ToolCallID: fmt.Sprintf("g%d", i), ToolName: "Glob", Input: in, Cwd: "/work/repo", SearchReport: tc.report}
 		if a, err := e.Perm.Decide(ctx, e.RunID, req, 0); err != nil || a.Decision != tc.want {

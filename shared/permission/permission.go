@@ -51,6 +51,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
 	"github.com/fluidbox/fluidbox/shared/trust"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // Answer is the gate's answer as the runner sees it.
@@ -246,7 +247,7 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 		}
 		pin := fr.pin(req.ToolName)
 		pin.Source, pin.SourceLimit = sourceOf(h), s.pendingLimit()
-		if d.Outcome == gate.OutcomeApproval {
+		if d.Outcome == policy.VerdictRequireApproval {
 			pin.ApprovalID = ids.New("apr_")
 		}
 		rec, err := call.Record(s.st, h, asked, d, pin, s.now())
@@ -274,7 +275,7 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 	}
 	switch {
 	case err == nil:
-		if recorded.Decision == call.Pending {
+		if recorded.Decision == vocab.Pending {
 			s.approvals.Observed(ctx, store.Approval{}, created)
 			at, err := time.Parse(store.TimeLayout, created.ExpiresAt)
 			if err == nil {
@@ -302,7 +303,7 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 	default:
 		return call.Answer{}, err
 	}
-	if recorded.Decision == call.Pending && wait > 0 {
+	if recorded.Decision == vocab.Pending && wait > 0 {
 		return s.await(ctx, runID, req, fr, cr, min(wait, MaxWait), recorded)
 	}
 	return recorded, nil
@@ -457,7 +458,7 @@ func (s *Service) replayOf(ctx context.Context, runID string, fr *frozenRun, req
 	if !sameCall(c, req, cr) {
 		return call.Answer{}, ErrConflict
 	}
-	if call.State(c.Decision) == call.Pending && c.ApprovalID != "" {
+	if c.Decision == vocab.Pending && c.ApprovalID != "" {
 		// Lazy expiry: a pending call read past its approval's time is
 		// settled as expired first. If that write fails the answer stays
 		// pending, which allows nothing.
@@ -465,7 +466,7 @@ func (s *Service) replayOf(ctx context.Context, runID string, fr *frozenRun, req
 		if err != nil {
 			return call.Answer{}, err
 		}
-		if apr = s.approvals.Current(ctx, apr); call.State(apr.Status) != call.Pending {
+		if apr = s.approvals.Current(ctx, apr); apr.Status != vocab.ApprovalPending {
 			if c, err = s.st.GetCall(ctx, runID, req.ToolCallID); err != nil {
 				return call.Answer{}, err
 			}
@@ -532,7 +533,7 @@ func (s *Service) await(ctx context.Context, runID string, req Request, fr *froz
 		if err != nil {
 			return call.Answer{}, err
 		}
-		if a.Decision != call.Pending {
+		if a.Decision != vocab.Pending {
 			return a, nil
 		}
 	}
@@ -568,7 +569,7 @@ func (fr *frozenRun) gateRun(h store.Head, maxPending int) *gate.Run {
 	return &gate.Run{
 		PendingApprovals:    h.PendingApprovals,
 		MaxPendingApprovals: maxPending,
-		Ended:               run.Status(h.Status) == run.StatusEnded,
+		Ended:               h.Status == vocab.Ended,
 		AvailableMicros:     h.BudgetAvailable,
 		TrustTier:           trust.Tier(h.TrustTier),
 		Autonomous:          h.Autonomous,

@@ -7,11 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/auth"
-	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/internal/calltest"
 	"github.com/fluidbox/fluidbox/shared/permission"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 const policyText = `{"name":"p","default_verdict":"deny","rules":[
@@ -32,7 +31,7 @@ func TestDecideRecordsOnce(t *testing.T) {
 	t.Parallel()
 	e := calltest.NewEnv(t, policyText)
 	first, err := e.Bash(t, "c1", "ls -la", 0)
-	if err != nil || first.Decision != call.Allowed || first.RuleID != "ls" {
+	if err != nil || first.Decision != vocab.Allow || first.RuleID != "ls" {
 		t.Fatalf("allow = %+v, %v", first, err)
 	}
 	again, err := e.Bash(t, "c1", "ls -la", 0)
@@ -43,7 +42,7 @@ func TestDecideRecordsOnce(t *testing.T) {
 		t.Errorf("same id, other input = %v, want ErrConflict", err)
 	}
 	deny, err := e.Bash(t, "c2", "curl example.test", 0)
-	if err != nil || deny.Decision != call.Denied || deny.Source != "policy" {
+	if err != nil || deny.Decision != vocab.Deny || deny.Source != "policy" {
 		t.Errorf("deny = %+v, %v", deny, err)
 	}
 	var inv *permission.InvalidError
@@ -81,7 +80,7 @@ func TestConcurrentAsks(t *testing.T) {
 	}
 	wg.Wait()
 	for _, a := range answers {
-		if a != answers[0] || a.Decision != call.Pending {
+		if a != answers[0] || a.Decision != vocab.Pending {
 			t.Fatalf("answers differ: %+v vs %+v", a, answers[0])
 		}
 	}
@@ -114,10 +113,10 @@ func TestWaitForTheHuman(t *testing.T) {
 			id = list[0].ID
 		}
 	}
-	if _, ok, err := e.Approvals.Decide(context.Background(), auth.Principal{Kind: auth.KindAdmin, Subject: "admin"}, id, approval.DecisionApprovedOnce); !ok || err != nil {
+	if _, ok, err := e.Approvals.Decide(context.Background(), auth.Principal{Kind: auth.KindAdmin, Subject: "admin"}, id, vocab.ChoiceApprovedOnce); !ok || err != nil {
 		t.Fatalf("decide: %v %v", ok, err)
 	}
-	if a := <-done; a.Decision != call.Allowed || a.ApprovalID != id {
+	if a := <-done; a.Decision != vocab.Allow || a.ApprovalID != id {
 		t.Errorf("waited answer = %+v", a)
 	}
 }

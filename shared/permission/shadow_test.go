@@ -13,11 +13,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fluidbox/fluidbox/shared/auth"
-	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/devstack"
 	"github.com/fluidbox/fluidbox/shared/internal/calltest"
 	"github.com/fluidbox/fluidbox/shared/permission"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // shadowText is tighter than policyText: ls asks, git push is denied.
@@ -55,11 +55,11 @@ func TestShadowRecordsOnlyDifferences(t *testing.T) {
 	// Allowed by the enforced policy, an approval for the shadow: the
 	// answer is the enforced one's, and the difference is recorded.
 	a, err := e.Bash(t, "c1", "ls -la", 0)
-	if err != nil || a.Decision != call.Allowed || a.RuleID != "ls" {
+	if err != nil || a.Decision != vocab.Allow || a.RuleID != "ls" {
 		t.Fatalf("ls = %+v, %v; want the enforced allow", a, err)
 	}
 	// Denied by both (each by its default): no difference.
-	if a, err := e.Bash(t, "c2", "curl example.test", 0); err != nil || a.Decision != call.Denied {
+	if a, err := e.Bash(t, "c2", "curl example.test", 0); err != nil || a.Decision != vocab.Deny {
 		t.Fatalf("curl = %+v, %v", a, err)
 	}
 	// A retry records nothing, the difference is not counted again.
@@ -75,10 +75,10 @@ func TestShadowRecordsOnlyDifferences(t *testing.T) {
 	// difference is on approval.requested, then on the tool.decision that
 	// settles it.
 	p, err := e.Bash(t, "c4", "git push origin main", 0)
-	if err != nil || p.Decision != call.Pending {
+	if err != nil || p.Decision != vocab.Pending {
 		t.Fatalf("push = %+v, %v; want pending", p, err)
 	}
-	if _, _, err := e.Approvals.Decide(ctx, auth.Principal{Kind: auth.KindAdmin, Subject: "admin"}, p.ApprovalID, string(call.ApprovedOnce)); err != nil {
+	if _, _, err := e.Approvals.Decide(ctx, auth.Principal{Kind: auth.KindAdmin, Subject: "admin"}, p.ApprovalID, vocab.ChoiceApprovedOnce); err != nil {
 		t.Fatal(err)
 	}
 
@@ -198,7 +198,7 @@ func TestShadowCountsUnderConcurrency(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			a, err := e.Bash(t, fmt.Sprint("c", i%calls), "ls", 0)
-			if err != nil || a.Decision != call.Allowed {
+			if err != nil || a.Decision != vocab.Allow {
 				t.Errorf("ask %d: %+v, %v", i, a, err)
 			}
 		}()
@@ -262,7 +262,7 @@ func TestShadowSummaryReadIsBounded(t *testing.T) {
 	t.Parallel()
 	e := calltest.NewShadowEnv(t, `{"name":"p","default_verdict":"allow","rules":[]}`, `{"name":"s","default_verdict":"deny","rules":[]}`, false)
 	ctx := context.Background()
-	if a, err := e.Bash(t, "call-0", "git status", 0); err != nil || a.Decision != "allow" {
+	if a, err := e.Bash(t, "call-0", "git status", 0); err != nil || a.Decision != vocab.Allow {
 		t.Fatalf("call = %+v, %v; want allow", a, err)
 	}
 	db := devstack.DynamoClient(e.DB.URL)

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/gate"
 	"github.com/fluidbox/fluidbox/shared/ids"
@@ -16,6 +15,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
 	"github.com/fluidbox/fluidbox/shared/trust"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // pullRequestRun creates a run as a pull_request delivery of repo by the
@@ -77,9 +77,9 @@ func TestPendingCapPerSource(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
-			case a.Decision == call.Pending:
+			case a.Decision == vocab.Pending:
 				filed = append(filed, a)
-			case a.Decision == call.Denied && a.Source == string(gate.SourceApprovalLimit):
+			case a.Decision == vocab.Deny && a.Source == string(gate.SourceApprovalLimit):
 				denied++
 			default:
 				t.Errorf("answer %+v, want pending or an approval_limit deny", a)
@@ -94,16 +94,16 @@ func TestPendingCapPerSource(t *testing.T) {
 	if err := e.St.Get(context.Background(), store.SourceKey("github:acme/app#author:4242"), &count); err != nil || count.Pending != limit {
 		t.Errorf("source count = %+v, %v; want %d", count, err, limit)
 	}
-	if a := askPush(t, e, other, "o1"); a.Decision != call.Pending {
+	if a := askPush(t, e, other, "o1"); a.Decision != vocab.Pending {
 		t.Errorf("another author's run = %+v, want pending", a)
 	}
-	if _, ok, err := e.Approvals.Decide(context.Background(), admin, filed[0].ApprovalID, approval.DecisionApprovedOnce); !ok || err != nil {
+	if _, ok, err := e.Approvals.Decide(context.Background(), admin, filed[0].ApprovalID, vocab.ChoiceApprovedOnce); !ok || err != nil {
 		t.Fatalf("decide: %v %v", ok, err)
 	}
-	if a := askPush(t, e, runs[0], "after"); a.Decision != call.Pending {
+	if a := askPush(t, e, runs[0], "after"); a.Decision != vocab.Pending {
 		t.Errorf("after one was decided = %+v, want pending", a)
 	}
-	if a := askPush(t, e, runs[1], "after2"); a.Decision != call.Denied || a.Source != string(gate.SourceApprovalLimit) {
+	if a := askPush(t, e, runs[1], "after2"); a.Decision != vocab.Deny || a.Source != string(gate.SourceApprovalLimit) {
 		t.Errorf("past the cap again = %+v, want an approval_limit deny", a)
 	}
 }

@@ -1,5 +1,7 @@
 package redact
 
+import "github.com/fluidbox/fluidbox/shared/vocab"
+
 // SessionCreated opens a run's ledger as event 1.
 type SessionCreated struct {
 	SessionID     string `json:"session_id"`
@@ -128,15 +130,15 @@ func (ToolRequested) eventType() Type { return TypeToolRequested }
 // quote the input (a schema error names properties), so the ledger keeps the
 // source and rule that decided, which is what an audit needs.
 type ToolDecision struct {
-	ToolCallID       string `json:"tool_call_id"`
-	ToolName         string `json:"tool_name"`
-	Decision         string `json:"decision"`
-	Source           string `json:"source,omitempty"`
-	RuleID           string `json:"rule_id,omitempty"`
-	Verdict          string `json:"verdict,omitempty"`
-	RewrittenVerdict string `json:"rewritten_verdict,omitempty"`
-	ApprovalID       string `json:"approval_id,omitempty"`
-	Grant            string `json:"grant,omitempty"`
+	ToolCallID       string         `json:"tool_call_id"`
+	ToolName         string         `json:"tool_name"`
+	Decision         vocab.Decision `json:"decision"`
+	Source           string         `json:"source,omitempty"`
+	RuleID           string         `json:"rule_id,omitempty"`
+	Verdict          string         `json:"verdict,omitempty"`
+	RewrittenVerdict string         `json:"rewritten_verdict,omitempty"`
+	ApprovalID       string         `json:"approval_id,omitempty"`
+	Grant            string         `json:"grant,omitempty"`
 	// UpdatedInputDigest is the digest of the input the tool runs with
 	// when the gate narrowed it (tool.requested has the asked one's).
 	UpdatedInputDigest Digest `json:"updated_input_digest,omitzero"`
@@ -174,10 +176,10 @@ func (ApprovalRequested) eventType() Type { return TypeApprovalRequested }
 
 // ApprovalDecided records how a pending approval was settled.
 type ApprovalDecided struct {
-	ApprovalID string `json:"approval_id"`
-	ToolCallID string `json:"tool_call_id"`
-	Status     string `json:"status"`
-	DecidedBy  string `json:"decided_by"`
+	ApprovalID string               `json:"approval_id"`
+	ToolCallID string               `json:"tool_call_id"`
+	Status     vocab.ApprovalStatus `json:"status"`
+	DecidedBy  string               `json:"decided_by"`
 }
 
 func (ApprovalDecided) eventType() Type { return TypeApprovalDecided }

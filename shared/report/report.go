@@ -30,6 +30,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // How a run reports (the trigger's "report").
@@ -92,7 +93,7 @@ func (s *Service) Report(ctx context.Context, id string) (Reported, error) {
 	if h.GitHub == nil || h.GitHub.HeadSHA == "" {
 		return Reported{}, ErrNoPullRequest
 	}
-	if run.Status(h.Status) != run.StatusEnded {
+	if h.Status != vocab.Ended {
 		return Reported{}, ErrNotEnded
 	}
 	if _, err := s.st.GetReport(ctx, id); err == nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/policy"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // Facts is what a reviewer sees beside the call.
@@ -78,7 +79,7 @@ func Load(ctx context.Context, st Reader, a store.Approval) (Facts, error) {
 		Invoker:    h.Invoker,
 		Reason:     c.Reason,
 	}
-	if a.Status != "pending" {
+	if a.Status != vocab.ApprovalPending {
 		// The call's reason is now the decision's; the gate's is gone.
 		f.Reason = ""
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // Why a run cannot be launched, or its credential not used.
@@ -40,7 +41,7 @@ func (s *Service) Launch(ctx context.Context, id, launcher, by string) (auth.Tok
 	}
 	_, err = s.led.Append(ctx, id, func(h store.Head) (store.Batch, error) {
 		switch {
-		case Status(h.Status) == StatusEnded:
+		case h.Status == vocab.Ended:
 			return store.Batch{}, ErrRunEnded
 		case !h.TokensPending():
 			return store.Batch{}, ErrTokensIssued

@@ -9,6 +9,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // Why a run's agent stopped, as its runner reports it.
@@ -74,10 +75,10 @@ func (s *Service) EndWithResult(ctx context.Context, who auth.Principal, id stri
 		return err
 	}
 	_, err = s.led.Append(ctx, id, func(h store.Head) (store.Batch, error) {
-		if Status(h.Status) == StatusEnded {
+		if h.Status == vocab.Ended {
 			return store.Batch{}, errAlreadyEnded
 		}
-		return store.Batch{Events: []redact.Envelope{ended}, Head: store.HeadChange{Status: string(StatusEnded)}, Ops: []store.Op{op}}, nil
+		return store.Batch{Events: []redact.Envelope{ended}, Head: store.HeadChange{Status: vocab.Ended}, Ops: []store.Op{op}}, nil
 	})
 	switch {
 	case errors.Is(err, errAlreadyEnded):

@@ -34,16 +34,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/schemaguard"
 	"github.com/fluidbox/fluidbox/shared/store"
 	"github.com/fluidbox/fluidbox/shared/trust"
-)
-
-// Status is a run's state. Statuses are persisted: never rename one.
-type Status string
-
-// Run statuses.
-const (
-	StatusRunning          Status = "running"
-	StatusAwaitingApproval Status = "awaiting_approval"
-	StatusEnded            Status = "ended"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // InvalidError is a request the caller must fix; Field names what is wrong.
@@ -132,13 +123,13 @@ type View struct {
 	Token string `json:"token,omitempty"`
 	// RunnerToken is shown once, beside Token, and stays with the runner:
 	// it reports model usage and ends the run; the sandbox never gets it.
-	RunnerToken   string     `json:"runner_token,omitempty"`
-	Status        Status     `json:"status"`
-	TrustTier     trust.Tier `json:"trust_tier"`
-	Autonomous    bool       `json:"autonomous"`
-	PolicyID      string     `json:"policy_id"`
-	PolicyVersion int        `json:"policy_version"`
-	PolicyDigest  string     `json:"policy_digest"`
+	RunnerToken   string          `json:"runner_token,omitempty"`
+	Status        vocab.RunStatus `json:"status"`
+	TrustTier     trust.Tier      `json:"trust_tier"`
+	Autonomous    bool            `json:"autonomous"`
+	PolicyID      string          `json:"policy_id"`
+	PolicyVersion int             `json:"policy_version"`
+	PolicyDigest  string          `json:"policy_digest"`
 	// The shadow policy frozen beside the enforced one, if any.
 	ShadowPolicyID      string   `json:"shadow_policy_id,omitempty"`
 	ShadowPolicyVersion int      `json:"shadow_policy_version,omitempty"`
@@ -429,7 +420,7 @@ func (s *Service) write(ctx context.Context, p prepared, o origin) (View, error)
 	now := store.FormatTime(s.now())
 	head := store.Head{
 		RunID:           o.id,
-		Status:          string(StatusRunning),
+		Status:          vocab.Running,
 		TokenHash:       o.tokenHash,
 		RunnerTokenHash: o.runnerHash,
 		Invoker:         o.invoker,
@@ -657,10 +648,10 @@ func (s *Service) end(ctx context.Context, who auth.Principal, id string, ops []
 		return false, err
 	}
 	_, err = s.led.Append(ctx, id, func(h store.Head) (store.Batch, error) {
-		if Status(h.Status) == StatusEnded {
+		if h.Status == vocab.Ended {
 			return store.Batch{}, errAlreadyEnded
 		}
-		return store.Batch{Events: append(slices.Clip(events), ended), Head: store.HeadChange{Status: string(StatusEnded)}, Ops: ops}, nil
+		return store.Batch{Events: append(slices.Clip(events), ended), Head: store.HeadChange{Status: vocab.Ended}, Ops: ops}, nil
 	})
 	switch {
 	case errors.Is(err, errAlreadyEnded):
@@ -678,7 +669,7 @@ var errAlreadyEnded = errors.New("run: already ended")
 func view(h store.Head) View {
 	return View{
 		ID:            h.RunID,
-		Status:        Status(h.Status),
+		Status:        h.Status,
 		TrustTier:     trust.Tier(h.TrustTier),
 		Autonomous:    h.Autonomous,
 		PolicyID:      h.PolicyID,

@@ -8,6 +8,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // Why tokens cannot be issued.
@@ -48,7 +49,7 @@ func (s *Service) IssueTokens(ctx context.Context, who auth.Principal, id string
 	at := store.FormatTime(s.now())
 	_, err = s.led.Append(ctx, id, func(h store.Head) (store.Batch, error) {
 		switch {
-		case Status(h.Status) == StatusEnded:
+		case h.Status == vocab.Ended:
 			return store.Batch{}, ErrRunEnded
 		case !h.TokensPending():
 			return store.Batch{}, ErrTokensIssued

@@ -21,6 +21,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/runner"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 type agentReport struct {
@@ -116,7 +117,7 @@ func TestRunnerGovernsTheAgent(t *testing.T) {
 
 	// The run is ended by the runner token, with how the agent finished.
 	h, err := p.Store.GetHead(context.Background(), id)
-	if err != nil || h.Status != string(run.StatusEnded) {
+	if err != nil || h.Status != vocab.Ended {
 		t.Fatalf("run status = %q, %v; want ended", h.Status, err)
 	}
 	types, data := p.EventTypes(id)
@@ -157,7 +158,7 @@ func TestRunnerTimeout(t *testing.T) {
 	if out.Reason != run.EndTimeout {
 		t.Errorf("outcome = %+v, want timeout", out)
 	}
-	if h, _ := p.Store.GetHead(context.Background(), id); h.Status != string(run.StatusEnded) {
+	if h, _ := p.Store.GetHead(context.Background(), id); h.Status != vocab.Ended {
 		t.Errorf("run status = %q, want ended", h.Status)
 	}
 }

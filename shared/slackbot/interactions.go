@@ -22,6 +22,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/ids"
 	"github.com/fluidbox/fluidbox/shared/render"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // Bounds of an interaction request.
@@ -40,7 +41,7 @@ const (
 type Decider interface {
 	Get(ctx context.Context, id string) (store.Approval, error)
 	View(ctx context.Context, who auth.Principal, id string) (store.Approval, error)
-	DecideWithReason(ctx context.Context, who auth.Principal, id, decision, reason string) (store.Approval, bool, error)
+	DecideWithReason(ctx context.Context, who auth.Principal, id string, decision vocab.Choice, reason string) (store.Approval, bool, error)
 }
 
 var _ Decider = (*approval.Service)(nil)
@@ -169,12 +170,12 @@ func (h *Interactions) blockActions(ctx context.Context, w http.ResponseWriter, 
 	if !ids.Valid("apr_", id) {
 		return
 	}
-	var decision string
+	var decision vocab.Choice
 	switch act.ActionID {
 	case ActionApproveOnce:
-		decision = approval.DecisionApprovedOnce
+		decision = vocab.ChoiceApprovedOnce
 	case ActionApproveSession:
-		decision = approval.DecisionApprovedSession
+		decision = vocab.ChoiceApprovedSession
 	case ActionDeny:
 		h.openDeny(ctx, cb, id)
 		return
@@ -207,7 +208,7 @@ func (h *Interactions) openDeny(ctx context.Context, cb slack.InteractionCallbac
 		h.reply(ctx, cb, "fluidbox could not read this approval; try again, or deny it on the approvals page")
 		return
 	}
-	if a.Status != "pending" {
+	if a.Status != vocab.ApprovalPending {
 		h.reply(ctx, cb, settled(a))
 		return
 	}
@@ -231,14 +232,14 @@ func (h *Interactions) viewSubmission(ctx context.Context, w http.ResponseWriter
 	if err != nil {
 		text = refusal(err)
 	} else {
-		text = h.decide(ctx, who, cb.View.PrivateMetadata, approval.DecisionDenied, reason)
+		text = h.decide(ctx, who, cb.View.PrivateMetadata, vocab.ChoiceDenied, reason)
 	}
 	writeJSON(w, slack.NewUpdateViewSubmissionResponse(ResultModal(text)))
 }
 
 // decide settles an approval through the approval service and says how
 // it went: applied, or the settled state someone else (or expiry) left.
-func (h *Interactions) decide(ctx context.Context, who auth.Principal, id, decision, reason string) string {
+func (h *Interactions) decide(ctx context.Context, who auth.Principal, id string, decision vocab.Choice, reason string) string {
 	a, applied, err := h.decider.DecideWithReason(ctx, who, id, decision, reason)
 	var bad *approval.InvalidError
 	switch {
@@ -255,14 +256,14 @@ func (h *Interactions) decide(ctx context.Context, who auth.Principal, id, decis
 		// won.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), replyWithin)
 		defer cancel()
-		if cur, gerr := h.decider.Get(rctx, id); gerr == nil && cur.Status != "pending" {
+		if cur, gerr := h.decider.Get(rctx, id); gerr == nil && cur.Status != vocab.ApprovalPending {
 			return settled(cur)
 		}
 		return "fluidbox could not record the decision; nothing was decided. Try again, or use the approvals page."
 	}
 	h.log.InfoContext(ctx, "approval decided", "approval", id, "run", a.RunID, "by", who.Subject, "via", "slack", "status", a.Status, "applied", applied)
 	if applied {
-		return fmt.Sprintf("Done: %s %s (%s).", render.Line(a.ID), render.Line(a.Status), render.Line(a.ToolName))
+		return fmt.Sprintf("Done: %s %s (%s).", render.Line(a.ID), render.Line(string(a.Status)), render.Line(a.ToolName))
 	}
 	return settled(a)
 }
@@ -270,7 +271,7 @@ func (h *Interactions) decide(ctx context.Context, who auth.Principal, id, decis
 const forbidden = "You may not decide this approval: it needs an approver (role admin or approver), and a call on a personal connection only its owner decides."
 
 func settled(a store.Approval) string {
-	s := fmt.Sprintf("Already settled: %s is %s", render.Line(a.ID), render.Line(a.Status))
+	s := fmt.Sprintf("Already settled: %s is %s", render.Line(a.ID), render.Line(string(a.Status)))
 	if a.DecidedBy != "" {
 		s += " by " + render.Line(a.DecidedBy)
 	}

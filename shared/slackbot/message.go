@@ -9,6 +9,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/render"
 	"github.com/fluidbox/fluidbox/shared/review"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // Action ids of the message's buttons and the deny modal.
@@ -36,18 +37,18 @@ func Blocks(a store.Approval, f review.Facts, now time.Time) ([]slack.Block, str
 	tool := render.Line(a.ToolName)
 	var head, fallback string
 	switch a.Status {
-	case "pending":
+	case vocab.ApprovalPending:
 		head = "Approval needed: " + tool
-	case "approved_once":
+	case vocab.ApprovedOnce:
 		head = "Approved once by " + render.Line(a.DecidedBy) + ": " + tool
-	case "approved_session":
+	case vocab.ApprovedSession:
 		head = "Approved for the run by " + render.Line(a.DecidedBy) + ": " + tool
-	case "denied":
+	case vocab.ApprovalDenied:
 		head = "Denied by " + render.Line(a.DecidedBy) + ": " + tool
-	case "expired":
+	case vocab.ApprovalExpired:
 		head = "Expired (nobody decided in time, so denied): " + tool
 	default:
-		head = render.Line(a.Status) + ": " + tool
+		head = render.Line(string(a.Status)) + ": " + tool
 	}
 	fallback = head + " · " + render.Line(a.ID)
 	blocks := []slack.Block{slack.NewHeaderBlock(plain(clip(head, maxHeader)))}
@@ -55,7 +56,7 @@ func Blocks(a store.Approval, f review.Facts, now time.Time) ([]slack.Block, str
 		blocks = append(blocks, slack.NewContextBlock("", plain(clip("Only you decide this: the call runs on your personal connection "+render.Line(a.ConnectionID)+". Nobody else is shown it.", 1900))))
 	}
 
-	if len(f.Danger) > 0 && a.Status == "pending" {
+	if len(f.Danger) > 0 && a.Status == vocab.ApprovalPending {
 		warn := ":warning: Look twice before approving:"
 		for _, d := range f.Danger {
 			warn += "\n• " + render.Line(d)
@@ -112,14 +113,14 @@ func Blocks(a store.Approval, f review.Facts, now time.Time) ([]slack.Block, str
 	} else if f.Trigger != "" {
 		fields = append(fields, plain("Trigger: "+render.Line(f.Trigger)))
 	}
-	if a.Status == "pending" {
+	if a.Status == vocab.ApprovalPending {
 		fields = append(fields, plain("Time left: "+left(a.ExpiresAt, now)+" (then it is denied)"))
 	} else if a.Reason != "" {
 		fields = append(fields, plain(clip("Reason: "+render.Line(a.Reason), 1900)))
 	}
 	blocks = append(blocks, slack.NewSectionBlock(nil, fields, nil))
 
-	if a.Status != "pending" {
+	if a.Status != vocab.ApprovalPending {
 		return blocks, fallback
 	}
 	sc := render.Scope(a.ScopeKey, a.RunID, a.DefaultScope)

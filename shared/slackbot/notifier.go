@@ -16,6 +16,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/notify"
 	"github.com/fluidbox/fluidbox/shared/review"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // ErrBusy: another worker is posting the same message; try again later.
@@ -92,7 +93,7 @@ func (n *Notifier) Show(ctx context.Context, approvalID string) error {
 			return n.post(ctx, a, f)
 		}
 		return ErrBusy
-	case m.Status != "pending" || a.Status == "pending":
+	case m.Status != string(vocab.ApprovalPending) || a.Status == vocab.ApprovalPending:
 		// Already showing the settled state, or nothing has changed: a
 		// settled message never goes back to pending.
 		return nil
@@ -101,7 +102,7 @@ func (n *Notifier) Show(ctx context.Context, approvalID string) error {
 	if _, _, _, err := n.api.UpdateMessageContext(ctx, m.Channel, m.TS, slack.MsgOptionBlocks(blocks...), slack.MsgOptionText(text, false)); err != nil {
 		return fmt.Errorf("slackbot: update message of %s: %w", a.ID, err)
 	}
-	m.Status = a.Status
+	m.Status = string(a.Status)
 	if err := n.st.PutSlackMessage(ctx, m); err != nil {
 		return err
 	}
@@ -139,11 +140,11 @@ func (n *Notifier) post(ctx context.Context, a store.Approval, f review.Facts) e
 		}
 		return fmt.Errorf("slackbot: post message of %s: %w", a.ID, err)
 	}
-	if err := n.st.PutSlackMessage(ctx, store.SlackMessage{ApprovalID: a.ID, Channel: channel, TS: ts, Status: a.Status, ClaimedAt: at}); err != nil {
+	if err := n.st.PutSlackMessage(ctx, store.SlackMessage{ApprovalID: a.ID, Channel: channel, TS: ts, Status: string(a.Status), ClaimedAt: at}); err != nil {
 		return err
 	}
 	n.log.InfoContext(ctx, "slack message posted", "approval", a.ID, "status", a.Status)
-	if a.Status == "pending" {
+	if a.Status == vocab.ApprovalPending {
 		// Settled while we posted? Show it now rather than at the next
 		// delivery.
 		return n.Show(ctx, a.ID)

@@ -21,6 +21,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/slackbot"
 	"github.com/fluidbox/fluidbox/shared/sso"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 const audience = "fluidbox-slack-test"
@@ -117,7 +118,7 @@ func (s *ssoStack) personalCall(owner *client.Client, name string) (string, func
 		return ans
 	}
 	first := ask()
-	if first.Decision != client.DecisionPending {
+	if first.Decision != vocab.Pending {
 		s.t.Fatalf("the personal call = %+v, want pending", first)
 	}
 	return first.ApprovalID, ask
@@ -194,7 +195,7 @@ func TestPersonalCallGoesToItsOwner(t *testing.T) {
 		}
 		return false
 	})
-	if ans := ask(); ans.Decision != client.DecisionAllow {
+	if ans := ask(); ans.Decision != vocab.Allow {
 		t.Errorf("the call after the owner approved = %+v, want allow", ans)
 	}
 	a, _ := s.admin.Approval(context.Background(), apr)

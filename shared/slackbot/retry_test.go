@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/fluidbox/fluidbox/shared/notify"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // failureRecord is what Lambda puts on an asynchronous invocation's
@@ -41,7 +42,7 @@ func failureRecord(t *testing.T, ev events.EventBridgeEvent, errMsg string) stri
 }
 
 func requested(approvalID string) events.EventBridgeEvent {
-	d, _ := json.Marshal(notify.Detail{ApprovalID: approvalID, Status: "pending"})
+	d, _ := json.Marshal(notify.Detail{ApprovalID: approvalID, Status: vocab.ApprovalPending})
 	return events.EventBridgeEvent{Version: "0", ID: "ev-" + approvalID, DetailType: string(notify.Requested), Source: notify.Source, Detail: d}
 }
 

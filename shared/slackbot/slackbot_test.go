@@ -13,6 +13,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/fluidbox/fluidbox/shared/slackbot"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // TestMessageApproveAndUpdate: an approval posts a message that shows the
@@ -72,7 +73,7 @@ func TestMessageApproveAndUpdate(t *testing.T) {
 	if a.DecidedBy != "alice-sub" {
 		t.Errorf("decided_by = %q, want alice-sub", a.DecidedBy)
 	}
-	if ans := s.answer(runID, tok, "c1", cmd); ans.Decision != "allow" {
+	if ans := s.answer(runID, tok, "c1", cmd); ans.Decision != vocab.Allow {
 		t.Errorf("runner after the click = %+v, want allow", ans)
 	}
 	waitFor(t, "the update", func() bool { _, u, _, _ := s.slack.snapshot(); return len(u) == 1 })
@@ -216,7 +217,7 @@ func TestPersonalConnectionOwner(t *testing.T) {
 		t.Errorf("owner deny = %+v, want applied", r)
 	}
 	a, _ := s.admin.Approval(context.Background(), apr)
-	if a.Status != "denied" || a.DecidedBy != "owner-sub" || a.Reason != "not with my token" {
+	if a.Status != vocab.ApprovalDenied || a.DecidedBy != "owner-sub" || a.Reason != "not with my token" {
 		t.Errorf("approval = %+v, want denied by owner-sub with the reason", a)
 	}
 }
@@ -253,7 +254,7 @@ func TestRacingClicks(t *testing.T) {
 	}
 	wg.Wait()
 	a, _ := s.admin.Approval(context.Background(), apr)
-	if a.Status != "approved_once" && a.Status != "denied" {
+	if a.Status != vocab.ApprovedOnce && a.Status != vocab.ApprovalDenied {
 		t.Fatalf("approval = %+v, want settled", a)
 	}
 	_, _, responses, _ := s.slack.snapshot()
@@ -261,9 +262,9 @@ func TestRacingClicks(t *testing.T) {
 	done, told := 0, 0
 	for _, r := range all {
 		switch {
-		case strings.Contains(r, "Done: "+apr+" "+a.Status):
+		case strings.Contains(r, "Done: "+apr+" "+string(a.Status)):
 			done++
-		case strings.Contains(r, "Already settled: "+apr+" is "+a.Status+" by "+a.DecidedBy):
+		case strings.Contains(r, "Already settled: "+apr+" is "+string(a.Status)+" by "+a.DecidedBy):
 			told++
 		}
 	}
@@ -325,7 +326,7 @@ func TestSlackDown(t *testing.T) {
 	if err != nil || settled.Applied == nil || !*settled.Applied {
 		t.Fatalf("decide through the API with Slack down = %+v, %v", settled, err)
 	}
-	if ans := s.answer(runID, tok, "c1", "rm a"); ans.Decision != "deny" {
+	if ans := s.answer(runID, tok, "c1", "rm a"); ans.Decision != vocab.Deny {
 		t.Errorf("runner = %+v, want deny", ans)
 	}
 	waitFor(t, "a logged retry", func() bool { return strings.Contains(s.logs.String(), "show approval failed; retrying") })

@@ -34,6 +34,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/slackbot"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 const (
@@ -308,7 +309,7 @@ func (s *stack) pending(runID, token, call, cmd string) string {
 	}
 	in, _ := json.Marshal(map[string]string{"command": cmd})
 	ans, err := c.Permission(context.Background(), runID, client.PermissionRequest{ToolCallID: call, ToolName: "Bash", Input: in}, 0)
-	if err != nil || ans.Decision != client.DecisionPending {
+	if err != nil || ans.Decision != vocab.Pending {
 		s.t.Fatalf("ask %q = %+v, %v; want pending", cmd, ans, err)
 	}
 	return ans.ApprovalID
@@ -404,7 +405,7 @@ func (s *stack) interact(body string) reply {
 	return s.post(sign(signingSecret, time.Now(), body), body)
 }
 
-func (s *stack) status(id string) string {
+func (s *stack) status(id string) vocab.ApprovalStatus {
 	s.t.Helper()
 	a, err := s.admin.Approval(context.Background(), id)
 	if err != nil {

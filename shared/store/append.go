@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fluidbox/fluidbox/shared/redact"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // SeqConflictError says that a run's head moved since the one the caller
@@ -42,14 +43,14 @@ type Batch struct {
 
 // HeadChange is a change to a run's head. Zero fields change nothing.
 type HeadChange struct {
-	Status string
+	Status vocab.RunStatus
 	// Reserved and Spent are added to the budget; Available moves by
 	// -(Reserved+Spent).
 	Reserved, Spent int64
 	// MinAvailable, when set, conditions the write on available >= it.
 	MinAvailable *int64
 	// WantStatus, when set, conditions the write on the current status.
-	WantStatus string
+	WantStatus vocab.RunStatus
 	// Pending is added to the run's count of pending approvals.
 	Pending int64
 	// Tokens, when set, replaces the run's token hashes and records when:
@@ -77,7 +78,7 @@ type Op struct {
 // run's end, the budget crossing zero either way (the budget stage's
 // answer flips), or a session grant deleted.
 func (b Batch) fences(seen Head) bool {
-	if b.Head.Status == runEnded && seen.Status != runEnded {
+	if b.Head.Status == vocab.Ended && seen.Status != vocab.Ended {
 		return true
 	}
 	after := seen.BudgetAvailable - b.Head.Reserved - b.Head.Spent
@@ -93,9 +94,6 @@ func (b Batch) fences(seen Head) bool {
 	}
 	return false
 }
-
-// runEnded is shared/run's ended status, as the head stores it.
-const runEnded = "ended"
 
 // Numbered says whether b is numbered as it is written: an op of it
 // refers to its events' seq (see Append).
@@ -178,12 +176,12 @@ func (s *Store) appendHead(ctx context.Context, seen Head, at string, b Batch, f
 	if b.Head.Status != "" {
 		update += ", #status = :status"
 		names["#status"] = "status"
-		vals[":status"] = &types.AttributeValueMemberS{Value: b.Head.Status}
+		vals[":status"] = &types.AttributeValueMemberS{Value: string(b.Head.Status)}
 	}
 	if b.Head.WantStatus != "" {
 		cond += " AND #status = :want"
 		names["#status"] = "status"
-		vals[":want"] = &types.AttributeValueMemberS{Value: b.Head.WantStatus}
+		vals[":want"] = &types.AttributeValueMemberS{Value: string(b.Head.WantStatus)}
 	}
 	if t := b.Head.Tokens; t != nil {
 		update += ", token_hash = :th, runner_token_hash = :rh, token_issued_at = :ti"

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // Approval is a call waiting for (or settled by) a human. It is kept in its
@@ -17,23 +18,22 @@ import (
 // While pending it is in the sparse index gsi1 (gsi1pk "PENDING", sorted by
 // request time), which is how the pending list is read.
 type Approval struct {
-	ID           string `dynamodbav:"id"`
-	RunID        string `dynamodbav:"run_id"`
-	ToolCallID   string `dynamodbav:"tool_call_id"`
-	ToolName     string `dynamodbav:"tool_name"`
-	Input        string `dynamodbav:"input"`
-	InputDigest  string `dynamodbav:"input_digest"`
-	ToolDigest   string `dynamodbav:"tool_digest"`
-	PolicyDigest string `dynamodbav:"policy_digest"`
-	RuleID       string `dynamodbav:"rule_id,omitempty"`
-	ScopeKey     string `dynamodbav:"scope_key"`
-	DefaultScope string `dynamodbav:"default_scope"`
-	Status       string `dynamodbav:"status"`
-	RequestedAt  string `dynamodbav:"requested_at"`
-	ExpiresAt    string `dynamodbav:"expires_at"`
-	Decision     string `dynamodbav:"decision,omitempty"`
-	DecidedBy    string `dynamodbav:"decided_by,omitempty"`
-	DecidedAt    string `dynamodbav:"decided_at,omitempty"`
+	ID           string               `dynamodbav:"id"`
+	RunID        string               `dynamodbav:"run_id"`
+	ToolCallID   string               `dynamodbav:"tool_call_id"`
+	ToolName     string               `dynamodbav:"tool_name"`
+	Input        string               `dynamodbav:"input"`
+	InputDigest  string               `dynamodbav:"input_digest"`
+	ToolDigest   string               `dynamodbav:"tool_digest"`
+	PolicyDigest string               `dynamodbav:"policy_digest"`
+	RuleID       string               `dynamodbav:"rule_id,omitempty"`
+	ScopeKey     string               `dynamodbav:"scope_key"`
+	DefaultScope string               `dynamodbav:"default_scope"`
+	Status       vocab.ApprovalStatus `dynamodbav:"status"`
+	RequestedAt  string               `dynamodbav:"requested_at"`
+	ExpiresAt    string               `dynamodbav:"expires_at"`
+	DecidedBy    string               `dynamodbav:"decided_by,omitempty"`
+	DecidedAt    string               `dynamodbav:"decided_at,omitempty"`
 	// Reason is the decider's note (a deny's reason): free text from a
 	// person, kept here for the people who read the approval and never in
 	// the ledger.
@@ -152,7 +152,7 @@ func (s *Store) RunPendingApprovals(ctx context.Context, runID, after string, li
 		ExpressionAttributeValues: map[string]types.AttributeValue{
 			":pk":      &types.AttributeValueMemberS{Value: runPK(runID)},
 			":p":       &types.AttributeValueMemberS{Value: "APR#"},
-			":pending": &types.AttributeValueMemberS{Value: "pending"},
+			":pending": &types.AttributeValueMemberS{Value: string(vocab.ApprovalPending)},
 		},
 		ConsistentRead: aws.Bool(true),
 	}

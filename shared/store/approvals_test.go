@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // fileApproval appends a pending approval of run h for call toolCallID,
 // requested at t0+d, and returns the head after.
 func fileApproval(t *testing.T, st *store.Store, h store.Head, id, toolCallID string, d time.Duration) store.Head {
 	t.Helper()
-	a := store.Approval{ID: id, RunID: h.RunID, ToolCallID: toolCallID, ToolName: "Bash", Status: "pending", RequestedAt: at(d), ExpiresAt: at(time.Hour)}
+	a := store.Approval{ID: id, RunID: h.RunID, ToolCallID: toolCallID, ToolName: "Bash", Status: vocab.ApprovalPending, RequestedAt: at(d), ExpiresAt: at(time.Hour)}
 	row, err := st.PutNew(store.ApprovalKey(h.RunID, toolCallID), store.PendingApproval{Approval: a, GSI1PK: store.PendingIndex, GSI1SK: store.ApprovalPosition(a)}, store.ErrExists)
 	must(t, err)
 	ref, err := st.PutNew(store.ApprovalRefKey(id), store.ApprovalRef{RunID: h.RunID, ToolCallID: toolCallID}, store.ErrExists)
@@ -27,9 +28,9 @@ func fileApproval(t *testing.T, st *store.Store, h store.Head, id, toolCallID st
 
 // settle replaces a pending approval's row with its settled form, which
 // is not in the pending index.
-func settle(t *testing.T, st *store.Store, h store.Head, a store.Approval, status string) store.Head {
+func settle(t *testing.T, st *store.Store, h store.Head, a store.Approval, status vocab.ApprovalStatus) store.Head {
 	t.Helper()
-	a.Status, a.Decision, a.DecidedBy, a.DecidedAt = status, "deny", "admin", at(time.Minute)
+	a.Status, a.DecidedBy, a.DecidedAt = status, "admin", at(time.Minute)
 	row, err := st.Put(store.ApprovalKey(a.RunID, a.ToolCallID), a)
 	must(t, err)
 	h, err = append1(t, st, h, store.HeadChange{Pending: -1}, row)
@@ -64,7 +65,7 @@ func TestPendingApprovals(t *testing.T) {
 	}
 
 	a, err := st.GetApproval(ctx, "ses_a", "a3")
-	if err != nil || a.ID != "apr_3" || a.Status != "pending" || a.RequestedAt != at(2*time.Second) {
+	if err != nil || a.ID != "apr_3" || a.Status != vocab.ApprovalPending || a.RequestedAt != at(2*time.Second) {
 		t.Errorf("get = %+v, %v", a, err)
 	}
 	_, err = st.GetApproval(ctx, "ses_a", "c2") // ses_b's call

@@ -1,6 +1,10 @@
 package store
 
-import "context"
+import (
+	"context"
+
+	"github.com/fluidbox/fluidbox/shared/vocab"
+)
 
 // Call is the recorded answer to one tool call, the gate's idempotency key,
 // and for a brokered call its execution. shared/call writes it.
@@ -11,13 +15,13 @@ type Call struct {
 	// RequestDigest digests the whole request the decision was made on
 	// (input, cwd, resolved paths, ...): a retry of the tool_call_id is
 	// answered from this record only if its own digest is the same.
-	RequestDigest    string `dynamodbav:"request_digest,omitempty"`
-	Decision         string `dynamodbav:"decision"`
-	Source           string `dynamodbav:"source,omitempty"`
-	Reason           string `dynamodbav:"reason,omitempty"`
-	RuleID           string `dynamodbav:"rule_id,omitempty"`
-	Verdict          string `dynamodbav:"verdict,omitempty"`
-	RewrittenVerdict string `dynamodbav:"rewritten_verdict,omitempty"`
+	RequestDigest    string         `dynamodbav:"request_digest,omitempty"`
+	Decision         vocab.Decision `dynamodbav:"decision"`
+	Source           string         `dynamodbav:"source,omitempty"`
+	Reason           string         `dynamodbav:"reason,omitempty"`
+	RuleID           string         `dynamodbav:"rule_id,omitempty"`
+	Verdict          string         `dynamodbav:"verdict,omitempty"`
+	RewrittenVerdict string         `dynamodbav:"rewritten_verdict,omitempty"`
 	// UpdatedInputDigest is set when the answer narrowed the input.
 	UpdatedInputDigest string `dynamodbav:"updated_input_digest,omitempty"`
 	ApprovalID         string `dynamodbav:"approval_id,omitempty"`

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 var errTaken = errors.New("taken")
@@ -17,13 +18,13 @@ func TestRecordedCallFromTheRefusal(t *testing.T) {
 	t.Parallel()
 	st := newStore(t)
 	h := newRun(t, st, "ses_1", 0)
-	first := store.Call{ToolCallID: "c1", ToolName: "Bash", InputDigest: "sha256:a", RequestDigest: "sha256:r", Decision: "allow", DecidedAt: at(0)}
+	first := store.Call{ToolCallID: "c1", ToolName: "Bash", InputDigest: "sha256:a", RequestDigest: "sha256:r", Decision: vocab.Allow, DecidedAt: at(0)}
 	op, err := st.PutNew(store.CallKey("ses_1", "c1"), first, errTaken)
 	must(t, err)
 	_, err = append1(t, st, h, store.HeadChange{}, op)
 	must(t, err)
 
-	again, err := st.PutNew(store.CallKey("ses_1", "c1"), store.Call{ToolCallID: "c1", ToolName: "Read", Decision: "deny"}, errTaken)
+	again, err := st.PutNew(store.CallKey("ses_1", "c1"), store.Call{ToolCallID: "c1", ToolName: "Read", Decision: vocab.Deny}, errTaken)
 	must(t, err)
 	_, err = append1(t, st, h, store.HeadChange{}, again)
 	wantErr(t, "a second record", err, errTaken)
@@ -35,7 +36,7 @@ func TestRecordedCallFromTheRefusal(t *testing.T) {
 		t.Error("the record of c1 passed for c2's")
 	}
 
-	row, err := st.PutNew(store.ApprovalKey("ses_1", "c1"), store.Call{ToolCallID: "c1", Decision: "pending"}, errTaken)
+	row, err := st.PutNew(store.ApprovalKey("ses_1", "c1"), store.Call{ToolCallID: "c1", Decision: vocab.Pending}, errTaken)
 	must(t, err)
 	_, err = append1(t, st, h, store.HeadChange{}, row)
 	must(t, err)

@@ -19,6 +19,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -62,7 +63,7 @@ func envelope(t *testing.T, ev redact.Event) redact.Envelope {
 func newRun(t *testing.T, st *store.Store, id string, n int) store.Head {
 	t.Helper()
 	r := store.NewRun{
-		Head:    store.Head{RunID: id, Status: "running", Invoker: "admin", TrustTier: "trusted", CreatedAt: at(0), BudgetLimit: 1000, BudgetAvailable: 1000},
+		Head:    store.Head{RunID: id, Status: vocab.Running, Invoker: "admin", TrustTier: "trusted", CreatedAt: at(0), BudgetLimit: 1000, BudgetAvailable: 1000},
 		Policy:  store.PolicySnapshot{PolicyID: "pol_1", Version: 1, Digest: "sha256:p", Document: `{"name":"p"}`},
 		Created: envelope(t, redact.SessionCreated{SessionID: id, TrustTier: "trusted", Trigger: "api", Invoker: "admin"}),
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/fluidbox/fluidbox/shared/elicitation"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
@@ -20,7 +21,7 @@ var errInputSettled = errors.New("test: input request settled")
 func fileInput(t *testing.T, st *store.Store, h store.Head, id, toolCallID string, d time.Duration) store.InputRequest {
 	t.Helper()
 	r := store.InputRequest{ID: id, RunID: h.RunID, ToolCallID: toolCallID, ToolName: "mcp__team__deploy", ConnectionID: "con_1",
-		Server: "team", Mode: "url", Link: "https://auth.example.com/consent", Status: "pending", RequestedAt: at(d), ExpiresAt: at(time.Hour)}
+		Server: "team", Mode: "url", Link: "https://auth.example.com/consent", Status: string(elicitation.Pending), RequestedAt: at(d), ExpiresAt: at(time.Hour)}
 	ops, err := st.NewInputRequestOps(r, store.ErrExists)
 	must(t, err)
 	_, err = append1(t, st, h, store.HeadChange{}, ops...)
@@ -142,7 +143,7 @@ func TestSettleInputRequestOnce(t *testing.T) {
 		}
 		got, err := st.GetInputRequestByID(ctx, r.ID)
 		must(t, err)
-		if got.Status == "pending" || got.DecidedBy == "" {
+		if got.Status == string(elicitation.Pending) || got.DecidedBy == "" {
 			t.Errorf("%s after the race = %+v, want settled", r.ID, got)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // Listings of runs, policies and trigger configurations go through gsi1,
@@ -52,7 +53,7 @@ type ListQuery struct {
 // RunFilter narrows a listing of runs. Empty fields match everything.
 type RunFilter struct {
 	ListQuery
-	Status     string
+	Status     vocab.RunStatus
 	Trigger    string
 	Repository string
 }

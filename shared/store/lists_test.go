@@ -9,13 +9,14 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // createListed creates run id at t0+d, started by trigger (github runs
 // carry repo).
 func createListed(t *testing.T, st *store.Store, id string, d time.Duration, trigger, repo string) store.Head {
 	t.Helper()
-	h := store.Head{RunID: id, Status: "running", Invoker: "admin", TrustTier: "trusted", Trigger: trigger, CreatedAt: at(d), BudgetLimit: 1, BudgetAvailable: 1}
+	h := store.Head{RunID: id, Status: vocab.Running, Invoker: "admin", TrustTier: "trusted", Trigger: trigger, CreatedAt: at(d), BudgetLimit: 1, BudgetAvailable: 1}
 	if repo != "" {
 		h.GitHub = &store.GitHubTrigger{TriggerID: "trg_1", Repository: repo}
 	}
@@ -71,7 +72,7 @@ func TestListRunsPagesAndFilters(t *testing.T) {
 		}
 		h := createListed(t, st, id, time.Duration(i)*time.Second, trigger, repo)
 		if i%4 == 1 {
-			_, err := append1(t, st, h, store.HeadChange{Status: "ended"})
+			_, err := append1(t, st, h, store.HeadChange{Status: vocab.Ended})
 			must(t, err)
 		}
 		all = append([]string{id}, all...) // newest first
@@ -88,8 +89,8 @@ func TestListRunsPagesAndFilters(t *testing.T) {
 	}{
 		{"trigger", store.RunFilter{Trigger: "github"}, []string{"ses_06", "ses_03", "ses_00"}},
 		{"repository in any case", store.RunFilter{Repository: "octo/APP"}, []string{"ses_03", "ses_00"}},
-		{"status from the head", store.RunFilter{Status: "ended"}, []string{"ses_05", "ses_01"}},
-		{"status and trigger", store.RunFilter{Status: "running", Trigger: "github"}, []string{"ses_06", "ses_03", "ses_00"}},
+		{"status from the head", store.RunFilter{Status: vocab.Ended}, []string{"ses_05", "ses_01"}},
+		{"status and trigger", store.RunFilter{Status: vocab.Running, Trigger: "github"}, []string{"ses_06", "ses_03", "ses_00"}},
 		{"created bounds, inclusive", store.RunFilter{ListQuery: store.ListQuery{CreatedAfter: t0.Add(2 * time.Second), CreatedBefore: t0.Add(4 * time.Second)}}, []string{"ses_04", "ses_03", "ses_02"}},
 		{"nothing matches", store.RunFilter{Trigger: "slack"}, nil},
 	}

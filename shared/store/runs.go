@@ -10,14 +10,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/fluidbox/fluidbox/shared/redact"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // Head is a run's mutable record: status, ledger counter and budget, plus
 // the digests and settings frozen at creation.
 type Head struct {
-	RunID   string `dynamodbav:"run_id"`
-	Status  string `dynamodbav:"status"`
-	LastSeq int64  `dynamodbav:"last_seq"`
+	RunID   string          `dynamodbav:"run_id"`
+	Status  vocab.RunStatus `dynamodbav:"status"`
+	LastSeq int64           `dynamodbav:"last_seq"`
 	// Ver counts the writes to the head other than sequencing: a write
 	// that changes the head is conditioned on it (see Append). Only the
 	// sequencer moves LastSeq.

@@ -15,6 +15,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 func TestCreateTableTwice(t *testing.T) {
@@ -33,7 +34,7 @@ func TestCreateRunAndRead(t *testing.T) {
 	ctx := context.Background()
 	st := newStore(t)
 	h := newRun(t, st, "ses_1", 3)
-	if h.LastSeq != 1 || h.Status != "running" || h.BudgetAvailable != 1000 {
+	if h.LastSeq != 1 || h.Status != vocab.Running || h.BudgetAvailable != 1000 {
 		t.Errorf("head = %+v", h)
 	}
 	f, err := st.GetFrozen(ctx, "ses_1")
@@ -75,7 +76,7 @@ func TestCreateRunChunks(t *testing.T) {
 	// The same run id again, with other tools: the tool chunks land, the
 	// head does not (it exists), and what landed is deleted again.
 	r := store.NewRun{
-		Head:    store.Head{RunID: "ses_big", Status: "running", CreatedAt: at(0)},
+		Head:    store.Head{RunID: "ses_big", Status: vocab.Running, CreatedAt: at(0)},
 		Created: envelope(t, redact.SessionCreated{SessionID: "ses_big"}),
 	}
 	for i := range 250 {
@@ -120,11 +121,11 @@ func TestAppend(t *testing.T) {
 
 	// A head change: written on the head's version; its event waits for
 	// the sequencer.
-	h2, err := append1(t, st, h, store.HeadChange{Status: "awaiting_approval", Reserved: 100, Spent: 50, Pending: 2})
+	h2, err := append1(t, st, h, store.HeadChange{Status: vocab.AwaitingApproval, Reserved: 100, Spent: 50, Pending: 2})
 	must(t, err)
 	got, _ := st.GetHead(ctx, "ses_1")
 	for _, hd := range []store.Head{h2, got} {
-		if hd.Ver != 1 || hd.LastSeq != 1 || hd.Status != "awaiting_approval" || hd.BudgetReserved != 100 || hd.BudgetSpent != 50 || hd.BudgetAvailable != 850 || hd.PendingApprovals != 2 {
+		if hd.Ver != 1 || hd.LastSeq != 1 || hd.Status != vocab.AwaitingApproval || hd.BudgetReserved != 100 || hd.BudgetSpent != 50 || hd.BudgetAvailable != 850 || hd.PendingApprovals != 2 {
 			t.Errorf("head = %+v, want version 1, seq 1 (not numbered yet), the changes applied", hd)
 		}
 	}
@@ -138,13 +139,13 @@ func TestAppend(t *testing.T) {
 	}
 
 	// Head conditions.
-	_, err = append1(t, st, h2, store.HeadChange{WantStatus: "ended"})
+	_, err = append1(t, st, h2, store.HeadChange{WantStatus: vocab.Ended})
 	wantErr(t, "WantStatus that does not hold", err, store.ErrConditionFailed)
 	floor := int64(851)
 	_, err = append1(t, st, h2, store.HeadChange{MinAvailable: &floor})
 	wantErr(t, "MinAvailable above the budget", err, store.ErrConditionFailed)
 	floor = 850
-	h3, err := append1(t, st, h2, store.HeadChange{MinAvailable: &floor, WantStatus: "awaiting_approval", Pending: -1})
+	h3, err := append1(t, st, h2, store.HeadChange{MinAvailable: &floor, WantStatus: vocab.AwaitingApproval, Pending: -1})
 	must(t, err)
 
 	// An op's condition: its own sentinel, and nothing of the batch lands
@@ -157,9 +158,9 @@ func TestAppend(t *testing.T) {
 	op, _ = st.PutNew(store.Key{PK: "RUN#ses_1", SK: "X#1"}, map[string]string{"v": "b"}, errMine)
 	_, err = append1(t, st, h4, store.HeadChange{}, op)
 	wantErr(t, "second PutNew, as a decision", err, errMine)
-	_, err = append1(t, st, h4, store.HeadChange{Status: "ended"}, op)
+	_, err = append1(t, st, h4, store.HeadChange{Status: vocab.Ended}, op)
 	wantErr(t, "second PutNew, with a head change", err, errMine)
-	if cur, _ := st.GetHead(ctx, "ses_1"); cur.Ver != 2 || cur.Status != "awaiting_approval" || cur.FenceGen != 0 {
+	if cur, _ := st.GetHead(ctx, "ses_1"); cur.Ver != 2 || cur.Status != vocab.AwaitingApproval || cur.FenceGen != 0 {
 		t.Errorf("a failed append changed the head: %+v", cur)
 	}
 
@@ -243,7 +244,7 @@ func TestFences(t *testing.T) {
 	}
 	must(t, st.RaiseFence(ctx, "ses_f", 2))
 	cur.FencedGen = 2
-	cur, err = append1(t, st, cur, store.HeadChange{Status: "ended"})
+	cur, err = append1(t, st, cur, store.HeadChange{Status: vocab.Ended})
 	must(t, err)
 	if cur.FenceGen != 3 {
 		t.Errorf("the run's end: fence %d, want 3", cur.FenceGen)
@@ -264,7 +265,7 @@ func TestNumberRaces(t *testing.T) {
 		wg.Go(func() {
 			_, err := st.Append(ctx, h, at(0), store.Batch{Events: []redact.Envelope{
 				envelope(t, redact.ToolRequested{ToolCallID: fmt.Sprintf("c%02d", i), ToolName: "Bash"}),
-				envelope(t, redact.ToolDecision{ToolCallID: fmt.Sprintf("c%02d", i), ToolName: "Bash", Decision: "allow"}),
+				envelope(t, redact.ToolDecision{ToolCallID: fmt.Sprintf("c%02d", i), ToolName: "Bash", Decision: vocab.Allow}),
 			}})
 			if err != nil {
 				t.Error(err)
@@ -404,13 +405,13 @@ func TestCallAndApprovalReads(t *testing.T) {
 	wantErr(t, "missing approval", err, store.ErrNotFound)
 
 	for i := range 5 {
-		a := store.Approval{ID: fmt.Sprintf("apr_%d", i), RunID: "ses_1", ToolCallID: fmt.Sprintf("c%d", i), Status: "pending",
+		a := store.Approval{ID: fmt.Sprintf("apr_%d", i), RunID: "ses_1", ToolCallID: fmt.Sprintf("c%d", i), Status: vocab.ApprovalPending,
 			RequestedAt: at(time.Duration(5-i) * time.Second), ExpiresAt: at(time.Hour)}
 		row, err := st.PutNew(store.ApprovalKey("ses_1", a.ToolCallID), store.PendingApproval{Approval: a, GSI1PK: store.PendingIndex, GSI1SK: a.RequestedAt + "#" + a.ID}, store.ErrExists)
 		must(t, err)
 		ref, err := st.PutNew(store.ApprovalRefKey(a.ID), store.ApprovalRef{RunID: a.RunID, ToolCallID: a.ToolCallID}, store.ErrExists)
 		must(t, err)
-		c, err := st.PutNew(store.CallKey("ses_1", a.ToolCallID), store.Call{ToolCallID: a.ToolCallID, Decision: "pending", ApprovalID: a.ID}, store.ErrExists)
+		c, err := st.PutNew(store.CallKey("ses_1", a.ToolCallID), store.Call{ToolCallID: a.ToolCallID, Decision: vocab.Pending, ApprovalID: a.ID}, store.ErrExists)
 		must(t, err)
 		g, err := st.Put(store.GrantKey("ses_1", "r", fmt.Sprintf("Bash:cmd %d", i)), store.Grant{RuleID: "r", ScopeKey: fmt.Sprintf("Bash:cmd %d", i), ApprovalID: a.ID})
 		must(t, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // countingStore is a store over the chaos layer whose requests are
@@ -53,7 +54,7 @@ func TestRunStateInOneRead(t *testing.T) {
 	ctx := context.Background()
 	st, db, calls := countingStore(t)
 	r := store.NewRun{
-		Head:     store.Head{RunID: "ses_new", Status: "running", Invoker: "admin", CreatedAt: at(0), BudgetLimit: 10, BudgetAvailable: 10, TokenHash: "h"},
+		Head:     store.Head{RunID: "ses_new", Status: vocab.Running, Invoker: "admin", CreatedAt: at(0), BudgetLimit: 10, BudgetAvailable: 10, TokenHash: "h"},
 		Policy:   store.PolicySnapshot{PolicyID: "pol_1", Version: 1, Digest: "sha256:p", Document: `{"name":"p"}`},
 		Shadow:   &store.PolicySnapshot{PolicyID: "pol_2", Version: 3, Digest: "sha256:s", Document: `{"name":"s"}`},
 		Tools:    []store.Tool{{Name: "Bash", Class: "exec", Schema: "{}", Callable: true}, {Name: "Read", Class: "read", Schema: "{}", Callable: true}},
@@ -106,7 +107,7 @@ func TestRunStateInOneRead(t *testing.T) {
 	put("TOOL#Bash", r.Tools[0])
 	put("TOOL#Read", r.Tools[1])
 	put("BIND#con_1", r.Bindings[0])
-	put("HEAD", store.Head{RunID: "ses_old", Status: "running", TokenHash: "o"})
+	put("HEAD", store.Head{RunID: "ses_old", Status: vocab.Running, TokenHash: "o"})
 	calls()
 	if h, err := st.RunState(ctx, "ses_old"); err != nil || h.TokenHash != "o" {
 		t.Errorf("RunState of an older run = %+v, %v", h, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // newShadowRun creates run id, created at t0+d, with shadow policy
@@ -19,7 +20,7 @@ import (
 func newShadowRun(t *testing.T, st *store.Store, id, shadowID string, d time.Duration) store.Head {
 	t.Helper()
 	r := store.NewRun{
-		Head:    store.Head{RunID: id, Status: "running", Invoker: "admin", TrustTier: "trusted", CreatedAt: at(d), BudgetLimit: 1, BudgetAvailable: 1, ShadowPolicyID: shadowID},
+		Head:    store.Head{RunID: id, Status: vocab.Running, Invoker: "admin", TrustTier: "trusted", CreatedAt: at(d), BudgetLimit: 1, BudgetAvailable: 1, ShadowPolicyID: shadowID},
 		Policy:  store.PolicySnapshot{PolicyID: "pol_1", Version: 1, Digest: "sha256:p", Document: `{"name":"p"}`},
 		Shadow:  &store.PolicySnapshot{PolicyID: shadowID, Version: 2, Digest: "sha256:s", Document: `{"name":"s"}`},
 		Created: envelope(t, redact.SessionCreated{SessionID: id}),

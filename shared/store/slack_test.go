@@ -14,6 +14,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/devstack"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // A claimed request digest is single-use and carries the table's TTL
@@ -67,15 +68,15 @@ func TestSlackMessages(t *testing.T) {
 		t.Fatalf("taken-over claim = %+v, %v", m, err)
 	}
 
-	posted := store.SlackMessage{ApprovalID: "apr_1", Channel: "C1", TS: "1700000000.000100", Status: "pending", ClaimedAt: m.ClaimedAt}
+	posted := store.SlackMessage{ApprovalID: "apr_1", Channel: "C1", TS: "1700000000.000100", Status: string(vocab.ApprovalPending), ClaimedAt: m.ClaimedAt}
 	must(t, st.PutSlackMessage(ctx, posted))
 	if got, err := st.GetSlackMessage(ctx, "apr_1"); err != nil || got != posted {
 		t.Fatalf("posted = %+v, %v; want %+v", got, err, posted)
 	}
 	wantErr(t, "a stale claim of a posted message", st.ClaimSlackMessage(ctx, "apr_1", at(time.Hour), at(time.Hour)), store.ErrSlackMessageClaimed)
-	posted.Status = "approved"
+	posted.Status = string(vocab.ApprovedOnce)
 	must(t, st.PutSlackMessage(ctx, posted)) // replaces: the status the message now shows
-	if got, _ := st.GetSlackMessage(ctx, "apr_1"); got.Status != "approved" || got.TS != posted.TS {
+	if got, _ := st.GetSlackMessage(ctx, "apr_1"); got.Status != string(vocab.ApprovedOnce) || got.TS != posted.TS {
 		t.Errorf("after the update = %+v", got)
 	}
 

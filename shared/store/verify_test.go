@@ -11,6 +11,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/internal/ddbchaos"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // TestCalls: a run's call records read by tool_call_id, across more than
@@ -27,13 +28,13 @@ func TestCalls(t *testing.T) {
 	for i := range n {
 		id := fmt.Sprintf("toolu_%03d", i)
 		ids = append(ids, id)
-		put, err := st.Put(store.CallKey("ses_a", id), store.Call{ToolCallID: id, ToolName: "Bash", InputDigest: "sha256:x", Decision: "allow", DecidedAt: at(0)})
+		put, err := st.Put(store.CallKey("ses_a", id), store.Call{ToolCallID: id, ToolName: "Bash", InputDigest: "sha256:x", Decision: vocab.Allow, DecidedAt: at(0)})
 		must(t, err)
 		if h, err = append1(t, st, h, store.HeadChange{}, put); err != nil {
 			t.Fatal(err)
 		}
 	}
-	put, err := st.Put(store.CallKey("ses_b", "toolu_other"), store.Call{ToolCallID: "toolu_other", ToolName: "Bash", Decision: "deny", DecidedAt: at(0)})
+	put, err := st.Put(store.CallKey("ses_b", "toolu_other"), store.Call{ToolCallID: "toolu_other", ToolName: "Bash", Decision: vocab.Deny, DecidedAt: at(0)})
 	must(t, err)
 	if _, err := append1(t, st, other, store.HeadChange{}, put); err != nil {
 		t.Fatal(err)
@@ -45,7 +46,7 @@ func TestCalls(t *testing.T) {
 		t.Fatalf("Calls = %d records, want %d", len(got), n)
 	}
 	for _, id := range ids {
-		if c, ok := got[id]; !ok || c.ToolCallID != id || c.Decision != "allow" {
+		if c, ok := got[id]; !ok || c.ToolCallID != id || c.Decision != vocab.Allow {
 			t.Errorf("Calls[%s] = %+v, %v", id, c, ok)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 func noEnv(string) string { return "" }
@@ -69,8 +71,8 @@ func TestCloudWatchMetrics(t *testing.T) {
 	var buf bytes.Buffer
 	tel := WithCloudWatch(nil, &buf, noEnv)
 	ctx := context.Background()
-	tel.Decided(ctx, time.Now(), Decision{Run: "ses_1", Call: "c1", Tool: "Bash", Decision: "deny", Source: "policy", Rule: "no-push"})
-	tel.Decided(ctx, time.Now(), Decision{Run: "ses_1", Call: "c2", Tool: "Bash", Decision: "allow", Source: "mcp__jira__Echo CANARY"})
+	tel.Decided(ctx, time.Now(), Decision{Run: "ses_1", Call: "c1", Tool: "Bash", Decision: vocab.Deny, Source: "policy", Rule: "no-push"})
+	tel.Decided(ctx, time.Now(), Decision{Run: "ses_1", Call: "c2", Tool: "Bash", Decision: vocab.Allow, Source: "mcp__jira__Echo CANARY"})
 	tel.RunHalted(ctx, "input_mismatch")
 	tel.BudgetReserved(ctx, 1500)
 	tel.BudgetSpent(ctx, 1200)
@@ -132,11 +134,11 @@ func TestCloudWatchKeepsOpenTelemetry(t *testing.T) {
 	base := WithCloudWatch(nil, &bytes.Buffer{}, noEnv)
 	base.emf = nil
 	both := WithCloudWatch(base, &buf, func(string) string { return "fluidbox/prod" })
-	base.Decided(context.Background(), time.Now(), Decision{Decision: "allow", Source: "policy"})
+	base.Decided(context.Background(), time.Now(), Decision{Decision: vocab.Allow, Source: "policy"})
 	if buf.Len() != 0 {
 		t.Errorf("the original Telemetry wrote EMF: %s", buf.String())
 	}
-	both.Decided(context.Background(), time.Now(), Decision{Decision: "allow", Source: "policy"})
+	both.Decided(context.Background(), time.Now(), Decision{Decision: vocab.Allow, Source: "policy"})
 	if len(parseEMF(t, buf.String(), "fluidbox/prod")) != 1 {
 		t.Errorf("the Telemetry with CloudWatch wrote %q, want one line", buf.String())
 	}

@@ -31,6 +31,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/fluidbox/fluidbox/shared/vocab"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
@@ -186,8 +187,9 @@ type Decision struct {
 	Run, Call, Tool string
 	// Decision is allow, deny or pending; Source and Rule say which stage
 	// and which rule decided.
-	Decision, Source, Rule string
-	Approval               string
+	Decision     vocab.Decision
+	Source, Rule string
+	Approval     string
 }
 
 // Decided records d as a span from start to now and counts it.
@@ -198,14 +200,14 @@ func (t *Telemetry) Decided(ctx context.Context, start time.Time, d Decision) {
 	attrs := str(nil, KeyRun, d.Run)
 	attrs = str(attrs, KeyCall, d.Call)
 	attrs = str(attrs, KeyTool, d.Tool)
-	attrs = str(attrs, KeyDecision, d.Decision)
+	attrs = str(attrs, KeyDecision, string(d.Decision))
 	attrs = str(attrs, KeySource, d.Source)
 	attrs = str(attrs, KeyRule, d.Rule)
 	attrs = str(attrs, KeyApproval, d.Approval)
 	t.span(ctx, "fluidbox.permission.decide", start, time.Now(), attrs)
-	counted := str(str(nil, KeyDecision, d.Decision), KeySource, d.Source)
+	counted := str(str(nil, KeyDecision, string(d.Decision)), KeySource, d.Source)
 	t.decisions.Add(ctx, 1, metric.WithAttributes(counted...))
-	t.emf.put(MetricDecisions, "Count", 1, map[string]string{DimDecision: d.Decision, DimSource: d.Source}, [][]string{{DimDecision, DimSource}, {DimDecision}})
+	t.emf.put(MetricDecisions, "Count", 1, map[string]string{DimDecision: string(d.Decision), DimSource: d.Source}, [][]string{{DimDecision, DimSource}, {DimDecision}})
 }
 
 // Brokered is one brokered tool call.
@@ -266,7 +268,7 @@ type ApprovalWait struct {
 	Run, Call, Approval string
 	// Outcome is the approval's final status (approved_once,
 	// approved_session, denied, expired).
-	Outcome                string
+	Outcome                vocab.ApprovalStatus
 	RequestedAt, SettledAt time.Time
 }
 
@@ -278,9 +280,9 @@ func (t *Telemetry) ApprovalSettled(ctx context.Context, a ApprovalWait) {
 	attrs := str(nil, KeyRun, a.Run)
 	attrs = str(attrs, KeyCall, a.Call)
 	attrs = str(attrs, KeyApproval, a.Approval)
-	attrs = str(attrs, KeyOutcome, a.Outcome)
+	attrs = str(attrs, KeyOutcome, string(a.Outcome))
 	t.span(ctx, "fluidbox.approval.wait", a.RequestedAt, a.SettledAt, attrs)
-	t.approvalWait.Record(ctx, a.SettledAt.Sub(a.RequestedAt).Seconds(), metric.WithAttributes(str(nil, KeyOutcome, a.Outcome)...))
+	t.approvalWait.Record(ctx, a.SettledAt.Sub(a.RequestedAt).Seconds(), metric.WithAttributes(str(nil, KeyOutcome, string(a.Outcome))...))
 }
 
 // RunHalted counts a run the model proxy halted; reason is the halt's

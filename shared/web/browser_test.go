@@ -40,6 +40,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/render"
 	"github.com/fluidbox/fluidbox/shared/sso"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 const (
@@ -294,7 +295,7 @@ func TestBrowserSignInAndDecide(t *testing.T) {
 			}
 			select {
 			case a := <-answered:
-				if a.Decision != client.DecisionDeny || !strings.Contains(a.Reason, reason) {
+				if a.Decision != vocab.Deny || !strings.Contains(a.Reason, reason) {
 					t.Errorf("the runner's waiting request = %+v; want deny with the reason %q", a, reason)
 				}
 			case <-time.After(30 * time.Second):
@@ -305,7 +306,7 @@ func TestBrowserSignInAndDecide(t *testing.T) {
 			}
 			waitText(t, step, "#notice", apr.ID+" denied: applied")
 			a, err := s.admin.Approval(context.Background(), apr.ID)
-			if err != nil || a.Status != client.Denied || a.DecidedBy != "u-alice" || a.Reason != reason {
+			if err != nil || a.Status != vocab.ApprovalDenied || a.DecidedBy != "u-alice" || a.Reason != reason {
 				t.Errorf("approval = %+v, %v; want denied by u-alice with the reason", a, err)
 			}
 			shot(t, step, size.name+"-decided.png", size.width, size.height)
@@ -384,7 +385,7 @@ func TestBrowserSingleAdminOnPhone(t *testing.T) {
 	}
 	select {
 	case a := <-answered:
-		if a.Decision != client.DecisionAllow {
+		if a.Decision != vocab.Allow {
 			t.Errorf("the runner's answer = %+v, want allow", a)
 		}
 	case <-time.After(30 * time.Second):

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/browsertest"
 	"github.com/fluidbox/fluidbox/shared/client"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // dangerPolicy lets reads through and asks about removals and pushes.
@@ -45,7 +46,7 @@ func TestBrowserDangerousCard(t *testing.T) {
 	for call, line := range map[string]string{"c-rm": "git status && rm -rf /srv/app && ls", "c-push": "git push --force origin main", "c-plain": "rm build.log"} {
 		in, _ := json.Marshal(map[string]string{"command": line})
 		ans, err := runner.Permission(ctx, ses.ID, client.PermissionRequest{ToolCallID: call, ToolName: "Bash", Input: in}, 0)
-		if err != nil || ans.Decision != "pending" {
+		if err != nil || ans.Decision != vocab.Pending {
 			t.Fatalf("%s: %q = %+v (%v), want pending", call, line, ans, err)
 		}
 		ids[call] = ans.ApprovalID

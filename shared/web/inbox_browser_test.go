@@ -24,6 +24,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/sso"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // personalPolicy asks a human about the personal connection's one tool.
@@ -123,7 +124,7 @@ func (s *stack) personalApproval(t *testing.T, owner string) (string, func() cli
 		return ans
 	}
 	first := ask()
-	if first.Decision != client.DecisionPending || first.ApprovalID == "" {
+	if first.Decision != vocab.Pending || first.ApprovalID == "" {
 		t.Fatalf("the personal call = %+v, want pending", first)
 	}
 	return first.ApprovalID, ask
@@ -199,7 +200,7 @@ func TestBrowserPersonalInbox(t *testing.T) {
 		t.Fatalf("approve: %v", err)
 	}
 	waitText(t, me, "#notice", mine+" approved_once: applied")
-	if ans := ask(); ans.Decision != client.DecisionAllow {
+	if ans := ask(); ans.Decision != vocab.Allow {
 		t.Errorf("the runner's call after the owner approved = %+v, want allow", ans)
 	}
 	a, err := s.admin.Approval(context.Background(), mine)
@@ -229,7 +230,7 @@ func TestBrowserInboxFollowsCursors(t *testing.T) {
 		for c := 0; c < each; c++ {
 			in, _ := json.Marshal(map[string]string{"command": fmt.Sprintf("rm f%d", c)})
 			ans, err := runner.Permission(ctx, ses.ID, client.PermissionRequest{ToolCallID: fmt.Sprintf("c%d", c), ToolName: "Bash", Input: in}, 0)
-			if err != nil || ans.Decision != client.DecisionPending {
+			if err != nil || ans.Decision != vocab.Pending {
 				t.Fatalf("ask = %+v, %v", ans, err)
 			}
 			last = ans.ApprovalID

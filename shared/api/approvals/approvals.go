@@ -19,16 +19,26 @@ import (
 	"github.com/fluidbox/fluidbox/shared/review"
 	"github.com/fluidbox/fluidbox/shared/store"
 	"github.com/fluidbox/fluidbox/shared/telemetry"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 func approvalOut(a store.Approval) client.Approval {
 	return client.Approval{
 		ID: a.ID, SessionID: a.RunID, ToolCallID: a.ToolCallID, ToolName: a.ToolName, Input: json.RawMessage(a.Input),
 		RuleID: a.RuleID, ScopeKey: a.ScopeKey, DefaultScope: a.DefaultScope, Status: a.Status,
-		RequestedAt: a.RequestedAt, ExpiresAt: a.ExpiresAt, Decision: a.Decision, DecidedBy: a.DecidedBy,
+		RequestedAt: a.RequestedAt, ExpiresAt: a.ExpiresAt, Decision: settledAs(a.Status), DecidedBy: a.DecidedBy,
 		DecidedAt: a.DecidedAt, Reason: a.Reason, ConnectionID: a.ConnectionID,
 		InputSize: a.InputSize, InputDigest: a.InputDigest, InputTruncated: a.InputTruncated,
 	}
+}
+
+// settledAs is an approval's decision on the wire: its status once
+// settled, absent while it is pending.
+func settledAs(s vocab.ApprovalStatus) vocab.ApprovalStatus {
+	if s.Settled() {
+		return s
+	}
+	return ""
 }
 
 // listInputBytes is how much of an input a list shows. A list is one
@@ -167,7 +177,11 @@ func (s *Server) decideApproval(w http.ResponseWriter, r *http.Request, who auth
 	if e := decode(w, r, &req); e != nil {
 		return e
 	}
-	a, applied, err := s.approvals.DecideWithReason(r.Context(), who, id, req.Decision, req.Reason)
+	choice, err := vocab.ParseChoice(req.Decision)
+	if err != nil {
+		return invalid("decision: %q is not one of approved_once, approved_session, denied, approved", req.Decision)
+	}
+	a, applied, err := s.approvals.DecideWithReason(r.Context(), who, id, choice, req.Reason)
 	var bad *approval.InvalidError
 	switch {
 	case errors.Is(err, approval.ErrNotFound):

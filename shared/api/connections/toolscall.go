@@ -83,7 +83,7 @@ func (s *Server) toolsCall(w http.ResponseWriter, r *http.Request, _ auth.Princi
 	}
 	s.log.InfoContext(r.Context(), "decision", attrs...)
 	s.cfg.Telemetry.Decided(r.Context(), start, telemetry.Decision{Run: id, Call: req.ToolCallID, Tool: req.ToolName,
-		Decision: string(ans.Decision), Source: ans.Source, Rule: ans.RuleID, Approval: ans.ApprovalID})
+		Decision: ans.Decision, Source: ans.Source, Rule: ans.RuleID, Approval: ans.ApprovalID})
 	if ans.Result != nil {
 		con, _ := run.BrokeredConnection(req.ToolName)
 		outcome := telemetry.OutcomeOK

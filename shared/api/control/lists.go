@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
-	"slices"
 
 	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // repositoryFilter is GitHub's "owner/name".
@@ -18,8 +18,6 @@ var repositoryFilter = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,38}/[A-Za-
 
 // triggerFilter is what a run's trigger can be.
 var triggerFilter = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
-
-var runStatuses = []run.Status{run.StatusRunning, run.StatusAwaitingApproval, run.StatusEnded}
 
 // listSessions serves GET /v1/sessions: runs newest first, one page at a
 // time, filtered by status, trigger, repository and creation time.
@@ -29,9 +27,11 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request, _ auth.Pri
 		return err
 	}
 	v := r.URL.Query()
-	f := store.RunFilter{ListQuery: q, Status: v.Get("status"), Trigger: v.Get("trigger"), Repository: v.Get("repository")}
-	if f.Status != "" && !slices.Contains(runStatuses, run.Status(f.Status)) {
-		return invalid("status: %q is not one of running, awaiting_approval, ended", f.Status)
+	f := store.RunFilter{ListQuery: q, Trigger: v.Get("trigger"), Repository: v.Get("repository")}
+	if s := v.Get("status"); s != "" {
+		if f.Status, err = vocab.ParseRunStatus(s); err != nil {
+			return invalid("status: %q is not one of running, awaiting_approval, ended", s)
+		}
 	}
 	if f.Trigger != "" && !triggerFilter.MatchString(f.Trigger) {
 		return invalid("trigger: must be a trigger type such as manual or github")

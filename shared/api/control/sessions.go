@@ -13,6 +13,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request, who auth.Principal) error {
@@ -70,7 +71,7 @@ func (s *Server) endSession(w http.ResponseWriter, r *http.Request, who auth.Pri
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": string(run.StatusEnded)})
+	writeJSON(w, http.StatusOK, map[string]vocab.RunStatus{"status": vocab.Ended})
 	return nil
 }
 

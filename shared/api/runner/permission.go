@@ -48,7 +48,7 @@ func (s *Server) permission(w http.ResponseWriter, r *http.Request, _ auth.Princ
 	s.log.InfoContext(r.Context(), "decision", "run", id, "call", req.ToolCallID, "tool", req.ToolName,
 		"decision", ans.Decision, "source", ans.Source, "rule", ans.RuleID)
 	s.cfg.Telemetry.Decided(r.Context(), start, telemetry.Decision{Run: id, Call: req.ToolCallID, Tool: req.ToolName,
-		Decision: string(ans.Decision), Source: ans.Source, Rule: ans.RuleID, Approval: ans.ApprovalID})
+		Decision: ans.Decision, Source: ans.Source, Rule: ans.RuleID, Approval: ans.ApprovalID})
 	writeJSON(w, http.StatusOK, ans)
 	return nil
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 	"github.com/fluidbox/fluidbox/shared/workspace"
 )
 
@@ -148,7 +149,7 @@ func (s *Server) workspace(w http.ResponseWriter, r *http.Request, who auth.Prin
 	if gh == nil || gh.HeadSHA == "" || gh.Repository == "" {
 		return errNoWorkspace
 	}
-	if run.Status(h.Status) == run.StatusEnded {
+	if h.Status == vocab.Ended {
 		return route.Conflict("run %s has ended", id)
 	}
 	inst, err := s.apps.Installation(r.Context(), gh.Repository, githubapp.ReadContents)
@@ -177,7 +178,7 @@ func (s *Server) workspace(w http.ResponseWriter, r *http.Request, who auth.Prin
 		return err
 	}
 	_, err = s.led.Append(r.Context(), id, func(h store.Head) (store.Batch, error) {
-		if run.Status(h.Status) == run.StatusEnded {
+		if h.Status == vocab.Ended {
 			return store.Batch{}, run.ErrRunEnded
 		}
 		return store.Batch{Events: []redact.Envelope{ev}}, nil

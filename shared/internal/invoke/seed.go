@@ -18,6 +18,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/redact"
 	fbrun "github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // The run and approvals the sample events in events/expire, events/sweep
@@ -41,7 +42,7 @@ func seedApprovals(ctx context.Context, st *store.Store, now time.Time) error {
 	}
 	at := store.FormatTime(now)
 	err = st.CreateRun(ctx, store.NewRun{
-		Head:    store.Head{RunID: FixtureRun, Status: "running", Invoker: "admin", TrustTier: "trusted", CreatedAt: at, PolicyID: "pol_fixture", PolicyVersion: 1},
+		Head:    store.Head{RunID: FixtureRun, Status: vocab.Running, Invoker: "admin", TrustTier: "trusted", CreatedAt: at, PolicyID: "pol_fixture", PolicyVersion: 1},
 		Policy:  store.PolicySnapshot{PolicyID: "pol_fixture", Version: 1, Digest: "sha256:fixture", Document: fixturePolicy},
 		Created: created,
 	})
@@ -62,7 +63,7 @@ func seedApprovals(ctx context.Context, st *store.Store, now time.Time) error {
 			return err
 		}
 		asked := call.Asked{RunID: FixtureRun, ToolCallID: a.call, ToolName: "Bash", Input: input, Digest: digest}
-		d := gate.Decision{Outcome: gate.OutcomeApproval, RuleID: "fixture", Verdict: policy.VerdictRequireApproval,
+		d := gate.Decision{Outcome: policy.VerdictRequireApproval, RuleID: "fixture", Verdict: policy.VerdictRequireApproval,
 			ScopeKey: "Bash:" + a.cmd, Scope: policy.ScopeOnce, TTL: a.expires - a.requested}
 		_, err = led.Append(ctx, FixtureRun, func(h store.Head) (store.Batch, error) {
 			rec, err := call.Record(st, h, asked, d, call.Pin{ApprovalID: a.id}, now.Add(a.requested))

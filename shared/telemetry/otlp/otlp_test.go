@@ -9,6 +9,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/internal/otlpreceiver"
 	"github.com/fluidbox/fluidbox/shared/telemetry"
 	"github.com/fluidbox/fluidbox/shared/telemetry/otlp"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -52,8 +53,8 @@ func TestExport(t *testing.T) {
 	t.Cleanup(func() { _ = p.Shutdown(ctx) })
 	tel := p.Telemetry()
 	start := time.Now().Add(-time.Second)
-	tel.Decided(ctx, start, telemetry.Decision{Run: "run-1", Call: "c-1", Tool: "Bash", Decision: "deny", Source: "policy", Rule: "no-push"})
-	tel.ApprovalSettled(ctx, telemetry.ApprovalWait{Run: "run-1", Call: "c-2", Approval: "apr-1", Outcome: "denied", RequestedAt: start, SettledAt: start.Add(3 * time.Second)})
+	tel.Decided(ctx, start, telemetry.Decision{Run: "run-1", Call: "c-1", Tool: "Bash", Decision: vocab.Deny, Source: "policy", Rule: "no-push"})
+	tel.ApprovalSettled(ctx, telemetry.ApprovalWait{Run: "run-1", Call: "c-2", Approval: "apr-1", Outcome: vocab.ApprovalDenied, RequestedAt: start, SettledAt: start.Add(3 * time.Second)})
 	tel.BrokeredCall(ctx, start, telemetry.Brokered{Run: "run-1", Call: "c-3", Tool: "mcp__jira__echo", Connection: "con-1", Outcome: telemetry.OutcomeOK})
 	tel.RunHalted(ctx, "unasked")
 	if err := p.Flush(ctx); err != nil {
@@ -109,7 +110,7 @@ func TestExport(t *testing.T) {
 // BenchmarkDecided: what recording one decision (a span and a count) adds
 // to an answer, off (nil) and on (batched to a loopback receiver).
 func BenchmarkDecided(b *testing.B) {
-	d := telemetry.Decision{Run: "ses_bench", Call: "c-1", Tool: "Bash", Decision: "deny", Source: "policy", Rule: "no-push"}
+	d := telemetry.Decision{Run: "ses_bench", Call: "c-1", Tool: "Bash", Decision: vocab.Deny, Source: "policy", Rule: "no-push"}
 	b.Run("off", func(b *testing.B) {
 		var tel *telemetry.Telemetry
 		ctx := context.Background()

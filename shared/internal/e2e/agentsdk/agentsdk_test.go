@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/fluidbox/fluidbox/shared/internal/scriptedmodel"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // governed is the policy of most cases. The commands write files, so that
@@ -42,10 +43,10 @@ func TestAllowAndDeny(t *testing.T) {
 		t.Errorf("tool_result = %+v, want is_error with %q", tr, reason)
 	}
 	v := s.Ledger(t, r)
-	if d := v.Decisions["toolu_allowed"]; d.Decision != "allow" || d.RuleID != "touch" {
+	if d := v.Decisions["toolu_allowed"]; d.Decision != vocab.Allow || d.RuleID != "touch" {
 		t.Errorf("toolu_allowed: %+v", d)
 	}
-	if d := v.Decisions["toolu_denied"]; d.Decision != "deny" || d.RuleID != "no-denied" {
+	if d := v.Decisions["toolu_denied"]; d.Decision != vocab.Deny || d.RuleID != "no-denied" {
 		t.Errorf("toolu_denied: %+v", d)
 	}
 	s.CheckModelTraffic(t, r, v)

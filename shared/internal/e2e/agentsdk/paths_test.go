@@ -16,6 +16,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/client"
 	"github.com/fluidbox/fluidbox/shared/internal/scriptedmodel"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // TestSymlinkJudgedByItsTarget: a symlink a pull request planted
@@ -96,7 +97,7 @@ func TestSymlinkJudgedByItsTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	ans, err := runner.Permission(context.Background(), other.ID, client.PermissionRequest{ToolCallID: "toolu_unresolved", ToolName: "Read", Input: in, Cwd: dir}, 0)
-	if err != nil || ans.Decision != client.DecisionAllow || ans.RuleID != "project" {
+	if err != nil || ans.Decision != vocab.Allow || ans.RuleID != "project" {
 		t.Errorf("the Read without resolved_paths = %+v, %v; want allow by rule project (so the deny above came from the resolution)", ans, err)
 	}
 	s.CheckModelTraffic(t, r, v)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/fluidbox/fluidbox/shared/internal/scriptedmodel"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // TestCanUseToolOnlyHalts: an app wired with the adapter's canUseTool
@@ -54,7 +55,7 @@ func TestCanUseToolOnlyHalts(t *testing.T) {
 	if halted != 1 {
 		t.Errorf("%d run.halted, want 1", halted)
 	}
-	if ses, err := s.Admin.Session(t.Context(), r.ID); err != nil || ses.Status != "ended" {
+	if ses, err := s.Admin.Session(t.Context(), r.ID); err != nil || ses.Status != vocab.Ended {
 		t.Errorf("run after the halt: %+v, %v; want ended", ses, err)
 	}
 }

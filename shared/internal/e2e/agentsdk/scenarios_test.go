@@ -19,6 +19,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/client"
 	"github.com/fluidbox/fluidbox/shared/internal/scriptedmodel"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 const denyAll = `{"name":"deny-all","default_verdict":"deny","rules":[]}`
@@ -49,7 +50,7 @@ func TestDenyEverything(t *testing.T) {
 		if _, ok := res.denied()[c.id]; !ok {
 			t.Errorf("%s is not in permission_denials %+v", c.id, res.Result.PermissionDenials)
 		}
-		if d := v.Decisions[c.id]; d.Decision != "deny" || d.Source != "policy" || v.Requested[c.id] != c.tool {
+		if d := v.Decisions[c.id]; d.Decision != vocab.Deny || d.Source != "policy" || v.Requested[c.id] != c.tool {
 			t.Errorf("%s: tool.requested %q, tool.decision %+v; want %s denied by policy", c.id, v.Requested[c.id], d, c.tool)
 		}
 		if tr := s.ToolResult(t, c.id); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied (policy") || strings.Contains(tr.Content, secret) {
@@ -85,12 +86,12 @@ func TestApproval(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		name, command, file string
-		decide              string // client.Approved / client.Denied; "" leaves it to expire
+		decide              vocab.Choice // "" leaves it to expire
 		wantDecision        string
 		wantSource          string
 	}{
-		{"approved", "touch approved.txt", "approved.txt", client.Approved, "allow", "approval"},
-		{"denied", "touch approved.txt", "approved.txt", client.Denied, "deny", "approval"},
+		{"approved", "touch approved.txt", "approved.txt", vocab.ChoiceApproved, "allow", "approval"},
+		{"denied", "touch approved.txt", "approved.txt", vocab.ChoiceDenied, "deny", "approval"},
 		{"expired", "touch unanswered.txt", "unanswered.txt", "", "deny", "approval_expired"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -155,7 +156,7 @@ func (s *stack) pending(t *testing.T, r run, done <-chan result) client.Approval
 			t.Fatal(err)
 		}
 		for _, a := range list {
-			if a.Status == "pending" {
+			if a.Status == vocab.ApprovalPending {
 				return a
 			}
 		}
@@ -279,10 +280,10 @@ func TestBrokeredTool(t *testing.T) {
 		t.Errorf("the upstream ran %d tool calls, want 1 (echo only)", n)
 	}
 	v := s.Ledger(t, r)
-	if d := v.Decisions["toolu_echo"]; d.Decision != "allow" || d.RuleID != "echo" || v.PerCall["toolu_echo"] != 1 {
+	if d := v.Decisions["toolu_echo"]; d.Decision != vocab.Allow || d.RuleID != "echo" || v.PerCall["toolu_echo"] != 1 {
 		t.Errorf("echo: tool.decision %+v (%d); want one allow by rule echo", d, v.PerCall["toolu_echo"])
 	}
-	if d := v.Decisions["toolu_issue"]; d.Decision != "deny" || v.PerCall["toolu_issue"] != 1 {
+	if d := v.Decisions["toolu_issue"]; d.Decision != vocab.Deny || v.PerCall["toolu_issue"] != 1 {
 		t.Errorf("create_issue: tool.decision %+v (%d); want one deny", d, v.PerCall["toolu_issue"])
 	}
 	if v.Count["tool.brokered"] != 1 {
@@ -454,7 +455,7 @@ func TestHostileProjectSettings(t *testing.T) {
 		t.Errorf("permission_denials = %+v, want toolu_hostile", res.Result.PermissionDenials)
 	}
 	v := s.Ledger(t, r)
-	if d := v.Decisions["toolu_hostile"]; d.Decision != "deny" || d.RuleID != "no-denied" {
+	if d := v.Decisions["toolu_hostile"]; d.Decision != vocab.Deny || d.RuleID != "no-denied" {
 		t.Errorf("tool.decision = %+v, want deny by no-denied (the hook was asked)", d)
 	}
 	logFigures(t, s, res, v)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/fluidbox/fluidbox/shared/internal/scriptedmodel"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // TestSubagentGoverned is the CLI suite's subagent run through the Agent
@@ -40,10 +41,10 @@ func TestSubagentGoverned(t *testing.T) {
 
 	v := s.Ledger(t, r)
 	for id, w := range map[string]decision{
-		"toolu_explore":  {ToolName: "Agent", Decision: "deny", Source: "policy", RuleID: "no-explore"},
-		"toolu_agent":    {ToolName: "Agent", Decision: "allow", RuleID: "general-only"},
-		"toolu_sub_diff": {ToolName: "Bash", Decision: "allow", RuleID: "diff"},
-		"toolu_sub_rm":   {ToolName: "Bash", Decision: "deny", Source: "policy", RuleID: "sub-no-rm"},
+		"toolu_explore":  {ToolName: "Agent", Decision: vocab.Deny, Source: "policy", RuleID: "no-explore"},
+		"toolu_agent":    {ToolName: "Agent", Decision: vocab.Allow, RuleID: "general-only"},
+		"toolu_sub_diff": {ToolName: "Bash", Decision: vocab.Allow, RuleID: "diff"},
+		"toolu_sub_rm":   {ToolName: "Bash", Decision: vocab.Deny, Source: "policy", RuleID: "sub-no-rm"},
 	} {
 		got := v.Decisions[id]
 		if got.ToolName != w.ToolName || got.Decision != w.Decision || got.RuleID != w.RuleID || got.Source != w.Source {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/client"
 	"github.com/fluidbox/fluidbox/shared/internal/scriptedmodel"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // governed is the policy of most cases. Every command used writes a file,
@@ -51,7 +52,7 @@ func TestPolicyDenied(t *testing.T) {
 		t.Error("denied.txt exists: the denied command ran")
 	}
 	v := s.Ledger(t, r)
-	if got := v.Decisions["toolu_denied"]; got.Decision != "deny" || got.Source != "policy" || got.RuleID != "no-denied" || v.Requested["toolu_denied"] != "Bash" {
+	if got := v.Decisions["toolu_denied"]; got.Decision != vocab.Deny || got.Source != "policy" || got.RuleID != "no-denied" || v.Requested["toolu_denied"] != "Bash" {
 		t.Errorf("ledger: tool.requested %q, tool.decision %+v; want Bash, deny by policy rule no-denied", v.Requested["toolu_denied"], got)
 	}
 	s.CheckModelTraffic(t, r, v)
@@ -77,7 +78,7 @@ func TestPolicyAllowed(t *testing.T) {
 		t.Error("allowed.txt does not exist: the allowed command did not run")
 	}
 	v := s.Ledger(t, r)
-	if got := v.Decisions["toolu_allowed"]; got.Decision != "allow" || got.RuleID != "touch" || v.Requested["toolu_allowed"] != "Bash" {
+	if got := v.Decisions["toolu_allowed"]; got.Decision != vocab.Allow || got.RuleID != "touch" || v.Requested["toolu_allowed"] != "Bash" {
 		t.Errorf("ledger: tool.requested %q, tool.decision %+v; want Bash, allow by rule touch", v.Requested["toolu_allowed"], got)
 	}
 	if v.Count["tool.requested"] != 1 || v.Count["tool.decision"] != 1 {
@@ -122,7 +123,7 @@ func TestApproval(t *testing.T) {
 			t.Errorf("tool_result = %+v, want success", tr)
 		}
 		v := s.Ledger(t, r)
-		if got := v.Decisions["toolu_waiting"]; got.Decision != "allow" || got.ApprovalID != apr.ID {
+		if got := v.Decisions["toolu_waiting"]; got.Decision != vocab.Allow || got.ApprovalID != apr.ID {
 			t.Errorf("tool.decision = %+v, want allow through %s", got, apr.ID)
 		}
 		if v.Count["approval.requested"] != 1 || v.Count["approval.decided"] != 1 {
@@ -134,7 +135,7 @@ func TestApproval(t *testing.T) {
 		t.Parallel()
 		s, r, dir, done := startWaiting(t, "touch approved.txt")
 		apr := s.pending(t, r, done)
-		got, err := s.Admin.Decide(context.Background(), apr.ID, client.Denied, "not today")
+		got, err := s.Admin.Decide(context.Background(), apr.ID, vocab.ChoiceDenied, "not today")
 		if err != nil || got.Applied == nil || !*got.Applied {
 			t.Fatalf("POST /v1/approvals/%s/decision denied = %+v, %v", apr.ID, got, err)
 		}
@@ -149,7 +150,7 @@ func TestApproval(t *testing.T) {
 			t.Error("approved.txt exists: the denied command ran")
 		}
 		v := s.Ledger(t, r)
-		if d := v.Decisions["toolu_waiting"]; d.Decision != "deny" || d.Source != "approval" {
+		if d := v.Decisions["toolu_waiting"]; d.Decision != vocab.Deny || d.Source != "approval" {
 			t.Errorf("tool.decision = %+v, want deny by approval", d)
 		}
 		s.CheckModelTraffic(t, r, v)
@@ -168,11 +169,11 @@ func TestApproval(t *testing.T) {
 			t.Error("unanswered.txt exists: the expired command ran")
 		}
 		v := s.Ledger(t, r)
-		if d := v.Decisions["toolu_waiting"]; d.Decision != "deny" || d.Source != "approval_expired" {
+		if d := v.Decisions["toolu_waiting"]; d.Decision != vocab.Deny || d.Source != "approval_expired" {
 			t.Errorf("tool.decision = %+v, want deny by approval_expired", d)
 		}
 		apprs, err := s.Admin.SessionApprovals(context.Background(), r.ID)
-		if err != nil || len(apprs) != 1 || apprs[0].Status != "expired" {
+		if err != nil || len(apprs) != 1 || apprs[0].Status != vocab.ApprovalExpired {
 			t.Errorf("run's approvals = %+v, %v; want one, expired", apprs, err)
 		}
 		s.CheckModelTraffic(t, r, v)
@@ -228,9 +229,9 @@ func (s *stack) pending(t *testing.T, r run, done cliDone) client.Approval {
 			t.Fatal(err)
 		}
 		for _, a := range list {
-			if a.Status == "pending" {
+			if a.Status == vocab.ApprovalPending {
 				ses, err := s.Admin.Session(context.Background(), r.ID)
-				if err != nil || ses.Status != "awaiting_approval" {
+				if err != nil || ses.Status != vocab.AwaitingApproval {
 					t.Errorf("run while the hook waits = %+v, %v; want awaiting_approval", ses, err)
 				}
 				return a
@@ -266,14 +267,14 @@ func TestReadOnlyRun(t *testing.T) {
 		if _, ok := denied[id]; !ok {
 			t.Errorf("%s is not in permission_denials %+v", id, res.PermissionDenials)
 		}
-		if d := v.Decisions[id]; d.Decision != "deny" || d.Source != "trust_tier" {
+		if d := v.Decisions[id]; d.Decision != vocab.Deny || d.Source != "trust_tier" {
 			t.Errorf("%s: tool.decision %+v, want deny by trust_tier", id, d)
 		}
 		if tr := s.ToolResult(t, id); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied (trust_tier") {
 			t.Errorf("%s: tool_result %+v, want is_error with fluidbox's trust_tier denial", id, tr)
 		}
 	}
-	if d := v.Decisions["toolu_read"]; d.Decision != "allow" {
+	if d := v.Decisions["toolu_read"]; d.Decision != vocab.Allow {
 		t.Errorf("Read: tool.decision %+v, want allow (a read_only run may read)", d)
 	}
 	if tr := s.ToolResult(t, "toolu_read"); tr.IsError || !strings.Contains(tr.Content, "original") {
@@ -324,7 +325,7 @@ func TestReadOnlyRunGitDiff(t *testing.T) {
 	res := s.claude(t, r, dir, "review the change", cliOpts{})
 	v := s.Ledger(t, r)
 
-	if d := v.Decisions["toolu_diff"]; d.Decision != "allow" {
+	if d := v.Decisions["toolu_diff"]; d.Decision != vocab.Allow {
 		t.Errorf("git diff: tool.decision %+v, want allow (read-only by the catalogue)", d)
 	}
 	if tr := s.ToolResult(t, "toolu_diff"); tr.IsError || !strings.Contains(tr.Content, "changed by the pull request") {
@@ -333,7 +334,7 @@ func TestReadOnlyRunGitDiff(t *testing.T) {
 	if _, ok := res.denied()["toolu_push"]; !ok {
 		t.Errorf("git push is not in permission_denials %+v", res.PermissionDenials)
 	}
-	if d := v.Decisions["toolu_push"]; d.Decision != "deny" || d.Source != "trust_tier" {
+	if d := v.Decisions["toolu_push"]; d.Decision != vocab.Deny || d.Source != "trust_tier" {
 		t.Errorf("git push: tool.decision %+v, want deny by trust_tier", d)
 	}
 	if tr := s.ToolResult(t, "toolu_push"); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied (trust_tier") || !strings.Contains(tr.Content, "read_only") {
@@ -371,10 +372,10 @@ func TestDangerouslyDisableSandbox(t *testing.T) {
 		t.Errorf("unsandboxed.txt exists %v, sandboxed.txt exists %v; want false, true", exists(dir, "unsandboxed.txt"), exists(dir, "sandboxed.txt"))
 	}
 	v := s.Ledger(t, r)
-	if d := v.Decisions["toolu_unsandboxed"]; d.Decision != "deny" || d.RuleID != "no-unsandboxed" {
+	if d := v.Decisions["toolu_unsandboxed"]; d.Decision != vocab.Deny || d.RuleID != "no-unsandboxed" {
 		t.Errorf("toolu_unsandboxed: tool.decision %+v, want deny by rule no-unsandboxed", d)
 	}
-	if d := v.Decisions["toolu_sandboxed"]; d.Decision != "allow" || d.RuleID != "touch" {
+	if d := v.Decisions["toolu_sandboxed"]; d.Decision != vocab.Allow || d.RuleID != "touch" {
 		t.Errorf("toolu_sandboxed: tool.decision %+v, want allow by rule touch", d)
 	}
 	s.CheckModelTraffic(t, r, v)
@@ -425,7 +426,7 @@ func TestFluidboxDown(t *testing.T) {
 		if _, ok := v.Requested["toolu_second"]; ok {
 			t.Error("toolu_second reached the ledger, though fluidbox was down")
 		}
-		if d := v.Decisions["toolu_first"]; d.Decision != "allow" {
+		if d := v.Decisions["toolu_first"]; d.Decision != vocab.Allow {
 			t.Errorf("toolu_first: tool.decision %+v, want allow", d)
 		}
 		s.CheckModelTraffic(t, r, v)

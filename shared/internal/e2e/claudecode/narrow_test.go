@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/fluidbox/fluidbox/shared/internal/scriptedmodel"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // secretsPolicy is issue 31's: the secrets are denied to every file tool,
@@ -58,7 +59,7 @@ func TestNarrowedSearch(t *testing.T) {
 	v := s.Ledger(t, r)
 
 	for _, id := range []string{"toolu_grep", "toolu_shgrep"} {
-		if d := v.Decisions[id]; d.Decision != "allow" {
+		if d := v.Decisions[id]; d.Decision != vocab.Allow {
 			t.Errorf("%s: tool.decision %+v, want allow (narrowed)", id, d)
 		}
 		tr := s.ToolResult(t, id)
@@ -69,7 +70,7 @@ func TestNarrowedSearch(t *testing.T) {
 			t.Errorf("%s: tool_result holds a secret: %s", id, tr.Content)
 		}
 	}
-	if d := v.Decisions["toolu_cat"]; d.Decision != "deny" || d.RuleID != "no-secrets-read" {
+	if d := v.Decisions["toolu_cat"]; d.Decision != vocab.Deny || d.RuleID != "no-secrets-read" {
 		t.Errorf("cat .env: tool.decision %+v, want deny by no-secrets-read", d)
 	}
 	if _, ok := res.denied()["toolu_cat"]; !ok {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/internal/e2e/controlplane"
 	"github.com/fluidbox/fluidbox/shared/internal/scriptedmodel"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // TestNoHookHalts: Claude Code run with settings that have no hook (the
@@ -50,7 +51,7 @@ func TestNoHookHalts(t *testing.T) {
 		}
 	}
 	ses, err := s.Admin.Session(t.Context(), r.ID)
-	if err != nil || ses.Status != "ended" {
+	if err != nil || ses.Status != vocab.Ended {
 		t.Errorf("run after the halt: %+v, %v; want ended", ses, err)
 	}
 	if !res.IsError {

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/fluidbox/fluidbox/shared/internal/scriptedmodel"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // serverToolsPolicy allows the WebSearch tool call, and the web_search
@@ -52,7 +53,7 @@ func TestWebSearchThroughTheGate(t *testing.T) {
 		r := s.NewRun(t, serverToolsPolicy(allow), map[string]any{"capabilities": []string{"claude-code", "anthropic-server-tools"}})
 		res := s.claude(t, r, project(t, nil), "search the web", cliOpts{})
 		v := s.Ledger(t, r)
-		if d := v.Decisions["toolu_search"]; d.Decision != "allow" || d.RuleID != "search-tool" {
+		if d := v.Decisions["toolu_search"]; d.Decision != vocab.Allow || d.RuleID != "search-tool" {
 			t.Errorf("allow=%v: WebSearch decision %+v, want allow by search-tool", allow, d)
 		}
 
@@ -156,7 +157,7 @@ func TestWebFetchThroughTheProxy(t *testing.T) {
 	}
 	res := s.claude(t, r, dir, "read the release notes", cliOpts{env: map[string]string{"NODE_EXTRA_CA_CERTS": ca}})
 	v := s.Ledger(t, r)
-	if d := v.Decisions["toolu_fetch"]; d.Decision != "allow" || d.RuleID != "fetch-local" {
+	if d := v.Decisions["toolu_fetch"]; d.Decision != vocab.Allow || d.RuleID != "fetch-local" {
 		t.Errorf("WebFetch decision %+v, want allow by fetch-local", d)
 	}
 	if tr := s.ToolResult(t, "toolu_fetch"); tr.IsError || !strings.Contains(tr.Content, "summary: the release notes") {

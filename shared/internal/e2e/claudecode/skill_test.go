@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/fluidbox/fluidbox/shared/internal/scriptedmodel"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // cleanupSkill is a skill as a pull request can bring one: instructions
@@ -64,13 +65,13 @@ func TestSkillScriptGoverned(t *testing.T) {
 	res := s.claude(t, r, dir, "clean the build outputs", cliOpts{})
 
 	v := s.Ledger(t, r)
-	if d := v.Decisions["toolu_skill"]; d.Decision != "allow" || d.RuleID != "skills" {
+	if d := v.Decisions["toolu_skill"]; d.Decision != vocab.Allow || d.RuleID != "skills" {
 		t.Errorf("Skill: tool.decision %+v, want allow by rule skills", d)
 	}
 	if tr := s.ToolResult(t, "toolu_skill"); tr.IsError {
 		t.Errorf("Skill: tool_result %+v, want the skill loaded", tr)
 	}
-	if d := v.Decisions["toolu_script"]; d.Decision != "deny" || d.Source != "policy" {
+	if d := v.Decisions["toolu_script"]; d.Decision != vocab.Deny || d.Source != "policy" {
 		t.Errorf("the skill's script: tool.decision %+v, want deny by policy (bash.opaque)", d)
 	}
 	if tr := s.ToolResult(t, "toolu_script"); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied (policy") {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/fluidbox/fluidbox/shared/internal/scriptedmodel"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // subagentPolicy lets the model start general-purpose subagents only, and
@@ -73,9 +74,9 @@ func TestSubagentGoverned(t *testing.T) {
 
 	v := s.Ledger(t, r)
 	for id, w := range map[string]decision{
-		"toolu_agent":    {ToolName: "Agent", Decision: "allow", RuleID: "general-only"},
-		"toolu_sub_diff": {ToolName: "Bash", Decision: "allow", RuleID: "diff"},
-		"toolu_sub_rm":   {ToolName: "Bash", Decision: "deny", Source: "policy", RuleID: "sub-no-rm"},
+		"toolu_agent":    {ToolName: "Agent", Decision: vocab.Allow, RuleID: "general-only"},
+		"toolu_sub_diff": {ToolName: "Bash", Decision: vocab.Allow, RuleID: "diff"},
+		"toolu_sub_rm":   {ToolName: "Bash", Decision: vocab.Deny, Source: "policy", RuleID: "sub-no-rm"},
 	} {
 		got := v.Decisions[id]
 		if got.ToolName != w.ToolName || got.Decision != w.Decision || got.RuleID != w.RuleID || got.Source != w.Source {
@@ -123,7 +124,7 @@ func TestAgentDeniedByPolicy(t *testing.T) {
 	r := s.NewRun(t, subagentPolicy, nil)
 	res := s.claude(t, r, project(t, nil), "explore with a subagent", cliOpts{})
 	v := s.Ledger(t, r)
-	if d := v.Decisions["toolu_explore"]; d.Decision != "deny" || d.Source != "policy" || d.RuleID != "no-explore" {
+	if d := v.Decisions["toolu_explore"]; d.Decision != vocab.Deny || d.Source != "policy" || d.RuleID != "no-explore" {
 		t.Errorf("Agent Explore: tool.decision %+v, want deny by policy rule no-explore", d)
 	}
 	if _, ok := res.denied()["toolu_explore"]; !ok {
@@ -148,7 +149,7 @@ func TestAgentReadOnly(t *testing.T) {
 	r := s.NewRun(t, `{"name":"allow-all","default_verdict":"allow","rules":[]}`, map[string]any{"trust_tier": "read_only"})
 	s.claude(t, r, project(t, nil), "explore with a subagent", cliOpts{})
 	v := s.Ledger(t, r)
-	if d := v.Decisions["toolu_agent"]; d.Decision != "deny" || d.Source != "trust_tier" {
+	if d := v.Decisions["toolu_agent"]; d.Decision != vocab.Deny || d.Source != "trust_tier" {
 		t.Errorf("Agent in a read_only run: tool.decision %+v, want deny by trust_tier", d)
 	}
 	for _, q := range s.Model.Requests() {
@@ -173,7 +174,7 @@ func TestAgentRemoteDenied(t *testing.T) {
 	r := s.NewRun(t, `{"name":"agents","default_verdict":"deny","rules":[{"id":"agents","tool":"Agent","verdict":"allow"}]}`, nil)
 	res := s.claude(t, r, project(t, nil), "work in the cloud", cliOpts{})
 	v := s.Ledger(t, r)
-	if d := v.Decisions["toolu_remote"]; d.Decision != "deny" || d.Source != "schema" {
+	if d := v.Decisions["toolu_remote"]; d.Decision != vocab.Deny || d.Source != "schema" {
 		t.Errorf("Agent isolation remote: tool.decision %+v, want deny by schema", d)
 	}
 	if _, ok := res.denied()["toolu_remote"]; !ok {

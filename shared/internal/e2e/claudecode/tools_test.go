@@ -18,6 +18,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/internal/e2e/controlplane"
 	"github.com/fluidbox/fluidbox/shared/internal/scriptedmodel"
 	"github.com/fluidbox/fluidbox/shared/schemaguard"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // excluded lists the tools Claude Code (pinned version) offers its model
@@ -199,12 +200,12 @@ func TestBundleAcceptsRealInputs(t *testing.T) {
 
 	v := s.Ledger(t, r)
 	want := map[string]decision{
-		"toolu_bash":  {ToolName: "Bash", Decision: "allow", RuleID: "touch"},
-		"toolu_write": {ToolName: "Write", Decision: "allow", RuleID: "writes"},
-		"toolu_read":  {ToolName: "Read", Decision: "allow", RuleID: "reads"},
-		"toolu_edit":  {ToolName: "Edit", Decision: "allow", RuleID: "edits"},
-		"toolu_fetch": {ToolName: "WebFetch", Decision: "deny", Source: "policy", RuleID: "no-egress"},
-		"toolu_cron":  {ToolName: "CronCreate", Decision: "deny", Source: "capability"},
+		"toolu_bash":  {ToolName: "Bash", Decision: vocab.Allow, RuleID: "touch"},
+		"toolu_write": {ToolName: "Write", Decision: vocab.Allow, RuleID: "writes"},
+		"toolu_read":  {ToolName: "Read", Decision: vocab.Allow, RuleID: "reads"},
+		"toolu_edit":  {ToolName: "Edit", Decision: vocab.Allow, RuleID: "edits"},
+		"toolu_fetch": {ToolName: "WebFetch", Decision: vocab.Deny, Source: "policy", RuleID: "no-egress"},
+		"toolu_cron":  {ToolName: "CronCreate", Decision: vocab.Deny, Source: "capability"},
 	}
 	for id, w := range want {
 		got := v.Decisions[id]

@@ -12,6 +12,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/capability"
 	"github.com/fluidbox/fluidbox/shared/internal/scriptedmodel"
 	"github.com/fluidbox/fluidbox/shared/schemaguard"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // TestToolSearchOn runs the CLI in its default mode, tool search on
@@ -70,9 +71,9 @@ func TestToolSearchOn(t *testing.T) {
 
 	v := s.Ledger(t, r)
 	for id, w := range map[string]decision{
-		"toolu_search": {ToolName: "ToolSearch", Decision: "allow", RuleID: "search"},
-		"toolu_nb":     {ToolName: "NotebookEdit", Decision: "allow", RuleID: "notebooks"},
-		"toolu_cron":   {ToolName: "CronCreate", Decision: "deny", Source: "capability"},
+		"toolu_search": {ToolName: "ToolSearch", Decision: vocab.Allow, RuleID: "search"},
+		"toolu_nb":     {ToolName: "NotebookEdit", Decision: vocab.Allow, RuleID: "notebooks"},
+		"toolu_cron":   {ToolName: "CronCreate", Decision: vocab.Deny, Source: "capability"},
 	} {
 		got := v.Decisions[id]
 		if got.ToolName != w.ToolName || got.Decision != w.Decision || got.RuleID != w.RuleID || got.Source != w.Source {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/fluidbox/fluidbox/shared/internal/scriptedmodel"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // TestWebSearchTwoDecisions: Claude Code's WebSearch is two decisions, in
@@ -40,7 +41,7 @@ func TestWebSearchTwoDecisions(t *testing.T) {
 			r := s.NewRun(t, c.policy, extra)
 			res := s.claude(t, r, project(t, nil), "search the web", cliOpts{})
 			v := s.Ledger(t, r)
-			if d := v.Decisions["toolu_search"]; d.Decision != "deny" || d.Source != c.source || d.RuleID != c.rule {
+			if d := v.Decisions["toolu_search"]; d.Decision != vocab.Deny || d.Source != c.source || d.RuleID != c.rule {
 				t.Errorf("WebSearch decision %+v, want deny by %s %s", d, c.source, c.rule)
 			}
 			if _, ok := res.denied()["toolu_search"]; !ok {

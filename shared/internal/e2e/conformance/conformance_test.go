@@ -25,6 +25,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/client"
 	"github.com/fluidbox/fluidbox/shared/internal/e2e/controlplane"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 const (
@@ -239,7 +240,7 @@ func TestConformanceClient(t *testing.T) {
 		}
 	}
 	ans := callTool(t, s, con.ID)
-	if ans.Decision == "deny" && ans.Source == "binding" && strings.Contains(ans.Reason, "fluidbox connections authorize "+con.ID) {
+	if ans.Decision == vocab.Deny && ans.Source == "binding" && strings.Contains(ans.Reason, "fluidbox connections authorize "+con.ID) {
 		// The server asked for more scopes (step-up): as an operator
 		// would, re-authorize (the connection lists what it asked for)
 		// and call again in a new run, bound to the new generation.
@@ -269,7 +270,7 @@ func TestConformanceClient(t *testing.T) {
 		}
 		ans = callTool(t, s, con.ID)
 	}
-	if ans.Decision != "allow" || ans.Result == nil || ans.Result.IsError {
+	if ans.Decision != vocab.Allow || ans.Result == nil || ans.Result.IsError {
 		t.Fatalf("tools/call = %+v", ans)
 	}
 }

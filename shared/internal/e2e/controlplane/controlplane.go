@@ -33,6 +33,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // OperatorKey is the model upstream's credential: the scripted model
@@ -273,7 +274,7 @@ func (s *Stack) CheckExcludedDenied(t *testing.T, excluded map[string]string) {
 	}
 	for n := range excluded {
 		ans, err := runner.Permission(context.Background(), r.ID, client.PermissionRequest{ToolCallID: "toolu_x_" + n, ToolName: n, Input: json.RawMessage(`{}`)}, 0)
-		if err != nil || ans.Decision != client.DecisionDeny || ans.Source != "capability" {
+		if err != nil || ans.Decision != vocab.Deny || ans.Source != "capability" {
 			t.Errorf("permission for excluded %s under allow-all = %+v, %v; want deny, source capability", n, ans, err)
 		}
 	}

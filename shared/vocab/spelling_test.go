@@ -1,0 +1,201 @@
+package vocab_test
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/fluidbox/fluidbox/shared/vocab"
+)
+
+// spellings is every state's spelling, and the policy's verdicts (declared
+// in shared/policy/document.go).
+func spellings() map[string]bool {
+	out := map[string]bool{"require_approval": true}
+	for _, d := range vocab.Decisions() {
+		out[string(d)] = true
+	}
+	for _, s := range vocab.ApprovalStatuses() {
+		out[string(s)] = true
+	}
+	for _, c := range vocab.Choices() {
+		out[string(c)] = true
+	}
+	for _, s := range vocab.RunStatuses() {
+		out[string(s)] = true
+	}
+	return out
+}
+
+// declared are the files that spell the states: their types. An input
+// request's states (shared/elicitation) are a vocabulary of their own.
+var declared = []string{"shared/vocab/vocab.go", "shared/policy/document.go", "shared/elicitation/elicitation.go"}
+
+// otherWords are literals in code (not tests) that are spelled like a
+// state but are another vocabulary, each with why.
+var otherWords = map[string]map[string]string{
+	"cmd/fluidbox/hook.go": {
+		"allow": "Claude Code's hook protocol: permissionDecision",
+		"deny":  "Claude Code's hook protocol: permissionDecision",
+	},
+	"shared/policy/claude.go": {
+		"allow": "Claude Code's settings file: permissions.allow",
+		"deny":  "Claude Code's settings file: permissions.deny",
+	},
+	"cmd/fluidbox/approvals.go": {"deny": "the CLI command's name"},
+	"cmd/fluidbox/main.go":      {"deny": "the CLI command's name"},
+	"cmd/fluidbox/cli.go":       {"expired": "the time left on an approval, as the CLI prints it"},
+	"shared/expiry/handler.go":  {"expired": "a log attribute's key (the sweep's count)"},
+	"functions/sweep/main.go":   {"expired": "a log attribute's key (the sweep's count)"},
+	"shared/store/sources.go":   {"pending": "the name of the trigger source counter's attribute"},
+}
+
+// wireFields are the fields typed by this package; a test comparing one of
+// them with a bare literal (or setting one to it) spells a state outside
+// its type.
+var wireFields = []string{"Status", "Decision", "WantStatus", "Outcome"}
+
+// TestNoStateLiterals greps the module for string literals spelling a
+// state outside its type: code names the constant. Tests may spell the
+// wire (a JSON body, a decoded map, a rendered message), but not set or
+// compare a typed field with a bare literal.
+func TestNoStateLiterals(t *testing.T) {
+	t.Parallel()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	words := spellings()
+	var found []string
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if rel == "third_party" || rel == "node_modules" || strings.HasPrefix(d.Name(), ".") && rel != "." {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(rel, ".go") || slices.Contains(declared, rel) {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, src, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		for _, hit := range literals(f, words, strings.HasSuffix(rel, "_test.go")) {
+			if _, ok := otherWords[rel][hit.word]; ok {
+				continue
+			}
+			found = append(found, fmt.Sprintf("%s:%d: %q", rel, fset.Position(hit.pos).Line, hit.word))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range found {
+		t.Errorf("%s spells a state outside its type; use the vocab (or policy.Verdict) constant", f)
+	}
+}
+
+type hit struct {
+	pos  token.Pos
+	word string
+}
+
+// literals finds the state spellings in f: in code every string literal
+// (struct tags and imports aside); in a test only those compared with,
+// assigned to or keyed as a typed field.
+func literals(f *ast.File, words map[string]bool, test bool) []hit {
+	word := func(e ast.Expr) (string, bool) {
+		lit, ok := e.(*ast.BasicLit)
+		if !ok || lit.Kind != token.STRING {
+			return "", false
+		}
+		s, err := strconv.Unquote(lit.Value)
+		return s, err == nil && words[s]
+	}
+	field := func(e ast.Expr) bool {
+		sel, ok := e.(*ast.SelectorExpr)
+		return ok && slices.Contains(wireFields, sel.Sel.Name)
+	}
+	var out []hit
+	add := func(e ast.Expr) {
+		if w, ok := word(e); ok {
+			out = append(out, hit{e.Pos(), w})
+		}
+	}
+	if !test {
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.ImportSpec:
+				return false
+			case *ast.Field:
+				// A struct tag names an attribute, not a state.
+				if n.Type != nil {
+					ast.Inspect(n.Type, func(m ast.Node) bool {
+						if e, ok := m.(ast.Expr); ok {
+							add(e)
+						}
+						return true
+					})
+				}
+				return false
+			case ast.Expr:
+				add(n)
+			}
+			return true
+		})
+		return out
+	}
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.BinaryExpr:
+			if n.Op == token.EQL || n.Op == token.NEQ {
+				if field(n.X) {
+					add(n.Y)
+				}
+				if field(n.Y) {
+					add(n.X)
+				}
+			}
+		case *ast.AssignStmt:
+			for i, l := range n.Lhs {
+				if field(l) && i < len(n.Rhs) {
+					add(n.Rhs[i])
+				}
+			}
+		case *ast.KeyValueExpr:
+			if k, ok := n.Key.(*ast.Ident); ok && slices.Contains(wireFields, k.Name) {
+				add(n.Value)
+			}
+		case *ast.SwitchStmt:
+			if n.Tag != nil && field(n.Tag) {
+				for _, c := range n.Body.List {
+					for _, e := range c.(*ast.CaseClause).List {
+						add(e)
+					}
+				}
+			}
+		}
+		return true
+	})
+	return out
+}
