@@ -98,7 +98,7 @@ func TestDetailIsTheContract(t *testing.T) {
 		_ = json.Unmarshal(raw, &got)
 		want := map[string]any{
 			"approval_id": "apr_1", "session_id": "ses_1", "tool_call_id": "c1", "tool_name": "Bash", "rule_id": "rm",
-			"status": after.Status, "expires_at": "2030-01-01T00:15:00.000000000Z",
+			"status": string(after.Status), "expires_at": "2030-01-01T00:15:00.000000000Z",
 		}
 		if after.DecidedBy != "" {
 			want["decided_by"] = "admin"
