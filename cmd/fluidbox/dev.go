@@ -19,12 +19,12 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/fluidbox/fluidbox/shared/admission"
+	"github.com/fluidbox/fluidbox/shared/auth"
 
 	"github.com/fluidbox/fluidbox/shared/api"
 	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/budget"
-	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/config"
 	"github.com/fluidbox/fluidbox/shared/devstack"
 	"github.com/fluidbox/fluidbox/shared/egress"
@@ -302,7 +302,7 @@ func devModelProxy(ctx context.Context, cfg config.Config, st *store.Store, log 
 	}
 	if cfg.ModelUpstreamURL != "" {
 		info, err := modelproxy.NewUpstreams(st, sealer, egress.New(cfg.ConnectionAllowCIDRs), time.Now).Set(ctx, cfg.ModelUpstreamURL,
-			seal.Credential{Type: seal.TypeHeader, Name: "x-api-key", Value: cfg.ModelUpstreamKey}, string(call.Dev))
+			seal.Credential{Type: seal.TypeHeader, Name: "x-api-key", Value: cfg.ModelUpstreamKey}, string(auth.Dev))
 		if err != nil {
 			return nil, nil, fmt.Errorf("model upstream from FLUIDBOX_MODEL_UPSTREAM_URL: %w", err)
 		}

@@ -50,7 +50,7 @@ func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
 // ExpiredBy is who settles an approval nobody decided in time.
 var ExpiredBy = string(expiredBy)
 
-var expiredBy = call.System(call.ExpiryRole)
+var expiredBy = auth.System(auth.ExpiryRole)
 
 // Observer is told of every approval transition after it is committed:
 // before is the zero Approval for a new one. The dev server turns these
@@ -206,7 +206,7 @@ func (s *Service) DecideWithReason(ctx context.Context, who auth.Principal, id s
 		settled, _, err := s.settle(ctx, a, expiredBy, vocab.ApprovalExpired, "")
 		return settled, false, err
 	}
-	return s.settle(ctx, a, call.Subject(who.Subject), to, reason)
+	return s.settle(ctx, a, auth.Subject(who.Subject), to, reason)
 }
 
 // MayDecide reports whether who may settle a, where invoker is the sub of
@@ -275,10 +275,10 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 	return n, err
 }
 
-// settle is the compare-and-swap (call.Settle). It returns the approval as
+// settle is the compare-and-swap (Settle). It returns the approval as
 // settled and whether this call settled it.
-func (s *Service) settle(ctx context.Context, a store.Approval, by call.Subject, to vocab.ApprovalStatus, reason string) (store.Approval, bool, error) {
-	build, after, err := call.Settle(s.st, a, to, by, reason, s.now())
+func (s *Service) settle(ctx context.Context, a store.Approval, by auth.Subject, to vocab.ApprovalStatus, reason string) (store.Approval, bool, error) {
+	build, after, err := Settle(s.st, a, to, by, reason, s.now())
 	if err != nil {
 		return store.Approval{}, false, err
 	}
@@ -311,7 +311,7 @@ func (s *Service) RevokeGrant(ctx context.Context, who auth.Principal, runID, sc
 		if err != nil {
 			return store.Batch{}, err
 		}
-		return call.Revoke(s.st, runID, scopeKey, held, call.Subject(who.Subject))
+		return Revoke(s.st, runID, scopeKey, held, auth.Subject(who.Subject))
 	})
 	return err
 }

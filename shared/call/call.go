@@ -1,8 +1,10 @@
 // Package call is the life of one tool call as a state machine: what a call
-// can become, who may move it, and what each move writes. This file is the
-// whole machine; records.go builds the items and events of each move, and is
-// the only code in fluidbox that writes call, approval and grant items (and
-// the count of a shadow policy's difference a decision records).
+// can become, who may move it, and what each move writes. It is the whole
+// machine and nothing else: shared/store writes each move under the
+// condition this table gives it (store.ClaimCall, store.SettleApprovalOp,
+// ...: the item stands at one of the states From lists), and the packages
+// that make the moves build their events (permission records the gate's
+// answer, approval settles, connection executes a brokered call).
 //
 //	requested ──gate──▶ allow ─────────────┐
 //	          ──gate──▶ deny               │
@@ -17,8 +19,10 @@
 //	                                     executing ─broker─▶ refused (claim released)
 //
 // What it guarantees:
-//   - A move happens only if it is a row of the table below (Move); every
-//     writer asks first, so a new writer cannot invent a transition.
+//   - A move happens only if it is a row of the table below: the store's
+//     write asks Move with the state its caller read, and is conditioned on
+//     the item standing at a state the table moves from (From), so a wrong
+//     transition is refused by the table and by the condition.
 //   - Every move that changes the run is one ledger append: the move's
 //     items and its events together, or nothing. The two moves that are
 //     single-item writes (claiming the execution, recording its outcome)
@@ -37,6 +41,7 @@ package call
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/fluidbox/fluidbox/shared/vocab"
 )
@@ -129,6 +134,18 @@ var Transitions = []Transition{
 // ErrIllegal: a move that is not in the machine.
 var ErrIllegal = errors.New("call: no such transition")
 
+// From lists the states by may move a call to to from, in the table's
+// order: the states the store conditions that move's write on.
+func From(to State, by Actor) []State {
+	var out []State
+	for _, t := range Transitions {
+		if t.To == to && t.By == by && !slices.Contains(out, t.From) {
+			out = append(out, t.From)
+		}
+	}
+	return out
+}
+
 // Move checks that by may move a call from from to to.
 func Move(from, to State, by Actor) error {
 	for _, t := range Transitions {
@@ -159,9 +176,6 @@ var (
 	// ErrNotExecuting: an outcome for a call that is not executing (never
 	// claimed, or its outcome is stored already).
 	ErrNotExecuting = errors.New("call: not executing")
-	// ErrNoTime: the request's deadline does not cover the call's timeout,
-	// so the execution was not claimed and the tool did not run.
-	ErrNoTime = errors.New("call: not enough time left to execute")
 	// ErrSourceFull: the call's trigger source already has as many
 	// approvals pending across its runs as it may, so none was filed.
 	ErrSourceFull = errors.New("call: the trigger source has as many approvals pending as it may")

@@ -2,6 +2,8 @@ package call_test
 
 import (
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/fluidbox/fluidbox/shared/call"
@@ -62,19 +64,33 @@ func TestEveryStateIsReachable(t *testing.T) {
 	}
 }
 
-func TestSubjects(t *testing.T) {
+// TestFrom: From lists exactly the states the table moves from, which the
+// store conditions each move's write on.
+func TestFrom(t *testing.T) {
 	t.Parallel()
-	for _, s := range []call.Subject{call.Operator, call.Dev, call.System(call.ExpiryRole), call.System("sweep"), call.Trigger("trg_1"), call.Trigger("")} {
-		if !call.Reserved(string(s)) {
-			t.Errorf("%q is built by fluidbox but not reserved", s)
+	for _, tr := range call.Transitions {
+		from := call.From(tr.To, tr.By)
+		if !slices.Contains(from, tr.From) {
+			t.Errorf("From(%s, %s) = %v, misses %s", tr.To, tr.By, from, tr.From)
+		}
+		for _, f := range from {
+			if err := call.Move(f, tr.To, tr.By); err != nil {
+				t.Errorf("From(%s, %s) lists %s: %v", tr.To, tr.By, f, err)
+			}
 		}
 	}
-	if call.System(call.ExpiryRole) != "system:expiry" || call.Trigger("trg_1") != "trigger:trg_1" || call.Operator != "admin" {
-		t.Errorf("persisted subjects changed: %q %q %q", call.System(call.ExpiryRole), call.Trigger("trg_1"), call.Operator)
+	if from := call.From(call.Executing, call.Broker); strings.Join(states(from), " ") != "allow approved_once approved_session" {
+		t.Errorf("From(executing, broker) = %v", from)
 	}
-	for _, sub := range []string{"alice", "administrator", "admin2", "system", "trigger", "Admin", "developer", "x:system:y"} {
-		if call.Reserved(sub) {
-			t.Errorf("%q is reserved; an identity provider may mint it", sub)
-		}
+	if from := call.From(call.Expired, call.Decider); len(from) != 0 {
+		t.Errorf("From(expired, decider) = %v, want none: a person never expires a call", from)
 	}
+}
+
+func states(ss []call.State) []string {
+	out := make([]string, len(ss))
+	for i, s := range ss {
+		out[i] = string(s)
+	}
+	return out
 }

@@ -75,7 +75,7 @@ type Approval struct {
 	InputSize   int    `json:"input_size"`
 	InputDigest string `json:"input_digest"`
 	// InputTruncated: the input is not shown whole. Either the approval
-	// keeps it cut for display (over call.MaxShownInput), or, in a list,
+	// keeps it cut for display (over permission.MaxShownInput), or, in a list,
 	// it was over the list's cut, so Input is absent and InputPreview
 	// holds its first bytes; Client.Approval has it as kept.
 	InputTruncated bool   `json:"input_truncated,omitempty"`

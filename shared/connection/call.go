@@ -47,7 +47,7 @@ var (
 // call's one execution; Known is false when the execution was claimed but
 // its outcome never stored (the broker stopped while the tool ran).
 type ExecutedError struct {
-	Outcome call.Outcome
+	Outcome outcome
 	Known   bool
 }
 
@@ -64,7 +64,7 @@ func (e *ExecutedError) Is(target error) bool { return target == ErrAlreadyExecu
 // CallAnswer is the answer of POST /v1/sessions/{id}/tools/call: the gate's
 // answer, and on allow the upstream's CallToolResult and the latency.
 type CallAnswer struct {
-	call.Answer
+	permission.Answer
 	Result    *broker.Result `json:"result,omitempty"`
 	LatencyMS *int64         `json:"latency_ms,omitempty"`
 	// InputRequestID, on a pending answer, is the input request the call
@@ -173,7 +173,7 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 	defer up.close(ctx)
 	wait = b.waitWithin(ctx, wait)
 
-	var ans call.Answer
+	var ans permission.Answer
 	waited, steppedUp := recorded, false
 	if !recorded {
 		lives := map[string]gate.Live{bt.ConnectionID: live}
@@ -247,7 +247,7 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 			return CallAnswer{}, err
 		}
 	}
-	if d, denied := call.Reverify(bt.Frozen, req.ToolName, map[string]gate.Live{bt.ConnectionID: live}); denied {
+	if d, denied := gate.ToolSetDenial(bt.Frozen, gate.Request{ToolName: req.ToolName, Connections: map[string]gate.Live{bt.ConnectionID: live}}); denied {
 		return b.refuse(ctx, runID, req, d.Source, d.Reason)
 	}
 	if err := b.look(ctx, up, bt, conn, waited); errors.Is(err, errAuthorizationLost) {
@@ -281,7 +281,7 @@ func (b *Broker) waitWithin(ctx context.Context, wait time.Duration) time.Durati
 // refuse answers an allowed call that must not execute after all, and
 // records the refusal in the ledger.
 func (b *Broker) refuse(ctx context.Context, runID string, req permission.Request, src gate.Source, reason string) (CallAnswer, error) {
-	batch, err := call.Refusal(req.ToolCallID, req.ToolName, src)
+	batch, err := refusal(req.ToolCallID, req.ToolName, src)
 	if err != nil {
 		return CallAnswer{}, err
 	}
@@ -293,7 +293,7 @@ func (b *Broker) refuseWith(ctx context.Context, runID string, batch store.Batch
 	if _, err := b.perm.Ledger().Append(ctx, runID, func(store.Head) (store.Batch, error) { return batch, nil }); err != nil {
 		return CallAnswer{}, err
 	}
-	return CallAnswer{Answer: call.Answer{Decision: vocab.Deny, Source: string(src), Reason: reason}}, nil
+	return CallAnswer{Answer: permission.Answer{Decision: vocab.Deny, Source: string(src), Reason: reason}}, nil
 }
 
 // look opens the credential for the frozen generation and reads the
@@ -384,14 +384,12 @@ const recordMargin = 2 * time.Second
 
 // execute claims the call's one execution, calls the upstream and records
 // the outcome and tool.brokered.
-func (b *Broker) execute(ctx context.Context, runID string, req permission.Request, bt permission.BrokeredTool, conn store.Connection, up *upstream, args map[string]any, ans call.Answer, in inputAnswer) (CallAnswer, error) {
+func (b *Broker) execute(ctx context.Context, runID string, req permission.Request, bt permission.BrokeredTool, conn store.Connection, up *upstream, args map[string]any, ans permission.Answer, in inputAnswer) (CallAnswer, error) {
 	claimedAt := b.svc.opts.Now()
-	prev, err := call.Claim(ctx, b.svc.st, runID, req.ToolCallID, claimedAt, b.svc.opts.CallTimeout+recordMargin)
+	prev, err := claim(ctx, b.svc.st, runID, req.ToolCallID, ans.Decision, claimedAt, b.svc.opts.CallTimeout+recordMargin)
 	switch {
 	case errors.Is(err, call.ErrExecuted):
 		return CallAnswer{}, b.ranAlready(ctx, runID, req, bt, prev)
-	case errors.Is(err, call.ErrNoTime):
-		return CallAnswer{}, fmt.Errorf("%w: %w", ErrNoTime, err)
 	case err != nil:
 		return CallAnswer{}, err
 	}
@@ -423,7 +421,7 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 		// the claim is released with the refusal. A retry of this
 		// tool_call_id re-verifies (after the re-authorization the run's
 		// frozen binding no longer matches) and never finds it "executed".
-		batch, err := call.Unclaim(b.svc.st, runID, req.ToolCallID, req.ToolName, gate.SourceBinding, claimedAt)
+		batch, err := unclaim(b.svc.st, runID, req.ToolCallID, req.ToolName, gate.SourceBinding, claimedAt)
 		if err != nil {
 			return CallAnswer{}, err
 		}
@@ -460,7 +458,7 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 		// The tool ran: whatever fails from here on is a record not made.
 		return CallAnswer{}, fmt.Errorf("%w: encode result: %w", ErrNotRecorded, err)
 	}
-	out := call.Outcome{ResultDigest: redact.DigestBytes(body), LatencyMS: latency, IsError: res.IsError}
+	out := outcome{ResultDigest: redact.DigestBytes(body), LatencyMS: latency, IsError: res.IsError}
 	if err := b.record(ctx, runID, req, bt, out, false, elicitations(up.sess.InputRequests())); err != nil {
 		b.log.ErrorContext(ctx, "brokered call executed but not recorded; result withheld", "run", runID, "call", req.ToolCallID, "err", err)
 		return CallAnswer{}, fmt.Errorf("%w: %w", ErrNotRecorded, err)
@@ -472,15 +470,15 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 // already) and then tool.brokered, each retried until it lands or the
 // request's deadline passes. It runs on past a caller who gave up: the
 // tool ran, so its record must land.
-func (b *Broker) record(ctx context.Context, runID string, req permission.Request, bt permission.BrokeredTool, out call.Outcome, stored bool, inputs []redact.Elicitation) error {
+func (b *Broker) record(ctx context.Context, runID string, req permission.Request, bt permission.BrokeredTool, out outcome, stored bool, inputs []redact.Elicitation) error {
 	rctx, cancel := recordContext(ctx)
 	defer cancel()
 	if !stored {
-		if err := retry(rctx, func() error { return call.StoreOutcome(rctx, b.svc.st, runID, req.ToolCallID, out) }); err != nil {
+		if err := retry(rctx, func() error { return storeOutcome(rctx, b.svc.st, runID, req.ToolCallID, out) }); err != nil {
 			return err
 		}
 	}
-	batch, err := call.Brokered(b.svc.st, runID, redact.ToolBrokered{
+	batch, err := brokered(b.svc.st, runID, redact.ToolBrokered{
 		ToolCallID: req.ToolCallID, ToolName: req.ToolName, ConnectionID: bt.ConnectionID,
 		LatencyMS: out.LatencyMS, ResultDigest: out.ResultDigest, IsError: out.IsError,
 		Elicitations: inputs,
@@ -505,7 +503,7 @@ func (b *Broker) record(ctx context.Context, runID string, req permission.Reques
 // its recorded outcome, after appending tool.brokered if the request that
 // ran it could not.
 func (b *Broker) ranAlready(ctx context.Context, runID string, req permission.Request, bt permission.BrokeredTool, rec store.Call) error {
-	out, known := call.OutcomeOf(rec)
+	out, known := outcomeOf(rec)
 	if known && !rec.Brokered {
 		// The input requests of the run that executed were not stored with
 		// its outcome: this completed record has none.

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/broker"
-	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/elicitation"
 	"github.com/fluidbox/fluidbox/shared/gate"
 	"github.com/fluidbox/fluidbox/shared/ids"
@@ -22,7 +21,7 @@ import (
 //
 //  1. The upstream is answered cancel (nobody is there within the call),
 //     and the call's answer is discarded, never given to the runner. In
-//     one append the execution claim is released (call.Unclaim: tool.decision
+//     one append the execution claim is released (unclaim: tool.decision
 //     deny, source input_required) and an input request is filed
 //     (elicitation: input.requested, the link without its query). The
 //     runner is answered pending with the request's id, as for an approval,
@@ -88,10 +87,10 @@ func (b *Broker) awaitInput(ctx context.Context, runID string, req permission.Re
 	case elicitation.Pending:
 		out.stop, out.answer = true, inputPending(last)
 	case elicitation.Declined:
-		out.stop, out.answer = true, CallAnswer{Answer: call.Answer{Decision: vocab.Deny, Source: string(gate.SourceInputDeclined),
+		out.stop, out.answer = true, CallAnswer{Answer: permission.Answer{Decision: vocab.Deny, Source: string(gate.SourceInputDeclined),
 			Reason: fmt.Sprintf("a person declined to open the link connection %s's upstream asked for (input request %s), so the tool was not run", last.ConnectionID, last.ID)}}
 	case elicitation.Expired:
-		out.stop, out.answer = true, CallAnswer{Answer: call.Answer{Decision: vocab.Deny, Source: string(gate.SourceInputExpired),
+		out.stop, out.answer = true, CallAnswer{Answer: permission.Answer{Decision: vocab.Deny, Source: string(gate.SourceInputExpired),
 			Reason: fmt.Sprintf("nobody opened the link connection %s's upstream asked for in time (input request %s), so the tool was not run", last.ConnectionID, last.ID)}}
 	case elicitation.Completed:
 		for _, r := range rs {
@@ -108,7 +107,7 @@ func (b *Broker) awaitInput(ctx context.Context, runID string, req permission.Re
 // inputPending is the runner's answer while a call waits on r.
 func inputPending(r store.InputRequest) CallAnswer {
 	return CallAnswer{
-		Answer: call.Answer{Decision: vocab.Pending, Source: string(gate.SourceInputRequired),
+		Answer: permission.Answer{Decision: vocab.Pending, Source: string(gate.SourceInputRequired),
 			Reason: fmt.Sprintf("connection %s's upstream asks a person to open a link before it finishes this call; it waits in the approvals inbox (input request %s); ask again with the same tool_call_id", r.ConnectionID, r.ID)},
 		InputRequestID: r.ID,
 	}
@@ -139,7 +138,7 @@ func (b *Broker) park(ctx context.Context, runID string, req permission.Request,
 	if err != nil {
 		return CallAnswer{}, fmt.Errorf("%w: %w", ErrNotRecorded, err)
 	}
-	batch, err := call.Unclaim(b.svc.st, runID, req.ToolCallID, req.ToolName, gate.SourceInputRequired, claimedAt)
+	batch, err := unclaim(b.svc.st, runID, req.ToolCallID, req.ToolName, gate.SourceInputRequired, claimedAt)
 	if err != nil {
 		return CallAnswer{}, fmt.Errorf("%w: %w", ErrNotRecorded, err)
 	}

@@ -20,7 +20,6 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/broker"
-	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/oauth"
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -638,7 +637,7 @@ func (s *Service) memberActive(ctx context.Context, sub string) (bool, error) {
 	case err == nil:
 		return m.Status == store.MemberActive, nil
 	case errors.Is(err, store.ErrNotFound):
-		return sub == string(call.Operator), nil
+		return sub == string(auth.Operator), nil
 	}
 	return false, err
 }

@@ -42,7 +42,6 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/auth"
-	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -122,7 +121,7 @@ var (
 const DefaultTTL = 15 * time.Minute
 
 // ExpiredBy is who settles a request nobody answered in time.
-var ExpiredBy = call.System(call.ExpiryRole)
+var ExpiredBy = auth.System(auth.ExpiryRole)
 
 // Service files, reads and settles input requests.
 type Service struct {
@@ -256,7 +255,7 @@ func (s *Service) Decide(ctx context.Context, who auth.Principal, id, decision s
 		settled, _, err := s.settle(ctx, r, ExpiredBy, Expired)
 		return settled, false, err
 	}
-	return s.settle(ctx, r, call.Subject(who.Subject), to)
+	return s.settle(ctx, r, auth.Subject(who.Subject), to)
 }
 
 // Expire settles a request as expired if it is pending and overdue, and
@@ -298,7 +297,7 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 
 // settle is the compare-and-swap, with input.settled in the same append.
 // It returns the request as settled and whether this call settled it.
-func (s *Service) settle(ctx context.Context, r store.InputRequest, by call.Subject, to State) (store.InputRequest, bool, error) {
+func (s *Service) settle(ctx context.Context, r store.InputRequest, by auth.Subject, to State) (store.InputRequest, bool, error) {
 	actor := Decider
 	if to == Expired {
 		actor = Expiry

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/fluidbox/fluidbox/shared/call"
+	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/gate"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -21,7 +21,7 @@ type BrokeredTool struct {
 	ToolDigest string
 	Binding    gate.Binding
 	// Frozen is the run's frozen tool set and bindings, for re-verifying
-	// the call through the gate's own stage (call.Reverify).
+	// the call through the gate's own stage (gate.ToolSetDenial).
 	Frozen *gate.Run
 }
 
@@ -109,7 +109,7 @@ func LiveConnection(ctx context.Context, st *store.Store, connectionID string) (
 		case err == nil:
 			l.OwnerActive = m.Status == store.MemberActive
 		case errors.Is(err, store.ErrNotFound):
-			l.OwnerActive = c.Owner == string(call.Operator)
+			l.OwnerActive = c.Owner == string(auth.Operator)
 		default:
 			return gate.Live{}, store.Connection{}, err
 		}

@@ -54,9 +54,6 @@ import (
 	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
-// Answer is the gate's answer as the runner sees it.
-type Answer = call.Answer
-
 // Request is the body of POST /v1/sessions/{id}/permission.
 type Request struct {
 	ToolCallID string          `json:"tool_call_id"`
@@ -208,35 +205,35 @@ func (s *Service) Ledger() *ledger.Ledger { return s.led }
 
 // Decide answers one tool call for runID. With wait > 0, a pending answer
 // waits up to wait for the call to be settled.
-func (s *Service) Decide(ctx context.Context, runID string, req Request, wait time.Duration) (call.Answer, error) {
+func (s *Service) Decide(ctx context.Context, runID string, req Request, wait time.Duration) (Answer, error) {
 	return s.decide(ctx, runID, req, wait, nil)
 }
 
 // decide is Decide; live, when not nil, is the connections' live state the
 // broker read for a brokered call (see DecideBrokered). When nil, a
 // brokered tool's connection is read from the table here.
-func (s *Service) decide(ctx context.Context, runID string, req Request, wait time.Duration, live map[string]gate.Live) (call.Answer, error) {
+func (s *Service) decide(ctx context.Context, runID string, req Request, wait time.Duration, live map[string]gate.Live) (Answer, error) {
 	cr, err := checkRequest(req)
 	if err != nil {
-		return call.Answer{}, err
+		return Answer{}, err
 	}
 	input := cr.input
 	fr, err := s.frozen.get(ctx, runID)
 	if errors.Is(err, store.ErrNotFound) {
-		return call.Answer{}, run.ErrNotFound
+		return Answer{}, run.ErrNotFound
 	}
 	if err != nil {
-		return call.Answer{}, err
+		return Answer{}, err
 	}
 	if live == nil {
 		if live, err = s.liveFor(ctx, fr, req.ToolName); err != nil {
-			return call.Answer{}, err
+			return Answer{}, err
 		}
 	}
 
-	var recorded call.Answer
+	var recorded Answer
 	var created store.Approval
-	asked := call.Asked{RunID: runID, ToolCallID: req.ToolCallID, ToolName: req.ToolName, Input: input, Digest: cr.digest, Identity: cr.identity, AgentID: req.AgentID, AgentType: req.AgentType}
+	asked := Asked{RunID: runID, ToolCallID: req.ToolCallID, ToolName: req.ToolName, Input: input, Digest: cr.digest, Identity: cr.identity, AgentID: req.AgentID, AgentType: req.AgentType}
 	sourceFull := false
 	build := func(h store.Head) (store.Batch, error) {
 		run := fr.recordedRun(h, s.maxPending)
@@ -250,7 +247,7 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 		if d.Outcome == policy.VerdictRequireApproval {
 			pin.ApprovalID = ids.New("apr_")
 		}
-		rec, err := call.Record(s.st, h, asked, d, pin, s.now())
+		rec, err := Record(s.st, h, asked, d, pin, s.now())
 		recorded, created = rec.Answer, rec.Approval
 		return rec.Batch, err
 	}
@@ -271,7 +268,7 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 		break
 	}
 	if errors.Is(err, call.ErrSourceFull) || errors.Is(err, call.ErrGrantRevoked) {
-		return call.Answer{}, fmt.Errorf("permission: run %s: decided %d times and every record was refused: %w", runID, maxRedecide, store.ErrUnavailable)
+		return Answer{}, fmt.Errorf("permission: run %s: decided %d times and every record was refused: %w", runID, maxRedecide, store.ErrUnavailable)
 	}
 	switch {
 	case err == nil:
@@ -291,17 +288,17 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 		c, ok := store.RecordedCall(err, runID, req.ToolCallID)
 		if !ok {
 			if c, err = s.st.GetCall(ctx, runID, req.ToolCallID); err != nil {
-				return call.Answer{}, err
+				return Answer{}, err
 			}
 		}
 		recorded, err = s.replayOf(ctx, runID, fr, req, cr, c)
 		if err != nil {
-			return call.Answer{}, err
+			return Answer{}, err
 		}
 	case errors.Is(err, store.ErrNotFound):
-		return call.Answer{}, run.ErrNotFound
+		return Answer{}, run.ErrNotFound
 	default:
-		return call.Answer{}, err
+		return Answer{}, err
 	}
 	if recorded.Decision == vocab.Pending && wait > 0 {
 		return s.await(ctx, runID, req, fr, cr, min(wait, MaxWait), recorded)
@@ -431,8 +428,8 @@ func identityOf(req Request, input any) (redact.Digest, error) {
 
 // pin is what an approval of toolName records about the run it pends in
 // (without the approval's id).
-func (fr *frozenRun) pin(toolName string) call.Pin {
-	p := call.Pin{ToolDigest: fr.toolDigests[toolName], PolicyDigest: fr.policyDigest}
+func (fr *frozenRun) pin(toolName string) Pin {
+	p := Pin{ToolDigest: fr.toolDigests[toolName], PolicyDigest: fr.policyDigest}
 	if t, ok := fr.brokered[toolName]; ok {
 		// A call on a personal connection is decidable only by the run's
 		// invoker, who is its owner (run creation checks that).
@@ -444,19 +441,19 @@ func (fr *frozenRun) pin(toolName string) call.Pin {
 
 // replay returns the answer recorded for a call, after checking that the
 // retry is the same call.
-func (s *Service) replay(ctx context.Context, runID string, fr *frozenRun, req Request, cr checked) (call.Answer, error) {
+func (s *Service) replay(ctx context.Context, runID string, fr *frozenRun, req Request, cr checked) (Answer, error) {
 	c, err := s.st.GetCall(ctx, runID, req.ToolCallID)
 	if err != nil {
-		return call.Answer{}, err
+		return Answer{}, err
 	}
 	return s.replayOf(ctx, runID, fr, req, cr, c)
 }
 
 // replayOf is replay of the record c, read already.
-func (s *Service) replayOf(ctx context.Context, runID string, fr *frozenRun, req Request, cr checked, c store.Call) (call.Answer, error) {
+func (s *Service) replayOf(ctx context.Context, runID string, fr *frozenRun, req Request, cr checked, c store.Call) (Answer, error) {
 	var err error
 	if !sameCall(c, req, cr) {
-		return call.Answer{}, ErrConflict
+		return Answer{}, ErrConflict
 	}
 	if c.Decision == vocab.Pending && c.ApprovalID != "" {
 		// Lazy expiry: a pending call read past its approval's time is
@@ -464,15 +461,15 @@ func (s *Service) replayOf(ctx context.Context, runID string, fr *frozenRun, req
 		// pending, which allows nothing.
 		apr, err := s.st.GetApproval(ctx, runID, req.ToolCallID)
 		if err != nil {
-			return call.Answer{}, err
+			return Answer{}, err
 		}
 		if apr = s.approvals.Current(ctx, apr); apr.Status != vocab.ApprovalPending {
 			if c, err = s.st.GetCall(ctx, runID, req.ToolCallID); err != nil {
-				return call.Answer{}, err
+				return Answer{}, err
 			}
 		}
 	}
-	a := call.AnswerOf(c)
+	a := AnswerOf(c)
 	if c.Source == string(gate.SourceSchema) {
 		a.Reason = fr.schemaReason(req.ToolName, cr.input)
 	}
@@ -481,7 +478,7 @@ func (s *Service) replayOf(ctx context.Context, runID string, fr *frozenRun, req
 		// the frozen policy derives it again from the same call, and a
 		// retry never gets the allow without its narrowing.
 		if a.UpdatedInput, err = s.narrowed(ctx, runID, fr, req, cr.input, c.UpdatedInputDigest); err != nil {
-			return call.Answer{}, err
+			return Answer{}, err
 		}
 	}
 	return a, nil
@@ -512,12 +509,12 @@ func (s *Service) narrowed(ctx context.Context, runID string, fr *frozenRun, req
 // await waits for a pending call to be settled, re-reading its record when
 // this process appends to the run and at least every pollEvery (the
 // decision may land in another process).
-func (s *Service) await(ctx context.Context, runID string, req Request, fr *frozenRun, cr checked, wait time.Duration, pending call.Answer) (call.Answer, error) {
+func (s *Service) await(ctx context.Context, runID string, req Request, fr *frozenRun, cr checked, wait time.Duration, pending Answer) (Answer, error) {
 	// Only now is the request held open: it takes its run's open-request
 	// slot for the wait (a busy run refuses it, 429).
 	release, err := ratelimit.Hold(ctx)
 	if err != nil {
-		return call.Answer{}, err
+		return Answer{}, err
 	}
 	defer release()
 	deadline := s.now().Add(wait)
@@ -527,11 +524,11 @@ func (s *Service) await(ctx context.Context, runID string, req Request, fr *froz
 			return pending, nil
 		}
 		if err := s.led.Wait(ctx, runID, min(left, pollEvery)); err != nil {
-			return call.Answer{}, err
+			return Answer{}, err
 		}
 		a, err := s.replay(ctx, runID, fr, req, cr)
 		if err != nil {
-			return call.Answer{}, err
+			return Answer{}, err
 		}
 		if a.Decision != vocab.Pending {
 			return a, nil

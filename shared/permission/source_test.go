@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/fluidbox/fluidbox/shared/call"
+	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/gate"
 	"github.com/fluidbox/fluidbox/shared/ids"
 	"github.com/fluidbox/fluidbox/shared/internal/calltest"
@@ -29,7 +29,7 @@ func pullRequestRun(t *testing.T, e *calltest.Env, policyID, repo, author string
 	}{LimitUSD: &limit}
 	id := ids.New("ses_")
 	_, err := run.NewService(e.Led, e.Clock.Now).CreateForTrigger(context.Background(), req, run.Triggered{
-		RunID: id, Type: "github", Invoker: string(call.Trigger("trg_1")), Tier: trust.Trusted,
+		RunID: id, Type: "github", Invoker: string(auth.Trigger("trg_1")), Tier: trust.Trusted,
 		GitHub: &store.GitHubTrigger{TriggerID: "trg_1", Event: "pull_request", Action: "synchronize", Repository: repo,
 			HeadRepository: repo, PullRequest: 7, HeadSHA: "0123456789abcdef0123456789abcdef01234567", Author: author},
 	})

@@ -110,7 +110,7 @@ func (s *Store) SettleInputRequestOp(r InputRequest, m InputSettlement, failed e
 	if m.Expiry {
 		cond = "#s = :from AND expires_at <= :at"
 	}
-	return s.UpdateOp(InputRequestKey(r.RunID, r.ToolCallID, r.ID), Update{
+	return s.updateOp(InputRequestKey(r.RunID, r.ToolCallID, r.ID), Update{
 		Set:    map[string]any{"status": m.To, "decided_by": m.By, "decided_at": m.At},
 		Remove: []string{attrGSI1PK, attrGSI1SK},
 		Cond:   cond, Names: map[string]string{"#s": "status"},

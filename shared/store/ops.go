@@ -13,11 +13,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
 
-// The generic write primitives below are how a domain package that owns a
-// kind of item (shared/call owns call, approval and grant items) writes it
-// without touching DynamoDB's types: it names the item by a Key from this
-// file, and the store builds the request. The key layout stays here, with
-// the reads that use the same keys.
+// The write primitives below name an item by a Key from this file, and
+// build the request; the key layout stays here, with the reads that use
+// the same keys. A condition on an item is always the store's own: the
+// moves of a call are written by moves.go under shared/call's table, and
+// the generic puts and deletes here carry only existence conditions.
 
 // Key is an item's primary key.
 type Key struct{ PK, SK string }
@@ -125,9 +125,9 @@ func (u Update) expression() (string, map[string]string, map[string]types.Attrib
 	return expr, names, vals, nil
 }
 
-// UpdateOp is the op that applies u to the item at k; when u.Cond does not
+// updateOp is the op that applies u to the item at k; when u.Cond does not
 // hold the Append fails with failed.
-func (s *Store) UpdateOp(k Key, u Update, failed error) (Op, error) {
+func (s *Store) updateOp(k Key, u Update, failed error) (Op, error) {
 	expr, names, vals, err := u.expression()
 	if err != nil {
 		return Op{}, err
@@ -157,11 +157,11 @@ func (s *Store) DeleteExisting(k Key, failed error) Op {
 	}}, failed: failed}
 }
 
-// UpdateItem applies u to the item at k on its own, outside any Append.
+// updateItem applies u to the item at k on its own, outside any Append.
 // When u.Cond does not hold it fails with ErrConditionFailed and, if old is
 // not nil, decodes the item as it was into old (left zero when there is
 // none). op names the write in errors.
-func (s *Store) UpdateItem(ctx context.Context, op string, k Key, u Update, old any) error {
+func (s *Store) updateItem(ctx context.Context, op string, k Key, u Update, old any) error {
 	expr, names, vals, err := u.expression()
 	if err != nil {
 		return err

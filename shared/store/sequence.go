@@ -204,7 +204,7 @@ func (s *Store) RaiseFence(ctx context.Context, runID string, gen int64) error {
 // the shard) is retried by the SDK and then here, within ctx.
 func (s *Store) raise(ctx context.Context, op string, k Key, attr string, gen int64) error {
 	for {
-		err := s.UpdateItem(ctx, op, k, Update{
+		err := s.updateItem(ctx, op, k, Update{
 			Set:    map[string]any{attr: gen},
 			Cond:   "attribute_not_exists(#a) OR #a < :g",
 			Names:  map[string]string{"#a": attr},

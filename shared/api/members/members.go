@@ -8,7 +8,6 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/auth"
-	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/sso"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
@@ -38,7 +37,7 @@ func (s *Server) AuthenticateUser(r *http.Request, tok string) (auth.Principal, 
 		s.log.InfoContext(ctx, "token refused", "err", err)
 		return auth.Principal{}, errUnauthenticated
 	}
-	if call.Reserved(who.Subject) {
+	if auth.Reserved(who.Subject) {
 		// A user carrying a name records give the operator, the system or
 		// a trigger could pass for them (as the invoker of the operator's
 		// run, say), so such a token is refused.

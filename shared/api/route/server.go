@@ -35,7 +35,6 @@ import (
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/auth"
-	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/config"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/ratelimit"
@@ -320,7 +319,7 @@ func authorize(who auth.Principal, acc Access, runID string) *Error {
 func (s *Server) authenticate(r *http.Request, acc Access) (auth.Principal, *Error) {
 	tok := auth.Bearer(r)
 	if auth.AdminMatches(tok, s.cfg.AdminToken) {
-		return auth.Principal{Kind: auth.KindAdmin, Subject: string(call.Operator)}, nil
+		return auth.Principal{Kind: auth.KindAdmin, Subject: string(auth.Operator)}, nil
 	}
 	if s.cfg.Users != nil && !acc.personless() && tok != "" && !strings.HasPrefix(tok, auth.SessionTokenPrefix) && !strings.HasPrefix(tok, auth.RunnerTokenPrefix) && !strings.HasPrefix(tok, auth.TriggerKeyPrefix) && !strings.HasPrefix(tok, auth.LaunchCredentialPrefix) {
 		return s.cfg.Users.AuthenticateUser(r, tok)

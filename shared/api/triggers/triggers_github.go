@@ -15,7 +15,7 @@ import (
 	"strings"
 
 	"github.com/fluidbox/fluidbox/shared/api/route"
-	"github.com/fluidbox/fluidbox/shared/call"
+	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -259,7 +259,7 @@ func (s *Server) githubDelivery(w http.ResponseWriter, r *http.Request) error {
 	v, err := s.runs.CreateForTrigger(r.Context(), RunRequest(cfg), run.Triggered{
 		RunID:   runID,
 		Type:    "github",
-		Invoker: string(call.Trigger(cfg.ID)),
+		Invoker: string(auth.Trigger(cfg.ID)),
 		Tier:    pr.Tier,
 		GitHub: &store.GitHubTrigger{
 			TriggerID:      cfg.ID,

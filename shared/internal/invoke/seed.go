@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/auth"
-	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/gate"
 	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/permission"
 	"github.com/fluidbox/fluidbox/shared/policy"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	fbrun "github.com/fluidbox/fluidbox/shared/run"
@@ -62,11 +62,11 @@ func seedApprovals(ctx context.Context, st *store.Store, now time.Time) error {
 		if err != nil {
 			return err
 		}
-		asked := call.Asked{RunID: FixtureRun, ToolCallID: a.call, ToolName: "Bash", Input: input, Digest: digest}
+		asked := permission.Asked{RunID: FixtureRun, ToolCallID: a.call, ToolName: "Bash", Input: input, Digest: digest}
 		d := gate.Decision{Outcome: policy.VerdictRequireApproval, RuleID: "fixture", Verdict: policy.VerdictRequireApproval,
 			ScopeKey: "Bash:" + a.cmd, Scope: policy.ScopeOnce, TTL: a.expires - a.requested}
 		_, err = led.Append(ctx, FixtureRun, func(h store.Head) (store.Batch, error) {
-			rec, err := call.Record(st, h, asked, d, call.Pin{ApprovalID: a.id}, now.Add(a.requested))
+			rec, err := permission.Record(st, h, asked, d, permission.Pin{ApprovalID: a.id}, now.Add(a.requested))
 			return rec.Batch, err
 		})
 		if err != nil {
