@@ -346,3 +346,41 @@ func TestMovesRace(t *testing.T) {
 		}
 	}
 }
+
+// TestBrokeredAndGrants: the writes that go with the moves. tool.brokered
+// is marked once and only on an executed call; a session grant is put and
+// revoked, a second revoke refused.
+func TestBrokeredAndGrants(t *testing.T) {
+	t.Parallel()
+	st := newMoveStore(t)
+	ctx := context.Background()
+	for _, s := range []call.State{call.Requested, call.Allowed, call.Executing} {
+		f := &moveFixture{st: st, run: "ses_b" + string(s), id: "c1"}
+		stand(t, f, s, false)
+		op, err := st.BrokeredOp(f.run, f.id)
+		must(t, err)
+		wantErr(t, "BrokeredOp at "+string(s), st.WriteOps(ctx, op), call.ErrBrokeredRecorded)
+	}
+	f := &moveFixture{st: st, run: "ses_bexecuted", id: "c1"}
+	stand(t, f, call.Executed, false)
+	op, err := st.BrokeredOp(f.run, f.id)
+	must(t, err)
+	must(t, st.WriteOps(ctx, op))
+	wantErr(t, "second BrokeredOp", st.WriteOps(ctx, op), call.ErrBrokeredRecorded)
+	if c, err := st.GetCall(ctx, f.run, f.id); err != nil || !c.Brokered {
+		t.Errorf("record = %+v, %v; want brokered", c, err)
+	}
+
+	g := store.Grant{RuleID: "r1", ScopeKey: "Bash:git push", ApprovalID: "apr_1", GrantedBy: "carol", GrantedAt: nowAt}
+	put, err := st.GrantOp("ses_g", g)
+	must(t, err)
+	must(t, st.WriteOps(ctx, put))
+	if held, err := st.Grants(ctx, "ses_g"); err != nil || len(held) != 1 || held[0] != g {
+		t.Fatalf("grants = %+v, %v", held, err)
+	}
+	must(t, st.WriteOps(ctx, st.RevokeGrantOp("ses_g", g)))
+	wantErr(t, "second revoke", st.WriteOps(ctx, st.RevokeGrantOp("ses_g", g)), call.ErrNoGrant)
+	if held, _ := st.Grants(ctx, "ses_g"); len(held) != 0 {
+		t.Errorf("grants after the revoke = %+v", held)
+	}
+}
