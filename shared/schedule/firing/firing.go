@@ -41,7 +41,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/api/triggers"
-	"github.com/fluidbox/fluidbox/shared/call"
+	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/egress"
 	"github.com/fluidbox/fluidbox/shared/githubapp"
 	"github.com/fluidbox/fluidbox/shared/run"
@@ -175,7 +175,7 @@ func (s *Schedules) fire(ctx context.Context, t store.Trigger, now time.Time) (s
 	v, err := s.runs.CreateForTrigger(ctx, triggers.RunRequest(t), run.Triggered{
 		RunID:   f.RunID,
 		Type:    Trigger,
-		Invoker: string(call.Trigger(t.ID)),
+		Invoker: string(auth.Trigger(t.ID)),
 		Tier:    trust.Trusted,
 		GitHub: &store.GitHubTrigger{
 			TriggerID:      t.ID,
