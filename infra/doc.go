@@ -7,13 +7,15 @@
 //   - every function is provided.al2023 on arm64 with handler bootstrap, is
 //     built from functions/<name>/main.go, and holds only the IAM actions its
 //     privilege split allows (no wildcards, kms:Decrypt only in the broker);
-//   - the route table (shared/api/route.Table) and the template's Api events
-//     agree both ways, each route on the function the table names; the
-//     function URL carries exactly the table's function-URL rows;
-//   - the route table, docs/openapi.yaml and docs/api.md agree both ways
-//     (a route documented but not served fails, and the reverse);
-//   - no function links a package its privilege forbids (go list -deps:
-//     the gate links no MCP, OIDC or KMS code).
+//   - docs/openapi.yaml's paths, the template's Api events and docs/api.md's
+//     route index are what the route rows (shared/api.Surface) generate now
+//     (`go generate ./shared/api`), and read back they agree with the rows
+//     both ways, each route on the function its row names; the function URL
+//     carries exactly the function-URL rows; docs/api.md's prose names
+//     every documented route;
+//   - no function links a package its privilege forbids (go list -deps, as
+//     built for Lambda: the gate links no MCP, OIDC or KMS code; control no
+//     model proxy, OAuth token exchange, MCP client or KMS).
 //
 // Placeholders is how those tests, and the role check the table tests run
 // under (shared/internal/ddbchaos/roles), read the template's intrinsics.

@@ -1,20 +1,49 @@
 package infra
 
 import (
+	"bytes"
+	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/fluidbox/fluidbox/shared/api"
 	"github.com/fluidbox/fluidbox/shared/api/route"
+	"github.com/fluidbox/fluidbox/shared/api/surface"
 )
 
-// The route table (shared/api/route.Table) is the one list of HTTP routes;
-// these tests hold template.yaml, docs/openapi.yaml and docs/api.md to it,
-// in both directions. The mux of each function is built from it (route.New,
+// The route rows (shared/api.Surface: each handler package's routes.go) are
+// the one list of HTTP routes; `go generate ./shared/api` writes
+// docs/openapi.yaml's paths, template.yaml's Api events and docs/api.md's
+// route index from them. These tests fail when the generated files are not
+// current, and hold what is read back from them to the rows, in both
+// directions. The mux of each function is built from the rows (route.New,
 // tested in functions/<name>).
+
+// TestGeneratedSurfaceCurrent: the generated parts of docs/openapi.yaml,
+// template.yaml and docs/api.md are what the rows generate now. A row
+// changed without `go generate ./shared/api` fails here.
+func TestGeneratedSurfaceCurrent(t *testing.T) {
+	t.Parallel()
+	read := func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(repoRoot, name)) }
+	out, err := surface.Generate(api.Surface(), read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(out)) {
+		cur, err := read(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(cur, out[name]) {
+			t.Errorf("%s is not what the route rows generate: run go generate ./shared/api", name)
+		}
+	}
+}
 
 var paramName = regexp.MustCompile(`\{[^}]*\}`)
 
@@ -55,7 +84,7 @@ func TestRoutesDeployed(t *testing.T) {
 		events[key] = r
 	}
 	served := map[string]route.Function{}
-	for _, r := range route.Table {
+	for _, r := range api.Surface() {
 		if r.Via != route.APIGateway {
 			continue
 		}
@@ -63,23 +92,16 @@ func TestRoutesDeployed(t *testing.T) {
 		served[key] = r.Function
 		switch fn, ok := deployed[key]; {
 		case !ok:
-			t.Errorf("route table: %s (%s) has no Api event in template.yaml; add it to %sFunction", r.Pattern, r.Function, title(r.Function))
+			t.Errorf("route row: %s (%s) has no Api event in template.yaml (go generate ./shared/api)", r.Pattern, r.Function.Resource())
 		case fn != r.Function:
-			t.Errorf("route table: %s is %s's, but template.yaml deploys it to %sFunction", r.Pattern, r.Function, title(fn))
+			t.Errorf("route row: %s is %s's, but template.yaml deploys it to %s", r.Pattern, r.Function, fn.Resource())
 		}
 	}
 	for key, e := range events {
 		if _, ok := served[key]; !ok {
-			t.Errorf("template.yaml: %s.Events.%s (%s %s) is not a row of the route table (shared/api/route/table.go)", e.function, e.event, strings.ToUpper(e.method), e.path)
+			t.Errorf("template.yaml: %s.Events.%s (%s %s) is not a route row (shared/api/*/routes.go)", e.function, e.event, strings.ToUpper(e.method), e.path)
 		}
 	}
-}
-
-func title(fn route.Function) string {
-	if fn == route.GitHub {
-		return "GitHub"
-	}
-	return strings.ToUpper(string(fn[:1])) + string(fn[1:])
 }
 
 // TestFunctionURLs: the functions with a function URL are exactly those
@@ -88,9 +110,9 @@ func TestFunctionURLs(t *testing.T) {
 	t.Parallel()
 	l := mustLoad(t)
 	var want, got []string
-	for _, r := range route.Table {
-		if r.Via == route.FunctionURL && !slices.Contains(want, title(r.Function)+"Function") {
-			want = append(want, title(r.Function)+"Function")
+	for _, r := range api.Surface() {
+		if r.Via == route.FunctionURL && !slices.Contains(want, r.Function.Resource()) {
+			want = append(want, r.Function.Resource())
 		}
 	}
 	fns := resources(l.doc, "AWS::Serverless::Function")
@@ -104,7 +126,7 @@ func TestFunctionURLs(t *testing.T) {
 	}
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
-		t.Errorf("functions with a function URL = %v, want those the route table routes there: %v", got, want)
+		t.Errorf("functions with a function URL = %v, want those the route rows route there: %v", got, want)
 	}
 }
 
@@ -126,34 +148,29 @@ func TestRoutesDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The generated route index names every route: the prose must too.
+	contract = regexp.MustCompile(`(?s)<!-- BEGIN generated route index.*<!-- END generated route index -->`).ReplaceAll(contract, nil)
 	inContract := map[string]bool{}
 	for _, m := range regexp.MustCompile("(GET|PUT|POST|DELETE|PATCH) (/[^\\s`)?,]*)").FindAllStringSubmatch(string(contract), -1) {
 		inContract[strings.ToLower(m[1])+" "+normalPath(m[2])] = true
 	}
 	rows := map[string]bool{}
-	for _, r := range route.Table {
+	for _, r := range api.Surface() {
 		key := rowKey(r)
 		rows[key] = true
 		if r.Undocumented != "" {
-			if documented[key] {
-				t.Errorf("route table: %s says it is undocumented (%s) but docs/openapi.yaml has it", r.Pattern, r.Undocumented)
-			}
-			continue
-		}
-		if key == "" {
-			t.Errorf("route table: %s has no method; give it one or say why it is Undocumented", r.Pattern)
-			continue
+			continue // surface.Generate refuses an undocumented row with documentation
 		}
 		if !documented[key] {
-			t.Errorf("route table: %s is served but not an operation of docs/openapi.yaml", r.Pattern)
+			t.Errorf("route row: %s is served but not an operation of docs/openapi.yaml", r.Pattern)
 		}
 		if !inContract[key] {
-			t.Errorf("route table: %s is served but docs/api.md does not describe it", r.Pattern)
+			t.Errorf("route row: %s is served but docs/api.md does not describe it", r.Pattern)
 		}
 	}
 	for key := range documented {
 		if !rows[key] {
-			t.Errorf("docs/openapi.yaml: %s is documented but no row of the route table serves it", key)
+			t.Errorf("docs/openapi.yaml: %s is documented but no route row serves it", key)
 		}
 	}
 }

@@ -1,6 +1,6 @@
 // Command approvals is the Lambda function for humans deciding approvals:
 // list, get, decide, a run's approvals and session grants, and Slack's
-// signed clicks on approval messages (route.Table, Function Approvals). It
+// signed clicks on approval messages (the route rows of Function Approvals). It
 // holds DynamoDB permissions only.
 package main
 

@@ -3,6 +3,7 @@ package main
 import (
 	"testing"
 
+	"github.com/fluidbox/fluidbox/shared/api"
 	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/function"
 	"github.com/fluidbox/fluidbox/shared/slackbot"
@@ -17,7 +18,7 @@ func TestServesItsRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.ServesExactly(route.Target{Function: route.Approvals, Via: route.APIGateway}); err != nil {
+	if err := h.ServesExactly(api.Surface(), route.Target{Function: route.Approvals, Via: route.APIGateway}); err != nil {
 		t.Error(err)
 	}
 }

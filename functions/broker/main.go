@@ -1,5 +1,5 @@
 // Command broker is the Lambda function that holds the operator's secrets
-// (route.Table, Function Broker): it serves the model proxy
+// (the route rows of Function Broker): it serves the model proxy
 // (POST /v1/sessions/{id}/model/v1/messages) through a Lambda function URL
 // with response streaming, so server-sent events reach the sandbox as the
 // model writes them, and through API Gateway the two routes that open a

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambdaurl"
 
+	"github.com/fluidbox/fluidbox/shared/api"
 	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/devstack"
 	"github.com/fluidbox/fluidbox/shared/function"
@@ -79,14 +80,14 @@ func TestEvents(t *testing.T) {
 // rows of the route table, on its function URL exactly its URL rows.
 func TestServesItsRows(t *testing.T) {
 	t.Parallel()
-	api, url, err := handlers(function.Offline(), nil, nil, nil)
+	apiGW, url, err := handlers(function.Offline(), nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := api.ServesExactly(route.Target{Function: route.Broker, Via: route.APIGateway}); err != nil {
+	if err := apiGW.ServesExactly(api.Surface(), route.Target{Function: route.Broker, Via: route.APIGateway}); err != nil {
 		t.Error(err)
 	}
-	if err := url.ServesExactly(route.Target{Function: route.Broker, Via: route.FunctionURL}); err != nil {
+	if err := url.ServesExactly(api.Surface(), route.Target{Function: route.Broker, Via: route.FunctionURL}); err != nil {
 		t.Error(err)
 	}
 }

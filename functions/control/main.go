@@ -1,7 +1,7 @@
 // Command control is the Lambda function for the operator's API: runs,
 // policies, capability bundles, connections (sealing only), the model
 // upstream, trigger configurations, members and the approvals page
-// (route.Table, Function Control). It holds DynamoDB permissions and
+// (the route rows of Function Control). It holds DynamoDB permissions and
 // kms:Encrypt, never Decrypt.
 package main
 

@@ -1,5 +1,5 @@
 // Command gate is the Lambda function that answers the runner: permission
-// requests and budget admissions (route.Table, Function Gate). It holds
+// requests and budget admissions (the route rows of Function Gate). It holds
 // DynamoDB permissions only, no KMS; it links no MCP, OIDC, KMS or Step
 // Functions code (main_test.go checks).
 package main

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/fluidbox/fluidbox/shared/api"
 	"github.com/fluidbox/fluidbox/shared/api/route"
 	"github.com/fluidbox/fluidbox/shared/function"
 )
@@ -18,7 +19,7 @@ func TestServesItsRows(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.ServesExactly(route.Target{Function: route.Gate, Via: route.APIGateway}); err != nil {
+	if err := h.ServesExactly(api.Surface(), route.Target{Function: route.Gate, Via: route.APIGateway}); err != nil {
 		t.Error(err)
 	}
 }

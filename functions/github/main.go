@@ -1,5 +1,5 @@
 // Command github is the Lambda function behind POST /v1/triggers/github,
-// the one route the internet reaches without a bearer token (route.Table,
+// the one route the internet reaches without a bearer token (a route row of
 // Function GitHub). It is apart from the control function so that it holds
 // only what a delivery needs: the webhook secret and the DynamoDB actions
 // that claim a delivery and create a run. It has no admin token and no KMS

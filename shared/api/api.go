@@ -1,21 +1,27 @@
-// Package api is fluidbox's whole HTTP API as one handler: every row of
-// the route table (route.Table) on one listener, each served by the same
-// handler package the Lambda function of its row mounts. It is what
+// Package api is fluidbox's whole HTTP API as one handler: every route row
+// of every handler package (Surface) on one listener, each served by the
+// same handler package the Lambda function of its row mounts. It is what
 // `fluidbox dev` serves and what the HTTP tests drive; no Lambda function
 // imports it, because each links only its own routes' packages
 // (functions/<name>/main.go).
 //
 // The packages below it:
 //
-//	route        the route table, access kinds, authentication, errors, the mux
+//	route        a route row, access kinds, authentication, errors, the mux
+//	surface      what is generated from the rows (go generate, below)
 //	control      policies, capability bundles, runs and events, the page (control)
 //	runner       permission, admissions, usage (gate)
 //	approvals    approvals and session grants (approvals)
-//	connections  connections (control) and refresh, tools/call (broker)
-//	model        the model upstream (control) and the model proxy (broker)
+//	connections  connections, their tools and OAuth (broker)
+//	model        the model upstream and the model proxy (broker)
 //	triggers     trigger configurations (control) and the GitHub webhook (github)
 //	members      members (control) and the SSO user authenticator
-//	workspaces   the GitHub App (control) and a run's workspace (broker)
+//	workspaces   the GitHub App, a run's workspace and its report (broker)
+//
+// Each handler package lists its rows in routes.go, the rest of their
+// OpenAPI operations in operations.yaml beside it.
+//
+//go:generate go run ./surface/generate -root ../..
 package api
 
 import (
@@ -108,12 +114,19 @@ type Config struct {
 
 // Build builds the handler of every route.
 func Build(cfg Config) (*route.Server, error) {
+	base, groups := build(cfg)
+	return route.New(base, route.Everything, groups...)
+}
+
+// build is every handler package, built from cfg: in SSO mode the members
+// package authenticates people for all of them.
+func build(cfg Config) (route.Config, []route.Group) {
 	base := route.Config{AdminToken: cfg.AdminToken, Ledger: cfg.Ledger, Logger: cfg.Logger, Now: cfg.Now, RunRequestsPerMinute: cfg.RunRequestsPerMinute, RunMaxOpenRequests: cfg.RunMaxOpenRequests, Telemetry: cfg.Telemetry}.WithDefaults()
 	people := members.New(members.Config{Config: base, OIDC: cfg.OIDC})
 	if cfg.OIDC != nil {
 		base.Users = people
 	}
-	return route.New(base, route.Everything,
+	return base, []route.Group{
 		control.New(control.Config{Config: base, SSEMaxDuration: cfg.SSEMaxDuration, Page: control.PageConfig(cfg.OIDC)}),
 		runner.New(runner.Config{Config: base, Scheduler: cfg.Scheduler, Observer: cfg.Observer, Prices: cfg.Prices, MaxPendingApprovals: cfg.MaxPendingApprovals}),
 		approvals.New(approvals.Config{Config: base, Observer: cfg.Observer, Slack: cfg.Slack, SlackAPI: cfg.SlackAPI}),
@@ -122,7 +135,22 @@ func Build(cfg Config) (*route.Server, error) {
 		triggers.New(triggers.Config{Config: base, GitHubWebhookSecret: cfg.GitHubWebhookSecret, RunCreated: cfg.RunCreated}),
 		workspaces.New(workspaces.Config{Config: base, Sealer: cfg.Sealer, Egress: cfg.Egress}),
 		people,
-	)
+	}
+}
+
+// Surface is every row of every handler package, in the order the
+// reference lists them: what `go generate` writes docs/openapi.yaml's
+// paths, template.yaml's Api events and docs/api.md's route index from,
+// and what each function's test holds its handler to. Its handlers are
+// built over a store that is never dialled; serve Build's.
+func Surface() []route.Route {
+	st := store.New(nil, "surface")
+	_, groups := build(Config{Ledger: ledger.New(st, time.Now)})
+	var rows []route.Route
+	for _, g := range groups {
+		rows = append(rows, g.Routes()...)
+	}
+	return rows
 }
 
 // New is Build for callers that cannot fail: if the handler packages and

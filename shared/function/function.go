@@ -3,7 +3,7 @@
 // start (Load), and an HTTP handler behind API Gateway's REST proxy
 // integration (ServeAPI). It imports no handler package and no KMS, MCP or
 // OIDC code: each functions/<name>/main.go builds the handler of its own
-// routes (route.Table), so each links only what those routes need.
+// routes (its route rows), so each links only what those routes need.
 package function
 
 import (

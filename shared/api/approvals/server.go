@@ -75,22 +75,6 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// Endpoints gives the handler of each approvals row.
-func (s *Server) Endpoints() route.Endpoints {
-	return route.Endpoints{
-		"GET /v1/approvals":                                route.Authenticated(s.listPendingApprovals),
-		"GET /v1/approvals/{approval}":                     route.Authenticated(s.getApproval),
-		"POST /v1/approvals/{approval}/decision":           route.Authenticated(s.decideApproval),
-		"GET /v1/sessions/{id}/approvals":                  route.Authenticated(s.listRunApprovals),
-		"GET /v1/sessions/{id}/grants":                     route.Authenticated(s.listGrants),
-		"DELETE /v1/sessions/{id}/grants/{scope_key...}":   route.Authenticated(s.revokeGrant),
-		"POST /v1/integrations/slack/interactions":         route.Raw(s.slack),
-		"GET /v1/input-requests":                           route.Authenticated(s.listInputRequests),
-		"GET /v1/input-requests/{input_request}":           route.Authenticated(s.getInputRequest),
-		"POST /v1/input-requests/{input_request}/decision": route.Authenticated(s.decideInputRequest),
-	}
-}
-
 var errSlackOff = &route.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "Slack is not configured on this control plane (FLUIDBOX_SLACK_SIGNING_SECRET and friends)"}
 
 // The core's helpers, under the names the handlers use.

@@ -1,5 +1,5 @@
 // Package connections serves the routes of upstream MCP servers
-// (route.Table): creating, reading, replacing and revoking a connection
+// (routes.go): creating, reading, replacing and revoking a connection
 // (Function Control, which may only seal: kms:Encrypt), and the routes
 // that open its credential or talk to its OAuth provider: refreshing its
 // tools, a brokered tools/call, starting an OAuth authorization and its
@@ -85,25 +85,6 @@ func New(cfg Config) *Server {
 		conns:  conns,
 		broker: connection.NewBroker(conns, perm, cfg.Logger),
 		log:    cfg.Logger,
-	}
-}
-
-// Endpoints gives the handler of each connection row, Control's and
-// Broker's alike.
-func (s *Server) Endpoints() route.Endpoints {
-	return route.Endpoints{
-		"POST /v1/connections":                    route.Authenticated(s.createConnection),
-		"GET /v1/connections":                     route.Authenticated(s.listConnections),
-		"GET /v1/connections/{id}":                route.Authenticated(s.getConnection),
-		"PUT /v1/connections/{id}/credential":     route.Authenticated(s.replaceCredential),
-		"DELETE /v1/connections/{id}":             route.Authenticated(s.revokeConnection),
-		"POST /v1/connections/{id}/tools/refresh": route.Authenticated(s.refreshConnection),
-		"POST /v1/sessions/{id}/tools/call":       route.Authenticated(s.toolsCall),
-		"POST /v1/connections/{id}/authorize":     route.Authenticated(s.authorizeConnection),
-		"GET " + CallbackPath:                     route.Raw(http.HandlerFunc(s.oauthCallback)),
-		"GET " + CallbackPath + "/{issuer}":       route.Raw(http.HandlerFunc(s.oauthCallback)),
-		"GET " + StartPath:                        route.Raw(http.HandlerFunc(s.oauthStart)),
-		"GET " + ClientMetadataPath:               route.Raw(http.HandlerFunc(s.clientMetadata)),
 	}
 }
 

@@ -1,4 +1,4 @@
-// Package control serves the control function's own routes (route.Table,
+// Package control serves the control function's own routes (routes.go,
 // Function Control): policies, capability bundles, runs and their event
 // streams, and the approvals page. The control function also mounts the
 // control rows of connections, model, triggers and members.
@@ -65,36 +65,6 @@ func New(cfg Config) *Server {
 		runs: run.NewService(cfg.Ledger, cfg.Now),
 		log:  cfg.Logger,
 		site: web.New(cfg.Page),
-	}
-}
-
-// Endpoints gives the handler of each control row. The approvals page
-// needs no token to load: it signs the user in (or asks for the admin
-// token) and calls the API like any other client.
-func (s *Server) Endpoints() route.Endpoints {
-	return route.Endpoints{
-		"GET /{$}":                                     route.Raw(s.site.Page()),
-		"GET /app.js":                                  route.Raw(s.site.Script()),
-		"GET /render.js":                               route.Raw(s.site.Render()),
-		"GET /app.css":                                 route.Raw(s.site.Style()),
-		"GET /config.json":                             route.Raw(s.site.ConfigJSON()),
-		"POST /v1/policies":                            route.Authenticated(s.createPolicy),
-		"GET /v1/policies/{id}":                        route.Authenticated(s.getPolicy),
-		"PUT /v1/policies/{id}":                        route.Authenticated(s.updatePolicy),
-		"GET /v1/policies/{id}/versions/{n}":           route.Authenticated(s.getPolicyVersion),
-		"POST /v1/policies/{id}/evaluate":              route.Authenticated(s.evaluatePolicy),
-		"POST /v1/policies/{id}/versions/{n}/evaluate": route.Authenticated(s.evaluatePolicyVersion),
-		"POST /v1/capabilities":                        route.Authenticated(s.createCapability),
-		"GET /v1/capabilities":                         route.Authenticated(s.listCapabilities),
-		"GET /v1/capabilities/{id}":                    route.Authenticated(s.getCapability),
-		"POST /v1/sessions":                            route.Authenticated(s.createSession),
-		"GET /v1/sessions/{id}":                        route.Authenticated(s.getSession),
-		"POST /v1/sessions/{id}/end":                   route.Authenticated(s.endSession),
-		"GET /v1/sessions/{id}/events":                 route.Authenticated(s.events),
-		"GET /v1/sessions":                             route.Authenticated(s.listSessions),
-		"GET /v1/policies":                             route.Authenticated(s.listPolicies),
-		"POST /v1/sessions/{id}/token":                 route.Authenticated(s.issueToken),
-		"GET /v1/policies/{id}/shadow":                 route.Authenticated(s.policyShadow),
 	}
 }
 

@@ -1,4 +1,4 @@
-// Package members serves the members routes (route.Table, Function
+// Package members serves the members routes (routes.go, Function
 // Control) and is the SSO user authenticator (route.UserAuthenticator) of
 // every function that serves people: a person's JWT is verified by the
 // identity provider's keys (package sso), and then by fluidbox's own
@@ -39,15 +39,6 @@ var _ route.UserAuthenticator = (*Server)(nil)
 func New(cfg Config) *Server {
 	cfg.Config = cfg.Config.WithDefaults()
 	return &Server{cfg: cfg, st: cfg.Ledger.Store(), log: cfg.Logger}
-}
-
-// Endpoints gives the handler of each members row.
-func (s *Server) Endpoints() route.Endpoints {
-	return route.Endpoints{
-		"GET /v1/members":                   route.Authenticated(s.listMembers),
-		"POST /v1/members/{sub}/deactivate": route.Authenticated(s.deactivateMember),
-		"POST /v1/members/{sub}/activate":   route.Authenticated(s.activateMember),
-	}
 }
 
 // The core's helpers, under the names the handlers use.

@@ -1,4 +1,4 @@
-// Package model serves the model routes (route.Table): the operator's
+// Package model serves the model routes (routes.go): the operator's
 // model upstream setting (Function Control, which seals its key) and the
 // model proxy (Function Broker, on its streaming function URL, the only
 // place the key is opened).
@@ -94,22 +94,6 @@ func New(cfg Config) *Server {
 	}
 }
 
-// Endpoints gives the handler of each model row. Claude Code probes its
-// base URL (HEAD /) before its first request; a GET pattern also answers
-// HEAD.
-func (s *Server) Endpoints() route.Endpoints {
-	return route.Endpoints{
-		"POST /v1/sessions/{id}/model/v1/messages": route.Raw(http.HandlerFunc(s.modelMessages)),
-		"GET /v1/sessions/{id}/model":              route.Raw(http.HandlerFunc(s.modelBase)),
-		"GET /v1/sessions/{id}/model/{$}":          route.Raw(http.HandlerFunc(s.modelBase)),
-		"/v1/sessions/{id}/model/": route.Raw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			modelproxy.WriteError(w, http.StatusNotFound, "not_found_error", "fluidbox's model proxy serves POST /v1/messages only")
-		})),
-		"PUT /v1/model-upstream": route.Authenticated(s.putModelUpstream),
-		"GET /v1/model-upstream": route.Authenticated(s.getModelUpstream),
-	}
-}
-
 // The core's helpers, under the names the handlers use.
 var (
 	writeJSON      = route.WriteJSON
@@ -119,3 +103,9 @@ var (
 	conflict       = route.Conflict
 	errUnavailable = route.ErrUnavailable
 )
+
+// notAnthropicPath answers every other Anthropic path 404 in Anthropic's
+// error shape.
+func notAnthropicPath(w http.ResponseWriter, _ *http.Request) {
+	modelproxy.WriteError(w, http.StatusNotFound, "not_found_error", "fluidbox's model proxy serves POST /v1/messages only")
+}

@@ -1,18 +1,21 @@
 // Package route is the core every HTTP handler of fluidbox shares: the
-// route table (Table: pattern, who may call it, which function serves it),
-// who may call a route (Access) and the authentication behind it (the admin
-// token, per-run session tokens, and in SSO mode a UserAuthenticator), the
-// API's error envelope and JSON reading, and New, which builds the mux of
-// one function from the table.
+// shape of a route (Route: pattern, who may call it, which function serves
+// it, its handler and its documentation), who may call a route (Access)
+// and the authentication behind it (the admin token, per-run session
+// tokens, and in SSO mode a UserAuthenticator), the API's error envelope
+// and JSON reading, and New, which builds the mux of one function from
+// the rows its handler packages give.
 //
 // Handlers live in packages named for their resource (shared/api/control,
-// runner, approvals, connections, model, triggers, members); each hands
-// its handlers to New by pattern (Endpoints). New serves exactly the rows
-// of Table its Target selects: a row without a handler, a handler without
-// a row, or a handler of the wrong kind for its row's access is an error at
-// start-up, so a function can neither miss nor grow a route unseen. A
-// package serving rows of several functions (connections: Control and
-// Broker) is mounted by each, and each serves only its own rows.
+// runner, approvals, connections, model, triggers, members, workspaces);
+// each lists its rows (Routes), handler and documentation in the same
+// value. New serves exactly the rows its Target selects: a row without a
+// handler, a handler of the wrong kind for its row's access, or a row given
+// twice is an error at start-up. A package serving rows of several
+// functions is mounted by each, and each serves only its own rows; each
+// function's test holds what its main serves to the surface's rows that
+// name it (shared/api.Surface), so a function can neither miss nor grow a
+// route unseen.
 //
 // Guarantees: every route that takes a bearer authenticates and authorises
 // it before its handler runs; a failure to check a credential is 503 and
@@ -107,12 +110,9 @@ func Authenticated(h HandlerFunc) Endpoint { return Endpoint{fn: h} }
 // Raw serves a row that answers for itself.
 func Raw(h http.Handler) Endpoint { return Endpoint{raw: h} }
 
-// Endpoints maps patterns of Table to what serves them.
-type Endpoints map[string]Endpoint
-
-// Group is a handler package's contribution.
+// Group is a handler package's contribution: its rows.
 type Group interface {
-	Endpoints() Endpoints
+	Routes() []Route
 }
 
 // Server is one function's HTTP handler (or everything, for fluidbox dev).
@@ -126,52 +126,28 @@ type Server struct {
 	routes []Route
 }
 
-// New builds the handler serving the rows of Table that t selects, each
-// with the endpoint a group gives for its pattern. GET /healthz is served
-// here. It fails when the groups and the rows disagree in any way.
+// New builds the handler serving the rows of groups that t selects. It
+// fails when a selected row has no handler or one of the wrong kind for
+// its access, when a row is given twice, or when one pattern is given two
+// accesses.
 func New(cfg Config, t Target, groups ...Group) (*Server, error) {
 	cfg = cfg.WithDefaults()
 	s := &Server{cfg: cfg, keys: newLedgerKeys(cfg.Ledger, cfg.Logger), log: cfg.Logger, mux: http.NewServeMux(),
 		limit: ratelimit.New(cfg.Ledger.Store(), cfg.RunRequestsPerMinute, cfg.Now),
 		open:  ratelimit.NewOpen(cfg.Ledger.Store(), cfg.RunMaxOpenRequests, cfg.Now)}
-	given := Endpoints{}
+	var rows []Route
 	for _, g := range groups {
-		for p, e := range g.Endpoints() {
-			if _, dup := given[p]; dup {
-				return nil, fmt.Errorf("route: %s is given by two groups", p)
-			}
-			given[p] = e
-		}
+		rows = append(rows, g.Routes()...)
 	}
-	given[healthz] = Raw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	}))
-	known := map[string]Access{}
-	for _, r := range Table {
-		if a, ok := known[r.Pattern]; ok && a != r.Access {
-			return nil, fmt.Errorf("route: %s has two accesses, %s and %s", r.Pattern, a, r.Access)
-		}
-		known[r.Pattern] = r.Access
-	}
-	for p := range given {
-		if _, ok := known[p]; !ok {
-			return nil, fmt.Errorf("route: a handler is given for %s, which is not in the route table", p)
-		}
+	if err := Check(rows); err != nil {
+		return nil, err
 	}
 	registered := map[string]bool{}
-	for _, r := range Of(t) {
+	for _, r := range Of(rows, t) {
 		if registered[r.Pattern] {
 			continue // GET /healthz, on two functions, served once by dev
 		}
-		e, ok := given[r.Pattern]
-		switch {
-		case !ok:
-			return nil, fmt.Errorf("route: %s (%s via %s) has no handler", r.Pattern, r.Function, r.Via)
-		case r.Access.bearer() && e.fn == nil:
-			return nil, fmt.Errorf("route: %s takes a bearer (%s) but its handler is raw", r.Pattern, r.Access)
-		case !r.Access.bearer() && e.raw == nil:
-			return nil, fmt.Errorf("route: %s is %s but its handler expects a bearer", r.Pattern, r.Access)
-		}
+		e := r.Handler
 		if e.raw != nil {
 			s.mux.Handle(r.Pattern, e.raw)
 		} else {
@@ -183,7 +159,66 @@ func New(cfg Config, t Target, groups ...Group) (*Server, error) {
 	return s, nil
 }
 
-const healthz = "GET /healthz"
+// Check reports, as an error, the first way rows cannot be served: a row
+// without a handler or with one of the wrong kind for its access, a row
+// given twice for one function and way in, or one pattern given two
+// accesses.
+func Check(rows []Route) error {
+	access := map[string]Access{}
+	seen := map[Target]map[string]bool{}
+	for _, r := range rows {
+		e := r.Handler
+		switch {
+		case e.fn == nil && e.raw == nil:
+			return fmt.Errorf("route: %s (%s via %s) has no handler", r.Pattern, r.Function, r.Via)
+		case r.Access.bearer() && e.fn == nil:
+			return fmt.Errorf("route: %s takes a bearer (%s) but its handler is raw", r.Pattern, r.Access)
+		case !r.Access.bearer() && e.raw == nil:
+			return fmt.Errorf("route: %s is %s but its handler expects a bearer", r.Pattern, r.Access)
+		}
+		if a, ok := access[r.Pattern]; ok && a != r.Access {
+			return fmt.Errorf("route: %s has two accesses, %s and %s", r.Pattern, a, r.Access)
+		}
+		access[r.Pattern] = r.Access
+		k := Target{Function: r.Function, Via: r.Via}
+		if seen[k] == nil {
+			seen[k] = map[string]bool{}
+		}
+		if seen[k][r.Pattern] {
+			return fmt.Errorf("route: %s is given twice on %s via %s", r.Pattern, r.Function, r.Via)
+		}
+		seen[k][r.Pattern] = true
+	}
+	return nil
+}
+
+// Liveness is the row of GET /healthz on fn via v: 200 {"status":"ok"}
+// once the function can serve. One function's row documents it; another's
+// says why it is not documented again (undocumented).
+func Liveness(fn Function, v Via, undocumented string) Route {
+	r := Route{Pattern: "GET /healthz", Access: Public, Function: fn, Via: v, Undocumented: undocumented,
+		Handler: Raw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		}))}
+	if undocumented == "" {
+		r.Doc = liveness
+	}
+	return r
+}
+
+var liveness = Doc{ID: "healthz", Tag: "health", Summary: "Liveness; 200 once the server can serve.", Errors: []int{503}, OpenAPI: `
+responses:
+  '200':
+    description: Ready.
+    content:
+      application/json:
+        schema:
+          type: object
+          required: [status]
+          properties:
+            status:
+              const: ok
+`}
 
 // Routes returns the rows s serves.
 func (s *Server) Routes() []Route { return append([]Route(nil), s.routes...) }
@@ -560,11 +595,21 @@ func (discard) Write(b []byte) (int, error) { return len(b), nil }
 func (discard) WriteHeader(int)             {}
 
 // ServesExactly reports, as an error, how the rows s serves differ from
-// target's rows of the table (each function's test asks it of the handler
-// its main builds).
-func (s *Server) ServesExactly(target Target) error {
-	if want := Of(target); len(want) == 0 || !slices.Equal(s.routes, want) {
-		return fmt.Errorf("%s via %s serves %v, want %v", target.Function, target.Via, s.routes, want)
+// target's rows of surface (each function's test asks it of the handler
+// its main builds, with shared/api.Surface).
+func (s *Server) ServesExactly(surface []Route, target Target) error {
+	got, want := keys(s.routes), keys(Of(surface, target))
+	if len(want) == 0 || !slices.Equal(got, want) {
+		return fmt.Errorf("%s via %s serves %v, want %v", target.Function, target.Via, got, want)
 	}
 	return nil
+}
+
+// keys names each row by its pattern, access, function and way in.
+func keys(rows []Route) []string {
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = fmt.Sprintf("%s (%s, %s via %s)", r.Pattern, r.Access, r.Function, r.Via)
+	}
+	return out
 }

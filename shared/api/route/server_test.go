@@ -13,29 +13,37 @@ import (
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
-// group gives an endpoint for every pattern it is built with.
-type group map[string]route.Endpoint
+// group is a handler package of the given rows.
+type group []route.Route
 
-func (g group) Endpoints() route.Endpoints { return route.Endpoints(g) }
+func (g group) Routes() []route.Route { return g }
 
 func ok(w http.ResponseWriter, _ *http.Request, _ auth.Principal) error {
 	route.WriteJSON(w, http.StatusOK, map[string]string{"ok": "yes"})
 	return nil
 }
 
-// rowsOf gives a correct endpoint for every row of the table.
-func rowsOf(rows []route.Route) group {
-	g := group{}
-	for _, r := range rows {
-		switch r.Access {
-		case route.Public, route.Signed, route.RunKey:
-			g[r.Pattern] = route.Raw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) }))
-		default:
-			g[r.Pattern] = route.Authenticated(ok)
-		}
+var teapot = route.Raw(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) }))
+
+// row is a row of the given access on fn with a handler of the right kind.
+func row(pattern string, acc route.Access, fn route.Function) route.Route {
+	r := route.Route{Pattern: pattern, Access: acc, Function: fn, Via: route.APIGateway, Handler: route.Authenticated(ok)}
+	switch acc {
+	case route.Public, route.Signed, route.RunKey:
+		r.Handler = teapot
 	}
-	delete(g, "GET /healthz") // the core serves it
-	return g
+	return r
+}
+
+// rows is a small surface over three functions.
+func rows() group {
+	return group{
+		route.Liveness(route.Control, route.APIGateway, ""),
+		row("GET /v1/policies/{id}", route.Admin, route.Control),
+		row("POST /v1/sessions/{id}/permission", route.Runner, route.Gate),
+		row("POST /v1/sessions/{id}/admissions", route.Admitters, route.Gate),
+		row("POST /v1/sessions/{id}/tools/call", route.Runner, route.Broker),
+	}
 }
 
 func config() route.Config {
@@ -44,30 +52,35 @@ func config() route.Config {
 
 var gate = route.Target{Function: route.Gate, Via: route.APIGateway}
 
-// TestNewRefusesDisagreement: a row without a handler, a handler without
-// a row, a handler of the wrong kind, or two groups giving one pattern
-// fail New.
+// TestNewRefusesDisagreement: a row without a handler, a handler of the
+// wrong kind for its access, a row given twice or a pattern given two
+// accesses fail New.
 func TestNewRefusesDisagreement(t *testing.T) {
 	t.Parallel()
-	all := rowsOf(route.Table)
+	bare := row("GET /v1/members", route.Admin, route.Control)
+	bare.Handler = route.Endpoint{}
+	raw := row("POST /v1/sessions/{id}/usage", route.Reporters, route.Gate)
+	raw.Handler = teapot
+	bearer := row("POST /v1/integrations/slack/interactions", route.Signed, route.Approvals)
+	bearer.Handler = route.Authenticated(ok)
 	cases := []struct {
-		name   string
-		groups []route.Group
-		want   string
+		name  string
+		extra route.Route
+		want  string
 	}{
-		{"missing", []route.Group{group{}}, "has no handler"},
-		{"unknown", []route.Group{all, group{"GET /v1/nowhere": route.Authenticated(ok)}}, "not in the route table"},
-		{"raw for a bearer row", []route.Group{group{"POST /v1/sessions/{id}/permission": route.Raw(http.NotFoundHandler()),
-			"POST /v1/sessions/{id}/admissions": route.Authenticated(ok), "POST /v1/sessions/{id}/admissions/{request_id}/usage": route.Authenticated(ok)}}, "its handler is raw"},
-		{"twice", []route.Group{all, group{"GET /v1/members": route.Authenticated(ok)}}, "given by two groups"},
+		{"missing", bare, "has no handler"},
+		{"raw for a bearer row", raw, "its handler is raw"},
+		{"bearer for a signed row", bearer, "expects a bearer"},
+		{"twice", row("GET /v1/policies/{id}", route.Admin, route.Control), "given twice"},
+		{"two accesses", row("GET /v1/policies/{id}", route.People, route.Broker), "two accesses"},
 	}
 	for _, c := range cases {
-		_, err := route.New(config(), gate, c.groups...)
+		_, err := route.New(config(), gate, append(rows(), c.extra))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: New = %v, want an error containing %q", c.name, err, c.want)
 		}
 	}
-	if _, err := route.New(config(), route.Everything, all); err != nil {
+	if _, err := route.New(config(), route.Everything, rows()); err != nil {
 		t.Errorf("New(every row) = %v", err)
 	}
 }
@@ -76,11 +89,14 @@ func TestNewRefusesDisagreement(t *testing.T) {
 // every other function's, however well authenticated.
 func TestServesOnlyItsRows(t *testing.T) {
 	t.Parallel()
-	s, err := route.New(config(), gate, rowsOf(route.Table))
+	s, err := route.New(config(), gate, rows())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := len(s.Routes()), len(route.Of(gate)); got != want || want == 0 {
+	if err := s.ServesExactly(rows(), gate); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(s.Routes()), len(route.Of(rows(), gate)); got != want || want == 0 {
 		t.Fatalf("serves %d rows, want the gate's %d", got, want)
 	}
 	srv := httptest.NewServer(s)
@@ -104,31 +120,5 @@ func TestServesOnlyItsRows(t *testing.T) {
 		if resp.StatusCode != c.want {
 			t.Errorf("%s %s = %d, want %d", c.method, c.path, resp.StatusCode, c.want)
 		}
-	}
-}
-
-// TestTableRows: each row names a known function and access, patterns
-// are unique per function and way in, and only the broker has a function
-// URL.
-func TestTableRows(t *testing.T) {
-	t.Parallel()
-	seen := map[route.Target]map[string]bool{}
-	for _, r := range route.Table {
-		switch r.Function {
-		case route.Control, route.Gate, route.Approvals, route.Broker, route.GitHub:
-		default:
-			t.Errorf("%s: unknown function %q", r.Pattern, r.Function)
-		}
-		if r.Via != route.APIGateway && !(r.Via == route.FunctionURL && r.Function == route.Broker) {
-			t.Errorf("%s: via %q on %s; only the broker has a function URL", r.Pattern, r.Via, r.Function)
-		}
-		k := route.Target{Function: r.Function, Via: r.Via}
-		if seen[k] == nil {
-			seen[k] = map[string]bool{}
-		}
-		if seen[k][r.Pattern] {
-			t.Errorf("%s twice on %s via %s", r.Pattern, r.Function, r.Via)
-		}
-		seen[k][r.Pattern] = true
 	}
 }

@@ -1,7 +1,7 @@
 package route
 
 // Function names a Lambda function of template.yaml (<Name>Function, built
-// from functions/<name>/). Each serves only the rows of Table that name it.
+// from functions/<name>/). Each serves only the rows that name it.
 type Function string
 
 // The HTTP functions. Their privileges differ (template.yaml): only Broker
@@ -27,21 +27,30 @@ const (
 	FunctionURL Via = "url"
 )
 
-// Route is one row of the table.
+// Route is one row of the surface: a route, who may call it, the function
+// that serves it, its handler and its documentation, in one value (as
+// Vault's framework.Path). Each handler package lists its own rows
+// (Routes); shared/api gathers every package's into the surface, from
+// which `go generate ./shared/api` writes docs/openapi.yaml's paths and
+// template.yaml's Api events.
 type Route struct {
 	// Pattern is the net/http ServeMux pattern: "METHOD /path". Path
-	// parameter names are the handler's; template.yaml and
-	// docs/openapi.yaml may name them differently (the tests compare
-	// paths with names erased).
+	// parameter names are the handler's ({id} is always a run: the one a
+	// session token is checked on); Doc.Path spells the documented path
+	// where its names differ.
 	Pattern string
 	// Access says who may call it.
 	Access Access
 	// Function serves it, reached Via.
 	Function Function
 	Via      Via
-	// Undocumented, when set, says why the route is not an operation of
-	// docs/openapi.yaml (a catch-all, a trailing-slash twin). Every other
-	// route must be documented there and in docs/api.md.
+	// Handler serves it: Authenticated for an access that takes a bearer,
+	// Raw for the others (New refuses a mismatch).
+	Handler Endpoint
+	// Doc is its OpenAPI operation. Every row has one, except a row that
+	// says why it is Undocumented (a catch-all, a trailing-slash twin, a
+	// second function answering the same liveness probe).
+	Doc          Doc
 	Undocumented string
 	// OpenOnlyToWait: a session's request takes one of its run's open
 	// request slots (FLUIDBOX_RUN_MAX_OPEN_REQUESTS) only when it is about
@@ -50,134 +59,28 @@ type Route struct {
 	OpenOnlyToWait bool
 }
 
-// Table is every HTTP route fluidbox serves: the one list the mux of each
-// function (New), fluidbox dev (everything), template.yaml's Api events and
-// docs/openapi.yaml are derived from or checked against (infra's tests, in
-// both directions).
-//
-// Adding a route: add its row here (pattern, access, function), give its
-// handler to the package of its resource (shared/api/<package>'s
-// Endpoints), add the Api event to that function in template.yaml and the
-// operation to docs/openapi.yaml and docs/api.md. `go test ./infra/
-// ./shared/api/... ./functions/...` fails until all of them agree. Choose
-// the function by privilege, not convenience: a route that opens a sealed
-// credential is Broker's; one the runner calls on every tool call is
-// Gate's (which links no MCP, OIDC or KMS code); one a person decides with
-// is Approvals'; the rest of the operator's API is Control's.
-var Table = []Route{
-	// Liveness, the approvals page (static files that call this API).
-	{Pattern: "GET /healthz", Access: Public, Function: Control, Via: APIGateway},
-	{Pattern: "GET /{$}", Access: Public, Function: Control, Via: APIGateway},
-	{Pattern: "GET /app.js", Access: Public, Function: Control, Via: APIGateway},
-	{Pattern: "GET /app.css", Access: Public, Function: Control, Via: APIGateway},
-	{Pattern: "GET /render.js", Access: Public, Function: Control, Via: APIGateway},
-	{Pattern: "GET /config.json", Access: Public, Function: Control, Via: APIGateway},
-
-	// Policies and capability bundles.
-	{Pattern: "POST /v1/policies", Access: Admin, Function: Control, Via: APIGateway},
-	{Pattern: "GET /v1/policies", Access: Admin, Function: Control, Via: APIGateway},
-	{Pattern: "GET /v1/policies/{id}", Access: Admin, Function: Control, Via: APIGateway},
-	{Pattern: "PUT /v1/policies/{id}", Access: Admin, Function: Control, Via: APIGateway},
-	{Pattern: "GET /v1/policies/{id}/versions/{n}", Access: Admin, Function: Control, Via: APIGateway},
-	{Pattern: "POST /v1/policies/{id}/evaluate", Access: Admin, Function: Control, Via: APIGateway},
-	{Pattern: "POST /v1/policies/{id}/versions/{n}/evaluate", Access: Admin, Function: Control, Via: APIGateway},
-	{Pattern: "GET /v1/policies/{id}/shadow", Access: Admin, Function: Control, Via: APIGateway},
-	{Pattern: "POST /v1/capabilities", Access: Admin, Function: Control, Via: APIGateway},
-	{Pattern: "GET /v1/capabilities", Access: Admin, Function: Control, Via: APIGateway},
-	{Pattern: "GET /v1/capabilities/{id}", Access: Admin, Function: Control, Via: APIGateway},
-
-	// Runs and their ledger.
-	{Pattern: "POST /v1/sessions", Access: Admin, Function: Control, Via: APIGateway},
-	{Pattern: "GET /v1/sessions/{id}", Access: RunScoped, Function: Control, Via: APIGateway},
-	{Pattern: "POST /v1/sessions/{id}/end", Access: Reporters, Function: Control, Via: APIGateway},
-	{Pattern: "GET /v1/sessions/{id}/events", Access: Reviewers, Function: Control, Via: APIGateway},
-	{Pattern: "GET /v1/sessions", Access: Admin, Function: Control, Via: APIGateway},
-	// A triggered run's tokens, issued once to whoever drives it.
-	{Pattern: "POST /v1/sessions/{id}/token", Access: Issuers, Function: Control, Via: APIGateway},
-
-	// The gate and budget admission: what the runner calls on every tool
-	// call and model request.
-	{Pattern: "POST /v1/sessions/{id}/permission", Access: Runner, Function: Gate, Via: APIGateway, OpenOnlyToWait: true},
-	{Pattern: "POST /v1/sessions/{id}/admissions", Access: Admitters, Function: Gate, Via: APIGateway},
-	{Pattern: "POST /v1/sessions/{id}/admissions/{request_id}/usage", Access: Reporters, Function: Gate, Via: APIGateway},
-
-	// Approvals and session grants. The approval's id is {approval}, not
-	// {id}: {id} is always a run, the one a session token is checked on.
-	{Pattern: "GET /v1/approvals", Access: Deciders, Function: Approvals, Via: APIGateway},
-	{Pattern: "GET /v1/approvals/{approval}", Access: Deciders, Function: Approvals, Via: APIGateway},
-	{Pattern: "POST /v1/approvals/{approval}/decision", Access: Deciders, Function: Approvals, Via: APIGateway},
-	{Pattern: "GET /v1/sessions/{id}/approvals", Access: RunScoped, Function: Approvals, Via: APIGateway},
-	{Pattern: "GET /v1/input-requests", Access: Deciders, Function: Approvals, Via: APIGateway},
-	{Pattern: "GET /v1/input-requests/{input_request}", Access: Deciders, Function: Approvals, Via: APIGateway},
-	{Pattern: "POST /v1/input-requests/{input_request}/decision", Access: Deciders, Function: Approvals, Via: APIGateway},
-	{Pattern: "GET /v1/sessions/{id}/grants", Access: RunScoped, Function: Approvals, Via: APIGateway},
-	{Pattern: "DELETE /v1/sessions/{id}/grants/{scope_key...}", Access: Admin, Function: Approvals, Via: APIGateway},
-	// Slack's clicks on an approval message, signed by Slack.
-	{Pattern: "POST /v1/integrations/slack/interactions", Access: Signed, Function: Approvals, Via: APIGateway},
-
-	// Connections: sealed here with kms:Encrypt, never opened by Control.
-	{Pattern: "POST /v1/connections", Access: People, Function: Control, Via: APIGateway},
-	{Pattern: "GET /v1/connections", Access: People, Function: Control, Via: APIGateway},
-	{Pattern: "GET /v1/connections/{id}", Access: People, Function: Control, Via: APIGateway},
-	{Pattern: "PUT /v1/connections/{id}/credential", Access: People, Function: Control, Via: APIGateway},
-	{Pattern: "DELETE /v1/connections/{id}", Access: People, Function: Control, Via: APIGateway},
-
-	// What opens a sealed credential: the broker, the only kms:Decrypt.
-	{Pattern: "POST /v1/connections/{id}/tools/refresh", Access: People, Function: Broker, Via: APIGateway},
-	{Pattern: "POST /v1/sessions/{id}/tools/call", Access: Runner, Function: Broker, Via: APIGateway},
-	// OAuth connections: the authorization URL and the provider's redirect.
-	// Both reach the provider (discovery, registration, the code exchange)
-	// and the callback opens the sealed verifier and client secret and
-	// seals the tokens: the broker, which dials upstreams anyway; Control
-	// never dials a provider. The callback's state is its authentication.
-	{Pattern: "POST /v1/connections/{id}/authorize", Access: People, Function: Broker, Via: APIGateway},
-	{Pattern: "GET /v1/oauth/callback", Access: Public, Function: Broker, Via: APIGateway},
-	// Each authorization server's own redirect URI (mix-up, RFC 9700 4.4).
-	{Pattern: "GET /v1/oauth/callback/{issuer}", Access: Public, Function: Broker, Via: APIGateway},
-	// The authorize redirect: sets the browser-bound nonce the callback
-	// asks for, then sends the browser to the authorization server.
-	{Pattern: "GET /v1/oauth/start", Access: Public, Function: Broker, Via: APIGateway},
-	// fluidbox's client ID metadata document: its URL is the client_id an
-	// authorization server that takes those is given; it fetches it.
-	{Pattern: "GET /v1/oauth/client-metadata.json", Access: Public, Function: Broker, Via: APIGateway},
-	// The model proxy, on the broker's streaming function URL. Its errors
-	// are Anthropic's shape; Claude Code probes the base URL first.
-	{Pattern: "POST /v1/sessions/{id}/model/v1/messages", Access: RunKey, Function: Broker, Via: FunctionURL},
-	{Pattern: "GET /v1/sessions/{id}/model", Access: Public, Function: Broker, Via: FunctionURL},
-	{Pattern: "GET /v1/sessions/{id}/model/{$}", Access: Public, Function: Broker, Via: FunctionURL,
-		Undocumented: "the base URL with a trailing slash, answered like GET /v1/sessions/{id}/model"},
-	{Pattern: "/v1/sessions/{id}/model/", Access: Public, Function: Broker, Via: FunctionURL,
-		Undocumented: "every other Anthropic path: 404 in Anthropic's error shape"},
-	{Pattern: "GET /healthz", Access: Public, Function: Broker, Via: FunctionURL},
-	// A run's workspace: the frozen commit, fetched with the GitHub App's
-	// installation token, which only the broker may open; on the function
-	// URL, which carries a binary body of any size API Gateway would cut.
-	{Pattern: "GET /v1/sessions/{id}/workspace", Access: Runner, Function: Broker, Via: FunctionURL},
-	// The report back to the pull request once the run ended: the
-	// control plane's act (the text is the stored result), with a token
-	// the broker mints; the runner token only asks for it.
-	{Pattern: "POST /v1/sessions/{id}/report", Access: Reporters, Function: Broker, Via: APIGateway},
-
-	// The operator's model upstream: sealed here, opened only by the proxy.
-	{Pattern: "PUT /v1/model-upstream", Access: Admin, Function: Control, Via: APIGateway},
-	{Pattern: "GET /v1/model-upstream", Access: Admin, Function: Control, Via: APIGateway},
-	// The GitHub App that fetches workspaces: its key sealed here.
-	{Pattern: "PUT /v1/github-app", Access: Admin, Function: Control, Via: APIGateway},
-	{Pattern: "GET /v1/github-app", Access: Admin, Function: Control, Via: APIGateway},
-
-	// Triggers: configurations (admin), and GitHub's deliveries, signed,
-	// on a function of their own that holds the webhook secret.
-	{Pattern: "POST /v1/triggers", Access: Admin, Function: Control, Via: APIGateway},
-	{Pattern: "GET /v1/triggers", Access: Admin, Function: Control, Via: APIGateway},
-	{Pattern: "GET /v1/triggers/{id}", Access: Admin, Function: Control, Via: APIGateway},
-	{Pattern: "PUT /v1/triggers/{id}", Access: Admin, Function: Control, Via: APIGateway},
-	{Pattern: "DELETE /v1/triggers/{id}", Access: Admin, Function: Control, Via: APIGateway},
-	{Pattern: "POST /v1/triggers/github", Access: Signed, Function: GitHub, Via: APIGateway},
-
-	// Members (SSO mode): who has been seen, and the admin's off switch.
-	{Pattern: "GET /v1/members", Access: Admin, Function: Control, Via: APIGateway},
-	{Pattern: "POST /v1/members/{sub}/deactivate", Access: Admin, Function: Control, Via: APIGateway},
-	{Pattern: "POST /v1/members/{sub}/activate", Access: Admin, Function: Control, Via: APIGateway},
+// Doc is a route's OpenAPI operation, less what the row already says:
+// the method and path come from Pattern (or Path), `security` from
+// Access, and `x-fluidbox-access` says who may call it. Schemas live in
+// docs/openapi.yaml's components, which OpenAPI refers to.
+type Doc struct {
+	// ID is the operationId, and (capitalised) the name of the route's
+	// Api event in template.yaml.
+	ID      string
+	Tag     string
+	Summary string
+	// Path is the documented path where its parameter names differ from
+	// Pattern's ({id} for an approval's {approval}): the same path with
+	// names erased.
+	Path string
+	// Errors are the statuses answered in the API's error envelope, each
+	// documented by the shared response of docs/openapi.yaml's components
+	// (400 BadRequest, 401 Unauthenticated, ...).
+	Errors []int
+	// OpenAPI is the rest of the operation as OpenAPI 3.1 YAML: its
+	// description, parameters, requestBody and the responses Errors does
+	// not cover.
+	OpenAPI string
 }
 
 // Access says who may call a route. The operator (admin token) and SSO
@@ -263,10 +166,10 @@ func (t Target) Serves(r Route) bool {
 	return t == Everything || (r.Function == t.Function && r.Via == t.Via)
 }
 
-// Of returns the rows t serves, in table order.
-func Of(t Target) []Route {
+// Of returns the rows t serves, in their order.
+func Of(rows []Route, t Target) []Route {
 	var out []Route
-	for _, r := range Table {
+	for _, r := range rows {
 		if t.Serves(r) {
 			out = append(out, r)
 		}

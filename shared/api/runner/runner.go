@@ -1,4 +1,4 @@
-// Package runner serves the gate function's routes (route.Table, Function
+// Package runner serves the gate function's routes (routes.go, Function
 // Gate): what a run's runner calls on every tool call and model request —
 // the permission gate and budget admission and reconciliation. Every route
 // is Runner access: the run's own session token, or the admin token.
@@ -60,15 +60,6 @@ func New(cfg Config) *Server {
 		perm:   perm,
 		budget: budgetDeps{admit: admission.New(cfg.Ledger, cfg.Prices, cfg.Now)},
 		log:    cfg.Logger,
-	}
-}
-
-// Endpoints gives the handler of each gate row.
-func (s *Server) Endpoints() route.Endpoints {
-	return route.Endpoints{
-		"POST /v1/sessions/{id}/permission":                    route.Authenticated(s.permission),
-		"POST /v1/sessions/{id}/admissions":                    route.Authenticated(s.admit),
-		"POST /v1/sessions/{id}/admissions/{request_id}/usage": route.Authenticated(s.reconcile),
 	}
 }
 

@@ -1,4 +1,4 @@
-// Package triggers serves the trigger routes (route.Table): trigger
+// Package triggers serves the trigger routes (routes.go): trigger
 // configurations (Function Control, admin) and GitHub's webhook deliveries
 // (Function GitHub, which holds the webhook secret and no admin token, and
 // authenticates each delivery by its signature: route.Signed).
@@ -43,19 +43,6 @@ type Server struct {
 func New(cfg Config) *Server {
 	cfg.Config = cfg.Config.WithDefaults()
 	return &Server{cfg: cfg, st: cfg.Ledger.Store(), runs: run.NewService(cfg.Ledger, cfg.Now), log: cfg.Logger}
-}
-
-// Endpoints gives the handler of each trigger row. A delivery carries no
-// bearer: it is authenticated by its signature.
-func (s *Server) Endpoints() route.Endpoints {
-	return route.Endpoints{
-		"POST /v1/triggers":        route.Authenticated(s.createTrigger),
-		"GET /v1/triggers":         route.Authenticated(s.listTriggers),
-		"GET /v1/triggers/{id}":    route.Authenticated(s.getTrigger),
-		"PUT /v1/triggers/{id}":    route.Authenticated(s.updateTrigger),
-		"DELETE /v1/triggers/{id}": route.Authenticated(s.deleteTrigger),
-		"POST /v1/triggers/github": route.Raw(http.HandlerFunc(s.githubWebhook)),
-	}
 }
 
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {

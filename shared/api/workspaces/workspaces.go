@@ -1,4 +1,4 @@
-// Package workspaces serves the routes of a run's code (route.Table): the
+// Package workspaces serves the routes of a run's code (routes.go): the
 // deployment's GitHub App setting (Function Control, which seals its key),
 // a run's workspace (Function Broker, on its function URL, the only place
 // the key is opened) and its report back to the pull request (Broker).
@@ -68,16 +68,6 @@ func New(cfg Config) *Server {
 	st := cfg.Ledger.Store()
 	apps := githubapp.New(st, cfg.Sealer, cfg.Egress, cfg.Now)
 	return &Server{apps: apps, reports: report.New(cfg.Ledger, apps, cfg.Now), led: cfg.Ledger, st: st, log: cfg.Logger}
-}
-
-// Endpoints gives the handler of each workspace row.
-func (s *Server) Endpoints() route.Endpoints {
-	return route.Endpoints{
-		"PUT /v1/github-app":              route.Authenticated(s.putApp),
-		"GET /v1/github-app":              route.Authenticated(s.getApp),
-		"GET /v1/sessions/{id}/workspace": route.Authenticated(s.workspace),
-		"POST /v1/sessions/{id}/report":   route.Authenticated(s.report),
-	}
 }
 
 // appRequest is the body of PUT /v1/github-app.

@@ -8,8 +8,8 @@
 // request is signed with: Client signs each request with the logical id of
 // the function its context names (As), and with an unchecked key when it
 // names none (a test's own setup and reads). Serve names, on each HTTP
-// request's context, the function of the route.Table row the request
-// matches, so the whole API served on one listener (shared/api) makes each
+// request's context, the function of the route row the request matches,
+// so the whole API served on one listener (shared/api) makes each
 // route's table requests as the function AWS runs that route in.
 //
 // What it cannot see: a request made on a context that lost the function
@@ -58,15 +58,6 @@ func Named(ctx context.Context) string {
 	return f
 }
 
-// Of returns the logical id of the function of a route.Table row.
-func Of(f route.Function) string {
-	if f == route.GitHub {
-		return "GitHubFunction"
-	}
-	s := string(f)
-	return strings.ToUpper(s[:1]) + s[1:] + "Function"
-}
-
 // Client is the DynamoDB client option that signs each request as the
 // function its context names (As), or as Unchecked.
 func Client(o *dynamodb.Options) {
@@ -80,11 +71,16 @@ func Client(o *dynamodb.Options) {
 }
 
 // Serve is h with each request's context naming the function whose route
-// (route.Table) the request matches. A request no row matches names none.
+// row the request matches. h is the whole API (shared/api.New), which
+// says which rows it serves; a request no row matches names none.
 func Serve(h http.Handler) http.Handler {
+	s, ok := h.(interface{ Routes() []route.Route })
+	if !ok {
+		panic("roles.Serve: the handler does not say which route rows it serves")
+	}
 	mux := http.NewServeMux()
 	fns := map[string]route.Function{}
-	for _, r := range route.Table {
+	for _, r := range s.Routes() {
 		if _, ok := fns[r.Pattern]; ok {
 			continue // GET /healthz: on two functions, reads nothing
 		}
@@ -94,7 +90,7 @@ func Serve(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, pattern := mux.Handler(r); pattern != "" {
 			if f, ok := fns[pattern]; ok {
-				r = r.WithContext(As(r.Context(), Of(f)))
+				r = r.WithContext(As(r.Context(), f.Resource()))
 			}
 		}
 		h.ServeHTTP(w, r)
