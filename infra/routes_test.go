@@ -5,6 +5,7 @@ import (
 	"maps"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -176,57 +177,88 @@ func TestRoutesDocumented(t *testing.T) {
 }
 
 // forbidden lists, per function, import paths (prefixes) its binary must
-// not link: the privilege split in the code, not only in IAM. The gate
-// decides every tool call and must hold nothing that reaches a secret or a
-// person's token; only control (Encrypt) and broker (Decrypt) link KMS;
-// only control and broker speak MCP. The gate links no YAML parser (stored
-// policies are JSON) and no Step Functions client (notify starts the expiry
-// timers): both only cost its cold start.
+// not link: the privilege split in the code, not only in IAM. Only the
+// broker links KMS, the MCP client, the OAuth token exchange, the model
+// proxy and the GitHub App's token minting: it serves every route that
+// seals, opens or spends a credential. The gate decides every tool call
+// and must hold nothing that reaches a secret or a person's token; it
+// links no YAML parser (stored policies are JSON) and no Step Functions
+// client (notify starts the expiry timers): both only cost its cold start.
+// Control, the operator's API, reaches no upstream and holds no key.
 var forbidden = map[string][]string{
-	"gate": {
-		"github.com/modelcontextprotocol/", "github.com/fluidbox/fluidbox/shared/broker", "github.com/fluidbox/fluidbox/shared/connection",
+	"control": slices.Concat(credentialCode, []string{"github.com/aws/aws-sdk-go-v2/service/sfn"}),
+	"gate": slices.Concat(credentialCode, []string{
 		"github.com/coreos/go-oidc/", "github.com/go-jose/", "github.com/fluidbox/fluidbox/shared/sso",
-		"github.com/aws/aws-sdk-go-v2/service/kms", "github.com/fluidbox/fluidbox/shared/seal",
-		"github.com/fluidbox/fluidbox/shared/modelproxy",
 		"sigs.k8s.io/yaml", "go.yaml.in/yaml/", "github.com/aws/aws-sdk-go-v2/service/sfn",
-	},
-	"approvals": {"github.com/modelcontextprotocol/", "github.com/aws/aws-sdk-go-v2/service/kms", "github.com/fluidbox/fluidbox/shared/seal"},
-	"github": {
-		"github.com/modelcontextprotocol/", "github.com/aws/aws-sdk-go-v2/service/kms", "github.com/fluidbox/fluidbox/shared/seal",
-		"github.com/coreos/go-oidc/",
-	},
-	"expire": {"github.com/modelcontextprotocol/", "github.com/aws/aws-sdk-go-v2/service/kms", "github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api"},
-	"sweep":  {"github.com/modelcontextprotocol/", "github.com/aws/aws-sdk-go-v2/service/kms", "github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api"},
-	"notify": {"github.com/modelcontextprotocol/", "github.com/aws/aws-sdk-go-v2/service/kms", "github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api"},
+	}),
+	"approvals": credentialCode,
+	"github":    slices.Concat(credentialCode, []string{"github.com/coreos/go-oidc/"}),
+	"expire":    slices.Concat(credentialCode, []string{"github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api"}),
+	"sweep":     slices.Concat(credentialCode, []string{"github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api"}),
+	"notify":    slices.Concat(credentialCode, []string{"github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api"}),
+	"slack":     slices.Concat(credentialCode, []string{"github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api"}),
 	// The launch steps issue and end, nothing else: no key, no HTTP API.
-	"launch": {
-		"github.com/modelcontextprotocol/", "github.com/aws/aws-sdk-go-v2/service/kms", "github.com/fluidbox/fluidbox/shared/seal",
+	"launch": slices.Concat(credentialCode, []string{"github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api"}),
+	"export": slices.Concat(credentialCode, []string{"github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api"}),
+	// The schedule function opens the GitHub App's key (KMS, the App's
+	// token minting) and nothing that speaks MCP or OAuth, verifies people
+	// or proxies the model.
+	"schedule": {
+		"github.com/modelcontextprotocol/", "github.com/fluidbox/fluidbox/shared/broker", "github.com/fluidbox/fluidbox/shared/connection",
+		"github.com/fluidbox/fluidbox/shared/oauth", "github.com/fluidbox/fluidbox/shared/modelproxy",
 		"github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api",
 	},
-	"export": {"github.com/modelcontextprotocol/", "github.com/aws/aws-sdk-go-v2/service/kms", "github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api"},
-	// The schedule function opens the GitHub App's key (KMS) and nothing
-	// that speaks MCP, verifies people or proxies the model.
-	"schedule": {"github.com/modelcontextprotocol/", "github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/modelproxy", "github.com/fluidbox/fluidbox/shared/broker"},
 }
 
-// TestFunctionImports runs `go list -deps` on each function (as built:
-// linux, -tags lambda.norpc) and fails on a forbidden package.
+// credentialCode is what seals, opens or spends a credential, the
+// broker's alone: KMS (shared/seal's Seal and Open, the SDK's client), the
+// MCP client (the SDK, and shared/broker and shared/connection over it),
+// the OAuth token exchange (shared/oauth), the model proxy (and the model
+// upstream's handlers) and the GitHub App's installation tokens.
+var credentialCode = []string{
+	"github.com/aws/aws-sdk-go-v2/service/kms", "github.com/fluidbox/fluidbox/shared/seal",
+	"github.com/modelcontextprotocol/", "github.com/fluidbox/fluidbox/shared/broker", "github.com/fluidbox/fluidbox/shared/connection",
+	"github.com/fluidbox/fluidbox/shared/api/connections",
+	"github.com/fluidbox/fluidbox/shared/oauth",
+	"github.com/fluidbox/fluidbox/shared/modelproxy", "github.com/fluidbox/fluidbox/shared/api/model",
+	"github.com/fluidbox/fluidbox/shared/githubapp", "github.com/bradleyfalzon/ghinstallation/",
+}
+
+// TestFunctionImports lists the dependencies of every function as it is
+// built for Lambda (linux/arm64, CGO off, -tags lambda.norpc) and fails on
+// a forbidden package. Every function has a list but the broker, whose
+// routes need all of it.
 func TestFunctionImports(t *testing.T) {
 	t.Parallel()
-	for _, fn := range sortedKeys(forbidden) {
-		cmd := exec.Command("go", "list", "-deps", "-tags", "lambda.norpc", "./functions/"+fn)
-		cmd.Dir = repoRoot
-		cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0")
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("go list -deps ./functions/%s: %v\n%s", fn, err, out)
+	cmd := exec.Command("go", "list", "-tags", "lambda.norpc", "-f", `{{.ImportPath}} {{join .Deps " "}}`, "./functions/...")
+	cmd.Dir = repoRoot
+	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list ./functions/...: %v", err)
+	}
+	seen := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, deps, _ := strings.Cut(line, " ")
+		fn := path.Base(pkg)
+		list, ok := forbidden[fn]
+		switch {
+		case fn == "broker":
+			continue
+		case !ok:
+			t.Errorf("functions/%s has no list of forbidden imports in infra/routes_test.go", fn)
+			continue
 		}
-		for _, dep := range strings.Fields(string(out)) {
-			for _, f := range forbidden[fn] {
-				if dep == f || strings.HasPrefix(dep, strings.TrimSuffix(f, "/")+"/") {
+		seen++
+		for _, dep := range strings.Fields(deps) {
+			for _, f := range list {
+				if dep == strings.TrimSuffix(f, "/") || strings.HasPrefix(dep, strings.TrimSuffix(f, "/")+"/") {
 					t.Errorf("functions/%s links %s, which it must not (%s)", fn, dep, f)
 				}
 			}
 		}
+	}
+	if seen != len(forbidden) {
+		t.Errorf("checked %d functions, want the %d with a list", seen, len(forbidden))
 	}
 }

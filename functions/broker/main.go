@@ -1,11 +1,13 @@
 // Command broker is the Lambda function that holds the operator's secrets
 // (the route rows of Function Broker): it serves the model proxy
-// (POST /v1/sessions/{id}/model/v1/messages) through a Lambda function URL
-// with response streaming, so server-sent events reach the sandbox as the
-// model writes them, and through API Gateway the two routes that open a
-// connection's credential: POST /v1/connections/{id}/tools/refresh and
-// POST /v1/sessions/{id}/tools/call. It is the only function whose role
-// may call kms:Decrypt. The function URL's auth type is NONE: the session
+// (POST /v1/sessions/{id}/model/v1/messages) and a run's workspace through
+// a Lambda function URL with response streaming, so server-sent events
+// reach the sandbox as the model writes them, and through API Gateway every
+// route that seals, opens or spends a credential: connections (their
+// credentials, tools, brokered calls and OAuth), the model upstream, the
+// GitHub App and a run's report. It is the only function whose role may
+// call KMS, and the only one that links the MCP client, the OAuth token
+// exchange and the model proxy. The function URL's auth type is NONE: the session
 // token authenticates every model request, and only the model proxy's rows
 // are routed there; API Gateway's events reach only the brokered rows.
 package main
@@ -70,7 +72,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	}
 	// The function URL's InvokeMode is RESPONSE_STREAM: lambdaurl streams
 	// each write of the model proxy to the client. API Gateway brings the
-	// brokered-tool routes (refresh, tools/call) as REST proxy events.
+	// broker's other routes as REST proxy events.
 	model := lambdaurl.Wrap(function.Flushed(url, tel.Flush, d.Logger))
 	tools := httpadapter.New(function.Flushed(api, tel.Flush, d.Logger)).ProxyWithContext
 	lambda.StartWithOptions(func(ctx context.Context, raw json.RawMessage) (any, error) {
@@ -107,6 +109,10 @@ func handlers(d function.Deps, verifier *sso.Verifier, sealer seal.Sealer, t *te
 	if verifier != nil {
 		base.Users = members.New(members.Config{Config: base, OIDC: verifier})
 	}
+	// The model and workspace packages serve rows on both ways in; one
+	// instance of each serves both, so they share what they cache.
+	models := model.New(model.Config{Config: base, Sealer: sealer, Prices: prices, Egress: guard})
+	code := workspaces.New(workspaces.Config{Config: base, Sealer: sealer, Egress: guard})
 	api, err = route.New(base, route.Target{Function: route.Broker, Via: route.APIGateway},
 		connections.New(connections.Config{
 			Config:              base,
@@ -116,14 +122,11 @@ func handlers(d function.Deps, verifier *sso.Verifier, sealer seal.Sealer, t *te
 			BaseURL:             baseURL(d.Config.PublicURL),
 			Egress:              guard,
 		}),
-		// A run's report back to its pull request.
-		workspaces.New(workspaces.Config{Config: base, Sealer: sealer, Egress: guard}))
+		models, code)
 	if err != nil {
 		return nil, nil, err
 	}
-	url, err = route.New(base, route.Target{Function: route.Broker, Via: route.FunctionURL},
-		model.New(model.Config{Config: base, Sealer: sealer, Prices: prices, Egress: guard}),
-		workspaces.New(workspaces.Config{Config: base, Sealer: sealer, Egress: guard}))
+	url, err = route.New(base, route.Target{Function: route.Broker, Via: route.FunctionURL}, models, code)
 	if err != nil {
 		return nil, nil, err
 	}

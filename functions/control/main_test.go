@@ -13,7 +13,7 @@ import (
 func TestServesItsRows(t *testing.T) {
 	t.Parallel()
 	d := function.Offline()
-	h, err := handler(d, nil, nil)
+	h, err := handler(d, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

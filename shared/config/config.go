@@ -53,8 +53,9 @@ type Config struct {
 	// at once (FLUIDBOX_MAX_PENDING_APPROVALS); 0 is the gate's default.
 	MaxPendingApprovals int
 	// KMSKeyID is the key that seals credentials (FLUIDBOX_KMS_KEY_ID):
-	// Encrypt in the control function, Decrypt in the broker only. Empty in
-	// dev: a local sealer stands in.
+	// Encrypt in the broker only, Decrypt in the broker (and the schedule
+	// function, for the GitHub App's key). Empty in dev: a local sealer
+	// stands in.
 	KMSKeyID string
 	// PricesFile overrides or adds model prices (FLUIDBOX_PRICES_FILE), in
 	// the format of shared/budget/prices.json, merged over the shipped table.

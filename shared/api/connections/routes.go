@@ -21,23 +21,27 @@ var doc = route.DocIn(operations)
 // operations.yaml).
 func (s *Server) Routes() []route.Route {
 	return []route.Route{
-		// Connections: sealed here with kms:Encrypt, never opened by Control.
-		{Pattern: "POST /v1/connections", Access: route.People, Function: route.Control, Via: route.APIGateway,
+		// Connections are the broker's, all of them: it seals a credential
+		// when it is given, opens it to call an upstream, and dials the
+		// upstream and its authorization server. Control links no MCP or
+		// OAuth code and holds no KMS permission (infra's
+		// TestFunctionImports).
+		{Pattern: "POST /v1/connections", Access: route.People, Function: route.Broker, Via: route.APIGateway,
 			Handler: route.Authenticated(s.createConnection),
 			Doc:     doc("createConnection", "connections", "Register an upstream MCP server; the credential is sealed at once and never returned.", 400, 401, 403, 409, 413, 500, 503)},
-		{Pattern: "GET /v1/connections", Access: route.People, Function: route.Control, Via: route.APIGateway,
+		{Pattern: "GET /v1/connections", Access: route.People, Function: route.Broker, Via: route.APIGateway,
 			Handler: route.Authenticated(s.listConnections),
 			Doc:     doc("listConnections", "connections", "The connections the caller may see, newest first, one page at a time.", 400, 401, 403, 500, 503)},
-		{Pattern: "GET /v1/connections/{id}", Access: route.People, Function: route.Control, Via: route.APIGateway,
+		{Pattern: "GET /v1/connections/{id}", Access: route.People, Function: route.Broker, Via: route.APIGateway,
 			Handler: route.Authenticated(s.getConnection),
 			Doc:     doc("getConnection", "connections", "", 401, 403, 404, 500, 503)},
-		{Pattern: "PUT /v1/connections/{id}/credential", Access: route.People, Function: route.Control, Via: route.APIGateway,
+		{Pattern: "PUT /v1/connections/{id}/credential", Access: route.People, Function: route.Broker, Via: route.APIGateway,
 			Handler: route.Authenticated(s.replaceCredential),
 			Doc:     doc("replaceConnectionCredential", "connections", "Replace the credential (a reconnect); authorization_generation + 1, so runs bound to the old generation refuse.", 400, 401, 403, 404, 409, 413, 500, 503)},
-		{Pattern: "DELETE /v1/connections/{id}", Access: route.People, Function: route.Control, Via: route.APIGateway,
+		{Pattern: "DELETE /v1/connections/{id}", Access: route.People, Function: route.Broker, Via: route.APIGateway,
 			Handler: route.Authenticated(s.revokeConnection),
 			Doc:     doc("revokeConnection", "connections", "Revoke; runs bound to it are denied from then on.", 401, 403, 404, 500, 503)},
-		// What opens a sealed credential: the broker, the only kms:Decrypt.
+		// What opens a sealed credential: the only kms:Decrypt.
 		{Pattern: "POST /v1/connections/{id}/tools/refresh", Access: route.People, Function: route.Broker, Via: route.APIGateway,
 			Handler: route.Authenticated(s.refreshConnection),
 			Doc:     doc("refreshConnectionTools", "connections", "Photograph the upstream's tool list and report drift against the previous photograph.", 401, 403, 404, 500, 503)},
@@ -47,8 +51,7 @@ func (s *Server) Routes() []route.Route {
 		// OAuth connections: the authorization URL and the provider's redirect.
 		// Both reach the provider (discovery, registration, the code exchange)
 		// and the callback opens the sealed verifier and client secret and
-		// seals the tokens: the broker, which dials upstreams anyway; Control
-		// never dials a provider. The callback's state is its authentication.
+		// seals the tokens. The callback's state is its authentication.
 		{Pattern: "POST /v1/connections/{id}/authorize", Access: route.People, Function: route.Broker, Via: route.APIGateway,
 			Handler: route.Authenticated(s.authorizeConnection),
 			Doc:     doc("authorizeConnection", "connections", "Start the OAuth authorization of an oauth connection (its owner for a personal one, an admin for a shared one): discovery, client registration if needed, and a single-use state valid for 10 minutes. The URL is fluidbox's authorize redirect (/v1/oauth/start); the member opens it in the browser that is to complete the authorization, and the provider redirects back to its own redirect URI (/v1/oauth/callback/{issuer}).", 400, 401, 403, 404, 409, 500, 503)},

@@ -1,11 +1,9 @@
 // Package connections serves the routes of upstream MCP servers
-// (routes.go): creating, reading, replacing and revoking a connection
-// (Function Control, which may only seal: kms:Encrypt), and the routes
-// that open its credential or talk to its OAuth provider: refreshing its
-// tools, a brokered tools/call, starting an OAuth authorization and its
-// callback (Function Broker, the only kms:Decrypt, which also seals what
-// the provider returns). Both functions mount
-// this package; each serves only its own rows.
+// (routes.go, Function Broker): creating, reading, replacing and revoking a
+// connection, and the routes that open its credential or talk to its OAuth
+// provider: refreshing its tools, a brokered tools/call, starting an OAuth
+// authorization and its callback. Only the broker mounts it: it links the
+// MCP client and the OAuth token exchange, which no other function does.
 //
 // Guarantees: a credential is sealed the moment it arrives and never
 // returned; every error body is built here or by packages whose error

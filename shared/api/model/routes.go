@@ -35,11 +35,12 @@ func (s *Server) Routes() []route.Route {
 		{Pattern: "/v1/sessions/{id}/model/", Access: route.Public, Function: route.Broker, Via: route.FunctionURL,
 			Handler:      route.Raw(http.HandlerFunc(notAnthropicPath)),
 			Undocumented: "every other Anthropic path: 404 in Anthropic's error shape"},
-		// The operator's model upstream: sealed here, opened only by the proxy.
-		{Pattern: "PUT /v1/model-upstream", Access: route.Admin, Function: route.Control, Via: route.APIGateway,
+		// The operator's model upstream: sealed and opened by the broker
+		// alone, beside the proxy that forwards to it.
+		{Pattern: "PUT /v1/model-upstream", Access: route.Admin, Function: route.Broker, Via: route.APIGateway,
 			Handler: route.Authenticated(s.putModelUpstream),
 			Doc:     doc("putModelUpstream", "budget", "Set where the model proxy forwards, with the operator's credential, sealed at once.", 400, 401, 403, 409, 413, 500, 503)},
-		{Pattern: "GET /v1/model-upstream", Access: route.Admin, Function: route.Control, Via: route.APIGateway,
+		{Pattern: "GET /v1/model-upstream", Access: route.Admin, Function: route.Broker, Via: route.APIGateway,
 			Handler: route.Authenticated(s.getModelUpstream),
 			Doc:     doc("getModelUpstream", "budget", "The model upstream setting, without its credential.", 401, 403, 404, 500, 503)},
 		route.Liveness(route.Broker, route.FunctionURL, "the liveness of the broker's function URL, answered as GET /healthz is"),

@@ -1,7 +1,7 @@
-// Package model serves the model routes (routes.go): the operator's
-// model upstream setting (Function Control, which seals its key) and the
-// model proxy (Function Broker, on its streaming function URL, the only
-// place the key is opened).
+// Package model serves the model routes (routes.go, Function Broker): the
+// operator's model upstream setting (through API Gateway; its key sealed
+// on arrival) and the model proxy (on the broker's streaming function URL,
+// where the key is opened per request).
 //
 // The model proxy speaks the Anthropic Messages API under
 // /v1/sessions/{id}/model, so a sandbox's ANTHROPIC_BASE_URL is that path

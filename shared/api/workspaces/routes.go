@@ -32,11 +32,12 @@ func (s *Server) Routes() []route.Route {
 		{Pattern: "POST /v1/sessions/{id}/report", Access: route.Reporters, Function: route.Broker, Via: route.APIGateway,
 			Handler: route.Authenticated(s.report),
 			Doc:     doc("reportSession", "sessions", "Post an ended run's result to its pull request, as the trigger's `report` says (runner token or admin).", 401, 403, 404, 409, 500, 503)},
-		// The GitHub App that fetches workspaces: its key sealed here.
-		{Pattern: "PUT /v1/github-app", Access: route.Admin, Function: route.Control, Via: route.APIGateway,
+		// The GitHub App that fetches workspaces and reports: its key sealed
+		// and opened by the broker alone.
+		{Pattern: "PUT /v1/github-app", Access: route.Admin, Function: route.Broker, Via: route.APIGateway,
 			Handler: route.Authenticated(s.putApp),
 			Doc:     doc("putGitHubApp", "triggers", "Set the GitHub App that fetches workspaces, its private key sealed at once.", 400, 401, 403, 409, 413, 500, 503)},
-		{Pattern: "GET /v1/github-app", Access: route.Admin, Function: route.Control, Via: route.APIGateway,
+		{Pattern: "GET /v1/github-app", Access: route.Admin, Function: route.Broker, Via: route.APIGateway,
 			Handler: route.Authenticated(s.getApp),
 			Doc:     doc("getGitHubApp", "triggers", "The GitHub App setting, without its key.", 401, 403, 404, 500, 503)},
 	}

@@ -1,7 +1,8 @@
-// Package workspaces serves the routes of a run's code (routes.go): the
-// deployment's GitHub App setting (Function Control, which seals its key),
-// a run's workspace (Function Broker, on its function URL, the only place
-// the key is opened) and its report back to the pull request (Broker).
+// Package workspaces serves the routes of a run's code (routes.go,
+// Function Broker): the deployment's GitHub App setting (its key sealed on
+// arrival), a run's workspace (on the broker's function URL) and its report
+// back to the pull request, both with installation tokens minted with the
+// key the broker alone opens.
 //
 // GET /v1/sessions/{id}/workspace is the credentialed git fetch the
 // product promises happens control-plane-side: the runner asks with the
