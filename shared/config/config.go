@@ -5,6 +5,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"net/url"
 	"strconv"
@@ -124,7 +125,7 @@ const (
 	// Notify: the stream's function (EventBridge notifications, ledger
 	// numbering): the bus and the table are required.
 	Notify
-	// Broker: the model proxy behind a function URL: the table and the KMS
+	// Broker: the function that seals and opens credentials: the table and the KMS
 	// key are required, the admin token is not.
 	Broker
 	// GitHub: the GitHub webhook function: the table and the webhook
@@ -159,29 +160,76 @@ func Load(getenv func(string) string, mode Mode) (Config, error) {
 		PricesFile:            getenv("FLUIDBOX_PRICES_FILE"),
 		ReservationSweepAfter: DefaultReservationSweepAfter,
 	}
-	if s := getenv("FLUIDBOX_RESERVATION_SWEEP_AFTER_SECONDS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 60 {
-			problems = append(problems, "FLUIDBOX_RESERVATION_SWEEP_AFTER_SECONDS must be an integer of at least 60")
+	problems = append(problems, c.loadNumbers(getenv)...)
+	problems = append(problems, c.loadNetwork(getenv, mode)...)
+	problems = append(problems, c.loadSSO(getenv, mode)...)
+	problems = append(problems, c.checkSlack(mode)...)
+	if mode == Dev {
+		c.ModelUpstreamURL = getenv("FLUIDBOX_MODEL_UPSTREAM_URL")
+		c.ModelUpstreamKey = getenv("FLUIDBOX_MODEL_UPSTREAM_KEY")
+		if (c.ModelUpstreamURL == "") != (c.ModelUpstreamKey == "") {
+			problems = append(problems, "FLUIDBOX_MODEL_UPSTREAM_URL and FLUIDBOX_MODEL_UPSTREAM_KEY must be set together")
 		}
-		c.ReservationSweepAfter = time.Duration(n) * time.Second
 	}
-	if s := getenv("FLUIDBOX_UPSTREAM_TOOLS_TTL_SECONDS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 {
-			problems = append(problems, "FLUIDBOX_UPSTREAM_TOOLS_TTL_SECONDS must be a non-negative integer")
+	if v := getenv("FLUIDBOX_SEQUENCER"); v != "" && v != "read" && v != "background" {
+		problems = append(problems, "FLUIDBOX_SEQUENCER must be read or background")
+	}
+	problems = append(problems, c.required(mode)...)
+	if c.AdminToken != "" && len(c.AdminToken) < 16 {
+		problems = append(problems, "FLUIDBOX_ADMIN_TOKEN must be at least 16 characters")
+	}
+	if c.GitHubWebhookSecret != "" && len(c.GitHubWebhookSecret) < 16 {
+		problems = append(problems, "FLUIDBOX_GITHUB_WEBHOOK_SECRET must be at least 16 characters")
+	}
+	if len(problems) > 0 {
+		return Config{}, fmt.Errorf("config: %w", errors.New(strings.Join(problems, "; ")))
+	}
+	return c, nil
+}
+
+// loadNumbers reads the numeric variables into c and returns what is
+// wrong with them: each is an integer within its bounds, or unset.
+func (c *Config) loadNumbers(getenv func(string) string) []string {
+	var problems []string
+	for _, v := range []struct {
+		name     string
+		min, max int
+		problem  string
+		set      func(int)
+	}{
+		{"FLUIDBOX_RESERVATION_SWEEP_AFTER_SECONDS", 60, math.MaxInt, "an integer of at least 60",
+			func(n int) { c.ReservationSweepAfter = time.Duration(n) * time.Second }},
+		{"FLUIDBOX_UPSTREAM_TOOLS_TTL_SECONDS", 0, math.MaxInt, "a non-negative integer",
+			func(n int) { c.UpstreamToolsTTLSeconds = n }},
+		{"FLUIDBOX_MAX_PENDING_APPROVALS", 1, 1000, "an integer from 1 to 1000",
+			func(n int) { c.MaxPendingApprovals = n }},
+		// At least an hour: a member's last_seen is refreshed at most
+		// hourly, so a shorter window would refuse people signed in now.
+		{"FLUIDBOX_SLACK_ROLES_MAX_AGE_SECONDS", 3600, 30 * 86400, "an integer from 3600 to 2592000 (30 days)",
+			func(n int) { c.SlackRolesMaxAge = time.Duration(n) * time.Second }},
+		{"FLUIDBOX_RUN_REQUESTS_PER_MINUTE", 1, 100000, "an integer from 1 to 100000",
+			func(n int) { c.RunRequestsPerMinute = n }},
+		{"FLUIDBOX_RUN_MAX_OPEN_REQUESTS", 1, 1000, "an integer from 1 to 1000",
+			func(n int) { c.RunMaxOpenRequests = n }},
+	} {
+		s := getenv(v.name)
+		if s == "" {
+			continue
 		}
-		c.UpstreamToolsTTLSeconds = n
-	}
-	if s := getenv("FLUIDBOX_MAX_PENDING_APPROVALS"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 1000 {
-			problems = append(problems, "FLUIDBOX_MAX_PENDING_APPROVALS must be an integer from 1 to 1000")
+		if err != nil || n < v.min || n > v.max {
+			problems = append(problems, v.name+" must be "+v.problem)
 		}
-		c.MaxPendingApprovals = n
+		v.set(n)
 	}
-	// In dev, loopback is the default so local MCP servers work; a value
-	// set replaces it.
+	return problems
+}
+
+// loadNetwork reads where connections may reach and the API's public URL
+// into c and returns what is wrong with them. In dev, loopback is the
+// default reach so local MCP servers work; a value set replaces it.
+func (c *Config) loadNetwork(getenv func(string) string, mode Mode) []string {
+	var problems []string
 	if s := getenv(egress.AllowVariable); s != "" {
 		allow, err := egress.ParseAllow(s)
 		if err != nil {
@@ -198,100 +246,41 @@ func Load(getenv func(string) string, mode Mode) (Config, error) {
 		}
 		c.PublicURL = u
 	}
-	if s := getenv("FLUIDBOX_SLACK_ROLES_MAX_AGE_SECONDS"); s != "" {
-		// At least an hour: a member's last_seen is refreshed at most
-		// hourly, so a shorter window would refuse people signed in now.
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 3600 || n > 30*86400 {
-			problems = append(problems, "FLUIDBOX_SLACK_ROLES_MAX_AGE_SECONDS must be an integer from 3600 to 2592000 (30 days)")
-		}
-		c.SlackRolesMaxAge = time.Duration(n) * time.Second
-	}
-	if s := getenv("FLUIDBOX_RUN_REQUESTS_PER_MINUTE"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 100000 {
-			problems = append(problems, "FLUIDBOX_RUN_REQUESTS_PER_MINUTE must be an integer from 1 to 100000")
-		}
-		c.RunRequestsPerMinute = n
-	}
-	if s := getenv("FLUIDBOX_RUN_MAX_OPEN_REQUESTS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > 1000 {
-			problems = append(problems, "FLUIDBOX_RUN_MAX_OPEN_REQUESTS must be an integer from 1 to 1000")
-		}
-		c.RunMaxOpenRequests = n
-	}
-	problems = append(problems, c.loadSSO(getenv, mode)...)
-	problems = append(problems, c.checkSlack(mode)...)
+	return problems
+}
+
+// required fills dev's defaults and returns which variables mode needs
+// that are not set.
+func (c *Config) required(mode Mode) []string {
 	if mode == Dev {
-		c.ModelUpstreamURL = getenv("FLUIDBOX_MODEL_UPSTREAM_URL")
-		c.ModelUpstreamKey = getenv("FLUIDBOX_MODEL_UPSTREAM_KEY")
-		if (c.ModelUpstreamURL == "") != (c.ModelUpstreamKey == "") {
-			problems = append(problems, "FLUIDBOX_MODEL_UPSTREAM_URL and FLUIDBOX_MODEL_UPSTREAM_KEY must be set together")
-		}
-	}
-	if v := getenv("FLUIDBOX_SEQUENCER"); v != "" && v != "read" && v != "background" {
-		problems = append(problems, "FLUIDBOX_SEQUENCER must be read or background")
-	}
-	switch mode {
-	case Dev:
 		if c.Addr == "" {
 			c.Addr = "127.0.0.1:8080"
 		}
 		if c.Table == "" {
 			c.Table = "fluidbox"
 		}
-	case Lambda:
-		if c.Table == "" {
-			problems = append(problems, "FLUIDBOX_TABLE is not set")
-		}
-		if c.AdminToken == "" {
-			problems = append(problems, "FLUIDBOX_ADMIN_TOKEN is not set")
-		}
-	case Task:
-		if c.Table == "" {
-			problems = append(problems, "FLUIDBOX_TABLE is not set")
-		}
-	case Notify:
-		if c.EventBus == "" {
-			problems = append(problems, "FLUIDBOX_EVENT_BUS is not set")
-		}
-		// It numbers the runs' ledger events, woken by the stream.
-		if c.Table == "" {
-			problems = append(problems, "FLUIDBOX_TABLE is not set")
-		}
-	case Broker:
-		if c.Table == "" {
-			problems = append(problems, "FLUIDBOX_TABLE is not set")
-		}
-		if c.KMSKeyID == "" {
-			problems = append(problems, "FLUIDBOX_KMS_KEY_ID is not set")
-		}
-	case Slack:
-		if c.Table == "" {
-			problems = append(problems, "FLUIDBOX_TABLE is not set")
-		}
-		if c.SlackBotToken == "" || c.SlackChannel == "" {
-			problems = append(problems, "FLUIDBOX_SLACK_BOT_TOKEN and FLUIDBOX_SLACK_CHANNEL are not set")
-		}
-	case GitHub:
-		if c.Table == "" {
-			problems = append(problems, "FLUIDBOX_TABLE is not set")
-		}
-		if c.GitHubWebhookSecret == "" {
-			problems = append(problems, "FLUIDBOX_GITHUB_WEBHOOK_SECRET is not set")
+		return nil
+	}
+	// Every other mode reads or writes the table.
+	var problems []string
+	if c.Table == "" {
+		problems = append(problems, "FLUIDBOX_TABLE is not set")
+	}
+	need := map[Mode][]struct{ name, value string }{
+		Lambda: {{"FLUIDBOX_ADMIN_TOKEN", c.AdminToken}},
+		Notify: {{"FLUIDBOX_EVENT_BUS", c.EventBus}},
+		Broker: {{"FLUIDBOX_KMS_KEY_ID", c.KMSKeyID}},
+		GitHub: {{"FLUIDBOX_GITHUB_WEBHOOK_SECRET", c.GitHubWebhookSecret}},
+	}
+	for _, v := range need[mode] {
+		if v.value == "" {
+			problems = append(problems, v.name+" is not set")
 		}
 	}
-	if c.AdminToken != "" && len(c.AdminToken) < 16 {
-		problems = append(problems, "FLUIDBOX_ADMIN_TOKEN must be at least 16 characters")
+	if mode == Slack && (c.SlackBotToken == "" || c.SlackChannel == "") {
+		problems = append(problems, "FLUIDBOX_SLACK_BOT_TOKEN and FLUIDBOX_SLACK_CHANNEL are not set")
 	}
-	if c.GitHubWebhookSecret != "" && len(c.GitHubWebhookSecret) < 16 {
-		problems = append(problems, "FLUIDBOX_GITHUB_WEBHOOK_SECRET must be at least 16 characters")
-	}
-	if len(problems) > 0 {
-		return Config{}, fmt.Errorf("config: %w", errors.New(strings.Join(problems, "; ")))
-	}
-	return c, nil
+	return problems
 }
 
 // checkSlack reports what is wrong with the Slack variables: all of token,
