@@ -22,7 +22,7 @@ func (s *Server) Routes() []route.Route {
 	return []route.Route{
 		// The gate and budget admission: what the runner calls on every tool
 		// call and model request.
-		{Pattern: "POST /v1/sessions/{id}/permission", Access: route.Runner, Function: route.Gate, Via: route.APIGateway,
+		{Pattern: "POST /v1/sessions/{id}/permission", Access: route.Runner, Function: route.Gate, Via: route.APIGateway, OpenOnlyToWait: true,
 			Handler: route.Authenticated(s.permission),
 			Doc:     doc("askPermission", "gate", "May this tool call happen? Idempotent by (session, tool_call_id).", 400, 401, 403, 404, 409, 413, 500, 503)},
 		{Pattern: "POST /v1/sessions/{id}/admissions", Access: route.Admitters, Function: route.Gate, Via: route.APIGateway,
