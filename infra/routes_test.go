@@ -206,7 +206,7 @@ var forbidden = map[string][]string{
 	"schedule": {
 		"github.com/modelcontextprotocol/", "github.com/fluidbox/fluidbox/shared/broker", "github.com/fluidbox/fluidbox/shared/connection",
 		"github.com/fluidbox/fluidbox/shared/oauth", "github.com/fluidbox/fluidbox/shared/modelproxy",
-		"github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api",
+		"github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api/connections", "github.com/fluidbox/fluidbox/shared/api/model",
 	},
 }
 
