@@ -55,86 +55,105 @@ func NewHandler(pub Publisher, timers approval.Scheduler, log *slog.Logger) *Han
 // approval's expiry timer first (see schedule).
 func (h *Handler) Stream(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
 	resp := events.DynamoDBEventResponse{BatchItemFailures: []events.DynamoDBBatchItemFailure{}}
-	var entries []Entry
-	var from []int // from[i]: the record entries[i] came from
-	// The runs to number, in the order of their first record.
-	var runs []string
-	firstOf := map[string]int{}
-	for i, rec := range ev.Records {
-		if run, ok := UnsequencedRun(rec); ok && h.seq != nil {
-			if _, seen := firstOf[run]; !seen {
-				firstOf[run] = i
-				runs = append(runs, run)
-			}
-			continue
-		}
-		if halt, ok, err := HaltFromStreamRecord(rec); ok || err != nil {
-			if err != nil {
-				h.log.ErrorContext(ctx, "notify: undecodable halt record skipped", "event_id", rec.EventID, "err", err)
-				continue
-			}
-			for _, e := range HaltEntries(halt) {
-				entries = append(entries, e)
-				from = append(from, i)
-			}
-			continue
-		}
-		if head, ok, err := RunFromStreamRecord(rec); ok || err != nil {
-			if err != nil {
-				h.log.ErrorContext(ctx, "notify: undecodable run record skipped", "event_id", rec.EventID, "err", err)
-			}
-			for _, e := range RunEntries(head) {
-				entries = append(entries, e)
-				from = append(from, i)
-			}
-			continue
-		}
-		before, after, ok, err := FromStreamRecord(rec)
-		if err != nil {
-			h.log.ErrorContext(ctx, "notify: undecodable approval record skipped", "event_id", rec.EventID, "err", err)
-			continue
-		}
-		if !ok {
-			continue
-		}
-		for _, e := range Entries(before, after) {
-			if e.Type == Requested {
-				h.schedule(ctx, after)
-			}
-			entries = append(entries, e)
-			from = append(from, i)
-		}
-	}
+	b := h.read(ctx, ev.Records)
 	// retryFrom is the first record Lambda must deliver again; -1 none.
-	retryFrom := -1
-	// Numbering is idempotent (a retried batch finds the events numbered
-	// or numbers them), so a run that fails is retried from its first
-	// record; readers number what is pending meanwhile.
-	for _, run := range runs {
-		if err := h.seq.Sequence(ctx, run); err != nil {
-			h.log.ErrorContext(ctx, "notify: sequence failed; retrying from a record", "run", run, "err", err)
-			if retryFrom < 0 || firstOf[run] < retryFrom {
-				retryFrom = firstOf[run]
-			}
-		}
-	}
-	err := h.pub.Publish(ctx, entries)
+	retryFrom := h.sequence(ctx, b)
+	err := h.pub.Publish(ctx, b.entries)
 	var pe *PublishError
 	switch {
 	case err == nil:
-		h.log.InfoContext(ctx, "notify", "records", len(ev.Records), "published", len(entries), "sequenced", len(runs))
-	case !errors.As(err, &pe) || pe.First < 0 || pe.First >= len(from):
+		h.log.InfoContext(ctx, "notify", "records", len(ev.Records), "published", len(b.entries), "sequenced", len(b.runs))
+	case !errors.As(err, &pe) || pe.First < 0 || pe.First >= len(b.from):
 		return resp, err
 	default:
-		h.log.ErrorContext(ctx, "notify: publish failed; retrying from a record", "sequence_number", ev.Records[from[pe.First]].Change.SequenceNumber, "published", pe.First, "err", pe.Err)
-		if retryFrom < 0 || from[pe.First] < retryFrom {
-			retryFrom = from[pe.First]
+		h.log.ErrorContext(ctx, "notify: publish failed; retrying from a record", "sequence_number", ev.Records[b.from[pe.First]].Change.SequenceNumber, "published", pe.First, "err", pe.Err)
+		if retryFrom < 0 || b.from[pe.First] < retryFrom {
+			retryFrom = b.from[pe.First]
 		}
 	}
 	if retryFrom >= 0 {
 		resp.BatchItemFailures = append(resp.BatchItemFailures, events.DynamoDBBatchItemFailure{ItemIdentifier: ev.Records[retryFrom].Change.SequenceNumber})
 	}
 	return resp, nil
+}
+
+// batch is what a batch of stream records asks of notify.
+type batch struct {
+	entries []Entry
+	from    []int // from[i]: the record entries[i] came from
+	// runs to number, in the order of their first record (firstOf).
+	runs    []string
+	firstOf map[string]int
+}
+
+// read reads each record: a run to number, or the entries to publish.
+func (h *Handler) read(ctx context.Context, records []events.DynamoDBEventRecord) batch {
+	b := batch{firstOf: map[string]int{}}
+	for i, rec := range records {
+		if run, ok := UnsequencedRun(rec); ok && h.seq != nil {
+			if _, seen := b.firstOf[run]; !seen {
+				b.firstOf[run] = i
+				b.runs = append(b.runs, run)
+			}
+			continue
+		}
+		for _, e := range h.entries(ctx, rec) {
+			b.entries = append(b.entries, e)
+			b.from = append(b.from, i)
+		}
+	}
+	return b
+}
+
+// entries is what one record publishes: a halt's, a new run's or an
+// approval's change; a record that cannot be decoded is logged and
+// publishes nothing.
+func (h *Handler) entries(ctx context.Context, rec events.DynamoDBEventRecord) []Entry {
+	if halt, ok, err := HaltFromStreamRecord(rec); ok || err != nil {
+		if err != nil {
+			h.log.ErrorContext(ctx, "notify: undecodable halt record skipped", "event_id", rec.EventID, "err", err)
+			return nil
+		}
+		return HaltEntries(halt)
+	}
+	if head, ok, err := RunFromStreamRecord(rec); ok || err != nil {
+		if err != nil {
+			h.log.ErrorContext(ctx, "notify: undecodable run record skipped", "event_id", rec.EventID, "err", err)
+		}
+		return RunEntries(head)
+	}
+	before, after, ok, err := FromStreamRecord(rec)
+	if err != nil {
+		h.log.ErrorContext(ctx, "notify: undecodable approval record skipped", "event_id", rec.EventID, "err", err)
+		return nil
+	}
+	if !ok {
+		return nil
+	}
+	out := Entries(before, after)
+	for _, e := range out {
+		if e.Type == Requested {
+			h.schedule(ctx, after)
+		}
+	}
+	return out
+}
+
+// sequence numbers the batch's runs and returns the first record to
+// retry from, or -1. Numbering is idempotent (a retried batch finds the
+// events numbered or numbers them), so a run that fails is retried from
+// its first record; readers number what is pending meanwhile.
+func (h *Handler) sequence(ctx context.Context, b batch) int {
+	retryFrom := -1
+	for _, run := range b.runs {
+		if err := h.seq.Sequence(ctx, run); err != nil {
+			h.log.ErrorContext(ctx, "notify: sequence failed; retrying from a record", "run", run, "err", err)
+			if retryFrom < 0 || b.firstOf[run] < retryFrom {
+				retryFrom = b.firstOf[run]
+			}
+		}
+	}
+	return retryFrom
 }
 
 // schedule starts the expiry timer of a new pending approval. Starting it
