@@ -173,96 +173,114 @@ func skipWS(b []byte, i int) int {
 // then the containers it closes are closed, until a comma asks for the
 // next value.
 func (d *doc) parse(i int) (int, error) {
-	b := d.b
 	for {
 		// A value starts at i.
 		if len(d.tape) == maxValues {
 			return i, &syntaxError{errTooMany, i}
 		}
-		if i >= len(b) {
+		if i >= len(d.b) {
 			return i, bad(i)
 		}
-		t := len(d.tape)
-		switch c := b[i]; {
-		case c == '"':
-			e, esc, err := scanString(b, i)
-			if err != nil {
-				return e, err
-			}
-			d.tape = append(d.tape, node{s: int32(i), e: int32(e), next: int32(t + 1), esc: esc})
-			i = e
-		case c == '{' || c == '[':
-			if len(d.stack) == maxDepth {
-				return i, bad(i)
-			}
-			d.tape = append(d.tape, node{s: int32(i)})
-			d.stack = append(d.stack, frame{t: t, keys: len(d.keys), side: len(d.side), close: c + 2})
-			i = skipWS(b, i+1)
-			if i < len(b) && b[i] == c+2 { // '}' and ']' are two past '{' and '['
-				i = d.close(i)
-				break
-			}
-			if c == '{' {
-				var err error
-				if i, err = d.name(i); err != nil {
-					return i, err
-				}
-			}
+		ended := true
+		var err error
+		if c := d.b[i]; c == '{' || c == '[' {
+			i, ended, err = d.open(i, c)
+		} else {
+			i, err = d.scalar(i)
+		}
+		if err != nil {
+			return i, err
+		}
+		if !ended {
 			continue
-		case c == 't':
-			if !bytes.HasPrefix(b[i:], []byte("true")) {
-				return i, bad(i)
-			}
-			d.tape = append(d.tape, node{s: int32(i), e: int32(i + 4), next: int32(t + 1)})
-			i += 4
-		case c == 'f':
-			if !bytes.HasPrefix(b[i:], []byte("false")) {
-				return i, bad(i)
-			}
-			d.tape = append(d.tape, node{s: int32(i), e: int32(i + 5), next: int32(t + 1)})
-			i += 5
-		case c == 'n':
-			if !bytes.HasPrefix(b[i:], []byte("null")) {
-				return i, bad(i)
-			}
-			d.tape = append(d.tape, node{s: int32(i), e: int32(i + 4), next: int32(t + 1)})
-			i += 4
-		case c == '-' || (c >= '0' && c <= '9'):
-			e, err := number(b, i)
-			if err != nil {
-				return e, err
-			}
-			d.tape = append(d.tape, node{s: int32(i), e: int32(e), next: int32(t + 1)})
-			i = e
-		default:
-			return i, bad(i)
 		}
 		// A value ended at i: close what it ends, up to the next comma.
-		for {
-			if len(d.stack) == 0 {
-				return i, nil
-			}
-			i = skipWS(b, i)
-			if i >= len(b) {
-				return i, bad(i)
-			}
-			closer := d.stack[len(d.stack)-1].close
-			if b[i] == closer {
-				i = d.close(i)
-				continue
-			}
-			if b[i] != ',' {
-				return i, bad(i)
-			}
-			i = skipWS(b, i+1)
-			if closer == '}' {
-				var err error
-				if i, err = d.name(i); err != nil {
-					return i, err
-				}
-			}
-			break
+		var done bool
+		if i, done, err = d.closeUpTo(i); err != nil || done {
+			return i, err
 		}
+	}
+}
+
+// open reads the container opening at b[i] (c, '{' or '['): it is pushed
+// on the stack and i moves to its first value, or, empty, it is closed
+// at once and ended says so.
+func (d *doc) open(i int, c byte) (next int, ended bool, err error) {
+	b := d.b
+	if len(d.stack) == maxDepth {
+		return i, false, bad(i)
+	}
+	t := len(d.tape)
+	d.tape = append(d.tape, node{s: int32(i)})
+	d.stack = append(d.stack, frame{t: t, keys: len(d.keys), side: len(d.side), close: c + 2})
+	i = skipWS(b, i+1)
+	if i < len(b) && b[i] == c+2 { // '}' and ']' are two past '{' and '['
+		return d.close(i), true, nil
+	}
+	if c == '{' {
+		i, err = d.name(i)
+	}
+	return i, false, err
+}
+
+// scalar reads the string, literal or number at b[i] onto the tape.
+func (d *doc) scalar(i int) (int, error) {
+	b := d.b
+	t := len(d.tape)
+	e, esc := 0, false
+	switch c := b[i]; {
+	case c == '"':
+		var err error
+		if e, esc, err = scanString(b, i); err != nil {
+			return e, err
+		}
+	case c == 't' || c == 'f' || c == 'n':
+		lit := literals[c]
+		if !bytes.HasPrefix(b[i:], lit) {
+			return i, bad(i)
+		}
+		e = i + len(lit)
+	case c == '-' || (c >= '0' && c <= '9'):
+		var err error
+		if e, err = number(b, i); err != nil {
+			return e, err
+		}
+	default:
+		return i, bad(i)
+	}
+	d.tape = append(d.tape, node{s: int32(i), e: int32(e), next: int32(t + 1), esc: esc})
+	return e, nil
+}
+
+// literals are JSON's three words, by their first byte.
+var literals = [256][]byte{'t': []byte("true"), 'f': []byte("false"), 'n': []byte("null")}
+
+// closeUpTo closes the containers the value ending at i ends, up to the
+// comma that asks for the next value (and, in an object, its name); done
+// when the outermost value ended.
+func (d *doc) closeUpTo(i int) (next int, done bool, err error) {
+	b := d.b
+	for {
+		if len(d.stack) == 0 {
+			return i, true, nil
+		}
+		i = skipWS(b, i)
+		if i >= len(b) {
+			return i, false, bad(i)
+		}
+		closer := d.stack[len(d.stack)-1].close
+		if b[i] == closer {
+			i = d.close(i)
+			continue
+		}
+		if b[i] != ',' {
+			return i, false, bad(i)
+		}
+		i = skipWS(b, i+1)
+		if closer == '}' {
+			i, err = d.name(i)
+		}
+		return i, false, err
 	}
 }
 
