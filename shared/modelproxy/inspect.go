@@ -249,25 +249,8 @@ func AllowedBetas() []string {
 // Inspect reads one request. h carries its anthropic-beta headers and
 // rawQuery its query string.
 func Inspect(body []byte, h http.Header, rawQuery string) (*Inspection, *Refusal) {
-	if rawQuery != "" && rawQuery != "beta=true" {
-		return nil, refuse(ReasonQuery, "the query string may only be beta=true; remove the rest")
-	}
-	// The version says how the upstream reads the body: only the versions
-	// the inspector was written against pass, and the one forwarded (the
-	// first) is the only one sent.
-	vs := h.Values("Anthropic-Version")
-	for _, v := range vs {
-		if !slices.Contains(apiVersions, v) || v != vs[0] {
-			return nil, refuse(ReasonField, "anthropic-version must be one of %s, sent once; fluidbox's model proxy reads no other", strings.Join(apiVersions, ", "))
-		}
-	}
-	for _, line := range h.Values("Anthropic-Beta") {
-		for b := range strings.SplitSeq(line, ",") {
-			b = strings.TrimSpace(b)
-			if b != "" && !allowedBetas[b] {
-				return nil, refuse(ReasonBeta, "anthropic-beta %s is not on fluidbox's allowlist (it may widen access or change the price); remove it", quoteName(b))
-			}
-		}
+	if r := inspectHeaders(h, rawQuery); r != nil {
+		return nil, r
 	}
 	d, err := validate(body)
 	if errors.Is(err, errTooMany) {
@@ -279,29 +262,64 @@ func Inspect(body []byte, h http.Header, rawQuery string) (*Inspection, *Refusal
 	}
 	in := &Inspection{body: body, doc: d}
 	defer func() { in.doc = nil; d.release() }()
-	root := d.root()
-	if kind(body, root) != '{' {
-		return nil, refuse(ReasonMalformed, "the body must be a JSON object")
+	if r := in.readTop(d.root()); r != nil {
+		return nil, r
 	}
-	top := d.members(root)
+	return in, nil
+}
+
+// inspectHeaders refuses a query string other than beta=true, an
+// anthropic-version the inspector was not written against (or two), and
+// an anthropic-beta off the allowlist.
+func inspectHeaders(h http.Header, rawQuery string) *Refusal {
+	if rawQuery != "" && rawQuery != "beta=true" {
+		return refuse(ReasonQuery, "the query string may only be beta=true; remove the rest")
+	}
+	// The version says how the upstream reads the body: only the versions
+	// the inspector was written against pass, and the one forwarded (the
+	// first) is the only one sent.
+	vs := h.Values("Anthropic-Version")
+	for _, v := range vs {
+		if !slices.Contains(apiVersions, v) || v != vs[0] {
+			return refuse(ReasonField, "anthropic-version must be one of %s, sent once; fluidbox's model proxy reads no other", strings.Join(apiVersions, ", "))
+		}
+	}
+	for _, line := range h.Values("Anthropic-Beta") {
+		for b := range strings.SplitSeq(line, ",") {
+			b = strings.TrimSpace(b)
+			if b != "" && !allowedBetas[b] {
+				return refuse(ReasonBeta, "anthropic-beta %s is not on fluidbox's allowlist (it may widen access or change the price); remove it", quoteName(b))
+			}
+		}
+	}
+	return nil
+}
+
+// readTop reads the body's root object: refused members first, then each
+// member by its reader, in name order, so the same request is always
+// refused for the same reason; then what needs them all read.
+func (in *Inspection) readTop(root span) *Refusal {
+	if kind(in.body, root) != '{' {
+		return refuse(ReasonMalformed, "the body must be a JSON object")
+	}
+	top := in.doc.members(root)
 	for _, m := range top {
 		switch m.name {
 		case "mcp_servers":
-			return nil, refuse(ReasonConnector, "mcp_servers is refused: the MCP connector would reach servers with the operator's key outside the gate; attach the server to the run as a fluidbox connection instead")
+			return refuse(ReasonConnector, "mcp_servers is refused: the MCP connector would reach servers with the operator's key outside the gate; attach the server to the run as a fluidbox connection instead")
 		case "container":
-			return nil, refuse(ReasonContainer, "container is refused: it reuses server-side state fluidbox cannot see; remove it")
+			return refuse(ReasonContainer, "container is refused: it reuses server-side state fluidbox cannot see; remove it")
 		}
 	}
-	// The same request is always refused for the same reason.
 	slices.SortFunc(top, func(a, b member) int { return strings.Compare(a.name, b.name) })
 	messages, tier := false, false
 	for _, m := range top {
 		read, ok := topFields[m.name]
 		if !ok {
-			return nil, refuse(ReasonField, "request field %s is not one fluidbox's model proxy understands; remove it", quoteName(m.name))
+			return refuse(ReasonField, "request field %s is not one fluidbox's model proxy understands; remove it", quoteName(m.name))
 		}
 		if r := read(in, m.v); r != nil {
-			return nil, r
+			return r
 		}
 		messages = messages || m.name == "messages"
 		tier = tier || m.name == "service_tier"
@@ -313,24 +331,32 @@ func Inspect(body []byte, h http.Header, rawQuery string) (*Inspection, *Refusal
 		end := root.e - 1
 		in.edits = append(in.edits, edit{span{s: end, e: end}, []byte(`,"service_tier":"standard_only"`)})
 	}
-	// A reference names a deferred tool of this request, as the API
-	// requires; checked here, after both messages and tools were read.
-	for _, name := range in.refs {
-		size, ok := in.deferred[name]
-		if !ok {
-			return nil, refuse(ReasonMalformed, "a tool_reference names %s, which is not a tool of this request with defer_loading true", quoteName(name))
-		}
-		in.ReferencedBytes = satAdd(in.ReferencedBytes, size)
+	if r := in.resolveRefs(); r != nil {
+		return r
 	}
 	switch {
 	case in.Model == "":
-		return nil, refuse(ReasonMalformed, "model: field required")
+		return refuse(ReasonMalformed, "model: field required")
 	case in.MaxTokens < 1:
-		return nil, refuse(ReasonMalformed, "max_tokens: must be an integer of at least 1")
+		return refuse(ReasonMalformed, "max_tokens: must be an integer of at least 1")
 	case !messages:
-		return nil, refuse(ReasonMalformed, "messages: field required")
+		return refuse(ReasonMalformed, "messages: field required")
 	}
-	return in, nil
+	return nil
+}
+
+// resolveRefs holds each tool reference to a deferred tool of this
+// request, as the API requires; it runs after both messages and tools
+// were read.
+func (in *Inspection) resolveRefs() *Refusal {
+	for _, name := range in.refs {
+		size, ok := in.deferred[name]
+		if !ok {
+			return refuse(ReasonMalformed, "a tool_reference names %s, which is not a tool of this request with defer_loading true", quoteName(name))
+		}
+		in.ReferencedBytes = satAdd(in.ReferencedBytes, size)
+	}
+	return nil
 }
 
 func quoteName(s string) string {
