@@ -774,27 +774,42 @@ func (in *Inspection) readBlock(v span, at path, allowed []string) *Refusal {
 	if !ok {
 		return refuse(ReasonField, "%s: a member is not one fluidbox understands for a content block; remove it", at)
 	}
-	typ, ok := in.optString(b, "type")
-	if !ok {
-		return refuse(ReasonField, "%s: a content block's type must be a string", at)
-	}
-	if !slices.Contains(allowed, typ) {
-		if typ == "mcp_tool_use" || typ == "mcp_tool_result" {
-			return refuse(ReasonConnector, "%s: MCP connector blocks are refused; use a fluidbox connection", at)
-		}
-		if typ == "container_upload" {
-			return refuse(ReasonContainer, "%s: container_upload is refused", at)
-		}
-		return refuse(ReasonBlockType, "%s.type %s is not admitted here; fluidbox admits %s", at, quoteName(typ), strings.Join(allowed, ", "))
-	}
-	if p, ok := b.foreign(blockFields[1:], blockMembers[typ]); ok {
-		return refuse(ReasonField, "%s: a %s block may not carry %s; remove it", at, typ, p)
+	typ, r := in.blockType(b, at, allowed)
+	if r != nil {
+		return r
 	}
 	if cc, ok := b.get("cache_control"); ok {
 		if r := in.readCacheControl(cc, at); r != nil {
 			return r
 		}
 	}
+	return in.readBlockOf(typ, b, at)
+}
+
+// blockType is the type of the block b, refused unless it is allowed
+// here and b carries only that type's members.
+func (in *Inspection) blockType(b obj, at path, allowed []string) (string, *Refusal) {
+	typ, ok := in.optString(b, "type")
+	if !ok {
+		return "", refuse(ReasonField, "%s: a content block's type must be a string", at)
+	}
+	if !slices.Contains(allowed, typ) {
+		if typ == "mcp_tool_use" || typ == "mcp_tool_result" {
+			return "", refuse(ReasonConnector, "%s: MCP connector blocks are refused; use a fluidbox connection", at)
+		}
+		if typ == "container_upload" {
+			return "", refuse(ReasonContainer, "%s: container_upload is refused", at)
+		}
+		return "", refuse(ReasonBlockType, "%s.type %s is not admitted here; fluidbox admits %s", at, quoteName(typ), strings.Join(allowed, ", "))
+	}
+	if p, ok := b.foreign(blockFields[1:], blockMembers[typ]); ok {
+		return "", refuse(ReasonField, "%s: a %s block may not carry %s; remove it", at, typ, p)
+	}
+	return typ, nil
+}
+
+// readBlockOf reads what a block of type typ holds.
+func (in *Inspection) readBlockOf(typ string, b obj, at path) *Refusal {
 	switch typ {
 	case "text":
 		if kind(in.body, b.val("text")) != '"' {
