@@ -273,68 +273,18 @@ func parsePrices(data []byte) (*Prices, error) {
 func decodeEntry(dec *json.Decoder) (priceEntry, error) {
 	var e priceEntry
 	err := decodeObject(dec, func(key string) error {
-		if key == "aliases" {
-			if e.aliases != nil {
-				return errors.New(`duplicate "aliases"`)
-			}
-			var aliases []string
-			if err := dec.Decode(&aliases); err != nil {
-				return fmt.Errorf("aliases: %w", err)
-			}
-			for _, a := range aliases {
-				if err := checkModelName(a); err != nil {
-					return err
-				}
-			}
-			e.aliases = append([]string{}, aliases...)
-			return nil
-		}
-		if strings.HasPrefix(key, "_") {
+		switch {
+		case key == "aliases":
+			return e.decodeAliases(dec)
+		case strings.HasPrefix(key, "_"):
 			var comment string
 			return dec.Decode(&comment)
+		case key == "context_window_tokens":
+			return e.decodeWindow(dec)
+		case key == "us_inference_multiplier":
+			return e.decodeUSMultiplier(dec)
 		}
-		switch key {
-		case "context_window_tokens":
-			if e.window != 0 {
-				return errors.New("duplicate context_window_tokens")
-			}
-			var n int64
-			if err := dec.Decode(&n); err != nil || n < 1 || n > 100_000_000 {
-				return errors.New("context_window_tokens: want a positive integer")
-			}
-			e.window = n
-			return nil
-		case "us_inference_multiplier":
-			var raw json.RawMessage
-			if err := dec.Decode(&raw); err != nil {
-				return err
-			}
-			m, err := parseDecimalUSD(string(raw))
-			if err != nil || m < MicrosPerUSD || m > 10*MicrosPerUSD || m%1000 != 0 {
-				return errors.New("us_inference_multiplier: want a decimal from 1 to 10 with at most three fractional digits")
-			}
-			e.us = int64(m / 1000)
-			return nil
-		}
-		i := slices.Index(rateFields[:], key)
-		if i < 0 {
-			return fmt.Errorf("unknown field %q", key)
-		}
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return fmt.Errorf("%s: %w", key, err)
-		}
-		// parseDecimalUSD accepts only digits and one '.', so a string, null or exponent
-		// form is refused here rather than coerced.
-		m, err := parseDecimalUSD(string(raw))
-		if err != nil {
-			return fmt.Errorf("%s: %w", key, err)
-		}
-		if m > maxRatePerMTok {
-			return fmt.Errorf("%s: %s per million tokens is above the sanity limit %s", key, m, Micros(maxRatePerMTok))
-		}
-		e.rates[i] = &m
-		return nil
+		return e.decodeRate(dec, key)
 	})
 	if err != nil {
 		return e, err
@@ -355,6 +305,71 @@ func decodeEntry(dec *json.Decoder) (priceEntry, error) {
 		return e, errors.New("input and output rates must be above zero (an unpriced model is refused, not free)")
 	}
 	return e, nil
+}
+
+func (e *priceEntry) decodeAliases(dec *json.Decoder) error {
+	if e.aliases != nil {
+		return errors.New(`duplicate "aliases"`)
+	}
+	var aliases []string
+	if err := dec.Decode(&aliases); err != nil {
+		return fmt.Errorf("aliases: %w", err)
+	}
+	for _, a := range aliases {
+		if err := checkModelName(a); err != nil {
+			return err
+		}
+	}
+	e.aliases = append([]string{}, aliases...)
+	return nil
+}
+
+func (e *priceEntry) decodeWindow(dec *json.Decoder) error {
+	if e.window != 0 {
+		return errors.New("duplicate context_window_tokens")
+	}
+	var n int64
+	if err := dec.Decode(&n); err != nil || n < 1 || n > 100_000_000 {
+		return errors.New("context_window_tokens: want a positive integer")
+	}
+	e.window = n
+	return nil
+}
+
+func (e *priceEntry) decodeUSMultiplier(dec *json.Decoder) error {
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return err
+	}
+	m, err := parseDecimalUSD(string(raw))
+	if err != nil || m < MicrosPerUSD || m > 10*MicrosPerUSD || m%1000 != 0 {
+		return errors.New("us_inference_multiplier: want a decimal from 1 to 10 with at most three fractional digits")
+	}
+	e.us = int64(m / 1000)
+	return nil
+}
+
+// decodeRate reads the rate named key, one of rateFields.
+func (e *priceEntry) decodeRate(dec *json.Decoder, key string) error {
+	i := slices.Index(rateFields[:], key)
+	if i < 0 {
+		return fmt.Errorf("unknown field %q", key)
+	}
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return fmt.Errorf("%s: %w", key, err)
+	}
+	// parseDecimalUSD accepts only digits and one '.', so a string, null or exponent
+	// form is refused here rather than coerced.
+	m, err := parseDecimalUSD(string(raw))
+	if err != nil {
+		return fmt.Errorf("%s: %w", key, err)
+	}
+	if m > maxRatePerMTok {
+		return fmt.Errorf("%s: %s per million tokens is above the sanity limit %s", key, m, Micros(maxRatePerMTok))
+	}
+	e.rates[i] = &m
+	return nil
 }
 
 // decodeObject reads one JSON object from dec, calling field for each key with the decoder

@@ -200,115 +200,140 @@ func wildcard(p, v string) bool {
 
 // authRequests lists the authorizations op with body needs.
 func (l *Layer) authRequests(op string, body []byte) ([]authRequest, error) {
-	decode := func(v any) error { return json.Unmarshal(body, v) }
-	one := func(action, table string, key map[string]*server.AttributeValue, enclosing string) authRequest {
-		a := authRequest{action: "dynamodb:" + action, resource: TableARN(table), enclosing: enclosing}
-		a.leading, a.known = l.leadingOf(table, key)
-		return a
-	}
 	switch op {
 	case "GetItem", "DeleteItem", "UpdateItem", "PutItem":
 		var in struct {
 			TableName string
 			Key, Item map[string]*server.AttributeValue
 		}
-		if err := decode(&in); err != nil {
+		if err := json.Unmarshal(body, &in); err != nil {
 			return nil, err
 		}
 		key := in.Key
 		if op == "PutItem" {
 			key = in.Item
 		}
-		return []authRequest{one(op, in.TableName, key, "")}, nil
+		return []authRequest{l.authOne(op, in.TableName, key, "")}, nil
 	case "Query", "Scan":
-		var in server.QueryInput
-		if err := decode(&in); err != nil {
-			return nil, err
-		}
-		a := authRequest{action: "dynamodb:" + op, resource: TableARN(deref(in.TableName))}
-		if in.IndexName != nil {
-			a.resource += "/index/" + *in.IndexName
-		}
-		if op == "Scan" {
-			a.known = true // a scan names no partition
-		} else if in.KeyConditionExpression != nil {
-			a.leading, a.known = l.queriedPartition(deref(in.TableName), in.IndexName, *in.KeyConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues)
-		}
-		return []authRequest{a}, nil
+		return l.authQuery(op, body)
 	case "BatchGetItem", "BatchWriteItem":
-		var in struct {
-			RequestItems map[string]json.RawMessage
-		}
-		if err := decode(&in); err != nil {
-			return nil, err
-		}
-		var out []authRequest
-		for table, raw := range in.RequestItems {
-			var keys []map[string]*server.AttributeValue
-			if op == "BatchGetItem" {
-				var ka server.KeysAndAttributes
-				if err := json.Unmarshal(raw, &ka); err != nil {
-					return nil, err
-				}
-				keys = ka.Keys
-			} else {
-				var reqs []server.WriteRequest
-				if err := json.Unmarshal(raw, &reqs); err != nil {
-					return nil, err
-				}
-				for _, r := range reqs {
-					switch {
-					case r.PutRequest != nil:
-						keys = append(keys, r.PutRequest.Item)
-					case r.DeleteRequest != nil:
-						keys = append(keys, r.DeleteRequest.Key)
-					}
-				}
-			}
-			a := authRequest{action: "dynamodb:" + op, resource: TableARN(table), known: true}
-			for _, k := range keys {
-				pk, ok := l.leadingOf(table, k)
-				a.leading, a.known = append(a.leading, pk...), a.known && ok
-			}
-			out = append(out, a)
-		}
-		return out, nil
-	case "TransactWriteItems":
-		var in server.TransactWriteItemsInput
-		if err := decode(&in); err != nil {
-			return nil, err
-		}
-		var out []authRequest
-		for _, it := range in.TransactItems {
-			switch {
-			case it.Put != nil:
-				out = append(out, one("PutItem", deref(it.Put.TableName), it.Put.Item, op))
-			case it.Update != nil:
-				out = append(out, one("UpdateItem", deref(it.Update.TableName), it.Update.Key, op))
-			case it.Delete != nil:
-				out = append(out, one("DeleteItem", deref(it.Delete.TableName), it.Delete.Key, op))
-			case it.ConditionCheck != nil:
-				out = append(out, one("ConditionCheckItem", deref(it.ConditionCheck.TableName), it.ConditionCheck.Key, op))
-			}
-		}
-		return out, nil
-	case "TransactGetItems":
-		var in server.TransactGetItemsInput
-		if err := decode(&in); err != nil {
-			return nil, err
-		}
-		var out []authRequest
-		for _, it := range in.TransactItems {
-			if it.Get != nil {
-				out = append(out, one("GetItem", deref(it.Get.TableName), it.Get.Key, op))
-			}
-		}
-		return out, nil
+		return l.authBatch(op, body)
+	case "TransactWriteItems", "TransactGetItems":
+		return l.authTransaction(op, body)
 	}
 	// Control-plane and any other operation: itself, on the table it names.
 	var in struct{ TableName string }
-	_ = decode(&in)
+	_ = json.Unmarshal(body, &in)
 	return []authRequest{{action: "dynamodb:" + op, resource: TableARN(in.TableName), known: true}}, nil
+}
+
+// authOne is the authorization of action on one item of table, inside
+// the enclosing operation ("" for none).
+func (l *Layer) authOne(action, table string, key map[string]*server.AttributeValue, enclosing string) authRequest {
+	a := authRequest{action: "dynamodb:" + action, resource: TableARN(table), enclosing: enclosing}
+	a.leading, a.known = l.leadingOf(table, key)
+	return a
+}
+
+// authQuery is the authorization of a Query or Scan (op): on the table or
+// the index, for the partition a Query names.
+func (l *Layer) authQuery(op string, body []byte) ([]authRequest, error) {
+	var in server.QueryInput
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, err
+	}
+	a := authRequest{action: "dynamodb:" + op, resource: TableARN(deref(in.TableName))}
+	if in.IndexName != nil {
+		a.resource += "/index/" + *in.IndexName
+	}
+	if op == "Scan" {
+		a.known = true // a scan names no partition
+	} else if in.KeyConditionExpression != nil {
+		a.leading, a.known = l.queriedPartition(deref(in.TableName), in.IndexName, *in.KeyConditionExpression, in.ExpressionAttributeNames, in.ExpressionAttributeValues)
+	}
+	return []authRequest{a}, nil
+}
+
+// authBatch is the authorization of a BatchGetItem or BatchWriteItem
+// (op): one per table, for every partition its keys touch.
+func (l *Layer) authBatch(op string, body []byte) ([]authRequest, error) {
+	var in struct {
+		RequestItems map[string]json.RawMessage
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, err
+	}
+	var out []authRequest
+	for table, raw := range in.RequestItems {
+		keys, err := batchKeys(op, raw)
+		if err != nil {
+			return nil, err
+		}
+		a := authRequest{action: "dynamodb:" + op, resource: TableARN(table), known: true}
+		for _, k := range keys {
+			pk, ok := l.leadingOf(table, k)
+			a.leading, a.known = append(a.leading, pk...), a.known && ok
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// batchKeys is the keys (or items) of one table's part of a batch.
+func batchKeys(op string, raw json.RawMessage) ([]map[string]*server.AttributeValue, error) {
+	if op == "BatchGetItem" {
+		var ka server.KeysAndAttributes
+		if err := json.Unmarshal(raw, &ka); err != nil {
+			return nil, err
+		}
+		return ka.Keys, nil
+	}
+	var reqs []server.WriteRequest
+	if err := json.Unmarshal(raw, &reqs); err != nil {
+		return nil, err
+	}
+	var keys []map[string]*server.AttributeValue
+	for _, r := range reqs {
+		switch {
+		case r.PutRequest != nil:
+			keys = append(keys, r.PutRequest.Item)
+		case r.DeleteRequest != nil:
+			keys = append(keys, r.DeleteRequest.Key)
+		}
+	}
+	return keys, nil
+}
+
+// authTransaction is the authorization of each item of a
+// TransactWriteItems or TransactGetItems (op), enclosed in it.
+func (l *Layer) authTransaction(op string, body []byte) ([]authRequest, error) {
+	var in struct {
+		TransactItems []struct {
+			server.TransactWriteItem
+			Get *server.Get
+		}
+	}
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, err
+	}
+	var out []authRequest
+	for _, it := range in.TransactItems {
+		switch {
+		case op == "TransactGetItems":
+			if it.Get != nil {
+				out = append(out, l.authOne("GetItem", deref(it.Get.TableName), it.Get.Key, op))
+			}
+		case it.Put != nil:
+			out = append(out, l.authOne("PutItem", deref(it.Put.TableName), it.Put.Item, op))
+		case it.Update != nil:
+			out = append(out, l.authOne("UpdateItem", deref(it.Update.TableName), it.Update.Key, op))
+		case it.Delete != nil:
+			out = append(out, l.authOne("DeleteItem", deref(it.Delete.TableName), it.Delete.Key, op))
+		case it.ConditionCheck != nil:
+			out = append(out, l.authOne("ConditionCheckItem", deref(it.ConditionCheck.TableName), it.ConditionCheck.Key, op))
+		}
+	}
+	return out, nil
 }
 
 // leadingOf is the partition key value of key (or of an item).

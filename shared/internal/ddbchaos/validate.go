@@ -187,146 +187,160 @@ func (l *Layer) checkUpdate(s *schema, a action) error {
 // the actions it contains (for fault matching) and the reason DynamoDB
 // would refuse it, if any.
 func (l *Layer) validate(op string, body []byte) ([]action, error) {
-	decode := func(v any) error {
-		if err := json.Unmarshal(body, v); err != nil {
-			return fmt.Errorf("Start of structure or map found where not expected (%v)", err)
-		}
-		return nil
-	}
-	exprs := func(names map[string]string, values map[string]*server.AttributeValue, e map[string]*string) exprSet {
-		set := newExprs(names, values, e)
-		set.rawValues = values
-		return set
-	}
 	switch op {
 	case "PutItem":
-		var in server.PutItemInput
-		if err := decode(&in); err != nil {
-			return nil, err
-		}
-		a := action{table: deref(in.TableName), item: in.Item,
-			exprs: exprs(in.ExpressionAttributeNames, in.ExpressionAttributeValues, map[string]*string{"ConditionExpression": in.ConditionExpression})}
-		return []action{a}, firstErr(checkValues(in.ExpressionAttributeValues), l.checkAction(a))
+		return decodeThen(body, l.validatePut)
 	case "GetItem":
-		var in server.GetItemInput
-		if err := decode(&in); err != nil {
-			return nil, err
-		}
-		a := action{table: deref(in.TableName), key: in.Key,
-			exprs: exprs(in.ExpressionAttributeNames, nil, map[string]*string{"ProjectionExpression": in.ProjectionExpression})}
-		return []action{a}, l.checkAction(a)
+		return decodeThen(body, l.validateGet)
 	case "DeleteItem":
-		var in server.DeleteItemInput
-		if err := decode(&in); err != nil {
-			return nil, err
-		}
-		a := action{table: deref(in.TableName), key: in.Key,
-			exprs: exprs(in.ExpressionAttributeNames, in.ExpressionAttributeValues, map[string]*string{"ConditionExpression": in.ConditionExpression})}
-		return []action{a}, firstErr(checkValues(in.ExpressionAttributeValues), l.checkAction(a))
+		return decodeThen(body, l.validateDelete)
 	case "UpdateItem":
-		var in server.UpdateItemInput
-		if err := decode(&in); err != nil {
-			return nil, err
-		}
-		a := action{table: deref(in.TableName), key: in.Key, update: in.UpdateExpression,
-			exprs: exprs(in.ExpressionAttributeNames, in.ExpressionAttributeValues, map[string]*string{"ConditionExpression": in.ConditionExpression, "UpdateExpression": in.UpdateExpression})}
-		if in.UpdateExpression == nil {
-			return nil, fmt.Errorf("fluidbox test layer: UpdateItem without an UpdateExpression")
-		}
-		return []action{a}, firstErr(checkValues(in.ExpressionAttributeValues), l.checkAction(a))
+		return decodeThen(body, l.validateUpdate)
 	case "Query", "Scan":
-		var in server.QueryInput
-		if err := decode(&in); err != nil {
-			return nil, err
-		}
-		s, err := l.schemaOf(deref(in.TableName))
-		if err != nil {
-			return nil, nil // the server behind answers ResourceNotFoundException
-		}
-		if in.IndexName != nil {
-			if _, ok := s.gsis[*in.IndexName]; !ok {
-				return nil, fmt.Errorf("The table does not have the specified index: %s", *in.IndexName)
-			}
-			if in.ConsistentRead != nil && *in.ConsistentRead {
-				return nil, fmt.Errorf("Consistent reads are not supported on global secondary indexes")
-			}
-		}
-		if in.Limit != nil && *in.Limit <= 0 {
-			return nil, fmt.Errorf("1 validation error detected: Value '%d' at 'limit' failed to satisfy constraint: Member must have value greater than or equal to 1", *in.Limit)
-		}
-		e := map[string]*string{"FilterExpression": in.FilterExpression, "ProjectionExpression": in.ProjectionExpression}
-		if op == "Query" {
-			if in.KeyConditionExpression == nil {
-				return nil, fmt.Errorf("Either the KeyConditions or KeyConditionExpression parameter must be specified in the request.")
-			}
-			e["KeyConditionExpression"] = in.KeyConditionExpression
-			for _, v := range scan(*in.KeyConditionExpression).values {
-				if av := in.ExpressionAttributeValues[v]; av != nil && av.S != nil && *av.S == "" {
-					return nil, fmt.Errorf("One or more parameter values are not valid. The AttributeValue for a key attribute cannot contain an empty string value. Value: %s", v)
-				}
-			}
-		}
-		return nil, firstErr(checkValues(in.ExpressionAttributeValues), exprs(in.ExpressionAttributeNames, in.ExpressionAttributeValues, e).check())
+		return decodeThen(body, func(in server.QueryInput) ([]action, error) { return l.validateQuery(op, in) })
 	case "TransactWriteItems":
-		var in server.TransactWriteItemsInput
-		if err := decode(&in); err != nil {
-			return nil, err
-		}
-		return l.validateTransaction(in, body)
+		return decodeThen(body, func(in server.TransactWriteItemsInput) ([]action, error) { return l.validateTransaction(in, body) })
 	case "TransactGetItems":
-		var in server.TransactGetItemsInput
-		if err := decode(&in); err != nil {
-			return nil, err
-		}
-		if len(in.TransactItems) == 0 || len(in.TransactItems) > MaxTransactActions {
-			return nil, fmt.Errorf("1 validation error detected: Value at 'transactItems' failed to satisfy constraint: Member must have length less than or equal to %d and greater than or equal to 1", MaxTransactActions)
-		}
-		var acts []action
-		for _, it := range in.TransactItems {
-			if it.Get == nil {
-				return nil, fmt.Errorf("TransactItems can only contain Get")
-			}
-			acts = append(acts, action{table: deref(it.Get.TableName), key: it.Get.Key,
-				exprs: exprs(it.Get.ExpressionAttributeNames, nil, map[string]*string{"ProjectionExpression": it.Get.ProjectionExpression})})
-		}
-		return acts, l.checkAll(acts, "Transaction request cannot include multiple operations on one item")
+		return decodeThen(body, l.validateTransactGet)
 	case "BatchWriteItem":
-		var in server.BatchWriteItemInput
-		if err := decode(&in); err != nil {
-			return nil, err
-		}
-		var acts []action
-		for table, reqs := range in.RequestItems {
-			for _, r := range reqs {
-				switch {
-				case r.PutRequest != nil:
-					acts = append(acts, action{table: table, item: r.PutRequest.Item})
-				case r.DeleteRequest != nil:
-					acts = append(acts, action{table: table, key: r.DeleteRequest.Key})
-				}
-			}
-		}
-		if len(acts) == 0 || len(acts) > MaxBatchWrite {
-			return nil, fmt.Errorf("1 validation error detected: Value at 'requestItems' failed to satisfy constraint: Map value must satisfy constraint: [Member must have length less than or equal to %d, Member must have length greater than or equal to 1]", MaxBatchWrite)
-		}
-		return acts, l.checkAll(acts, "Provided list of item keys contains duplicates")
+		return decodeThen(body, l.validateBatchWrite)
 	case "BatchGetItem":
-		var in server.BatchGetItemInput
-		if err := decode(&in); err != nil {
-			return nil, err
-		}
-		var acts []action
-		for table, ka := range in.RequestItems {
-			for _, k := range ka.Keys {
-				acts = append(acts, action{table: table, key: k})
-			}
-		}
-		if len(acts) == 0 || len(acts) > MaxBatchGet {
-			return nil, fmt.Errorf("Too many items requested for the BatchGetItem call")
-		}
-		return acts, l.checkAll(acts, "Provided list of item keys contains duplicates")
+		return decodeThen(body, l.validateBatchGet)
 	}
 	return nil, nil
+}
+
+// decodeThen decodes body as an In and validates it with check; a body
+// that does not decode is refused as DynamoDB refuses it.
+func decodeThen[In any](body []byte, check func(In) ([]action, error)) ([]action, error) {
+	var in In
+	if err := json.Unmarshal(body, &in); err != nil {
+		return nil, fmt.Errorf("Start of structure or map found where not expected (%v)", err)
+	}
+	return check(in)
+}
+
+// exprsOf is the expressions of one request, with its raw values kept for
+// checkValues.
+func exprsOf(names map[string]string, values map[string]*server.AttributeValue, e map[string]*string) exprSet {
+	set := newExprs(names, values, e)
+	set.rawValues = values
+	return set
+}
+
+func (l *Layer) validatePut(in server.PutItemInput) ([]action, error) {
+	a := action{table: deref(in.TableName), item: in.Item,
+		exprs: exprsOf(in.ExpressionAttributeNames, in.ExpressionAttributeValues, map[string]*string{"ConditionExpression": in.ConditionExpression})}
+	return []action{a}, firstErr(checkValues(in.ExpressionAttributeValues), l.checkAction(a))
+}
+
+func (l *Layer) validateGet(in server.GetItemInput) ([]action, error) {
+	a := action{table: deref(in.TableName), key: in.Key,
+		exprs: exprsOf(in.ExpressionAttributeNames, nil, map[string]*string{"ProjectionExpression": in.ProjectionExpression})}
+	return []action{a}, l.checkAction(a)
+}
+
+func (l *Layer) validateDelete(in server.DeleteItemInput) ([]action, error) {
+	a := action{table: deref(in.TableName), key: in.Key,
+		exprs: exprsOf(in.ExpressionAttributeNames, in.ExpressionAttributeValues, map[string]*string{"ConditionExpression": in.ConditionExpression})}
+	return []action{a}, firstErr(checkValues(in.ExpressionAttributeValues), l.checkAction(a))
+}
+
+func (l *Layer) validateUpdate(in server.UpdateItemInput) ([]action, error) {
+	a := action{table: deref(in.TableName), key: in.Key, update: in.UpdateExpression,
+		exprs: exprsOf(in.ExpressionAttributeNames, in.ExpressionAttributeValues, map[string]*string{"ConditionExpression": in.ConditionExpression, "UpdateExpression": in.UpdateExpression})}
+	if in.UpdateExpression == nil {
+		return nil, fmt.Errorf("fluidbox test layer: UpdateItem without an UpdateExpression")
+	}
+	return []action{a}, firstErr(checkValues(in.ExpressionAttributeValues), l.checkAction(a))
+}
+
+// validateQuery checks a Query or a Scan (op): its index, limit,
+// expressions and, for a Query, its key condition's values.
+func (l *Layer) validateQuery(op string, in server.QueryInput) ([]action, error) {
+	s, err := l.schemaOf(deref(in.TableName))
+	if err != nil {
+		return nil, nil // the server behind answers ResourceNotFoundException
+	}
+	if in.IndexName != nil {
+		if _, ok := s.gsis[*in.IndexName]; !ok {
+			return nil, fmt.Errorf("The table does not have the specified index: %s", *in.IndexName)
+		}
+		if in.ConsistentRead != nil && *in.ConsistentRead {
+			return nil, fmt.Errorf("Consistent reads are not supported on global secondary indexes")
+		}
+	}
+	if in.Limit != nil && *in.Limit <= 0 {
+		return nil, fmt.Errorf("1 validation error detected: Value '%d' at 'limit' failed to satisfy constraint: Member must have value greater than or equal to 1", *in.Limit)
+	}
+	e := map[string]*string{"FilterExpression": in.FilterExpression, "ProjectionExpression": in.ProjectionExpression}
+	if op == "Query" {
+		if err := checkKeyCondition(in); err != nil {
+			return nil, err
+		}
+		e["KeyConditionExpression"] = in.KeyConditionExpression
+	}
+	return nil, firstErr(checkValues(in.ExpressionAttributeValues), exprsOf(in.ExpressionAttributeNames, in.ExpressionAttributeValues, e).check())
+}
+
+// checkKeyCondition refuses a Query without a key condition, or whose
+// key condition compares a key with an empty string.
+func checkKeyCondition(in server.QueryInput) error {
+	if in.KeyConditionExpression == nil {
+		return fmt.Errorf("Either the KeyConditions or KeyConditionExpression parameter must be specified in the request.")
+	}
+	for _, v := range scan(*in.KeyConditionExpression).values {
+		if av := in.ExpressionAttributeValues[v]; av != nil && av.S != nil && *av.S == "" {
+			return fmt.Errorf("One or more parameter values are not valid. The AttributeValue for a key attribute cannot contain an empty string value. Value: %s", v)
+		}
+	}
+	return nil
+}
+
+func (l *Layer) validateTransactGet(in server.TransactGetItemsInput) ([]action, error) {
+	if len(in.TransactItems) == 0 || len(in.TransactItems) > MaxTransactActions {
+		return nil, fmt.Errorf("1 validation error detected: Value at 'transactItems' failed to satisfy constraint: Member must have length less than or equal to %d and greater than or equal to 1", MaxTransactActions)
+	}
+	var acts []action
+	for _, it := range in.TransactItems {
+		if it.Get == nil {
+			return nil, fmt.Errorf("TransactItems can only contain Get")
+		}
+		acts = append(acts, action{table: deref(it.Get.TableName), key: it.Get.Key,
+			exprs: exprsOf(it.Get.ExpressionAttributeNames, nil, map[string]*string{"ProjectionExpression": it.Get.ProjectionExpression})})
+	}
+	return acts, l.checkAll(acts, "Transaction request cannot include multiple operations on one item")
+}
+
+func (l *Layer) validateBatchWrite(in server.BatchWriteItemInput) ([]action, error) {
+	var acts []action
+	for table, reqs := range in.RequestItems {
+		for _, r := range reqs {
+			switch {
+			case r.PutRequest != nil:
+				acts = append(acts, action{table: table, item: r.PutRequest.Item})
+			case r.DeleteRequest != nil:
+				acts = append(acts, action{table: table, key: r.DeleteRequest.Key})
+			}
+		}
+	}
+	if len(acts) == 0 || len(acts) > MaxBatchWrite {
+		return nil, fmt.Errorf("1 validation error detected: Value at 'requestItems' failed to satisfy constraint: Map value must satisfy constraint: [Member must have length less than or equal to %d, Member must have length greater than or equal to 1]", MaxBatchWrite)
+	}
+	return acts, l.checkAll(acts, "Provided list of item keys contains duplicates")
+}
+
+func (l *Layer) validateBatchGet(in server.BatchGetItemInput) ([]action, error) {
+	var acts []action
+	for table, ka := range in.RequestItems {
+		for _, k := range ka.Keys {
+			acts = append(acts, action{table: table, key: k})
+		}
+	}
+	if len(acts) == 0 || len(acts) > MaxBatchGet {
+		return nil, fmt.Errorf("Too many items requested for the BatchGetItem call")
+	}
+	return acts, l.checkAll(acts, "Provided list of item keys contains duplicates")
 }
 
 func (l *Layer) validateTransaction(in server.TransactWriteItemsInput, body []byte) ([]action, error) {
