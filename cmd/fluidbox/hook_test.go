@@ -170,6 +170,10 @@ func TestHookDeniesOnAnyFailure(t *testing.T) {
 		_, _ = w.Write([]byte(`{"decision":"maybe"}`))
 	}))
 	t.Cleanup(odd.Close)
+	silent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(`{"reason":"no decision field"}`))
+	}))
+	t.Cleanup(silent.Close)
 
 	good := map[string]string{"FLUIDBOX_URL": s.url, "FLUIDBOX_SESSION_ID": ses, "FLUIDBOX_SESSION_TOKEN": token}
 	with := func(k, v string) map[string]string {
@@ -198,7 +202,8 @@ func TestHookDeniesOnAnyFailure(t *testing.T) {
 		{"a runner token", with("FLUIDBOX_SESSION_TOKEN", "fbx_run_abcdefghijklmnop"), push, "not a session token"},
 		{"the admin token beside it", with("FLUIDBOX_ADMIN_TOKEN", "the-operators-admin-token-0123456789"), push, "FLUIDBOX_ADMIN_TOKEN is set in the sandbox"},
 		{"500", with("FLUIDBOX_URL", broken.URL), push, "500 internal"},
-		{"unknown answer", with("FLUIDBOX_URL", odd.URL), push, `unknown decision "maybe"`},
+		{"unknown answer", with("FLUIDBOX_URL", odd.URL), push, `"maybe" is not a decision`},
+		{"no decision", with("FLUIDBOX_URL", silent.URL), push, "the permission answer has no decision"},
 		{"no token", with("FLUIDBOX_SESSION_TOKEN", ""), push, "FLUIDBOX_SESSION_TOKEN not set"},
 		{"no env", map[string]string{}, push, "FLUIDBOX_URL, FLUIDBOX_SESSION_ID, FLUIDBOX_SESSION_TOKEN not set"},
 		{"bad timeout", with("FLUIDBOX_HOOK_TIMEOUT_SECONDS", "soon"), push, "FLUIDBOX_HOOK_TIMEOUT_SECONDS"},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/api"
 	"github.com/fluidbox/fluidbox/shared/internal/scriptedmodel"
+	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 )
 
 // TestModelProxyRateLimited: the model proxy's requests count against the
@@ -22,7 +23,7 @@ func TestModelProxyRateLimited(t *testing.T) {
 	t.Parallel()
 	up := scriptedmodel.New(scriptedmodel.SayText("one"), scriptedmodel.SayText("two"), scriptedmodel.SayText("three"))
 	defer up.Close()
-	p := newProxyStack(t, up.URL(), func(c *api.Config) { c.RunRequestsPerMinute = 3 })
+	p := newProxyStack(t, up.URL(), func(c *api.Config) { c.RunRequestsPerMinute, c.Now = 3, testenv.MinuteStart() })
 	id, tok := p.gateRun(p.policy(basicPolicy), runOpts{budget: 1})
 	ctx := context.Background()
 	client := p.sdk(id, tok)

@@ -26,7 +26,7 @@ func TestRunRateLimit(t *testing.T) {
 	st, db := roleStore(t)
 	testenv.Calm(t, db)
 	led := ledger.New(st, time.Now)
-	srv := httptest.NewServer(roles.Serve(api.New(api.Config{AdminToken: adminToken, Ledger: led, RunRequestsPerMinute: 4})))
+	srv := httptest.NewServer(roles.Serve(api.New(api.Config{AdminToken: adminToken, Ledger: led, RunRequestsPerMinute: 4, Now: testenv.MinuteStart()})))
 	t.Cleanup(srv.Close)
 	s := &stack{t: t, url: srv.URL, st: st, db: db, led: led}
 	body := map[string]any{"policy_id": s.policy(basicPolicy), "capabilities": []string{"claude-code"}, "budget": map[string]any{"limit_usd": 1}}

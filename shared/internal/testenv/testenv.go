@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 
@@ -101,4 +102,14 @@ func StoreOn(t testing.TB, opts ...func(*dynamodb.Options)) (*store.Store, *devs
 		t.Fatalf("create table %s: %v", table, err)
 	}
 	return st, db
+}
+
+// MinuteStart is a clock that runs at the real rate but starts one second
+// into a minute, so a test counting against a per-minute window (the run's
+// request limit) has 59 s before the window turns over, wherever in the
+// minute it happens to start.
+func MinuteStart() func() time.Time {
+	start := time.Now()
+	shifted := start.Truncate(time.Minute).Add(time.Second)
+	return func() time.Time { return shifted.Add(time.Since(start)) }
 }
