@@ -137,22 +137,7 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 		return CallAnswer{}, err
 	}
 	if !brokered {
-		sandbox, err := b.perm.SandboxTool(ctx, runID, req.ToolName)
-		if err != nil {
-			return CallAnswer{}, err
-		}
-		if sandbox {
-			return CallAnswer{}, ErrSandboxTool
-		}
-		// Not frozen at all: the gate denies it (capability) and records it.
-		ans, err := b.perm.Decide(ctx, runID, req, 0)
-		if err != nil {
-			return CallAnswer{}, err
-		}
-		if ans.Decision == vocab.Allow {
-			return CallAnswer{}, fmt.Errorf("connection: the gate allowed %q, which is not a brokered tool of run %s", req.ToolName, runID)
-		}
-		return CallAnswer{Answer: ans}, nil
+		return b.notBrokered(ctx, runID, req)
 	}
 	args, err := decodeArgs(req.Input)
 	if err != nil {
@@ -165,66 +150,24 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 	if rec.ExecutedAt != "" {
 		return CallAnswer{}, b.ranAlready(ctx, runID, req, bt, rec)
 	}
-	live, conn, err := permission.LiveConnection(ctx, b.svc.st, bt.ConnectionID)
-	if err != nil {
+	c := &brokeredCall{runID: runID, req: req, bt: bt, up: &upstream{}}
+	if c.live, c.conn, err = permission.LiveConnection(ctx, b.svc.st, bt.ConnectionID); err != nil {
 		return CallAnswer{}, err
 	}
-	up := &upstream{}
-	defer up.close(ctx)
+	defer c.up.close(ctx)
 	wait = b.waitWithin(ctx, wait)
 
 	var ans permission.Answer
-	waited, steppedUp := recorded, false
+	waited := recorded
 	if !recorded {
-		lives := map[string]gate.Live{bt.ConnectionID: live}
-		pre, err := b.perm.Preview(ctx, runID, req, lives)
-		if err != nil {
-			return CallAnswer{}, err
-		}
-		if pre.Outcome != policy.VerdictDeny {
-			switch err := b.look(ctx, up, bt, conn, false); {
-			case errors.Is(err, ErrStepUp):
-				// The grant does not cover this call: for it, the
-				// connection is as good as one needing authorization, and
-				// the gate denies with source binding (the connection
-				// itself stays active for what its grant covers).
-				l := live
-				l.Status = store.ConnectionAuthorizationRequired
-				lives[bt.ConnectionID] = l
-				steppedUp = true
-			case errors.Is(err, errAuthorizationLost):
-				// The grant is gone (or moved on): the connection as it is
-				// now makes the gate deny with source binding.
-				if live, _, err = permission.LiveConnection(ctx, b.svc.st, bt.ConnectionID); err != nil {
-					return CallAnswer{}, err
-				}
-				lives[bt.ConnectionID] = live
-			case err != nil:
-				return CallAnswer{}, err
-			default:
-				l := live
-				l.ToolSetDigest = up.digest
-				lives[bt.ConnectionID] = l
-			}
-		}
-		if ans, err = b.perm.DecideBrokered(ctx, runID, req, 0, lives); err != nil {
-			return CallAnswer{}, err
-		}
-		if steppedUp && ans.Decision == vocab.Deny && ans.Source == string(gate.SourceBinding) {
-			ans.Reason = stepUpReason(bt.ConnectionID)
-		}
-		if ans.Decision == vocab.Pending && wait > 0 {
-			waited = true
-			if ans, err = b.perm.DecideBrokered(ctx, runID, req, wait, lives); err != nil {
-				return CallAnswer{}, err
-			}
-		}
+		ans, waited, err = b.decide(ctx, c, wait)
 	} else {
 		// A retry or an approved call: the recorded answer stands (the gate
 		// is not asked again), and the checks below run before execution.
-		if ans, err = b.perm.DecideBrokered(ctx, runID, req, wait, nil); err != nil {
-			return CallAnswer{}, err
-		}
+		ans, err = b.perm.DecideBrokered(ctx, runID, req, wait, nil)
+	}
+	if err != nil {
+		return CallAnswer{}, err
 	}
 	if ans.Decision != vocab.Allow {
 		return CallAnswer{Answer: ans}, nil
@@ -240,28 +183,142 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 		}
 		waited = waited || in.waited
 	}
+	if r, err := b.recheck(ctx, c, waited); err != nil {
+		return CallAnswer{}, err
+	} else if r != nil {
+		return b.refuse(ctx, runID, req, r.src, r.reason)
+	}
+	return b.execute(ctx, runID, req, bt, c.conn, c.up, args, ans, in)
+}
 
-	if waited {
-		// Time passed since the connection was read: read it again.
-		if live, conn, err = permission.LiveConnection(ctx, b.svc.st, bt.ConnectionID); err != nil {
-			return CallAnswer{}, err
-		}
-	}
-	if d, denied := gate.ToolSetDenial(bt.Frozen, gate.Request{ToolName: req.ToolName, Connections: map[string]gate.Live{bt.ConnectionID: live}}); denied {
-		return b.refuse(ctx, runID, req, d.Source, d.Reason)
-	}
-	if err := b.look(ctx, up, bt, conn, waited); errors.Is(err, errAuthorizationLost) {
-		return b.refuse(ctx, runID, req, gate.SourceBinding, reauthorizeReason(bt.ConnectionID))
-	} else if errors.Is(err, ErrStepUp) {
-		return b.refuse(ctx, runID, req, gate.SourceBinding, stepUpReason(bt.ConnectionID))
-	} else if err != nil {
+// brokeredCall is what Call's steps share about one brokered call: the
+// connection as last read (live for the gate, conn for the upstream) and
+// the call's view of the upstream.
+type brokeredCall struct {
+	runID string
+	req   permission.Request
+	bt    permission.BrokeredTool
+	live  gate.Live
+	conn  store.Connection
+	up    *upstream
+}
+
+// notBrokered answers a call of a tool that is not one of the run's
+// brokered tools: a sandbox tool is ErrSandboxTool; a tool not frozen at
+// all is denied by the gate (capability), which records it.
+func (b *Broker) notBrokered(ctx context.Context, runID string, req permission.Request) (CallAnswer, error) {
+	sandbox, err := b.perm.SandboxTool(ctx, runID, req.ToolName)
+	if err != nil {
 		return CallAnswer{}, err
 	}
-	if up.digest != bt.Binding.ToolSetDigest || up.tools[bt.UpstreamName] != bt.ToolDigest {
-		return b.refuse(ctx, runID, req, gate.SourceCapability,
-			fmt.Sprintf("the upstream's definition of tool %q changed since this run started; refresh the connection and start a new run", req.ToolName))
+	if sandbox {
+		return CallAnswer{}, ErrSandboxTool
 	}
-	return b.execute(ctx, runID, req, bt, conn, up, args, ans, in)
+	ans, err := b.perm.Decide(ctx, runID, req, 0)
+	if err != nil {
+		return CallAnswer{}, err
+	}
+	if ans.Decision == vocab.Allow {
+		return CallAnswer{}, fmt.Errorf("connection: the gate allowed %q, which is not a brokered tool of run %s", req.ToolName, runID)
+	}
+	return CallAnswer{Answer: ans}, nil
+}
+
+// decide asks the gate about a call not recorded before (steps 1 to 3 of
+// Call): a preview on what is known without the secret, then, unless it
+// denies, a look at the upstream, and the decision recorded on the
+// connection as the look found it. A pending answer waits up to wait for
+// a person; waited says it did.
+func (b *Broker) decide(ctx context.Context, c *brokeredCall, wait time.Duration) (ans permission.Answer, waited bool, err error) {
+	lives := map[string]gate.Live{c.bt.ConnectionID: c.live}
+	pre, err := b.perm.Preview(ctx, c.runID, c.req, lives)
+	if err != nil {
+		return permission.Answer{}, false, err
+	}
+	steppedUp := false
+	if pre.Outcome != policy.VerdictDeny {
+		var l gate.Live
+		if l, steppedUp, err = b.liveForGate(ctx, c); err != nil {
+			return permission.Answer{}, false, err
+		}
+		lives[c.bt.ConnectionID] = l
+	}
+	if ans, err = b.perm.DecideBrokered(ctx, c.runID, c.req, 0, lives); err != nil {
+		return permission.Answer{}, false, err
+	}
+	if steppedUp && ans.Decision == vocab.Deny && ans.Source == string(gate.SourceBinding) {
+		ans.Reason = stepUpReason(c.bt.ConnectionID)
+	}
+	if ans.Decision == vocab.Pending && wait > 0 {
+		ans, err = b.perm.DecideBrokered(ctx, c.runID, c.req, wait, lives)
+		return ans, true, err
+	}
+	return ans, false, nil
+}
+
+// liveForGate looks at the upstream and returns the connection as the
+// gate is to judge it: with the upstream's live tool-set digest, or, when
+// the look found the grant short of this call (steppedUp) or gone, as one
+// the gate denies with source binding.
+func (b *Broker) liveForGate(ctx context.Context, c *brokeredCall) (l gate.Live, steppedUp bool, err error) {
+	l = c.live
+	switch err := b.look(ctx, c.up, c.bt, c.conn, false); {
+	case errors.Is(err, ErrStepUp):
+		// The grant does not cover this call: for it, the connection is as
+		// good as one needing authorization, and the gate denies with
+		// source binding (the connection itself stays active for what its
+		// grant covers).
+		l.Status = store.ConnectionAuthorizationRequired
+		return l, true, nil
+	case errors.Is(err, errAuthorizationLost):
+		// The grant is gone (or moved on): the connection as it is now
+		// makes the gate deny with source binding.
+		if c.live, _, err = permission.LiveConnection(ctx, b.svc.st, c.bt.ConnectionID); err != nil {
+			return gate.Live{}, false, err
+		}
+		return c.live, false, nil
+	case err != nil:
+		return gate.Live{}, false, err
+	}
+	l.ToolSetDigest = c.up.digest
+	return l, false, nil
+}
+
+// recheck verifies an allowed call again right before it executes (step 4
+// of Call): the connection is read again if time passed (waited), then the
+// gate's tool-set stage, the credential and the upstream's definition of
+// the tool are checked. A non-nil refusal says why the call must not
+// run after all.
+func (b *Broker) recheck(ctx context.Context, c *brokeredCall, waited bool) (*refusalOf, error) {
+	if waited {
+		// Time passed since the connection was read: read it again.
+		var err error
+		if c.live, c.conn, err = permission.LiveConnection(ctx, b.svc.st, c.bt.ConnectionID); err != nil {
+			return nil, err
+		}
+	}
+	if d, denied := gate.ToolSetDenial(c.bt.Frozen, gate.Request{ToolName: c.req.ToolName, Connections: map[string]gate.Live{c.bt.ConnectionID: c.live}}); denied {
+		return &refusalOf{d.Source, d.Reason}, nil
+	}
+	if err := b.look(ctx, c.up, c.bt, c.conn, waited); errors.Is(err, errAuthorizationLost) {
+		return &refusalOf{gate.SourceBinding, reauthorizeReason(c.bt.ConnectionID)}, nil
+	} else if errors.Is(err, ErrStepUp) {
+		return &refusalOf{gate.SourceBinding, stepUpReason(c.bt.ConnectionID)}, nil
+	} else if err != nil {
+		return nil, err
+	}
+	if c.up.digest != c.bt.Binding.ToolSetDigest || c.up.tools[c.bt.UpstreamName] != c.bt.ToolDigest {
+		return &refusalOf{gate.SourceCapability,
+			fmt.Sprintf("the upstream's definition of tool %q changed since this run started; refresh the connection and start a new run", c.req.ToolName)}, nil
+	}
+	return nil, nil
+}
+
+// refusalOf is why an allowed call must not execute: the source and
+// reason of the deny that refuse records.
+type refusalOf struct {
+	src    gate.Source
+	reason string
 }
 
 // waitWithin shortens a wait for a human so that, once it ends, the
