@@ -144,81 +144,19 @@ func (s *Store) Append(ctx context.Context, seen Head, at string, b Batch) (Head
 	return s.appendHead(ctx, seen, at, b, fences, false)
 }
 
-// appendHead is Append of a batch that writes the head.
+// appendHead is Append of a batch that writes the head: the head's update
+// under its version (and last_seq when the batch is numbered), the events
+// and the ops, in one transaction.
 func (s *Store) appendHead(ctx context.Context, seen Head, at string, b Batch, fences, numbered bool) (Head, error) {
-	pk := runPK(seen.RunID)
-	update := "SET ver = :nver"
-	cond := "ver = :ver"
-	if seen.Ver == 0 {
-		// A head written before heads had a version; never a run that
-		// does not exist.
-		cond = "attribute_exists(pk) AND (attribute_not_exists(ver) OR ver = :ver)"
-	}
-	vals := map[string]types.AttributeValue{
-		":ver":  num(seen.Ver),
-		":nver": num(seen.Ver + 1),
-	}
 	gen := seen.FenceGen
 	if fences {
 		gen++
-		update += ", fence_gen = :fg"
-		vals[":fg"] = num(gen)
 	}
 	next := seen.LastSeq
 	if numbered {
 		next += int64(len(b.Events))
-		update += ", last_seq = :next"
-		cond += " AND last_seq = :seen"
-		vals[":seen"] = num(seen.LastSeq)
-		vals[":next"] = num(next)
 	}
-	names := map[string]string{}
-	if b.Head.Status != "" {
-		update += ", #status = :status"
-		names["#status"] = "status"
-		vals[":status"] = &types.AttributeValueMemberS{Value: string(b.Head.Status)}
-	}
-	if b.Head.WantStatus != "" {
-		cond += " AND #status = :want"
-		names["#status"] = "status"
-		vals[":want"] = &types.AttributeValueMemberS{Value: string(b.Head.WantStatus)}
-	}
-	if t := b.Head.Tokens; t != nil {
-		update += ", token_hash = :th, runner_token_hash = :rh, token_issued_at = :ti"
-		vals[":th"] = &types.AttributeValueMemberS{Value: t.Session}
-		vals[":rh"] = &types.AttributeValueMemberS{Value: t.Runner}
-		vals[":ti"] = &types.AttributeValueMemberS{Value: t.IssuedAt}
-	}
-	if b.Head.Reserved != 0 || b.Head.Spent != 0 {
-		update += " ADD budget_reserved :r, budget_spent :s, budget_available :a"
-		vals[":r"] = num(b.Head.Reserved)
-		vals[":s"] = num(b.Head.Spent)
-		vals[":a"] = num(-(b.Head.Reserved + b.Head.Spent))
-	}
-	if b.Head.Pending != 0 {
-		if strings.Contains(update, " ADD ") {
-			update += ", pending_approvals :p"
-		} else {
-			update += " ADD pending_approvals :p"
-		}
-		vals[":p"] = num(b.Head.Pending)
-	}
-	if b.Head.MinAvailable != nil {
-		cond += " AND budget_available >= :min"
-		vals[":min"] = num(*b.Head.MinAvailable)
-	}
-	headUpdate := &types.Update{
-		TableName:                           aws.String(s.table),
-		Key:                                 keyOf(pk, "HEAD"),
-		UpdateExpression:                    aws.String(update),
-		ConditionExpression:                 aws.String(cond),
-		ExpressionAttributeValues:           vals,
-		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
-	}
-	if len(names) > 0 {
-		headUpdate.ExpressionAttributeNames = names
-	}
-	items := []types.TransactWriteItem{{Update: headUpdate}}
+	items := []types.TransactWriteItem{{Update: s.headUpdate(seen, b.Head, fences, gen, numbered, next)}}
 	batch := batchKey()
 	for i, ev := range b.Events {
 		var av map[string]types.AttributeValue
@@ -236,25 +174,119 @@ func (s *Store) appendHead(ctx context.Context, seen Head, at string, b Batch, f
 	for _, op := range b.Ops {
 		items = append(items, op.item)
 	}
-
-	err := s.transactWriteN(ctx, items, hotAttempts)
-	if err == nil {
-		h := seen
-		h.Ver++
-		h.LastSeq = next
-		h.FenceGen = gen
-		if b.Head.Status != "" {
-			h.Status = b.Head.Status
-		}
-		h.BudgetReserved += b.Head.Reserved
-		h.BudgetSpent += b.Head.Spent
-		h.BudgetAvailable -= b.Head.Reserved + b.Head.Spent
-		h.PendingApprovals += b.Head.Pending
-		if t := b.Head.Tokens; t != nil {
-			h.TokenHash, h.RunnerTokenHash, h.TokenIssuedAt = t.Session, t.Runner, t.IssuedAt
-		}
-		return h, nil
+	if err := s.transactWriteN(ctx, items, hotAttempts); err != nil {
+		return appendFailure(seen, b, numbered, err)
 	}
+	return advanced(seen, b.Head, gen, next), nil
+}
+
+// headUpdate is the head's half of appendHead: the version moves by one
+// under the version seen, and last_seq to next under the one seen when
+// the batch is numbered; the change's status, tokens, budget and pending
+// count are written, under its wanted status and minimum budget.
+func (s *Store) headUpdate(seen Head, c HeadChange, fences bool, gen int64, numbered bool, next int64) *types.Update {
+	update := "SET ver = :nver"
+	cond := "ver = :ver"
+	if seen.Ver == 0 {
+		// A head written before heads had a version; never a run that
+		// does not exist.
+		cond = "attribute_exists(pk) AND (attribute_not_exists(ver) OR ver = :ver)"
+	}
+	vals := map[string]types.AttributeValue{
+		":ver":  num(seen.Ver),
+		":nver": num(seen.Ver + 1),
+	}
+	if fences {
+		update += ", fence_gen = :fg"
+		vals[":fg"] = num(gen)
+	}
+	if numbered {
+		update += ", last_seq = :next"
+		cond += " AND last_seq = :seen"
+		vals[":seen"] = num(seen.LastSeq)
+		vals[":next"] = num(next)
+	}
+	names := map[string]string{}
+	if c.Status != "" {
+		update += ", #status = :status"
+		names["#status"] = "status"
+		vals[":status"] = &types.AttributeValueMemberS{Value: string(c.Status)}
+	}
+	if c.WantStatus != "" {
+		cond += " AND #status = :want"
+		names["#status"] = "status"
+		vals[":want"] = &types.AttributeValueMemberS{Value: string(c.WantStatus)}
+	}
+	if t := c.Tokens; t != nil {
+		update += ", token_hash = :th, runner_token_hash = :rh, token_issued_at = :ti"
+		vals[":th"] = &types.AttributeValueMemberS{Value: t.Session}
+		vals[":rh"] = &types.AttributeValueMemberS{Value: t.Runner}
+		vals[":ti"] = &types.AttributeValueMemberS{Value: t.IssuedAt}
+	}
+	update += headCounters(c, vals)
+	if c.MinAvailable != nil {
+		cond += " AND budget_available >= :min"
+		vals[":min"] = num(*c.MinAvailable)
+	}
+	u := &types.Update{
+		TableName:                           aws.String(s.table),
+		Key:                                 keyOf(runPK(seen.RunID), "HEAD"),
+		UpdateExpression:                    aws.String(update),
+		ConditionExpression:                 aws.String(cond),
+		ExpressionAttributeValues:           vals,
+		ReturnValuesOnConditionCheckFailure: types.ReturnValuesOnConditionCheckFailureAllOld,
+	}
+	if len(names) > 0 {
+		u.ExpressionAttributeNames = names
+	}
+	return u
+}
+
+// headCounters is the ADD clause of a head change's budget and pending
+// counts ("" when it moves none), its values put in vals.
+func headCounters(c HeadChange, vals map[string]types.AttributeValue) string {
+	var adds []string
+	if c.Reserved != 0 || c.Spent != 0 {
+		adds = append(adds, "budget_reserved :r", "budget_spent :s", "budget_available :a")
+		vals[":r"] = num(c.Reserved)
+		vals[":s"] = num(c.Spent)
+		vals[":a"] = num(-(c.Reserved + c.Spent))
+	}
+	if c.Pending != 0 {
+		adds = append(adds, "pending_approvals :p")
+		vals[":p"] = num(c.Pending)
+	}
+	if len(adds) == 0 {
+		return ""
+	}
+	return " ADD " + strings.Join(adds, ", ")
+}
+
+// advanced is the head seen after appendHead wrote change c to it.
+func advanced(seen Head, c HeadChange, gen, next int64) Head {
+	h := seen
+	h.Ver++
+	h.LastSeq = next
+	h.FenceGen = gen
+	if c.Status != "" {
+		h.Status = c.Status
+	}
+	h.BudgetReserved += c.Reserved
+	h.BudgetSpent += c.Spent
+	h.BudgetAvailable -= c.Reserved + c.Spent
+	h.PendingApprovals += c.Pending
+	if t := c.Tokens; t != nil {
+		h.TokenHash, h.RunnerTokenHash, h.TokenIssuedAt = t.Session, t.Runner, t.IssuedAt
+	}
+	return h
+}
+
+// appendFailure is appendHead's answer to a transaction that failed: a
+// head that moved is a *SeqConflictError carrying it; a head that stood
+// but refused the change (status, budget) is ErrConditionFailed with the
+// head as it is; a head that is not there is ErrNotFound; an op's refused
+// condition is that op's error.
+func appendFailure(seen Head, b Batch, numbered bool, err error) (Head, error) {
 	var tce *types.TransactionCanceledException
 	if !errors.As(err, &tce) {
 		return Head{}, translate("append to "+seen.RunID, err)

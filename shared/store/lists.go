@@ -212,61 +212,9 @@ func (s *Store) listPage(ctx context.Context, op, pk string, q ListQuery, at fun
 	if q.Limit < 1 || q.Limit > MaxPage {
 		return "", fmt.Errorf("store: %s: limit %d outside 1..%d", op, q.Limit, MaxPage)
 	}
-	// Sort keys are "<RFC 3339 time>#<id>": "#" sorts below every id
-	// character and "~" above, so these bounds are inclusive of their
-	// instant.
-	var lo, hi string
-	if !q.CreatedAfter.IsZero() {
-		lo = FormatTime(q.CreatedAfter) + "#"
-	}
-	if !q.CreatedBefore.IsZero() {
-		hi = FormatTime(q.CreatedBefore) + "#~"
-	}
-	cursor := q.Cursor
-	switch {
-	case cursor == "":
-	case lo != "" && cursor <= lo:
+	in, ok := s.pageQuery(pk, q, at, filter, names, values)
+	if !ok {
 		return "", nil // nothing below the cursor is in bounds
-	case hi != "" && cursor > hi:
-		cursor = "" // everything in bounds is below the cursor
-	}
-	vals := map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: pk}}
-	cond := "gsi1pk = :pk"
-	switch {
-	case lo != "" && hi != "":
-		cond += " AND gsi1sk BETWEEN :lo AND :hi"
-	case lo != "":
-		cond += " AND gsi1sk >= :lo"
-	case hi != "":
-		cond += " AND gsi1sk <= :hi"
-	}
-	if lo != "" {
-		vals[":lo"] = &types.AttributeValueMemberS{Value: lo}
-	}
-	if hi != "" {
-		vals[":hi"] = &types.AttributeValueMemberS{Value: hi}
-	}
-	for k, v := range values {
-		vals[k] = v
-	}
-	in := &dynamodb.QueryInput{
-		TableName:                 aws.String(s.table),
-		IndexName:                 aws.String(gsi1),
-		KeyConditionExpression:    aws.String(cond),
-		ExpressionAttributeValues: vals,
-		ScanIndexForward:          aws.Bool(false),
-	}
-	if filter != "" {
-		in.FilterExpression = aws.String(filter)
-	}
-	if len(names) > 0 {
-		in.ExpressionAttributeNames = names
-	}
-	if cursor != "" {
-		ipk, isk := at(cursor)
-		in.ExclusiveStartKey = keyOf(ipk, isk)
-		in.ExclusiveStartKey[attrGSI1PK] = &types.AttributeValueMemberS{Value: pk}
-		in.ExclusiveStartKey[attrGSI1SK] = &types.AttributeValueMemberS{Value: cursor}
 	}
 	kept := 0
 	for range maxRounds {
@@ -294,6 +242,74 @@ func (s *Store) listPage(ctx context.Context, op, pk string, q ListQuery, at fun
 		}
 	}
 	return sortKey(in.ExclusiveStartKey), nil
+}
+
+// pageQuery is listPage's Query of partition pk newest first, within q's
+// creation bounds, from q's cursor; ok is false when nothing below the
+// cursor is in bounds.
+func (s *Store) pageQuery(pk string, q ListQuery, at func(position string) (pk, sk string), filter string, names map[string]string, values map[string]types.AttributeValue) (in *dynamodb.QueryInput, ok bool) {
+	// Sort keys are "<RFC 3339 time>#<id>": "#" sorts below every id
+	// character and "~" above, so these bounds are inclusive of their
+	// instant.
+	var lo, hi string
+	if !q.CreatedAfter.IsZero() {
+		lo = FormatTime(q.CreatedAfter) + "#"
+	}
+	if !q.CreatedBefore.IsZero() {
+		hi = FormatTime(q.CreatedBefore) + "#~"
+	}
+	cursor := q.Cursor
+	switch {
+	case cursor == "":
+	case lo != "" && cursor <= lo:
+		return nil, false
+	case hi != "" && cursor > hi:
+		cursor = "" // everything in bounds is below the cursor
+	}
+	vals := map[string]types.AttributeValue{":pk": &types.AttributeValueMemberS{Value: pk}}
+	for k, v := range values {
+		vals[k] = v
+	}
+	in = &dynamodb.QueryInput{
+		TableName:                 aws.String(s.table),
+		IndexName:                 aws.String(gsi1),
+		KeyConditionExpression:    aws.String(sortBounds(lo, hi, vals)),
+		ExpressionAttributeValues: vals,
+		ScanIndexForward:          aws.Bool(false),
+	}
+	if filter != "" {
+		in.FilterExpression = aws.String(filter)
+	}
+	if len(names) > 0 {
+		in.ExpressionAttributeNames = names
+	}
+	if cursor != "" {
+		ipk, isk := at(cursor)
+		in.ExclusiveStartKey = keyOf(ipk, isk)
+		in.ExclusiveStartKey[attrGSI1PK] = &types.AttributeValueMemberS{Value: pk}
+		in.ExclusiveStartKey[attrGSI1SK] = &types.AttributeValueMemberS{Value: cursor}
+	}
+	return in, true
+}
+
+// sortBounds is the key condition of a gsi1 partition between lo and hi
+// (either may be ""), their values put in vals.
+func sortBounds(lo, hi string, vals map[string]types.AttributeValue) string {
+	if lo != "" {
+		vals[":lo"] = &types.AttributeValueMemberS{Value: lo}
+	}
+	if hi != "" {
+		vals[":hi"] = &types.AttributeValueMemberS{Value: hi}
+	}
+	switch {
+	case lo != "" && hi != "":
+		return "gsi1pk = :pk AND gsi1sk BETWEEN :lo AND :hi"
+	case lo != "":
+		return "gsi1pk = :pk AND gsi1sk >= :lo"
+	case hi != "":
+		return "gsi1pk = :pk AND gsi1sk <= :hi"
+	}
+	return "gsi1pk = :pk"
 }
 
 // idOf is the id in a listing position ("<time>#<id>").
