@@ -82,6 +82,12 @@ const linger = 10 * time.Millisecond
 // numbered by the next kick or read.
 const backgroundTimeout = 30 * time.Second
 
+// backgroundRetries is how many more rounds a background sequencer goes
+// after a round that failed (each lingering twice as long as the one
+// before), so that events appended last are not left pending until
+// someone reads the run.
+const backgroundRetries = 4
+
 // kick numbers runID's pending events in the background, unless the
 // ledger leaves that to readers and the stream. It runs with ctx's values
 // (the caller's identity) but not its deadline: the appender has its
@@ -103,15 +109,22 @@ func (l *Ledger) kick(ctx context.Context, runID string) {
 	s.running[runID] = false
 	s.mu.Unlock()
 	go func() {
+		failed := 0
 		for {
 			// Linger: the appends of the next moments join this round,
 			// as a stream's batching window gathers them on AWS.
-			time.Sleep(linger)
+			time.Sleep(linger << failed)
 			bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), backgroundTimeout)
-			// An error leaves the events pending, durable; the next kick
-			// or read numbers them. Nobody waits for this one.
-			_ = l.Sequence(bctx, runID)
+			// An error leaves the events pending, durable; this sequencer
+			// goes round again a few times, later ones, and past that the
+			// next kick or read numbers them. Nobody waits for this one.
+			err := l.Sequence(bctx, runID)
 			cancel()
+			if err != nil && failed < backgroundRetries {
+				failed++
+				continue
+			}
+			failed = 0
 			s.mu.Lock()
 			if !s.running[runID] {
 				delete(s.running, runID)

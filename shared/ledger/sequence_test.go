@@ -272,6 +272,38 @@ func TestBackgroundSequencing(t *testing.T) {
 	}
 }
 
+// TestBackgroundSequencingRetries: a background round that fails (the
+// numbering transaction answered 500 through all of the SDK's retries)
+// is gone round again later, so the run's last appends are numbered
+// though nothing appends or reads after them.
+func TestBackgroundSequencingRetries(t *testing.T) {
+	t.Parallel()
+	st, db := testenv.StoreOn(t)
+	newRun(t, st, "ses_bgr")
+	numbering := db.Layer.Inject(ddbchaos.Fault{Op: "TransactWriteItems", Match: func(_, sk string) bool { return sk == "HEAD" }, Kind: ddbchaos.Internal, Times: 5})
+	l := ledger.New(st, time.Now)
+	if _, err := decide(t, l, st, "ses_bgr", "c1"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		evs, err := st.Events(context.Background(), "ses_bgr", 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d events numbered 10 s after the append, want 3 (the failed round was not gone again)", len(evs))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if numbering.Fired() != 5 {
+		t.Errorf("the numbering fault fired %d times, want 5 (one round failed whole)", numbering.Fired())
+	}
+}
+
 // TestCachedHeadAges: what fences do not cover (a run's count of pending
 // approvals, changed by another instance) reaches a decision once the
 // head it cached is older than the ledger trusts.
