@@ -328,7 +328,12 @@ func TestOneTransactionPerDecision(t *testing.T) {
 	testenv.Calm(t, db) // it counts transactions: a retried one counts twice
 	// Numbering is not the decision's work: it is left to readers here
 	// (the stream on AWS), so what is counted is what a decision costs.
-	srv := httptest.NewServer(roles.Serve(api.New(api.Config{AdminToken: adminToken, Ledger: ledger.New(st, time.Now, ledger.SequenceOnlyWhenRead)})))
+	// The head is trusted for the whole test and the rate limit's window
+	// starts with it, so a slow machine does not add the once-a-second
+	// head read or a new minute's reservation (TestCachedHeadAges and
+	// shared/ratelimit cover those).
+	led := ledger.New(st, time.Now, ledger.SequenceOnlyWhenRead, ledger.TrustHeadFor(time.Hour))
+	srv := httptest.NewServer(roles.Serve(api.New(api.Config{AdminToken: adminToken, Ledger: led, Now: testenv.MinuteStart()})))
 	defer srv.Close()
 	s := &stack{t: t, url: srv.URL, st: st, db: db}
 	id, tok := s.gateRun(s.policy(gatePolicy), runOpts{budget: 1})
@@ -373,8 +378,10 @@ func TestRequestsPerDecision(t *testing.T) {
 	}
 	st, db := roleStore(t, count)
 	testenv.Calm(t, db) // it counts requests: a retried one counts twice
+	clock := testenv.MinuteStart()
 	instance := func() *stack {
-		srv := httptest.NewServer(roles.Serve(api.New(api.Config{AdminToken: adminToken, Ledger: ledger.New(st, time.Now, ledger.SequenceOnlyWhenRead)})))
+		led := ledger.New(st, time.Now, ledger.SequenceOnlyWhenRead, ledger.TrustHeadFor(time.Hour))
+		srv := httptest.NewServer(roles.Serve(api.New(api.Config{AdminToken: adminToken, Ledger: led, Now: clock})))
 		t.Cleanup(srv.Close)
 		return &stack{t: t, url: srv.URL, st: st, db: db}
 	}
