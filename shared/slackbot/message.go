@@ -34,28 +34,12 @@ const (
 // Blocks is an approval's message as its committed state stands: pending
 // with its buttons, or settled without them.
 func Blocks(a store.Approval, f review.Facts, now time.Time) ([]slack.Block, string) {
-	tool := render.Line(a.ToolName)
-	var head, fallback string
-	switch a.Status {
-	case vocab.ApprovalPending:
-		head = "Approval needed: " + tool
-	case vocab.ApprovedOnce:
-		head = "Approved once by " + render.Line(a.DecidedBy) + ": " + tool
-	case vocab.ApprovedSession:
-		head = "Approved for the run by " + render.Line(a.DecidedBy) + ": " + tool
-	case vocab.ApprovalDenied:
-		head = "Denied by " + render.Line(a.DecidedBy) + ": " + tool
-	case vocab.ApprovalExpired:
-		head = "Expired (nobody decided in time, so denied): " + tool
-	default:
-		head = render.Line(string(a.Status)) + ": " + tool
-	}
-	fallback = head + " · " + render.Line(a.ID)
+	head := heading(a)
+	fallback := head + " · " + render.Line(a.ID)
 	blocks := []slack.Block{slack.NewHeaderBlock(plain(clip(head, maxHeader)))}
 	if a.Personal {
 		blocks = append(blocks, slack.NewContextBlock("", plain(clip("Only you decide this: the call runs on your personal connection "+render.Line(a.ConnectionID)+". Nobody else is shown it.", 1900))))
 	}
-
 	if len(f.Danger) > 0 && a.Status == vocab.ApprovalPending {
 		warn := ":warning: Look twice before approving:"
 		for _, d := range f.Danger {
@@ -63,13 +47,51 @@ func Blocks(a store.Approval, f review.Facts, now time.Time) ([]slack.Block, str
 		}
 		blocks = append(blocks, slack.NewSectionBlock(plain(clip(warn, 1900)), nil, nil))
 	}
+	input, cut := inputBlocks(a)
+	blocks = append(blocks, input...)
+	if m := f.Matched; m != nil {
+		blocks = append(blocks, slack.NewContextBlock("", plain(clip(fmt.Sprintf("The rule asked about part %d of %d: %s", m.Index, m.Of, render.Line(m.Text)), 1900))))
+	}
+	if cut {
+		blocks = append(blocks, slack.NewContextBlock("", plain("Part of this input is not shown here. See it whole with `fluidbox approvals show "+render.Line(a.ID)+"` or on the approvals page before deciding.")))
+	}
+	blocks = append(blocks, slack.NewSectionBlock(nil, factFields(a, f, now), nil))
+	if a.Status != vocab.ApprovalPending {
+		return blocks, fallback
+	}
+	return append(blocks, decideBlocks(a, f)...), fallback
+}
+
+// heading is the message's header: what is asked, or how it was settled.
+func heading(a store.Approval) string {
+	tool := render.Line(a.ToolName)
+	switch a.Status {
+	case vocab.ApprovalPending:
+		return "Approval needed: " + tool
+	case vocab.ApprovedOnce:
+		return "Approved once by " + render.Line(a.DecidedBy) + ": " + tool
+	case vocab.ApprovedSession:
+		return "Approved for the run by " + render.Line(a.DecidedBy) + ": " + tool
+	case vocab.ApprovalDenied:
+		return "Denied by " + render.Line(a.DecidedBy) + ": " + tool
+	case vocab.ApprovalExpired:
+		return "Expired (nobody decided in time, so denied): " + tool
+	default:
+		return render.Line(string(a.Status)) + ": " + tool
+	}
+}
+
+// inputBlocks are the call's input, a labelled preformatted block per
+// section (at most maxSections, each clipped), and whether any of it was
+// left out.
+func inputBlocks(a store.Approval) ([]slack.Block, bool) {
+	var blocks []slack.Block
 	v := render.Call(a.ToolName, []byte(a.Input))
 	cut := false
 	for i, s := range v.Sections {
 		if i == maxSections {
 			blocks = append(blocks, slack.NewContextBlock("", plain(fmt.Sprintf("%d more input fields not shown", len(v.Sections)-i))))
-			cut = true
-			break
+			return blocks, true
 		}
 		c := render.Clip(s.Text, maxSectionChars, maxSectionLines)
 		text := c.Text
@@ -84,13 +106,13 @@ func Blocks(a store.Approval, f review.Facts, now time.Time) ([]slack.Block, str
 				Elements: []slack.RichTextSectionElement{slack.NewRichTextSectionTextElement(nonEmpty(text), nil)},
 			}))
 	}
-	if m := f.Matched; m != nil {
-		blocks = append(blocks, slack.NewContextBlock("", plain(clip(fmt.Sprintf("The rule asked about part %d of %d: %s", m.Index, m.Of, render.Line(m.Text)), 1900))))
-	}
-	if cut {
-		blocks = append(blocks, slack.NewContextBlock("", plain("Part of this input is not shown here. See it whole with `fluidbox approvals show "+render.Line(a.ID)+"` or on the approvals page before deciding.")))
-	}
+	return blocks, cut
+}
 
+// factFields are the facts a reviewer decides by: run, policy, rule, why,
+// trust tier, where the run came from, and the time left (or, settled,
+// the decider's reason).
+func factFields(a store.Approval, f review.Facts, now time.Time) []*slack.TextBlockObject {
 	fields := []*slack.TextBlockObject{plain("Run: " + render.Line(a.RunID)), plain(clip("Policy: "+render.Line(f.Policy), 1900))}
 	if len(f.Rule) > 0 {
 		fields = append(fields, plain(clip("Rule: "+render.Value(f.Rule), 1900)))
@@ -118,17 +140,17 @@ func Blocks(a store.Approval, f review.Facts, now time.Time) ([]slack.Block, str
 	} else if a.Reason != "" {
 		fields = append(fields, plain(clip("Reason: "+render.Line(a.Reason), 1900)))
 	}
-	blocks = append(blocks, slack.NewSectionBlock(nil, fields, nil))
+	return fields
+}
 
-	if a.Status != vocab.ApprovalPending {
-		return blocks, fallback
-	}
+// decideBlocks are a pending approval's last blocks: what each decision
+// allows, and its buttons.
+func decideBlocks(a store.Approval, f review.Facts) []slack.Block {
 	sc := render.Scope(a.ScopeKey, a.RunID, a.DefaultScope)
 	what := "Approve once: " + sc.Once + "\nApprove for run: " + sc.Run + "\nDeny: " + sc.Deny
 	if f.GrantCovers != "" {
 		what += "\nNote: " + render.Line(f.GrantCovers) + "."
 	}
-	blocks = append(blocks, slack.NewSectionBlock(plain(clip(what, 2900)), nil, nil))
 	once := slack.NewButtonBlockElement(ActionApproveOnce, a.ID, plain("Approve once"))
 	if len(f.Danger) == 0 {
 		// On a dangerous call approving is not the primary action.
@@ -143,8 +165,10 @@ func Blocks(a store.Approval, f review.Facts, now time.Time) ([]slack.Block, str
 	deny := slack.NewButtonBlockElement(ActionDeny, a.ID, plain("Deny…"))
 	deny.Style = slack.StyleDanger
 	buttons = append(buttons, deny)
-	blocks = append(blocks, slack.NewActionBlock("fluidbox_decide", buttons...))
-	return blocks, fallback
+	return []slack.Block{
+		slack.NewSectionBlock(plain(clip(what, 2900)), nil, nil),
+		slack.NewActionBlock("fluidbox_decide", buttons...),
+	}
 }
 
 // DenyModal asks for a deny's reason.

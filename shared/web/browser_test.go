@@ -124,7 +124,7 @@ func (s *stack) waitingCall(t *testing.T, command string) (string, client.Approv
 		ans, err := runner.Permission(context.Background(), ses.ID,
 			client.PermissionRequest{ToolCallID: "toolu_web_1", ToolName: "Bash", Input: in}, 90*time.Second)
 		if err != nil {
-			ans = client.Answer{Decision: "error: " + err.Error()}
+			ans = client.Answer{Decision: vocab.Decision("error: " + err.Error())}
 		}
 		got <- ans
 	}()
@@ -214,56 +214,8 @@ func TestBrowserSignInAndDecide(t *testing.T) {
 			step, cancel := context.WithTimeout(ctx, 60*time.Second)
 			defer cancel()
 			card := `li.approval[data-approval-id="` + apr.ID + `"]`
-			err := chromedp.Do(step,
-				chromedp.Navigate(s.url+"/"),
-				chromedp.WaitVisible(chromedp.ID("sign-in")),
-			)
-			if err != nil {
-				t.Fatalf("open the page: %v", err)
-			}
-			if n := eval[int](t, step, `document.querySelectorAll("input[type=password]:not([hidden])").length - document.querySelectorAll("#token-panel[hidden] input[type=password]").length`); n != 0 {
-				t.Errorf("with SSO on the page shows %d token inputs, want none", n)
-			}
-			shot(t, step, size.name+"-sign-in.png", size.width, size.height)
-			before := s.issuer.Exchanged()
-			err = chromedp.Do(step,
-				chromedp.Click(chromedp.ID("sign-in")),
-				chromedp.WaitVisible(chromedp.CSS(card)),
-			)
-			if err != nil {
-				t.Fatalf("sign in and find approval %s: %v", apr.ID, err)
-			}
-			if got := s.issuer.Exchanged(); got != before+1 {
-				t.Errorf("the issuer redeemed %d codes with a good PKCE verifier, want 1", got-before)
-			}
-			if who := text(t, step, "#who"); who != "signed in as alice@example.com (approver)" {
-				t.Errorf("header says %q, want who is signed in", who)
-			}
-			href := eval[string](t, step, `location.href`)
-			tok := eval[string](t, step, `sessionStorage.getItem("fluidbox.token") || ""`)
-			if tok == "" || strings.Contains(href, "code=") || strings.Contains(href, "state=") || strings.Contains(href, tok) || strings.TrimSuffix(href, "#run="+ses) != s.url+"/" {
-				t.Errorf("after sign-in the address is %q (token kept: %v); want %s/ with no code, state or token", href, tok != "", s.url)
-			}
-
-			got := text(t, step, card)
-			for _, want := range []string{
-				"Bash", `rm -rf build/\u{202E} --no-preserve-root`, "clean the build", "rule ask-rm",
-				"why", "policy", "trust tier", "trusted", "trigger", "github", "requested", "ago", ses, "timeline", "left",
-				"repository", "acme/app #42", "head", `mallory/app\u{202E} (a fork) @ 0123456789ab`,
-				"Approve once", "allows this one call only; the next one asks again",
-				"Approve for run", "allows every `rm ...` command for the rest of this run (" + ses + ")",
-				"Deny", "refuses this call; the agent is told it was denied, with your reason",
-			} {
-				if !strings.Contains(got, want) {
-					t.Errorf("the card reads %q, want %q in it", got, want)
-				}
-			}
-			if strings.Contains(got, "\u202e") {
-				t.Errorf("the card shows a raw bidi override: %q", got)
-			}
-			if w := eval[int](t, step, `document.documentElement.scrollWidth`); w > int(size.width) {
-				t.Errorf("the page is %d px wide in a %d px window: it spills off the screen", w, size.width)
-			}
+			signInFromPage(t, step, s, ses, card, apr.ID, size.name, size.width, size.height)
+			checkCard(t, step, card, ses, size.width)
 			shot(t, step, size.name+"-pending.png", size.width, size.height)
 			if err := chromedp.Do(step, chromedp.ScrollIntoView(chromedp.CSS(card+" .actions"))); err != nil {
 				t.Fatal(err)
@@ -272,43 +224,7 @@ func TestBrowserSignInAndDecide(t *testing.T) {
 			if size.name != "phone" {
 				return // decide once, on the phone
 			}
-
-			// The card's timeline link follows the run below, also for an
-			// approver who is not an admin (GET /v1/sessions/{id}/events is
-			// open to reviewers: the ledger holds no input).
-			if err := chromedp.Do(step, chromedp.Click(chromedp.CSS(card+" a.timeline-link"))); err != nil {
-				t.Fatal(err)
-			}
-			waitText(t, step, "#run-status", "following "+ses)
-			if href := eval[string](t, step, `location.href`); href != s.url+"/#run="+ses {
-				t.Errorf("after the timeline link the address is %q, want %s/#run=%s", href, s.url, ses)
-			}
-			const reason = "not on a Friday"
-			err = chromedp.Do(step,
-				chromedp.Click(chromedp.CSS(card+" button.deny")),
-				chromedp.WaitVisible(chromedp.CSS(card+" input.deny-reason")),
-				chromedp.SendKeys(chromedp.CSS(card+" input.deny-reason"), reason),
-				chromedp.Click(chromedp.CSS(card+" button.deny-confirm")),
-			)
-			if err != nil {
-				t.Fatalf("deny with a reason: %v", err)
-			}
-			select {
-			case a := <-answered:
-				if a.Decision != vocab.Deny || !strings.Contains(a.Reason, reason) {
-					t.Errorf("the runner's waiting request = %+v; want deny with the reason %q", a, reason)
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatal("the runner got no answer after the deny")
-			}
-			if err := chromedp.Do(step, chromedp.WaitNotPresent(chromedp.CSS(card))); err != nil {
-				t.Fatalf("the card after the deny: %v", err)
-			}
-			waitText(t, step, "#notice", apr.ID+" denied: applied")
-			a, err := s.admin.Approval(context.Background(), apr.ID)
-			if err != nil || a.Status != vocab.ApprovalDenied || a.DecidedBy != "u-alice" || a.Reason != reason {
-				t.Errorf("approval = %+v, %v; want denied by u-alice with the reason", a, err)
-			}
+			followAndDeny(t, step, s, ses, card, apr, answered)
 			shot(t, step, size.name+"-decided.png", size.width, size.height)
 
 			// Signing out forgets the token; the page asks to sign in again.
@@ -319,6 +235,111 @@ func TestBrowserSignInAndDecide(t *testing.T) {
 				t.Error("after signing out the tab still holds a token")
 			}
 		})
+	}
+}
+
+// signInFromPage opens the page, which offers SSO and no token input,
+// signs in at the issuer (one code redeemed with its PKCE verifier), and
+// checks who the header names and that the address keeps no code, state
+// or token.
+func signInFromPage(t *testing.T, step context.Context, s *stack, ses, card, aprID, sizeName string, width, height int64) {
+	t.Helper()
+	err := chromedp.Do(step,
+		chromedp.Navigate(s.url+"/"),
+		chromedp.WaitVisible(chromedp.ID("sign-in")),
+	)
+	if err != nil {
+		t.Fatalf("open the page: %v", err)
+	}
+	if n := eval[int](t, step, `document.querySelectorAll("input[type=password]:not([hidden])").length - document.querySelectorAll("#token-panel[hidden] input[type=password]").length`); n != 0 {
+		t.Errorf("with SSO on the page shows %d token inputs, want none", n)
+	}
+	shot(t, step, sizeName+"-sign-in.png", width, height)
+	before := s.issuer.Exchanged()
+	err = chromedp.Do(step,
+		chromedp.Click(chromedp.ID("sign-in")),
+		chromedp.WaitVisible(chromedp.CSS(card)),
+	)
+	if err != nil {
+		t.Fatalf("sign in and find approval %s: %v", aprID, err)
+	}
+	if got := s.issuer.Exchanged(); got != before+1 {
+		t.Errorf("the issuer redeemed %d codes with a good PKCE verifier, want 1", got-before)
+	}
+	if who := text(t, step, "#who"); who != "signed in as alice@example.com (approver)" {
+		t.Errorf("header says %q, want who is signed in", who)
+	}
+	href := eval[string](t, step, `location.href`)
+	tok := eval[string](t, step, `sessionStorage.getItem("fluidbox.token") || ""`)
+	if tok == "" || strings.Contains(href, "code=") || strings.Contains(href, "state=") || strings.Contains(href, tok) || strings.TrimSuffix(href, "#run="+ses) != s.url+"/" {
+		t.Errorf("after sign-in the address is %q (token kept: %v); want %s/ with no code, state or token", href, tok != "", s.url)
+	}
+}
+
+// checkCard checks that the approval's card shows the facts a reviewer
+// decides by and each button's scope, escapes the bidi override, and
+// keeps the page within the window's width.
+func checkCard(t *testing.T, step context.Context, card, ses string, width int64) {
+	t.Helper()
+	got := text(t, step, card)
+	for _, want := range []string{
+		"Bash", `rm -rf build/\u{202E} --no-preserve-root`, "clean the build", "rule ask-rm",
+		"why", "policy", "trust tier", "trusted", "trigger", "github", "requested", "ago", ses, "timeline", "left",
+		"repository", "acme/app #42", "head", `mallory/app\u{202E} (a fork) @ 0123456789ab`,
+		"Approve once", "allows this one call only; the next one asks again",
+		"Approve for run", "allows every `rm ...` command for the rest of this run (" + ses + ")",
+		"Deny", "refuses this call; the agent is told it was denied, with your reason",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the card reads %q, want %q in it", got, want)
+		}
+	}
+	if strings.Contains(got, "\u202e") {
+		t.Errorf("the card shows a raw bidi override: %q", got)
+	}
+	if w := eval[int](t, step, `document.documentElement.scrollWidth`); w > int(width) {
+		t.Errorf("the page is %d px wide in a %d px window: it spills off the screen", w, width)
+	}
+}
+
+// followAndDeny follows the run through the card's timeline link (open to
+// an approver who is not an admin: GET /v1/sessions/{id}/events is open
+// to reviewers, the ledger holds no input), then denies with a reason,
+// which reaches the waiting runner, decided by the signed-in person.
+func followAndDeny(t *testing.T, step context.Context, s *stack, ses, card string, apr client.Approval, answered <-chan client.Answer) {
+	t.Helper()
+	if err := chromedp.Do(step, chromedp.Click(chromedp.CSS(card+" a.timeline-link"))); err != nil {
+		t.Fatal(err)
+	}
+	waitText(t, step, "#run-status", "following "+ses)
+	if href := eval[string](t, step, `location.href`); href != s.url+"/#run="+ses {
+		t.Errorf("after the timeline link the address is %q, want %s/#run=%s", href, s.url, ses)
+	}
+	const reason = "not on a Friday"
+	err := chromedp.Do(step,
+		chromedp.Click(chromedp.CSS(card+" button.deny")),
+		chromedp.WaitVisible(chromedp.CSS(card+" input.deny-reason")),
+		chromedp.SendKeys(chromedp.CSS(card+" input.deny-reason"), reason),
+		chromedp.Click(chromedp.CSS(card+" button.deny-confirm")),
+	)
+	if err != nil {
+		t.Fatalf("deny with a reason: %v", err)
+	}
+	select {
+	case a := <-answered:
+		if a.Decision != vocab.Deny || !strings.Contains(a.Reason, reason) {
+			t.Errorf("the runner's waiting request = %+v; want deny with the reason %q", a, reason)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the runner got no answer after the deny")
+	}
+	if err := chromedp.Do(step, chromedp.WaitNotPresent(chromedp.CSS(card))); err != nil {
+		t.Fatalf("the card after the deny: %v", err)
+	}
+	waitText(t, step, "#notice", apr.ID+" denied: applied")
+	a, err := s.admin.Approval(context.Background(), apr.ID)
+	if err != nil || a.Status != vocab.ApprovalDenied || a.DecidedBy != "u-alice" || a.Reason != reason {
+		t.Errorf("approval = %+v, %v; want denied by u-alice with the reason", a, err)
 	}
 }
 
@@ -432,13 +453,56 @@ func TestBrowserRenderMatchesGo(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	type callCase struct{ Tool, Input string }
-	type clipCase struct {
+	calls, clips, scopes := loadRenderCorpus(t)
+	moreCalls, moreClips, moreScopes := generatedRenderCases(t)
+	calls, clips, scopes = append(calls, moreCalls...), append(clips, moreClips...), append(scopes, moreScopes...)
+	want := goRender(calls, clips, scopes)
+	args, err := json.Marshal(map[string]any{"calls": calls, "clips": clips, "scopes": scopes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := fmt.Sprintf(`(() => {
+		const R = window.fluidboxRender, a = %s;
+		const clips = a.clips.map((c) => R.clip(c.Lines ? R.block(c.Text) : R.line(c.Text), c.MaxChars, c.MaxLines));
+		return JSON.stringify({
+			calls: a.calls.map((c) => R.callText(c.Tool, c.Input)),
+			clips, notes: clips.map(R.notice),
+			scopes: a.scopes.map((c) => R.scope(c.Key, c.Run, c.Default)),
+		});
+	})()`, args)
+	var got renderResult
+	if err := json.Unmarshal([]byte(eval[string](t, step, js)), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Calls) != len(want.Calls) || len(got.Clips) != len(want.Clips) || len(got.Scopes) != len(want.Scopes) {
+		t.Fatalf("render.js answered %d/%d/%d cases, want %d/%d/%d", len(got.Calls), len(got.Clips), len(got.Scopes), len(want.Calls), len(want.Clips), len(want.Scopes))
+	}
+	mismatches := compareRender(t, calls, want, got)
+	t.Logf("render.js and shared/render compared on %d calls, %d clips, %d scopes: %d differ", len(calls), len(clips), len(scopes), mismatches)
+}
+
+// The cases render.js and shared/render are compared on.
+type (
+	callCase struct{ Tool, Input string }
+	clipCase struct {
 		Text               string
 		Lines              bool
 		MaxChars, MaxLines int
 	}
-	type scopeCase struct{ Key, Run, Default string }
+	scopeCase struct{ Key, Run, Default string }
+)
+
+// renderResult is what each renderer gives for the cases.
+type renderResult struct {
+	Calls  []render.View    `json:"calls"`
+	Clips  []render.Clipped `json:"clips"`
+	Notes  []string         `json:"notes"`
+	Scopes []render.Scopes  `json:"scopes"`
+}
+
+// loadRenderCorpus reads shared/render/testdata/corpus.json's cases.
+func loadRenderCorpus(t *testing.T) ([]callCase, []clipCase, []scopeCase) {
+	t.Helper()
 	var corpus struct {
 		Calls []struct{ Tool, Input string } `json:"calls"`
 		Clips []struct {
@@ -472,9 +536,15 @@ func TestBrowserRenderMatchesGo(t *testing.T) {
 	for _, c := range corpus.Scopes {
 		scopes = append(scopes, scopeCase{c.ScopeKey, c.RunID, c.DefaultScope})
 	}
-	// Generated cases: strings from an alphabet of the characters that
-	// matter (controls, bidi, zero-width, separators, odd spaces, astral,
-	// backslashes, escapes' look-alikes), as every tool and shape.
+	return calls, clips, scopes
+}
+
+// generatedRenderCases are strings from an alphabet of the characters that
+// matter (controls, bidi, zero-width, separators, odd spaces, astral,
+// backslashes, escapes' look-alikes), as every tool and shape: 300 of
+// each kind, from a fixed seed.
+func generatedRenderCases(t *testing.T) ([]callCase, []clipCase, []scopeCase) {
+	t.Helper()
 	alphabet := []rune("ab \\\"{}x×u0123\n\t\r\x00\x1b\x7f\u0085\u00a0\u034f\u061c\u180e\u200b\u200d\u202a\u202e\u2066\u2069\u2028\u2029\u3000\u3164\ufe0f\ufeff\ue000\U000e0041\U000e0100\U0001f600é")
 	rng := rand.New(rand.NewPCG(19, 2026))
 	gen := func() string {
@@ -495,6 +565,9 @@ func TestBrowserRenderMatchesGo(t *testing.T) {
 	}
 	tools := []string{"Bash", "Write", "Edit", "mcp__x__y", "Read"}
 	fields := [][]string{{"command"}, {"file_path", "content"}, {"file_path", "old_string", "new_string"}, {"url", "n"}, {"file_path"}}
+	var calls []callCase
+	var clips []clipCase
+	var scopes []scopeCase
 	for i := range 300 {
 		k := rng.IntN(len(tools))
 		in := map[string]any{}
@@ -515,14 +588,12 @@ func TestBrowserRenderMatchesGo(t *testing.T) {
 		clips = append(clips, clipCase{gen(), i%2 == 0, 1 + rng.IntN(60), 1 + rng.IntN(6)})
 		scopes = append(scopes, scopeCase{[]string{"", "Bash:", "Bash:"}[i%3] + gen(), "ses_" + gen(), []string{"once", "session"}[i%2]})
 	}
+	return calls, clips, scopes
+}
 
-	type result struct {
-		Calls  []render.View    `json:"calls"`
-		Clips  []render.Clipped `json:"clips"`
-		Notes  []string         `json:"notes"`
-		Scopes []render.Scopes  `json:"scopes"`
-	}
-	var want result
+// goRender is shared/render's answer on the cases.
+func goRender(calls []callCase, clips []clipCase, scopes []scopeCase) renderResult {
+	var want renderResult
 	for _, c := range calls {
 		want.Calls = append(want.Calls, render.Call(c.Tool, []byte(c.Input)))
 	}
@@ -538,23 +609,13 @@ func TestBrowserRenderMatchesGo(t *testing.T) {
 	for _, c := range scopes {
 		want.Scopes = append(want.Scopes, render.Scope(c.Key, c.Run, c.Default))
 	}
-	args, err := json.Marshal(map[string]any{"calls": calls, "clips": clips, "scopes": scopes})
-	if err != nil {
-		t.Fatal(err)
-	}
-	js := fmt.Sprintf(`(() => {
-		const R = window.fluidboxRender, a = %s;
-		const clips = a.clips.map((c) => R.clip(c.Lines ? R.block(c.Text) : R.line(c.Text), c.MaxChars, c.MaxLines));
-		return JSON.stringify({
-			calls: a.calls.map((c) => R.callText(c.Tool, c.Input)),
-			clips, notes: clips.map(R.notice),
-			scopes: a.scopes.map((c) => R.scope(c.Key, c.Run, c.Default)),
-		});
-	})()`, args)
-	var got result
-	if err := json.Unmarshal([]byte(eval[string](t, step, js)), &got); err != nil {
-		t.Fatal(err)
-	}
+	return want
+}
+
+// compareRender reports each case where render.js differs from
+// shared/render (the first ten in full) and returns how many differ.
+func compareRender(t *testing.T, calls []callCase, want, got renderResult) int {
+	t.Helper()
 	mismatches := 0
 	check := func(what string, i int, w, g any) {
 		if diff := cmp.Diff(w, g); diff != "" {
@@ -563,9 +624,6 @@ func TestBrowserRenderMatchesGo(t *testing.T) {
 				t.Errorf("%s %d: render.js differs from shared/render (-go +js):\n%s", what, i, diff)
 			}
 		}
-	}
-	if len(got.Calls) != len(want.Calls) || len(got.Clips) != len(want.Clips) || len(got.Scopes) != len(want.Scopes) {
-		t.Fatalf("render.js answered %d/%d/%d cases, want %d/%d/%d", len(got.Calls), len(got.Clips), len(got.Scopes), len(want.Calls), len(want.Clips), len(want.Scopes))
 	}
 	for i := range want.Calls {
 		check(fmt.Sprintf("call %.60q", calls[i].Input), i, want.Calls[i], got.Calls[i])
@@ -577,7 +635,7 @@ func TestBrowserRenderMatchesGo(t *testing.T) {
 	for i := range want.Scopes {
 		check("scope", i, want.Scopes[i], got.Scopes[i])
 	}
-	t.Logf("render.js and shared/render compared on %d calls, %d clips, %d scopes: %d differ", len(calls), len(clips), len(scopes), mismatches)
+	return mismatches
 }
 
 // shot saves a PNG of the viewport among the test's artifacts (under
