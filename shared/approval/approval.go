@@ -258,13 +258,25 @@ func (s *Service) Expire(ctx context.Context, id string) (bool, error) {
 // them, and returns how many it expired: the backstop when a timer was
 // lost.
 func (s *Service) Sweep(ctx context.Context) (int, error) {
+	return SweepOverdue(ctx, s.st.EachPendingApproval, s.overdue, func(ctx context.Context, a store.Approval) (bool, error) {
+		return s.Expire(ctx, a.ID)
+	}, ErrNotFound)
+}
+
+// SweepOverdue visits every pending row (each), expires each overdue one
+// (expire reports whether this call expired it; one gone since it was
+// listed, expire's error gone, is passed over) and returns how many it
+// expired. The approvals' sweep and the input requests' (shared/
+// elicitation) both run it.
+func SweepOverdue[T any](ctx context.Context, each func(context.Context, func(T) error) error, overdue func(T) bool,
+	expire func(context.Context, T) (bool, error), gone error) (int, error) {
 	n := 0
-	err := s.st.EachPendingApproval(ctx, func(a store.Approval) error {
-		if !s.overdue(a) {
+	err := each(ctx, func(v T) error {
+		if !overdue(v) {
 			return nil
 		}
-		applied, err := s.Expire(ctx, a.ID)
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		applied, err := expire(ctx, v)
+		if err != nil && !errors.Is(err, gone) {
 			return err
 		}
 		if applied {

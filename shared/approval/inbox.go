@@ -35,50 +35,70 @@ const scanPerItem = 20
 // out. A page may hold fewer than limit and still have a Next: the list is
 // done only when Next is "".
 func (s *Service) Inbox(ctx context.Context, who auth.Principal, runID, after string, limit int) (Page, error) {
-	page := Page{Approvals: []store.Approval{}}
 	invokers := map[string]string{}
+	read := func(ctx context.Context, after string, n int) ([]store.Approval, error) {
+		if runID != "" {
+			return s.st.RunPendingApprovals(ctx, runID, after, n)
+		}
+		return s.st.PendingApprovalsAfter(ctx, after, n)
+	}
+	list, next, err := ScanInbox(ctx, after, limit, read, func(a store.Approval) (store.Approval, bool, error) {
+		ok, err := s.mayDecide(ctx, who, a, invokers)
+		if err != nil || !ok {
+			return a, false, err
+		}
+		// An overdue one whose expiry could not be written is left out
+		// too: it can no longer be approved.
+		a = s.Current(ctx, a)
+		return a, a.Status == vocab.ApprovalPending && !s.overdue(a), nil
+	}, store.ApprovalPosition)
+	if err != nil {
+		return Page{}, err
+	}
+	return Page{Approvals: list, Next: next}, nil
+}
+
+// ScanInbox is one page of an inbox over a pending list read in order by
+// read (at most n rows after a position): the first limit rows that
+// admit keeps, as admit returns them, and the position to list after for
+// the next page ("" when the list is done). It examines at most
+// scanPerItem rows per row the page may hold, read inboxChunk at a time,
+// and ends early with a next position past the bound. The approvals'
+// inbox and the input requests' (shared/elicitation) both page this way.
+func ScanInbox[T any](ctx context.Context, after string, limit int, read func(ctx context.Context, after string, n int) ([]T, error),
+	admit func(T) (T, bool, error), position func(T) string) ([]T, string, error) {
+	out := []T{}
 	examined, scan := 0, scanPerItem*max(limit, 1)
 	for {
 		chunk := min(inboxChunk, scan-examined)
-		var rows []store.Approval
-		var err error
-		if runID != "" {
-			rows, err = s.st.RunPendingApprovals(ctx, runID, after, chunk)
-		} else {
-			rows, err = s.st.PendingApprovalsAfter(ctx, after, chunk)
-		}
+		rows, err := read(ctx, after, chunk)
 		if err != nil {
-			return Page{}, err
+			return nil, "", err
 		}
-		for i, a := range rows {
-			ok, err := s.mayDecide(ctx, who, a, invokers)
+		for i, r := range rows {
+			cur, ok, err := admit(r)
 			if err != nil {
-				return Page{}, err
+				return nil, "", err
 			}
 			if !ok {
 				continue
 			}
-			// An overdue one whose expiry could not be written is left
-			// out too: it can no longer be approved.
-			if a = s.Current(ctx, a); a.Status != vocab.ApprovalPending || s.overdue(a) {
-				continue
-			}
-			page.Approvals = append(page.Approvals, a)
-			if len(page.Approvals) == limit {
+			out = append(out, cur)
+			if len(out) == limit {
+				next := ""
 				if i < len(rows)-1 || len(rows) == chunk {
-					page.Next = store.ApprovalPosition(a)
+					next = position(cur)
 				}
-				return page, nil
+				return out, next, nil
 			}
 		}
 		examined += len(rows)
 		if len(rows) < chunk {
-			return page, nil
+			return out, "", nil
 		}
-		after = store.ApprovalPosition(rows[len(rows)-1])
+		after = position(rows[len(rows)-1])
 		if examined >= scan {
-			page.Next = after
-			return page, nil
+			return out, after, nil
 		}
 	}
 }

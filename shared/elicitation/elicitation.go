@@ -278,21 +278,9 @@ func (s *Service) Expire(ctx context.Context, id string) (bool, error) {
 // Sweep expires every overdue pending request and returns how many it
 // expired: the backstop for requests nobody reads again.
 func (s *Service) Sweep(ctx context.Context) (int, error) {
-	n := 0
-	err := s.st.EachPendingInputRequest(ctx, func(r store.InputRequest) error {
-		if !s.Overdue(r) {
-			return nil
-		}
-		applied, err := s.Expire(ctx, r.ID)
-		if err != nil && !errors.Is(err, ErrNotFound) {
-			return err
-		}
-		if applied {
-			n++
-		}
-		return nil
-	})
-	return n, err
+	return approval.SweepOverdue(ctx, s.st.EachPendingInputRequest, s.Overdue, func(ctx context.Context, r store.InputRequest) (bool, error) {
+		return s.Expire(ctx, r.ID)
+	}, ErrNotFound)
 }
 
 // settle is the compare-and-swap, with input.settled in the same append.

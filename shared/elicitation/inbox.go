@@ -3,6 +3,7 @@ package elicitation
 import (
 	"context"
 
+	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
@@ -15,63 +16,32 @@ type Page struct {
 	Next string
 }
 
-// inboxChunk is how many rows of the pending list one read takes, and
-// scanPerItem bounds the rows one page examines per request it may hold
-// (as for approvals' inbox: a caller who may answer little pays in
-// proportion to the page, not to the whole list).
-const (
-	inboxChunk  = 100
-	scanPerItem = 20
-)
-
 // Inbox lists, in request order after position after ("" from the start),
 // at most limit pending requests that who may answer (MayDecide, row by
 // row, as the decision asks it). Overdue ones are expired on the way and
-// left out. A page may hold fewer than limit and still have a Next.
+// left out. A page may hold fewer than limit and still have a Next. It
+// pages as the approvals' inbox does (approval.ScanInbox): a caller who
+// may answer little pays in proportion to the page, not to the whole
+// list.
 func (s *Service) Inbox(ctx context.Context, who auth.Principal, after string, limit int) (Page, error) {
-	page := Page{InputRequests: []store.InputRequest{}}
 	invokers := map[string]string{}
-	examined, scan := 0, scanPerItem*max(limit, 1)
-	for {
-		chunk := min(inboxChunk, scan-examined)
-		rows, err := s.st.PendingInputRequestsAfter(ctx, after, chunk)
+	list, next, err := approval.ScanInbox(ctx, after, limit, s.st.PendingInputRequestsAfter, func(r store.InputRequest) (store.InputRequest, bool, error) {
+		ok, err := s.mayDecide(ctx, who, r, invokers)
+		if err != nil || !ok {
+			return r, false, err
+		}
+		// The index lags: re-read the row before showing it.
+		cur, err := s.st.GetInputRequestByID(ctx, r.ID)
 		if err != nil {
-			return Page{}, err
+			return r, false, err
 		}
-		for i, r := range rows {
-			ok, err := s.mayDecide(ctx, who, r, invokers)
-			if err != nil {
-				return Page{}, err
-			}
-			if !ok {
-				continue
-			}
-			// The index lags: re-read the row before showing it.
-			cur, err := s.st.GetInputRequestByID(ctx, r.ID)
-			if err != nil {
-				return Page{}, err
-			}
-			if cur = s.Current(ctx, cur); State(cur.Status) != Pending || s.Overdue(cur) {
-				continue
-			}
-			page.InputRequests = append(page.InputRequests, cur)
-			if len(page.InputRequests) == limit {
-				if i < len(rows)-1 || len(rows) == chunk {
-					page.Next = store.InputRequestPosition(cur)
-				}
-				return page, nil
-			}
-		}
-		examined += len(rows)
-		if len(rows) < chunk {
-			return page, nil
-		}
-		after = store.InputRequestPosition(rows[len(rows)-1])
-		if examined >= scan {
-			page.Next = after
-			return page, nil
-		}
+		cur = s.Current(ctx, cur)
+		return cur, State(cur.Status) == Pending && !s.Overdue(cur), nil
+	}, store.InputRequestPosition)
+	if err != nil {
+		return Page{}, err
 	}
+	return Page{InputRequests: list, Next: next}, nil
 }
 
 // View reads a request by id for who: whoever may answer it, and admins.

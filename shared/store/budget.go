@@ -7,7 +7,6 @@ import (
 	"hash/fnv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 )
@@ -210,23 +209,8 @@ func (s *Store) EachOpenReservation(ctx context.Context, before string, visit fu
 		return nil
 	}
 	for shard := range uint32(openShards) {
-		var visitErr error
 		q := indexQuery{op: "open reservations", item: "reservation", pk: openShardPK(shard), before: before}
-		err := s.queryIndex(ctx, q, func(av map[string]types.AttributeValue) error {
-			var r Reservation
-			if err := attributevalue.UnmarshalMap(av, &r); err != nil {
-				return err
-			}
-			if err := visit(r); err != nil {
-				visitErr = err
-				return err
-			}
-			return nil
-		})
-		if visitErr != nil {
-			return visitErr
-		}
-		if err != nil {
+		if err := eachIndex(ctx, s, q, visit); err != nil {
 			return err
 		}
 	}

@@ -171,13 +171,20 @@ func (s *Store) PendingInputRequestsAfter(ctx context.Context, after string, lim
 // first, until visit returns an error (returned as is). visit may settle
 // the request it is given.
 func (s *Store) EachPendingInputRequest(ctx context.Context, visit func(InputRequest) error) error {
+	return eachIndex(ctx, s, indexQuery{op: "pending input requests", item: "input request", pk: InputsIndex}, visit)
+}
+
+// eachIndex visits q's partition of gsi1 as values of T, one page at a
+// time, until visit returns an error (returned as is, not as a decode
+// error).
+func eachIndex[T any](ctx context.Context, s *Store, q indexQuery, visit func(T) error) error {
 	var visitErr error
-	err := s.queryIndex(ctx, indexQuery{op: "pending input requests", item: "input request", pk: InputsIndex}, func(av map[string]types.AttributeValue) error {
-		var r InputRequest
-		if err := attributevalue.UnmarshalMap(av, &r); err != nil {
+	err := s.queryIndex(ctx, q, func(av map[string]types.AttributeValue) error {
+		var v T
+		if err := attributevalue.UnmarshalMap(av, &v); err != nil {
 			return err
 		}
-		if err := visit(r); err != nil {
+		if err := visit(v); err != nil {
 			visitErr = err
 			return err
 		}

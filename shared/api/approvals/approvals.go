@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"time"
@@ -85,25 +86,13 @@ var cursorPattern = regexp.MustCompile(`^[0-9T:.Z-]{1,40}#apr_[a-z2-7]{1,40}$`)
 // own personal connections and an approver no one else's.
 func (s *Server) listPendingApprovals(w http.ResponseWriter, r *http.Request, who auth.Principal) error {
 	q := r.URL.Query()
-	limit := defaultListPage
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxListPage {
-			return invalid("limit: must be an integer from 1 to %d", maxListPage)
-		}
-		limit = n
+	limit, after, err := pageOf(q, cursorPattern)
+	if err != nil {
+		return err
 	}
 	runID := q.Get("session_id")
 	if runID != "" && !ids.Valid("ses_", runID) {
 		return invalid("session_id: must be a session id (ses_...)")
-	}
-	var after string
-	if c := q.Get("cursor"); c != "" {
-		b, err := base64.RawURLEncoding.DecodeString(c)
-		if err != nil || !cursorPattern.Match(b) {
-			return invalid("cursor: must be a next_cursor from an earlier page")
-		}
-		after = string(b)
 	}
 	page, err := s.approvals.Inbox(r.Context(), who, runID, after, limit)
 	if err != nil {
@@ -115,12 +104,41 @@ func (s *Server) listPendingApprovals(w http.ResponseWriter, r *http.Request, wh
 			return err
 		}
 	}
-	body := map[string]any{"approvals": out}
-	if page.Next != "" {
-		body["next_cursor"] = base64.RawURLEncoding.EncodeToString([]byte(page.Next))
+	writePage(w, "approvals", out, page.Next)
+	return nil
+}
+
+// pageOf reads an inbox page's limit (1 to maxListPage, defaultListPage
+// when absent) and cursor (a next_cursor from an earlier page: base64url
+// of a position that cursor matches; "" from the start).
+func pageOf(q url.Values, cursor *regexp.Regexp) (int, string, error) {
+	limit := defaultListPage
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxListPage {
+			return 0, "", invalid("limit: must be an integer from 1 to %d", maxListPage)
+		}
+		limit = n
+	}
+	var after string
+	if c := q.Get("cursor"); c != "" {
+		b, err := base64.RawURLEncoding.DecodeString(c)
+		if err != nil || !cursor.Match(b) {
+			return 0, "", invalid("cursor: must be a next_cursor from an earlier page")
+		}
+		after = string(b)
+	}
+	return limit, after, nil
+}
+
+// writePage answers an inbox page: its items under key, and next_cursor
+// when next (the position to list after) says the list goes on.
+func writePage(w http.ResponseWriter, key string, items any, next string) {
+	body := map[string]any{key: items}
+	if next != "" {
+		body["next_cursor"] = base64.RawURLEncoding.EncodeToString([]byte(next))
 	}
 	writeJSON(w, http.StatusOK, body)
-	return nil
 }
 
 // withReview adds the facts a reviewer decides by.

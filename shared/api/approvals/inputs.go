@@ -1,11 +1,9 @@
 package approvals
 
 import (
-	"encoding/base64"
 	"errors"
 	"net/http"
 	"regexp"
-	"strconv"
 
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/elicitation"
@@ -54,22 +52,9 @@ var inputCursorPattern = regexp.MustCompile(`^[0-9T:.Z-]{1,40}#inp_[a-z2-7]{1,40
 // listInputRequests is the caller's inbox of input requests: the pending
 // ones they may answer (elicitation.Service.Inbox).
 func (s *Server) listInputRequests(w http.ResponseWriter, r *http.Request, who auth.Principal) error {
-	q := r.URL.Query()
-	limit := defaultListPage
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxListPage {
-			return invalid("limit: must be an integer from 1 to %d", maxListPage)
-		}
-		limit = n
-	}
-	var after string
-	if c := q.Get("cursor"); c != "" {
-		b, err := base64.RawURLEncoding.DecodeString(c)
-		if err != nil || !inputCursorPattern.Match(b) {
-			return invalid("cursor: must be a next_cursor from an earlier page")
-		}
-		after = string(b)
+	limit, after, err := pageOf(r.URL.Query(), inputCursorPattern)
+	if err != nil {
+		return err
 	}
 	page, err := s.inputs.Inbox(r.Context(), who, after, limit)
 	if err != nil {
@@ -79,11 +64,7 @@ func (s *Server) listInputRequests(w http.ResponseWriter, r *http.Request, who a
 	for i, ir := range page.InputRequests {
 		out[i] = inputRequestOf(ir)
 	}
-	body := map[string]any{"input_requests": out}
-	if page.Next != "" {
-		body["next_cursor"] = base64.RawURLEncoding.EncodeToString([]byte(page.Next))
-	}
-	writeJSON(w, http.StatusOK, body)
+	writePage(w, "input_requests", out, page.Next)
 	return nil
 }
 
