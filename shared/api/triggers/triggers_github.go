@@ -160,111 +160,164 @@ func (s *Server) githubWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// delivery is what githubDelivery has learnt of a delivery so far.
+type delivery struct {
+	body     []byte
+	signedBy string // the id of the trigger whose own secret signed, or ""
+	event    string
+	id       string // X-GitHub-Delivery
+	pr       trust.PullRequest
+	cfg      store.Trigger
+	runID    string
+}
+
+// githubDelivery takes the checks in the order the comment at the top of
+// this file gives: the signature, the event, the trigger, the claim of the
+// delivery, the run.
 func (s *Server) githubDelivery(w http.ResponseWriter, r *http.Request) error {
+	d, err := s.signedDelivery(w, r)
+	if err != nil {
+		return err
+	}
+	// Signed from here on.
+	if answered, err := s.pullRequestEvent(w, r, d); answered || err != nil {
+		return err
+	}
+	if answered, err := s.deliveryTrigger(w, r, d); answered || err != nil {
+		return err
+	}
+	d.runID = DeliveryRunID(d.body)
+	// A replay of a body seen before (under any delivery id) answers with
+	// its run before writing anything.
+	if done, err := s.answerDuplicate(w, r, d.runID); done || err != nil {
+		return err
+	}
+	if done, err := s.claimDelivery(w, r, d); done || err != nil {
+		return err
+	}
+	return s.createTriggeredRun(w, r, d)
+}
+
+// signedDelivery reads the body and checks its signature, under the
+// server's secret or a trigger's own.
+func (s *Server) signedDelivery(w http.ResponseWriter, r *http.Request) (*delivery, error) {
 	secret := s.cfg.GitHubWebhookSecret
 	if secret == "" {
-		return errWebhookUnconfigured
+		return nil, errWebhookUnconfigured
 	}
 	body, e := readBodyMax(w, r, trust.MaxPayloadBytes)
 	if e != nil {
-		return e
+		return nil, e
 	}
+	d := &delivery{body: body}
 	signature := r.Header.Get("X-Hub-Signature-256")
-	signedBy := "" // the id of the trigger whose own secret signed, or ""
 	if !validSignature(secret, body, signature) {
 		id, err := s.ownSecretSigner(r, body, signature)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if id == "" {
 			s.log.WarnContext(r.Context(), "github delivery refused: bad signature", "delivery", safeDelivery(r))
-			return errBadSignature
+			return nil, errBadSignature
 		}
-		signedBy = id
+		d.signedBy = id
 	}
-	// Signed from here on.
+	return d, nil
+}
+
+// pullRequestEvent checks the content type and the event; answered is true
+// when the delivery has been answered (a ping, an event not handled).
+func (s *Server) pullRequestEvent(w http.ResponseWriter, r *http.Request, d *delivery) (answered bool, err error) {
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return invalid("Content-Type: must be application/json (set the webhook's content type to application/json)")
+		return false, invalid("Content-Type: must be application/json (set the webhook's content type to application/json)")
 	}
-	event := r.Header.Get("X-GitHub-Event")
-	switch event {
+	d.event = r.Header.Get("X-GitHub-Event")
+	switch d.event {
 	case githubEventPing:
 		writeJSON(w, http.StatusOK, webhookAnswer{Status: "pong"})
-		return nil
+		return true, nil
 	case githubEventPullRequest:
+		return false, nil
 	case "":
-		return invalid("X-GitHub-Event: header is required")
+		return false, invalid("X-GitHub-Event: header is required")
 	default:
-		return s.ignore(w, r, "event %q is not handled", event)
+		return true, s.ignore(w, r, "event %q is not handled", d.event)
 	}
-	delivery := r.Header.Get("X-GitHub-Delivery")
-	if !deliveryPattern.MatchString(delivery) {
-		return invalid("X-GitHub-Delivery: header is required (a delivery id of at most 100 letters, digits, '.', '-' and '_')")
+}
+
+// deliveryTrigger checks the delivery id and the payload, and finds the
+// trigger of the base repository; answered is true when the delivery has
+// been answered as ignored.
+func (s *Server) deliveryTrigger(w http.ResponseWriter, r *http.Request, d *delivery) (answered bool, err error) {
+	d.id = r.Header.Get("X-GitHub-Delivery")
+	if !deliveryPattern.MatchString(d.id) {
+		return false, invalid("X-GitHub-Delivery: header is required (a delivery id of at most 100 letters, digits, '.', '-' and '_')")
 	}
-	pr, err := trust.FromPullRequest(body)
+	pr, err := trust.FromPullRequest(d.body)
 	if err != nil {
-		return invalid("pull_request payload: %s", strings.TrimPrefix(err.Error(), trust.ErrMalformed.Error()+": "))
+		return false, invalid("pull_request payload: %s", strings.TrimPrefix(err.Error(), trust.ErrMalformed.Error()+": "))
 	}
+	d.pr = pr
 	if !slices.Contains(githubPullRequestActions, pr.Action) {
-		return s.ignore(w, r, "pull_request action %q starts no run", pr.Action)
+		return true, s.ignore(w, r, "pull_request action %q starts no run", pr.Action)
 	}
 	cfg, err := s.st.TriggerForRepository(r.Context(), pr.BaseRepo)
 	if errors.Is(err, store.ErrNotFound) {
-		return s.ignore(w, r, "no trigger is configured for repository %s", pr.BaseRepo)
+		return true, s.ignore(w, r, "no trigger is configured for repository %s", pr.BaseRepo)
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
-	if cfg.OwnSecret && signedBy != cfg.ID {
+	d.cfg = cfg
+	if cfg.OwnSecret && d.signedBy != cfg.ID {
 		s.log.WarnContext(r.Context(), "github delivery refused: server secret used for a trigger with its own", "delivery", safeDelivery(r), "trigger", cfg.ID)
-		return errNeedsOwnSecret
+		return false, errNeedsOwnSecret
 	}
 	if !slices.Contains(cfg.Events, githubEventPullRequest) {
-		return s.ignore(w, r, "the trigger of repository %s does not handle pull_request", pr.BaseRepo)
+		return true, s.ignore(w, r, "the trigger of repository %s does not handle pull_request", pr.BaseRepo)
 	}
+	return false, nil
+}
 
-	runID := DeliveryRunID(body)
-	// A replay of a body seen before (under any delivery id) answers with
-	// its run before writing anything.
-	if done, err := s.answerDuplicate(w, r, runID); done || err != nil {
-		return err
-	}
+// claimDelivery claims the delivery id for the run; done is true when the
+// delivery was claimed before and its run exists (and has been answered).
+func (s *Server) claimDelivery(w http.ResponseWriter, r *http.Request, d *delivery) (done bool, err error) {
 	err = s.st.ClaimDelivery(r.Context(), store.Delivery{
-		ID:         delivery,
-		SessionID:  runID,
-		TriggerID:  cfg.ID,
-		Repository: pr.BaseRepo,
-		Number:     pr.Number,
-		HeadSHA:    pr.HeadSHA,
-		BodyDigest: redact.DigestBytes(body).String(),
+		ID:         d.id,
+		SessionID:  d.runID,
+		TriggerID:  d.cfg.ID,
+		Repository: d.pr.BaseRepo,
+		Number:     d.pr.Number,
+		HeadSHA:    d.pr.HeadSHA,
+		BodyDigest: redact.DigestBytes(d.body).String(),
 		ReceivedAt: store.FormatTime(s.cfg.Now()),
 	})
-	switch {
-	case errors.Is(err, store.ErrDeliveryClaimed):
-		prev, err := s.st.GetDelivery(r.Context(), delivery)
-		if err != nil {
-			return err
-		}
-		runID = prev.SessionID
-		if done, err := s.answerDuplicate(w, r, runID); done || err != nil {
-			return err
-		}
-		// Claimed, but no run: the first attempt stopped between the claim
-		// and the run, or is still writing it. Create it; if both try, the
-		// run's conditional write lets exactly one through.
-	case err != nil:
-		return err
+	if !errors.Is(err, store.ErrDeliveryClaimed) {
+		return false, err
 	}
+	prev, err := s.st.GetDelivery(r.Context(), d.id)
+	if err != nil {
+		return false, err
+	}
+	d.runID = prev.SessionID
+	// When it is not done: claimed, but no run: the first attempt stopped
+	// between the claim and the run, or is still writing it. Create it; if
+	// both try, the run's conditional write lets exactly one through.
+	return s.answerDuplicate(w, r, d.runID)
+}
 
+// createTriggeredRun creates the delivery's run and answers 201 with it.
+func (s *Server) createTriggeredRun(w http.ResponseWriter, r *http.Request, d *delivery) error {
+	cfg, pr := d.cfg, d.pr
 	v, err := s.runs.CreateForTrigger(r.Context(), RunRequest(cfg), run.Triggered{
-		RunID:   runID,
+		RunID:   d.runID,
 		Type:    "github",
 		Invoker: string(auth.Trigger(cfg.ID)),
 		Tier:    pr.Tier,
 		GitHub: &store.GitHubTrigger{
 			TriggerID:      cfg.ID,
-			DeliveryID:     delivery,
-			Event:          event,
+			DeliveryID:     d.id,
+			Event:          d.event,
 			Action:         pr.Action,
 			Repository:     pr.BaseRepo,
 			HeadRepository: pr.HeadRepo,
@@ -277,7 +330,7 @@ func (s *Server) githubDelivery(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		// Another request may have created it meanwhile (ErrExists, or a
 		// transaction conflict reported as unavailable).
-		if done, derr := s.answerDuplicate(w, r, runID); done || derr != nil {
+		if done, derr := s.answerDuplicate(w, r, d.runID); done || derr != nil {
 			return derr
 		}
 		var inv *run.InvalidError
@@ -286,7 +339,7 @@ func (s *Server) githubDelivery(w http.ResponseWriter, r *http.Request) error {
 		}
 		return err
 	}
-	s.log.InfoContext(r.Context(), "github delivery", "delivery", delivery, "action", pr.Action,
+	s.log.InfoContext(r.Context(), "github delivery", "delivery", d.id, "action", pr.Action,
 		"repository", pr.BaseRepo, "pull_request", pr.Number, "trigger", cfg.ID, "run", v.ID, "trust_tier", v.TrustTier)
 	if s.cfg.RunCreated != nil {
 		if h, err := s.st.GetHead(r.Context(), v.ID); err == nil {
