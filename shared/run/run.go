@@ -274,62 +274,85 @@ type origin struct {
 // invoker is who starts the run: only a personal connection's owner may
 // attach it ("" attaches none).
 func (s *Service) prepare(ctx context.Context, req CreateRequest, derived trust.Tier, invoker string) (prepared, error) {
+	p := prepared{autonomous: req.Autonomous, verify: req.Verify}
+	var err error
+	if p.limit, p.tier, err = checkRequest(req, derived); err != nil {
+		return prepared{}, err
+	}
+	if err := s.preparePolicies(ctx, req, &p); err != nil {
+		return prepared{}, err
+	}
+	if err := s.prepareTools(ctx, req, invoker, &p); err != nil {
+		return prepared{}, err
+	}
+	return p, nil
+}
+
+// checkRequest checks the request's own fields, before anything is read:
+// the policy's id and version, the budget, the tier, the trigger, verify
+// and the number of bundles.
+func checkRequest(req CreateRequest, derived trust.Tier) (budget.Micros, trust.Tier, error) {
 	if req.PolicyID == "" {
-		return prepared{}, invalid("policy_id", "is required")
+		return 0, "", invalid("policy_id", "is required")
 	}
 	if req.PolicyVersion < 0 {
-		return prepared{}, invalid("policy_version", "must be a positive version")
+		return 0, "", invalid("policy_version", "must be a positive version")
 	}
 	if req.Budget == nil || req.Budget.LimitUSD == nil {
-		return prepared{}, invalid("budget.limit_usd", "is required")
+		return 0, "", invalid("budget.limit_usd", "is required")
 	}
 	limit, err := budget.FromUSD(*req.Budget.LimitUSD)
 	if err != nil {
-		return prepared{}, invalid("budget.limit_usd", "must be an amount in USD above 0, such as 5 or 0.50")
+		return 0, "", invalid("budget.limit_usd", "must be an amount in USD above 0, such as 5 or 0.50")
 	}
 	if limit <= 0 {
 		// Every model call reserves from the budget first, so a run
 		// without one could do nothing but be refused.
-		return prepared{}, invalid("budget.limit_usd", "must be above 0: a run with no budget is refused every tool call and model call (0.000001 is the smallest amount)")
+		return 0, "", invalid("budget.limit_usd", "must be above 0: a run with no budget is refused every tool call and model call (0.000001 is the smallest amount)")
 	}
 	tier, err := requestedTier(req.TrustTier, derived)
 	if err != nil {
-		return prepared{}, err
+		return 0, "", err
 	}
 	if req.Trigger != nil && req.Trigger.Type != "manual" {
-		return prepared{}, invalid("trigger.type", "%q is not a trigger a caller can name (only \"manual\")", req.Trigger.Type)
+		return 0, "", invalid("trigger.type", "%q is not a trigger a caller can name (only \"manual\")", req.Trigger.Type)
 	}
 	switch req.Verify {
 	case "", VerifyHalt, VerifyRecord:
 	default:
-		return prepared{}, invalid("verify", "must be \"halt\" (the default) or \"record\"")
+		return 0, "", invalid("verify", "must be \"halt\" (the default) or \"record\"")
 	}
 	if len(req.Capabilities) == 0 {
-		return prepared{}, invalid("capabilities", "at least one capability bundle is required")
+		return 0, "", invalid("capabilities", "at least one capability bundle is required")
 	}
 	if len(req.Capabilities) > MaxCapabilities {
-		return prepared{}, invalid("capabilities", "at most %d bundles", MaxCapabilities)
+		return 0, "", invalid("capabilities", "at most %d bundles", MaxCapabilities)
 	}
+	return limit, tier, nil
+}
 
+// preparePolicies resolves the policy and the shadow policy and checks the
+// workspace against each, collecting their warnings.
+func (s *Service) preparePolicies(ctx context.Context, req CreateRequest, p *prepared) error {
 	pv, err := s.policy(ctx, "policy", req.PolicyID, req.PolicyVersion)
 	if err != nil {
-		return prepared{}, err
+		return err
 	}
 	var shadow *store.PolicyVersion
 	switch {
 	case req.ShadowPolicyID != "":
 		sv, err := s.policy(ctx, "shadow_policy", req.ShadowPolicyID, req.ShadowPolicyVersion)
 		if err != nil {
-			return prepared{}, err
+			return err
 		}
 		shadow = &sv
 	case req.ShadowPolicyVersion != 0:
-		return prepared{}, invalid("shadow_policy_version", "is set without shadow_policy_id")
+		return invalid("shadow_policy_version", "is set without shadow_policy_id")
 	}
 
 	ws, warnings, err := checkWorkspace(req.Workspace, pv.Document)
 	if err != nil {
-		return prepared{}, err
+		return err
 	}
 	if shadow != nil {
 		if shadow.Digest == pv.Digest {
@@ -337,20 +360,26 @@ func (s *Service) prepare(ctx context.Context, req CreateRequest, derived trust.
 		}
 		_, more, err := checkWorkspace(req.Workspace, shadow.Document)
 		if err != nil {
-			return prepared{}, err
+			return err
 		}
 		for _, w := range more {
 			warnings = append(warnings, "shadow "+w)
 		}
 	}
+	p.policy, p.shadow, p.workspace, p.warnings = pv, shadow, ws, warnings
+	return nil
+}
 
+// prepareTools resolves the capability bundles and the connections into
+// one list of tools, sorted by name, refusing a name given twice.
+func (s *Service) prepareTools(ctx context.Context, req CreateRequest, invoker string, p *prepared) error {
 	tools, bundles, err := s.resolveTools(ctx, req.Capabilities)
 	if err != nil {
-		return prepared{}, err
+		return err
 	}
 	brokered, bindings, err := s.resolveConnections(ctx, invoker, req.Connections)
 	if err != nil {
-		return prepared{}, err
+		return err
 	}
 	if len(brokered) > 0 {
 		names := map[string]bool{}
@@ -359,14 +388,15 @@ func (s *Service) prepare(ctx context.Context, req CreateRequest, derived trust.
 		}
 		for _, t := range brokered {
 			if names[t.Name] {
-				return prepared{}, invalid("connections", "tool %q is named twice in this run", t.Name)
+				return invalid("connections", "tool %q is named twice in this run", t.Name)
 			}
 			names[t.Name] = true
 		}
 		tools = append(tools, brokered...)
 		slices.SortFunc(tools, func(a, b store.Tool) int { return strings.Compare(a.Name, b.Name) })
 	}
-	return prepared{policy: pv, shadow: shadow, tools: tools, bundles: bundles, bindings: bindings, limit: limit, tier: tier, autonomous: req.Autonomous, workspace: ws, warnings: warnings, verify: req.Verify}, nil
+	p.tools, p.bundles, p.bindings = tools, bundles, bindings
+	return nil
 }
 
 // policy resolves the policy version a run freezes: field is "policy" or
