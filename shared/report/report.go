@@ -80,31 +80,8 @@ type Reported struct {
 
 // Report posts id's result as its trigger says, once.
 func (s *Service) Report(ctx context.Context, id string) (Reported, error) {
-	h, err := s.st.GetHead(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		return Reported{}, run.ErrNotFound
-	}
+	h, kind, err := s.reportKind(ctx, id)
 	if err != nil {
-		return Reported{}, err
-	}
-	// A scheduled run has a commit and no pull request: it reports as a
-	// check run on that commit (a scheduled trigger cannot ask for a
-	// comment).
-	if h.GitHub == nil || h.GitHub.HeadSHA == "" {
-		return Reported{}, ErrNoPullRequest
-	}
-	if h.Status != vocab.Ended {
-		return Reported{}, ErrNotEnded
-	}
-	if _, err := s.st.GetReport(ctx, id); err == nil {
-		return Reported{}, ErrReported
-	} else if !errors.Is(err, store.ErrNotFound) {
-		return Reported{}, err
-	}
-	kind := CheckRun
-	if t, err := s.st.GetTrigger(ctx, h.GitHub.TriggerID); err == nil && t.Report != "" {
-		kind = t.Report
-	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return Reported{}, err
 	}
 	if kind == None {
@@ -118,46 +95,99 @@ func (s *Service) Report(ctx context.Context, id string) (Reported, error) {
 		return Reported{}, err
 	}
 	body := Body(id, res)
-	owner, name, _ := strings.Cut(h.GitHub.Repository, "/")
 	var out Reported
 	switch kind {
 	case CheckRun:
-		inst, err := s.apps.Installation(ctx, h.GitHub.Repository, githubapp.WriteChecks)
-		if err != nil {
-			return Reported{}, err
-		}
-		conclusion := "success"
-		if res.Reason != string(run.EndExited) || res.ExitStatus != 0 {
-			conclusion = "failure"
-		}
-		now := github.Timestamp{Time: s.now()}
-		cr, _, err := inst.Client.Checks.CreateCheckRun(ctx, owner, name, github.CreateCheckRunOptions{
-			Name: CheckName, HeadSHA: h.GitHub.HeadSHA, ExternalID: github.Ptr(id),
-			Status: github.Ptr("completed"), Conclusion: github.Ptr(conclusion), CompletedAt: &now,
-			Output: &github.CheckRunOutput{Title: github.Ptr("fluidbox run " + id), Summary: github.Ptr(body)},
-		})
-		if err != nil {
-			return Reported{}, fmt.Errorf("%w: create the check run", githubapp.ErrUnavailable)
-		}
-		out = Reported{Kind: CheckRun, ID: cr.GetID()}
+		out, err = s.postCheckRun(ctx, id, h.GitHub, res, body)
 	case Comment:
-		if h.GitHub.PullRequest == 0 {
-			return Reported{}, ErrNoPullRequest
-		}
-		inst, err := s.apps.Installation(ctx, h.GitHub.Repository, githubapp.WritePullRequests)
-		if err != nil {
-			return Reported{}, err
-		}
-		c, _, err := inst.Client.Issues.CreateComment(ctx, owner, name, h.GitHub.PullRequest, &github.IssueComment{Body: github.Ptr(body)})
-		if err != nil {
-			return Reported{}, fmt.Errorf("%w: create the comment", githubapp.ErrUnavailable)
-		}
-		out = Reported{Kind: Comment, ID: c.GetID()}
+		out, err = s.postComment(ctx, h.GitHub, body)
 	default:
 		return Reported{}, fmt.Errorf("report: trigger's report %q is not one this version knows", kind)
 	}
-	ev, err := redact.New(redact.RunReported{Kind: out.Kind, ID: out.ID, Repository: h.GitHub.Repository,
-		PullRequest: h.GitHub.PullRequest, BodyDigest: redact.DigestBytes([]byte(body))})
+	if err != nil {
+		return Reported{}, err
+	}
+	return s.record(ctx, id, h.GitHub, out, body)
+}
+
+// reportKind reads the run and how its trigger reports it, refusing a run
+// without a commit, one that has not ended and one reported before.
+func (s *Service) reportKind(ctx context.Context, id string) (store.Head, string, error) {
+	h, err := s.st.GetHead(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Head{}, "", run.ErrNotFound
+	}
+	if err != nil {
+		return store.Head{}, "", err
+	}
+	// A scheduled run has a commit and no pull request: it reports as a
+	// check run on that commit (a scheduled trigger cannot ask for a
+	// comment).
+	if h.GitHub == nil || h.GitHub.HeadSHA == "" {
+		return store.Head{}, "", ErrNoPullRequest
+	}
+	if h.Status != vocab.Ended {
+		return store.Head{}, "", ErrNotEnded
+	}
+	if _, err := s.st.GetReport(ctx, id); err == nil {
+		return store.Head{}, "", ErrReported
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return store.Head{}, "", err
+	}
+	kind := CheckRun
+	if t, err := s.st.GetTrigger(ctx, h.GitHub.TriggerID); err == nil && t.Report != "" {
+		kind = t.Report
+	} else if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return store.Head{}, "", err
+	}
+	return h, kind, nil
+}
+
+// postCheckRun posts the result as a completed check run on the commit.
+func (s *Service) postCheckRun(ctx context.Context, id string, gh *store.GitHubTrigger, res store.Result, body string) (Reported, error) {
+	owner, name, _ := strings.Cut(gh.Repository, "/")
+	inst, err := s.apps.Installation(ctx, gh.Repository, githubapp.WriteChecks)
+	if err != nil {
+		return Reported{}, err
+	}
+	conclusion := "success"
+	if res.Reason != string(run.EndExited) || res.ExitStatus != 0 {
+		conclusion = "failure"
+	}
+	now := github.Timestamp{Time: s.now()}
+	cr, _, err := inst.Client.Checks.CreateCheckRun(ctx, owner, name, github.CreateCheckRunOptions{
+		Name: CheckName, HeadSHA: gh.HeadSHA, ExternalID: github.Ptr(id),
+		Status: github.Ptr("completed"), Conclusion: github.Ptr(conclusion), CompletedAt: &now,
+		Output: &github.CheckRunOutput{Title: github.Ptr("fluidbox run " + id), Summary: github.Ptr(body)},
+	})
+	if err != nil {
+		return Reported{}, fmt.Errorf("%w: create the check run", githubapp.ErrUnavailable)
+	}
+	return Reported{Kind: CheckRun, ID: cr.GetID()}, nil
+}
+
+// postComment posts the result as a comment on the pull request.
+func (s *Service) postComment(ctx context.Context, gh *store.GitHubTrigger, body string) (Reported, error) {
+	if gh.PullRequest == 0 {
+		return Reported{}, ErrNoPullRequest
+	}
+	owner, name, _ := strings.Cut(gh.Repository, "/")
+	inst, err := s.apps.Installation(ctx, gh.Repository, githubapp.WritePullRequests)
+	if err != nil {
+		return Reported{}, err
+	}
+	c, _, err := inst.Client.Issues.CreateComment(ctx, owner, name, gh.PullRequest, &github.IssueComment{Body: github.Ptr(body)})
+	if err != nil {
+		return Reported{}, fmt.Errorf("%w: create the comment", githubapp.ErrUnavailable)
+	}
+	return Reported{Kind: Comment, ID: c.GetID()}, nil
+}
+
+// record writes what was posted, once: the report item and its event in
+// one append. A second report of the run is ErrReported.
+func (s *Service) record(ctx context.Context, id string, gh *store.GitHubTrigger, out Reported, body string) (Reported, error) {
+	ev, err := redact.New(redact.RunReported{Kind: out.Kind, ID: out.ID, Repository: gh.Repository,
+		PullRequest: gh.PullRequest, BodyDigest: redact.DigestBytes([]byte(body))})
 	if err != nil {
 		return out, err
 	}
