@@ -393,17 +393,7 @@ func (v *Verifier) Check(ctx context.Context, runID string, in *Inspection) *Ref
 	if ref != nil || len(pairs) == 0 {
 		return ref
 	}
-	var fresh []answered
-	for _, a := range pairs {
-		r, ok := v.seen.get(checkedKey(runID, a.use.id))
-		if !ok || r.sum != a.sum || (r.finding == replaced && !a.res.isError) {
-			fresh = append(fresh, a)
-			continue
-		}
-		if r.finding == replaced {
-			in.replace(a.res, r.text)
-		}
-	}
+	fresh := v.unchecked(runID, in, pairs)
 	if len(fresh) == 0 {
 		return nil
 	}
@@ -418,34 +408,15 @@ func (v *Verifier) Check(ctx context.Context, runID string, in *Inspection) *Ref
 	calls, err := v.st.Calls(ctx, runID, ids)
 	if err != nil {
 		v.log.ErrorContext(ctx, "model proxy: read calls to check tool results", "run", runID, "err", err)
-		return &Refusal{Status: http.StatusServiceUnavailable, Type: "api_error", Reason: ReasonUnavailable,
-			Message: "fluidbox cannot check this request's tool results right now; nothing was forwarded"}
+		return cannotCheck()
 	}
 	var bad []violation
 	var schemas map[string]string // the run's frozen tool schemas, read once if needed
 	for _, a := range fresh {
 		c, asked := calls[a.use.id]
-		f, reason, text, err := judge(a, c, asked)
-		if err != nil {
-			return refuse(ReasonMalformed, "messages[%d]: the input of tool_use %s could not be read", a.use.msg, a.use.id)
-		}
-		if f != passed && asked && c.Decision == vocab.Allow && c.ToolName == a.use.name {
-			// The runner may have filled in the schema's defaults before
-			// asking (Claude Code does): compare again as it ran the call.
-			if schemas == nil {
-				if schemas, err = v.frozenSchemas(ctx, runID); err != nil {
-					v.log.ErrorContext(ctx, "model proxy: read frozen tools to check tool results", "run", runID, "err", err)
-					return &Refusal{Status: http.StatusServiceUnavailable, Type: "api_error", Reason: ReasonUnavailable,
-						Message: "fluidbox cannot check this request's tool results right now; nothing was forwarded"}
-				}
-			}
-			if filled, ok := withDefaults(a.use.input, schemas[a.use.name]); ok {
-				b := a
-				b.use.input = filled
-				if f, reason, text, err = judge(b, c, asked); err != nil {
-					return refuse(ReasonMalformed, "messages[%d]: the input of tool_use %s could not be read", a.use.msg, a.use.id)
-				}
-			}
+		f, reason, text, ref := v.judgeAsRan(ctx, runID, a, c, asked, &schemas)
+		if ref != nil {
+			return ref
 		}
 		switch f {
 		case passed:
@@ -461,6 +432,61 @@ func (v *Verifier) Check(ctx context.Context, runID string, in *Inspection) *Ref
 		return nil
 	}
 	return v.violated(ctx, runID, bad)
+}
+
+// unchecked returns the results of pairs not checked before with the same
+// contents, and puts back the replacement of those replaced before.
+func (v *Verifier) unchecked(runID string, in *Inspection, pairs []answered) []answered {
+	var fresh []answered
+	for _, a := range pairs {
+		r, ok := v.seen.get(checkedKey(runID, a.use.id))
+		if !ok || r.sum != a.sum || (r.finding == replaced && !a.res.isError) {
+			fresh = append(fresh, a)
+			continue
+		}
+		if r.finding == replaced {
+			in.replace(a.res, r.text)
+		}
+	}
+	return fresh
+}
+
+// judgeAsRan judges one result against its call; a call that does not
+// pass is judged again with its schema's defaults filled in. schemas is
+// read once per request, when first needed. ref is the refusal when the
+// input cannot be read or the schemas cannot be.
+func (v *Verifier) judgeAsRan(ctx context.Context, runID string, a answered, c store.Call, asked bool, schemas *map[string]string) (f finding, reason redact.Violation, text []byte, ref *Refusal) {
+	f, reason, text, err := judge(a, c, asked)
+	if err != nil {
+		return f, reason, text, refuse(ReasonMalformed, "messages[%d]: the input of tool_use %s could not be read", a.use.msg, a.use.id)
+	}
+	if f == passed || !asked || c.Decision != vocab.Allow || c.ToolName != a.use.name {
+		return f, reason, text, nil
+	}
+	// The runner may have filled in the schema's defaults before
+	// asking (Claude Code does): compare again as it ran the call.
+	if *schemas == nil {
+		if *schemas, err = v.frozenSchemas(ctx, runID); err != nil {
+			v.log.ErrorContext(ctx, "model proxy: read frozen tools to check tool results", "run", runID, "err", err)
+			return f, reason, text, cannotCheck()
+		}
+	}
+	filled, ok := withDefaults(a.use.input, (*schemas)[a.use.name])
+	if !ok {
+		return f, reason, text, nil
+	}
+	b := a
+	b.use.input = filled
+	if f, reason, text, err = judge(b, c, asked); err != nil {
+		return f, reason, text, refuse(ReasonMalformed, "messages[%d]: the input of tool_use %s could not be read", a.use.msg, a.use.id)
+	}
+	return f, reason, text, nil
+}
+
+// cannotCheck is the refusal when the store cannot be read to check.
+func cannotCheck() *Refusal {
+	return &Refusal{Status: http.StatusServiceUnavailable, Type: "api_error", Reason: ReasonUnavailable,
+		Message: "fluidbox cannot check this request's tool results right now; nothing was forwarded"}
 }
 
 // frozenSchemas returns the input schema of each tool frozen for runID.
