@@ -8,6 +8,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/capability"
 	"github.com/fluidbox/fluidbox/shared/policy"
+	"github.com/fluidbox/fluidbox/shared/schemaguard"
 	"github.com/fluidbox/fluidbox/shared/trust"
 )
 
@@ -57,98 +58,130 @@ func FuzzDecide(f *testing.F) {
 	anything := mustSchema(f, `{}`)
 
 	f.Fuzz(func(t *testing.T, name, input string, flags uint16, pol uint8, class string) {
-		run := &Run{
-			Ended:           flags&fzEnded != 0,
-			AvailableMicros: 1000,
-			TrustTier:       trust.Trusted,
-			Autonomous:      flags&fzAutonomous != 0,
-			Tools:           tools,
-			Policy:          pols[int(pol)%len(pols)],
-			Bindings: map[string]Binding{
-				conGitHub: {ConnectionID: conGitHub, Generation: conGitHubGen, Owner: "usr_alice", ToolSetDigest: conGitHubTool},
-			},
-		}
-		if flags&fzBroke != 0 {
-			run.AvailableMicros = 0
-		}
-		if flags&fzReadOnly != 0 {
-			run.TrustTier = trust.ReadOnly
-		}
-		if flags&fzBadTier != 0 {
-			run.TrustTier = trust.Tier(class)
-		}
-		if flags&fzAddTool != 0 {
-			run.Tools = maps.Clone(tools)
-			tool := &Tool{Name: name, Class: capability.Class(class), Schema: anything, Callable: true}
-			if flags&fzBrokered != 0 {
-				tool.ConnectionID = conGitHub
-			}
-			run.Tools[name] = tool
-		}
-		live := liveGitHub()
-		if flags&fzDrift != 0 {
-			live.ToolSetDigest = "sha256:drifted"
-		}
-		if flags&fzRevoked != 0 {
-			live.Status = ConnectionRevoked
-		}
-		r := Request{ToolName: name, Connections: map[string]Live{conGitHub: live}}
-		dec := json.NewDecoder(bytes.NewReader([]byte(input)))
-		dec.UseNumber()
-		if err := dec.Decode(&r.Input); err != nil {
-			r.Input = input // not JSON: the gate must still answer
-		}
-		d := Decide(run, r)
-		// With fzGrantAll, grant whatever the gate asks, as a human
-		// approving every call for the session would, and decide again:
-		// no grant may pass a floor.
-		var held []policy.GrantKey
-		for range 4 {
-			if flags&fzGrantAll == 0 || d.Outcome != policy.VerdictRequireApproval || d.ScopeKey == "" {
-				break
-			}
-			held = append(held, policy.GrantKey{RuleID: d.RuleID, ScopeKey: d.ScopeKey})
-			run.Grants = policy.NewGrants(held...)
-			d = Decide(run, r)
-		}
-
-		if d.Reason == reasonPanic {
-			t.Fatalf("Decide(%q, %q) panicked inside a stage: %+v", name, input, d)
-		}
-		switch d.Outcome {
-		case policy.VerdictAllow, policy.VerdictRequireApproval:
-			if d.Source != "" {
-				t.Fatalf("Decide(%q) = %s with source %q", name, d.Outcome, d.Source)
-			}
-		case policy.VerdictDeny:
-			if d.Source == "" {
-				t.Fatalf("Decide(%q) = deny without a source", name)
-			}
-		default:
-			t.Fatalf("Decide(%q) outcome = %q, want allow, deny or require_approval", name, d.Outcome)
-		}
-		if d.Reason == "" {
-			t.Fatalf("Decide(%q) = %+v without a reason", name, d)
-		}
-
-		tool := run.Tools[name]
-		if tool == nil && d.Outcome != policy.VerdictDeny {
-			t.Fatalf("Decide(%q) = %s for a tool not in the frozen set", name, d.Outcome)
-		}
-		if run.TrustTier != trust.Trusted && d.Outcome == policy.VerdictAllow {
-			readOnlyBash := false
-			if tool != nil && tool.Name == "Bash" && tool.Class == capability.ClassExecute {
-				readOnlyBash, _ = policy.BashReadOnly(r.Input)
-			}
-			if tool == nil || tool.Class != capability.ClassRead && !readOnlyBash || tool.ConnectionID != "" || run.TrustTier != trust.ReadOnly {
-				t.Fatalf("Decide(%q) = allow in a %q run for %+v", name, run.TrustTier, tool)
-			}
-		}
-		if (run.Ended || run.AvailableMicros <= 0) && d.Outcome != policy.VerdictDeny {
-			t.Fatalf("Decide(%q) = %s for an ended or exhausted run", name, d.Outcome)
-		}
-		if (flags&(fzDrift|fzRevoked) != 0) && tool != nil && tool.ConnectionID != "" && d.Outcome != policy.VerdictDeny {
-			t.Fatalf("Decide(%q) = %s on a drifted or revoked connection", name, d.Outcome)
-		}
+		run := fuzzRun(tools, pols[int(pol)%len(pols)], anything, name, class, flags)
+		r := fuzzRequest(name, input, flags)
+		d := decideGrantingAll(run, r, flags)
+		checkAnswer(t, name, input, d)
+		checkFloors(t, name, run, r, d, flags)
 	})
+}
+
+// fuzzRun is the run the flags describe.
+func fuzzRun(tools map[string]*Tool, pol *policy.Policy, anything *schemaguard.Schema, name, class string, flags uint16) *Run {
+	run := &Run{
+		Ended:           flags&fzEnded != 0,
+		AvailableMicros: 1000,
+		TrustTier:       trust.Trusted,
+		Autonomous:      flags&fzAutonomous != 0,
+		Tools:           tools,
+		Policy:          pol,
+		Bindings: map[string]Binding{
+			conGitHub: {ConnectionID: conGitHub, Generation: conGitHubGen, Owner: "usr_alice", ToolSetDigest: conGitHubTool},
+		},
+	}
+	if flags&fzBroke != 0 {
+		run.AvailableMicros = 0
+	}
+	if flags&fzReadOnly != 0 {
+		run.TrustTier = trust.ReadOnly
+	}
+	if flags&fzBadTier != 0 {
+		run.TrustTier = trust.Tier(class)
+	}
+	if flags&fzAddTool != 0 {
+		run.Tools = maps.Clone(tools)
+		tool := &Tool{Name: name, Class: capability.Class(class), Schema: anything, Callable: true}
+		if flags&fzBrokered != 0 {
+			tool.ConnectionID = conGitHub
+		}
+		run.Tools[name] = tool
+	}
+	return run
+}
+
+// fuzzRequest is the call of name with input (taken as a string when it is
+// not JSON), with the GitHub connection as the flags say it stands.
+func fuzzRequest(name, input string, flags uint16) Request {
+	live := liveGitHub()
+	if flags&fzDrift != 0 {
+		live.ToolSetDigest = "sha256:drifted"
+	}
+	if flags&fzRevoked != 0 {
+		live.Status = ConnectionRevoked
+	}
+	r := Request{ToolName: name, Connections: map[string]Live{conGitHub: live}}
+	dec := json.NewDecoder(bytes.NewReader([]byte(input)))
+	dec.UseNumber()
+	if err := dec.Decode(&r.Input); err != nil {
+		r.Input = input // not JSON: the gate must still answer
+	}
+	return r
+}
+
+// decideGrantingAll decides r. With fzGrantAll, it grants whatever the
+// gate asks, as a human approving every call for the session would, and
+// decides again: no grant may pass a floor.
+func decideGrantingAll(run *Run, r Request, flags uint16) Decision {
+	d := Decide(run, r)
+	var held []policy.GrantKey
+	for range 4 {
+		if flags&fzGrantAll == 0 || d.Outcome != policy.VerdictRequireApproval || d.ScopeKey == "" {
+			break
+		}
+		held = append(held, policy.GrantKey{RuleID: d.RuleID, ScopeKey: d.ScopeKey})
+		run.Grants = policy.NewGrants(held...)
+		d = Decide(run, r)
+	}
+	return d
+}
+
+// checkAnswer: no stage panicked, the outcome is one of three, a deny and
+// only a deny has a source, and every answer has a reason.
+func checkAnswer(t *testing.T, name, input string, d Decision) {
+	t.Helper()
+	if d.Reason == reasonPanic {
+		t.Fatalf("Decide(%q, %q) panicked inside a stage: %+v", name, input, d)
+	}
+	switch d.Outcome {
+	case policy.VerdictAllow, policy.VerdictRequireApproval:
+		if d.Source != "" {
+			t.Fatalf("Decide(%q) = %s with source %q", name, d.Outcome, d.Source)
+		}
+	case policy.VerdictDeny:
+		if d.Source == "" {
+			t.Fatalf("Decide(%q) = deny without a source", name)
+		}
+	default:
+		t.Fatalf("Decide(%q) outcome = %q, want allow, deny or require_approval", name, d.Outcome)
+	}
+	if d.Reason == "" {
+		t.Fatalf("Decide(%q) = %+v without a reason", name, d)
+	}
+}
+
+// checkFloors: what no policy and no grant may allow is denied: a tool
+// not frozen, anything but a read (or a read-only Bash line) of a frozen
+// tool in a run not trusted, anything in an ended or exhausted run, a
+// brokered tool on a drifted or revoked connection.
+func checkFloors(t *testing.T, name string, run *Run, r Request, d Decision, flags uint16) {
+	t.Helper()
+	tool := run.Tools[name]
+	if tool == nil && d.Outcome != policy.VerdictDeny {
+		t.Fatalf("Decide(%q) = %s for a tool not in the frozen set", name, d.Outcome)
+	}
+	if run.TrustTier != trust.Trusted && d.Outcome == policy.VerdictAllow {
+		readOnlyBash := false
+		if tool != nil && tool.Name == "Bash" && tool.Class == capability.ClassExecute {
+			readOnlyBash, _ = policy.BashReadOnly(r.Input)
+		}
+		if tool == nil || tool.Class != capability.ClassRead && !readOnlyBash || tool.ConnectionID != "" || run.TrustTier != trust.ReadOnly {
+			t.Fatalf("Decide(%q) = allow in a %q run for %+v", name, run.TrustTier, tool)
+		}
+	}
+	if (run.Ended || run.AvailableMicros <= 0) && d.Outcome != policy.VerdictDeny {
+		t.Fatalf("Decide(%q) = %s for an ended or exhausted run", name, d.Outcome)
+	}
+	if (flags&(fzDrift|fzRevoked) != 0) && tool != nil && tool.ConnectionID != "" && d.Outcome != policy.VerdictDeny {
+		t.Fatalf("Decide(%q) = %s on a drifted or revoked connection", name, d.Outcome)
+	}
 }
