@@ -126,11 +126,48 @@ func (d *details) Publish(_ context.Context, entries []notify.Entry) error {
 	return nil
 }
 
+// canarySweep is TestCanarySweep's stack and what it keeps to sweep.
+type canarySweep struct {
+	t       *testing.T
+	ctx     context.Context
+	s       *brokerStack
+	led     *ledger.Ledger
+	log     *slog.Logger
+	logs    *syncBuffer
+	metrics *syncBuffer // CloudWatch metrics (EMF lines)
+	notes   *details
+	errs    *errorBodies
+	otlpRcv *otlpreceiver.Receiver
+	tel     *otlp.Provider
+	pol     string
+	id, tok string // the gate's run
+	bid     string // the brokered run
+}
+
 // TestCanarySweep runs every flow with canaries in everything a sandbox,
 // an upstream or GitHub sends, then reads every stored item, every ledger
 // event, every log line, every notification and every error body.
 func TestCanarySweep(t *testing.T) {
 	t.Parallel()
+	c := newCanarySweep(t)
+	c.gateFlows()
+	c.refusedRequests()
+	c.expireEdit()
+	c.brokeredCall()
+	c.modelCall()
+	c.githubDelivery()
+
+	// Now read everything.
+	t.Run("items", c.sweepItems)
+	t.Run("ledger", c.sweepLedger)
+	t.Run("export", c.sweepExport)
+	t.Run("logs and metrics", c.sweepLogsAndMetrics)
+	t.Run("notifications", c.sweepNotifications)
+	t.Run("telemetry", c.sweepTelemetry)
+	t.Run("error bodies", c.sweepErrorBodies)
+}
+
+func newCanarySweep(t *testing.T) *canarySweep {
 	ctx := context.Background()
 	st, db := roleStore(t)
 	led := ledger.New(st, time.Now)
@@ -160,12 +197,17 @@ func TestCanarySweep(t *testing.T) {
 	srv := httptest.NewServer(errs.wrap(roles.Serve(h)))
 	t.Cleanup(srv.Close)
 	s := &brokerStack{stack: &stack{t: t, url: srv.URL, st: st, db: db, led: led}, logs: logs, responses: &syncBuffer{}}
-	pol := s.policy(canaryPolicy)
+	return &canarySweep{t: t, ctx: ctx, s: s, led: led, log: log, logs: logs, metrics: metrics,
+		notes: notes, errs: errs, otlpRcv: otlpRcv, tel: tel, pol: s.policy(canaryPolicy)}
+}
 
-	// The gate: allow, deny, pending; approvals decided; a session grant
-	// used and revoked.
-	id, tok := s.gateRun(pol, runOpts{budget: 1})
-	for _, c := range []struct {
+// gateFlows: allow, deny, pending; approvals decided; a session grant
+// used and revoked.
+func (c *canarySweep) gateFlows() {
+	t, s := c.t, c.s
+	c.id, c.tok = s.gateRun(c.pol, runOpts{budget: 1})
+	id, tok := c.id, c.tok
+	for _, tc := range []struct {
 		call, want string
 		input      map[string]any
 	}{
@@ -173,13 +215,35 @@ func TestCanarySweep(t *testing.T) {
 		{"c-deny", "deny", map[string]any{"command": "git push origin " + toolMark + "-deny", "description": toolMark + "-description"}},
 	} {
 		tool := "Bash"
-		if c.want == "allow" {
+		if tc.want == "allow" {
 			tool = "Read"
 		}
-		if r := s.ask(id, tok, c.call, tool, c.input); r.body["decision"] != c.want {
-			t.Fatalf("%v = %s, want %s", c.input, r.raw, c.want)
+		if r := s.ask(id, tok, tc.call, tool, tc.input); r.body["decision"] != tc.want {
+			t.Fatalf("%v = %s, want %s", tc.input, r.raw, tc.want)
 		}
 	}
+	c.sessionGrant()
+
+	write := s.ask(id, tok, "c-write", "Write", map[string]any{"file_path": "/src/" + toolMark + "-path", "content": toolMark + "-content"})
+	if write.body["decision"] != "pending" {
+		t.Fatalf("Write = %s, want pending", write.raw)
+	}
+	s.must(200, "POST", "/v1/approvals/"+write.body["approval_id"].(string)+"/decision", adminToken, map[string]any{"decision": "denied", "reason": "no"})
+	edit := s.ask(id, tok, "c-edit", "Edit", map[string]any{"file_path": "/src/" + toolMark + "-edit", "old_string": toolMark + "-old", "new_string": toolMark + "-new"})
+	if edit.body["decision"] != "pending" {
+		t.Fatalf("Edit = %s, want pending", edit.raw)
+	}
+	// An input the schema refuses: the deny's reason goes to the caller,
+	// never the ledger.
+	if r := s.ask(id, tok, "c-bad", "Write", map[string]any{"file_path": toolMark + "-bad", "contents": toolMark + "-bad"}); r.body["decision"] != "deny" {
+		t.Fatalf("a Write with a wrong property = %s, want deny", r.raw)
+	}
+}
+
+// sessionGrant: a curl with a bearer token approved for the session, the
+// grant used by the next curl, then revoked.
+func (c *canarySweep) sessionGrant() {
+	t, s, id, tok := c.t, c.s, c.id, c.tok
 	curl := func(c string) string {
 		return "curl -H 'Authorization: Bearer sk-live-" + toolMark + "-" + c + "' https://example.invalid/" + toolMark + "-url"
 	}
@@ -201,50 +265,49 @@ func TestCanarySweep(t *testing.T) {
 		t.Errorf("scope key = %q, want Bash:curl", scope)
 	}
 	s.must(200, "DELETE", "/v1/sessions/"+id+"/grants/"+url.PathEscape(scope), adminToken, nil)
+}
 
-	write := s.ask(id, tok, "c-write", "Write", map[string]any{"file_path": "/src/" + toolMark + "-path", "content": toolMark + "-content"})
-	if write.body["decision"] != "pending" {
-		t.Fatalf("Write = %s, want pending", write.raw)
-	}
-	s.must(200, "POST", "/v1/approvals/"+write.body["approval_id"].(string)+"/decision", adminToken, map[string]any{"decision": "denied", "reason": "no"})
-	edit := s.ask(id, tok, "c-edit", "Edit", map[string]any{"file_path": "/src/" + toolMark + "-edit", "old_string": toolMark + "-old", "new_string": toolMark + "-new"})
-	if edit.body["decision"] != "pending" {
-		t.Fatalf("Edit = %s, want pending", edit.raw)
-	}
-	// An input the schema refuses: the deny's reason goes to the caller,
-	// never the ledger.
-	if r := s.ask(id, tok, "c-bad", "Write", map[string]any{"file_path": toolMark + "-bad", "contents": toolMark + "-bad"}); r.body["decision"] != "deny" {
-		t.Fatalf("a Write with a wrong property = %s, want deny", r.raw)
-	}
-
-	// Requests the API refuses: their error bodies are read below.
+// refusedRequests: requests the API refuses; their error bodies are read
+// by the sweep.
+func (c *canarySweep) refusedRequests() {
+	t, s, id, tok := c.t, c.s, c.id, c.tok
 	if r := s.ask(id, tok, "c-str", "Bash", toolMark+"-not-an-object"); r.status != 400 {
 		t.Fatalf("a string input = %d %s, want 400", r.status, r.raw)
 	}
 	if r := s.ask(id, secretMark+"-forged-token", "c-forged", "Bash", bash(toolMark+"-forged")); r.status != 401 {
 		t.Fatalf("a forged token = %d %s, want 401", r.status, r.raw)
 	}
+}
 
-	// The sweep expires the Edit's approval (ttl 1 s) an hour later.
+// expireEdit: the sweep expires the Edit's approval (ttl 1 s) an hour
+// later.
+func (c *canarySweep) expireEdit() {
 	later := func() time.Time { return time.Now().Add(time.Hour) }
-	sweeper := expiry.NewHandler(approval.NewService(led, later), log)
-	if got, err := sweeper.Sweep(ctx, events.EventBridgeEvent{}); err != nil || got.Expired < 1 {
-		t.Fatalf("Sweep = %+v, %v; want the Edit's approval expired", got, err)
+	sweeper := expiry.NewHandler(approval.NewService(c.led, later), c.log)
+	if got, err := sweeper.Sweep(c.ctx, events.EventBridgeEvent{}); err != nil || got.Expired < 1 {
+		c.t.Fatalf("Sweep = %+v, %v; want the Edit's approval expired", got, err)
 	}
+}
 
-	// A brokered call to an MCP server from the official Go SDK.
+// brokeredCall: a brokered call to an MCP server from the official Go SDK.
+func (c *canarySweep) brokeredCall() {
+	t, s := c.t, c.s
 	up := newMCPUpstream(t, secretMark+"-connection-token")
 	con := s.connection("jira", up.url(), "shared", secretMark+"-connection-token")
 	s.want(200, "POST", "/v1/connections/"+con+"/tools/refresh", adminToken, nil)
-	bid, btok := s.brokeredRun(pol, con, "")
+	bid, btok := s.brokeredRun(c.pol, con, "")
+	c.bid = bid
 	if r := s.toolsCall(bid, btok, "b-echo", "mcp__jira__echo", map[string]any{"text": toolMark + "-echo"}); r.status != 200 || resultText(t, r) != toolMark+"-echo" {
 		t.Fatalf("brokered echo = %d %s", r.status, r.raw)
 	}
 	if r := s.toolsCall(bid, btok, "b-issue", "mcp__jira__create_issue", map[string]any{"title": toolMark + "-issue"}); r.body["decision"] != "pending" && r.status != 202 {
 		t.Fatalf("brokered create_issue = %d %s, want it pending", r.status, r.raw)
 	}
+}
 
-	// The model proxy against a loopback upstream.
+// modelCall: the model proxy against a loopback upstream.
+func (c *canarySweep) modelCall() {
+	t, s := c.t, c.s
 	model := scriptedmodel.New(scriptedmodel.SayText(secretMark + "-model-reply"))
 	defer model.Close()
 	model.RequireAPIKey(secretMark + "-upstream-key")
@@ -253,14 +316,18 @@ func TestCanarySweep(t *testing.T) {
 	p := &proxyStack{stack: s.stack, logs: &lockedBuffer{}}
 	params := userMessage(secretMark + "-prompt")
 	params.System[0].Text = secretMark + "-system"
-	client := p.sdk(id, tok)
-	msg, err := client.Messages.New(ctx, params)
+	client := p.sdk(c.id, c.tok)
+	msg, err := client.Messages.New(c.ctx, params)
 	if err != nil || len(msg.Content) != 1 || msg.Content[0].Text != secretMark+"-model-reply" {
 		t.Fatalf("model call = %+v, %v", msg, err)
 	}
-	p.waitSettled(id, 1)
+	p.waitSettled(c.id, 1)
+}
 
-	// A GitHub delivery with canaries in the payload and a header.
+// githubDelivery: a GitHub delivery with canaries in the payload and a
+// header.
+func (c *canarySweep) githubDelivery() {
+	t, s := c.t, c.s
 	s.trigger("Codertocat/Hello-World", nil)
 	var pr map[string]any
 	if err := json.Unmarshal(payload(t, "same_repo.opened.json"), &pr); err != nil {
@@ -286,26 +353,18 @@ func TestCanarySweep(t *testing.T) {
 	if resp.StatusCode != 201 {
 		t.Fatalf("GitHub delivery = %d, want 201", resp.StatusCode)
 	}
+}
 
-	// Now read everything.
+// sweepItems: no secret canary in any item, no tool-input canary in a key
+// or outside an approval row.
+func (c *canarySweep) sweepItems(t *testing.T) {
 	approvalRows := 0
-	for _, it := range s.items() {
+	for _, it := range c.s.items() {
 		pk, sk := unquoteAttr(it["pk"]), unquoteAttr(it["sk"])
 		isApproval := strings.HasPrefix(pk, "RUN#") && strings.HasPrefix(sk, "APR#")
 		for _, name := range sortedAttrs(it) {
-			v := it[name]
-			where := fmt.Sprintf("item %s / %s, attribute %s", pk, sk, name)
-			isKey := name == "pk" || name == "sk" || strings.HasPrefix(name, "gsi")
-			for _, c := range canaryRE.FindAllString(v, -1) {
-				switch {
-				case strings.HasPrefix(c, secretMark):
-					t.Errorf("%s holds %s", where, c)
-				case isKey:
-					t.Errorf("%s (a key) holds %s", where, c)
-				case !isApproval:
-					t.Errorf("%s holds %s; only approval rows keep a call's input", where, c)
-				}
-			}
+			checkAttrCanaries(t, it[name], fmt.Sprintf("item %s / %s, attribute %s", pk, sk, name),
+				name == "pk" || name == "sk" || strings.HasPrefix(name, "gsi"), isApproval)
 		}
 		if isApproval && strings.Contains(fmt.Sprint(it), toolMark) {
 			approvalRows++
@@ -316,58 +375,90 @@ func TestCanarySweep(t *testing.T) {
 	if approvalRows < 4 {
 		t.Errorf("%d approval rows hold their call's input, want at least 4", approvalRows)
 	}
-	for _, run := range []string{id, bid} {
-		for _, e := range s.ledger(run) {
-			if c := canaryRE.FindString(string(e.Data)); c != "" {
-				t.Errorf("ledger event %s of %s holds %s: %s", e.Type, run, c, e.Data)
+}
+
+// checkAttrCanaries checks one attribute's value v.
+func checkAttrCanaries(t *testing.T, v, where string, isKey, isApproval bool) {
+	t.Helper()
+	for _, c := range canaryRE.FindAllString(v, -1) {
+		switch {
+		case strings.HasPrefix(c, secretMark):
+			t.Errorf("%s holds %s", where, c)
+		case isKey:
+			t.Errorf("%s (a key) holds %s", where, c)
+		case !isApproval:
+			t.Errorf("%s holds %s; only approval rows keep a call's input", where, c)
+		}
+	}
+}
+
+func (c *canarySweep) sweepLedger(t *testing.T) {
+	for _, run := range []string{c.id, c.bid} {
+		for _, e := range c.s.ledger(run) {
+			if m := canaryRE.FindString(string(e.Data)); m != "" {
+				t.Errorf("ledger event %s of %s holds %s: %s", e.Type, run, m, e.Data)
 			}
 		}
 	}
-	// The ledger as the stack delivers it to S3, written with the export
-	// function's role.
+}
+
+// sweepExport: the ledger as the stack delivers it to S3, written with the
+// export function's role.
+func (c *canarySweep) sweepExport(t *testing.T) {
 	objects := &memBucket{objects: map[string][]byte{}}
-	x := export.New(st, objects, time.Now, log)
-	for _, run := range []string{id, bid} {
-		if n, err := x.Run(roles.As(ctx, "ExportFunction"), run); err != nil || n == 0 {
+	x := export.New(c.s.st, objects, time.Now, c.log)
+	for _, run := range []string{c.id, c.bid} {
+		if n, err := x.Run(roles.As(c.ctx, "ExportFunction"), run); err != nil || n == 0 {
 			t.Errorf("export of %s = %d events, %v", run, n, err)
 		}
 	}
 	for key, body := range objects.objects {
-		if c := canaryRE.FindString(string(body)); c != "" {
-			t.Errorf("exported object %s holds %s", key, c)
+		if m := canaryRE.FindString(string(body)); m != "" {
+			t.Errorf("exported object %s holds %s", key, m)
 		}
 	}
-	for _, line := range strings.Split(logs.String(), "\n") {
-		if c := canaryRE.FindString(line); c != "" {
-			t.Errorf("log line holds %s: %s", c, line)
+}
+
+func (c *canarySweep) sweepLogsAndMetrics(t *testing.T) {
+	for _, line := range strings.Split(c.logs.String(), "\n") {
+		if m := canaryRE.FindString(line); m != "" {
+			t.Errorf("log line holds %s: %s", m, line)
 		}
 	}
-	if !strings.Contains(metrics.String(), `"Decisions":1`) {
-		t.Errorf("no decision was written as a CloudWatch metric: %q", metrics.String())
+	if !strings.Contains(c.metrics.String(), `"Decisions":1`) {
+		t.Errorf("no decision was written as a CloudWatch metric: %q", c.metrics.String())
 	}
-	if c := canaryRE.FindString(metrics.String()); c != "" {
-		t.Errorf("CloudWatch metrics hold %s", c)
+	if m := canaryRE.FindString(c.metrics.String()); m != "" {
+		t.Errorf("CloudWatch metrics hold %s", m)
 	}
-	notes.mu.Lock()
-	if len(notes.out) == 0 {
+}
+
+func (c *canarySweep) sweepNotifications(t *testing.T) {
+	c.notes.mu.Lock()
+	defer c.notes.mu.Unlock()
+	if len(c.notes.out) == 0 {
 		t.Error("no notification was published; the sweep did not see them")
 	}
-	for _, d := range notes.out {
-		if c := canaryRE.FindString(d); c != "" {
-			t.Errorf("notification holds %s: %s", c, d)
+	for _, d := range c.notes.out {
+		if m := canaryRE.FindString(d); m != "" {
+			t.Errorf("notification holds %s: %s", m, d)
 		}
 	}
-	notes.mu.Unlock()
-	if err := tel.Flush(ctx); err != nil {
+}
+
+// sweepTelemetry: the spans and metrics exported over OTLP are there, say
+// what happened, and hold no canary.
+func (c *canarySweep) sweepTelemetry(t *testing.T) {
+	if err := c.tel.Flush(c.ctx); err != nil {
 		t.Fatal(err)
 	}
 	spans := map[string]int{}
-	for _, sp := range otlpRcv.Spans() {
+	for _, sp := range c.otlpRcv.Spans() {
 		spans[sp.Name]++
 		a := otlpreceiver.Attrs(sp.Attributes)
 		if sp.Name == "fluidbox.permission.decide" && a["fluidbox.tool_call.id"] == "c-deny" &&
-			(a["fluidbox.decision"] != "deny" || a["fluidbox.source"] != "policy" || a["fluidbox.rule.id"] != "no-push" || a["fluidbox.run.id"] != id) {
-			t.Errorf("the c-deny decision's span = %v, want deny by policy rule no-push of %s", a, id)
+			(a["fluidbox.decision"] != "deny" || a["fluidbox.source"] != "policy" || a["fluidbox.rule.id"] != "no-push" || a["fluidbox.run.id"] != c.id) {
+			t.Errorf("the c-deny decision's span = %v, want deny by policy rule no-push of %s", a, c.id)
 		}
 		if sp.Name == "fluidbox.broker.call" && (a["fluidbox.tool.name"] != "mcp__jira__echo" || a["fluidbox.outcome"] != "ok") {
 			t.Errorf("brokered call span = %v, want mcp__jira__echo, ok", a)
@@ -378,22 +469,25 @@ func TestCanarySweep(t *testing.T) {
 			t.Errorf("no %s span was exported (got %v)", name, spans)
 		}
 	}
-	if m := otlpRcv.Metrics(); m["fluidbox.decisions"] == nil || m["fluidbox.approval.wait"] == nil || m["fluidbox.broker.duration"] == nil || m["fluidbox.model.tokens"] == nil {
+	if m := c.otlpRcv.Metrics(); m["fluidbox.decisions"] == nil || m["fluidbox.approval.wait"] == nil || m["fluidbox.broker.duration"] == nil || m["fluidbox.model.tokens"] == nil {
 		t.Errorf("exported metrics = %v, want decisions, approval wait, broker duration and model tokens", m)
 	}
-	if c := canaryRE.FindString(otlpRcv.Dump()); c != "" {
-		t.Errorf("exported telemetry holds %s", c)
+	if m := canaryRE.FindString(c.otlpRcv.Dump()); m != "" {
+		t.Errorf("exported telemetry holds %s", m)
 	}
-	errs.mu.Lock()
-	if len(errs.bodies) == 0 {
+}
+
+func (c *canarySweep) sweepErrorBodies(t *testing.T) {
+	c.errs.mu.Lock()
+	defer c.errs.mu.Unlock()
+	if len(c.errs.bodies) == 0 {
 		t.Error("no error body was recorded; the sweep did not see them")
 	}
-	for _, b := range errs.bodies {
-		if c := canaryRE.FindString(b); c != "" {
-			t.Errorf("error body holds %s: %s", c, b)
+	for _, b := range c.errs.bodies {
+		if m := canaryRE.FindString(b); m != "" {
+			t.Errorf("error body holds %s: %s", m, b)
 		}
 	}
-	errs.mu.Unlock()
 }
 
 // unquoteAttr turns an item attribute as items() renders it back into its
