@@ -54,6 +54,14 @@ func (s *stack) summary(pol string, limit int) (client.ShadowSummary, int) {
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
+// shadowOverHTTP is TestShadowPolicyOverHTTP's stack, its two policies
+// and its first run.
+type shadowOverHTTP struct {
+	s           *stack
+	pol, shadow string
+	id, tok     string
+}
+
 // TestShadowPolicyOverHTTP: a run frozen with a shadow policy answers as
 // its enforced policy does; tool.decision carries the shadow's verdict and
 // rule only where they differ; the shadow stays frozen when its policy is
@@ -61,9 +69,21 @@ func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 func TestShadowPolicyOverHTTP(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
-	pol, shadow := s.policy(basicPolicy), s.policy(shadowDoc)
+	c := &shadowOverHTTP{s: s, pol: s.policy(basicPolicy), shadow: s.policy(shadowDoc)}
 
-	// Refused like an unknown policy_id.
+	t.Run("refused like an unknown policy_id", c.refused)
+	c.firstRun(t)
+	c.askFirstRun(t)
+	t.Run("events", c.checkEvents)
+	c.laterRuns(t)
+	for _, limit := range []int{100, 1} {
+		t.Run(fmt.Sprintf("summary limit %d", limit), func(t *testing.T) { c.checkSummary(t, limit) })
+	}
+	t.Run("enforced policy and refusals", c.checkEnforcedAndRefusals)
+}
+
+func (c *shadowOverHTTP) refused(t *testing.T) {
+	s, pol, shadow := c.s, c.pol, c.shadow
 	for body, want := range map[string]string{
 		`{"policy_id":"` + pol + `","shadow_policy_id":"pol_nope","capabilities":["claude-code"],"budget":{"limit_usd":1}}`:                                 `shadow_policy_id: no policy "pol_nope"`,
 		`{"policy_id":"` + pol + `","shadow_policy_id":"` + shadow + `","shadow_policy_version":9,"capabilities":["claude-code"],"budget":{"limit_usd":1}}`: "shadow_policy_version: policy",
@@ -76,47 +96,61 @@ func TestShadowPolicyOverHTTP(t *testing.T) {
 			t.Errorf("%s = %d %s, want 400 with %q", body, r.status, r.raw, want)
 		}
 	}
+}
 
+// firstRun creates the first run with the shadow at version 1, then
+// updates the shadow to version 2.
+func (c *shadowOverHTTP) firstRun(t *testing.T) {
+	s, pol, shadow := c.s, c.pol, c.shadow
 	// A shadow that is the enforced document itself can never differ.
 	if w := s.must(201, "POST", "/v1/sessions", adminToken, shadowRun(pol, pol, nil))["warnings"]; !strings.Contains(fmt.Sprint(w), "can never differ") {
 		t.Errorf("shadow = enforced: warnings %v, want one saying it can never differ", w)
 	}
 	created := s.must(201, "POST", "/v1/sessions", adminToken, shadowRun(pol, shadow, nil))
-	id, tok := created["id"].(string), created["token"].(string)
-	got := s.must(200, "GET", "/v1/sessions/"+id, adminToken, nil)
+	c.id, c.tok = created["id"].(string), created["token"].(string)
+	got := s.must(200, "GET", "/v1/sessions/"+c.id, adminToken, nil)
 	if got["shadow_policy_id"] != shadow || got["shadow_policy_version"] != float64(1) || !strings.HasPrefix(str(got["shadow_policy_digest"]), "sha256:") {
 		t.Fatalf("GET session = %v; want its frozen shadow", got)
 	}
 	// Version 2 of the shadow agrees with everything: runs created before
 	// it keep version 1.
 	s.must(200, "PUT", "/v1/policies/"+shadow, adminToken, `{"name":"loose","default_verdict":"allow","rules":[]}`)
+}
 
+// askFirstRun asks four calls of the first run: each is answered as the
+// enforced policy says, without a word of the shadow.
+func (c *shadowOverHTTP) askFirstRun(t *testing.T) {
+	s := c.s
 	answers := map[string]string{}
-	for _, c := range []struct{ call, command string }{
+	for _, tc := range []struct{ call, command string }{
 		{"same", "git status"},      // allow / allow
 		{"differs", "git diff"},     // allow / require_approval
 		{"same-deny", "git push x"}, // deny / deny (by its own rule each)
 		{"approval", "make"},        // require_approval / deny (its default)
 	} {
-		r := s.ask(id, tok, c.call, "Bash", bash(c.command))
+		r := s.ask(c.id, c.tok, tc.call, "Bash", bash(tc.command))
 		if r.status != 200 {
-			t.Fatalf("%s: %d %s", c.call, r.status, r.raw)
+			t.Fatalf("%s: %d %s", tc.call, r.status, r.raw)
 		}
-		answers[c.call] = str(r.body["decision"])
+		answers[tc.call] = str(r.body["decision"])
 		if strings.Contains(string(r.raw), "shadow") {
-			t.Errorf("%s: the runner's answer mentions the shadow: %s", c.call, r.raw)
+			t.Errorf("%s: the runner's answer mentions the shadow: %s", tc.call, r.raw)
 		}
-		if c.call == "approval" {
+		if tc.call == "approval" {
 			s.must(200, "POST", "/v1/approvals/"+str(r.body["approval_id"])+"/decision", adminToken, map[string]any{"decision": "approved_once"})
 		}
 	}
 	if answers["same"] != "allow" || answers["differs"] != "allow" || answers["same-deny"] != "deny" || answers["approval"] != "pending" {
 		t.Fatalf("answers = %v; want the enforced policy's", answers)
 	}
+}
 
+// checkEvents: the first run's events name the shadow, and carry its
+// verdict and rule only where it differs.
+func (c *shadowOverHTTP) checkEvents(t *testing.T) {
 	decisions := map[string]map[string]any{}
 	var requested map[string]any
-	for _, e := range s.must(200, "GET", "/v1/sessions/"+id+"/events", adminToken, nil)["events"].([]any) {
+	for _, e := range c.s.must(200, "GET", "/v1/sessions/"+c.id+"/events", adminToken, nil)["events"].([]any) {
 		ev := e.(map[string]any)
 		data := ev["data"].(map[string]any)
 		switch ev["type"] {
@@ -125,7 +159,7 @@ func TestShadowPolicyOverHTTP(t *testing.T) {
 		case "approval.requested":
 			requested = data
 		case "session.created":
-			if data["shadow_policy_id"] != shadow || data["shadow_policy_version"] != float64(1) {
+			if data["shadow_policy_id"] != c.shadow || data["shadow_policy_version"] != float64(1) {
 				t.Errorf("session.created = %v; want the shadow policy named", data)
 			}
 		}
@@ -146,52 +180,65 @@ func TestShadowPolicyOverHTTP(t *testing.T) {
 	if requested["shadow_verdict"] != "deny" {
 		t.Errorf("approval.requested = %v; want the shadow's deny", requested)
 	}
+}
 
-	// A second run, created after the update, freezes version 2, which
-	// agrees with basicPolicy on everything it allows.
+// laterRuns: a second run, created after the update, freezes version 2,
+// which agrees with basicPolicy on everything it allows; a third, with
+// version 1 pinned, differs like the first.
+func (c *shadowOverHTTP) laterRuns(t *testing.T) {
+	s, pol, shadow := c.s, c.pol, c.shadow
 	second, tok2 := s.session(shadowRun(pol, shadow, nil))
 	if v := s.must(200, "GET", "/v1/sessions/"+second, adminToken, nil)["shadow_policy_version"]; v != float64(2) {
 		t.Fatalf("second run's shadow version = %v, want 2", v)
 	}
 	s.ask(second, tok2, "differs", "Bash", bash("git diff"))
-	// A third, with version 1 pinned, differs like the first.
 	third, tok3 := s.session(shadowRun(pol, shadow, map[string]any{"shadow_policy_version": 1}))
 	s.ask(third, tok3, "differs", "Bash", bash("git diff --stat"))
 	s.ask(third, tok3, "again", "Bash", bash("git diff HEAD"))
+}
 
-	for _, limit := range []int{100, 1} {
-		sum, pages := s.summary(shadow, limit)
-		if limit == 1 && pages < 3 {
-			t.Errorf("limit 1: %d pages for 3 runs", pages)
-		}
-		if sum.PolicyID != shadow || sum.Runs != 3 || sum.RunsDiffering != 2 || sum.Differences != 4 {
-			t.Errorf("limit %d: summary %+v; want 3 runs, 2 differing, 4 differences", limit, sum)
-		}
-		if len(sum.ByDifference) != 2 {
-			t.Fatalf("limit %d: groups %+v", limit, sum.ByDifference)
-		}
-		g := sum.ByDifference[0] // most calls first
-		if g.ToolName != "Bash" || g.Verdict != "allow" || g.RuleID != "git-read" || g.ShadowVerdict != "require_approval" || g.ShadowRuleID != "diff-asks" || g.Count != 3 || g.Runs != 2 || len(g.Samples) != 2 {
-			t.Errorf("limit %d: first group %+v", limit, g)
-		}
-		if a := sum.ByDifference[1]; a.Verdict != "require_approval" || a.ShadowVerdict != "deny" || a.Count != 1 || a.Samples[0].SessionID != id || a.Samples[0].ToolCallID != "approval" {
-			t.Errorf("limit %d: second group %+v", limit, a)
-		}
-		for _, g := range sum.ByDifference {
-			for _, smp := range g.Samples {
-				ev := s.must(200, "GET", "/v1/sessions/"+smp.SessionID+"/events?after="+itoa(int(smp.Seq-1))+"&limit=1", adminToken, nil)["events"].([]any)
-				data := ev[0].(map[string]any)["data"].(map[string]any)
-				if data["tool_call_id"] != smp.ToolCallID || data["shadow_verdict"] != g.ShadowVerdict {
-					t.Errorf("sample %+v points at %v", smp, data)
-				}
+// checkSummary: the shadow's summary, read limit runs a page, adds up the
+// three runs' differences in two groups, most calls first.
+func (c *shadowOverHTTP) checkSummary(t *testing.T, limit int) {
+	sum, pages := c.s.summary(c.shadow, limit)
+	if limit == 1 && pages < 3 {
+		t.Errorf("limit 1: %d pages for 3 runs", pages)
+	}
+	if sum.PolicyID != c.shadow || sum.Runs != 3 || sum.RunsDiffering != 2 || sum.Differences != 4 {
+		t.Errorf("limit %d: summary %+v; want 3 runs, 2 differing, 4 differences", limit, sum)
+	}
+	if len(sum.ByDifference) != 2 {
+		t.Fatalf("limit %d: groups %+v", limit, sum.ByDifference)
+	}
+	g := sum.ByDifference[0] // most calls first
+	if g.ToolName != "Bash" || g.Verdict != "allow" || g.RuleID != "git-read" || g.ShadowVerdict != "require_approval" || g.ShadowRuleID != "diff-asks" || g.Count != 3 || g.Runs != 2 || len(g.Samples) != 2 {
+		t.Errorf("limit %d: first group %+v", limit, g)
+	}
+	if a := sum.ByDifference[1]; a.Verdict != "require_approval" || a.ShadowVerdict != "deny" || a.Count != 1 || a.Samples[0].SessionID != c.id || a.Samples[0].ToolCallID != "approval" {
+		t.Errorf("limit %d: second group %+v", limit, a)
+	}
+	c.checkSamples(t, sum)
+}
+
+// checkSamples: each group's samples point at the events that differ.
+func (c *shadowOverHTTP) checkSamples(t *testing.T, sum client.ShadowSummary) {
+	for _, g := range sum.ByDifference {
+		for _, smp := range g.Samples {
+			ev := c.s.must(200, "GET", "/v1/sessions/"+smp.SessionID+"/events?after="+itoa(int(smp.Seq-1))+"&limit=1", adminToken, nil)["events"].([]any)
+			data := ev[0].(map[string]any)["data"].(map[string]any)
+			if data["tool_call_id"] != smp.ToolCallID || data["shadow_verdict"] != g.ShadowVerdict {
+				t.Errorf("sample %+v points at %v", smp, data)
 			}
 		}
 	}
+}
 
-	// The enforced policy was the shadow of one run, its own: it never
-	// differed. An unknown policy is 404; a session token may not read it;
-	// a bad cursor is 400.
-	if r := s.must(200, "GET", "/v1/policies/"+pol+"/shadow", adminToken, nil); r["runs"] != float64(1) || r["runs_differing"] != float64(0) || r["differences"] != float64(0) || len(r["by_difference"].([]any)) != 0 || r["next_cursor"] != nil {
+// checkEnforcedAndRefusals: the enforced policy was the shadow of one run,
+// its own: it never differed. An unknown policy is 404; a session token
+// may not read it; a bad cursor is 400.
+func (c *shadowOverHTTP) checkEnforcedAndRefusals(t *testing.T) {
+	s, shadow := c.s, c.shadow
+	if r := s.must(200, "GET", "/v1/policies/"+c.pol+"/shadow", adminToken, nil); r["runs"] != float64(1) || r["runs_differing"] != float64(0) || r["differences"] != float64(0) || len(r["by_difference"].([]any)) != 0 || r["next_cursor"] != nil {
 		t.Errorf("enforced policy's summary = %v, want its one run and no difference", r)
 	}
 	for path, want := range map[string]int{
@@ -204,7 +251,7 @@ func TestShadowPolicyOverHTTP(t *testing.T) {
 			t.Errorf("GET %s = %d %s, want %d", path, r.status, r.raw, want)
 		}
 	}
-	if r := s.do("GET", "/v1/policies/"+shadow+"/shadow", tok, nil); r.status != 403 {
+	if r := s.do("GET", "/v1/policies/"+shadow+"/shadow", c.tok, nil); r.status != 403 {
 		t.Errorf("session token: %d, want 403", r.status)
 	}
 }
