@@ -25,33 +25,8 @@ func TestApprovalFloodIsCapped(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	pending, limited := 0, 0
-	for i, r := range answers {
-		switch {
-		case r.body["decision"] == "pending":
-			pending++
-		case r.body["decision"] == "deny" && r.body["source"] == "approval_limit":
-			limited++
-			if !strings.Contains(str(r.body["reason"]), "the most a run may have (20)") {
-				t.Errorf("ask %d reason = %q, want it to name the limit", i, r.body["reason"])
-			}
-		default:
-			t.Errorf("ask %d = %d %s, want pending or deny/approval_limit", i, r.status, r.raw)
-		}
-	}
-	if pending != 20 || limited != asks-20 {
-		t.Errorf("%d asks: %d pending, %d denied for the limit; want 20 and %d", asks, pending, limited, asks-20)
-	}
-	// A denial for the limit is an answer: asked again it is the same.
-	for i, r := range answers {
-		if r.body["source"] == "approval_limit" {
-			again := s.ask(flood, floodTok, fmt.Sprintf("f%d", i), "Bash", bash(fmt.Sprintf("git push origin b%d", i)))
-			if again.body["decision"] != "deny" || again.body["source"] != "approval_limit" {
-				t.Errorf("re-ask of a limited call = %s, want the recorded deny", again.raw)
-			}
-			break
-		}
-	}
+	checkFloodAnswers(t, answers)
+	reAskLimited(t, s, flood, floodTok, answers)
 	decisions := 0
 	for _, typ := range s.eventTypes(flood, 0) {
 		if typ == "tool.decision" {
@@ -71,9 +46,58 @@ func TestApprovalFloodIsCapped(t *testing.T) {
 	if n := len(s.must(200, "GET", "/v1/approvals?session_id="+flood, adminToken, nil)["approvals"].([]any)); n != 20 {
 		t.Errorf("flooding run's pending approvals = %d, want 20", n)
 	}
+	walkApprovals(t, s, apr)
 
-	// A walk of the whole list, 7 at a time, sees every approval once, in
-	// request order, and ends.
+	for _, bad := range []string{"?limit=0", "?limit=101", "?cursor=not-a-cursor", "?session_id=nope"} {
+		if r := s.do("GET", "/v1/approvals"+bad, adminToken, nil); r.status != 400 {
+			t.Errorf("GET /v1/approvals%s = %d %s, want 400", bad, r.status, r.raw)
+		}
+	}
+}
+
+// checkFloodAnswers: 20 asks are pending, the rest denied for the limit,
+// with a reason that names it.
+func checkFloodAnswers(t *testing.T, answers []response) {
+	t.Helper()
+	asks := len(answers)
+	pending, limited := 0, 0
+	for i, r := range answers {
+		switch {
+		case r.body["decision"] == "pending":
+			pending++
+		case r.body["decision"] == "deny" && r.body["source"] == "approval_limit":
+			limited++
+			if !strings.Contains(str(r.body["reason"]), "the most a run may have (20)") {
+				t.Errorf("ask %d reason = %q, want it to name the limit", i, r.body["reason"])
+			}
+		default:
+			t.Errorf("ask %d = %d %s, want pending or deny/approval_limit", i, r.status, r.raw)
+		}
+	}
+	if pending != 20 || limited != asks-20 {
+		t.Errorf("%d asks: %d pending, %d denied for the limit; want 20 and %d", asks, pending, limited, asks-20)
+	}
+}
+
+// reAskLimited: a denial for the limit is an answer: asked again it is the
+// same.
+func reAskLimited(t *testing.T, s *stack, flood, floodTok string, answers []response) {
+	t.Helper()
+	for i, r := range answers {
+		if r.body["source"] == "approval_limit" {
+			again := s.ask(flood, floodTok, fmt.Sprintf("f%d", i), "Bash", bash(fmt.Sprintf("git push origin b%d", i)))
+			if again.body["decision"] != "deny" || again.body["source"] != "approval_limit" {
+				t.Errorf("re-ask of a limited call = %s, want the recorded deny", again.raw)
+			}
+			break
+		}
+	}
+}
+
+// walkApprovals: a walk of the whole list, 7 at a time, sees every
+// approval once (the other run's apr too), in request order, and ends.
+func walkApprovals(t *testing.T, s *stack, apr string) {
+	t.Helper()
 	seen := map[string]bool{}
 	last := ""
 	cursor := ""
@@ -102,12 +126,6 @@ func TestApprovalFloodIsCapped(t *testing.T) {
 	}
 	if len(seen) != 21 || !seen[apr] {
 		t.Errorf("walk saw %d approvals (other run's: %v), want 21 including %s", len(seen), seen[apr], apr)
-	}
-
-	for _, bad := range []string{"?limit=0", "?limit=101", "?cursor=not-a-cursor", "?session_id=nope"} {
-		if r := s.do("GET", "/v1/approvals"+bad, adminToken, nil); r.status != 400 {
-			t.Errorf("GET /v1/approvals%s = %d %s, want 400", bad, r.status, r.raw)
-		}
 	}
 }
 

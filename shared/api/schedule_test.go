@@ -141,39 +141,53 @@ func TestScheduleFiresTwice(t *testing.T) {
 	if len(runs) != 2 || s.created.Load() != 2 {
 		t.Fatalf("%d scheduled runs, %d announced, want 2 and 2", len(runs), s.created.Load())
 	}
+	checkScheduledRuns(t, runs, first.Created[0], tuesday.Created[0], second)
+	checkScheduledLaunch(t, s, tuesday.Created[0], second)
+}
+
+// checkScheduledRuns: each run is a trusted schedule run on main, for its
+// fire's time; Tuesday's froze the head at its fire, second.
+func checkScheduledRuns(t *testing.T, runs []map[string]any, first, tuesday, second string) {
+	t.Helper()
 	for _, r := range runs {
 		gh := r["github"].(map[string]any)
-		want := map[string]string{tuesday.Created[0]: "2026-12-08T09:00:00.000000000Z", first.Created[0]: "2026-12-07T09:00:00.000000000Z"}[r["id"].(string)]
+		want := map[string]string{tuesday: "2026-12-08T09:00:00.000000000Z", first: "2026-12-07T09:00:00.000000000Z"}[r["id"].(string)]
 		if r["trigger"] != "schedule" || gh["event"] != "schedule" || gh["ref"] != "main" || gh["scheduled_for"] != want || r["trust_tier"] != "trusted" {
 			t.Errorf("run %v = trigger %v github %v tier %v, want schedule on main for %s, trusted", r["id"], r["trigger"], gh, r["trust_tier"], want)
 		}
-		if r["id"] == tuesday.Created[0] && gh["head_sha"] != second {
+		if r["id"] == tuesday && gh["head_sha"] != second {
 			t.Errorf("Tuesday's run froze %v, want the head at its fire %s", gh["head_sha"], second)
 		}
 	}
-	// The run's workspace is the commit it froze, as a pull request's is.
-	tok := s.must(200, "POST", "/v1/sessions/"+tuesday.Created[0]+"/token", adminToken, nil)["token"].(string)
-	req, _ := http.NewRequest("GET", s.url+"/v1/sessions/"+tuesday.Created[0]+"/workspace", nil)
+}
+
+// checkScheduledLaunch: the run id is launched like a pull request's run:
+// its workspace is the commit it froze, its ledger starts with
+// session.created, and its result is reported as a check run on that
+// commit.
+func checkScheduledLaunch(t *testing.T, s *scheduleStack, id, commit string) {
+	t.Helper()
+	tok := s.must(200, "POST", "/v1/sessions/"+id+"/token", adminToken, nil)["token"].(string)
+	req, _ := http.NewRequest("GET", s.url+"/v1/sessions/"+id+"/workspace", nil)
 	req.Header.Set("Authorization", "Bearer "+tok)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != 200 || resp.Header.Get("X-Fluidbox-Commit") != second {
-		t.Errorf("workspace = %d commit %q, want 200 %s", resp.StatusCode, resp.Header.Get("X-Fluidbox-Commit"), second)
+	if resp.StatusCode != 200 || resp.Header.Get("X-Fluidbox-Commit") != commit {
+		t.Errorf("workspace = %d commit %q, want 200 %s", resp.StatusCode, resp.Header.Get("X-Fluidbox-Commit"), commit)
 	}
-	types, _ := eventTypes(s.stack, tuesday.Created[0])
+	types, _ := eventTypes(s.stack, id)
 	if len(types) == 0 || types[0] != "session.created" {
 		t.Errorf("scheduled run's ledger = %v, want session.created first", types)
 	}
-	// Its result is reported as a check run on the commit it ran on.
-	s.must(200, "POST", "/v1/sessions/"+tuesday.Created[0]+"/end", adminToken, map[string]any{"reason": "exited", "exit_status": 0, "final_message": "nightly: fine"})
-	if got := s.must(200, "POST", "/v1/sessions/"+tuesday.Created[0]+"/report", adminToken, nil); got["kind"] != "check_run" {
+	s.must(200, "POST", "/v1/sessions/"+id+"/end", adminToken, map[string]any{"reason": "exited", "exit_status": 0, "final_message": "nightly: fine"})
+	if got := s.must(200, "POST", "/v1/sessions/"+id+"/report", adminToken, nil); got["kind"] != "check_run" {
 		t.Errorf("scheduled run's report = %v, want a check run", got)
 	}
-	if posts := s.gh.Posts(); len(posts) != 1 || posts[0].Kind != "check_run" || posts[0].Repository != scheduleRepo || posts[0].Body["head_sha"] != second {
-		t.Errorf("posted = %+v, want one check run on %s at %s", posts, scheduleRepo, second)
+	if posts := s.gh.Posts(); len(posts) != 1 || posts[0].Kind != "check_run" || posts[0].Repository != scheduleRepo || posts[0].Body["head_sha"] != commit {
+		t.Errorf("posted = %+v, want one check run on %s at %s", posts, scheduleRepo, commit)
 	}
 }
 
