@@ -32,7 +32,27 @@ func TestTriggeredRunTokens(t *testing.T) {
 		t.Errorf("a triggered run before its tokens = %v, want token_pending", got)
 	}
 
-	// The key is good for nothing but issuing this trigger's runs' tokens.
+	keyRefused(t, s, run, key)
+	tok, runner := issueOnce(t, s, run, key)
+	driveIssued(t, s, run, tok, runner, key)
+
+	// A deleted trigger's key stops working.
+	r = s.deliver(signed("d-2", []byte(strings.Replace(string(payload(t, "same_repo.opened.json")), `"opened"`, `"reopened"`, 1))))
+	if r.status != 201 {
+		t.Fatalf("second delivery = %d %s", r.status, r.raw)
+	}
+	second := r.body["session_id"].(string)
+	s.must(200, "DELETE", "/v1/triggers/"+created["id"].(string), adminToken, nil)
+	if r := s.do("POST", "/v1/sessions/"+second+"/token", key, nil); r.status != 401 {
+		t.Errorf("a deleted trigger's key = %d, want 401", r.status)
+	}
+	s.must(200, "POST", "/v1/sessions/"+second+"/token", adminToken, nil)
+}
+
+// keyRefused: the key is good for nothing but issuing this trigger's
+// runs' tokens; a manual run has none to issue.
+func keyRefused(t *testing.T, s *stack, run, key string) {
+	t.Helper()
 	for _, c := range []struct{ method, path string }{
 		{"GET", "/v1/sessions/" + run},
 		{"POST", "/v1/sessions/" + run + "/permission"},
@@ -52,8 +72,12 @@ func TestTriggeredRunTokens(t *testing.T) {
 	if r := s.do("POST", "/v1/sessions/"+run+"/token", manualToken, nil); r.status != 403 && r.status != 401 {
 		t.Errorf("another run's session token = %d, want refused", r.status)
 	}
+}
 
-	// Many callers at once: exactly one gets tokens.
+// issueOnce: many callers at once (the runner key and the operator): exactly
+// one gets tokens, which it returns.
+func issueOnce(t *testing.T, s *stack, run, key string) (tok, runner string) {
+	t.Helper()
 	const callers = 24
 	var mu sync.Mutex
 	var won []map[string]any
@@ -63,11 +87,11 @@ func TestTriggeredRunTokens(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tok := key
+			bearer := key
 			if i%2 == 0 {
-				tok = adminToken
+				bearer = adminToken
 			}
-			r := s.do("POST", "/v1/sessions/"+run+"/token", tok, nil)
+			r := s.do("POST", "/v1/sessions/"+run+"/token", bearer, nil)
 			mu.Lock()
 			defer mu.Unlock()
 			codes[r.status]++
@@ -80,10 +104,14 @@ func TestTriggeredRunTokens(t *testing.T) {
 	if len(won) != 1 || codes[409] != callers-1 {
 		t.Fatalf("concurrent issues: %v, want one 200 and %d 409", codes, callers-1)
 	}
-	tok, runner := won[0]["token"].(string), won[0]["runner_token"].(string)
+	return won[0]["token"].(string), won[0]["runner_token"].(string)
+}
 
-	// The tokens drive the run: the hook's token asks the gate, the
-	// runner's ends the run.
+// driveIssued: the tokens drive the run: the hook's token asks the gate,
+// the runner's ends the run; the ledger names who issued them and holds
+// no token.
+func driveIssued(t *testing.T, s *stack, run, tok, runner, key string) {
+	t.Helper()
 	ask := s.must(200, "POST", "/v1/sessions/"+run+"/permission", tok, map[string]any{"tool_call_id": "t1", "tool_name": "Bash", "input": map[string]any{"command": "git status"}})
 	if ask["decision"] != "allow" {
 		t.Errorf("permission with the issued token = %v", ask)
@@ -106,18 +134,6 @@ func TestTriggeredRunTokens(t *testing.T) {
 	if r := s.do("POST", "/v1/sessions/"+run+"/token", adminToken, nil); r.status != 409 {
 		t.Errorf("tokens of an ended run = %d, want 409", r.status)
 	}
-
-	// A deleted trigger's key stops working.
-	r = s.deliver(signed("d-2", []byte(strings.Replace(string(payload(t, "same_repo.opened.json")), `"opened"`, `"reopened"`, 1))))
-	if r.status != 201 {
-		t.Fatalf("second delivery = %d %s", r.status, r.raw)
-	}
-	second := r.body["session_id"].(string)
-	s.must(200, "DELETE", "/v1/triggers/"+created["id"].(string), adminToken, nil)
-	if r := s.do("POST", "/v1/sessions/"+second+"/token", key, nil); r.status != 401 {
-		t.Errorf("a deleted trigger's key = %d, want 401", r.status)
-	}
-	s.must(200, "POST", "/v1/sessions/"+second+"/token", adminToken, nil)
 }
 
 func TestListSessionsAndPolicies(t *testing.T) {
