@@ -145,6 +145,15 @@ func TestWorkspaceFromPullRequest(t *testing.T) {
 		t.Errorf("workspace files (-want +got):\n%s", diff)
 	}
 
+	checkMinted(t, s, repo)
+	checkFetchRecorded(t, s, run, repo, sha, body)
+	checkWhoMayFetch(t, s, run, token)
+}
+
+// checkMinted: every installation token was minted for repo alone, to
+// read its contents, and only repo was fetched.
+func checkMinted(t *testing.T, s *workspaceStack, repo string) {
+	t.Helper()
 	grants := s.gh.Grants()
 	if len(grants) == 0 {
 		t.Fatal("no installation token was minted")
@@ -157,7 +166,13 @@ func TestWorkspaceFromPullRequest(t *testing.T) {
 	if got := s.gh.Fetches(); !cmp.Equal(got, []string{repo}) {
 		t.Errorf("repositories fetched = %v, want [%s]", got, repo)
 	}
+}
 
+// checkFetchRecorded: the ledger records the fetch of body with its
+// digest; no installation token reaches the ledger, the logs or the
+// archive, nor the App's key the logs.
+func checkFetchRecorded(t *testing.T, s *workspaceStack, run, repo, sha string, body []byte) {
+	t.Helper()
 	events := s.must(200, "GET", "/v1/sessions/"+run+"/events", adminToken, nil)["events"].([]any)
 	var fetched map[string]any
 	for _, e := range events {
@@ -181,8 +196,13 @@ func TestWorkspaceFromPullRequest(t *testing.T) {
 	if strings.Contains(s.logs.String(), "PRIVATE KEY") {
 		t.Errorf("the App's key reached the logs")
 	}
+}
 
-	// Who may fetch: the run's session token and the operator, no one else.
+// checkWhoMayFetch: the run's session token and the operator, no one
+// else; a commit the host lacks is 503, a manual run's workspace 404, an
+// ended run's 409.
+func checkWhoMayFetch(t *testing.T, s *workspaceStack, run, token string) {
+	t.Helper()
 	other, otherToken := s.pullRequestRun("same_repo.opened.json", "ec26c3e57ca3a959ca5aad62de7213c562f8c821", strings.Repeat("0", 40), "d-ws-2")
 	if r := s.do("GET", "/v1/sessions/"+run+"/workspace", otherToken, nil); r.status != http.StatusForbidden {
 		t.Errorf("workspace with another run's token = %d %s, want 403", r.status, r.raw)
