@@ -320,6 +320,23 @@ func TestSSOPersonalApproval(t *testing.T) {
 	}
 	// Another's personal call is not an approver's to read.
 	s.must(403, "GET", "/v1/approvals/"+approve, s.user("carol", "approver"), nil)
+	checkOthersRefused(t, s, tok, approve, deny)
+	checkInvokerDecides(t, s, alice, id, tok, approve, deny)
+
+	// The same run's other calls follow the roles as usual.
+	if r := s.decideAs(s.user("carol", "approver"), shared, "approved_once"); r.status != 200 || r.body["applied"] != true {
+		t.Fatalf("approver decides a shared call = %d %s", r.status, r.raw)
+	}
+	if r := s.decideAs(s.user("alice", "member"), s.pending(id, tok, "s2", "make out"), "approved_once"); r.status != 403 {
+		t.Fatalf("invoker with role member decides a shared call = %d %s, want 403", r.status, r.raw)
+	}
+}
+
+// checkOthersRefused: nobody but the invoker decides approve or deny
+// (another admin, an approver, both, the operator, the run's own session
+// token), and both stay pending.
+func checkOthersRefused(t *testing.T, s *ssoStack, tok, approve, deny string) {
+	t.Helper()
 	others := []struct{ name, token string }{
 		{"another admin", s.user("bob", "admin")},
 		{"an approver", s.user("carol", "approver")},
@@ -348,8 +365,12 @@ func TestSSOPersonalApproval(t *testing.T) {
 			t.Fatalf("%s after refused decisions = %v, want pending", apr, got)
 		}
 	}
+}
 
-	// The invoker decides, whatever role the token now carries.
+// checkInvokerDecides: the invoker decides, whatever role the token now
+// carries, and the run's asks follow.
+func checkInvokerDecides(t *testing.T, s *ssoStack, alice, id, tok, approve, deny string) {
+	t.Helper()
 	r := s.decideAs(s.user("alice", "member"), approve, "approved_once")
 	if r.status != 200 || r.body["applied"] != true || r.body["status"] != "approved_once" || r.body["decided_by"] != "alice" {
 		t.Fatalf("invoker approves = %d %s, want applied approved_once by alice", r.status, r.raw)
@@ -363,13 +384,5 @@ func TestSSOPersonalApproval(t *testing.T) {
 	}
 	if got := s.ask(id, tok, "p2", "Bash", bash("make dist")); got.body["decision"] != "deny" || got.body["source"] != "approval" {
 		t.Fatalf("ask after the invoker denied = %s, want deny from approval", got.raw)
-	}
-
-	// The same run's other calls follow the roles as usual.
-	if r := s.decideAs(s.user("carol", "approver"), shared, "approved_once"); r.status != 200 || r.body["applied"] != true {
-		t.Fatalf("approver decides a shared call = %d %s", r.status, r.raw)
-	}
-	if r := s.decideAs(s.user("alice", "member"), s.pending(id, tok, "s2", "make out"), "approved_once"); r.status != 403 {
-		t.Fatalf("invoker with role member decides a shared call = %d %s, want 403", r.status, r.raw)
 	}
 }
