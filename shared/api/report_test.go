@@ -46,7 +46,30 @@ func TestRunReported(t *testing.T) {
 	if len(posts) != 1 || posts[0].Kind != "check_run" || posts[0].Repository != repo || posts[0].Body["head_sha"] != sha || posts[0].Body["conclusion"] != "success" {
 		t.Fatalf("posted = %+v, want one completed check run on %s at %s", posts, repo, sha)
 	}
-	summary := posts[0].Body["output"].(map[string]any)["summary"].(string)
+	checkReportedOnce(t, s, run, repo, posts[0].Body["output"].(map[string]any)["summary"].(string))
+
+	// A fork's read_only run reports too, as a comment, with the runner token.
+	body := bytes.ReplaceAll(payload(t, "fork.opened.json"), []byte("3ae9c36f8a03c1bd7e352bc683f72943dc92422e"), []byte(strings.Repeat("d", 40)))
+	r := s.deliver(signed("d-rep-2", body))
+	forkRun := r.body["session_id"].(string)
+	forkTokens := s.must(200, "POST", "/v1/sessions/"+forkRun+"/token", adminToken, nil)
+	runnerToken := forkTokens["runner_token"].(string)
+	s.must(200, "POST", "/v1/sessions/"+forkRun+"/end", runnerToken, map[string]any{"reason": "timeout", "exit_status": -1, "final_message": "partial"})
+	if got := s.must(200, "POST", "/v1/sessions/"+forkRun+"/report", runnerToken, nil); got["kind"] != "comment" {
+		t.Errorf("fork report = %v, want a comment", got)
+	}
+	posts = s.gh.Posts()
+	if len(posts) != 2 || posts[1].Kind != "comment" || posts[1].Repository != fork || posts[1].Number != "2388" || !strings.Contains(posts[1].Body["body"].(string), "timeout, exit status -1") {
+		t.Errorf("posted = %+v, want a comment on %s#2388 saying timeout", posts, fork)
+	}
+	checkGrantsNarrow(t, s)
+}
+
+// checkReportedOnce: the check run's summary is the message neutralised,
+// not dropped; a second report is 409; the ledger ends with run.reported
+// holding the ids and the summary's digest.
+func checkReportedOnce(t *testing.T, s *workspaceStack, run, repo, summary string) {
+	t.Helper()
 	for _, bad := range []string{"<img", "<!--", "@octocat", "@org/team"} {
 		if strings.Contains(summary, bad) {
 			t.Errorf("check run summary holds %q: %q", bad, summary)
@@ -64,21 +87,12 @@ func TestRunReported(t *testing.T) {
 	if last["type"] != "run.reported" || !cmp.Equal(last["data"], any(wantEv)) {
 		t.Errorf("last event = %v, want run.reported %v", last, wantEv)
 	}
+}
 
-	// A fork's read_only run reports too, as a comment, with the runner token.
-	body := bytes.ReplaceAll(payload(t, "fork.opened.json"), []byte("3ae9c36f8a03c1bd7e352bc683f72943dc92422e"), []byte(strings.Repeat("d", 40)))
-	r := s.deliver(signed("d-rep-2", body))
-	forkRun := r.body["session_id"].(string)
-	forkTokens := s.must(200, "POST", "/v1/sessions/"+forkRun+"/token", adminToken, nil)
-	runnerToken := forkTokens["runner_token"].(string)
-	s.must(200, "POST", "/v1/sessions/"+forkRun+"/end", runnerToken, map[string]any{"reason": "timeout", "exit_status": -1, "final_message": "partial"})
-	if got := s.must(200, "POST", "/v1/sessions/"+forkRun+"/report", runnerToken, nil); got["kind"] != "comment" {
-		t.Errorf("fork report = %v, want a comment", got)
-	}
-	posts = s.gh.Posts()
-	if len(posts) != 2 || posts[1].Kind != "comment" || posts[1].Repository != fork || posts[1].Number != "2388" || !strings.Contains(posts[1].Body["body"].(string), "timeout, exit status -1") {
-		t.Errorf("posted = %+v, want a comment on %s#2388 saying timeout", posts, fork)
-	}
+// checkGrantsNarrow: every token was minted for one repository and one
+// permission.
+func checkGrantsNarrow(t *testing.T, s *workspaceStack) {
+	t.Helper()
 	for _, g := range s.gh.Grants() {
 		var perms []string
 		for k, v := range g.Permissions {
