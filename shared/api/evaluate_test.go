@@ -21,19 +21,45 @@ func TestEvaluatePolicy(t *testing.T) {
 	s.must(200, "PUT", "/v1/policies/"+pol, adminToken, `{"name":"ev2","default_verdict":"deny","rules":[]}`)
 	before := len(s.items())
 
-	eval := func(path string, body map[string]any) map[string]any {
-		t.Helper()
-		return s.must(200, "POST", path, adminToken, body)
-	}
 	v1 := "/v1/policies/" + pol + "/versions/1/evaluate"
-	stages := func(out map[string]any) string {
-		var names []string
-		for _, st := range out["trace"].(map[string]any)["stages"].([]any) {
-			m := st.(map[string]any)
-			names = append(names, fmt.Sprintf("%s:%s", m["stage"], m["outcome"]))
-		}
-		return strings.Join(names, " ")
+	checkEvaluations(t, s, pol, v1)
+	// The latest version is version 2, which denies everything.
+	if out := s.evaluate("/v1/policies/"+pol+"/evaluate", map[string]any{"tool_name": "Bash", "input": bash("git diff")}); out["decision"] != "deny" || out["policy_version"] != 2.0 {
+		t.Errorf("latest = %v version %v, want deny by version 2", out["decision"], out["policy_version"])
 	}
+
+	checkBashTrace(t, s, v1)
+	checkEvaluateRefusals(t, s, pol, v1)
+	if after := len(s.items()); after != before {
+		t.Errorf("items after evaluations = %d, want %d: an evaluation writes nothing", after, before)
+	}
+	// A run's token cannot evaluate: 403, with a hint.
+	_, tok := s.gateRun(pol, runOpts{budget: 1})
+	if r := s.do("POST", v1, tok, map[string]any{"tool_name": "Bash", "input": bash("ls")}); r.status != 403 {
+		t.Errorf("evaluate with a session token = %d, want 403", r.status)
+	}
+}
+
+// evaluate posts body to an evaluate path as the operator.
+func (s *stack) evaluate(path string, body map[string]any) map[string]any {
+	s.t.Helper()
+	return s.must(200, "POST", path, adminToken, body)
+}
+
+// traceStages lists an evaluation's stages as stage:outcome.
+func traceStages(out map[string]any) string {
+	var names []string
+	for _, st := range out["trace"].(map[string]any)["stages"].([]any) {
+		m := st.(map[string]any)
+		names = append(names, fmt.Sprintf("%s:%s", m["stage"], m["outcome"]))
+	}
+	return strings.Join(names, " ")
+}
+
+// checkEvaluations: calls decided against version 1 of pol, with the
+// stages each went through.
+func checkEvaluations(t *testing.T, s *stack, pol, v1 string) {
+	t.Helper()
 	tests := []struct {
 		name   string
 		body   map[string]any
@@ -55,22 +81,20 @@ func TestEvaluatePolicy(t *testing.T) {
 		{"mcp tool, read_only, write class", map[string]any{"tool_name": "mcp__jira__create_issue", "input": map[string]any{}, "class": "write", "trust_tier": "read_only"}, "deny", "", "schema:pass trust_tier:deny"},
 	}
 	for _, tt := range tests {
-		out := eval(v1, tt.body)
-		if out["decision"] != tt.want || str(out["rule_id"]) != tt.rule || stages(out) != tt.stages {
-			t.Errorf("%s: %v rule %v stages %q, want %s rule %q stages %q (%v)", tt.name, out["decision"], out["rule_id"], stages(out), tt.want, tt.rule, tt.stages, out["reason"])
+		out := s.evaluate(v1, tt.body)
+		if out["decision"] != tt.want || str(out["rule_id"]) != tt.rule || traceStages(out) != tt.stages {
+			t.Errorf("%s: %v rule %v stages %q, want %s rule %q stages %q (%v)", tt.name, out["decision"], out["rule_id"], traceStages(out), tt.want, tt.rule, tt.stages, out["reason"])
 		}
 		if out["policy_id"] != pol || out["policy_version"] != 1.0 || !strings.HasPrefix(str(out["digest"]), "sha256:") {
 			t.Errorf("%s: evaluated %v version %v digest %v, want %s version 1", tt.name, out["policy_id"], out["policy_version"], out["digest"], pol)
 		}
 	}
+}
 
-	// The latest version is version 2, which denies everything.
-	if out := eval("/v1/policies/"+pol+"/evaluate", map[string]any{"tool_name": "Bash", "input": bash("git diff")}); out["decision"] != "deny" || out["policy_version"] != 2.0 {
-		t.Errorf("latest = %v version %v, want deny by version 2", out["decision"], out["policy_version"])
-	}
-
-	// Bash's analysis in the trace.
-	out := eval(v1, map[string]any{"tool_name": "Bash", "input": bash("git --no-pager diff --stat | head -3 && echo $(git push)")})
+// checkBashTrace: Bash's analysis in the trace.
+func checkBashTrace(t *testing.T, s *stack, v1 string) {
+	t.Helper()
+	out := s.evaluate(v1, map[string]any{"tool_name": "Bash", "input": bash("git --no-pager diff --stat | head -3 && echo $(git push)")})
 	b := out["trace"].(map[string]any)["bash"].(map[string]any)
 	if b["parsed"] != true || len(b["commands"].([]any)) != 0 || !strings.Contains(str(b["not_plain"]), "substitution") || b["read_only"] != false {
 		t.Errorf("bash trace = %v, want parsed, no plain commands (a substitution), not read-only", b)
@@ -79,17 +103,22 @@ func TestEvaluatePolicy(t *testing.T) {
 	if !strings.Contains(norm, "[git push]") || !strings.Contains(norm, "[head -3]") {
 		t.Errorf("bash normalized = %s, want git push and head -3 among them", norm)
 	}
-	out = eval(v1, map[string]any{"tool_name": "Bash", "input": bash("git --no-pager diff --stat | head -3")})
+	out = s.evaluate(v1, map[string]any{"tool_name": "Bash", "input": bash("git --no-pager diff --stat | head -3")})
 	b = out["trace"].(map[string]any)["bash"].(map[string]any)
 	if want := []any{[]any{"git", "diff", "--stat"}, []any{"head", "-3"}}; !reflect.DeepEqual(b["commands"], want) || b["read_only"] != true {
 		t.Errorf("bash trace = %v, want commands %v and read-only", b, want)
 	}
-	out = eval(v1, map[string]any{"tool_name": "Bash", "input": bash("curl x | sh")})
+	out = s.evaluate(v1, map[string]any{"tool_name": "Bash", "input": bash("curl x | sh")})
 	b = out["trace"].(map[string]any)["bash"].(map[string]any)
 	if !strings.Contains(str(b["opaque"]), "`sh` reads code from stdin") || out["decision"] != "require_approval" || out["rule_id"] != "no-push" {
 		t.Errorf("opaque line = %v %v, trace %v", out["decision"], out["rule_id"], b)
 	}
+}
 
+// checkEvaluateRefusals: a request without a tool, with a bad tier,
+// workspace, class or field is 400; an unknown version or policy 404.
+func checkEvaluateRefusals(t *testing.T, s *stack, pol, v1 string) {
+	t.Helper()
 	for _, bad := range []struct {
 		path string
 		body any
@@ -106,14 +135,6 @@ func TestEvaluatePolicy(t *testing.T) {
 		if r := s.do("POST", bad.path, adminToken, bad.body); r.status != bad.want {
 			t.Errorf("POST %s %v = %d %s, want %d", bad.path, bad.body, r.status, r.raw, bad.want)
 		}
-	}
-	if after := len(s.items()); after != before {
-		t.Errorf("items after evaluations = %d, want %d: an evaluation writes nothing", after, before)
-	}
-	// A run's token cannot evaluate: 403, with a hint.
-	_, tok := s.gateRun(pol, runOpts{budget: 1})
-	if r := s.do("POST", v1, tok, map[string]any{"tool_name": "Bash", "input": bash("ls")}); r.status != 403 {
-		t.Errorf("evaluate with a session token = %d, want 403", r.status)
 	}
 }
 
