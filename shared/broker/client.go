@@ -75,6 +75,11 @@ type Session struct {
 	cred   seal.Credential
 	closed atomic.Bool
 	listed atomic.Bool
+	// tasks is the upstream's form of tasks for tools/call, nil when it
+	// declares none (task.go); support is each tool's taskSupport as its
+	// last tools/list said.
+	tasks   taskForm
+	support map[string]TaskSupport
 }
 
 // Connect opens a session with the upstream at endpoint, presenting cred. The URL is
@@ -121,11 +126,28 @@ func Connect(ctx context.Context, g *egress.Guard, endpoint string, cred seal.Cr
 		}},
 		ElicitationHandler: in.handle,
 	})
-	cs, err := client.Connect(ctx, transport, nil)
+	if err := registerTasks(client); err != nil {
+		return nil, &UpstreamError{Op: "connect", Msg: "task methods not registered", Err: ErrInvalidRequest}
+	}
+	var cs *mcp.ClientSession
+	handshake, err := tapDuring(rec, func() error {
+		var err error
+		cs, err = client.Connect(ctx, transport, nil)
+		return err
+	})
 	if err != nil {
 		return nil, classify(ctx, "connect", err, rec)
 	}
-	return &Session{cs: cs, rec: rec, in: in, cred: cred}, nil
+	s := &Session{cs: cs, rec: rec, in: in, cred: cred}
+	if !s.stateless() {
+		// The 2025-11-25 form; 2026-07-28's tasks extension is not spoken.
+		for _, r := range handshake {
+			if (experimentalTasks{}).capable(r) {
+				s.tasks = experimentalTasks{}
+			}
+		}
+	}
+	return s, nil
 }
 
 // stateless reports whether the session speaks 2026-07-28 or later.
@@ -165,15 +187,31 @@ func (s *Session) ListTools(ctx context.Context) (Photo, error) {
 	s.rec.budget.Store(budget)
 	defer s.rec.budget.Store(nil)
 	var tools []ToolDef
+	pages, err := s.tapped(func() error {
+		var err error
+		tools, err = s.listPages(ctx)
+		return err
+	})
+	if err != nil {
+		return Photo{}, err
+	}
+	s.support = supportIn(pages)
+	return s.photo(tools)
+}
+
+// listPages reads every page of tools/list.
+func (s *Session) listPages(ctx context.Context) ([]ToolDef, error) {
+	const op = "tools/list"
+	var tools []ToolDef
 	seen := map[string]bool{}
 	cursor := ""
 	for page := 0; ; page++ {
 		if page == maxPages {
-			return Photo{}, &UpstreamError{Op: op, Msg: "too many pages", Err: ErrInvalidResponse}
+			return nil, &UpstreamError{Op: op, Msg: "too many pages", Err: ErrInvalidResponse}
 		}
 		res, err := s.cs.ListTools(ctx, &mcp.ListToolsParams{Cursor: cursor})
 		if err != nil {
-			return Photo{}, classify(ctx, op, err, s.rec)
+			return nil, classify(ctx, op, err, s.rec)
 		}
 		for _, t := range res.Tools {
 			if t == nil {
@@ -181,22 +219,28 @@ func (s *Session) ListTools(ctx context.Context) (Photo, error) {
 			}
 			def, err := toolDef(t)
 			if err != nil {
-				return Photo{}, &UpstreamError{Op: op, Msg: "tool definition not encodable", Err: ErrInvalidResponse}
+				return nil, &UpstreamError{Op: op, Msg: "tool definition not encodable", Err: ErrInvalidResponse}
 			}
 			tools = append(tools, def)
 		}
 		if len(tools) > MaxTools {
-			return Photo{}, &UpstreamError{Op: op, Msg: fmt.Sprintf("more than %d tools", MaxTools), Err: ErrInvalidResponse}
+			return nil, &UpstreamError{Op: op, Msg: fmt.Sprintf("more than %d tools", MaxTools), Err: ErrInvalidResponse}
 		}
 		if res.NextCursor == "" {
 			break
 		}
 		if seen[res.NextCursor] {
-			return Photo{}, &UpstreamError{Op: op, Msg: "pagination cursor repeats", Err: ErrInvalidResponse}
+			return nil, &UpstreamError{Op: op, Msg: "pagination cursor repeats", Err: ErrInvalidResponse}
 		}
 		seen[res.NextCursor] = true
 		cursor = res.NextCursor
 	}
+	return tools, nil
+}
+
+// photo checks and digests the tools a tools/list gave.
+func (s *Session) photo(tools []ToolDef) (Photo, error) {
+	const op = "tools/list"
 	photo, err := NewPhoto(tools)
 	if err != nil {
 		msg := "invalid tool list"
@@ -220,11 +264,12 @@ func (s *Session) CallTool(ctx context.Context, name string, args map[string]any
 	if name == "" {
 		return Result{}, &UpstreamError{Op: op, Msg: "empty tool name", Err: ErrInvalidRequest}
 	}
-	if !s.listed.Load() && s.stateless() {
+	if !s.listed.Load() && (s.stateless() || s.tasks != nil) {
 		// The SDK sets a 2026-07-28 call's Mcp-Param headers (a tool's
 		// x-mcp-header bindings) from the session's tool list, and the
-		// upstream refuses the call without them: list first. Its failure
-		// is one before the call reached the upstream.
+		// upstream refuses the call without them; an upstream that offers
+		// tasks says in its list which tools must run as one: list first.
+		// Its failure is one before the call reached the upstream.
 		if _, err := s.ListTools(ctx); err != nil {
 			var ue *UpstreamError
 			if errors.As(err, &ue) {
@@ -238,7 +283,22 @@ func (s *Session) CallTool(ctx context.Context, name string, args map[string]any
 	if args == nil {
 		args = map[string]any{}
 	}
-	res, err := s.cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	var res *mcp.CallToolResult
+	var err error
+	switch s.TaskSupport(name) {
+	case TaskRequired:
+		if s.tasks == nil {
+			return Result{}, &UpstreamError{Op: op, Msg: "the tool must run as a task, and the upstream offers none the broker speaks", Err: ErrInvalidRequest}
+		}
+		res, err = s.callAsTask(ctx, name, args)
+	case taskUnknown:
+		return Result{}, &UpstreamError{Op: op, Msg: "the upstream's taskSupport for the tool is not one the broker knows", Err: ErrInvalidResponse}
+	default:
+		res, err = s.cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	}
+	if ue := (*UpstreamError)(nil); errors.As(err, &ue) {
+		return Result{}, ue
+	}
 	if err != nil {
 		if wire := upstreamWireError(err); wire != nil && wire.Code == mcp.CodeURLElicitationRequired {
 			s.in.urlRequired(wire.Data)
@@ -537,6 +597,9 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		t.rec.challenge.Store(readChallenge(resp.Header, t.cred))
 	}
 	resp.Body = &limitedBody{rc: resp.Body, left: MaxResponseBytes, shared: t.rec.budget.Load(), over: &t.rec.tooLarge}
+	if tp := t.rec.tap.Load(); tp != nil && req.Method == http.MethodPost {
+		resp.Body = &teeBody{ReadCloser: resp.Body, tap: tp, to: tp.body(resp.Header.Get("Content-Type"))}
+	}
 	return resp, nil
 }
 
@@ -548,6 +611,9 @@ type recorder struct {
 	// budget, when set, is what the responses of the exchange under way
 	// may still carry in all (a tools/list's pages).
 	budget atomic.Pointer[atomic.Int64]
+	// tap, when set, records the response bodies of the exchange under
+	// way (task.go).
+	tap atomic.Pointer[tap]
 	// tooLarge: a response body was cut at a bound. The SDK flattens a
 	// body's read error into text, so errResponseTooLarge alone would not
 	// be seen in what it returns.
@@ -595,3 +661,16 @@ func (l *limitedBody) Read(p []byte) (int, error) {
 }
 
 func (l *limitedBody) Close() error { return l.rc.Close() }
+
+// teeBody copies what is read of a (bounded) body into a tap.
+type teeBody struct {
+	io.ReadCloser
+	tap *tap
+	to  *bytes.Buffer
+}
+
+func (t *teeBody) Read(p []byte) (int, error) {
+	n, err := t.ReadCloser.Read(p)
+	t.tap.write(t.to, p[:n])
+	return n, err
+}
