@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -68,7 +69,8 @@ func TestInteropServerEverything(t *testing.T) {
 	}
 
 	pol := mustPolicyDoc(t, st, `{"name":"e","default_verdict":"deny","rules":[{"id":"echo","tool":"mcp__everything__echo","verdict":"allow"},
- {"id":"url","tool":"mcp__everything__trigger-url-elicitation","verdict":"allow"}]}`)
+ {"id":"url","tool":"mcp__everything__trigger-url-elicitation","verdict":"allow"},
+ {"id":"task","tool":"mcp__everything__simulate-research-query","verdict":"allow"}]}`)
 	limit := 1.0
 	req := run.CreateRequest{PolicyID: pol, Capabilities: []string{"claude-code"}, Connections: []string{v.ID}}
 	req.Budget = &struct {
@@ -113,6 +115,19 @@ func TestInteropServerEverything(t *testing.T) {
 	ans, err = b.Call(ctx, r.ID, asks, 0)
 	if err != nil || ans.Decision != vocab.Allow || ans.Result == nil || !strings.Contains(string(ans.Result.Content), "completed the URL elicitation") {
 		t.Fatalf("trigger-url-elicitation after done = %+v (result %s), %v; want the upstream's accepted flow", ans.Answer, resultJSON(ans), err)
+	}
+
+	// The TypeScript SDK's experimental tasks (2025-11-25): its one task
+	// tool has taskSupport "required" (a plain call is -32601), so the
+	// broker calls it as a task, polls tasks/get and reads tasks/result;
+	// tool.brokered records the result.
+	research := permission.Request{ToolCallID: "t1", ToolName: "mcp__everything__simulate-research-query", Input: json.RawMessage(`{"topic":"tides"}`)}
+	ans, err = b.Call(ctx, r.ID, research, 0)
+	if err != nil || ans.Decision != vocab.Allow || ans.Result == nil || ans.Result.IsError || !strings.Contains(string(ans.Result.Content), "Research Report: tides") {
+		t.Fatalf("simulate-research-query = %+v (result %s), %v; want the task's report", ans.Answer, resultJSON(ans), err)
+	}
+	if _, err := b.Call(ctx, r.ID, research, 0); !errors.Is(err, connection.ErrAlreadyExecuted) {
+		t.Fatalf("simulate-research-query again: %v, want ErrAlreadyExecuted", err)
 	}
 }
 
