@@ -31,6 +31,9 @@
 //     never part of a Result.
 //     Nothing else is declared to the upstream (no roots, no sampling, no tasks), so it
 //     can ask for nothing else.
+//   - A tool the upstream must run as a task (2025-11-25 tasks, taskSupport required) is
+//     called as one and waited for within the caller's ctx (task.go); the task's id,
+//     status and pollInterval are held to bounds and never leave the session.
 //   - Nothing retries behind the caller's back; the caller's ctx bounds every call, and
 //     DefaultHTTPTimeout bounds each HTTP request when ctx has no deadline.
 package broker

@@ -125,9 +125,10 @@ func taskOf(w taskWire) (Task, bool) {
 	}
 	poll := defaultTaskPoll
 	if p := w.PollInterval; p != nil {
-		// NaN and infinities cannot come from JSON; a negative or huge
-		// value is clamped like any other.
-		poll = time.Duration(min(max(*p, 0), float64(maxTaskPoll/time.Millisecond))) * time.Millisecond
+		// NaN and infinities cannot come from JSON; a value past a day is
+		// cut before it is converted (a float past int64 converts to
+		// nothing defined), then clamped like any other.
+		poll = time.Duration(min(max(*p, 0), float64(24*time.Hour/time.Millisecond))) * time.Millisecond
 	}
 	return Task{id: w.TaskID, status: w.Status, poll: min(max(poll, minTaskPoll), maxTaskPoll)}, true
 }
