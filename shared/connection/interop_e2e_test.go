@@ -129,6 +129,15 @@ func TestInteropServerEverything(t *testing.T) {
 	if _, err := b.Call(ctx, r.ID, research, 0); !errors.Is(err, connection.ErrAlreadyExecuted) {
 		t.Fatalf("simulate-research-query again: %v, want ErrAlreadyExecuted", err)
 	}
+	// An ambiguous query moves the task to input_required: the broker reads
+	// tasks/result, on whose stream the server asks (a form), and the
+	// session answers cancel as for any form; the task goes on with its
+	// default interpretation.
+	ambiguous := permission.Request{ToolCallID: "t2", ToolName: "mcp__everything__simulate-research-query", Input: json.RawMessage(`{"topic":"tides","ambiguous":true}`)}
+	ans, err = b.Call(ctx, r.ID, ambiguous, 0)
+	if err != nil || ans.Decision != vocab.Allow || ans.Result == nil || ans.Result.IsError || !strings.Contains(string(ans.Result.Content), "User cancelled - using default interpretation") {
+		t.Fatalf("ambiguous simulate-research-query = %+v (result %s), %v; want the report on the default interpretation", ans.Answer, resultJSON(ans), err)
+	}
 }
 
 func resultJSON(a connection.CallAnswer) string {

@@ -79,14 +79,26 @@ func newRunOnWith(t *testing.T, url, policyDoc string) (runOn, connection.Refres
 // newRunOnAt is newRunOnWith on the clock now.
 func newRunOnAt(t *testing.T, url, policyDoc string, now func() time.Time) (runOn, connection.RefreshResult) {
 	t.Helper()
+	return newRunOnOpts(t, url, policyDoc, connection.Options{Now: now})
+}
+
+// newRunOnOpts is newRunOnWith with the connection service's options (its
+// egress is always loopback).
+func newRunOnOpts(t *testing.T, url, policyDoc string, opts connection.Options) (runOn, connection.RefreshResult) {
+	t.Helper()
 	ctx := context.Background()
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
 	st := testenv.Store(t)
 	led := ledger.New(st, now)
 	sealer, err := seal.NewLocal(filepath.Join(t.TempDir(), "seal.key"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := connection.NewService(st, sealer, connection.Options{Egress: testenv.Loopback, Now: now})
+	opts.Egress = testenv.Loopback
+	svc := connection.NewService(st, sealer, opts)
 	v, err := svc.Create(ctx, admin, connection.CreateRequest{Name: "team", URL: url, Kind: "shared", Credential: &seal.Credential{Type: seal.TypeBearer, Token: token}})
 	if err != nil {
 		t.Fatal(err)
