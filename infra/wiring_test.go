@@ -165,12 +165,14 @@ func TestApprovalPlumbingPrivileges(t *testing.T) {
 			t.Errorf("%s: FunctionResponseTypes lacks ReportBatchItemFailures", id)
 		}
 		filters := asList(dig(p, "FilterCriteria", "Filters"))
-		// Approval rows, the insert of a run's head (session.created), and
-		// the insert of an unsequenced ledger event (numbering).
-		if len(filters) != 3 || !strings.Contains(filters[0]["Pattern"].(string), `"prefix":"APR#"`) ||
-			!strings.Contains(filters[1]["Pattern"].(string), `"eventName":["INSERT"]`) || !strings.Contains(filters[1]["Pattern"].(string), `"S":["HEAD"]`) ||
-			!strings.Contains(filters[2]["Pattern"].(string), `"eventName":["INSERT"]`) || !strings.Contains(filters[2]["Pattern"].(string), `"prefix":"Q#"`) {
-			t.Errorf("%s: FilterCriteria = %v, want the APR# filter, the run-head insert filter and the unsequenced-event insert filter", id, p["FilterCriteria"])
+		// Approval and input request rows, the insert of a run's head
+		// (session.created), and the insert of an unsequenced ledger event
+		// (numbering).
+		if len(filters) != 4 || !strings.Contains(filters[0]["Pattern"].(string), `"prefix":"APR#"`) ||
+			!strings.Contains(filters[1]["Pattern"].(string), `"prefix":"INP#"`) ||
+			!strings.Contains(filters[2]["Pattern"].(string), `"eventName":["INSERT"]`) || !strings.Contains(filters[2]["Pattern"].(string), `"S":["HEAD"]`) ||
+			!strings.Contains(filters[3]["Pattern"].(string), `"eventName":["INSERT"]`) || !strings.Contains(filters[3]["Pattern"].(string), `"prefix":"Q#"`) {
+			t.Errorf("%s: FilterCriteria = %v, want the APR# and INP# filters, the run-head insert filter and the unsequenced-event insert filter", id, p["FilterCriteria"])
 		}
 	}
 	if !found {
@@ -232,7 +234,7 @@ func TestSlackPrivileges(t *testing.T) {
 	p, _ := ev["Properties"].(map[string]any)
 	if ev["Type"] != "EventBridgeRule" || p["EventBusName"] != "REF:EventBus" ||
 		!slices.Equal(asStrings(dig(p, "Pattern", "source")), []string{"fluidbox"}) ||
-		!slices.Equal(asStrings(dig(p, "Pattern", "detail-type")), []string{"approval.requested", "approval.decided", "run.halted"}) {
-		t.Errorf("SlackFunction's event = %v, want the fluidbox bus's approval and halt notifications", ev)
+		!slices.Equal(asStrings(dig(p, "Pattern", "detail-type")), []string{"approval.requested", "approval.decided", "input.requested", "input.settled", "run.halted"}) {
+		t.Errorf("SlackFunction's event = %v, want the fluidbox bus's approval, input request and halt notifications", ev)
 	}
 }

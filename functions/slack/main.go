@@ -1,7 +1,7 @@
-// Command slack keeps each approval's Slack message in step with the
-// approval: subscribed to the fluidbox bus (approval.requested,
-// approval.decided), it reads the approval as committed and posts or
-// updates its message. A notification Lambda's asynchronous retries could
+// Command slack keeps each approval's and input request's Slack message in
+// step with it: subscribed to the fluidbox bus (approval.requested,
+// approval.decided, input.requested, input.settled, run.halted), it reads
+// the row as committed and posts or updates its message. A notification Lambda's asynchronous retries could
 // not deliver reaches it again from the retry queue (the on-failure
 // destination of its invocations), until Slack is back. It may read the
 // table, write only its own message records and use only its retry

@@ -43,14 +43,14 @@ func NewHandler(pub Publisher, timers approval.Scheduler, log *slog.Logger) *Han
 	return &Handler{pub: pub, timers: timers, log: log}
 }
 
-// Stream handles one batch of stream records: approval rows, the insert
-// of a run's head (session.created for a triggered run), and, when the
-// handler sequences (Sequence), the insert of a run's unsequenced events.
-// Other rows are skipped. When publishing fails, the answer names the first record
+// Stream handles one batch of stream records: approval and input request
+// rows, the insert of a run's head (session.created for a triggered run),
+// and, when the handler sequences (Sequence), the insert of a run's
+// unsequenced events. Other rows are skipped. When publishing fails, the answer names the first record
 // not published as a batch item failure: Lambda (with
 // ReportBatchItemFailures) retries the batch from that record, so nothing
 // is lost and only that record onwards may be delivered twice. An approval
-// row that cannot be decoded is logged and skipped: retrying it cannot
+// or input request row that cannot be decoded is logged and skipped: retrying it cannot
 // succeed and would hold up the shard. Each approval.requested starts its
 // approval's expiry timer first (see schedule).
 func (h *Handler) Stream(ctx context.Context, ev events.DynamoDBEvent) (events.DynamoDBEventResponse, error) {
@@ -105,8 +105,8 @@ func (h *Handler) read(ctx context.Context, records []events.DynamoDBEventRecord
 	return b
 }
 
-// entries is what one record publishes: a halt's, a new run's or an
-// approval's change; a record that cannot be decoded is logged and
+// entries is what one record publishes: a halt's, a new run's, an input
+// request's or an approval's change; a record that cannot be decoded is logged and
 // publishes nothing.
 func (h *Handler) entries(ctx context.Context, rec events.DynamoDBEventRecord) []Entry {
 	if halt, ok, err := HaltFromStreamRecord(rec); ok || err != nil {
@@ -121,6 +121,12 @@ func (h *Handler) entries(ctx context.Context, rec events.DynamoDBEventRecord) [
 			h.log.ErrorContext(ctx, "notify: undecodable run record skipped", "event_id", rec.EventID, "err", err)
 		}
 		return RunEntries(head)
+	}
+	if before, after, ok, err := InputFromStreamRecord(rec); ok || err != nil {
+		if err != nil {
+			h.log.ErrorContext(ctx, "notify: undecodable input request record skipped", "event_id", rec.EventID, "err", err)
+		}
+		return InputEntries(before, after)
 	}
 	before, after, ok, err := FromStreamRecord(rec)
 	if err != nil {

@@ -1,15 +1,16 @@
-// Package notify turns committed approval transitions, the creation of
-// triggered runs and the model proxy's halts into the notifications of
-// docs/api.md, "Notifications (EventBridge)": source "fluidbox",
-// detail-types approval.requested, approval.decided, session.created and
-// run.halted.
+// Package notify turns committed approval and input request transitions,
+// the creation of triggered runs and the model proxy's halts into the
+// notifications of docs/api.md, "Notifications (EventBridge)": source
+// "fluidbox", detail-types approval.requested, approval.decided,
+// input.requested, input.settled, session.created and run.halted.
 //
 // Guarantees:
 //   - A notification exists only for a committed transition. In AWS the
 //     input is the table's stream (a transactional outbox); in dev it is
 //     the approval service's observer, called after the commit.
 //   - The detail is exactly Detail (ids, tool name, rule, status, expiry and
-//     who decided) or SessionDetail (the run, its trust tier and the
+//     who decided), InputDetail (the same for an input request, with the
+//     connection's name: never the link) or SessionDetail (the run, its trust tier and the
 //     delivery's repository, pull request and head commit). Never the
 //     call's input, a result, a token or a secret: details are built field
 //     by field, not copied from the row.
@@ -32,6 +33,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 
+	"github.com/fluidbox/fluidbox/shared/elicitation"
 	"github.com/fluidbox/fluidbox/shared/store"
 	"github.com/fluidbox/fluidbox/shared/vocab"
 )
@@ -53,7 +55,68 @@ const (
 	// RunHalted: the model proxy ended a run whose tool result answered a
 	// call the gate did not allow with that input.
 	RunHalted Type = "run.halted"
+	// InputRequested: a brokered call waits for a person to open a link
+	// its upstream asked for (shared/elicitation); InputSettled: it was
+	// answered (completed, declined) or expired.
+	InputRequested Type = "input.requested"
+	InputSettled   Type = "input.settled"
 )
+
+// InputDetail is an input.requested or input.settled notification's
+// detail: the request's ids, the connection's name in fluidbox, its status,
+// expiry and who answered. Never its link: whoever shows the request reads
+// the row.
+type InputDetail struct {
+	InputRequestID string `json:"input_request_id"`
+	SessionID      string `json:"session_id"`
+	ToolCallID     string `json:"tool_call_id"`
+	ToolName       string `json:"tool_name"`
+	ConnectionID   string `json:"connection_id"`
+	Server         string `json:"server"`
+	Status         string `json:"status"`
+	ExpiresAt      string `json:"expires_at"`
+	DecidedBy      string `json:"decided_by,omitempty"`
+}
+
+// InputEntries returns the notifications of one transition of an input
+// request: a new pending one is input.requested, pending to any other
+// status input.settled, and anything else is none.
+func InputEntries(before, after store.InputRequest) []Entry {
+	pending := string(elicitation.Pending)
+	var t Type
+	switch {
+	case before.Status == "" && after.Status == pending:
+		t = InputRequested
+	case before.Status == pending && after.Status != pending && after.Status != "":
+		t = InputSettled
+	default:
+		return nil
+	}
+	return []Entry{{Type: t, Detail: InputDetail{
+		InputRequestID: after.ID, SessionID: after.RunID, ToolCallID: after.ToolCallID, ToolName: after.ToolName,
+		ConnectionID: after.ConnectionID, Server: after.Server, Status: after.Status, ExpiresAt: after.ExpiresAt, DecidedBy: after.DecidedBy,
+	}}}
+}
+
+// InputFromStreamRecord decodes a table stream record of an input request
+// row (RUN#<id> / INP#<tool_call_id>#<id>) into the request before and
+// after the change; either is the zero InputRequest when the image is
+// absent. ok is false for every other row; a row that is an input request
+// but cannot be decoded is an error.
+func InputFromStreamRecord(rec events.DynamoDBEventRecord) (before, after store.InputRequest, ok bool, err error) {
+	pk, sk := rec.Change.Keys["pk"], rec.Change.Keys["sk"]
+	if pk.DataType() != events.DataTypeString || sk.DataType() != events.DataTypeString ||
+		!strings.HasPrefix(pk.String(), "RUN#") || !strings.HasPrefix(sk.String(), "INP#") {
+		return store.InputRequest{}, store.InputRequest{}, false, nil
+	}
+	if err := decodeInto(rec.Change.OldImage, &before); err != nil {
+		return store.InputRequest{}, store.InputRequest{}, false, fmt.Errorf("notify: record %s: old image: %w", rec.EventID, err)
+	}
+	if err := decodeInto(rec.Change.NewImage, &after); err != nil {
+		return store.InputRequest{}, store.InputRequest{}, false, fmt.Errorf("notify: record %s: new image: %w", rec.EventID, err)
+	}
+	return before, after, true, nil
+}
 
 // HaltDetail is a run.halted notification's detail: the run, the tool
 // call whose result halted it and why, never the input or the result.
@@ -112,8 +175,8 @@ type SessionDetail struct {
 	CreatedAt      string `json:"created_at"`
 }
 
-// Entry is one notification. Detail is a Detail, a SessionDetail or a
-// HaltDetail.
+// Entry is one notification. Detail is a Detail, an InputDetail, a
+// SessionDetail or a HaltDetail.
 type Entry struct {
 	Type   Type
 	Detail any

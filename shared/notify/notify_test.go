@@ -26,6 +26,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/fluidbox/fluidbox/shared/elicitation"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/notify"
@@ -509,5 +510,89 @@ func TestStreamNumbersWithTheLedger(t *testing.T) {
 	evs, err := st.Events(ctx, "ses_fixture", 0, 10)
 	if err != nil || len(evs) != 3 || evs[1].Type != "tool.requested" || evs[2].Type != "tool.decision" {
 		t.Errorf("after the stream: %+v, %v; want session.created, tool.requested, tool.decision", evs, err)
+	}
+}
+
+func inputIn(status string) store.InputRequest {
+	r := store.InputRequest{
+		ID: "inp_1", RunID: "ses_1", ToolCallID: "c1", ToolName: "mcp__docs__connect", ConnectionID: "con_1", Server: "docs",
+		Mode: "url", Link: "https://auth.example.test/consent", URL: "https://auth.example.test/consent?state=sekrit", Status: status,
+		RequestedAt: "2030-01-01T00:00:00.000000000Z", ExpiresAt: "2030-01-01T00:15:00.000000000Z",
+	}
+	if status != "pending" {
+		r.DecidedBy, r.DecidedAt = "admin", "2030-01-01T00:01:00.000000000Z"
+	}
+	return r
+}
+
+// TestInputEntries: a new pending input request is input.requested, its
+// settlement input.settled, anything else none; the detail is docs/api.md's
+// fields and never the link.
+func TestInputEntries(t *testing.T) {
+	t.Parallel()
+	var none store.InputRequest
+	cases := []struct {
+		name          string
+		before, after store.InputRequest
+		want          []notify.Type
+	}{
+		{"new pending", none, inputIn("pending"), []notify.Type{notify.InputRequested}},
+		{"completed", inputIn("pending"), inputIn("completed"), []notify.Type{notify.InputSettled}},
+		{"declined", inputIn("pending"), inputIn("declined"), []notify.Type{notify.InputSettled}},
+		{"expired", inputIn("pending"), inputIn("expired"), []notify.Type{notify.InputSettled}},
+		{"pending rewritten", inputIn("pending"), inputIn("pending"), nil},
+		{"settled rewritten", inputIn("declined"), inputIn("declined"), nil},
+		{"created settled", none, inputIn("completed"), nil},
+		{"removed", inputIn("pending"), none, nil},
+	}
+	for _, c := range cases {
+		var got []notify.Type
+		for _, e := range notify.InputEntries(c.before, c.after) {
+			got = append(got, e.Type)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("InputEntries(%s) = %v, want %v", c.name, got, c.want)
+		}
+	}
+	es := notify.InputEntries(inputIn("pending"), inputIn("completed"))
+	raw, _ := json.Marshal(es[0].Detail)
+	var got map[string]any
+	_ = json.Unmarshal(raw, &got)
+	want := map[string]any{
+		"input_request_id": "inp_1", "session_id": "ses_1", "tool_call_id": "c1", "tool_name": "mcp__docs__connect",
+		"connection_id": "con_1", "server": "docs", "status": "completed", "expires_at": "2030-01-01T00:15:00.000000000Z", "decided_by": "admin",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("input.settled detail (-want +got):\n%s", diff)
+	}
+	if bytes.Contains(raw, []byte("auth.example.test")) {
+		t.Errorf("detail %s carries the link", raw)
+	}
+}
+
+// TestInputFromStreamRecord: an input request row's record decodes to the
+// request before and after; any other row is not one, and an undecodable
+// one is an error.
+func TestInputFromStreamRecord(t *testing.T) {
+	t.Parallel()
+	img := func(r store.InputRequest) map[string]events.DynamoDBAttributeValue {
+		return map[string]events.DynamoDBAttributeValue{
+			"id": events.NewStringAttribute(r.ID), "run_id": events.NewStringAttribute(r.RunID), "status": events.NewStringAttribute(r.Status),
+		}
+	}
+	rec := events.DynamoDBEventRecord{EventName: "MODIFY", Change: events.DynamoDBStreamRecord{
+		Keys:     map[string]events.DynamoDBAttributeValue{"pk": events.NewStringAttribute("RUN#ses_1"), "sk": events.NewStringAttribute("INP#c1#inp_1")},
+		OldImage: img(inputIn("pending")), NewImage: img(inputIn("declined")),
+	}}
+	before, after, ok, err := notify.InputFromStreamRecord(rec)
+	if err != nil || !ok || before.Status != string(elicitation.Pending) || after.Status != string(elicitation.Declined) || after.ID != "inp_1" {
+		t.Errorf("InputFromStreamRecord = %+v -> %+v, %v, %v", before, after, ok, err)
+	}
+	if _, _, ok, err := notify.InputFromStreamRecord(streamEvent(t, "modify-expired.json").Records[0]); ok || err != nil {
+		t.Errorf("InputFromStreamRecord(APR# row) = ok %v, %v; want not ok", ok, err)
+	}
+	rec.Change.NewImage["status"] = events.NewListAttribute([]events.DynamoDBAttributeValue{events.NewBooleanAttribute(true)})
+	if _, _, _, err := notify.InputFromStreamRecord(rec); err == nil {
+		t.Error("InputFromStreamRecord(undecodable) = nil error")
 	}
 }

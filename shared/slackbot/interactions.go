@@ -70,6 +70,8 @@ type Interactions struct {
 	log       *slog.Logger
 	now       func() time.Time
 	replyHost string
+	// inputs answers input requests (WithInputs); nil: it does not.
+	inputs InputDecider
 }
 
 // NewInteractions returns the interaction handler. Replies to a click go
@@ -167,6 +169,12 @@ func (h *Interactions) blockActions(ctx context.Context, w http.ResponseWriter, 
 	}
 	act := cb.ActionCallback.BlockActions[0]
 	id := act.Value
+	if act.ActionID == ActionInputDone || act.ActionID == ActionInputDecline {
+		if ids.Valid("inp_", id) {
+			h.inputAction(ctx, cb, act.ActionID, id)
+		}
+		return
+	}
 	if !ids.Valid("apr_", id) {
 		return
 	}

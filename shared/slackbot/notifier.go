@@ -82,72 +82,97 @@ func (n *Notifier) Show(ctx context.Context, approvalID string) error {
 	if err != nil {
 		return err
 	}
-	m, err := n.st.GetSlackMessage(ctx, a.ID)
+	return n.keep(ctx, shown{
+		kind: "approval", route: a, status: string(a.Status), pendingAs: string(vocab.ApprovalPending),
+		blocks: func(now time.Time) ([]slack.Block, string) { return Blocks(a, f, now) },
+		again:  func(ctx context.Context) error { return n.Show(ctx, approvalID) },
+	})
+}
+
+// shown is one message as its subject (an approval, an input request)
+// stands committed now.
+type shown struct {
+	kind string // in log lines: "approval", "input_request"
+	// route is where the message goes (channelFor): its ID keys the
+	// message record.
+	route store.Approval
+	// status is where the subject stands, pendingAs the status it has
+	// while pending.
+	status, pendingAs string
+	blocks            func(now time.Time) ([]slack.Block, string)
+	// again shows the subject anew, read again.
+	again func(ctx context.Context) error
+}
+
+// keep posts m's message if there is none, and updates it once m is
+// settled; a settled message never goes back to pending.
+func (n *Notifier) keep(ctx context.Context, m shown) error {
+	rec, err := n.st.GetSlackMessage(ctx, m.route.ID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return n.post(ctx, a, f)
+		return n.post(ctx, m)
 	case err != nil:
 		return err
-	case m.TS == "":
-		if m.ClaimedAt < store.FormatTime(n.now().Add(-claimStale)) {
-			return n.post(ctx, a, f)
+	case rec.TS == "":
+		if rec.ClaimedAt < store.FormatTime(n.now().Add(-claimStale)) {
+			return n.post(ctx, m)
 		}
 		return ErrBusy
-	case m.Status != string(vocab.ApprovalPending) || a.Status == vocab.ApprovalPending:
-		// Already showing the settled state, or nothing has changed: a
-		// settled message never goes back to pending.
+	case rec.Status != m.pendingAs || m.status == m.pendingAs:
+		// Already showing the settled state, or nothing has changed.
 		return nil
 	}
-	blocks, text := Blocks(a, f, n.now())
-	if _, _, _, err := n.api.UpdateMessageContext(ctx, m.Channel, m.TS, slack.MsgOptionBlocks(blocks...), slack.MsgOptionText(text, false)); err != nil {
-		return fmt.Errorf("slackbot: update message of %s: %w", a.ID, err)
+	blocks, text := m.blocks(n.now())
+	if _, _, _, err := n.api.UpdateMessageContext(ctx, rec.Channel, rec.TS, slack.MsgOptionBlocks(blocks...), slack.MsgOptionText(text, false)); err != nil {
+		return fmt.Errorf("slackbot: update message of %s: %w", m.route.ID, err)
 	}
-	m.Status = string(a.Status)
-	if err := n.st.PutSlackMessage(ctx, m); err != nil {
+	rec.Status = m.status
+	if err := n.st.PutSlackMessage(ctx, rec); err != nil {
 		return err
 	}
-	n.log.InfoContext(ctx, "slack message updated", "approval", a.ID, "status", a.Status)
+	n.log.InfoContext(ctx, "slack message updated", m.kind, m.route.ID, "status", m.status)
 	return nil
 }
 
-func (n *Notifier) post(ctx context.Context, a store.Approval, f review.Facts) error {
+func (n *Notifier) post(ctx context.Context, m shown) error {
 	now := n.now()
 	at := store.FormatTime(now)
-	err := n.st.ClaimSlackMessage(ctx, a.ID, at, store.FormatTime(now.Add(-claimStale)))
+	id := m.route.ID
+	err := n.st.ClaimSlackMessage(ctx, id, at, store.FormatTime(now.Add(-claimStale)))
 	if errors.Is(err, store.ErrSlackMessageClaimed) {
 		return ErrBusy
 	}
 	if err != nil {
 		return err
 	}
-	to, err := n.channelFor(ctx, a)
+	to, err := n.channelFor(ctx, m.route)
 	if err != nil {
-		if derr := n.st.DeleteSlackMessage(ctx, a.ID); derr != nil {
-			n.log.ErrorContext(ctx, "slackbot: drop claim after a failed read", "approval", a.ID, "err", derr)
+		if derr := n.st.DeleteSlackMessage(ctx, id); derr != nil {
+			n.log.ErrorContext(ctx, "slackbot: drop claim after a failed read", m.kind, id, "err", derr)
 		}
 		if errors.Is(err, errNoRecipient) {
 			// Nothing to retry: nobody else may see or decide it.
-			n.log.InfoContext(ctx, "slack message not sent: a personal call's owner has no Slack user fluidbox can vouch for; it waits in their inbox", "approval", a.ID)
+			n.log.InfoContext(ctx, "slack message not sent: a personal call's owner has no Slack user fluidbox can vouch for; it waits in their inbox", m.kind, id)
 			return nil
 		}
 		return err
 	}
-	blocks, text := Blocks(a, f, now)
+	blocks, text := m.blocks(now)
 	channel, ts, err := n.api.PostMessageContext(ctx, to, slack.MsgOptionBlocks(blocks...), slack.MsgOptionText(text, false))
 	if err != nil {
-		if derr := n.st.DeleteSlackMessage(ctx, a.ID); derr != nil {
-			n.log.ErrorContext(ctx, "slackbot: drop claim after a failed post", "approval", a.ID, "err", derr)
+		if derr := n.st.DeleteSlackMessage(ctx, id); derr != nil {
+			n.log.ErrorContext(ctx, "slackbot: drop claim after a failed post", m.kind, id, "err", derr)
 		}
-		return fmt.Errorf("slackbot: post message of %s: %w", a.ID, err)
+		return fmt.Errorf("slackbot: post message of %s: %w", id, err)
 	}
-	if err := n.st.PutSlackMessage(ctx, store.SlackMessage{ApprovalID: a.ID, Channel: channel, TS: ts, Status: string(a.Status), ClaimedAt: at}); err != nil {
+	if err := n.st.PutSlackMessage(ctx, store.SlackMessage{ApprovalID: id, Channel: channel, TS: ts, Status: m.status, ClaimedAt: at}); err != nil {
 		return err
 	}
-	n.log.InfoContext(ctx, "slack message posted", "approval", a.ID, "status", a.Status)
-	if a.Status == vocab.ApprovalPending {
+	n.log.InfoContext(ctx, "slack message posted", m.kind, id, "status", m.status)
+	if m.status == m.pendingAs {
 		// Settled while we posted? Show it now rather than at the next
 		// delivery.
-		return n.Show(ctx, a.ID)
+		return m.again(ctx)
 	}
 	return nil
 }
@@ -191,8 +216,8 @@ func (n *Notifier) channelFor(ctx context.Context, a store.Approval) (string, er
 }
 
 // HandleEvent is the Lambda entry point: one EventBridge notification
-// (approval.requested, approval.decided or run.halted from source
-// fluidbox). An error makes Lambda deliver it again.
+// (approval.requested, approval.decided, input.requested, input.settled or
+// run.halted from source fluidbox). An error makes Lambda deliver it again.
 func (n *Notifier) HandleEvent(ctx context.Context, ev events.EventBridgeEvent) error {
 	if ev.Source == notify.Source && ev.DetailType == string(notify.RunHalted) {
 		var h notify.HaltDetail
@@ -201,6 +226,18 @@ func (n *Notifier) HandleEvent(ctx context.Context, ev events.EventBridgeEvent) 
 			return nil
 		}
 		return n.ShowHalt(ctx, h)
+	}
+	if ev.Source == notify.Source && (ev.DetailType == string(notify.InputRequested) || ev.DetailType == string(notify.InputSettled)) {
+		var d notify.InputDetail
+		if err := json.Unmarshal(ev.Detail, &d); err != nil || !ids.Valid("inp_", d.InputRequestID) {
+			n.log.ErrorContext(ctx, "slackbot: undecodable notification skipped", "id", ev.ID)
+			return nil
+		}
+		if err := n.ShowInput(ctx, d.InputRequestID); err != nil {
+			n.log.ErrorContext(ctx, "slackbot: show input request failed; Lambda retries", "input_request", d.InputRequestID, "err", err)
+			return err
+		}
+		return nil
 	}
 	if ev.Source != notify.Source || (ev.DetailType != string(notify.Requested) && ev.DetailType != string(notify.Decided)) {
 		n.log.WarnContext(ctx, "slackbot: event ignored", "source", ev.Source, "detail_type", ev.DetailType)

@@ -1,6 +1,8 @@
 // Package slackbot brings approvals to Slack: a message per approval in a
 // channel, kept in step with the approval's committed state, and buttons
-// that decide it through the same approval service as the API.
+// that decide it through the same approval service as the API. An input
+// request (a brokered call waiting for a person to open a link, package
+// elicitation) is shown and answered the same way (inputs.go).
 //
 // What it guarantees:
 //   - A message shows only committed state. The Notifier is fed by the

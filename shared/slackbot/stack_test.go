@@ -230,6 +230,7 @@ type stack struct {
 	admin    *client.Client
 	logs     *syncBuffer
 	expirer  *approval.Service
+	led      *ledger.Ledger
 }
 
 type syncBuffer struct {
@@ -281,7 +282,7 @@ func newStackWith(t *testing.T, users map[string]string, explicit map[string]str
 	}
 	expirer := approval.NewService(led, time.Now)
 	expirer.Observe(n.Observer())
-	return &stack{t: t, url: srv.URL, st: st, dbURL: db.URL, slack: fs, notifier: n, admin: admin, logs: logs, expirer: expirer}
+	return &stack{t: t, url: srv.URL, st: st, dbURL: db.URL, slack: fs, notifier: n, admin: admin, logs: logs, expirer: expirer, led: led}
 }
 
 // run creates a run under the test policy and returns its id and token.

@@ -54,6 +54,6 @@ func (s *Server) Routes() []route.Route {
 		// Slack's clicks on an approval message, signed by Slack.
 		{Pattern: "POST /v1/integrations/slack/interactions", Access: route.Signed, Function: route.Approvals, Via: route.APIGateway,
 			Handler: route.Raw(s.slack),
-			Doc:     doc("slackInteractions", "approvals", "Slack's interactivity requests (approve once, approve for run, deny with a reason) for approval messages.", 400, 401, 409, 413, 503)},
+			Doc:     doc("slackInteractions", "approvals", "Slack's interactivity requests: approve once, approve for run, deny with a reason (approval messages); done, decline (input request messages).", 400, 401, 409, 413, 503)},
 	}
 }

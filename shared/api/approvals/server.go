@@ -70,7 +70,7 @@ func New(cfg Config) *Server {
 		if api == nil {
 			api = slackbot.NewClient(cfg.Slack)
 		}
-		s.slack = slackbot.NewInteractions(cfg.Slack, api, s.approvals, s.st, s.st, s.log, cfg.Now)
+		s.slack = slackbot.NewInteractions(cfg.Slack, api, s.approvals, s.st, s.st, s.log, cfg.Now).WithInputs(s.inputs)
 	}
 	return s
 }
