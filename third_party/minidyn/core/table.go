@@ -381,6 +381,9 @@ func (t *Table) fetchPartitionData(input *QueryInput, startKey string) (*index, 
 		}
 
 		keys := t.parts[part]
+		lo, hi := sortRange(input, t.KeySchema, t.AttributesDef, part, len(keys), func(i int) string { return keys[i] })
+		keys = keys[lo:hi]
+
 		if startKey != "" {
 			// After startKey's place, whether or not an item is stored
 			// there now: a page may have been written to since.
@@ -401,7 +404,9 @@ func (t *Table) fetchPartitionData(input *QueryInput, startKey string) (*index, 
 		return nil, nil, false
 	}
 
-	refs := slices.Clone(i.parts[part])
+	refs := i.parts[part]
+	lo, hi := sortRange(input, i.keySchema, t.AttributesDef, part, len(refs), func(n int) string { return refs[n][1] })
+	refs = slices.Clone(refs[lo:hi])
 
 	if startIK, ok := i.startPosition(input.ExclusiveStartKey, startKey); ok {
 		pos, found := slices.BinarySearchFunc(refs, [2]string{startKey, startIK}, compareRefs)

@@ -465,3 +465,61 @@ func TestQueryPagesPastAStartKeyThatLeft(t *testing.T) {
 	})
 	require.Len(t, seen, 10, "index walk read %v", seen)
 }
+
+// TestQueryCostDoesNotGrowWithPartition: a Query whose key condition
+// names a range of the range key reads that range, not its whole
+// partition (patch 7): a run's partition in fluidbox holds every event and
+// call record of the run, and its Queries ask for a few of them.
+func TestQueryCostDoesNotGrowWithPartition(t *testing.T) {
+	ctx := context.Background()
+	onePartition := func(t *testing.T, items int) *Client {
+		t.Helper()
+
+		srv := scaleServer(t, 0)
+		for n := 0; n < items; n++ {
+			item := map[string]*AttributeValue{"pk": sv("BIG"), "sk": sv(fmt.Sprintf("E%05d", n)), "data": sv("some data")}
+			if n%10 == 3 {
+				item["gpk"], item["gsk"] = sv("G"), sv(fmt.Sprintf("%05d", n))
+			}
+			_, err := srv.client.PutItem(ctx, &PutItemInput{TableName: aws.String(scaleTable), Item: item})
+			require.NoError(t, err)
+		}
+
+		return srv.client
+	}
+	allocs := func(op func(t *testing.T, c *Client)) []float64 {
+		out := make([]float64, len(scaleSizes))
+		for i, n := range scaleSizes {
+			c := onePartition(t, n)
+			out[i] = testing.AllocsPerRun(50, func() { op(t, c) })
+		}
+
+		return out
+	}
+	query := func(in *QueryInput, want int) func(t *testing.T, c *Client) {
+		return func(t *testing.T, c *Client) {
+			out, err := c.Query(ctx, in)
+			require.NoError(t, err)
+			require.Len(t, out.Items, want)
+		}
+	}
+
+	requireFlat(t, "begins_with in a partition", allocs(query(&QueryInput{
+		TableName:                 aws.String(scaleTable),
+		KeyConditionExpression:    aws.String("pk = :p AND begins_with(sk, :s)"),
+		ExpressionAttributeValues: map[string]*AttributeValue{":p": sv("BIG"), ":s": sv("E0002")},
+	}, 10)))
+	requireFlat(t, "BETWEEN in a partition, backwards", allocs(query(&QueryInput{
+		TableName:                 aws.String(scaleTable),
+		KeyConditionExpression:    aws.String("pk = :p AND #s BETWEEN :a AND :b"),
+		ExpressionAttributeNames:  map[string]string{"#s": "sk"},
+		ExpressionAttributeValues: map[string]*AttributeValue{":p": sv("BIG"), ":a": sv("E00040"), ":b": sv("E00044")},
+		ScanIndexForward:          aws.Bool(false),
+	}, 5)))
+	requireFlat(t, "> in an index partition", allocs(query(&QueryInput{
+		TableName:                 aws.String(scaleTable),
+		IndexName:                 aws.String("gsi"),
+		KeyConditionExpression:    aws.String("gpk = :g AND gsk < :x"),
+		ExpressionAttributeValues: map[string]*AttributeValue{":g": sv("G"), ":x": sv("00050")},
+	}, 5)))
+}
