@@ -51,7 +51,31 @@ func TestShadowRecordsOnlyDifferences(t *testing.T) {
 	t.Parallel()
 	e := calltest.NewShadowEnv(t, policyText, shadowText, false)
 	ctx := context.Background()
+	askShadowed(t, e)
+	byCall := checkShadowEvents(t, e)
+	checkShadowCounted(t, e, byCall)
 
+	// Counted again on a new call with the same difference.
+	if _, err := e.Bash(t, "c5", "ls", 0); err != nil {
+		t.Fatal(err)
+	}
+	page, err := e.St.ListShadowRuns(ctx, e.ShadowPolicyID, store.ListQuery{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range page.Runs[0].Differences {
+		if d.ShadowRuleID == "ls-asks" && (d.Count != 2 || d.FirstToolCallID != "c1") {
+			t.Errorf("after a second ls: %+v, want count 2, first c1", d)
+		}
+	}
+}
+
+// askShadowed asks four calls: one the shadow would ask for, one both deny,
+// a retry, one outside the frozen set, and one the enforced policy asks
+// for and the shadow denies, approved.
+func askShadowed(t *testing.T, e *calltest.Env) {
+	t.Helper()
+	ctx := context.Background()
 	// Allowed by the enforced policy, an approval for the shadow: the
 	// answer is the enforced one's, and the difference is recorded.
 	a, err := e.Bash(t, "c1", "ls -la", 0)
@@ -81,7 +105,12 @@ func TestShadowRecordsOnlyDifferences(t *testing.T) {
 	if _, _, err := e.Approvals.Decide(ctx, auth.Principal{Kind: auth.KindAdmin, Subject: "admin"}, p.ApprovalID, vocab.ChoiceApprovedOnce); err != nil {
 		t.Fatal(err)
 	}
+}
 
+// checkShadowEvents: the difference is on the events of c1 and c4 alone;
+// it returns the tool.decision events by call.
+func checkShadowEvents(t *testing.T, e *calltest.Env) map[string]map[string]any {
+	t.Helper()
 	decisions := eventsOf(t, e, "tool.decision")
 	if len(decisions) != 4 {
 		t.Fatalf("%d tool.decision events, want 4: %v", len(decisions), decisions)
@@ -106,7 +135,14 @@ func TestShadowRecordsOnlyDifferences(t *testing.T) {
 	if ar := eventsOf(t, e, "approval.requested"); len(ar) != 1 || ar[0]["shadow_verdict"] != "deny" || ar[0]["shadow_rule_id"] != "no-push" {
 		t.Errorf("approval.requested = %v; want the shadow's deny on it", ar)
 	}
+	return byCall
+}
 
+// checkShadowCounted: the shadow policy's run list counts each
+// difference once, pointing at the event that recorded it.
+func checkShadowCounted(t *testing.T, e *calltest.Env, byCall map[string]map[string]any) {
+	t.Helper()
+	ctx := context.Background()
 	page, err := e.St.ListShadowRuns(ctx, e.ShadowPolicyID, store.ListQuery{Limit: 10})
 	if err != nil {
 		t.Fatal(err)
@@ -126,20 +162,6 @@ func TestShadowRecordsOnlyDifferences(t *testing.T) {
 	// The counted seq points at the event that recorded the difference.
 	if int64(byCall["c1"]["seq"].(float64)) != ls.FirstSeq {
 		t.Errorf("first_seq %d, want the seq of c1's tool.decision %v", ls.FirstSeq, byCall["c1"]["seq"])
-	}
-
-	// Counted again on a new call with the same difference.
-	if _, err := e.Bash(t, "c5", "ls", 0); err != nil {
-		t.Fatal(err)
-	}
-	page, err = e.St.ListShadowRuns(ctx, e.ShadowPolicyID, store.ListQuery{Limit: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, d := range page.Runs[0].Differences {
-		if d.ShadowRuleID == "ls-asks" && (d.Count != 2 || d.FirstToolCallID != "c1") {
-			t.Errorf("after a second ls: %+v, want count 2, first c1", d)
-		}
 	}
 }
 
