@@ -244,69 +244,122 @@ func (s *streamer) deliver(ctx context.Context, consumer, twin *export.Exporter)
 // within each object, as the table holds it.
 func TestStreamExportExactlyOnce(t *testing.T) {
 	t.Parallel()
+	x := newExactlyOnce(t)
+	sequenced := x.recordConcurrently()
+	batches, failures := x.consume(sequenced)
+	if x.b.refused.Load() == 0 || failures == 0 {
+		t.Errorf("%d objects refused for existing and %d failed batches: the test did not exercise redelivery", x.b.refused.Load(), failures)
+	}
+	x.lostAnswer()
+	x.notVisible()
+
+	checkDelivered(t, x.st, x.runs, x.b.deliveries())
+	t.Logf("%d events of %d runs in %d objects; %d batches, %d failed, %d objects refused for existing",
+		x.s.streamed[x.runs[0]]+x.s.streamed[x.runs[1]]+x.s.streamed[x.runs[2]], len(x.runs), len(x.b.deliveries()), batches, failures, x.b.refused.Load())
+}
+
+// exactlyOnce is TestStreamExportExactlyOnce's table, bucket, runs and
+// stream, and the consumer now delivered to.
+type exactlyOnce struct {
+	t         *testing.T
+	ctx       context.Context
+	exporting context.Context // as the export function's role
+	st        *store.Store
+	db        *devstack.DynamoDB
+	raw       *dynamodb.Client
+	b         *bucket
+	client    func() *objects.S3
+	gate      *ledger.Ledger
+	runs      []string
+	s         *streamer
+	c         *export.Exporter
+}
+
+func newExactlyOnce(t *testing.T) *exactlyOnce {
 	st, db := testenv.StoreOn(t, roles.Client)
 	roles.Enforce(t, db, st.Table())
 	raw := devstack.DynamoClient(db.URL)
 	b, client := newBucket(t)
 	ctx := context.Background()
-	exporting := roles.As(ctx, "ExportFunction")
-	consumer := func() *export.Exporter {
-		return export.New(store.New(devstack.DynamoClient(db.URL, roles.Client), st.Table()), client(), time.Now, slog.New(slog.DiscardHandler))
+	x := &exactlyOnce{t: t, ctx: ctx, exporting: roles.As(ctx, "ExportFunction"), st: st, db: db, raw: raw, b: b, client: client,
+		gate: ledger.New(st, time.Now, ledger.SequenceOnlyWhenRead),
+		runs: []string{"ses_run0", "ses_run1", "ses_run2"},
+		s:    &streamer{t: t, raw: raw, table: st.Table(), rnd: rand.New(rand.NewPCG(1, 2)), streamed: map[string]int64{}},
 	}
-
-	runs := []string{"ses_run0", "ses_run1", "ses_run2"}
-	for _, r := range runs {
+	for _, r := range x.runs {
 		createRun(t, st, r)
 	}
-	gate := ledger.New(st, time.Now, ledger.SequenceOnlyWhenRead)
+	x.c = x.consumer()
+	return x
+}
+
+// consumer is a new export function instance, with new clients.
+func (x *exactlyOnce) consumer() *export.Exporter {
+	return export.New(store.New(devstack.DynamoClient(x.db.URL, roles.Client), x.st.Table()), x.client(), time.Now, slog.New(slog.DiscardHandler))
+}
+
+// recordConcurrently starts four writers a run, as the gate's Lambda
+// instances, and a sequencer numbering as notify does; sequenced is closed
+// once the writers are done and everything is numbered.
+func (x *exactlyOnce) recordConcurrently() (sequenced chan struct{}) {
 	const writers, appends = 4, 12
 	var writing sync.WaitGroup
-	for _, r := range runs {
+	for _, r := range x.runs {
 		for w := range writers {
-			writing.Go(func() {
-				for i := range appends {
-					id := fmt.Sprintf("c%d-%d", w, i)
-					if _, err := gate.Append(ctx, r, func(store.Head) (store.Batch, error) {
-						return store.Batch{Events: []redact.Envelope{
-							envelope(t, redact.ToolRequested{ToolCallID: id, ToolName: "Bash"}),
-							envelope(t, redact.ToolDecision{ToolCallID: id, ToolName: "Bash", Decision: vocab.Allow, Source: "policy"}),
-						}}, nil
-					}); err != nil {
-						t.Error(err)
-						return
-					}
-				}
-			})
+			writing.Go(func() { x.write(r, w, appends) })
 		}
 	}
 	done := make(chan struct{})
-	sequenced := make(chan struct{})
-	go func() {
-		defer close(sequenced)
-		seq := ledger.New(st, time.Now, ledger.SequenceOnlyWhenRead)
-		for {
-			select {
-			case <-done:
-				for _, r := range runs {
-					if err := seq.Sequence(ctx, r); err != nil {
-						t.Error(err)
-					}
+	sequenced = make(chan struct{})
+	go x.sequence(done, sequenced)
+	go func() { writing.Wait(); close(done) }()
+	return sequenced
+}
+
+// write appends writer w's calls to run r.
+func (x *exactlyOnce) write(r string, w, appends int) {
+	for i := range appends {
+		id := fmt.Sprintf("c%d-%d", w, i)
+		if _, err := x.gate.Append(x.ctx, r, func(store.Head) (store.Batch, error) {
+			return store.Batch{Events: []redact.Envelope{
+				envelope(x.t, redact.ToolRequested{ToolCallID: id, ToolName: "Bash"}),
+				envelope(x.t, redact.ToolDecision{ToolCallID: id, ToolName: "Bash", Decision: vocab.Allow, Source: "policy"}),
+			}}, nil
+		}); err != nil {
+			x.t.Error(err)
+			return
+		}
+	}
+}
+
+// sequence numbers the runs every 5 ms until done, then once more.
+func (x *exactlyOnce) sequence(done <-chan struct{}, sequenced chan<- struct{}) {
+	defer close(sequenced)
+	seq := ledger.New(x.st, time.Now, ledger.SequenceOnlyWhenRead)
+	for {
+		select {
+		case <-done:
+			for _, r := range x.runs {
+				if err := seq.Sequence(x.ctx, r); err != nil {
+					x.t.Error(err)
 				}
-				return
-			case <-time.After(5 * time.Millisecond):
 			}
-			for _, r := range runs {
-				if err := seq.Sequence(ctx, r); err != nil {
-					t.Error(err)
-				}
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+		for _, r := range x.runs {
+			if err := seq.Sequence(x.ctx, r); err != nil {
+				x.t.Error(err)
 			}
 		}
-	}()
-	go func() { writing.Wait(); close(done) }()
+	}
+}
 
-	s := &streamer{t: t, raw: raw, table: st.Table(), rnd: rand.New(rand.NewPCG(1, 2)), streamed: map[string]int64{}}
-	c := consumer()
-	batches, failures := 0, 0
+// consume delivers the stream in batches of random size until everything
+// is numbered: some answers of S3 lost, a restart, some batches to two
+// consumers at once, some delivered twice.
+func (x *exactlyOnce) consume(sequenced <-chan struct{}) (batches, failures int) {
+	s := x.s
 	finished := false
 	for !finished {
 		select {
@@ -314,93 +367,95 @@ func TestStreamExportExactlyOnce(t *testing.T) {
 			finished = true
 		default:
 		}
-		s.catchUp(runs)
+		s.catchUp(x.runs)
 		for len(s.pending) > 0 {
 			batches++
 			if batches%8 == 3 {
-				b.lose.Store(1) // the answer to the next object created
+				x.b.lose.Store(1) // the answer to the next object created
 			}
 			if batches == 10 {
-				c = consumer() // a restart: nothing kept but the table and the bucket
+				x.c = x.consumer() // a restart: nothing kept but the table and the bucket
 			}
 			var twin *export.Exporter
 			if batches%7 == 0 {
-				twin = consumer()
+				twin = x.consumer()
 			}
 			redeliver := slices.Clone(s.pending[:min(len(s.pending), 3)])
-			if s.deliver(exporting, c, twin) {
+			if s.deliver(x.exporting, x.c, twin) {
 				failures++
-				c = consumer() // a failed batch goes to another instance
+				x.c = x.consumer() // a failed batch goes to another instance
 			}
 			if batches%5 == 0 {
 				s.pending = append(redeliver, s.pending...)
 			}
 		}
 	}
-	if b.refused.Load() == 0 || failures == 0 {
-		t.Errorf("%d objects refused for existing and %d failed batches: the test did not exercise redelivery", b.refused.Load(), failures)
-	}
+	return batches, failures
+}
 
-	record := func(run string, n int) {
-		t.Helper()
-		evs := make([]redact.Envelope, n)
-		for i := range evs {
-			evs[i] = envelope(t, redact.ToolRequested{ToolCallID: fmt.Sprintf("late%d", i), ToolName: "Read"})
-		}
-		if _, err := gate.Append(ctx, run, func(store.Head) (store.Batch, error) { return store.Batch{Events: evs}, nil }); err != nil {
-			t.Fatal(err)
-		}
-		if err := ledger.New(st, time.Now, ledger.SequenceOnlyWhenRead).Sequence(ctx, run); err != nil {
-			t.Fatal(err)
-		}
-		s.catchUp(runs)
+// record appends n more events to run, numbers them and streams them.
+func (x *exactlyOnce) record(run string, n int) {
+	t := x.t
+	t.Helper()
+	evs := make([]redact.Envelope, n)
+	for i := range evs {
+		evs[i] = envelope(t, redact.ToolRequested{ToolCallID: fmt.Sprintf("late%d", i), ToolName: "Read"})
 	}
+	if _, err := x.gate.Append(x.ctx, run, func(store.Head) (store.Batch, error) { return store.Batch{Events: evs}, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := ledger.New(x.st, time.Now, ledger.SequenceOnlyWhenRead).Sequence(x.ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	x.s.catchUp(x.runs)
+}
 
-	// A consumer dies after its object, before its checkpoint, and the
-	// run records more before the batch is delivered again: the next
-	// consumer finds the object holding fewer events than it read, and
-	// takes the object's end.
-	b.lose.Store(1)
-	record(runs[1], 2)
-	if !s.deliver(exporting, c, nil) {
+// lostAnswer: a consumer dies after its object, before its checkpoint,
+// and the run records more before the batch is delivered again: the next
+// consumer finds the object holding fewer events than it read, and takes
+// the object's end.
+func (x *exactlyOnce) lostAnswer() {
+	t, s := x.t, x.s
+	x.b.lose.Store(1)
+	x.record(x.runs[1], 2)
+	if !s.deliver(x.exporting, x.c, nil) {
 		t.Fatal("a batch whose object's answer was lost did not fail")
 	}
-	record(runs[1], 2)
+	x.record(x.runs[1], 2)
 	for len(s.pending) > 0 {
-		if s.deliver(exporting, consumer(), nil) {
+		if s.deliver(x.exporting, x.consumer(), nil) {
 			t.Fatal("the batch delivered again failed")
 		}
 	}
+}
 
-	// An event numbered but not visible yet: its run's delivery stops
-	// before it, and goes on once it is there.
-	run := runs[0]
-	record(run, 3)
+// notVisible: an event numbered but not visible yet: its run's delivery
+// stops before it, and goes on once it is there.
+func (x *exactlyOnce) notVisible() {
+	t, s, st, ctx := x.t, x.s, x.st, x.ctx
+	run := x.runs[0]
+	x.record(run, 3)
 	hidden := fmt.Sprintf("EV#%020d", s.streamed[run]-1)
 	key := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "RUN#" + run}, "sk": &types.AttributeValueMemberS{Value: hidden}}
-	item, err := raw.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(st.Table()), Key: key, ReturnValues: types.ReturnValueAllOld})
+	item, err := x.raw.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String(st.Table()), Key: key, ReturnValues: types.ReturnValueAllOld})
 	if err != nil {
 		t.Fatal(err)
 	}
 	batch := events.DynamoDBEvent{Records: s.pending}
 	s.pending = nil
-	resp, err := c.Stream(exporting, batch)
+	resp, err := x.c.Stream(x.exporting, batch)
 	if err != nil || len(resp.BatchItemFailures) != 1 {
 		t.Fatalf("Stream with an event not visible = %+v, %v; want its run's first record failed", resp, err)
 	}
 	if n, err := st.ExportedThrough(ctx, run); err != nil || n != s.streamed[run]-2 {
 		t.Errorf("%s exported through %d, %v; want %d, the event before the one not visible", run, n, err, s.streamed[run]-2)
 	}
-	if _, err := raw.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(st.Table()), Item: item.Attributes}); err != nil {
+	if _, err := x.raw.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(st.Table()), Item: item.Attributes}); err != nil {
 		t.Fatal(err)
 	}
-	if resp, err := consumer().Stream(exporting, batch); err != nil || len(resp.BatchItemFailures) != 0 {
+	if resp, err := x.consumer().Stream(x.exporting, batch); err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("Stream once the event is visible = %+v, %v", resp, err)
 	}
-
-	checkDelivered(t, st, runs, b.deliveries())
-	t.Logf("%d events of %d runs in %d objects; %d batches, %d failed, %d objects refused for existing",
-		s.streamed[runs[0]]+s.streamed[runs[1]]+s.streamed[runs[2]], len(runs), len(b.deliveries()), batches, failures, b.refused.Load())
 }
 
 // checkDelivered: every numbered event of runs is in exactly one object
