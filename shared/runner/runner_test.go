@@ -77,6 +77,20 @@ func TestRunnerGovernsTheAgent(t *testing.T) {
 	if rep.UID != runnertest.Nobody {
 		t.Errorf("agent ran as uid %d, want %d", rep.UID, runnertest.Nobody)
 	}
+	checkAgentEnv(t, rep, p.URL, id)
+	checkAgentConfined(t, rep, cfg.Workdir)
+	checkRunEnded(t, p, id, out)
+	// The credential is spent: a second runner with it gets nothing.
+	if _, err := runner.Run(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "launch credential") {
+		t.Errorf("a second Run with the spent credential = %v, want refused", err)
+	}
+}
+
+// checkAgentEnv: the agent's environment is exactly the hook's and the
+// model proxy's variables, with the session token as both its hook token
+// and its API key, and no other credential.
+func checkAgentEnv(t *testing.T, rep agentReport, url, id string) {
+	t.Helper()
 	var names []string
 	for k := range rep.Env {
 		names = append(names, k)
@@ -91,7 +105,7 @@ func TestRunnerGovernsTheAgent(t *testing.T) {
 	if !strings.HasPrefix(session, auth.SessionTokenPrefix) || rep.Env["ANTHROPIC_API_KEY"] != session {
 		t.Errorf("agent's API key and hook token = %q, %q; want the session token in both", rep.Env["ANTHROPIC_API_KEY"], session)
 	}
-	if want := p.URL + "/v1/sessions/" + id + "/model"; rep.Env["ANTHROPIC_BASE_URL"] != want {
+	if want := url + "/v1/sessions/" + id + "/model"; rep.Env["ANTHROPIC_BASE_URL"] != want {
 		t.Errorf("ANTHROPIC_BASE_URL = %q, want %q", rep.Env["ANTHROPIC_BASE_URL"], want)
 	}
 	for k, v := range rep.Env {
@@ -101,6 +115,13 @@ func TestRunnerGovernsTheAgent(t *testing.T) {
 			}
 		}
 	}
+}
+
+// checkAgentConfined: the agent could read neither the runner's environ
+// nor its file, nor write the managed settings, which hold the hook; the
+// workspace is the commit, its symlink kept as a link.
+func checkAgentConfined(t *testing.T, rep agentReport, workdir string) {
+	t.Helper()
 	if rep.ParentEnviron != "error" || rep.ReadProbe != "error" {
 		t.Errorf("agent read the runner's environ: %s, the runner's file: %s; want error for both", rep.ParentEnviron, rep.ReadProbe)
 	}
@@ -111,11 +132,15 @@ func TestRunnerGovernsTheAgent(t *testing.T) {
 	if want := []string{".claude", ".claude/settings.json", "README.md", "escape"}; !cmp.Equal(rep.Files, want) || rep.Readme != "review me\n" {
 		t.Errorf("workspace = %v, README %q; want %v", rep.Files, rep.Readme, want)
 	}
-	if link, err := os.Readlink(filepath.Join(cfg.Workdir, "escape")); err != nil || link != "/etc" {
+	if link, err := os.Readlink(filepath.Join(workdir, "escape")); err != nil || link != "/etc" {
 		t.Errorf("the committed symlink = %q, %v; want it kept as a link", link, err)
 	}
+}
 
-	// The run is ended by the runner token, with how the agent finished.
+// checkRunEnded: the run is ended by the runner token, with how the agent
+// finished.
+func checkRunEnded(t *testing.T, p *runnertest.Plane, id string, out runner.Outcome) {
+	t.Helper()
 	h, err := p.Store.GetHead(context.Background(), id)
 	if err != nil || h.Status != vocab.Ended {
 		t.Fatalf("run status = %q, %v; want ended", h.Status, err)
@@ -131,10 +156,6 @@ func TestRunnerGovernsTheAgent(t *testing.T) {
 	}
 	if res, err := p.Store.GetResult(context.Background(), id); err != nil || res.FinalMessage != out.FinalMessage {
 		t.Errorf("stored result = %q, %v; want the final message", res.FinalMessage, err)
-	}
-	// The credential is spent: a second runner with it gets nothing.
-	if _, err := runner.Run(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "launch credential") {
-		t.Errorf("a second Run with the spent credential = %v, want refused", err)
 	}
 }
 
