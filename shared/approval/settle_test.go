@@ -18,8 +18,23 @@ import (
 
 func TestPendingThenSettled(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	f := calltest.NewFixture(t)
+	rec := recordPending(t, f)
+	a := settleForSession(t, f, rec)
+	checkSettledForSession(t, f)
+	checkSettledOnce(t, f, rec, a)
+
+	want := "session.created tool.requested approval.requested approval.decided tool.decision"
+	if got := strings.Join(f.Events(t), " "); got != want {
+		t.Errorf("events = %s, want %s", got, want)
+	}
+}
+
+// recordPending records a pending call with its approval apr_1: listed,
+// and the run awaiting it.
+func recordPending(t *testing.T, f calltest.Fixture) permission.Recorded {
+	t.Helper()
+	ctx := context.Background()
 	c := f.Asked(t, "toolu_2", map[string]any{"command": "git push"})
 	rec, err := f.Record(t, c, calltest.Pending, permission.Pin{ApprovalID: "apr_1", ToolDigest: "sha256:t", PolicyDigest: "sha256:p"})
 	if err != nil {
@@ -36,8 +51,14 @@ func TestPendingThenSettled(t *testing.T) {
 	if h.Status != vocab.AwaitingApproval || h.PendingApprovals != 1 {
 		t.Errorf("head = %s/%d", h.Status, h.PendingApprovals)
 	}
+	return rec
+}
 
-	// An expiry before the time does not hold.
+// settleForSession: an expiry before the time does not hold; carol's
+// approval for the session does.
+func settleForSession(t *testing.T, f calltest.Fixture, rec permission.Recorded) store.Approval {
+	t.Helper()
+	ctx := context.Background()
 	build, _, err := approval.Settle(f.St, rec.Approval, vocab.ApprovalExpired, auth.System(auth.ExpiryRole), "", calltest.T0.Add(30*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -56,6 +77,14 @@ func TestPendingThenSettled(t *testing.T) {
 	if err != nil || a != after || a.Status != vocab.ApprovedSession || a.DecidedBy != "carol" {
 		t.Errorf("approval = %+v, %v; want %+v", a, err, after)
 	}
+	return a
+}
+
+// checkSettledForSession: the call is allowed by carol, nothing listed is
+// pending, the run is running again, and the session grant is there.
+func checkSettledForSession(t *testing.T, f calltest.Fixture) {
+	t.Helper()
+	ctx := context.Background()
 	got, _ := f.St.GetCall(ctx, f.Run, "toolu_2")
 	if got.Decision != vocab.Allow || got.Reason != "approved by carol" || got.ApprovalID != "apr_1" {
 		t.Errorf("call = %+v", got)
@@ -63,13 +92,13 @@ func TestPendingThenSettled(t *testing.T) {
 	// DynamoDB drops the row from the sparse index when the settlement
 	// removes its index keys; minidyn v0.8.2 applies no REMOVE clause, so
 	// what can be checked here is that nothing listed is still pending.
-	listed, _ = f.St.PendingApprovals(ctx, 10)
+	listed, _ := f.St.PendingApprovals(ctx, 10)
 	for _, l := range listed {
 		if l.Status == vocab.ApprovalPending {
 			t.Errorf("still pending in the index: %+v", l)
 		}
 	}
-	h, _ = f.St.GetHead(ctx, f.Run)
+	h, _ := f.St.GetHead(ctx, f.Run)
 	if h.Status != vocab.Running || h.PendingApprovals != 0 {
 		t.Errorf("head = %s/%d", h.Status, h.PendingApprovals)
 	}
@@ -77,8 +106,13 @@ func TestPendingThenSettled(t *testing.T) {
 	if err != nil || len(grants) != 1 || grants[0].ScopeKey != "Bash:git push" || grants[0].RuleID != "r2" || grants[0].GrantedBy != "carol" {
 		t.Errorf("grants = %+v, %v", grants, err)
 	}
+}
 
-	// Settled once: neither a second decision nor an expiry holds.
+// checkSettledOnce: settled once, neither a second decision nor an expiry
+// holds, and from a settled state the machine has no move.
+func checkSettledOnce(t *testing.T, f calltest.Fixture, rec permission.Recorded, a store.Approval) {
+	t.Helper()
+	ctx := context.Background()
 	for _, to := range []vocab.ApprovalStatus{vocab.ApprovalDenied, vocab.ApprovalExpired} {
 		pend := rec.Approval // as a racer read it, still calltest.Pending
 		build, _, err := approval.Settle(f.St, pend, to, "dave", "", calltest.T0.Add(2*time.Minute))
@@ -92,11 +126,6 @@ func TestPendingThenSettled(t *testing.T) {
 	// From a settled state the machine has no move.
 	if _, _, err := approval.Settle(f.St, a, vocab.ApprovalDenied, "dave", "", calltest.T0); !errors.Is(err, call.ErrIllegal) {
 		t.Errorf("settle a settled approval = %v, want ErrIllegal", err)
-	}
-
-	want := "session.created tool.requested approval.requested approval.decided tool.decision"
-	if got := strings.Join(f.Events(t), " "); got != want {
-		t.Errorf("events = %s, want %s", got, want)
 	}
 }
 
