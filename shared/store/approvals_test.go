@@ -64,6 +64,37 @@ func TestPendingApprovals(t *testing.T) {
 		runs[o.run] = fileApproval(t, st, runs[o.run], o.id, o.call, time.Duration(i)*time.Second)
 	}
 
+	a := checkGetApproval(t, st)
+	t.Run("walk", func(t *testing.T) { walkPendingApprovals(t, st, runs) })
+	t.Run("after a position", func(t *testing.T) { checkPendingAfter(t, st) })
+	t.Run("one run's", func(t *testing.T) { checkRunPending(t, st, a) })
+	// A run's list reads its partition consistently: an approval filed a
+	// moment ago is in it.
+	runs["ses_b"] = fileApproval(t, st, runs["ses_b"], "apr_7", "a7", 10*time.Second)
+	if got, _ := st.RunPendingApprovals(ctx, "ses_b", "", 0); !slices.Equal(ids(got), []string{"apr_4", "apr_7"}) {
+		t.Errorf("ses_b after a new approval = %v", ids(got))
+	}
+	// Many settled approvals between pending ones: a filter that keeps
+	// few still reads the whole partition.
+	h := newRun(t, st, "ses_c", 0)
+	for i := range 7 {
+		h = fileApproval(t, st, h, fmt.Sprintf("apr_c%d", i), fmt.Sprintf("c%d", i), time.Duration(20+i)*time.Second)
+		if i != 6 {
+			a, err := st.GetApproval(ctx, "ses_c", fmt.Sprintf("c%d", i))
+			must(t, err)
+			h = settle(t, st, h, a, "denied")
+		}
+	}
+	if got, _ := st.RunPendingApprovals(ctx, "ses_c", "", 0); !slices.Equal(ids(got), []string{"apr_c6"}) {
+		t.Errorf("ses_c = %v, want only the last, behind six settled", ids(got))
+	}
+}
+
+// checkGetApproval reads an approval by its call, and none by another
+// run's call or a missing run; it returns apr_3.
+func checkGetApproval(t *testing.T, st *store.Store) store.Approval {
+	t.Helper()
+	ctx := context.Background()
 	a, err := st.GetApproval(ctx, "ses_a", "a3")
 	if err != nil || a.ID != "apr_3" || a.Status != vocab.ApprovalPending || a.RequestedAt != at(2*time.Second) {
 		t.Errorf("get = %+v, %v", a, err)
@@ -72,7 +103,14 @@ func TestPendingApprovals(t *testing.T) {
 	wantErr(t, "another run's call", err, store.ErrNotFound)
 	_, err = st.GetApproval(ctx, "ses_none", "a3")
 	wantErr(t, "a missing run", err, store.ErrNotFound)
+	return a
+}
 
+// walkPendingApprovals: every pending approval is visited, oldest first,
+// across index pages of two; visit's error stops the walk; a visit may
+// settle what it is given (apr_2, of ses_b in runs).
+func walkPendingApprovals(t *testing.T, st *store.Store, runs map[string]store.Head) {
+	ctx := context.Background()
 	// Every pending approval, oldest first, across index pages of two.
 	var seen []string
 	must(t, st.EachPendingApproval(ctx, func(a store.Approval) error { seen = append(seen, a.ID); return nil }))
@@ -82,7 +120,7 @@ func TestPendingApprovals(t *testing.T) {
 	// visit's error stops the walk and comes back as is.
 	errStop := errors.New("stop")
 	seen = nil
-	err = st.EachPendingApproval(ctx, func(a store.Approval) error {
+	err := st.EachPendingApproval(ctx, func(a store.Approval) error {
 		seen = append(seen, a.ID)
 		if len(seen) == 3 {
 			return errStop
@@ -107,7 +145,12 @@ func TestPendingApprovals(t *testing.T) {
 	if pend, _ := st.PendingApprovals(ctx, 0); slices.Contains(ids(pend), "apr_2") {
 		t.Errorf("a settled approval is still pending: %v", ids(pend))
 	}
+}
 
+// checkPendingAfter: the pending index listed after a position, with and
+// without a limit, and followed position by position.
+func checkPendingAfter(t *testing.T, st *store.Store) {
+	ctx := context.Background()
 	cases := []struct {
 		after string
 		limit int
@@ -139,8 +182,11 @@ func TestPendingApprovals(t *testing.T) {
 	if want := []string{"apr_1", "apr_3", "apr_4", "apr_5", "apr_6"}; !slices.Equal(paged, want) {
 		t.Errorf("paged = %v, want %v", paged, want)
 	}
+}
 
-	// One run's pending approvals, in request order, not call order.
+// checkRunPending: one run's pending approvals, after a (apr_3) or not.
+func checkRunPending(t *testing.T, st *store.Store, a store.Approval) {
+	ctx := context.Background()
 	runCases := []struct {
 		run, after string
 		limit      int
@@ -158,25 +204,5 @@ func TestPendingApprovals(t *testing.T) {
 		if err != nil || !slices.Equal(ids(got), c.want) {
 			t.Errorf("%s after %q, limit %d = %v, %v; want %v", c.run, c.after, c.limit, ids(got), err, c.want)
 		}
-	}
-	// A run's list reads its partition consistently: an approval filed a
-	// moment ago is in it.
-	runs["ses_b"] = fileApproval(t, st, runs["ses_b"], "apr_7", "a7", 10*time.Second)
-	if got, _ := st.RunPendingApprovals(ctx, "ses_b", "", 0); !slices.Equal(ids(got), []string{"apr_4", "apr_7"}) {
-		t.Errorf("ses_b after a new approval = %v", ids(got))
-	}
-	// Many settled approvals between pending ones: a filter that keeps
-	// few still reads the whole partition.
-	h := newRun(t, st, "ses_c", 0)
-	for i := range 7 {
-		h = fileApproval(t, st, h, fmt.Sprintf("apr_c%d", i), fmt.Sprintf("c%d", i), time.Duration(20+i)*time.Second)
-		if i != 6 {
-			a, err := st.GetApproval(ctx, "ses_c", fmt.Sprintf("c%d", i))
-			must(t, err)
-			h = settle(t, st, h, a, "denied")
-		}
-	}
-	if got, _ := st.RunPendingApprovals(ctx, "ses_c", "", 0); !slices.Equal(ids(got), []string{"apr_c6"}) {
-		t.Errorf("ses_c = %v, want only the last, behind six settled", ids(got))
 	}
 }

@@ -69,6 +69,34 @@ func TestShadowDifferences(t *testing.T) {
 	_, err = append1(t, st, heads["ses_o"], store.HeadChange{}, shadowOp(t, st, "ses_o", deny, "call_o", 2, time.Minute))
 	must(t, err)
 
+	listed, runs := listAllShadowRuns(t, st, "pol_s")
+	if !slices.Equal(listed, newest) {
+		t.Errorf("listed %v, want %v (newest first, only pol_s's)", listed, newest)
+	}
+	checkShadowRunDifferences(t, runs["ses_1"], deny, broken)
+	if len(runs["ses_0"].Differences) != 0 {
+		t.Errorf("ses_0 has differences %+v", runs["ses_0"].Differences)
+	}
+	if page, err := st.ListShadowRuns(ctx, "pol_o", store.ListQuery{Limit: 10}); err != nil || len(page.Runs) != 1 || page.Runs[0].Differences[0].FirstToolCallID != "call_o" {
+		t.Errorf("pol_o = %+v, %v", page, err)
+	}
+	if page, err := st.ListShadowRuns(ctx, "pol_none", store.ListQuery{Limit: 10}); err != nil || len(page.Runs) != 0 || page.Next != "" {
+		t.Errorf("a policy no run shadows = %+v, %v", page, err)
+	}
+	bounded := store.ListQuery{Limit: 10, CreatedAfter: t0.Add(time.Second), CreatedBefore: t0.Add(3 * time.Second)}
+	if page, _ := st.ListShadowRuns(ctx, "pol_s", bounded); fmt.Sprint(shadowIDs(page.Runs)) != "[ses_3 ses_2 ses_1]" {
+		t.Errorf("created within [1s, 3s] = %v", shadowIDs(page.Runs))
+	}
+	if _, err := st.ListShadowRuns(ctx, "pol_s", store.ListQuery{Limit: store.MaxPage + 1}); err == nil {
+		t.Error("a page over MaxPage was accepted")
+	}
+}
+
+// listAllShadowRuns pages through pol's shadow runs two at a time, and
+// returns their ids in order and the runs by id.
+func listAllShadowRuns(t *testing.T, st *store.Store, pol string) ([]string, map[string]store.ShadowRun) {
+	t.Helper()
+	ctx := context.Background()
 	var listed []string
 	runs := map[string]store.ShadowRun{}
 	q := store.ListQuery{Limit: 2}
@@ -76,7 +104,7 @@ func TestShadowDifferences(t *testing.T) {
 		if pages > 10 {
 			t.Fatalf("the listing does not end: %v", listed)
 		}
-		page, err := st.ListShadowRuns(ctx, "pol_s", q)
+		page, err := st.ListShadowRuns(ctx, pol, q)
 		must(t, err)
 		if len(page.Runs) > q.Limit {
 			t.Fatalf("page of %d, limit %d", len(page.Runs), q.Limit)
@@ -90,10 +118,13 @@ func TestShadowDifferences(t *testing.T) {
 		}
 		q.Cursor = page.Next
 	}
-	if !slices.Equal(listed, newest) {
-		t.Errorf("listed %v, want %v (newest first, only pol_s's)", listed, newest)
-	}
-	r := runs["ses_1"]
+	return listed, runs
+}
+
+// checkShadowRunDifferences: r holds the deny difference, counted three
+// times from call_1 on, and the shadow's error once.
+func checkShadowRunDifferences(t *testing.T, r store.ShadowRun, deny, broken store.ShadowKey) {
+	t.Helper()
 	if len(r.Differences) != 2 || r.Cut {
 		t.Fatalf("ses_1 differences = %+v (cut %v), want 2", r.Differences, r.Cut)
 	}
@@ -110,22 +141,6 @@ func TestShadowDifferences(t *testing.T) {
 	}
 	if e.ShadowKey != broken || e.Count != 1 || e.FirstToolCallID != "call_2" || e.RuleID != "" || e.ShadowVerdict != "" {
 		t.Errorf("the error difference = %+v", e)
-	}
-	if len(runs["ses_0"].Differences) != 0 {
-		t.Errorf("ses_0 has differences %+v", runs["ses_0"].Differences)
-	}
-	if page, err := st.ListShadowRuns(ctx, "pol_o", store.ListQuery{Limit: 10}); err != nil || len(page.Runs) != 1 || page.Runs[0].Differences[0].FirstToolCallID != "call_o" {
-		t.Errorf("pol_o = %+v, %v", page, err)
-	}
-	if page, err := st.ListShadowRuns(ctx, "pol_none", store.ListQuery{Limit: 10}); err != nil || len(page.Runs) != 0 || page.Next != "" {
-		t.Errorf("a policy no run shadows = %+v, %v", page, err)
-	}
-	bounded := store.ListQuery{Limit: 10, CreatedAfter: t0.Add(time.Second), CreatedBefore: t0.Add(3 * time.Second)}
-	if page, _ := st.ListShadowRuns(ctx, "pol_s", bounded); fmt.Sprint(shadowIDs(page.Runs)) != "[ses_3 ses_2 ses_1]" {
-		t.Errorf("created within [1s, 3s] = %v", shadowIDs(page.Runs))
-	}
-	if _, err := st.ListShadowRuns(ctx, "pol_s", store.ListQuery{Limit: store.MaxPage + 1}); err == nil {
-		t.Error("a page over MaxPage was accepted")
 	}
 }
 
