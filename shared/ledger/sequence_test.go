@@ -104,9 +104,25 @@ func TestParallelDecisionsFencedByEnd(t *testing.T) {
 		ledgers[i] = ledger.New(st, time.Now)
 	}
 	const callers, each = 32, 6
-	// The end falls in the middle by construction, not by a clock: it
-	// waits for a callers' worth of answers, and each caller's last
-	// decision waits for the end (however slow the machine or the chaos).
+	decideAroundEnd(t, st, ledgers, callers, each)
+	db.Layer.SetChaos(ddbchaos.Chaos{})
+
+	evs := timeline(t, ledgers[1], "ses_par")
+	if want := 1 + 1 + 2*callers*each; len(evs) != want {
+		t.Fatalf("%d events, want %d", len(evs), want)
+	}
+	endAt := checkRequestsPaired(t, evs)
+	checkFencedByEnd(t, evs, endAt)
+	st2 := db.Layer.Stats()
+	t.Logf("%d requests, %d cancelled on held items", st2.Requests, st2.Conflicts)
+}
+
+// decideAroundEnd runs callers over ledgers, each deciding each calls of
+// ses_par; the end falls in the middle by construction, not by a clock: it
+// waits for a callers' worth of answers, and each caller's last decision
+// waits for the end (however slow the machine or the chaos). A decision
+// begun after the end returned must be a deny.
+func decideAroundEnd(t *testing.T, st *store.Store, ledgers []*ledger.Ledger, callers, each int) {
 	var ended atomic.Bool
 	var answered atomic.Int64
 	var wg sync.WaitGroup
@@ -137,19 +153,19 @@ func TestParallelDecisionsFencedByEnd(t *testing.T) {
 		})
 	}
 	wg.Go(func() {
-		waitFor(func() bool { return answered.Load() >= callers })
+		waitFor(func() bool { return answered.Load() >= int64(callers) })
 		if err := end(t, ledgers[0], "ses_par"); err != nil {
 			t.Errorf("end: %v", err)
 		}
 		ended.Store(true)
 	})
 	wg.Wait()
-	db.Layer.SetChaos(ddbchaos.Chaos{})
+}
 
-	evs := timeline(t, ledgers[1], "ses_par")
-	if want := 1 + 1 + 2*callers*each; len(evs) != want {
-		t.Fatalf("%d events, want %d", len(evs), want)
-	}
+// checkRequestsPaired: each call is requested once, its decision right
+// after; it returns the index of session.ended.
+func checkRequestsPaired(t *testing.T, evs []readEvent) int {
+	t.Helper()
 	endAt := -1
 	seen := map[string]bool{}
 	for i, e := range evs {
@@ -169,6 +185,13 @@ func TestParallelDecisionsFencedByEnd(t *testing.T) {
 	if endAt < 0 {
 		t.Fatal("no session.ended")
 	}
+	return endAt
+}
+
+// checkFencedByEnd: every allow is before the end, every deny after it,
+// and there are some of each.
+func checkFencedByEnd(t *testing.T, evs []readEvent, endAt int) {
+	t.Helper()
 	allows, denies := 0, 0
 	for i, e := range evs {
 		if e.Type != "tool.decision" {
@@ -186,8 +209,6 @@ func TestParallelDecisionsFencedByEnd(t *testing.T) {
 	if allows == 0 || denies == 0 {
 		t.Errorf("%d allows before the end, %d denies after: the end did not fall in the middle", allows, denies)
 	}
-	st2 := db.Layer.Stats()
-	t.Logf("%d requests, %d cancelled on held items", st2.Requests, st2.Conflicts)
 }
 
 // TestUnfinishedFenceIsFinished: an end whose writer died after its
