@@ -199,23 +199,36 @@ func waitApproval(t *testing.T, admin *client.Client, ses string) client.Approva
 func TestErrors(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, nil)
-	ctx := context.Background()
 	const secret = "fbx_sess_this-must-never-be-printed"
+	t.Run("unreachable", func(t *testing.T) { checkUnreachable(t, secret) })
+	t.Run("wrong token", func(t *testing.T) { checkWrongToken(t, s, secret) })
+	t.Run("session token", func(t *testing.T) { checkSessionTokenRefused(t, s, secret) })
+	t.Run("not found", func(t *testing.T) { checkNotFound(t, s) })
+	t.Run("bad gateway", func(t *testing.T) { checkBadGateway(t, secret) })
+	t.Run("bad URL", func(t *testing.T) { checkBadURL(t, secret) })
+}
 
+// checkUnreachable: a closed port is ErrUnreachable, naming the URL and
+// suggesting make run.
+func checkUnreachable(t *testing.T, secret string) {
 	dead := httptest.NewServer(http.NotFoundHandler())
 	deadURL := dead.URL
 	dead.Close()
 	down, _ := client.New(deadURL, secret)
-	_, err := down.Approvals(ctx)
+	_, err := down.Approvals(context.Background())
 	if !errors.Is(err, client.ErrUnreachable) {
 		t.Errorf("Approvals on a closed port = %v, want ErrUnreachable", err)
 	}
 	if err != nil && (!strings.Contains(err.Error(), deadURL) || !strings.Contains(err.Error(), "make run")) {
 		t.Errorf("unreachable error %q should name %s and suggest make run", err, deadURL)
 	}
+}
 
+// checkWrongToken: a token fluidbox never issued is a 401 that is
+// ErrBadToken and says so; the client never prints its token.
+func checkWrongToken(t *testing.T, s *stack, secret string) {
 	wrong, _ := client.New(s.url, "not-any-token-fluidbox-issues")
-	_, err = wrong.Approvals(ctx)
+	_, err := wrong.Approvals(context.Background())
 	var ae *client.APIError
 	if !errors.As(err, &ae) || ae.Status != 401 || ae.Code != "unauthenticated" || !errors.Is(err, client.ErrBadToken) {
 		t.Errorf("Approvals with a wrong token = %v, want a 401 unauthenticated APIError that is ErrBadToken", err)
@@ -223,39 +236,54 @@ func TestErrors(t *testing.T) {
 	if err != nil && !strings.Contains(err.Error(), "refused the token") {
 		t.Errorf("wrong-token error %q should say the token was refused", err)
 	}
-	// A session token on a route it is never good for: 403 with a hint.
+	if strings.Contains(wrong.String(), secret) {
+		t.Errorf("Client.String() = %q contains the token", wrong.String())
+	}
+}
+
+// checkSessionTokenRefused: a session token on a route it is never good
+// for: 403 with a hint, and the error does not hold the token.
+func checkSessionTokenRefused(t *testing.T, s *stack, secret string) {
 	sess, _ := client.New(s.url, secret)
-	_, err = sess.Approvals(ctx)
+	_, err := sess.Approvals(context.Background())
+	var ae *client.APIError
 	if !errors.As(err, &ae) || ae.Status != 403 || !strings.Contains(ae.Message, "session token is good only") || errors.Is(err, client.ErrBadToken) {
 		t.Errorf("Approvals with a session token = %v, want 403 with a hint", err)
 	}
 	if err != nil && strings.Contains(err.Error(), secret) {
 		t.Errorf("error %q contains the token", err)
 	}
+}
 
-	_, err = s.admin.Approval(ctx, "apr_nope")
+func checkNotFound(t *testing.T, s *stack) {
+	_, err := s.admin.Approval(context.Background(), "apr_nope")
+	var ae *client.APIError
 	if !errors.As(err, &ae) || ae.Status != 404 || ae.Code != "not_found" {
 		t.Errorf("Approval(unknown) = %v, want 404 not_found", err)
 	}
+}
 
+// checkBadGateway: an HTML 502 from a proxy is an APIError that asks about
+// FLUIDBOX_URL, without the token.
+func checkBadGateway(t *testing.T, secret string) {
 	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "<html>bad gateway</html>", http.StatusBadGateway)
 	}))
 	defer gw.Close()
 	proxied, _ := client.New(gw.URL, secret)
-	_, err = proxied.Session(ctx, "ses_x")
+	_, err := proxied.Session(context.Background(), "ses_x")
+	var ae *client.APIError
 	if !errors.As(err, &ae) || ae.Status != 502 || !strings.Contains(ae.Message, "FLUIDBOX_URL") {
 		t.Errorf("Session through a bad gateway = %v, want a 502 APIError that asks about FLUIDBOX_URL", err)
 	}
+	if err != nil && strings.Contains(err.Error(), secret) {
+		t.Errorf("error %q contains the token", err)
+	}
+}
 
-	for _, e := range []error{err} {
-		if e != nil && strings.Contains(e.Error(), secret) {
-			t.Errorf("error %q contains the token", e)
-		}
-	}
-	if strings.Contains(wrong.String(), secret) {
-		t.Errorf("Client.String() = %q contains the token", wrong.String())
-	}
+// checkBadURL: New refuses a scheme other than http(s), and a URL with
+// credentials without repeating them.
+func checkBadURL(t *testing.T, secret string) {
 	if _, err := client.New("ftp://x", ""); err == nil {
 		t.Error(`New("ftp://x") succeeded, want an error`)
 	}
