@@ -124,78 +124,96 @@ type hit struct {
 // (struct tags and imports aside); in a test only those compared with,
 // assigned to or keyed as a typed field.
 func literals(f *ast.File, words map[string]bool, test bool) []hit {
-	word := func(e ast.Expr) (string, bool) {
-		lit, ok := e.(*ast.BasicLit)
-		if !ok || lit.Kind != token.STRING {
-			return "", false
+	l := &literalFinder{words: words}
+	if test {
+		ast.Inspect(f, l.inTest)
+	} else {
+		ast.Inspect(f, l.inCode)
+	}
+	return l.out
+}
+
+// literalFinder collects the hits of one file.
+type literalFinder struct {
+	words map[string]bool
+	out   []hit
+}
+
+// add records e if it is a string literal spelling a state.
+func (l *literalFinder) add(e ast.Expr) {
+	lit, ok := e.(*ast.BasicLit)
+	if !ok || lit.Kind != token.STRING {
+		return
+	}
+	if s, err := strconv.Unquote(lit.Value); err == nil && l.words[s] {
+		l.out = append(l.out, hit{e.Pos(), s})
+	}
+}
+
+// inCode visits code: every expression but imports and struct tags.
+func (l *literalFinder) inCode(n ast.Node) bool {
+	switch n := n.(type) {
+	case *ast.ImportSpec:
+		return false
+	case *ast.Field:
+		// A struct tag names an attribute, not a state.
+		if n.Type != nil {
+			ast.Inspect(n.Type, func(m ast.Node) bool {
+				if e, ok := m.(ast.Expr); ok {
+					l.add(e)
+				}
+				return true
+			})
 		}
-		s, err := strconv.Unquote(lit.Value)
-		return s, err == nil && words[s]
+		return false
+	case ast.Expr:
+		l.add(n)
 	}
-	field := func(e ast.Expr) bool {
-		sel, ok := e.(*ast.SelectorExpr)
-		return ok && slices.Contains(wireFields, sel.Sel.Name)
-	}
-	var out []hit
-	add := func(e ast.Expr) {
-		if w, ok := word(e); ok {
-			out = append(out, hit{e.Pos(), w})
-		}
-	}
-	if !test {
-		ast.Inspect(f, func(n ast.Node) bool {
-			switch n := n.(type) {
-			case *ast.ImportSpec:
-				return false
-			case *ast.Field:
-				// A struct tag names an attribute, not a state.
-				if n.Type != nil {
-					ast.Inspect(n.Type, func(m ast.Node) bool {
-						if e, ok := m.(ast.Expr); ok {
-							add(e)
-						}
-						return true
-					})
-				}
-				return false
-			case ast.Expr:
-				add(n)
+	return true
+}
+
+// isField reports whether e selects a typed field.
+func isField(e ast.Expr) bool {
+	sel, ok := e.(*ast.SelectorExpr)
+	return ok && slices.Contains(wireFields, sel.Sel.Name)
+}
+
+// inTest visits a test: literals compared with, assigned to, keyed as or
+// switched on a typed field.
+func (l *literalFinder) inTest(n ast.Node) bool {
+	switch n := n.(type) {
+	case *ast.BinaryExpr:
+		if n.Op == token.EQL || n.Op == token.NEQ {
+			if isField(n.X) {
+				l.add(n.Y)
 			}
-			return true
-		})
-		return out
-	}
-	ast.Inspect(f, func(n ast.Node) bool {
-		switch n := n.(type) {
-		case *ast.BinaryExpr:
-			if n.Op == token.EQL || n.Op == token.NEQ {
-				if field(n.X) {
-					add(n.Y)
-				}
-				if field(n.Y) {
-					add(n.X)
-				}
-			}
-		case *ast.AssignStmt:
-			for i, l := range n.Lhs {
-				if field(l) && i < len(n.Rhs) {
-					add(n.Rhs[i])
-				}
-			}
-		case *ast.KeyValueExpr:
-			if k, ok := n.Key.(*ast.Ident); ok && slices.Contains(wireFields, k.Name) {
-				add(n.Value)
-			}
-		case *ast.SwitchStmt:
-			if n.Tag != nil && field(n.Tag) {
-				for _, c := range n.Body.List {
-					for _, e := range c.(*ast.CaseClause).List {
-						add(e)
-					}
-				}
+			if isField(n.Y) {
+				l.add(n.X)
 			}
 		}
-		return true
-	})
-	return out
+	case *ast.AssignStmt:
+		for i, lhs := range n.Lhs {
+			if isField(lhs) && i < len(n.Rhs) {
+				l.add(n.Rhs[i])
+			}
+		}
+	case *ast.KeyValueExpr:
+		if k, ok := n.Key.(*ast.Ident); ok && slices.Contains(wireFields, k.Name) {
+			l.add(n.Value)
+		}
+	case *ast.SwitchStmt:
+		if n.Tag != nil && isField(n.Tag) {
+			l.addCases(n.Body)
+		}
+	}
+	return true
+}
+
+// addCases adds the expressions of every case of a switch.
+func (l *literalFinder) addCases(body *ast.BlockStmt) {
+	for _, c := range body.List {
+		for _, e := range c.(*ast.CaseClause).List {
+			l.add(e)
+		}
+	}
 }
