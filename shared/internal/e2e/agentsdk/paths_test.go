@@ -64,7 +64,7 @@ func TestSymlinkJudgedByItsTarget(t *testing.T) {
 		{"toolu_grep", "Grep", "deny", "no-env-grep"},
 		{"toolu_readme", "Read", "allow", "project"},
 	} {
-		if d := v.Decisions[c.id]; d.Decision != c.decision || d.RuleID != c.rule || v.Requested[c.id] != c.tool {
+		if d := v.Decisions[c.id]; string(d.Decision) != c.decision || d.RuleID != c.rule || v.Requested[c.id] != c.tool {
 			t.Errorf("%s: tool.requested %q, tool.decision %+v; want %s %s by rule %s", c.id, v.Requested[c.id], d, c.tool, c.decision, c.rule)
 		}
 	}

@@ -126,7 +126,7 @@ func TestApproval(t *testing.T) {
 				t.Errorf("%s exists = %v, want %v", c.file, ran, c.wantDecision == "allow")
 			}
 			v := s.Ledger(t, r)
-			if d := v.Decisions["toolu_waiting"]; d.Decision != c.wantDecision || (c.wantDecision == "deny" && d.Source != c.wantSource) || d.ApprovalID == "" {
+			if d := v.Decisions["toolu_waiting"]; string(d.Decision) != c.wantDecision || (c.wantDecision == "deny" && d.Source != c.wantSource) || d.ApprovalID == "" {
 				t.Errorf("tool.decision = %+v, want %s by %s through an approval", d, c.wantDecision, c.wantSource)
 			}
 			if v.Count["approval.requested"] != 1 || v.Count["tool.decision"] != 1 {
@@ -196,7 +196,7 @@ func TestFiveToolUses(t *testing.T) {
 	v := s.Ledger(t, r)
 	for id, w := range want {
 		d := v.Decisions[id]
-		if d.Decision != w.decision || d.RuleID != w.rule || v.Requested[id] != w.tool || v.PerCall[id] != 1 {
+		if string(d.Decision) != w.decision || d.RuleID != w.rule || v.Requested[id] != w.tool || v.PerCall[id] != 1 {
 			t.Errorf("%s: tool.requested %q, tool.decision %+v (%d of them); want one, %s %s rule %q", id, v.Requested[id], d, v.PerCall[id], w.tool, w.decision, w.rule)
 		}
 		if _, denied := res.denied()[id]; denied != (w.decision == "deny") {
@@ -362,7 +362,7 @@ func TestAutonomousRun(t *testing.T) {
 		"toolu_no":  {"deny", "auto-no", "deny"},
 	} {
 		d := v.Decisions[id]
-		if d.Decision != w.decision || d.RuleID != w.rule || d.Verdict != "require_approval" || d.RewrittenVerdict != w.rewritten {
+		if string(d.Decision) != w.decision || d.RuleID != w.rule || d.Verdict != "require_approval" || d.RewrittenVerdict != w.rewritten {
 			t.Errorf("%s: tool.decision %+v; want %s by %s, verdict require_approval rewritten to %s", id, d, w.decision, w.rule, w.rewritten)
 		}
 	}

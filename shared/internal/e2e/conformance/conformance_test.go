@@ -318,9 +318,9 @@ func start(t *testing.T, api, authURL string) (*url.URL, *http.Cookie) {
 }
 
 type callAnswer struct {
-	Decision string `json:"decision"`
-	Source   string `json:"source"`
-	Reason   string `json:"reason"`
+	Decision vocab.Decision `json:"decision"`
+	Source   string         `json:"source"`
+	Reason   string         `json:"reason"`
 	Result   *struct {
 		IsError bool `json:"isError"`
 	} `json:"result"`

@@ -148,14 +148,14 @@ func (s *Stack) Events(t *testing.T, r Run) []client.Event {
 
 // Decision is the data of a tool.decision event.
 type Decision struct {
-	ToolCallID       string `json:"tool_call_id"`
-	ToolName         string `json:"tool_name"`
-	Decision         string `json:"decision"`
-	Source           string `json:"source"`
-	RuleID           string `json:"rule_id"`
-	ApprovalID       string `json:"approval_id"`
-	Verdict          string `json:"verdict"`
-	RewrittenVerdict string `json:"rewritten_verdict"`
+	ToolCallID       string         `json:"tool_call_id"`
+	ToolName         string         `json:"tool_name"`
+	Decision         vocab.Decision `json:"decision"`
+	Source           string         `json:"source"`
+	RuleID           string         `json:"rule_id"`
+	ApprovalID       string         `json:"approval_id"`
+	Verdict          string         `json:"verdict"`
+	RewrittenVerdict string         `json:"rewritten_verdict"`
 }
 
 // Ledger is what the suites read off a timeline.
