@@ -98,86 +98,96 @@ func TestPolicyAllowed(t *testing.T) {
 // denied through the API it does not, and unanswered it expires to deny.
 func TestApproval(t *testing.T) {
 	t.Parallel()
-	t.Run("approved with fluidbox approve", func(t *testing.T) {
-		t.Parallel()
-		s, r, dir, done := startWaiting(t, "touch approved.txt")
-		apr := s.pending(t, r, done)
-		if apr.RuleID != "ask" || apr.ToolName != "Bash" || !strings.Contains(string(apr.Input), "touch approved.txt") {
-			t.Errorf("pending approval = %+v, want Bash touch approved.txt by rule ask", apr)
-		}
-		if exists(dir, "approved.txt") {
-			t.Fatal("approved.txt exists before anyone approved")
-		}
-		cmd := exec.Command(filepath.Join(fluidboxDir, "fluidbox"), "approve", apr.ID)
-		cmd.Env = []string{"FLUIDBOX_URL=" + s.API.URL, "FLUIDBOX_ADMIN_TOKEN=" + adminToken}
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("fluidbox approve %s: %v\n%s", apr.ID, err, out)
-		}
-		t.Logf("fluidbox approve: %s", strings.TrimSpace(string(out)))
-		res := finish(t, done)
-		if len(res.PermissionDenials) != 0 || !exists(dir, "approved.txt") {
-			t.Errorf("after approval: permission_denials %+v, approved.txt exists %v; want none and true", res.PermissionDenials, exists(dir, "approved.txt"))
-		}
-		if tr := s.ToolResult(t, "toolu_waiting"); tr.IsError {
-			t.Errorf("tool_result = %+v, want success", tr)
-		}
-		v := s.Ledger(t, r)
-		if got := v.Decisions["toolu_waiting"]; got.Decision != vocab.Allow || got.ApprovalID != apr.ID {
-			t.Errorf("tool.decision = %+v, want allow through %s", got, apr.ID)
-		}
-		if v.Count["approval.requested"] != 1 || v.Count["approval.decided"] != 1 {
-			t.Errorf("ledger %v, want one approval.requested and one approval.decided", v.Types)
-		}
-		s.CheckModelTraffic(t, r, v)
-	})
-	t.Run("denied through the API", func(t *testing.T) {
-		t.Parallel()
-		s, r, dir, done := startWaiting(t, "touch approved.txt")
-		apr := s.pending(t, r, done)
-		got, err := s.Admin.Decide(context.Background(), apr.ID, vocab.ChoiceDenied, "not today")
-		if err != nil || got.Applied == nil || !*got.Applied {
-			t.Fatalf("POST /v1/approvals/%s/decision denied = %+v, %v", apr.ID, got, err)
-		}
-		res := finish(t, done)
-		if _, ok := res.denied()["toolu_waiting"]; !ok {
-			t.Errorf("permission_denials = %+v, want toolu_waiting", res.PermissionDenials)
-		}
-		if tr := s.ToolResult(t, "toolu_waiting"); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied (approval") {
-			t.Errorf("tool_result = %+v, want is_error with fluidbox's approval denial", tr)
-		}
-		if exists(dir, "approved.txt") {
-			t.Error("approved.txt exists: the denied command ran")
-		}
-		v := s.Ledger(t, r)
-		if d := v.Decisions["toolu_waiting"]; d.Decision != vocab.Deny || d.Source != "approval" {
-			t.Errorf("tool.decision = %+v, want deny by approval", d)
-		}
-		s.CheckModelTraffic(t, r, v)
-	})
-	t.Run("unanswered expires to deny", func(t *testing.T) {
-		t.Parallel()
-		s, r, dir, done := startWaiting(t, "touch unanswered.txt")
-		res := finish(t, done)
-		if _, ok := res.denied()["toolu_waiting"]; !ok {
-			t.Errorf("permission_denials = %+v, want toolu_waiting", res.PermissionDenials)
-		}
-		if tr := s.ToolResult(t, "toolu_waiting"); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied (approval_expired") {
-			t.Errorf("tool_result = %+v, want is_error with approval_expired", tr)
-		}
-		if exists(dir, "unanswered.txt") {
-			t.Error("unanswered.txt exists: the expired command ran")
-		}
-		v := s.Ledger(t, r)
-		if d := v.Decisions["toolu_waiting"]; d.Decision != vocab.Deny || d.Source != "approval_expired" {
-			t.Errorf("tool.decision = %+v, want deny by approval_expired", d)
-		}
-		apprs, err := s.Admin.SessionApprovals(context.Background(), r.ID)
-		if err != nil || len(apprs) != 1 || apprs[0].Status != vocab.ApprovalExpired {
-			t.Errorf("run's approvals = %+v, %v; want one, expired", apprs, err)
-		}
-		s.CheckModelTraffic(t, r, v)
-	})
+	t.Run("approved with fluidbox approve", approvedWithCLI)
+	t.Run("denied through the API", deniedThroughAPI)
+	t.Run("unanswered expires to deny", unansweredExpires)
+}
+
+// approvedWithCLI: approved through the CLI (`fluidbox approve`), the held
+// command runs and the ledger shows it allowed through the approval.
+func approvedWithCLI(t *testing.T) {
+	t.Parallel()
+	s, r, dir, done := startWaiting(t, "touch approved.txt")
+	apr := s.pending(t, r, done)
+	if apr.RuleID != "ask" || apr.ToolName != "Bash" || !strings.Contains(string(apr.Input), "touch approved.txt") {
+		t.Errorf("pending approval = %+v, want Bash touch approved.txt by rule ask", apr)
+	}
+	if exists(dir, "approved.txt") {
+		t.Fatal("approved.txt exists before anyone approved")
+	}
+	cmd := exec.Command(filepath.Join(fluidboxDir, "fluidbox"), "approve", apr.ID)
+	cmd.Env = []string{"FLUIDBOX_URL=" + s.API.URL, "FLUIDBOX_ADMIN_TOKEN=" + adminToken}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("fluidbox approve %s: %v\n%s", apr.ID, err, out)
+	}
+	t.Logf("fluidbox approve: %s", strings.TrimSpace(string(out)))
+	res := finish(t, done)
+	if len(res.PermissionDenials) != 0 || !exists(dir, "approved.txt") {
+		t.Errorf("after approval: permission_denials %+v, approved.txt exists %v; want none and true", res.PermissionDenials, exists(dir, "approved.txt"))
+	}
+	if tr := s.ToolResult(t, "toolu_waiting"); tr.IsError {
+		t.Errorf("tool_result = %+v, want success", tr)
+	}
+	v := s.Ledger(t, r)
+	if got := v.Decisions["toolu_waiting"]; got.Decision != vocab.Allow || got.ApprovalID != apr.ID {
+		t.Errorf("tool.decision = %+v, want allow through %s", got, apr.ID)
+	}
+	if v.Count["approval.requested"] != 1 || v.Count["approval.decided"] != 1 {
+		t.Errorf("ledger %v, want one approval.requested and one approval.decided", v.Types)
+	}
+	s.CheckModelTraffic(t, r, v)
+}
+
+// deniedThroughAPI: denied through the API, the held command does not run.
+func deniedThroughAPI(t *testing.T) {
+	t.Parallel()
+	s, r, dir, done := startWaiting(t, "touch approved.txt")
+	apr := s.pending(t, r, done)
+	got, err := s.Admin.Decide(context.Background(), apr.ID, vocab.ChoiceDenied, "not today")
+	if err != nil || got.Applied == nil || !*got.Applied {
+		t.Fatalf("POST /v1/approvals/%s/decision denied = %+v, %v", apr.ID, got, err)
+	}
+	res := finish(t, done)
+	if _, ok := res.denied()["toolu_waiting"]; !ok {
+		t.Errorf("permission_denials = %+v, want toolu_waiting", res.PermissionDenials)
+	}
+	if tr := s.ToolResult(t, "toolu_waiting"); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied (approval") {
+		t.Errorf("tool_result = %+v, want is_error with fluidbox's approval denial", tr)
+	}
+	if exists(dir, "approved.txt") {
+		t.Error("approved.txt exists: the denied command ran")
+	}
+	v := s.Ledger(t, r)
+	if d := v.Decisions["toolu_waiting"]; d.Decision != vocab.Deny || d.Source != "approval" {
+		t.Errorf("tool.decision = %+v, want deny by approval", d)
+	}
+	s.CheckModelTraffic(t, r, v)
+}
+
+// unansweredExpires: unanswered, the approval expires to deny.
+func unansweredExpires(t *testing.T) {
+	t.Parallel()
+	s, r, dir, done := startWaiting(t, "touch unanswered.txt")
+	res := finish(t, done)
+	if _, ok := res.denied()["toolu_waiting"]; !ok {
+		t.Errorf("permission_denials = %+v, want toolu_waiting", res.PermissionDenials)
+	}
+	if tr := s.ToolResult(t, "toolu_waiting"); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied (approval_expired") {
+		t.Errorf("tool_result = %+v, want is_error with approval_expired", tr)
+	}
+	if exists(dir, "unanswered.txt") {
+		t.Error("unanswered.txt exists: the expired command ran")
+	}
+	v := s.Ledger(t, r)
+	if d := v.Decisions["toolu_waiting"]; d.Decision != vocab.Deny || d.Source != "approval_expired" {
+		t.Errorf("tool.decision = %+v, want deny by approval_expired", d)
+	}
+	apprs, err := s.Admin.SessionApprovals(context.Background(), r.ID)
+	if err != nil || len(apprs) != 1 || apprs[0].Status != vocab.ApprovalExpired {
+		t.Errorf("run's approvals = %+v, %v; want one, expired", apprs, err)
+	}
+	s.CheckModelTraffic(t, r, v)
 }
 
 type cliDone chan struct {
