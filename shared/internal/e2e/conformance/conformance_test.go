@@ -172,20 +172,55 @@ func TestConformanceClient(t *testing.T) {
 	if err := loopbackURL(serverURL); err != nil {
 		t.Fatalf("server URL %q: %v", serverURL, err)
 	}
-	var given struct {
-		ClientID     string `json:"client_id"`
-		ClientSecret string `json:"client_secret"`
-		Issuer       string `json:"issuer"`
+	given := scenarioClient(t)
+	assertLoopbackListener(t, serverURL)
+	ctx := context.Background()
+	s := controlplane.Start(t, controlplane.Options{AdminToken: adminToken, TablePrefix: "conformance", PublicURL: publicURL})
+
+	conID := createConnection(t, s, serverURL, given)
+	var started struct {
+		AuthorizationURL string `json:"authorization_url"`
 	}
+	if err := s.Admin.Do(ctx, "POST", "/v1/connections/"+conID+"/authorize", nil, &started); err != nil {
+		t.Fatalf("authorize: %v", err)
+	}
+	au, nonce := start(t, s.API.URL, started.AuthorizationURL)
+	assertLoopbackListener(t, au.String())
+	checkRegistration(t, scenario, au, given)
+
+	complete(t, s.API.URL, au, nonce)
+	refreshTools(t, s, scenario, conID)
+	ans := callTool(t, s, conID)
+	if ans.Decision == vocab.Deny && ans.Source == "binding" && strings.Contains(ans.Reason, "fluidbox connections authorize "+conID) {
+		ans = stepUp(t, s, scenario, conID, ans)
+	}
+	if ans.Decision != vocab.Allow || ans.Result == nil || ans.Result.IsError {
+		t.Fatalf("tools/call = %+v", ans)
+	}
+}
+
+// preregistered is the client a scenario registered beforehand, if any.
+type preregistered struct {
+	ClientID     string `json:"client_id"`
+	ClientSecret string `json:"client_secret"`
+	Issuer       string `json:"issuer"`
+}
+
+// scenarioClient reads the scenario's pre-registered client from
+// MCP_CONFORMANCE_CONTEXT (none when it is unset).
+func scenarioClient(t *testing.T) preregistered {
+	var given preregistered
 	if c := os.Getenv("MCP_CONFORMANCE_CONTEXT"); c != "" {
 		if err := json.Unmarshal([]byte(c), &given); err != nil {
 			t.Fatalf("MCP_CONFORMANCE_CONTEXT: %v", err)
 		}
 	}
-	assertLoopbackListener(t, serverURL)
-	ctx := context.Background()
-	s := controlplane.Start(t, controlplane.Options{AdminToken: adminToken, TablePrefix: "conformance", PublicURL: publicURL})
+	return given
+}
 
+// createConnection creates the OAuth connection to the scenario's server,
+// with the pre-registered client when there is one, and returns its id.
+func createConnection(t *testing.T, s *controlplane.Stack, serverURL string, given preregistered) string {
 	cred := map[string]any{"type": "oauth"}
 	if given.ClientID != "" {
 		// The operator's client is bound to its issuer at creation; the
@@ -193,20 +228,18 @@ func TestConformanceClient(t *testing.T) {
 		cred["client_id"], cred["client_secret"], cred["issuer"] = given.ClientID, given.ClientSecret, given.Issuer
 	}
 	var con struct{ ID, Status string }
-	if err := s.Admin.Do(ctx, "POST", "/v1/connections", map[string]any{
+	if err := s.Admin.Do(context.Background(), "POST", "/v1/connections", map[string]any{
 		"name": connName, "url": serverURL, "kind": "shared", "credential": cred,
 		"tool_classes": map[string]string{tool: "read"},
 	}, &con); err != nil {
 		t.Fatalf("create the connection: %v", err)
 	}
-	var started struct {
-		AuthorizationURL string `json:"authorization_url"`
-	}
-	if err := s.Admin.Do(ctx, "POST", "/v1/connections/"+con.ID+"/authorize", nil, &started); err != nil {
-		t.Fatalf("authorize: %v", err)
-	}
-	au, nonce := start(t, s.API.URL, started.AuthorizationURL)
-	assertLoopbackListener(t, au.String())
+	return con.ID
+}
+
+// checkRegistration logs how the authorization URL au registered the
+// client, and fails where the scenario wants another way.
+func checkRegistration(t *testing.T, scenario string, au *url.URL, given preregistered) {
 	how := byDCR
 	switch id := au.Query().Get("client_id"); {
 	case given.ClientID != "" && id == given.ClientID:
@@ -220,59 +253,68 @@ func TestConformanceClient(t *testing.T) {
 	if want, ok := wantRegistration[scenario]; ok && how != want {
 		t.Fatalf("%s: authorized as %s, want %s", scenario, how, want)
 	}
+}
 
-	complete(t, s.API.URL, au, nonce)
-	if err := s.Admin.Do(ctx, "POST", "/v1/connections/"+con.ID+"/tools/refresh", nil, nil); err != nil {
-		// The connection went back to authorization_required (its upstream
-		// now names another authorization server): as an operator would,
-		// authorize it again, which registers a client there.
-		var c struct{ Status string }
-		if gerr := s.Admin.Do(ctx, "GET", "/v1/connections/"+con.ID, nil, &c); gerr != nil || c.Status != "authorization_required" {
-			t.Fatalf("tools/refresh: %v (status %q)", err, c.Status)
-		}
-		t.Logf("%s: the connection needs authorization again (%v); re-authorizing", scenario, err)
-		if err := s.Admin.Do(ctx, "POST", "/v1/connections/"+con.ID+"/authorize", nil, &started); err != nil {
-			t.Fatalf("authorize again: %v", err)
-		}
-		authorize(t, s.API.URL, started.AuthorizationURL)
-		if err := s.Admin.Do(ctx, "POST", "/v1/connections/"+con.ID+"/tools/refresh", nil, nil); err != nil {
-			t.Fatalf("tools/refresh after the re-authorization: %v", err)
-		}
+// refreshTools lists the connection's tools. If the connection went back
+// to authorization_required (its upstream now names another authorization
+// server), it authorizes again, as an operator would, which registers a
+// client there, and lists them then.
+func refreshTools(t *testing.T, s *controlplane.Stack, scenario, conID string) {
+	ctx := context.Background()
+	err := s.Admin.Do(ctx, "POST", "/v1/connections/"+conID+"/tools/refresh", nil, nil)
+	if err == nil {
+		return
 	}
-	ans := callTool(t, s, con.ID)
-	if ans.Decision == vocab.Deny && ans.Source == "binding" && strings.Contains(ans.Reason, "fluidbox connections authorize "+con.ID) {
-		// The server asked for more scopes (step-up): as an operator
-		// would, re-authorize (the connection lists what it asked for)
-		// and call again in a new run, bound to the new generation.
-		var c struct {
-			AuthorizationGeneration int      `json:"authorization_generation"`
-			StepUpScopes            []string `json:"step_up_scopes"`
-		}
-		if err := s.Admin.Do(ctx, "GET", "/v1/connections/"+con.ID, nil, &c); err != nil {
-			t.Fatal(err)
-		}
-		if len(c.StepUpScopes) == 0 {
-			t.Fatalf("refused for scopes (%s), but the connection lists no step_up_scopes", ans.Reason)
-		}
-		t.Logf("%s: step-up asked for %q; re-authorizing", scenario, c.StepUpScopes)
-		if err := s.Admin.Do(ctx, "POST", "/v1/connections/"+con.ID+"/authorize", nil, &started); err != nil {
-			t.Fatalf("authorize again: %v", err)
-		}
-		authorize(t, s.API.URL, started.AuthorizationURL)
-		var after struct {
-			AuthorizationGeneration int `json:"authorization_generation"`
-		}
-		if err := s.Admin.Do(ctx, "GET", "/v1/connections/"+con.ID, nil, &after); err != nil {
-			t.Fatal(err)
-		}
-		if after.AuthorizationGeneration != c.AuthorizationGeneration+1 {
-			t.Fatalf("generation %d after the re-authorization, want %d", after.AuthorizationGeneration, c.AuthorizationGeneration+1)
-		}
-		ans = callTool(t, s, con.ID)
+	var c struct{ Status string }
+	if gerr := s.Admin.Do(ctx, "GET", "/v1/connections/"+conID, nil, &c); gerr != nil || c.Status != "authorization_required" {
+		t.Fatalf("tools/refresh: %v (status %q)", err, c.Status)
 	}
-	if ans.Decision != vocab.Allow || ans.Result == nil || ans.Result.IsError {
-		t.Fatalf("tools/call = %+v", ans)
+	t.Logf("%s: the connection needs authorization again (%v); re-authorizing", scenario, err)
+	var started struct {
+		AuthorizationURL string `json:"authorization_url"`
 	}
+	if err := s.Admin.Do(ctx, "POST", "/v1/connections/"+conID+"/authorize", nil, &started); err != nil {
+		t.Fatalf("authorize again: %v", err)
+	}
+	authorize(t, s.API.URL, started.AuthorizationURL)
+	if err := s.Admin.Do(ctx, "POST", "/v1/connections/"+conID+"/tools/refresh", nil, nil); err != nil {
+		t.Fatalf("tools/refresh after the re-authorization: %v", err)
+	}
+}
+
+// stepUp: the server asked for more scopes (ans refused by the binding):
+// as an operator would, re-authorize (the connection lists what it asked
+// for) and call again in a new run, bound to the new generation.
+func stepUp(t *testing.T, s *controlplane.Stack, scenario, conID string, ans callAnswer) callAnswer {
+	ctx := context.Background()
+	var c struct {
+		AuthorizationGeneration int      `json:"authorization_generation"`
+		StepUpScopes            []string `json:"step_up_scopes"`
+	}
+	if err := s.Admin.Do(ctx, "GET", "/v1/connections/"+conID, nil, &c); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.StepUpScopes) == 0 {
+		t.Fatalf("refused for scopes (%s), but the connection lists no step_up_scopes", ans.Reason)
+	}
+	t.Logf("%s: step-up asked for %q; re-authorizing", scenario, c.StepUpScopes)
+	var started struct {
+		AuthorizationURL string `json:"authorization_url"`
+	}
+	if err := s.Admin.Do(ctx, "POST", "/v1/connections/"+conID+"/authorize", nil, &started); err != nil {
+		t.Fatalf("authorize again: %v", err)
+	}
+	authorize(t, s.API.URL, started.AuthorizationURL)
+	var after struct {
+		AuthorizationGeneration int `json:"authorization_generation"`
+	}
+	if err := s.Admin.Do(ctx, "GET", "/v1/connections/"+conID, nil, &after); err != nil {
+		t.Fatal(err)
+	}
+	if after.AuthorizationGeneration != c.AuthorizationGeneration+1 {
+		t.Fatalf("generation %d after the re-authorization, want %d", after.AuthorizationGeneration, c.AuthorizationGeneration+1)
+	}
+	return callTool(t, s, conID)
 }
 
 // authorize follows an authorization URL to fluidbox's callback.
