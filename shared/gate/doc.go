@@ -11,8 +11,9 @@
 // What it guarantees:
 //
 //   - The stages run in one fixed order, given by a single slice literal
-//     (stages, in gate.go): session, budget, frozen tool set, frozen schema,
-//     trust tier, policy, approval. The first stage that decides wins; no
+//     (stages, in gate.go), numbered as docs/architecture.md numbers them:
+//     0 session, 1 budget, 2 frozen tool set, 3 frozen schema, 4 trust
+//     tier, 5 policy, 6 approval. The first stage that decides wins; no
 //     later stage is consulted. Each stage's file opens with the argument
 //     for why it sits where it sits.
 //   - Fail closed. A nil run, policy, tool or schema, an unknown trust tier,
@@ -21,7 +22,7 @@
 //     recover covers the gate's own stages only (nothing of the caller's
 //     runs inside), and the Decision says it happened (Panicked) so the
 //     caller logs it.
-//   - Nothing that concerns approval can pass stages 0-4: session grants and
+//   - Nothing that concerns approval can pass stages 0-5: session grants and
 //     the autonomy flag are read only by the approval stage, after the
 //     policy said require_approval. A read_only run never gets allow for a
 //     tool that is not of class read, nor for any brokered tool.
