@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/fluidbox/fluidbox/shared/permission"
 )
 
 const openAPIPath = "../docs/openapi.yaml"
@@ -275,5 +278,33 @@ func TestOpenAPIEventTypes(t *testing.T) {
 	slices.Sort(want)
 	if len(want) == 0 || !slices.Equal(got, want) {
 		t.Errorf("Event type enum = %v, want the ledger's types %v", got, want)
+	}
+}
+
+// TestOpenAPIToolCallIsTheRequest: the ToolCall schema names exactly the
+// fields permission.Request decodes, so a client that validates against
+// docs/openapi.yaml (additionalProperties: false) can send every field the
+// gate reads, and the document promises none it ignores.
+func TestOpenAPIToolCallIsTheRequest(t *testing.T) {
+	d := mustLoadOpenAPI(t)
+	schemas, _ := d.Components["schemas"].(map[string]any)
+	tc, _ := schemas["ToolCall"].(map[string]any)
+	props, _ := tc["properties"].(map[string]any)
+	var documented []string
+	for name := range props {
+		documented = append(documented, name)
+	}
+	var decoded []string
+	rt := reflect.TypeFor[permission.Request]()
+	for i := range rt.NumField() {
+		name, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			decoded = append(decoded, name)
+		}
+	}
+	slices.Sort(documented)
+	slices.Sort(decoded)
+	if !slices.Equal(documented, decoded) {
+		t.Errorf("ToolCall properties = %v, permission.Request's fields = %v", documented, decoded)
 	}
 }
