@@ -267,21 +267,11 @@ func (s *Service) Authorize(ctx context.Context, who auth.Principal, ref string,
 	if s.sealer == nil {
 		return AuthorizeResult{}, ErrNoSealer
 	}
-	c, err := s.get(ctx, who, ref)
+	c, err := s.authorizable(ctx, who, ref)
 	if err != nil {
 		return AuthorizeResult{}, err
 	}
-	if c.CredentialType != CredentialOAuth {
-		return AuthorizeResult{}, invalid("connection", "is not an OAuth connection (credential type %s); replace its credential instead", c.CredentialType)
-	}
-	if !mayManage(who, c) {
-		return AuthorizeResult{}, fmt.Errorf("%w: only the owner of a personal connection (an admin for a shared one) may authorize it", ErrForbidden)
-	}
-	if c.Status == store.ConnectionRevoked {
-		return AuthorizeResult{}, ErrRevoked
-	}
-	hc := s.opts.OAuthClient
-	d, err := oauth.Discover(ctx, hc, c.URL, c.OAuth.Scopes)
+	d, err := oauth.Discover(ctx, s.opts.OAuthClient, c.URL, c.OAuth.Scopes)
 	if err != nil {
 		return AuthorizeResult{}, err
 	}
@@ -291,51 +281,100 @@ func (s *Service) Authorize(ctx context.Context, who auth.Principal, ref string,
 	// accumulated, so that a re-authorization never loses what an earlier
 	// one was granted.
 	d.Scopes = unionScopes(d.Scopes, recordedScopes(c))
-	client, err := s.client(ctx, c)
+	client, err := s.registeredClient(ctx, c, d, site)
 	if err != nil {
 		return AuthorizeResult{}, err
+	}
+	return s.putState(ctx, who, c, d, client, site)
+}
+
+// authorizable is the connection ref names when who may authorize it: an
+// OAuth connection, who manages it, not revoked.
+func (s *Service) authorizable(ctx context.Context, who auth.Principal, ref string) (store.Connection, error) {
+	c, err := s.get(ctx, who, ref)
+	if err != nil {
+		return store.Connection{}, err
+	}
+	if c.CredentialType != CredentialOAuth {
+		return store.Connection{}, invalid("connection", "is not an OAuth connection (credential type %s); replace its credential instead", c.CredentialType)
+	}
+	if !mayManage(who, c) {
+		return store.Connection{}, fmt.Errorf("%w: only the owner of a personal connection (an admin for a shared one) may authorize it", ErrForbidden)
+	}
+	if c.Status == store.ConnectionRevoked {
+		return store.Connection{}, ErrRevoked
+	}
+	return c, nil
+}
+
+// registeredClient is the client c authorizes with at d's server: its own
+// when it belongs there (the operator's, or one registered there for the
+// same redirect URI), otherwise one registered now and kept on the
+// connection.
+func (s *Service) registeredClient(ctx context.Context, c store.Connection, d oauth.Discovery, site oauth.Site) (oauth.Client, error) {
+	pre, err := s.reusableClient(ctx, c, d, site)
+	if err != nil {
+		return oauth.Client{}, err
+	}
+	client, err := oauth.Register(ctx, s.opts.OAuthClient, d, site, pre)
+	if err != nil {
+		return oauth.Client{}, err
+	}
+	if !client.Registered || pre != nil {
+		return client, nil
+	}
+	var sealed []byte
+	if client.Secret != "" {
+		if sealed, err = s.sealer.Seal(ctx, []byte(client.Secret), clientSealContext(c.ID)); err != nil {
+			return oauth.Client{}, fmt.Errorf("connection: seal: %w", err)
+		}
+	}
+	err = s.st.SetOAuthClient(ctx, c.ID, c.Generation, client.ID, sealed, client.AuthMethod, d.Issuer, client.RedirectURI, store.FormatTime(s.opts.Now()))
+	if errors.Is(err, store.ErrConnectionChanged) {
+		return oauth.Client{}, ErrChanged
+	}
+	if err != nil {
+		return oauth.Client{}, err
+	}
+	return client, nil
+}
+
+// reusableClient is the connection's client when it may be presented at
+// d's server (nil: register one); an operator's client bound to another
+// issuer, or to none, is an error.
+func (s *Service) reusableClient(ctx context.Context, c store.Connection, d oauth.Discovery, site oauth.Site) (*oauth.Client, error) {
+	client, err := s.client(ctx, c)
+	if err != nil {
+		return nil, err
 	}
 	iss, err := clientIssuer(c)
 	if err != nil {
-		return AuthorizeResult{}, err
+		return nil, err
 	}
-	var pre *oauth.Client
 	switch {
 	case client.ID == "":
 	case !client.Registered && iss == "":
-		return AuthorizeResult{}, invalid("credential", "the connection's OAuth client names no issuer; create the connection again with the issuer of its client_id")
+		return nil, invalid("credential", "the connection's OAuth client names no issuer; create the connection again with the issuer of its client_id")
 	case !client.Registered && !oauth.SameIssuer(iss, d.Issuer):
 		// The upstream's metadata names another authorization server than
 		// the operator's client belongs to: the client and its secret are
 		// not presented there.
-		return AuthorizeResult{}, &oauth.Error{Op: "discover", Msg: "the MCP server names another authorization server than the issuer of the connection's OAuth client; create a new connection to authorize there", Err: oauth.ErrDiscovery}
+		return nil, &oauth.Error{Op: "discover", Msg: "the MCP server names another authorization server than the issuer of the connection's OAuth client; create a new connection to authorize there", Err: oauth.ErrDiscovery}
 	case !client.Registered:
-		pre = &client
+		return &client, nil
 	case oauth.SameIssuer(iss, d.Issuer) && c.OAuth.ClientRedirectURI != "" && c.OAuth.ClientRedirectURI == registeredRedirect(d, site, client):
-		pre = &client
+		return &client, nil
 	default:
 		// Registered for another server (the upstream moved) or another
 		// redirect URI: a new registration, never this client elsewhere.
 		s.log().InfoContext(ctx, "oauth client registered anew: the upstream's authorization server or the redirect URI changed", "connection", c.ID)
 	}
-	if client, err = oauth.Register(ctx, hc, d, site, pre); err != nil {
-		return AuthorizeResult{}, err
-	}
-	if client.Registered && pre == nil {
-		var sealed []byte
-		if client.Secret != "" {
-			if sealed, err = s.sealer.Seal(ctx, []byte(client.Secret), clientSealContext(c.ID)); err != nil {
-				return AuthorizeResult{}, fmt.Errorf("connection: seal: %w", err)
-			}
-		}
-		err := s.st.SetOAuthClient(ctx, c.ID, c.Generation, client.ID, sealed, client.AuthMethod, d.Issuer, client.RedirectURI, store.FormatTime(s.opts.Now()))
-		if errors.Is(err, store.ErrConnectionChanged) {
-			return AuthorizeResult{}, ErrChanged
-		}
-		if err != nil {
-			return AuthorizeResult{}, err
-		}
-	}
+	return nil, nil
+}
+
+// putState stores the single-use state of who's authorization of c at d's
+// server with client, and returns the start URL that leads to it.
+func (s *Service) putState(ctx context.Context, who auth.Principal, c store.Connection, d oauth.Discovery, client oauth.Client, site oauth.Site) (AuthorizeResult, error) {
 	key := rand.Text()
 	state := stateOf(key)
 	digest := stateDigest(state)
@@ -529,74 +568,114 @@ func (s *Service) Callback(ctx context.Context, q CallbackQuery) (Authorized, er
 	if s.sealer == nil {
 		return Authorized{}, ErrNoSealer
 	}
-	if q.State == "" || len(q.State) > maxStateLen || len(q.Code) > maxCodeLen {
-		return Authorized{}, ErrState
-	}
-	now := s.opts.Now()
-	digest := stateDigest(q.State)
-	st, err := s.st.ConsumeOAuthState(ctx, digest, store.FormatTime(now))
-	if errors.Is(err, store.ErrNotFound) {
-		return Authorized{}, ErrState
-	}
+	st, err := s.consumeState(ctx, q)
 	if err != nil {
 		return Authorized{}, err
 	}
+	c, err := s.callbackConnection(ctx, st)
+	if err != nil {
+		return Authorized{}, err
+	}
+	d, err := callbackDiscovery(c, st, q.Iss)
+	if err != nil {
+		return Authorized{}, err
+	}
+	return s.redeem(ctx, c, st, d, q)
+}
+
+// consumeState spends the state of q (once, before anything else) and
+// takes the response only while the state is unexpired, at its
+// authorization server's redirect URI, from the browser holding its nonce,
+// and with a code.
+func (s *Service) consumeState(ctx context.Context, q CallbackQuery) (store.OAuthState, error) {
+	if q.State == "" || len(q.State) > maxStateLen || len(q.Code) > maxCodeLen {
+		return store.OAuthState{}, ErrState
+	}
+	now := s.opts.Now()
+	st, err := s.st.ConsumeOAuthState(ctx, stateDigest(q.State), store.FormatTime(now))
+	if errors.Is(err, store.ErrNotFound) {
+		return store.OAuthState{}, ErrState
+	}
+	if err != nil {
+		return store.OAuthState{}, err
+	}
 	if exp, err := time.Parse(time.RFC3339Nano, st.ExpiresAt); err != nil || !now.Before(exp) {
-		return Authorized{}, ErrState
+		return store.OAuthState{}, ErrState
 	}
 	if st.RedirectURI == "" || q.RedirectURI != st.RedirectURI {
 		// Another authorization server's redirect URI: the code is that
 		// server's, routed here by the server of the state (mix-up).
-		return Authorized{}, &oauth.Error{Op: "callback", Msg: "the response arrived at another authorization server's redirect URI", Err: oauth.ErrIssuer}
+		return store.OAuthState{}, &oauth.Error{Op: "callback", Msg: "the response arrived at another authorization server's redirect URI", Err: oauth.ErrIssuer}
 	}
 	if st.NonceDigest == "" || subtle.ConstantTimeCompare([]byte(stateDigest(q.Nonce)), []byte(st.NonceDigest)) != 1 {
-		return Authorized{}, ErrBrowser
+		return store.OAuthState{}, ErrBrowser
 	}
 	if q.Error != "" || q.Code == "" {
-		return Authorized{}, ErrAuthorizationDenied
+		return store.OAuthState{}, ErrAuthorizationDenied
 	}
+	return st, nil
+}
+
+// callbackConnection is the connection st authorizes, while it is the same
+// OAuth connection (same generation, not revoked) and the member who
+// started the authorization still may complete it.
+func (s *Service) callbackConnection(ctx context.Context, st store.OAuthState) (store.Connection, error) {
 	c, err := s.st.GetConnection(ctx, st.ConnectionID)
 	if errors.Is(err, store.ErrNotFound) {
-		return Authorized{}, ErrNotFound
+		return store.Connection{}, ErrNotFound
 	}
 	if err != nil {
-		return Authorized{}, err
+		return store.Connection{}, err
 	}
 	switch {
 	case c.Status == store.ConnectionRevoked:
-		return Authorized{}, ErrRevoked
+		return store.Connection{}, ErrRevoked
 	case c.CredentialType != CredentialOAuth:
-		return Authorized{}, ErrChanged
+		return store.Connection{}, ErrChanged
 	case c.Generation != st.Generation:
 		// Authorized (or replaced) since this URL was made.
-		return Authorized{}, ErrChanged
+		return store.Connection{}, ErrChanged
 	case c.Kind != store.ConnectionShared && c.Owner != st.Subject:
 		// A personal connection takes only its owner's grant.
-		return Authorized{}, ErrForbidden
+		return store.Connection{}, ErrForbidden
 	}
 	if ok, err := s.memberActive(ctx, st.Subject); err != nil {
-		return Authorized{}, err
+		return store.Connection{}, err
 	} else if !ok {
 		// The member who started it was deactivated since: their pending
 		// authorization completes nothing.
-		return Authorized{}, ErrForbidden
+		return store.Connection{}, ErrForbidden
 	}
+	return c, nil
+}
+
+// callbackDiscovery is the authorization server st was made for, when the
+// response's issuer iss is its own (RFC 9207) and the connection's client
+// still belongs to it.
+func callbackDiscovery(c store.Connection, st store.OAuthState, iss string) (oauth.Discovery, error) {
 	var d oauth.Discovery
 	if err := json.Unmarshal([]byte(st.Discovery), &d); err != nil {
-		return Authorized{}, fmt.Errorf("connection: decode discovery of %s: %w", c.ID, err)
+		return oauth.Discovery{}, fmt.Errorf("connection: decode discovery of %s: %w", c.ID, err)
 	}
-	if err := oauth.CheckIssuer(d, q.Iss); err != nil {
-		return Authorized{}, err
+	if err := oauth.CheckIssuer(d, iss); err != nil {
+		return oauth.Discovery{}, err
 	}
-	if iss, err := clientIssuer(c); err != nil {
-		return Authorized{}, err
-	} else if iss != "" && !oauth.SameIssuer(iss, d.Issuer) {
+	if ciss, err := clientIssuer(c); err != nil {
+		return oauth.Discovery{}, err
+	} else if ciss != "" && !oauth.SameIssuer(ciss, d.Issuer) {
 		// The connection's client was registered at another server since
 		// this URL was made (a concurrent authorization): its secret is not
 		// sent to this one's token endpoint.
-		return Authorized{}, ErrChanged
+		return oauth.Discovery{}, ErrChanged
 	}
-	verifier, err := s.sealer.Open(ctx, st.Verifier, stateSealContext(c.ID, digest))
+	return d, nil
+}
+
+// redeem exchanges q's code with st's PKCE verifier (sealed for q's
+// state) at d's token endpoint, seals the tokens for c's next generation
+// and moves c to it, active.
+func (s *Service) redeem(ctx context.Context, c store.Connection, st store.OAuthState, d oauth.Discovery, q CallbackQuery) (Authorized, error) {
+	verifier, err := s.sealer.Open(ctx, st.Verifier, stateSealContext(c.ID, stateDigest(q.State)))
 	if err != nil {
 		return Authorized{}, fmt.Errorf("connection: open verifier of %s: %w", c.ID, err)
 	}
