@@ -183,12 +183,14 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 		}
 		waited = waited || in.waited
 	}
-	if r, err := b.recheck(ctx, c, waited); err != nil {
-		return CallAnswer{}, err
-	} else if r != nil {
-		return b.refuse(ctx, runID, req, r.src, r.reason)
+	if !c.claimed() {
+		if r, err := b.recheck(ctx, c, waited); err != nil {
+			return CallAnswer{}, err
+		} else if r != nil {
+			return b.refuse(ctx, runID, req, r.src, r.reason)
+		}
 	}
-	return b.execute(ctx, runID, req, bt, c.conn, c.up, args, ans, in)
+	return b.execute(ctx, runID, req, bt, c.conn, c.up, args, ans, in, c.claimedAt)
 }
 
 // brokeredCall is what Call's steps share about one brokered call: the
@@ -201,7 +203,13 @@ type brokeredCall struct {
 	live  gate.Live
 	conn  store.Connection
 	up    *upstream
+	// claimedAt is when the decision's own write claimed the call's one
+	// execution (zero: it did not).
+	claimedAt time.Time
 }
+
+// claimed says the decision claimed the call's execution.
+func (c *brokeredCall) claimed() bool { return !c.claimedAt.IsZero() }
 
 // notBrokered answers a call of a tool that is not one of the run's
 // brokered tools: a sandbox tool is ErrSandboxTool; a tool not frozen at
@@ -228,7 +236,9 @@ func (b *Broker) notBrokered(ctx context.Context, runID string, req permission.R
 // Call): a preview on what is known without the secret, then, unless it
 // denies, a look at the upstream, and the decision recorded on the
 // connection as the look found it. A pending answer waits up to wait for
-// a person; waited says it did.
+// a person; waited says it did. When the checks before execution already
+// pass (claimable), an allow is recorded claimed (c.claimedAt), so the
+// decision and the claim are one write.
 func (b *Broker) decide(ctx context.Context, c *brokeredCall, wait time.Duration) (ans permission.Answer, waited bool, err error) {
 	lives := map[string]gate.Live{c.bt.ConnectionID: c.live}
 	pre, err := b.perm.Preview(ctx, c.runID, c.req, lives)
@@ -243,7 +253,16 @@ func (b *Broker) decide(ctx context.Context, c *brokeredCall, wait time.Duration
 		}
 		lives[c.bt.ConnectionID] = l
 	}
-	if ans, err = b.perm.DecideBrokered(ctx, c.runID, c.req, 0, lives); err != nil {
+	if b.claimable(ctx, c) {
+		at := b.svc.opts.Now()
+		var claimed bool
+		if ans, claimed, err = b.perm.DecideAndClaim(ctx, c.runID, c.req, lives, at); err != nil {
+			return permission.Answer{}, false, err
+		}
+		if claimed {
+			c.claimedAt = at
+		}
+	} else if ans, err = b.perm.DecideBrokered(ctx, c.runID, c.req, 0, lives); err != nil {
 		return permission.Answer{}, false, err
 	}
 	if steppedUp && ans.Decision == vocab.Deny && ans.Source == string(gate.SourceBinding) {
@@ -282,6 +301,22 @@ func (b *Broker) liveForGate(ctx context.Context, c *brokeredCall) (l gate.Live,
 	}
 	l.ToolSetDigest = c.up.digest
 	return l, false, nil
+}
+
+// claimable says a call the gate is about to decide may be claimed in the
+// decision's own write if it allows: the upstream was looked at, the
+// checks before execution (recheck, which then reads nothing) let it run,
+// and the deadline leaves the call its time (otherwise the claim after
+// the decision refuses it, ErrNoTime, as it always did).
+func (b *Broker) claimable(ctx context.Context, c *brokeredCall) bool {
+	if !c.up.looked {
+		return false
+	}
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < b.svc.opts.CallTimeout+recordMargin {
+		return false
+	}
+	r, err := b.recheck(ctx, c, false)
+	return err == nil && r == nil
 }
 
 // recheck verifies an allowed call again right before it executes (step 4
@@ -439,15 +474,11 @@ func (b *Broker) upstreamFailed(ctx context.Context, bt permission.BrokeredTool,
 // after the call's own timeout: the claim needs CallTimeout plus this.
 const recordMargin = 2 * time.Second
 
-// execute claims the call's one execution, calls the upstream and records
-// the outcome and tool.brokered.
-func (b *Broker) execute(ctx context.Context, runID string, req permission.Request, bt permission.BrokeredTool, conn store.Connection, up *upstream, args map[string]any, ans permission.Answer, in inputAnswer) (CallAnswer, error) {
-	claimedAt := b.svc.opts.Now()
-	prev, err := claim(ctx, b.svc.st, runID, req.ToolCallID, ans.Decision, claimedAt, b.svc.opts.CallTimeout+recordMargin)
-	switch {
-	case errors.Is(err, call.ErrExecuted):
-		return CallAnswer{}, b.ranAlready(ctx, runID, req, bt, prev)
-	case err != nil:
+// execute claims the call's one execution (unless its decision did, at
+// claimed), calls the upstream and records the outcome with tool.brokered.
+func (b *Broker) execute(ctx context.Context, runID string, req permission.Request, bt permission.BrokeredTool, conn store.Connection, up *upstream, args map[string]any, ans permission.Answer, in inputAnswer, claimed time.Time) (CallAnswer, error) {
+	claimedAt, err := b.claimOnce(ctx, runID, req, bt, ans, claimed)
+	if err != nil {
 		return CallAnswer{}, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, b.svc.opts.CallTimeout)
@@ -492,23 +523,7 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 	}
 	latency := b.svc.opts.Now().Sub(start).Milliseconds()
 	if err != nil {
-		// An upstream failure is the tool's failure: the model sees a tool
-		// error. broker's error texts hold no credential and no upstream
-		// text.
-		var ue *broker.UpstreamError
-		msg := "the upstream call failed; the tool may have run"
-		switch {
-		case errors.As(err, &ue) && ue.Op == "connect":
-			// No session was opened: the call never reached the upstream.
-			msg = "the upstream call failed before reaching the upstream, so the tool did not run: " + ue.Error()
-		case errors.As(err, &ue):
-			msg = "the upstream call failed, and the tool may have run: " + ue.Error()
-		case errors.Is(err, errAuthorizationLost):
-			// The upstream refused the token, and no fresh one could be had.
-			msg = "the upstream refused the connection's OAuth grant, so the tool did not run; its owner must re-authorize it"
-		}
-		content, _ := json.Marshal([]map[string]string{{"type": "text", "text": msg}})
-		res = broker.Result{Content: content, IsError: true}
+		res = failedResult(err)
 	}
 	body, err := json.Marshal(res)
 	if err != nil {
@@ -523,19 +538,57 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 	return CallAnswer{Answer: ans, Result: &res, LatencyMS: &latency}, nil
 }
 
-// record writes an executed call's outcome on its record (unless stored
-// already) and then tool.brokered, each retried until it lands or the
-// request's deadline passes. It runs on past a caller who gave up: the
+// claimOnce is the claim of the call's one execution made at claimedAt:
+// the decision's (non-zero claimed), or one made now (ErrAlreadyExecuted
+// when another request claimed it first).
+func (b *Broker) claimOnce(ctx context.Context, runID string, req permission.Request, bt permission.BrokeredTool, ans permission.Answer, claimed time.Time) (claimedAt time.Time, err error) {
+	if !claimed.IsZero() {
+		return claimed, nil
+	}
+	claimedAt = b.svc.opts.Now()
+	prev, err := claim(ctx, b.svc.st, runID, req.ToolCallID, ans.Decision, claimedAt, b.svc.opts.CallTimeout+recordMargin)
+	switch {
+	case errors.Is(err, call.ErrExecuted):
+		return time.Time{}, b.ranAlready(ctx, runID, req, bt, prev)
+	case err != nil:
+		return time.Time{}, err
+	}
+	return claimedAt, nil
+}
+
+// failedResult is the tool error the model sees for an upstream failure
+// (the tool's failure). broker's error texts hold no credential and no
+// upstream text.
+func failedResult(err error) broker.Result {
+	var ue *broker.UpstreamError
+	msg := "the upstream call failed; the tool may have run"
+	switch {
+	case errors.As(err, &ue) && ue.Op == "connect":
+		// No session was opened: the call never reached the upstream.
+		msg = "the upstream call failed before reaching the upstream, so the tool did not run: " + ue.Error()
+	case errors.As(err, &ue):
+		msg = "the upstream call failed, and the tool may have run: " + ue.Error()
+	case errors.Is(err, errAuthorizationLost):
+		// The upstream refused the token, and no fresh one could be had.
+		msg = "the upstream refused the connection's OAuth grant, so the tool did not run; its owner must re-authorize it"
+	}
+	content, _ := json.Marshal([]map[string]string{{"type": "text", "text": msg}})
+	return broker.Result{Content: content, IsError: true}
+}
+
+// record appends tool.brokered for an executed call with its outcome
+// stored on its record in the same write (or, stored, for an outcome a
+// broker before this one stored on its own), retried until it lands or
+// the request's deadline passes. It runs on past a caller who gave up: the
 // tool ran, so its record must land.
 func (b *Broker) record(ctx context.Context, runID string, req permission.Request, bt permission.BrokeredTool, out outcome, stored bool, inputs []redact.Elicitation) error {
 	rctx, cancel := recordContext(ctx)
 	defer cancel()
-	if !stored {
-		if err := retry(rctx, func() error { return storeOutcome(rctx, b.svc.st, runID, req.ToolCallID, out) }); err != nil {
-			return err
-		}
+	build := executed
+	if stored {
+		build = brokered
 	}
-	batch, err := brokered(b.svc.st, runID, redact.ToolBrokered{
+	batch, err := build(b.svc.st, runID, redact.ToolBrokered{
 		ToolCallID: req.ToolCallID, ToolName: req.ToolName, ConnectionID: bt.ConnectionID,
 		LatencyMS: out.LatencyMS, ResultDigest: out.ResultDigest, IsError: out.IsError,
 		Elicitations: inputs,
@@ -558,18 +611,72 @@ func (b *Broker) record(ctx context.Context, runID string, req permission.Reques
 
 // ranAlready answers a call whose one execution was claimed before: with
 // its recorded outcome, after appending tool.brokered if the request that
-// ran it could not.
+// ran it stored the outcome on its own (a broker before ExecutedOp), or,
+// once the claim has lapsed without an outcome (the broker that claimed
+// it stopped, or could not record), after recording the call as failed.
 func (b *Broker) ranAlready(ctx context.Context, runID string, req permission.Request, bt permission.BrokeredTool, rec store.Call) error {
 	out, known := outcomeOf(rec)
-	if known && !rec.Brokered {
+	switch {
+	case known && !rec.Brokered:
 		// The input requests of the run that executed were not stored with
 		// its outcome: this completed record has none.
 		if err := b.record(ctx, runID, req, bt, out, true, nil); err != nil {
 			b.log.ErrorContext(ctx, "brokered call's record still incomplete", "run", runID, "call", req.ToolCallID, "err", err)
 			return fmt.Errorf("%w: %w", ErrNotRecorded, err)
 		}
+	case !known && b.lapsed(rec):
+		return b.recordLapsed(ctx, runID, req, bt)
 	}
 	return &ExecutedError{Outcome: out, Known: known}
+}
+
+// claimLapse is how long after its claim a call without an outcome is
+// taken as failed: the call's timeout and its recording margin, and the
+// time a request without a deadline keeps trying to record.
+func (b *Broker) claimLapse() time.Duration {
+	return b.svc.opts.CallTimeout + recordMargin + recordTimeout
+}
+
+// lapsed says the claim on rec is older than claimLapse. A claim time
+// that does not parse is not lapsed: the call stays unrecorded, never
+// run again.
+func (b *Broker) lapsed(rec store.Call) bool {
+	at, err := time.Parse(store.TimeLayout, rec.ExecutedAt)
+	return err == nil && !b.svc.opts.Now().Before(at.Add(b.claimLapse()))
+}
+
+// lapsedText is the failed result a lapsed claim is recorded with.
+const lapsedText = "the broker that claimed this call stopped before its outcome was recorded; the tool may have run"
+
+// recordLapsed records a call whose claim lapsed without an outcome as
+// failed (tool.brokered, is_error, with lapsedText's result), so the
+// ledger does not keep an allowed call that never ends. A broker still
+// running it past the lapse then finds its own record refused
+// (call.ErrNotExecuting) and withholds its result: one outcome is
+// recorded, whichever lands first, and none leaves unrecorded.
+func (b *Broker) recordLapsed(ctx context.Context, runID string, req permission.Request, bt permission.BrokeredTool) error {
+	content, _ := json.Marshal([]map[string]string{{"type": "text", "text": lapsedText}})
+	body, err := json.Marshal(broker.Result{Content: content, IsError: true})
+	if err != nil {
+		return err
+	}
+	out := outcome{ResultDigest: redact.DigestBytes(body), IsError: true}
+	err = b.record(ctx, runID, req, bt, out, false, nil)
+	if errors.Is(err, call.ErrNotExecuting) {
+		// Another request recorded an outcome first: answer with it.
+		rec, gerr := b.svc.st.GetCall(ctx, runID, req.ToolCallID)
+		if gerr != nil {
+			return gerr
+		}
+		out, known := outcomeOf(rec)
+		return &ExecutedError{Outcome: out, Known: known}
+	}
+	if err != nil {
+		b.log.ErrorContext(ctx, "lapsed brokered call not recorded", "run", runID, "call", req.ToolCallID, "err", err)
+		return fmt.Errorf("%w: %w", ErrNotRecorded, err)
+	}
+	b.log.WarnContext(ctx, "brokered call's claim lapsed without an outcome; recorded as failed", "run", runID, "call", req.ToolCallID)
+	return &ExecutedError{Outcome: out, Known: true}
 }
 
 // recordTimeout bounds recording when the request has no deadline.

@@ -41,10 +41,21 @@ type outcome struct {
 	IsError      bool
 }
 
-// storeOutcome is the first half of executing -> executed
-// (store.StoreOutcome): the broker claimed the call, so it is executing.
-func storeOutcome(ctx context.Context, st *store.Store, runID, toolCallID string, o outcome) error {
-	return st.StoreOutcome(ctx, runID, toolCallID, call.Executing, store.Outcome{ResultDigest: o.ResultDigest.String(), LatencyMS: o.LatencyMS, IsError: o.IsError})
+// executed is executing -> executed: tool.brokered for the outcome of
+// the call the broker claimed, with the outcome stored on its record in
+// the same append (store.ExecutedOp), so the two land together, once: a
+// second Append, or one after the claim was released, fails with
+// call.ErrNotExecuting.
+func executed(st *store.Store, runID string, ev redact.ToolBrokered) (store.Batch, error) {
+	env, err := redact.New(ev)
+	if err != nil {
+		return store.Batch{}, err
+	}
+	op, err := st.ExecutedOp(runID, ev.ToolCallID, call.Executing, store.Outcome{ResultDigest: ev.ResultDigest.String(), LatencyMS: ev.LatencyMS, IsError: ev.IsError})
+	if err != nil {
+		return store.Batch{}, err
+	}
+	return store.Batch{Events: []redact.Envelope{env}, Ops: []store.Op{op}}, nil
 }
 
 // outcomeOf is the outcome a call record holds; ok is false until one was
@@ -56,9 +67,10 @@ func outcomeOf(c store.Call) (outcome, bool) {
 	return outcome{ResultDigest: d, LatencyMS: c.LatencyMS, IsError: c.IsError}, c.ResultDigest != ""
 }
 
-// brokered is the second half of executing -> executed: tool.brokered for
-// the stored outcome, marking the record so it is appended once (a second
-// Append fails with call.ErrBrokeredRecorded).
+// brokered completes executing -> executed for a record whose outcome was
+// stored without tool.brokered (by a broker before executed): tool.brokered
+// for the stored outcome, marking the record so it is appended once (a
+// second Append fails with call.ErrBrokeredRecorded).
 func brokered(st *store.Store, runID string, ev redact.ToolBrokered) (store.Batch, error) {
 	env, err := redact.New(ev)
 	if err != nil {

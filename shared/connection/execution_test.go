@@ -32,6 +32,15 @@ func TestExecution(t *testing.T) {
 	claimID := func(id string) (store.Call, error) {
 		return claim(ctx, f.St, f.Run, id, vocab.Allow, calltest.T0, time.Second)
 	}
+	out := outcome{ResultDigest: redact.DigestBytes([]byte(`{"content":[]}`)), LatencyMS: 42}
+	record := func(build func(*store.Store, string, redact.ToolBrokered) (store.Batch, error)) error {
+		b, err := build(f.St, f.Run, redact.ToolBrokered{ToolCallID: "ok", ToolName: "Bash", ConnectionID: "con_1", LatencyMS: out.LatencyMS, ResultDigest: out.ResultDigest})
+		if err != nil {
+			return err
+		}
+		_, err = f.Led.Append(ctx, f.Run, func(store.Head) (store.Batch, error) { return b, nil })
+		return err
+	}
 
 	if _, err := claimID("no"); !errors.Is(err, call.ErrNotAllowed) {
 		t.Errorf("claim a denied call = %v, want ErrNotAllowed", err)
@@ -39,8 +48,7 @@ func TestExecution(t *testing.T) {
 	if _, err := claimID("missing"); !errors.Is(err, call.ErrNotRecorded) {
 		t.Errorf("claim an unrecorded call = %v, want ErrNotRecorded", err)
 	}
-	out := outcome{ResultDigest: redact.DigestBytes([]byte(`{"content":[]}`)), LatencyMS: 42}
-	if err := storeOutcome(ctx, f.St, f.Run, "ok", out); !errors.Is(err, call.ErrNotExecuting) {
+	if err := record(executed); !errors.Is(err, call.ErrNotExecuting) {
 		t.Errorf("outcome before the claim = %v, want ErrNotExecuting", err)
 	}
 
@@ -79,29 +87,21 @@ func TestExecution(t *testing.T) {
 		t.Fatalf("%d claims won, want 1", won.Load())
 	}
 
-	if err := storeOutcome(ctx, f.St, f.Run, "ok", out); err != nil {
+	// The outcome and tool.brokered, in one append, once.
+	if err := record(executed); err != nil {
 		t.Fatal(err)
 	}
-	if err := storeOutcome(ctx, f.St, f.Run, "ok", out); !errors.Is(err, call.ErrNotExecuting) {
+	if err := record(executed); !errors.Is(err, call.ErrNotExecuting) {
 		t.Errorf("second outcome = %v, want ErrNotExecuting", err)
 	}
 	prev, err := claimID("ok")
 	if got, known := outcomeOf(prev); !errors.Is(err, call.ErrExecuted) || !known || got != out {
 		t.Errorf("claim after the outcome = %v, outcome %+v %v, want ErrExecuted with %+v", err, got, known, out)
 	}
-	record := func() error {
-		b, err := brokered(f.St, f.Run, redact.ToolBrokered{ToolCallID: "ok", ToolName: "Bash", ConnectionID: "con_1", LatencyMS: out.LatencyMS, ResultDigest: out.ResultDigest})
-		if err != nil {
-			return err
-		}
-		_, err = f.Led.Append(ctx, f.Run, func(store.Head) (store.Batch, error) { return b, nil })
-		return err
-	}
-	if err := record(); err != nil {
-		t.Fatal(err)
-	}
-	if err := record(); !errors.Is(err, call.ErrBrokeredRecorded) {
-		t.Errorf("second tool.brokered = %v, want ErrBrokeredRecorded", err)
+	// A completion of the record (for an outcome stored on its own) finds
+	// tool.brokered there.
+	if err := record(brokered); !errors.Is(err, call.ErrBrokeredRecorded) {
+		t.Errorf("tool.brokered after the outcome's = %v, want ErrBrokeredRecorded", err)
 	}
 	if c, _ := f.St.GetCall(ctx, f.Run, "ok"); !c.Brokered || c.ResultDigest != out.ResultDigest.String() || c.LatencyMS != 42 {
 		t.Errorf("record = %+v", c)
@@ -147,8 +147,15 @@ func TestUnclaim(t *testing.T) {
 	if evs := f.Events(t); len(evs) != before+1 || evs[len(evs)-1] != "tool.decision" {
 		t.Errorf("events after the release = %v, want one more tool.decision", evs)
 	}
-	out := outcome{ResultDigest: redact.DigestBytes([]byte(`{}`))}
-	if err := storeOutcome(ctx, f.St, f.Run, "up", out); !errors.Is(err, call.ErrNotExecuting) {
+	out := func() error {
+		b, err := executed(f.St, f.Run, redact.ToolBrokered{ToolCallID: "up", ToolName: "Bash", ConnectionID: "con_1", ResultDigest: redact.DigestBytes([]byte(`{}`))})
+		if err != nil {
+			return err
+		}
+		_, err = f.Led.Append(ctx, f.Run, func(store.Head) (store.Batch, error) { return b, nil })
+		return err
+	}
+	if err := out(); !errors.Is(err, call.ErrNotExecuting) {
 		t.Errorf("outcome of a released claim = %v, want ErrNotExecuting", err)
 	}
 
@@ -169,7 +176,7 @@ func TestUnclaim(t *testing.T) {
 	if won.Load() != 1 {
 		t.Fatalf("%d claims won after the release, want 1", won.Load())
 	}
-	if err := storeOutcome(ctx, f.St, f.Run, "up", out); err != nil {
+	if err := out(); err != nil {
 		t.Fatal(err)
 	}
 	if err := release(t1); !errors.Is(err, call.ErrNotExecuting) {

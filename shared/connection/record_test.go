@@ -12,10 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/connection"
+	"github.com/fluidbox/fluidbox/shared/devstack"
 	"github.com/fluidbox/fluidbox/shared/internal/calltest"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
@@ -29,6 +33,7 @@ import (
 
 type brokerFixture struct {
 	st        *store.Store
+	db        *devstack.DynamoDB // set when a test writes the table raw
 	broker    *connection.Broker
 	approvals *approval.Service
 	runID     string
@@ -42,9 +47,15 @@ func newBrokerFixture(t *testing.T, faults *calltest.Conflicts, callTimeout time
 
 func newBrokerFixtureWith(t *testing.T, faults *calltest.Conflicts, callTimeout time.Duration, policyDoc string) brokerFixture {
 	t.Helper()
+	return newBrokerFixtureOn(t, testenv.Store(t, faults.Option), connection.Options{CallTimeout: callTimeout}, policyDoc)
+}
+
+// newBrokerFixtureOn is the fixture over st, its broker's options opts
+// (Egress set here), its ledger's ledOpts.
+func newBrokerFixtureOn(t *testing.T, st *store.Store, opts connection.Options, policyDoc string, ledOpts ...ledger.Option) brokerFixture {
+	t.Helper()
 	ctx := context.Background()
-	st := testenv.Store(t, faults.Option)
-	led := ledger.New(st, time.Now)
+	led := ledger.New(st, time.Now, ledOpts...)
 	sealer, err := seal.NewLocal(filepath.Join(t.TempDir(), "seal.key"))
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +72,8 @@ func newBrokerFixtureWith(t *testing.T, faults *calltest.Conflicts, callTimeout 
 	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
 	t.Cleanup(srv.Close)
 
-	svc := connection.NewService(st, sealer, connection.Options{CallTimeout: callTimeout, Egress: testenv.Loopback})
+	opts.Egress = testenv.Loopback
+	svc := connection.NewService(st, sealer, opts)
 	v, err := svc.Create(ctx, admin, connection.CreateRequest{Name: "team", URL: srv.URL, Kind: "shared", Credential: &seal.Credential{Type: seal.TypeBearer, Token: token}})
 	if err != nil {
 		t.Fatal(err)
@@ -122,47 +134,122 @@ func TestBrokeredRecordSurvivesAConflict(t *testing.T) {
 	}
 }
 
-// TestBrokeredRecordCompletedByTheRetry: when tool.brokered cannot land
-// within the request's deadline, the result is withheld but the outcome is
-// on the call record; the retry appends tool.brokered from it and answers
-// with the recorded outcome, without running the tool again.
-func TestBrokeredRecordCompletedByTheRetry(t *testing.T) {
-	t.Parallel()
-	faults := &calltest.Conflicts{Attr: "brokered"}
-	f := newBrokerFixture(t, faults, 500*time.Millisecond)
+// lapseClock is a broker's clock the test moves past a claim's lapse.
+type lapseClock struct{ skew atomic.Int64 }
+
+func (c *lapseClock) now() time.Time { return time.Now().Add(time.Duration(c.skew.Load())) }
+
+// unrecordedCall runs c1 with every write of its outcome refused, as when
+// the broker's store is gone until the request's deadline: the result is
+// withheld and the record keeps the claim without an outcome.
+func unrecordedCall(t *testing.T, faults *calltest.Conflicts, clock *lapseClock) brokerFixture {
+	t.Helper()
+	st, db := testenv.StoreOn(t, faults.Option)
+	f := newBrokerFixtureOn(t, st, connection.Options{CallTimeout: 500 * time.Millisecond, Now: clock.now}, `{"name":"p","default_verdict":"allow","rules":[]}`)
+	f.db = db
 	faults.Left.Store(-1)
 	// The claim needs the call's timeout plus the margin for recording
 	// (2.5 s); the rest is for the decision and the look, which under -race
 	// on a loaded machine take most of a second.
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
-	_, err := f.call(ctx, "c1")
-	if !errors.Is(err, connection.ErrNotRecorded) {
-		t.Fatalf("call with tool.brokered refused = %v, want ErrNotRecorded", err)
+	if _, err := f.call(ctx, "c1"); !errors.Is(err, connection.ErrNotRecorded) {
+		t.Fatalf("call with its outcome refused = %v, want ErrNotRecorded", err)
 	}
 	rec, err := f.st.GetCall(context.Background(), f.runID, "c1")
-	if err != nil || rec.ExecutedAt == "" || rec.ResultDigest == "" || rec.Brokered {
-		t.Fatalf("record = %+v, %v; want executed with its outcome, not yet brokered", rec, err)
+	if err != nil || rec.ExecutedAt == "" || rec.ResultDigest != "" || rec.Brokered {
+		t.Fatalf("record = %+v, %v; want claimed, without an outcome", rec, err)
 	}
-	if f.brokeredEvents(t) != 0 || faults.Seen.Load() < 2 {
-		t.Fatalf("%d tool.brokered after %d tries", f.brokeredEvents(t), faults.Seen.Load())
+	if f.brokeredEvents(t) != 0 || faults.Seen.Load() < 2 || f.calls.Load() != 1 {
+		t.Fatalf("%d tool.brokered after %d tries, %d upstream calls", f.brokeredEvents(t), faults.Seen.Load(), f.calls.Load())
 	}
-
 	faults.Left.Store(0)
+	return f
+}
+
+// TestBrokeredClaimLapsesToFailed: when the outcome with tool.brokered
+// cannot land within the request's deadline, the result is withheld and
+// the record keeps its claim; a retry is answered "executed, outcome
+// unknown" without running the tool again, and once the claim has lapsed
+// a retry records the call as failed (tool.brokered, is_error) and answers
+// with that outcome, once.
+func TestBrokeredClaimLapsesToFailed(t *testing.T) {
+	t.Parallel()
+	clock := &lapseClock{}
+	f := unrecordedCall(t, &calltest.Conflicts{Attr: "brokered"}, clock)
+
+	_, err := f.call(context.Background(), "c1")
+	var ran *connection.ExecutedError
+	if !errors.As(err, &ran) || ran.Known || f.brokeredEvents(t) != 0 {
+		t.Fatalf("retry within the claim = %v with %d tool.brokered, want ErrAlreadyExecuted, outcome unknown, nothing recorded", err, f.brokeredEvents(t))
+	}
+	claimed, err := f.st.GetCall(context.Background(), f.runID, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := time.Parse(store.TimeLayout, claimed.ExecutedAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The lapse: 500 ms call, 2 s margin, 10 s a deadline-less record may
+	// take. The clock is set a second short of it, then past it.
+	lapse := at.Add(12*time.Second + 500*time.Millisecond)
+	clock.skew.Store(int64(time.Until(lapse) - time.Second))
+	if _, err := f.call(context.Background(), "c1"); !errors.As(err, &ran) || ran.Known {
+		t.Fatalf("retry just before the lapse = %v, want the outcome unknown", err)
+	}
+	clock.skew.Store(int64(time.Until(lapse)))
+	_, err = f.call(context.Background(), "c1")
+	if !errors.As(err, &ran) || !ran.Known || !ran.Outcome.IsError {
+		t.Fatalf("retry after the lapse = %v, want ErrAlreadyExecuted with a failed outcome", err)
+	}
+	rec, err := f.st.GetCall(context.Background(), f.runID, "c1")
+	if err != nil || rec.ResultDigest != ran.Outcome.ResultDigest.String() || !rec.IsError || !rec.Brokered {
+		t.Errorf("record = %+v, %v; want the failed outcome, brokered", rec, err)
+	}
+	evs, _, _ := ledger.New(f.st, time.Now).Read(context.Background(), f.runID, 0, 1000, 0)
+	if last := evs[len(evs)-1]; last.Type != "tool.brokered" || !strings.Contains(last.Data, rec.ResultDigest) || !strings.Contains(last.Data, `"is_error":true`) {
+		t.Errorf("last event = %s %s", last.Type, last.Data)
+	}
+	if _, err := f.call(context.Background(), "c1"); !errors.As(err, &ran) || !ran.Known || f.brokeredEvents(t) != 1 || f.calls.Load() != 1 {
+		t.Errorf("third ask = %v with %d tool.brokered, %d upstream calls; want the same outcome, 1, 1", err, f.brokeredEvents(t), f.calls.Load())
+	}
+}
+
+// TestBrokeredRecordCompletedByTheRetry: an outcome stored on its own,
+// without tool.brokered (as a broker before the outcome and its event
+// were one write left it), is completed by the retry, which appends
+// tool.brokered from it and answers with the recorded outcome, without
+// running the tool again.
+func TestBrokeredRecordCompletedByTheRetry(t *testing.T) {
+	t.Parallel()
+	f := unrecordedCall(t, &calltest.Conflicts{Attr: "brokered"}, &lapseClock{})
+	const digest = "sha256:0000000000000000000000000000000000000000000000000000000000000001"
+	_, err := devstack.DynamoClient(f.db.URL).UpdateItem(context.Background(), &dynamodb.UpdateItemInput{
+		TableName: aws.String(f.st.Table()),
+		Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "RUN#" + f.runID},
+			"sk": &types.AttributeValueMemberS{Value: "CALL#c1"}},
+		UpdateExpression: aws.String("SET result_digest = :d, latency_ms = :l"),
+		ExpressionAttributeValues: map[string]types.AttributeValue{":d": &types.AttributeValueMemberS{Value: digest},
+			":l": &types.AttributeValueMemberN{Value: "42"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	_, err = f.call(context.Background(), "c1")
 	var ran *connection.ExecutedError
 	if !errors.As(err, &ran) || !errors.Is(err, connection.ErrAlreadyExecuted) || !ran.Known {
 		t.Fatalf("retry = %v, want ErrAlreadyExecuted with the outcome", err)
 	}
-	if ran.Outcome.ResultDigest.String() != rec.ResultDigest || ran.Outcome.LatencyMS != rec.LatencyMS || !strings.HasPrefix(rec.ResultDigest, "sha256:") {
-		t.Errorf("outcome = %+v, record %+v", ran.Outcome, rec)
+	if ran.Outcome.ResultDigest.String() != digest || ran.Outcome.LatencyMS != 42 {
+		t.Errorf("outcome = %+v, want %s, 42 ms", ran.Outcome, digest)
 	}
 	if f.brokeredEvents(t) != 1 || f.calls.Load() != 1 {
 		t.Errorf("%d tool.brokered, %d upstream calls; want 1, 1", f.brokeredEvents(t), f.calls.Load())
 	}
 	evs, _, _ := ledger.New(f.st, time.Now).Read(context.Background(), f.runID, 0, 1000, 0)
 	last := evs[len(evs)-1]
-	if last.Type != "tool.brokered" || !strings.Contains(last.Data, rec.ResultDigest) {
+	if last.Type != "tool.brokered" || !strings.Contains(last.Data, digest) {
 		t.Errorf("last event = %s %s", last.Type, last.Data)
 	}
 	// A third ask changes nothing.

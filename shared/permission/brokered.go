@@ -70,6 +70,20 @@ func (s *Service) DecideBrokered(ctx context.Context, runID string, req Request,
 	return s.decide(ctx, runID, req, wait, live)
 }
 
+// DecideAndClaim is DecideBrokered without a wait, for a broker that
+// executes an allowed call at once: when this request records the
+// decision and it is allow, the call's record is written already claimed
+// at claimAt, in the decision's own append (claimed), so the decision and
+// the claim cost one write. An answer from an earlier record (a retry, a
+// concurrent duplicate) is never claimed here: the broker claims it as
+// any other (store.ClaimCall), and finds it executed if it was.
+func (s *Service) DecideAndClaim(ctx context.Context, runID string, req Request, live map[string]gate.Live, claimAt time.Time) (ans Answer, claimed bool, err error) {
+	if live == nil {
+		live = map[string]gate.Live{}
+	}
+	return s.decideClaiming(ctx, runID, req, 0, live, store.FormatTime(claimAt))
+}
+
 // liveFor reads the live state of the connection a brokered tool needs; a
 // sandbox tool (or an unknown one) needs none.
 func (s *Service) liveFor(ctx context.Context, fr *frozenRun, toolName string) (map[string]gate.Live, error) {

@@ -213,21 +213,29 @@ func (s *Service) Decide(ctx context.Context, runID string, req Request, wait ti
 // broker read for a brokered call (see DecideBrokered). When nil, a
 // brokered tool's connection is read from the table here.
 func (s *Service) decide(ctx context.Context, runID string, req Request, wait time.Duration, live map[string]gate.Live) (Answer, error) {
+	ans, _, err := s.decideClaiming(ctx, runID, req, wait, live, "")
+	return ans, err
+}
+
+// decideClaiming is decide; a brokered call whose decision this request
+// records as allow is recorded claimed at claimAt when that is not ""
+// (claimed: see DecideAndClaim).
+func (s *Service) decideClaiming(ctx context.Context, runID string, req Request, wait time.Duration, live map[string]gate.Live, claimAt string) (ans Answer, claimed bool, err error) {
 	cr, err := checkRequest(req)
 	if err != nil {
-		return Answer{}, err
+		return Answer{}, false, err
 	}
 	input := cr.input
 	fr, err := s.frozen.get(ctx, runID)
 	if errors.Is(err, store.ErrNotFound) {
-		return Answer{}, run.ErrNotFound
+		return Answer{}, false, run.ErrNotFound
 	}
 	if err != nil {
-		return Answer{}, err
+		return Answer{}, false, err
 	}
 	if live == nil {
 		if live, err = s.liveFor(ctx, fr, req.ToolName); err != nil {
-			return Answer{}, err
+			return Answer{}, false, err
 		}
 	}
 
@@ -244,6 +252,7 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 		}
 		pin := fr.pin(req.ToolName)
 		pin.Source, pin.SourceLimit = sourceOf(h), s.pendingLimit()
+		pin.ClaimAt = claimAt
 		if d.Outcome == policy.VerdictRequireApproval {
 			pin.ApprovalID = ids.New("apr_")
 		}
@@ -268,10 +277,11 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 		break
 	}
 	if errors.Is(err, call.ErrSourceFull) || errors.Is(err, call.ErrGrantRevoked) {
-		return Answer{}, fmt.Errorf("permission: run %s: decided %d times and every record was refused: %w", runID, maxRedecide, store.ErrUnavailable)
+		return Answer{}, false, fmt.Errorf("permission: run %s: decided %d times and every record was refused: %w", runID, maxRedecide, store.ErrUnavailable)
 	}
 	switch {
 	case err == nil:
+		claimed = recorded.Decision == vocab.Allow && claimAt != ""
 		if recorded.Decision == vocab.Pending {
 			s.approvals.Observed(ctx, store.Approval{}, created)
 			at, err := time.Parse(store.TimeLayout, created.ExpiresAt)
@@ -288,22 +298,23 @@ func (s *Service) decide(ctx context.Context, runID string, req Request, wait ti
 		c, ok := store.RecordedCall(err, runID, req.ToolCallID)
 		if !ok {
 			if c, err = s.st.GetCall(ctx, runID, req.ToolCallID); err != nil {
-				return Answer{}, err
+				return Answer{}, false, err
 			}
 		}
 		recorded, err = s.replayOf(ctx, runID, fr, req, cr, c)
 		if err != nil {
-			return Answer{}, err
+			return Answer{}, false, err
 		}
 	case errors.Is(err, store.ErrNotFound):
-		return Answer{}, run.ErrNotFound
+		return Answer{}, false, run.ErrNotFound
 	default:
-		return Answer{}, err
+		return Answer{}, false, err
 	}
 	if recorded.Decision == vocab.Pending && wait > 0 {
-		return s.await(ctx, runID, req, fr, cr, min(wait, MaxWait), recorded)
+		ans, err := s.await(ctx, runID, req, fr, cr, min(wait, MaxWait), recorded)
+		return ans, false, err
 	}
-	return recorded, nil
+	return recorded, claimed, nil
 }
 
 // gateDecide asks the pure gate about a call on run. The run's session

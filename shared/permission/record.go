@@ -65,6 +65,11 @@ type Pin struct {
 	// store.SourceKey in the same append that files one.
 	Source      string
 	SourceLimit int
+	// ClaimAt, when set, is the instant the broker claims the call's one
+	// execution if the gate allows it: the record is put claimed
+	// (store.RecordClaimedCallOp), and the broker calls the upstream
+	// without a write of its own first.
+	ClaimAt string
 }
 
 // Recorded is what Record decided: the answer, the batch that records it,
@@ -178,7 +183,12 @@ func Record(st *store.Store, h store.Head, c Asked, d gate.Decision, pin Pin, no
 		// Answered by a grant: recorded only while the grant stands.
 		out.Batch.Ops = append(out.Batch.Ops, st.GrantHeldOp(h.RunID, d.GrantRule, d.Grant, call.ErrGrantRevoked))
 	}
-	op, err := st.RecordCallOp(h.RunID, call.Requested, rec)
+	var op store.Op
+	if ans.Decision == vocab.Allow && pin.ClaimAt != "" {
+		op, err = st.RecordClaimedCallOp(h.RunID, call.Requested, rec, pin.ClaimAt)
+	} else {
+		op, err = st.RecordCallOp(h.RunID, call.Requested, rec)
+	}
 	if err != nil {
 		return Recorded{}, err
 	}

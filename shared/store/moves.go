@@ -147,6 +147,25 @@ func (s *Store) RecordCallOp(runID string, from call.State, c Call) (Op, error) 
 	return s.conditionalPut(av, h, call.ErrRecorded)
 }
 
+// RecordClaimedCallOp is requested -> allow by the gate and allow ->
+// executing by the broker in one write: the op that puts c, an allowed
+// brokered call's record, as new and already claimed at at, for a broker
+// that executes the call right after the gate allowed it (one write
+// instead of the record's and then ClaimCall's). The record is never seen
+// allowed and unclaimed, so a concurrent duplicate finds the claim (its
+// own record's put fails with call.ErrRecorded, and its ClaimCall with
+// call.ErrExecuted). from is call.Requested, as for RecordCallOp.
+func (s *Store) RecordClaimedCallOp(runID string, from call.State, c Call, at string) (Op, error) {
+	if c.Decision != vocab.Allow || at == released {
+		return Op{}, fmt.Errorf("%w: %s claims only an allowed call, at an instant", call.ErrIllegal, call.Broker)
+	}
+	if err := call.Move(call.Allowed, call.Executing, call.Broker); err != nil {
+		return Op{}, err
+	}
+	c.ExecutedAt = at
+	return s.RecordCallOp(runID, from, c)
+}
+
 // FileApprovalOps is requested -> pending by the gate: the ops that put a,
 // a pending approval, as new, in the pending index, with the pointer from
 // its id. When either is there already the Append fails with
@@ -260,28 +279,29 @@ type Outcome struct {
 	IsError      bool
 }
 
-// StoreOutcome is the first half of executing -> executed: the outcome on
-// the call record, right after the upstream answered, a single-item write
-// no other write to the run conflicts with. It holds only on a claimed
-// call without an outcome (otherwise call.ErrNotExecuting).
-func (s *Store) StoreOutcome(ctx context.Context, runID, toolCallID string, from call.State, o Outcome) error {
+// ExecutedOp is executing -> executed: the op that stores the outcome o on
+// the call record, right after the upstream answered, and marks the record
+// as recorded in the ledger (brokered): the Append that carries it carries
+// tool.brokered, so the outcome and its event land together or not at
+// all. It holds only on a claimed call without an outcome (otherwise the
+// Append fails with call.ErrNotExecuting).
+func (s *Store) ExecutedOp(runID, toolCallID string, from call.State, o Outcome) (Op, error) {
+	if o.ResultDigest == "" {
+		return Op{}, fmt.Errorf("store: the outcome of %s/%s has no result digest", runID, toolCallID)
+	}
 	h, err := move(from, call.Executed, call.Broker, callHolds)
 	if err != nil {
-		return err
+		return Op{}, err
 	}
-	op := "outcome of " + runID + "/" + toolCallID
-	set := map[string]any{"result_digest": o.ResultDigest, "latency_ms": o.LatencyMS, "is_error": o.IsError}
-	err = s.updateItem(ctx, op, CallKey(runID, toolCallID), h.update(Update{Set: set}), nil)
-	if errors.Is(err, ErrConditionFailed) {
-		return fmt.Errorf("store: %s: %w", op, call.ErrNotExecuting)
-	}
-	return err
+	set := map[string]any{"result_digest": o.ResultDigest, "latency_ms": o.LatencyMS, "is_error": o.IsError, "brokered": true}
+	return s.updateOp(CallKey(runID, toolCallID), h.update(Update{Set: set}), call.ErrNotExecuting)
 }
 
-// BrokeredOp is the second half of executing -> executed: the op that
-// marks the record of an executed call as recorded in the ledger
-// (tool.brokered), once; a second Append fails with
-// call.ErrBrokeredRecorded.
+// BrokeredOp completes executing -> executed for a record whose outcome
+// was stored on its own, before tool.brokered (as brokers before
+// ExecutedOp stored it): the op that marks the record of an executed call
+// as recorded in the ledger (tool.brokered), once; a second Append fails
+// with call.ErrBrokeredRecorded.
 func (s *Store) BrokeredOp(runID, toolCallID string) (Op, error) {
 	h, err := callAt(call.Executed)
 	if err != nil {

@@ -111,6 +111,16 @@ func methods() []method {
 		})
 	}
 	out = append(out, method{
+		name: "RecordClaimedCall", to: call.Allowed, by: call.Gate, item: callRecord,
+		lost: []error{call.ErrRecorded, call.ErrIllegal},
+		apply: func(ctx context.Context, f *moveFixture, from call.State) error {
+			op, err := f.st.RecordClaimedCallOp(f.run, from, store.Call{ToolCallID: f.id, ToolName: "mcp__team__search", InputDigest: "sha256:i", Decision: vocab.Allow, DecidedAt: nowAt}, nowAt)
+			if err != nil {
+				return err
+			}
+			return f.st.WriteOps(ctx, op)
+		},
+	}, method{
 		name: "FileApproval", to: call.Pending, by: call.Gate, item: approvalRow,
 		lost: []error{call.ErrRecorded, call.ErrIllegal},
 		apply: func(ctx context.Context, f *moveFixture, from call.State) error {
@@ -168,10 +178,14 @@ func methods() []method {
 			return err
 		},
 	}, method{
-		name: "StoreOutcome", to: call.Executed, by: call.Broker, item: callRecord,
+		name: "Executed", to: call.Executed, by: call.Broker, item: callRecord,
 		lost: []error{call.ErrNotExecuting, call.ErrIllegal},
 		apply: func(ctx context.Context, f *moveFixture, from call.State) error {
-			return f.st.StoreOutcome(ctx, f.run, f.id, from, store.Outcome{ResultDigest: "sha256:r", LatencyMS: 3})
+			op, err := f.st.ExecutedOp(f.run, f.id, from, store.Outcome{ResultDigest: "sha256:r", LatencyMS: 3})
+			if err != nil {
+				return err
+			}
+			return f.st.WriteOps(ctx, op)
 		},
 	}, method{
 		name: "ReleaseClaim", to: call.Refused, by: call.Broker, item: callRecord, starts: []call.State{call.Executing},
@@ -239,7 +253,9 @@ func stand(t *testing.T, f *moveFixture, s call.State, overdue bool) {
 		_, err := f.st.ClaimCall(ctx, f.run, f.id, call.Allowed, f.claimedAt)
 		must(t, err)
 		if s == call.Executed {
-			must(t, f.st.StoreOutcome(ctx, f.run, f.id, call.Executing, store.Outcome{ResultDigest: "sha256:r"}))
+			op, err := f.st.ExecutedOp(f.run, f.id, call.Executing, store.Outcome{ResultDigest: "sha256:r"})
+			must(t, err)
+			must(t, f.st.WriteOps(ctx, op))
 		}
 	default:
 		t.Fatalf("no fixture stands at %s", s)
@@ -348,13 +364,15 @@ func TestMovesRace(t *testing.T) {
 }
 
 // TestBrokeredAndGrants: the writes that go with the moves. tool.brokered
-// is marked once and only on an executed call; a session grant is put and
-// revoked, a second revoke refused.
+// is marked once and only on an executed call (its outcome stored, as
+// brokers before ExecutedOp stored it, without the mark); a session grant
+// is put and revoked, a second revoke refused.
 func TestBrokeredAndGrants(t *testing.T) {
 	t.Parallel()
 	st := newMoveStore(t)
 	ctx := context.Background()
-	for _, s := range []call.State{call.Requested, call.Allowed, call.Executing} {
+	// An outcome stored by ExecutedOp is marked already.
+	for _, s := range []call.State{call.Requested, call.Allowed, call.Executing, call.Executed} {
 		f := &moveFixture{st: st, run: "ses_b" + string(s), id: "c1"}
 		stand(t, f, s, false)
 		op, err := st.BrokeredOp(f.run, f.id)
@@ -362,7 +380,10 @@ func TestBrokeredAndGrants(t *testing.T) {
 		wantErr(t, "BrokeredOp at "+string(s), st.WriteOps(ctx, op), call.ErrBrokeredRecorded)
 	}
 	f := &moveFixture{st: st, run: "ses_bexecuted", id: "c1"}
-	stand(t, f, call.Executed, false)
+	stored, err := st.Put(store.CallKey(f.run, f.id), store.Call{ToolCallID: f.id, ToolName: "mcp__team__search", InputDigest: "sha256:i",
+		Decision: vocab.Allow, DecidedAt: at(0), ExecutedAt: at(time.Second), ResultDigest: "sha256:r"})
+	must(t, err)
+	must(t, st.WriteOps(ctx, stored))
 	op, err := st.BrokeredOp(f.run, f.id)
 	must(t, err)
 	must(t, st.WriteOps(ctx, op))
