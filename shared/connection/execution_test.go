@@ -183,3 +183,49 @@ func TestUnclaim(t *testing.T) {
 		t.Errorf("release after the outcome = %v, want ErrNotExecuting", err)
 	}
 }
+
+// TestClaimable: the decision claims the call in its own write only when
+// the upstream was looked at, the checks before execution pass on what was
+// read, and the deadline leaves the call its time; otherwise the call is
+// claimed (or refused) after the decision, as before.
+func TestClaimable(t *testing.T) {
+	t.Parallel()
+	const name = "mcp__team__search"
+	b := &Broker{svc: &Service{opts: Options{CallTimeout: time.Second}}}
+	frozen := &gate.Run{
+		Tools:    map[string]*gate.Tool{name: {Name: name, ConnectionID: "con_1"}},
+		Bindings: map[string]gate.Binding{"con_1": {ConnectionID: "con_1", Generation: 1, ToolSetDigest: "set1"}},
+	}
+	live := gate.Live{Found: true, Status: gate.ConnectionActive, Generation: 1, ToolSetDigest: "set1", OwnerActive: true}
+	fresh := func() *brokeredCall {
+		return &brokeredCall{
+			req: permission.Request{ToolCallID: "c1", ToolName: name},
+			bt: permission.BrokeredTool{Name: name, UpstreamName: "search", ConnectionID: "con_1", ToolDigest: "t1",
+				Binding: frozen.Bindings["con_1"], Frozen: frozen},
+			live: live,
+			up:   &upstream{looked: true, digest: "set1", tools: map[string]string{"search": "t1"}},
+		}
+	}
+	short, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	cases := []struct {
+		name   string
+		ctx    context.Context
+		change func(c *brokeredCall)
+		want   bool
+	}{
+		{"checks pass", context.Background(), func(*brokeredCall) {}, true},
+		{"not looked at", context.Background(), func(c *brokeredCall) { c.up.looked = false }, false},
+		{"tool changed upstream", context.Background(), func(c *brokeredCall) { c.up.tools["search"] = "t2" }, false},
+		{"tool set changed upstream", context.Background(), func(c *brokeredCall) { c.up.digest = "set2" }, false},
+		{"binding stale", context.Background(), func(c *brokeredCall) { c.live.Generation = 2 }, false},
+		{"no time for the call", short, func(*brokeredCall) {}, false},
+	}
+	for _, tc := range cases {
+		c := fresh()
+		tc.change(c)
+		if got := b.claimable(tc.ctx, c); got != tc.want {
+			t.Errorf("claimable, %s = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

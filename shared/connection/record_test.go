@@ -324,3 +324,33 @@ func TestWaitLeavesTimeToRun(t *testing.T) {
 		t.Errorf("the next ask = %+v, %v with %d upstream calls; want allow, run once", ans, err, f.calls.Load())
 	}
 }
+
+// TestDuplicatesRunOnce: dozens of requests with one tool_call_id at once,
+// each deciding it fresh: only the one whose own write recorded the
+// decision holds the claim it carries; the others are answered from that
+// record and find the call executed. The tool runs once and tool.brokered
+// is appended once.
+func TestDuplicatesRunOnce(t *testing.T) {
+	t.Parallel()
+	f := newBrokerFixture(t, &calltest.Conflicts{}, 0)
+	const racers = 24
+	errs := make(chan error, racers)
+	var results atomic.Int32
+	for range racers {
+		go func() {
+			ans, err := f.call(context.Background(), "dup")
+			if err == nil && ans.Result != nil {
+				results.Add(1)
+			}
+			errs <- err
+		}()
+	}
+	for range racers {
+		if err := <-errs; err != nil && !errors.Is(err, connection.ErrAlreadyExecuted) && !errors.Is(err, store.ErrUnavailable) {
+			t.Errorf("duplicate: %v", err)
+		}
+	}
+	if f.calls.Load() != 1 || results.Load() != 1 || f.brokeredEvents(t) != 1 {
+		t.Errorf("%d upstream calls, %d results, %d tool.brokered; want 1, 1, 1", f.calls.Load(), results.Load(), f.brokeredEvents(t))
+	}
+}

@@ -405,3 +405,16 @@ func TestBrokeredAndGrants(t *testing.T) {
 		t.Errorf("grants after the revoke = %+v", held)
 	}
 }
+
+// TestRecordClaimedCallOnlyAllowed: only an allowed call is recorded
+// claimed, and only at an instant.
+func TestRecordClaimedCallOnlyAllowed(t *testing.T) {
+	t.Parallel()
+	st := newMoveStore(t)
+	for _, d := range []vocab.Decision{vocab.Deny, vocab.Pending} {
+		_, err := st.RecordClaimedCallOp("ses_1", call.Requested, store.Call{ToolCallID: "c1", ToolName: "mcp__team__search", Decision: d, DecidedAt: nowAt}, nowAt)
+		wantErr(t, "RecordClaimedCallOp of "+string(d), err, call.ErrIllegal)
+	}
+	_, err := st.RecordClaimedCallOp("ses_1", call.Requested, store.Call{ToolCallID: "c1", ToolName: "mcp__team__search", Decision: vocab.Allow, DecidedAt: nowAt}, "")
+	wantErr(t, "RecordClaimedCallOp without an instant", err, call.ErrIllegal)
+}
