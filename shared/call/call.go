@@ -120,10 +120,10 @@ var Transitions = []Transition{
 	{Pending, Rejected, Decider, "approval settled, call deny (source approval); approval.decided, tool.decision"},
 	{Pending, Expired, Expiry, "approval settled, call deny (source approval_expired); approval.decided, tool.decision"},
 
-	{Allowed, Executing, Broker, "execution claim on the call record, once"},
+	{Allowed, Executing, Broker, "execution claim on the call record, once (in the decision's own write when the broker runs the call at once)"},
 	{ApprovedOnce, Executing, Broker, "execution claim on the call record, once"},
 	{ApprovedSession, Executing, Broker, "execution claim on the call record, once"},
-	{Executing, Executed, Broker, "outcome on the call record; then tool.brokered"},
+	{Executing, Executed, Broker, "outcome on the call record and tool.brokered, in one append (a lapsed claim: a failed outcome)"},
 
 	{Allowed, Refused, Broker, "tool.decision deny; the call record stays allow"},
 	{ApprovedOnce, Refused, Broker, "tool.decision deny; the call record stays allow"},

@@ -36,16 +36,19 @@ var (
 	// ErrUpstreamUnavailable: the upstream's tools could not be read before
 	// the decision; nothing was recorded and the tool was not called.
 	ErrUpstreamUnavailable = errors.New("connection: upstream unavailable")
-	// ErrNotRecorded: the tool ran but its outcome or its tool.brokered
-	// event could not be written within the deadline; the result is
-	// withheld (nothing unrecorded leaves). A retry of the call completes
-	// the record from what was stored and never runs the tool again.
+	// ErrNotRecorded: the tool ran but its outcome with its tool.brokered
+	// event could not be written within the deadline (or a retry recorded
+	// the call's lapsed claim as failed first); the result is withheld
+	// (nothing unrecorded leaves). The tool is never run again for the
+	// call: a retry finds it executed and, once the claim has lapsed,
+	// records it as failed.
 	ErrNotRecorded = errors.New("connection: brokered call not recorded")
 )
 
 // ExecutedError is ErrAlreadyExecuted with the recorded outcome of the
 // call's one execution; Known is false when the execution was claimed but
-// its outcome never stored (the broker stopped while the tool ran).
+// its outcome not stored (the broker stopped while the tool ran, or could
+// not record it) and the claim has not lapsed yet.
 type ExecutedError struct {
 	Outcome outcome
 	Known   bool
@@ -129,8 +132,9 @@ func (u *upstream) close(ctx context.Context) {
 //     wait > 0 the call waits for the human, as for /permission).
 //  4. On allow: the binding and the tool's upstream definition are checked
 //     again (an approved call may have waited), the execution is claimed
-//     at most once, the tool is called with a bounded timeout, and
-//     tool.brokered is appended.
+//     at most once (in the decision's own write when those checks passed
+//     before it), the tool is called with a bounded timeout, and
+//     tool.brokered is appended with the outcome on the record.
 func (b *Broker) Call(ctx context.Context, runID string, req permission.Request, wait time.Duration) (CallAnswer, error) {
 	bt, brokered, err := b.perm.BrokeredTool(ctx, runID, req.ToolName)
 	if err != nil {

@@ -53,7 +53,7 @@ func (s *Server) toolsCall(w http.ResponseWriter, r *http.Request, _ auth.Princi
 		return conflict("tool_call_id %q was executed already (result digest %s, latency %d ms, is_error %t); its result is not kept and the tool is not run twice (use a new tool_call_id to call again)",
 			req.ToolCallID, ran.Outcome.ResultDigest, ran.Outcome.LatencyMS, ran.Outcome.IsError)
 	case errors.Is(err, connection.ErrAlreadyExecuted):
-		return conflict("tool_call_id %q was executed already, but its outcome was not recorded (the broker stopped while the tool ran); the tool is not run twice (use a new tool_call_id to call again)", req.ToolCallID)
+		return conflict("tool_call_id %q was executed already, but its outcome was not recorded (the broker stopped while the tool ran; once the call's claim lapses, a retry records it as failed); the tool is not run twice (use a new tool_call_id to call again)", req.ToolCallID)
 	case errors.Is(err, connection.ErrNoTime):
 		return &route.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the request has too little time left before API Gateway's cut-off for the tool's timeout, so the tool was not run; retry with the same tool_call_id"}
 	case errors.Is(err, connection.ErrNoSealer):
@@ -67,7 +67,7 @@ func (s *Server) toolsCall(w http.ResponseWriter, r *http.Request, _ auth.Princi
 		return &route.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the upstream MCP server's tools could not be read, so the call was not decided and the tool was not run; treat this as deny and retry"}
 	case errors.Is(err, connection.ErrNotRecorded):
 		s.log.ErrorContext(r.Context(), "brokered call not recorded", "run", id, "call", req.ToolCallID, "err", err)
-		return &route.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the tool ran, but its record could not be completed, so its result is withheld; retry with the same tool_call_id to complete the record (the tool is not run again)"}
+		return &route.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the tool ran, but its record could not be completed, so its result is withheld; the tool is not run again with this tool_call_id (a retry answers 409, and once the call's claim lapses records it as failed)"}
 	case errors.Is(err, store.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		s.log.ErrorContext(r.Context(), "table unavailable", "run", id, "call", req.ToolCallID, "err", err)
 		return &route.Error{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "the table could not be reached, so the tool was not run; treat this as deny and retry"}
