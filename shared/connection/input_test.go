@@ -107,137 +107,180 @@ func consentServer(t *testing.T, rev string, calls map[string]*atomic.Int32) str
 // wrote.
 func TestBrokeredCallWaitsForAPerson(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	for _, rev := range []string{"2026-07-28", "2025-11-25"} {
 		calls := map[string]*atomic.Int32{"deploy": {}, "nag": {}}
 		clock := &skewed{}
 		f, _ := newRunOnAt(t, consentServer(t, rev, calls), `{"name":"p","default_verdict":"allow","rules":[]}`, clock.Now)
-		inputs := elicitation.NewService(f.led, clock.Now, nil)
-		deploy := func(id string) connection.CallAnswer {
-			t.Helper()
-			ans, err := f.broker.Call(ctx, f.run.ID, permission.Request{ToolCallID: id, ToolName: "mcp__team__deploy", Input: []byte(`{}`)}, 0)
-			if err != nil {
-				t.Fatalf("%s: Call(%s): %v", rev, id, err)
-			}
-			return ans
-		}
-		pending := func(id string) string {
-			t.Helper()
-			ans := deploy(id)
-			if ans.Decision != vocab.Pending || ans.Source != "input_required" || ans.InputRequestID == "" || ans.Result != nil {
-				t.Fatalf("%s: Call(%s) = %+v (result %v), want pending on an input request", rev, id, ans, ans.Result)
-			}
-			return ans.InputRequestID
-		}
+		w := &personWait{t: t, ctx: context.Background(), rev: rev, f: f, clock: clock, calls: calls, inputs: elicitation.NewService(f.led, clock.Now, nil)}
+		w.done()
+		w.declinedAndExpired()
+		w.linksNeverWaitedOn()
+		w.ledgerKeepsNoRequest()
+	}
+}
 
-		// Done: the retry runs the tool, with consent.
-		inp := pending("d1")
-		if again := pending("d1"); again != inp {
-			t.Errorf("%s: the retry waits on %s, want the same request %s", rev, again, inp)
-		}
-		r, err := inputs.Get(ctx, inp)
-		if err != nil || r.Link != "https://deploy.example.com/consent" || r.URL != "https://deploy.example.com/consent?state=QUERY-SECRET-7" ||
-			r.Server != "team" || r.ConnectionID != f.con.ID || r.Status != string(elicitation.Pending) {
-			t.Fatalf("%s: input request = %+v, %v; want pending, the link with and without its query, the connection's name", rev, r, err)
-		}
-		if _, ok, err := inputs.Decide(ctx, admin, inp, elicitation.DecisionDone); err != nil || !ok {
-			t.Fatalf("%s: Decide(done) = %t, %v", rev, ok, err)
-		}
-		ans := deploy("d1")
-		if ans.Decision != vocab.Allow || ans.Result == nil || string(ans.Result.Content) != `[{"type":"text","text":"deployed: consent accept, token decline"}]` {
-			t.Fatalf("%s: Call(d1) after done = %+v (result %+v), want allowed with the upstream's answer", rev, ans.Answer, ans.Result)
-		}
-		if _, err := f.broker.Call(ctx, f.run.ID, permission.Request{ToolCallID: "d1", ToolName: "mcp__team__deploy", Input: []byte(`{}`)}, 0); err == nil {
-			t.Errorf("%s: a retry after the result ran the tool again", rev)
-		}
+// personWait is one revision's run of TestBrokeredCallWaitsForAPerson.
+type personWait struct {
+	t      *testing.T
+	ctx    context.Context
+	rev    string
+	f      runOn
+	clock  *skewed
+	calls  map[string]*atomic.Int32
+	inputs *elicitation.Service
+}
 
-		// Declined, and expired: denied, and not run again.
-		declined := pending("d2")
-		if _, ok, err := inputs.Decide(ctx, admin, declined, elicitation.DecisionDecline); err != nil || !ok {
-			t.Fatalf("%s: Decide(decline) = %t, %v", rev, ok, err)
-		}
-		if ans := deploy("d2"); ans.Decision != vocab.Deny || ans.Source != "input_declined" {
-			t.Errorf("%s: Call(d2) after decline = %+v, want deny input_declined", rev, ans.Answer)
-		}
-		pending("d3")
-		clock.Advance(elicitation.DefaultTTL)
-		if ans := deploy("d3"); ans.Decision != vocab.Deny || ans.Source != "input_expired" {
-			t.Errorf("%s: Call(d3) past its time = %+v, want deny input_expired", rev, ans.Answer)
-		}
-		if ans := deploy("d3"); ans.Decision != vocab.Deny || ans.Source != "input_expired" {
-			t.Errorf("%s: Call(d3) again = %+v, want deny input_expired", rev, ans.Answer)
-		}
-		if n := calls["deploy"].Load(); n != 4 {
-			t.Errorf("%s: deploy ran %d times, want 4 (twice for d1, once each for d2 and d3 before they waited)", rev, n)
-		}
+func (w *personWait) deploy(id string) connection.CallAnswer {
+	w.t.Helper()
+	ans, err := w.f.broker.Call(w.ctx, w.f.run.ID, permission.Request{ToolCallID: id, ToolName: "mcp__team__deploy", Input: []byte(`{}`)}, 0)
+	if err != nil {
+		w.t.Fatalf("%s: Call(%s): %v", w.rev, id, err)
+	}
+	return ans
+}
 
-		// A link holding the connection's credential is never shown to a
-		// person, so never waited on: the upstream was told cancel.
-		leak, err := f.broker.Call(ctx, f.run.ID, permission.Request{ToolCallID: "l1", ToolName: "mcp__team__leak", Input: []byte(`{}`)}, 0)
-		if err != nil || leak.Decision != vocab.Allow || leak.Result == nil || string(leak.Result.Content) != `[{"type":"text","text":"link cancel"}]` {
-			t.Fatalf("%s: Call(leak) = %+v, %v; want allowed with the upstream's answer to cancel", rev, leak.Answer, err)
-		}
-		// A link nobody may be shown is refused, never waited on.
-		nag, err := f.broker.Call(ctx, f.run.ID, permission.Request{ToolCallID: "n1", ToolName: "mcp__team__nag", Input: []byte(`{}`)}, 0)
-		if err != nil || nag.Decision != vocab.Allow || nag.Result == nil || !nag.Result.IsError {
-			t.Fatalf("%s: Call(nag) = %+v, %v; want allowed with a tool error", rev, nag.Answer, err)
-		}
+func (w *personWait) pending(id string) string {
+	w.t.Helper()
+	ans := w.deploy(id)
+	if ans.Decision != vocab.Pending || ans.Source != "input_required" || ans.InputRequestID == "" || ans.Result != nil {
+		w.t.Fatalf("%s: Call(%s) = %+v (result %v), want pending on an input request", w.rev, id, ans, ans.Result)
+	}
+	return ans.InputRequestID
+}
 
-		evs, _, err := f.led.Read(ctx, f.run.ID, 0, 1000, 0)
-		if err != nil {
+// done: the retry runs the tool, with consent.
+func (w *personWait) done() {
+	t, ctx, rev, f := w.t, w.ctx, w.rev, w.f
+	inp := w.pending("d1")
+	if again := w.pending("d1"); again != inp {
+		t.Errorf("%s: the retry waits on %s, want the same request %s", rev, again, inp)
+	}
+	r, err := w.inputs.Get(ctx, inp)
+	if err != nil || r.Link != "https://deploy.example.com/consent" || r.URL != "https://deploy.example.com/consent?state=QUERY-SECRET-7" ||
+		r.Server != "team" || r.ConnectionID != f.con.ID || r.Status != string(elicitation.Pending) {
+		t.Fatalf("%s: input request = %+v, %v; want pending, the link with and without its query, the connection's name", rev, r, err)
+	}
+	if _, ok, err := w.inputs.Decide(ctx, admin, inp, elicitation.DecisionDone); err != nil || !ok {
+		t.Fatalf("%s: Decide(done) = %t, %v", rev, ok, err)
+	}
+	ans := w.deploy("d1")
+	if ans.Decision != vocab.Allow || ans.Result == nil || string(ans.Result.Content) != `[{"type":"text","text":"deployed: consent accept, token decline"}]` {
+		t.Fatalf("%s: Call(d1) after done = %+v (result %+v), want allowed with the upstream's answer", rev, ans.Answer, ans.Result)
+	}
+	if _, err := f.broker.Call(ctx, f.run.ID, permission.Request{ToolCallID: "d1", ToolName: "mcp__team__deploy", Input: []byte(`{}`)}, 0); err == nil {
+		t.Errorf("%s: a retry after the result ran the tool again", rev)
+	}
+}
+
+// declinedAndExpired: denied, and not run again.
+func (w *personWait) declinedAndExpired() {
+	t, ctx, rev := w.t, w.ctx, w.rev
+	declined := w.pending("d2")
+	if _, ok, err := w.inputs.Decide(ctx, admin, declined, elicitation.DecisionDecline); err != nil || !ok {
+		t.Fatalf("%s: Decide(decline) = %t, %v", rev, ok, err)
+	}
+	if ans := w.deploy("d2"); ans.Decision != vocab.Deny || ans.Source != "input_declined" {
+		t.Errorf("%s: Call(d2) after decline = %+v, want deny input_declined", rev, ans.Answer)
+	}
+	w.pending("d3")
+	w.clock.Advance(elicitation.DefaultTTL)
+	if ans := w.deploy("d3"); ans.Decision != vocab.Deny || ans.Source != "input_expired" {
+		t.Errorf("%s: Call(d3) past its time = %+v, want deny input_expired", rev, ans.Answer)
+	}
+	if ans := w.deploy("d3"); ans.Decision != vocab.Deny || ans.Source != "input_expired" {
+		t.Errorf("%s: Call(d3) again = %+v, want deny input_expired", rev, ans.Answer)
+	}
+	if n := w.calls["deploy"].Load(); n != 4 {
+		t.Errorf("%s: deploy ran %d times, want 4 (twice for d1, once each for d2 and d3 before they waited)", rev, n)
+	}
+}
+
+// linksNeverWaitedOn: a link holding the connection's credential is never
+// shown to a person, so never waited on (the upstream was told cancel);
+// a link nobody may be shown is refused, never waited on.
+func (w *personWait) linksNeverWaitedOn() {
+	t, ctx, rev, f := w.t, w.ctx, w.rev, w.f
+	leak, err := f.broker.Call(ctx, f.run.ID, permission.Request{ToolCallID: "l1", ToolName: "mcp__team__leak", Input: []byte(`{}`)}, 0)
+	if err != nil || leak.Decision != vocab.Allow || leak.Result == nil || string(leak.Result.Content) != `[{"type":"text","text":"link cancel"}]` {
+		t.Fatalf("%s: Call(leak) = %+v, %v; want allowed with the upstream's answer to cancel", rev, leak.Answer, err)
+	}
+	nag, err := f.broker.Call(ctx, f.run.ID, permission.Request{ToolCallID: "n1", ToolName: "mcp__team__nag", Input: []byte(`{}`)}, 0)
+	if err != nil || nag.Decision != vocab.Allow || nag.Result == nil || !nag.Result.IsError {
+		t.Fatalf("%s: Call(nag) = %+v, %v; want allowed with a tool error", rev, nag.Answer, err)
+	}
+}
+
+// personEvents is what the ledger of the run says, as the test reads it.
+type personEvents struct {
+	brokered                      []map[string]string
+	decisions, requested, settled []string
+}
+
+// ledgerKeepsNoRequest: the ledger keeps the link without its query, and
+// nothing the upstream wrote; its events are the calls' as they went.
+func (w *personWait) ledgerKeepsNoRequest() {
+	t, rev := w.t, w.rev
+	got := w.events()
+	want := []map[string]string{
+		{"mode": "form", "outcome": "refused"},
+		{"mode": "url", "link": "https://deploy.example.com/consent", "outcome": "completed"},
+	}
+	if diff := cmp.Diff(want, got.brokered); diff != "" {
+		t.Errorf("%s: tool.brokered elicitations of d1 (-want +got):\n%s", rev, diff)
+	}
+	if diff := cmp.Diff([]string{
+		"d1 allow ", "d1 deny input_required", "d2 allow ", "d2 deny input_required", "d3 allow ", "d3 deny input_required", "l1 allow ", "n1 allow ",
+	}, got.decisions); diff != "" {
+		t.Errorf("%s: tool.decision events (-want +got):\n%s", rev, diff)
+	}
+	link := " team https://deploy.example.com/consent"
+	if diff := cmp.Diff([]string{"d1" + link, "d2" + link, "d3" + link}, got.requested); diff != "" {
+		t.Errorf("%s: input.requested events (-want +got):\n%s", rev, diff)
+	}
+	if diff := cmp.Diff([]string{"d1 completed", "d2 declined", "d3 expired"}, got.settled); diff != "" {
+		t.Errorf("%s: input.settled events (-want +got):\n%s", rev, diff)
+	}
+}
+
+// events reads the run's ledger, failing for any event that keeps the
+// upstream's request.
+func (w *personWait) events() personEvents {
+	t, rev := w.t, w.rev
+	evs, _, err := w.f.led.Read(w.ctx, w.f.run.ID, 0, 1000, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out personEvents
+	for _, e := range evs {
+		if strings.Contains(string(e.Data), "SECRET") || strings.Contains(string(e.Data), token) || strings.Contains(string(e.Data), "Approve the deploy") {
+			t.Errorf("%s: %s event keeps the upstream's request: %s", rev, e.Type, e.Data)
+		}
+		var data struct {
+			ToolCallID   string              `json:"tool_call_id"`
+			Decision     string              `json:"decision"`
+			Source       string              `json:"source"`
+			Status       string              `json:"status"`
+			Link         string              `json:"link"`
+			Server       string              `json:"server"`
+			Elicitations []map[string]string `json:"elicitations"`
+		}
+		if err := json.Unmarshal([]byte(e.Data), &data); err != nil {
 			t.Fatal(err)
 		}
-		var brokered []map[string]string
-		var decisions, requested, settled []string
-		for _, e := range evs {
-			if strings.Contains(string(e.Data), "SECRET") || strings.Contains(string(e.Data), token) || strings.Contains(string(e.Data), "Approve the deploy") {
-				t.Errorf("%s: %s event keeps the upstream's request: %s", rev, e.Type, e.Data)
+		switch e.Type {
+		case "tool.brokered":
+			if data.ToolCallID == "d1" {
+				out.brokered = data.Elicitations
 			}
-			var data struct {
-				ToolCallID   string              `json:"tool_call_id"`
-				Decision     string              `json:"decision"`
-				Source       string              `json:"source"`
-				Status       string              `json:"status"`
-				Link         string              `json:"link"`
-				Server       string              `json:"server"`
-				Elicitations []map[string]string `json:"elicitations"`
-			}
-			if err := json.Unmarshal([]byte(e.Data), &data); err != nil {
-				t.Fatal(err)
-			}
-			switch e.Type {
-			case "tool.brokered":
-				if data.ToolCallID == "d1" {
-					brokered = data.Elicitations
-				}
-			case "tool.decision":
-				decisions = append(decisions, data.ToolCallID+" "+data.Decision+" "+data.Source)
-			case "input.requested":
-				requested = append(requested, data.ToolCallID+" "+data.Server+" "+data.Link)
-			case "input.settled":
-				settled = append(settled, data.ToolCallID+" "+data.Status)
-			}
-		}
-		want := []map[string]string{
-			{"mode": "form", "outcome": "refused"},
-			{"mode": "url", "link": "https://deploy.example.com/consent", "outcome": "completed"},
-		}
-		if diff := cmp.Diff(want, brokered); diff != "" {
-			t.Errorf("%s: tool.brokered elicitations of d1 (-want +got):\n%s", rev, diff)
-		}
-		if diff := cmp.Diff([]string{
-			"d1 allow ", "d1 deny input_required", "d2 allow ", "d2 deny input_required", "d3 allow ", "d3 deny input_required", "l1 allow ", "n1 allow ",
-		}, decisions); diff != "" {
-			t.Errorf("%s: tool.decision events (-want +got):\n%s", rev, diff)
-		}
-		link := " team https://deploy.example.com/consent"
-		if diff := cmp.Diff([]string{"d1" + link, "d2" + link, "d3" + link}, requested); diff != "" {
-			t.Errorf("%s: input.requested events (-want +got):\n%s", rev, diff)
-		}
-		if diff := cmp.Diff([]string{"d1 completed", "d2 declined", "d3 expired"}, settled); diff != "" {
-			t.Errorf("%s: input.settled events (-want +got):\n%s", rev, diff)
+		case "tool.decision":
+			out.decisions = append(out.decisions, data.ToolCallID+" "+data.Decision+" "+data.Source)
+		case "input.requested":
+			out.requested = append(out.requested, data.ToolCallID+" "+data.Server+" "+data.Link)
+		case "input.settled":
+			out.settled = append(out.settled, data.ToolCallID+" "+data.Status)
 		}
 	}
+	return out
 }
 
 // TestInputRoundsBounded: an upstream that asks for a new link each time

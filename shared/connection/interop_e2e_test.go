@@ -47,6 +47,32 @@ func TestInteropServerEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc := connection.NewService(st, sealer, connection.Options{Egress: testenv.Loopback})
+	v := everythingConnection(t, svc, url)
+
+	pol := mustPolicyDoc(t, st, `{"name":"e","default_verdict":"deny","rules":[{"id":"echo","tool":"mcp__everything__echo","verdict":"allow"},
+ {"id":"url","tool":"mcp__everything__trigger-url-elicitation","verdict":"allow"},
+ {"id":"task","tool":"mcp__everything__simulate-research-query","verdict":"allow"}]}`)
+	limit := 1.0
+	req := run.CreateRequest{PolicyID: pol, Capabilities: []string{"claude-code"}, Connections: []string{v.ID}}
+	req.Budget = &struct {
+		LimitUSD *float64 `json:"limit_usd"`
+	}{LimitUSD: &limit}
+	r, err := run.NewService(led, time.Now).Create(ctx, admin, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perm := permission.NewService(led, approval.NewService(led, time.Now), approval.Lazy{}, slog.New(slog.DiscardHandler), time.Now)
+	b := connection.NewBroker(svc, perm, nil)
+	everythingEchoes(t, b, r.ID)
+	everythingWaitsForAPerson(t, b, elicitation.NewService(led, time.Now, nil), r.ID)
+	everythingRunsATask(t, b, r.ID)
+}
+
+// everythingConnection creates the connection to server-everything at url
+// and refreshes it: echo is among its tools, all of them added.
+func everythingConnection(t *testing.T, svc *connection.Service, url string) connection.View {
+	t.Helper()
+	ctx := context.Background()
 	v, err := svc.Create(ctx, admin, connection.CreateRequest{
 		Name: "everything", URL: url, Kind: "shared",
 		Credential:  &seal.Credential{Type: seal.TypeBearer, Token: "CANARY-everything-3c1"},
@@ -67,66 +93,65 @@ func TestInteropServerEverything(t *testing.T) {
 	if len(res.Changes) != len(res.Tools) || !strings.Contains(","+strings.Join(names, ",")+",", ",echo,") {
 		t.Fatalf("refresh = %d tools, %d changes; want echo among them, all added", len(res.Tools), len(res.Changes))
 	}
+	return v
+}
 
-	pol := mustPolicyDoc(t, st, `{"name":"e","default_verdict":"deny","rules":[{"id":"echo","tool":"mcp__everything__echo","verdict":"allow"},
- {"id":"url","tool":"mcp__everything__trigger-url-elicitation","verdict":"allow"},
- {"id":"task","tool":"mcp__everything__simulate-research-query","verdict":"allow"}]}`)
-	limit := 1.0
-	req := run.CreateRequest{PolicyID: pol, Capabilities: []string{"claude-code"}, Connections: []string{v.ID}}
-	req.Budget = &struct {
-		LimitUSD *float64 `json:"limit_usd"`
-	}{LimitUSD: &limit}
-	r, err := run.NewService(led, time.Now).Create(ctx, admin, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	perm := permission.NewService(led, approval.NewService(led, time.Now), approval.Lazy{}, slog.New(slog.DiscardHandler), time.Now)
-	b := connection.NewBroker(svc, perm, nil)
-	ans, err := b.Call(ctx, r.ID, permission.Request{ToolCallID: "e1", ToolName: "mcp__everything__echo", Input: json.RawMessage(`{"message":"hello from fluidbox"}`)}, 0)
+// everythingEchoes: echo runs; a tool the policy does not allow is denied
+// by the gate before the upstream is called.
+func everythingEchoes(t *testing.T, b *connection.Broker, runID string) {
+	t.Helper()
+	ctx := context.Background()
+	ans, err := b.Call(ctx, runID, permission.Request{ToolCallID: "e1", ToolName: "mcp__everything__echo", Input: json.RawMessage(`{"message":"hello from fluidbox"}`)}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ans.Decision != vocab.Allow || ans.Result == nil || ans.Result.IsError || !strings.Contains(string(ans.Result.Content), "hello from fluidbox") {
 		t.Fatalf("echo = %+v (result %s)", ans.Answer, resultJSON(ans))
 	}
-	// A tool the policy does not allow is denied by the gate before the
-	// upstream is called.
-	ans, err = b.Call(ctx, r.ID, permission.Request{ToolCallID: "e2", ToolName: "mcp__everything__get-sum", Input: json.RawMessage(`{"a":1,"b":2}`)}, 0)
+	ans, err = b.Call(ctx, runID, permission.Request{ToolCallID: "e2", ToolName: "mcp__everything__get-sum", Input: json.RawMessage(`{"a":1,"b":2}`)}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ans.Decision != vocab.Deny {
 		t.Errorf("get-sum = %+v, want deny (policy)", ans.Answer)
 	}
+}
 
-	// The TypeScript SDK's URL elicitation (its request path): the call
-	// waits for a person; after done, the retry's elicitation is accepted.
+// everythingWaitsForAPerson: the TypeScript SDK's URL elicitation (its
+// request path): the call waits for a person; after done, the retry's
+// elicitation is accepted.
+func everythingWaitsForAPerson(t *testing.T, b *connection.Broker, inputs *elicitation.Service, runID string) {
+	t.Helper()
+	ctx := context.Background()
 	asks := permission.Request{ToolCallID: "u1", ToolName: "mcp__everything__trigger-url-elicitation",
 		Input: json.RawMessage(`{"url":"https://consent.example.com/start?state=QUERY-7"}`)}
-	ans, err = b.Call(ctx, r.ID, asks, 0)
+	ans, err := b.Call(ctx, runID, asks, 0)
 	if err != nil || ans.Decision != vocab.Pending || ans.Source != "input_required" || ans.InputRequestID == "" {
 		t.Fatalf("trigger-url-elicitation = %+v, %v; want pending on an input request", ans.Answer, err)
 	}
-	inputs := elicitation.NewService(led, time.Now, nil)
 	if ir, ok, err := inputs.Decide(ctx, admin, ans.InputRequestID, elicitation.DecisionDone); err != nil || !ok ||
 		ir.Link != "https://consent.example.com/start" || ir.URL != "https://consent.example.com/start?state=QUERY-7" {
 		t.Fatalf("done = %+v, %t, %v", ir, ok, err)
 	}
-	ans, err = b.Call(ctx, r.ID, asks, 0)
+	ans, err = b.Call(ctx, runID, asks, 0)
 	if err != nil || ans.Decision != vocab.Allow || ans.Result == nil || !strings.Contains(string(ans.Result.Content), "completed the URL elicitation") {
 		t.Fatalf("trigger-url-elicitation after done = %+v (result %s), %v; want the upstream's accepted flow", ans.Answer, resultJSON(ans), err)
 	}
+}
 
-	// The TypeScript SDK's experimental tasks (2025-11-25): its one task
-	// tool has taskSupport "required" (a plain call is -32601), so the
-	// broker calls it as a task, polls tasks/get and reads tasks/result;
-	// tool.brokered records the result.
+// everythingRunsATask: the TypeScript SDK's experimental tasks
+// (2025-11-25): its one task tool has taskSupport "required" (a plain call
+// is -32601), so the broker calls it as a task, polls tasks/get and reads
+// tasks/result; tool.brokered records the result.
+func everythingRunsATask(t *testing.T, b *connection.Broker, runID string) {
+	t.Helper()
+	ctx := context.Background()
 	research := permission.Request{ToolCallID: "t1", ToolName: "mcp__everything__simulate-research-query", Input: json.RawMessage(`{"topic":"tides"}`)}
-	ans, err = b.Call(ctx, r.ID, research, 0)
+	ans, err := b.Call(ctx, runID, research, 0)
 	if err != nil || ans.Decision != vocab.Allow || ans.Result == nil || ans.Result.IsError || !strings.Contains(string(ans.Result.Content), "Research Report: tides") {
 		t.Fatalf("simulate-research-query = %+v (result %s), %v; want the task's report", ans.Answer, resultJSON(ans), err)
 	}
-	if _, err := b.Call(ctx, r.ID, research, 0); !errors.Is(err, connection.ErrAlreadyExecuted) {
+	if _, err := b.Call(ctx, runID, research, 0); !errors.Is(err, connection.ErrAlreadyExecuted) {
 		t.Fatalf("simulate-research-query again: %v, want ErrAlreadyExecuted", err)
 	}
 	// An ambiguous query moves the task to input_required: the broker reads
@@ -134,7 +159,7 @@ func TestInteropServerEverything(t *testing.T) {
 	// session answers cancel as for any form; the task goes on with its
 	// default interpretation.
 	ambiguous := permission.Request{ToolCallID: "t2", ToolName: "mcp__everything__simulate-research-query", Input: json.RawMessage(`{"topic":"tides","ambiguous":true}`)}
-	ans, err = b.Call(ctx, r.ID, ambiguous, 0)
+	ans, err = b.Call(ctx, runID, ambiguous, 0)
 	if err != nil || ans.Decision != vocab.Allow || ans.Result == nil || ans.Result.IsError || !strings.Contains(string(ans.Result.Content), "User cancelled - using default interpretation") {
 		t.Fatalf("ambiguous simulate-research-query = %+v (result %s), %v; want the report on the default interpretation", ans.Answer, resultJSON(ans), err)
 	}

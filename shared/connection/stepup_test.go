@@ -54,110 +54,146 @@ func TestOAuthStepUp(t *testing.T) {
 		t.Fatalf("the first authorization asks for %q already", got)
 	}
 	v = e.complete(t, svc, firstStarted, e.p.User1())
-	gen := v.AuthorizationGeneration
 	if _, err := svc.Refresh(ctx, alice, v.ID); err != nil {
 		t.Fatal(err)
 	}
-
-	runs := run.NewService(e.led, time.Now)
-	pol := mustPolicy(t, e.st)
-	newRun := func() string {
-		t.Helper()
-		limit := 1.0
-		req := run.CreateRequest{PolicyID: pol, Capabilities: []string{"claude-code"}, Connections: []string{"notes"}}
-		req.Budget = &struct {
-			LimitUSD *float64 `json:"limit_usd"`
-		}{LimitUSD: &limit}
-		r, err := runs.Create(ctx, alice, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r.ID
-	}
 	perm := permission.NewService(e.led, approval.NewService(e.led, time.Now), approval.Lazy{}, slog.New(slog.DiscardHandler), time.Now)
-	b := connection.NewBroker(svc, perm, nil)
-	callTool := func(runID, id, tool string) connection.CallAnswer {
-		t.Helper()
-		ans, err := b.Call(ctx, runID, permission.Request{ToolCallID: id, ToolName: "mcp__notes__" + tool, Input: json.RawMessage(`{}`)}, 0)
-		if err != nil {
-			t.Fatalf("%s: %v", tool, err)
-		}
-		return ans
-	}
-	subject := func(ans connection.CallAnswer) string {
-		var got struct {
-			Subject string `json:"subject"`
-		}
-		if ans.Decision != vocab.Allow || ans.Result == nil || ans.Result.IsError || json.Unmarshal(ans.Result.StructuredContent, &got) != nil {
-			return ""
-		}
-		return got.Subject
-	}
+	s := &stepUp{t: t, ctx: ctx, e: e, svc: svc, b: connection.NewBroker(svc, perm, nil), runs: run.NewService(e.led, time.Now),
+		pol: mustPolicy(t, e.st), v: v, gen: v.AuthorizationGeneration}
 
-	r1 := newRun()
-	if got := subject(callTool(r1, "w1", "whoami")); got != "id1" {
+	r1 := s.newRun()
+	if got := subject(s.call(r1, "w1", "whoami")); got != "id1" {
 		t.Fatalf("whoami before the step-up reached the upstream as %q", got)
 	}
-	refused := callTool(r1, "n1", "write_note")
+	s.refusedAtTheDoor(r1)
+	s.grantStillServes(r1)
+	s.reauthorize(r1, firstStarted)
+}
+
+// stepUp is TestOAuthStepUp's connection, broker and runs.
+type stepUp struct {
+	t    *testing.T
+	ctx  context.Context
+	e    *oauthEnv
+	svc  *connection.Service
+	b    *connection.Broker
+	runs *run.Service
+	pol  string
+	v    connection.View
+	gen  int
+}
+
+func (s *stepUp) newRun() string {
+	s.t.Helper()
+	limit := 1.0
+	req := run.CreateRequest{PolicyID: s.pol, Capabilities: []string{"claude-code"}, Connections: []string{"notes"}}
+	req.Budget = &struct {
+		LimitUSD *float64 `json:"limit_usd"`
+	}{LimitUSD: &limit}
+	r, err := s.runs.Create(s.ctx, alice, req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return r.ID
+}
+
+func (s *stepUp) call(runID, id, tool string) connection.CallAnswer {
+	s.t.Helper()
+	ans, err := s.b.Call(s.ctx, runID, permission.Request{ToolCallID: id, ToolName: "mcp__notes__" + tool, Input: json.RawMessage(`{}`)}, 0)
+	if err != nil {
+		s.t.Fatalf("%s: %v", tool, err)
+	}
+	return ans
+}
+
+// subject is who the upstream says called it, "" unless the call ran.
+func subject(ans connection.CallAnswer) string {
+	var got struct {
+		Subject string `json:"subject"`
+	}
+	if ans.Decision != vocab.Allow || ans.Result == nil || ans.Result.IsError || json.Unmarshal(ans.Result.StructuredContent, &got) != nil {
+		return ""
+	}
+	return got.Subject
+}
+
+// refusedAtTheDoor: write_note is refused with source binding and a
+// reason to re-authorize that names neither the scope nor a token, and
+// its retry is judged again (the tool did not run) and refused again.
+func (s *stepUp) refusedAtTheDoor(r1 string) {
+	t := s.t
+	refused := s.call(r1, "n1", "write_note")
 	if refused.Decision != vocab.Deny || refused.Source != "binding" || refused.Result != nil ||
-		!strings.Contains(refused.Reason, "fluidbox connections authorize "+v.ID) || !strings.Contains(refused.Reason, "insufficient_scope") {
+		!strings.Contains(refused.Reason, "fluidbox connections authorize "+s.v.ID) || !strings.Contains(refused.Reason, "insufficient_scope") {
 		t.Fatalf("write_note without its scope = %+v, want a binding denial saying to re-authorize", refused)
 	}
 	if strings.Contains(refused.Reason, stepUpScope) {
 		t.Errorf("the reason names the upstream's scope: %s", refused.Reason)
 	}
-	for _, tok := range e.p.Issued() {
+	for _, tok := range s.e.p.Issued() {
 		if strings.Contains(refused.Reason, tok) {
 			t.Fatal("the reason carries a token")
 		}
 	}
-	if n := e.up.StepUpCalls(); n != 1 {
+	if n := s.e.up.StepUpCalls(); n != 1 {
 		t.Errorf("write_note reached the upstream %d times, want 1 (refused, not retried)", n)
 	}
 	// The tool did not run, so a retry of the call is not "executed
 	// already": it is judged again, and refused again at the door.
-	if retried := callTool(r1, "n1", "write_note"); retried.Decision != vocab.Deny || retried.Source != "binding" || !strings.Contains(retried.Reason, "insufficient_scope") {
+	if retried := s.call(r1, "n1", "write_note"); retried.Decision != vocab.Deny || retried.Source != "binding" || !strings.Contains(retried.Reason, "insufficient_scope") {
 		t.Fatalf("a retry of the refused call = %+v, want the step-up denial again", retried)
 	}
-	if n := e.up.StepUpCalls(); n != 2 {
+	if n := s.e.up.StepUpCalls(); n != 2 {
 		t.Errorf("write_note reached the upstream %d times after its retry, want 2", n)
 	}
-	got, err := svc.Get(ctx, alice, v.ID)
+}
+
+// grantStillServes: the connection stays active at its generation and
+// shows the scope; calls the grant covers keep working.
+func (s *stepUp) grantStillServes(r1 string) {
+	t := s.t
+	got, err := s.svc.Get(s.ctx, alice, s.v.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != store.ConnectionActive || got.AuthorizationGeneration != gen || !slices.Equal(got.StepUpScopes, []string{stepUpScope}) {
-		t.Fatalf("after the challenge: %+v, want active at generation %d with step_up_scopes [%s]", got, gen, stepUpScope)
+	if got.Status != store.ConnectionActive || got.AuthorizationGeneration != s.gen || !slices.Equal(got.StepUpScopes, []string{stepUpScope}) {
+		t.Fatalf("after the challenge: %+v, want active at generation %d with step_up_scopes [%s]", got, s.gen, stepUpScope)
 	}
-	if got := subject(callTool(r1, "w2", "whoami")); got != "id1" {
+	if got := subject(s.call(r1, "w2", "whoami")); got != "id1" {
 		t.Fatalf("whoami after the step-up (the grant covers it) = %q", got)
 	}
+}
 
-	again, err := svc.Authorize(ctx, alice, v.ID, oauthSite)
+// reauthorize: the re-authorization asks for the union, moves the
+// generation by one only when completed; the old run is refused, a new
+// run's call succeeds.
+func (s *stepUp) reauthorize(r1 string, firstStarted connection.Started) {
+	t := s.t
+	again, err := s.svc.Authorize(s.ctx, alice, s.v.ID, oauthSite)
 	if err != nil {
 		t.Fatal(err)
 	}
-	againStarted := start(t, svc, again)
+	againStarted := start(t, s.svc, again)
 	asked := requestedScope(t, againStarted.URL)
-	for _, s := range append(requestedScope(t, firstStarted.URL), stepUpScope) {
-		if !slices.Contains(asked, s) {
-			t.Errorf("the re-authorization asks for %q, which lacks %q", asked, s)
+	for _, sc := range append(requestedScope(t, firstStarted.URL), stepUpScope) {
+		if !slices.Contains(asked, sc) {
+			t.Errorf("the re-authorization asks for %q, which lacks %q", asked, sc)
 		}
 	}
-	if got, _ := svc.Get(ctx, alice, v.ID); got.AuthorizationGeneration != gen {
+	if got, _ := s.svc.Get(s.ctx, alice, s.v.ID); got.AuthorizationGeneration != s.gen {
 		t.Fatalf("starting the re-authorization moved the generation to %d", got.AuthorizationGeneration)
 	}
-	v = e.complete(t, svc, againStarted, e.p.User1())
-	if v.AuthorizationGeneration != gen+1 || v.Status != store.ConnectionActive || len(v.StepUpScopes) != 0 {
-		t.Fatalf("after the re-authorization: %+v, want active at generation %d, nothing pending", v, gen+1)
+	v := s.e.complete(t, s.svc, againStarted, s.e.p.User1())
+	if v.AuthorizationGeneration != s.gen+1 || v.Status != store.ConnectionActive || len(v.StepUpScopes) != 0 {
+		t.Fatalf("after the re-authorization: %+v, want active at generation %d, nothing pending", v, s.gen+1)
 	}
-	if ans := callTool(r1, "n2", "write_note"); ans.Decision != vocab.Deny || ans.Source != "binding" {
+	if ans := s.call(r1, "n2", "write_note"); ans.Decision != vocab.Deny || ans.Source != "binding" {
 		t.Errorf("the old run after the re-authorization = %+v, want a binding denial", ans)
 	}
-	if ans := callTool(r1, "n1", "write_note"); ans.Decision != vocab.Deny || ans.Source != "binding" {
+	if ans := s.call(r1, "n1", "write_note"); ans.Decision != vocab.Deny || ans.Source != "binding" {
 		t.Errorf("the refused call retried after the re-authorization = %+v, want a binding denial", ans)
 	}
-	if got := subject(callTool(newRun(), "n1", "write_note")); got != "id1" {
+	if got := subject(s.call(s.newRun(), "n1", "write_note")); got != "id1" {
 		t.Fatalf("write_note after the re-authorization reached the upstream as %q", got)
 	}
 }
