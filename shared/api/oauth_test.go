@@ -95,15 +95,55 @@ func TestOAuthConnectionEndToEnd(t *testing.T) {
 	t.Parallel()
 	s := newBrokerStack(t, localSealer(t), 0)
 	p := oauthtest.NewProvider(t, s.url+"/v1/oauth/callback")
-	up := oauthtest.NewServer(t, p)
-	pol := s.policy(oauthPolicy)
+	o := &oauthLife{t: t, s: s, p: p, up: oauthtest.NewServer(t, p), pol: s.policy(oauthPolicy)}
+	o.create()
+	o.refusedCallbacks()
+	o.authorized()
 
+	// Brokered calls present the provider's token for this member.
+	s.want(200, "POST", "/v1/connections/"+o.con+"/tools/refresh", adminToken, nil)
+	runA, tokA := s.brokeredRun(o.pol, o.con, "")
+	r := s.toolsCall(runA, tokA, "a1", "mcp__linear__whoami", map[string]any{})
+	if r.body["decision"] != "allow" || !strings.Contains(resultText(t, r), "id1") {
+		t.Fatalf("whoami = %s", r.raw)
+	}
+	o.expiredMidRun(runA, tokA)
+	o.grantRevoked(runA, tokA)
+	o.reauthorized(runA, tokA)
+	o.revokedWhilePending()
+
+	// Every token request carried the resource (RFC 8707).
+	for i, res := range p.TokenResources() {
+		if res != o.up.URL {
+			t.Errorf("token request %d: resource %q, want %q", i, res, o.up.URL)
+		}
+	}
+	// No token, no client secret anywhere.
+	s.assertNoSecrets(p.Issued())
+}
+
+// oauthLife is TestOAuthConnectionEndToEnd's provider, upstream and
+// connection.
+type oauthLife struct {
+	t   *testing.T
+	s   *brokerStack
+	p   *oauthtest.Provider
+	up  *oauthtest.Server
+	pol string
+	con string
+}
+
+// create: authorization_required; a token field, a refresh and a bearer
+// credential are refused before authorization.
+func (o *oauthLife) create() {
+	t, s, p, up := o.t, o.s, o.p, o.up
 	created := s.want(201, "POST", "/v1/connections", adminToken, map[string]any{
 		"name": "linear", "url": up.URL, "kind": "shared",
 		"credential":   oauthCred(p),
 		"tool_classes": map[string]string{"whoami": "read"},
 	})
-	con := created["id"].(string)
+	o.con = created["id"].(string)
+	con := o.con
 	if created["status"] != "authorization_required" || created["credential_type"] != "oauth" || created["authorization_generation"] != float64(1) {
 		t.Fatalf("create = %v", created)
 	}
@@ -118,10 +158,15 @@ func TestOAuthConnectionEndToEnd(t *testing.T) {
 	if r := s.call("PUT", "/v1/connections/"+con+"/credential", adminToken, map[string]any{"credential": map[string]any{"type": "bearer", "token": "CANARY-x"}}); r.status != 400 {
 		t.Errorf("PUT credential on an oauth connection = %d %s, want 400", r.status, r.raw)
 	}
+}
 
-	// The authorization URL is the authorize redirect, to the provider's
-	// with PKCE S256, the resource, the state and the provider's own
-	// redirect URI.
+// refusedCallbacks: the authorization URL is the authorize redirect, to
+// the provider's with PKCE S256, the resource, the state and the
+// provider's own redirect URI. An unknown state, and a wrong issuer (RFC
+// 9207), are refused; the wrong issuer consumed its state, so the real
+// response is then spent.
+func (o *oauthLife) refusedCallbacks() {
+	t, s, p, up, con := o.t, o.s, o.p, o.up, o.con
 	au := s.want(200, "POST", "/v1/connections/"+con+"/authorize", adminToken, nil)["authorization_url"].(string)
 	u := s.startAs(au)
 	q := u.Query()
@@ -132,9 +177,6 @@ func TestOAuthConnectionEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	// An unknown state, and a wrong issuer (RFC 9207), are refused; the
-	// wrong issuer consumed its state, so the real response is then spent.
 	if code, page := s.browse(s.url + "/v1/oauth/callback?code=abc&state=not-a-state"); code != 400 || !strings.Contains(page, "Not connected") || strings.Contains(page, "not-a-state") {
 		t.Errorf("unknown state = %d %q", code, page)
 	}
@@ -151,9 +193,13 @@ func TestOAuthConnectionEndToEnd(t *testing.T) {
 	if got := s.want(200, "GET", "/v1/connections/"+con, adminToken, nil); got["status"] != "authorization_required" || got["authorization_generation"] != float64(1) {
 		t.Fatalf("after refused callbacks: %v", got)
 	}
+}
 
-	// The real flow: tokens sealed, generation 2, active; a replay fails.
-	back = s.authorizeAs(p, con, adminToken, p.User1())
+// authorized: the real flow: tokens sealed, generation 2, active; a
+// replay fails.
+func (o *oauthLife) authorized() {
+	t, s, con := o.t, o.s, o.con
+	back := s.authorizeAs(o.p, con, adminToken, o.p.User1())
 	if code, page := s.browse(back.String()); code != 200 || !strings.Contains(page, "Connected") {
 		t.Fatalf("callback = %d %q", code, page)
 	}
@@ -164,84 +210,79 @@ func TestOAuthConnectionEndToEnd(t *testing.T) {
 	if got["status"] != "active" || got["authorization_generation"] != float64(2) {
 		t.Fatalf("after the callback: %v", got)
 	}
+}
 
-	// Brokered calls present the provider's token for this member.
-	s.want(200, "POST", "/v1/connections/"+con+"/tools/refresh", adminToken, nil)
-	runA, tokA := s.brokeredRun(pol, con, "")
-	r := s.toolsCall(runA, tokA, "a1", "mcp__linear__whoami", map[string]any{})
-	if r.body["decision"] != "allow" || !strings.Contains(resultText(t, r), "id1") {
-		t.Fatalf("whoami = %s", r.raw)
-	}
-
-	// The access token expires mid-run: the upstream's 401 makes the
-	// broker refresh once; the call succeeds; the generation stays.
-	up.ExpireTokens()
+// expiredMidRun: the access token expires mid-run: the upstream's 401
+// makes the broker refresh once; the call succeeds; the generation stays.
+func (o *oauthLife) expiredMidRun(runA, tokA string) {
+	t, s, p := o.t, o.s, o.p
+	o.up.ExpireTokens()
 	before := p.Refreshes()
-	r = s.toolsCall(runA, tokA, "a2", "mcp__linear__whoami", map[string]any{})
+	r := s.toolsCall(runA, tokA, "a2", "mcp__linear__whoami", map[string]any{})
 	if r.body["decision"] != "allow" || !strings.Contains(resultText(t, r), "id1") {
 		t.Fatalf("whoami after expiry = %s", r.raw)
 	}
 	if n := p.Refreshes() - before; n != 1 {
 		t.Errorf("refreshes = %d, want 1", n)
 	}
-	if got := s.want(200, "GET", "/v1/connections/"+con, adminToken, nil); got["authorization_generation"] != float64(2) {
+	if got := s.want(200, "GET", "/v1/connections/"+o.con, adminToken, nil); got["authorization_generation"] != float64(2) {
 		t.Errorf("a refresh moved the generation: %v", got)
 	}
+}
 
-	// The member revokes the grant at the provider: the refresh is refused
-	// for good, the call is denied (binding, re-authorize), the connection
-	// needs authorization.
-	if err := p.RevokeAll(context.Background()); err != nil {
+// grantRevoked: the member revokes the grant at the provider: the refresh
+// is refused for good, the call is denied (binding, re-authorize), the
+// connection needs authorization.
+func (o *oauthLife) grantRevoked(runA, tokA string) {
+	t, s := o.t, o.s
+	if err := o.p.RevokeAll(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	up.ExpireTokens()
-	r = s.toolsCall(runA, tokA, "a3", "mcp__linear__whoami", map[string]any{})
+	o.up.ExpireTokens()
+	r := s.toolsCall(runA, tokA, "a3", "mcp__linear__whoami", map[string]any{})
 	if r.status != 200 || r.body["decision"] != "deny" || r.body["source"] != "binding" || !strings.Contains(r.body["reason"].(string), "re-authoriz") {
 		t.Fatalf("call after revocation = %d %s, want a binding denial saying to re-authorize\n%s", r.status, r.raw, s.logs.String())
 	}
-	if got := s.want(200, "GET", "/v1/connections/"+con, adminToken, nil); got["status"] != "authorization_required" || got["authorization_generation"] != float64(2) {
+	if got := s.want(200, "GET", "/v1/connections/"+o.con, adminToken, nil); got["status"] != "authorization_required" || got["authorization_generation"] != float64(2) {
 		t.Fatalf("after revocation: %v", got)
 	}
+}
 
-	// Re-authorizing moves the generation: the old run refuses, a new one
-	// works.
-	back = s.authorizeAs(p, con, adminToken, p.User1())
+// reauthorized: re-authorizing moves the generation: the old run refuses,
+// a new one works.
+func (o *oauthLife) reauthorized(runA, tokA string) {
+	t, s, con := o.t, o.s, o.con
+	back := s.authorizeAs(o.p, con, adminToken, o.p.User1())
 	if code, _ := s.browse(back.String()); code != 200 {
 		t.Fatalf("re-authorization callback = %d", code)
 	}
 	if got := s.want(200, "GET", "/v1/connections/"+con, adminToken, nil); got["status"] != "active" || got["authorization_generation"] != float64(3) {
 		t.Fatalf("after re-authorization: %v", got)
 	}
-	r = s.toolsCall(runA, tokA, "a4", "mcp__linear__whoami", map[string]any{})
+	r := s.toolsCall(runA, tokA, "a4", "mcp__linear__whoami", map[string]any{})
 	if r.body["decision"] != "deny" || r.body["source"] != "binding" {
 		t.Errorf("old run after re-authorization = %s, want a binding denial", r.raw)
 	}
-	runB, tokB := s.brokeredRun(pol, con, "")
+	runB, tokB := s.brokeredRun(o.pol, con, "")
 	if r := s.toolsCall(runB, tokB, "b1", "mcp__linear__whoami", map[string]any{}); r.body["decision"] != "allow" {
 		t.Errorf("new run = %s", r.raw)
 	}
+}
 
-	// Revoking works from authorization_required too, and a pending
-	// authorization then cannot complete.
+// revokedWhilePending: revoking works from authorization_required too,
+// and a pending authorization then cannot complete.
+func (o *oauthLife) revokedWhilePending() {
+	t, s := o.t, o.s
 	other := s.want(201, "POST", "/v1/connections", adminToken, map[string]any{
-		"name": "linear2", "url": up.URL, "kind": "shared", "credential": oauthCred(p),
+		"name": "linear2", "url": o.up.URL, "kind": "shared", "credential": oauthCred(o.p),
 	})["id"].(string)
-	back = s.authorizeAs(p, other, adminToken, p.User1())
+	back := s.authorizeAs(o.p, other, adminToken, o.p.User1())
 	if got := s.want(200, "DELETE", "/v1/connections/"+other, adminToken, nil); got["status"] != "revoked" {
 		t.Fatalf("revoke an unauthorized oauth connection: %v", got)
 	}
 	if code, _ := s.browse(back.String()); code != 400 {
 		t.Errorf("callback for a revoked connection = %d, want 400", code)
 	}
-
-	// Every token request carried the resource (RFC 8707).
-	for i, res := range p.TokenResources() {
-		if res != up.URL {
-			t.Errorf("token request %d: resource %q, want %q", i, res, up.URL)
-		}
-	}
-	// No token, no client secret anywhere.
-	s.assertNoSecrets(p.Issued())
 }
 
 // TestOAuthMismatchedResource: protected resource metadata naming another

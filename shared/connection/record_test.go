@@ -203,6 +203,16 @@ func TestBrokeredClaimLapsesToFailed(t *testing.T) {
 	if !errors.As(err, &ran) || !ran.Known || !ran.Outcome.IsError {
 		t.Fatalf("retry after the lapse = %v, want ErrAlreadyExecuted with a failed outcome", err)
 	}
+	f.recordedFailed(t, ran)
+	if _, err := f.call(context.Background(), "c1"); !errors.As(err, &ran) || !ran.Known || f.brokeredEvents(t) != 1 || f.calls.Load() != 1 {
+		t.Errorf("third ask = %v with %d tool.brokered, %d upstream calls; want the same outcome, 1, 1", err, f.brokeredEvents(t), f.calls.Load())
+	}
+}
+
+// recordedFailed checks that c1's record and its last event hold ran's
+// failed outcome.
+func (f brokerFixture) recordedFailed(t *testing.T, ran *connection.ExecutedError) {
+	t.Helper()
 	rec, err := f.st.GetCall(context.Background(), f.runID, "c1")
 	if err != nil || rec.ResultDigest != ran.Outcome.ResultDigest.String() || !rec.IsError || !rec.Brokered {
 		t.Errorf("record = %+v, %v; want the failed outcome, brokered", rec, err)
@@ -210,9 +220,6 @@ func TestBrokeredClaimLapsesToFailed(t *testing.T) {
 	evs, _, _ := ledger.New(f.st, time.Now).Read(context.Background(), f.runID, 0, 1000, 0)
 	if last := evs[len(evs)-1]; last.Type != "tool.brokered" || !strings.Contains(last.Data, rec.ResultDigest) || !strings.Contains(last.Data, `"is_error":true`) {
 		t.Errorf("last event = %s %s", last.Type, last.Data)
-	}
-	if _, err := f.call(context.Background(), "c1"); !errors.As(err, &ran) || !ran.Known || f.brokeredEvents(t) != 1 || f.calls.Load() != 1 {
-		t.Errorf("third ask = %v with %d tool.brokered, %d upstream calls; want the same outcome, 1, 1", err, f.brokeredEvents(t), f.calls.Load())
 	}
 }
 
