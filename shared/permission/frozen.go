@@ -80,12 +80,18 @@ func (c *frozenCache) compile(f store.Frozen) (*frozenRun, error) {
 	if err != nil {
 		return nil, fmt.Errorf("frozen policy: %w", err)
 	}
+	if p.Digest() != f.Policy.Digest {
+		// The stored text is not the document the digest was taken of (a
+		// version that dropped a field on the way to the table): what it
+		// would enforce is not what was approved, so it enforces nothing.
+		return nil, fmt.Errorf("frozen policy %s v%d: its document's digest %s is not the recorded %s; store the policy again", f.Policy.PolicyID, f.Policy.Version, p.Digest(), f.Policy.Digest)
+	}
 	fr := &frozenRun{tools: map[string]*gate.Tool{}, toolDigests: map[string]string{}, policy: p, policyDigest: f.Policy.Digest,
 		bindings: map[string]gate.Binding{}, brokered: map[string]store.Tool{}}
 	if f.Shadow != nil {
 		// A shadow that no longer compiles must not stop the run: every
 		// call records the shadow as unavailable instead.
-		if fr.shadow, _, err = policy.Parse([]byte(f.Shadow.Document)); err != nil {
+		if fr.shadow, _, err = policy.Parse([]byte(f.Shadow.Document)); err != nil || fr.shadow.Digest() != f.Shadow.Digest {
 			fr.shadow, fr.shadowBroken = nil, true
 		}
 	}

@@ -9,6 +9,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/fluidbox/fluidbox/shared/devstack"
 	"github.com/fluidbox/fluidbox/shared/internal/calltest"
 	"github.com/fluidbox/fluidbox/shared/permission"
 	"github.com/fluidbox/fluidbox/shared/policy/tree"
@@ -134,5 +139,55 @@ func TestSearchReport(t *testing.T) {
 	bad := permission.Request{ToolCallID: "g-bad", ToolName: "Glob", Input: in, Cwd: "/work/repo", SearchReport: &tree.Report{Entries: []string{"/etc/passwd"}, Complete: true}}
 	if _, err := e.Perm.Decide(ctx, e.RunID, bad, 0); !errors.As(err, &inv) || !strings.Contains(inv.Message, "search_report") {
 		t.Errorf("an absolute entry = %v, want InvalidError naming search_report", err)
+	}
+}
+
+// A subagent's narrowed answer replays as it was given: the replay derives
+// the narrowed input again under the same subagent type, so a rule that
+// allows only that type still matches on the retry.
+func TestNarrowedReplayOfASubagent(t *testing.T) {
+	t.Parallel()
+	e := calltest.NewEnv(t, `{"name":"explore","default_verdict":"deny","rules":[
+ {"id":"env-grep","tool":"Grep","match":{"path":["**/.env"]},"verdict":"deny"},
+ {"id":"explore-grep","tool":"Grep","match":{"path":["/work/**"],"agent_type":["Explore"]},"verdict":"allow"}]}`)
+	ctx := context.Background()
+	req := permission.Request{ToolCallID: "c-explore", ToolName: "Grep", Input: json.RawMessage(`{"pattern":"KEY","path":"/work/repo"}`), Cwd: "/work/repo", AgentID: "agent-1", AgentType: "Explore"}
+	first, err := e.Perm.Decide(ctx, e.RunID, req, 0)
+	if err != nil || first.Decision != vocab.Allow || first.UpdatedInput.IsZero() {
+		t.Fatalf("Explore's Grep = %+v, %v; want allow with updated_input", first, err)
+	}
+	again, err := e.Perm.Decide(ctx, e.RunID, req, 0)
+	if err != nil || again != first {
+		t.Errorf("retry = %+v, %v; want %+v", again, err, first)
+	}
+	main := req
+	main.ToolCallID, main.AgentID, main.AgentType = "c-main", "", ""
+	if d, err := e.Perm.Decide(ctx, e.RunID, main, 0); err != nil || d.Decision != vocab.Deny {
+		t.Errorf("the main agent's Grep = %+v, %v; want deny (the rule is Explore's)", d, err)
+	}
+}
+
+// A run whose frozen policy text is not the document its digest was taken
+// of (a stored copy that lost a field: agent_type, once) enforces nothing:
+// its calls are refused, never decided by the looser text.
+func TestFrozenPolicyThatLostAField(t *testing.T) {
+	t.Parallel()
+	e := calltest.NewEnv(t, `{"name":"explore","default_verdict":"deny","rules":[
+ {"id":"explore-read","tool":"Read","match":{"path":["/work/**"],"agent_type":["Explore"]},"verdict":"allow"}]}`)
+	ctx := context.Background()
+	db := devstack.DynamoClient(e.DB.URL)
+	loose := `{"name":"explore","default_verdict":"deny","rules":[{"id":"explore-read","tool":"Read","match":{"path":["/work/**"]},"verdict":"allow"}]}`
+	for _, sk := range []string{"HEAD#POLICY", "POLICY"} {
+		if _, err := db.UpdateItem(ctx, &dynamodb.UpdateItemInput{
+			TableName: aws.String(e.St.Table()), Key: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "RUN#" + e.RunID}, "sk": &types.AttributeValueMemberS{Value: sk}},
+			UpdateExpression: aws.String("SET document = :d"), ConditionExpression: aws.String("attribute_exists(pk)"),
+			ExpressionAttributeValues: map[string]types.AttributeValue{":d": &types.AttributeValueMemberS{Value: loose}},
+		}); err != nil && sk == "HEAD#POLICY" {
+			t.Fatal(err)
+		}
+	}
+	req := permission.Request{ToolCallID: "c-read", ToolName: "Read", Input: json.RawMessage(`{"file_path":"/work/repo/a.go"}`)}
+	if d, err := e.Perm.Decide(ctx, e.RunID, req, 0); err == nil && d.Decision == vocab.Allow {
+		t.Errorf("the main agent's Read under the frozen copy without agent_type = %+v, want refused", d)
 	}
 }

@@ -518,6 +518,7 @@ func copyDocument(d Document) Document {
 					CommandPrefix: slices.Clone(r.Match.CommandPrefix),
 					Path:          slices.Clone(r.Match.Path),
 					Options:       r.Match.Options,
+					AgentType:     slices.Clone(r.Match.AgentType),
 				}
 				if r.Match.Input != nil {
 					m.Input = make(map[string][]string, len(r.Match.Input))
