@@ -175,10 +175,12 @@ func (s *Service) pendingLimit() int {
 // together, so that a fork getting a run per push cannot fill a human's
 // inbox three runs at a time: a pull request run's repository and author
 // (runs whose author the delivery did not name share one count per
-// repository), another triggered run's trigger (a schedule). A run a
-// person or the operator created has only its own cap: "".
+// repository), another triggered run's trigger (a schedule: its runs carry
+// the repository too, but no author, and must not share the authorless
+// pull requests' count). A run a person or the operator created has only
+// its own cap: "".
 func sourceOf(h store.Head) string {
-	if g := h.GitHub; g != nil {
+	if g := h.GitHub; g != nil && g.Event != scheduleEvent {
 		author := g.Author
 		if author == "" {
 			author = "unknown"
@@ -190,6 +192,10 @@ func sourceOf(h store.Head) string {
 	}
 	return ""
 }
+
+// scheduleEvent is the GitHub trigger event of a scheduled run
+// (schedule/firing.Trigger, which this package cannot import).
+const scheduleEvent = "schedule"
 
 // NewService returns a permission service. sched arranges each new
 // approval's expiry; lazy expiry and the sweep cover it if that fails.

@@ -107,3 +107,39 @@ func TestPendingCapPerSource(t *testing.T) {
 		t.Errorf("past the cap again = %+v, want an approval_limit deny", a)
 	}
 }
+
+// TestScheduledRunsHaveTheirOwnCap: a scheduled run carries its repository
+// but no author; it counts against its schedule, not against the
+// repository's authorless pull request runs, so those filling their cap
+// leave the schedule's approvals alone (and the other way round).
+func TestScheduledRunsHaveTheirOwnCap(t *testing.T) {
+	t.Parallel()
+	e := calltest.NewEnv(t, policyText)
+	const capped = 2
+	e.Perm.LimitPending(capped)
+	pol := calltest.PutPolicy(t, e.St, policyText, e.Clock.Now())
+	authorless := pullRequestRun(t, e, pol, "acme/app", "")
+	for i := range capped + 1 {
+		askPush(t, e, authorless, fmt.Sprintf("pr%d", i))
+	}
+	limit := 10.0
+	req := run.CreateRequest{PolicyID: pol, Capabilities: []string{"claude-code"}}
+	req.Budget = &struct {
+		LimitUSD *float64 `json:"limit_usd"`
+	}{LimitUSD: &limit}
+	scheduled := ids.New("ses_")
+	if _, err := run.NewService(e.Led, e.Clock.Now).CreateForTrigger(context.Background(), req, run.Triggered{
+		RunID: scheduled, Type: "schedule", Invoker: string(auth.Trigger("trg_nightly")), Tier: trust.Trusted,
+		GitHub: &store.GitHubTrigger{TriggerID: "trg_nightly", Event: "schedule", Repository: "acme/app", HeadRepository: "acme/app",
+			HeadSHA: "0123456789abcdef0123456789abcdef01234567", Ref: "main", ScheduledFor: "2026-12-07T03:00:00Z"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if a := askPush(t, e, scheduled, "nightly"); a.Decision != vocab.Pending {
+		t.Errorf("the scheduled run's ask with the authorless pull requests' cap full = %+v, want pending", a)
+	}
+	var count store.SourcePending
+	if err := e.St.Get(context.Background(), store.SourceKey("invoker:"+string(auth.Trigger("trg_nightly"))), &count); err != nil || count.Pending != 1 {
+		t.Errorf("the schedule's count = %+v, %v; want 1", count, err)
+	}
+}
