@@ -80,6 +80,9 @@ type Session struct {
 	// last tools/list said.
 	tasks   taskForm
 	support map[string]TaskSupport
+	// deferTasks and pending: resume.go.
+	deferTasks bool
+	pending    TaskHandle
 }
 
 // Connect opens a session with the upstream at endpoint, presenting cred. The URL is
@@ -280,6 +283,7 @@ func (s *Session) CallTool(ctx context.Context, name string, args map[string]any
 	}
 	s.rec.reset()
 	s.in.reset()
+	s.pending = TaskHandle{}
 	if args == nil {
 		args = map[string]any{}
 	}
@@ -309,6 +313,12 @@ func (s *Session) CallTool(ctx context.Context, name string, args map[string]any
 		}
 		return Result{}, uerr
 	}
+	return checkedResult(op, res, s.cred)
+}
+
+// checkedResult is the upstream's CallToolResult as a Result, refused when
+// it holds the credential or says the tool is unknown.
+func checkedResult(op string, res *mcp.CallToolResult, cred seal.Credential) (Result, error) {
 	if res == nil {
 		return Result{}, &UpstreamError{Op: op, Msg: "empty result", Err: ErrInvalidResponse}
 	}
@@ -317,6 +327,7 @@ func (s *Session) CallTool(ctx context.Context, name string, args map[string]any
 		content = []mcp.Content{}
 	}
 	out := Result{IsError: res.IsError}
+	var err error
 	if out.Content, err = json.Marshal(content); err != nil {
 		return Result{}, &UpstreamError{Op: op, Msg: "result content not encodable", Err: ErrInvalidResponse}
 	}
@@ -325,7 +336,7 @@ func (s *Session) CallTool(ctx context.Context, name string, args map[string]any
 			return Result{}, &UpstreamError{Op: op, Msg: "structured content not encodable", Err: ErrInvalidResponse}
 		}
 	}
-	if containsSecret(out.Content, s.cred) || containsSecret(out.StructuredContent, s.cred) {
+	if containsSecret(out.Content, cred) || containsSecret(out.StructuredContent, cred) {
 		return Result{}, &UpstreamError{Op: op, Msg: "result withheld: it contains the credential", Err: ErrCredentialEcho}
 	}
 	if res.IsError && resultSaysUnknownTool(res) {
@@ -584,6 +595,9 @@ type authTransport struct {
 }
 
 func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodDelete && t.rec.keep.Load() {
+		return &http.Response{StatusCode: http.StatusNoContent, Body: http.NoBody, Header: http.Header{}, Request: req}, nil
+	}
 	r := req.Clone(req.Context())
 	t.cred.Apply(r.Header)
 	resp, err := t.base.RoundTrip(r)
@@ -611,6 +625,9 @@ type recorder struct {
 	// budget, when set, is what the responses of the exchange under way
 	// may still carry in all (a tools/list's pages).
 	budget atomic.Pointer[atomic.Int64]
+	// keep: the session holds a pending task, and is not ended (its
+	// DELETE is not sent; resume.go).
+	keep atomic.Bool
 	// tap, when set, records the response bodies of the exchange under
 	// way (task.go).
 	tap atomic.Pointer[tap]

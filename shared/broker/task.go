@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"mime"
 	"sync"
 	"time"
@@ -294,12 +295,17 @@ type tappedBody struct {
 
 // body starts recording one response body of content type ct.
 func (t *tap) body(ct string) *bytes.Buffer {
-	mt, _, _ := mime.ParseMediaType(ct)
-	b := tappedBody{sse: mt == "text/event-stream", buf: new(bytes.Buffer)}
+	b := tappedBody{sse: isSSE(ct), buf: new(bytes.Buffer)}
 	t.mu.Lock()
 	t.bodies = append(t.bodies, b)
 	t.mu.Unlock()
 	return b.buf
+}
+
+// isSSE reports whether a response of content type ct is an SSE stream.
+func isSSE(ct string) bool {
+	mt, _, _ := mime.ParseMediaType(ct)
+	return mt == "text/event-stream"
 }
 
 // write appends p to one of the tap's bodies; an SSE stream may still be
@@ -465,6 +471,9 @@ func (s *Session) callAsTask(ctx context.Context, name string, args map[string]a
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			if s.deferTasks && errors.Is(ctx.Err(), context.DeadlineExceeded) && s.leavePending(task) {
+				return nil, &UpstreamError{Op: methodTasksGet, Msg: "the task still runs; poll it again", Err: ErrTaskPending}
+			}
 			return nil, ctx.Err()
 		case <-t.C:
 		}

@@ -148,3 +148,51 @@ func TestTaskResultEchoesCredential(t *testing.T) {
 	}
 	assertNoSecret(t, err)
 }
+
+// TestTaskResumed: a session told to defer leaves a task still running at
+// its call's deadline pending, and does not end the MCP session the task
+// belongs to; ResumeTask polls it on that session from a request of its
+// own (not done within a zero wait, done within a longer one), returns its
+// result and ends the session, after which the handle finds nothing. A
+// handle naming another session finds nothing either.
+func TestTaskResumed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	u := taskserver.New(t, taskserver.Options{Token: canary, Support: requiredResearch, Work: 1500 * time.Millisecond})
+	s, err := broker.Connect(ctx, loopback, u.URL, goodCred)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.DeferTasks()
+	cctx, ccancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = s.CallTool(cctx, "research", map[string]any{"topic": "tides"})
+	ccancel()
+	h, ok := s.PendingTask()
+	if !errors.Is(err, broker.ErrTaskPending) || !ok || h.Session == "" || h.Protocol == "" {
+		t.Fatalf("CallTool: %v, pending %t", err, ok)
+	}
+	if strings.Contains(err.Error(), h.Task) || strings.Contains(err.Error(), h.Session) {
+		t.Fatalf("error quotes the handle: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	other := h
+	other.Session = "not-the-session"
+	if _, _, err := broker.ResumeTask(ctx, loopback, u.URL, goodCred, other, 0); err == nil {
+		t.Fatal("a handle naming another session found the task")
+	}
+	if _, done, err := broker.ResumeTask(ctx, loopback, u.URL, goodCred, h, 0); err != nil || done {
+		t.Fatalf("at once: done %t, %v; want still working", done, err)
+	}
+	res, done, err := broker.ResumeTask(ctx, loopback, u.URL, goodCred, h, 10*time.Second)
+	if err != nil || !done || !strings.Contains(string(res.Content), "report on tides") {
+		t.Fatalf("resumed: %s, done %t, %v", res.Content, done, err)
+	}
+	if _, _, err := broker.ResumeTask(ctx, loopback, u.URL, goodCred, h, 0); err == nil {
+		t.Fatal("the session outlived its task's result")
+	}
+	if u.TaskCalls.Load() != 1 {
+		t.Fatalf("%d tasks", u.TaskCalls.Load())
+	}
+}

@@ -40,7 +40,8 @@ type Server struct {
 }
 
 type upTask struct {
-	status string
+	status  string
+	session string // the MCP session that created it: only it finds the task
 	res    *mcp.CallToolResult
 	done   chan struct{}
 }
@@ -129,7 +130,7 @@ func New(t testing.TB, o Options) *Server {
 			if id == "" {
 				id = fmt.Sprintf("task-%d", n.Add(1))
 			}
-			task := &upTask{status: "working", done: make(chan struct{})}
+			task := &upTask{status: "working", session: req.GetSession().(*mcp.ServerSession).ID(), done: make(chan struct{})}
 			u.mu.Lock()
 			u.tasks[id] = task
 			u.mu.Unlock()
@@ -149,9 +150,9 @@ func New(t testing.TB, o Options) *Server {
 			return &createTaskResult{Task: u.wire(id, "working", o)}, nil
 		}
 	})
-	if err := mcp.AddReceivingCustomMethod(server, "tasks/get", func(_ context.Context, _ *mcp.ServerSession, p *taskIDParams) (*taskState, error) {
+	if err := mcp.AddReceivingCustomMethod(server, "tasks/get", func(_ context.Context, ss *mcp.ServerSession, p *taskIDParams) (*taskState, error) {
 		u.Gets.Add(1)
-		task := u.task(p.TaskID)
+		task := u.task(ss, p.TaskID)
 		if task == nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Task not found"}
 		}
@@ -165,8 +166,8 @@ func New(t testing.TB, o Options) *Server {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := mcp.AddReceivingCustomMethod(server, "tasks/result", func(ctx context.Context, _ *mcp.ServerSession, p *taskIDParams) (*mcp.CallToolResult, error) {
-		task := u.task(p.TaskID)
+	if err := mcp.AddReceivingCustomMethod(server, "tasks/result", func(ctx context.Context, ss *mcp.ServerSession, p *taskIDParams) (*mcp.CallToolResult, error) {
+		task := u.task(ss, p.TaskID)
 		if task == nil {
 			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Task not found"}
 		}
@@ -248,10 +249,15 @@ func New(t testing.TB, o Options) *Server {
 	return u
 }
 
-func (u *Server) task(id string) *upTask {
+// task is the task id of session ss, as the TypeScript SDK's task store
+// finds it: a task belongs to the session that created it.
+func (u *Server) task(ss *mcp.ServerSession, id string) *upTask {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return u.tasks[id]
+	if t := u.tasks[id]; t != nil && t.session == ss.ID() {
+		return t
+	}
+	return nil
 }
 
 func (u *Server) wire(id, status string, o Options) map[string]any {
