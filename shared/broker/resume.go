@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -26,8 +28,9 @@ import (
 //   - ResumeTask polls with two JSON-RPC requests of its own (tasks/get,
 //     then tasks/result) on that session, through the same guard, the same
 //     credential handling, the same body bounds and the same answer checks
-//     as every other exchange; once it has the result, or the task failed,
-//     it ends the session.
+//     as every other exchange; EndTask ends the session once the caller
+//     recorded the outcome (until then a concurrent poll reads the same
+//     result).
 //
 // A resumed task cannot be given input: input_required ends it as failed.
 
@@ -56,6 +59,9 @@ func (s *Session) DeferTasks() { s.deferTasks = true }
 
 // PendingTask is the handle of the task the last CallTool left pending.
 func (s *Session) PendingTask() (TaskHandle, bool) {
+	if s == nil {
+		return TaskHandle{}, false
+	}
 	return s.pending, s.pending.Task != ""
 }
 
@@ -75,24 +81,12 @@ func (s *Session) leavePending(task Task) bool {
 // ResumeTask polls a pending task at the upstream at endpoint for up to
 // wait: done is false while it still works. When it ended, the result is
 // its CallToolResult (failed: the upstream's error result), held to the
-// rules of CallTool, and the session is ended.
+// rules of CallTool. The session stays until EndTask.
 func ResumeTask(ctx context.Context, g *egress.Guard, endpoint string, cred seal.Credential, h TaskHandle, wait time.Duration) (res Result, done bool, err error) {
 	const op = "tasks/get"
-	u, err := checkEndpoint(endpoint)
+	r, err := newResumer(endpoint, g, cred, h)
 	if err != nil {
-		return Result{}, false, &UpstreamError{Op: op, Msg: err.Error(), Err: ErrInvalidRequest}
-	}
-	if err := g.CheckURL(u); err != nil {
-		return Result{}, false, &UpstreamError{Op: op, Msg: addressRefused, Err: ErrAddressRefused}
-	}
-	if err := cred.Validate(); err != nil {
-		return Result{}, false, &UpstreamError{Op: op, Msg: "invalid credential: " + err.Error(), Err: ErrInvalidRequest}
-	}
-	r := &resumer{endpoint: endpoint, h: h, cred: cred, rec: &recorder{}}
-	r.client = &http.Client{
-		Transport:     &authTransport{base: transportFor(g), cred: cred, rec: r.rec},
-		Timeout:       DefaultHTTPTimeout,
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		return Result{}, false, err
 	}
 	deadline := time.Now().Add(wait)
 	for polls := 0; ; polls++ {
@@ -111,10 +105,8 @@ func ResumeTask(ctx context.Context, g *egress.Guard, endpoint string, cred seal
 		switch task.status {
 		case taskCompleted, taskFailed:
 			res, err := r.result(ctx)
-			r.end()
 			return res, err == nil, err
 		case taskCancelled, taskInputRequired:
-			r.end()
 			return Result{}, false, &UpstreamError{Op: op, Msg: "the upstream cancelled the task, or asked for input a resumed task cannot be given", Err: ErrProtocol}
 		}
 		if polls == maxTaskPolls || time.Until(deadline) < task.poll {
@@ -139,9 +131,33 @@ type resumer struct {
 	client   *http.Client
 }
 
+// newResumer checks the endpoint and credential as Connect does.
+func newResumer(endpoint string, g *egress.Guard, cred seal.Credential, h TaskHandle) (*resumer, error) {
+	const op = "tasks/get"
+	u, err := checkEndpoint(endpoint)
+	if err != nil {
+		return nil, &UpstreamError{Op: op, Msg: err.Error(), Err: ErrInvalidRequest}
+	}
+	if err := g.CheckURL(u); err != nil {
+		return nil, &UpstreamError{Op: op, Msg: addressRefused, Err: ErrAddressRefused}
+	}
+	if err := cred.Validate(); err != nil {
+		return nil, &UpstreamError{Op: op, Msg: "invalid credential: " + err.Error(), Err: ErrInvalidRequest}
+	}
+	r := &resumer{endpoint: endpoint, h: h, cred: cred, rec: &recorder{}}
+	r.client = &http.Client{
+		Transport:     &authTransport{base: transportFor(g), cred: cred, rec: r.rec},
+		Timeout:       DefaultHTTPTimeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	return r, nil
+}
+
 // send posts one request about the task and returns its result.
 func (r *resumer) send(ctx context.Context, method string) (json.RawMessage, error) {
-	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": map[string]string{"taskId": r.h.Task}})
+	// Polls of one task may run at once on its session: each request has
+	// its own id, a string (a TypeScript server refuses a number past 2^53).
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "fluidbox-" + strconv.FormatUint(rand.Uint64(), 36), "method": method, "params": map[string]string{"taskId": r.h.Task}})
 	if err != nil {
 		return nil, &UpstreamError{Op: method, Msg: "request not encodable", Err: ErrInvalidRequest}
 	}
@@ -187,9 +203,14 @@ func (r *resumer) result(ctx context.Context) (Result, error) {
 	return checkedResult(methodTasksResult, &res, r.cred)
 }
 
-// end closes the task's session (best effort, bounded).
-func (r *resumer) end() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+// EndTask ends a pending task's session at the upstream (best effort,
+// within 5 s).
+func EndTask(ctx context.Context, g *egress.Guard, endpoint string, cred seal.Credential, h TaskHandle) {
+	r, err := newResumer(endpoint, g, cred, h)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, r.endpoint, nil)
 	if err != nil {

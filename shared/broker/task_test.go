@@ -152,8 +152,8 @@ func TestTaskResultEchoesCredential(t *testing.T) {
 // TestTaskResumed: a session told to defer leaves a task still running at
 // its call's deadline pending, and does not end the MCP session the task
 // belongs to; ResumeTask polls it on that session from a request of its
-// own (not done within a zero wait, done within a longer one), returns its
-// result and ends the session, after which the handle finds nothing. A
+// own (not done within a zero wait, done within a longer one) and returns
+// its result; after EndTask the handle finds nothing. A
 // handle naming another session finds nothing either.
 func TestTaskResumed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -189,8 +189,9 @@ func TestTaskResumed(t *testing.T) {
 	if err != nil || !done || !strings.Contains(string(res.Content), "report on tides") {
 		t.Fatalf("resumed: %s, done %t, %v", res.Content, done, err)
 	}
+	broker.EndTask(ctx, loopback, u.URL, goodCred, h)
 	if _, _, err := broker.ResumeTask(ctx, loopback, u.URL, goodCred, h, 0); err == nil {
-		t.Fatal("the session outlived its task's result")
+		t.Fatal("the session outlived EndTask")
 	}
 	if u.TaskCalls.Load() != 1 {
 		t.Fatalf("%d tasks", u.TaskCalls.Load())

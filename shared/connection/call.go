@@ -151,6 +151,10 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 	if err != nil {
 		return CallAnswer{}, err
 	}
+	if rec.ExecutedAt != "" && rec.Task != nil && rec.ResultDigest == "" {
+		// Its upstream runs it as a task (task.go).
+		return b.awaitTask(ctx, runID, req, bt, rec, b.waitWithin(ctx, wait))
+	}
 	if rec.ExecutedAt != "" {
 		return CallAnswer{}, b.ranAlready(ctx, runID, req, bt, rec)
 	}
@@ -494,6 +498,7 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 	}
 	if err == nil {
 		up.sess.Completed(in.done...)
+		up.sess.DeferTasks()
 		res, err = up.sess.CallTool(cctx, bt.UpstreamName, args)
 	}
 	serr := b.svc.scopeChallenge(ctx, conn, bt.Binding.Generation, err, false)
@@ -503,6 +508,7 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 		if err = b.reauthenticate(cctx, up, conn, bt.Binding.Generation); err == nil {
 			if up.sess, err = broker.Connect(cctx, b.svc.opts.Egress, conn.URL, *up.cred); err == nil {
 				up.sess.Completed(in.done...)
+				up.sess.DeferTasks()
 				res, err = up.sess.CallTool(cctx, bt.UpstreamName, args)
 			}
 		}
@@ -521,6 +527,9 @@ func (b *Broker) execute(ctx context.Context, runID string, req permission.Reque
 	}
 	if serr != nil {
 		err = serr
+	}
+	if h, ok := up.sess.PendingTask(); ok && errors.Is(err, broker.ErrTaskPending) {
+		return b.parkTask(ctx, runID, req, h, claimedAt)
 	}
 	if link, ok := waitingLink(up.sess.InputRequests()); ok && in.rounds < MaxInputRounds {
 		return b.park(ctx, runID, req, bt, conn, claimedAt, link)

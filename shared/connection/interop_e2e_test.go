@@ -158,6 +158,22 @@ func everythingRunsATask(t *testing.T, b *connection.Broker, runID string) {
 	// tasks/result, on whose stream the server asks (a form), and the
 	// session answers cancel as for any form; the task goes on with its
 	// default interpretation.
+	// A broker whose calls time out after a second leaves the same task
+	// running: pending (task_running), then polled through fluidbox on the
+	// server's session (its task store finds a task by session) until the
+	// report comes.
+	short := connection.NewBroker(connection.NewService(st, sealer, connection.Options{Egress: testenv.Loopback, CallTimeout: time.Second}), perm, nil)
+	later := permission.Request{ToolCallID: "t3", ToolName: "mcp__everything__simulate-research-query", Input: json.RawMessage(`{"topic":"reefs"}`)}
+	ans, err = short.Call(ctx, r.ID, later, 0)
+	if err != nil || ans.Decision != vocab.Pending || ans.Source != "task_running" {
+		t.Fatalf("simulate-research-query on a short call = %+v, %v; want pending on the task", ans.Answer, err)
+	}
+	tctx, cancel := context.WithTimeout(ctx, 25*time.Second)
+	defer cancel()
+	ans, err = short.Call(tctx, r.ID, later, 8*time.Second)
+	if err != nil || ans.Decision != vocab.Allow || ans.Result == nil || ans.Result.IsError || !strings.Contains(string(ans.Result.Content), "Research Report: reefs") {
+		t.Fatalf("simulate-research-query polled = %+v (result %s), %v; want the task's report", ans.Answer, resultJSON(ans), err)
+	}
 	ambiguous := permission.Request{ToolCallID: "t2", ToolName: "mcp__everything__simulate-research-query", Input: json.RawMessage(`{"topic":"tides","ambiguous":true}`)}
 	ans, err = b.Call(ctx, runID, ambiguous, 0)
 	if err != nil || ans.Decision != vocab.Allow || ans.Result == nil || ans.Result.IsError || !strings.Contains(string(ans.Result.Content), "User cancelled - using default interpretation") {

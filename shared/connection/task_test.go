@@ -56,19 +56,62 @@ func TestBrokeredTaskCall(t *testing.T) {
 	}
 }
 
-// TestBrokeredTaskOutlivesTheCall: a task still working when the call's
-// timeout ends is a call that may have run: its outcome (an error result)
-// and one tool.brokered are recorded, the claim is spent, and a retry
-// never runs the tool again.
-func TestBrokeredTaskOutlivesTheCall(t *testing.T) {
+// TestBrokeredTaskPending: a task still working at the call's timeout
+// is left running: the runner is answered pending (task_running) and polls
+// it through fluidbox with the same tool_call_id; the retry after it ended
+// gets its result, recorded by one tool.brokered, and the tool runs once.
+// Neither the upstream's task id nor its session id reaches the ledger or
+// the answer.
+func TestBrokeredTaskPending(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	u := taskserver.New(t, taskserver.Options{Token: token, Support: map[string]string{"research": "required"}, Forever: true})
+	u := taskserver.New(t, taskserver.Options{Token: token, Support: map[string]string{"research": "required"}, ID: "TASK-ID-CANARY-82", Work: 2500 * time.Millisecond})
 	f, _ := newRunOnOpts(t, u.URL, `{"name":"p","default_verdict":"allow","rules":[]}`, connection.Options{CallTimeout: time.Second})
 	req := permission.Request{ToolCallID: "t1", ToolName: "mcp__team__research", Input: []byte(`{"topic":"tides"}`)}
+	for i, wait := range []time.Duration{0, 0} {
+		ans, err := f.broker.Call(ctx, f.run.ID, req, wait)
+		if err != nil || ans.Decision != vocab.Pending || ans.Source != "task_running" || ans.Result != nil {
+			t.Fatalf("call %d = %+v, %v; want pending on the task", i, ans.Answer, err)
+		}
+		if b, _ := json.Marshal(ans); strings.Contains(string(b), "TASK-ID-CANARY") || strings.Contains(string(b), "session") {
+			t.Fatalf("the answer holds the upstream's handle: %s", b)
+		}
+	}
+	if n := brokeredEvents(t, f); n != 0 {
+		t.Fatalf("%d tool.brokered while the task runs", n)
+	}
+	tctx, cancel := context.WithTimeout(ctx, 25*time.Second)
+	defer cancel()
+	ans, err := f.broker.Call(tctx, f.run.ID, req, 10*time.Second)
+	if err != nil || ans.Decision != vocab.Allow || ans.Result == nil || ans.Result.IsError || !strings.Contains(string(ans.Result.Content), "report on tides") {
+		t.Fatalf("after the task = %+v (result %s), %v", ans.Answer, resultText(ans), err)
+	}
+	if _, err := f.broker.Call(ctx, f.run.ID, req, 0); !errors.Is(err, connection.ErrAlreadyExecuted) {
+		t.Fatalf("retry after the result: %v, want ErrAlreadyExecuted", err)
+	}
+	if n := brokeredEvents(t, f); n != 1 || u.TaskCalls.Load() != 1 || u.Calls.Load() != 1 {
+		t.Fatalf("%d tool.brokered, %d calls, %d tasks; want 1, 1, 1", n, u.Calls.Load(), u.TaskCalls.Load())
+	}
+	assertLedgerClean(t, f, "TASK-ID-CANARY", "report on tides")
+}
+
+// TestBrokeredTaskOutlivesItsBound: a task still working TaskBound after
+// the claim is a call that may have run: an error result, one
+// tool.brokered, and the tool never runs again.
+func TestBrokeredTaskOutlivesItsBound(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := &skewed{}
+	u := taskserver.New(t, taskserver.Options{Token: token, Support: map[string]string{"research": "required"}, Forever: true})
+	f, _ := newRunOnOpts(t, u.URL, `{"name":"p","default_verdict":"allow","rules":[]}`, connection.Options{CallTimeout: time.Second, Now: clock.Now})
+	req := permission.Request{ToolCallID: "t1", ToolName: "mcp__team__research", Input: []byte(`{"topic":"tides"}`)}
+	if ans, err := f.broker.Call(ctx, f.run.ID, req, 0); err != nil || ans.Decision != vocab.Pending {
+		t.Fatalf("Call = %+v, %v; want pending", ans.Answer, err)
+	}
+	clock.Advance(connection.TaskBound + time.Minute)
 	ans, err := f.broker.Call(ctx, f.run.ID, req, 0)
 	if err != nil || ans.Decision != vocab.Allow || ans.Result == nil || !ans.Result.IsError || !strings.Contains(string(ans.Result.Content), "may have run") {
-		t.Fatalf("Call = %+v (result %s), %v; want an error result saying the tool may have run", ans.Answer, resultText(ans), err)
+		t.Fatalf("past the bound = %+v (result %s), %v; want an error result", ans.Answer, resultText(ans), err)
 	}
 	if _, err := f.broker.Call(ctx, f.run.ID, req, 0); !errors.Is(err, connection.ErrAlreadyExecuted) {
 		t.Fatalf("retry: %v, want ErrAlreadyExecuted", err)
@@ -79,7 +122,8 @@ func TestBrokeredTaskOutlivesTheCall(t *testing.T) {
 }
 
 // TestBrokeredTaskRacingRetries: two dozen requests of the same
-// tool_call_id at once create one task, and one tool.brokered records it.
+// tool_call_id at once create one task, and one tool.brokered records it;
+// then two dozen retries polling one parked task at once record it once.
 func TestBrokeredTaskRacingRetries(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -111,6 +155,53 @@ func TestBrokeredTaskRacingRetries(t *testing.T) {
 	if results.Load() != 1 || u.TaskCalls.Load() != 2 || brokeredEvents(t, f) != 2 {
 		t.Fatalf("%d results, %d already executed, %d tasks, %d tool.brokered; want 1 result, 2 tasks and 2 tool.brokered in all (with the warm-up)",
 			results.Load(), executed.Load(), u.TaskCalls.Load(), brokeredEvents(t, f))
+	}
+
+	slow := taskserver.New(t, taskserver.Options{Token: token, Support: map[string]string{"research": "required"}, Work: 1500 * time.Millisecond})
+	g, _ := newRunOnOpts(t, slow.URL, `{"name":"p","default_verdict":"allow","rules":[]}`, connection.Options{CallTimeout: 500 * time.Millisecond})
+	if ans, err := g.broker.Call(ctx, g.run.ID, req, 0); err != nil || ans.Decision != vocab.Pending {
+		t.Fatalf("Call = %+v, %v; want pending", ans.Answer, err)
+	}
+	results.Store(0)
+	var pending atomic.Int32
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			ans, err := g.broker.Call(tctx, g.run.ID, req, 5*time.Second)
+			switch {
+			case err == nil && ans.Decision == vocab.Allow && ans.Result != nil && strings.Contains(string(ans.Result.Content), "report on tides"):
+				results.Add(1)
+			case err == nil && ans.Decision == vocab.Pending:
+				pending.Add(1)
+			case errors.Is(err, connection.ErrAlreadyExecuted):
+			default:
+				t.Errorf("poll = %+v (result %s), %v", ans.Answer, resultText(ans), err)
+			}
+		}()
+	}
+	wg.Wait()
+	if results.Load() < 1 || brokeredEvents(t, g) != 1 || slow.TaskCalls.Load() != 1 {
+		t.Fatalf("%d results, %d pending, %d tool.brokered, %d tasks; want at least 1 result, 1 tool.brokered, 1 task",
+			results.Load(), pending.Load(), brokeredEvents(t, g), slow.TaskCalls.Load())
+	}
+}
+
+// assertLedgerClean fails if any event of f's run holds one of words.
+func assertLedgerClean(t *testing.T, f runOn, words ...string) {
+	t.Helper()
+	evs, _, err := ledger.New(f.st, time.Now).Read(context.Background(), f.run.ID, 0, 1000, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs {
+		for _, w := range words {
+			if strings.Contains(string(e.Data), w) {
+				t.Errorf("ledger event %s holds %q: %s", e.Type, w, e.Data)
+			}
+		}
 	}
 }
 

@@ -35,6 +35,20 @@ type Call struct {
 	IsError      bool   `dynamodbav:"is_error,omitempty"`
 	// Brokered is set once tool.brokered for the outcome is in the ledger.
 	Brokered bool `dynamodbav:"brokered,omitempty"`
+	// Task is set while an executing call's upstream runs it as a task
+	// that outlived the request which claimed it (ParkTask).
+	Task *Task `dynamodbav:"task,omitempty"`
+}
+
+// Task is an executing brokered call's upstream task: the upstream's MCP
+// session and task ids (the upstream chose them; they stay on this record,
+// never in the ledger or a log line), its protocol revision, and the time
+// past which it is no longer waited for.
+type Task struct {
+	Session  string `dynamodbav:"session"`
+	Protocol string `dynamodbav:"protocol"`
+	ID       string `dynamodbav:"id"`
+	Until    string `dynamodbav:"until"`
 }
 
 func callSK(id string) string { return "CALL#" + id }

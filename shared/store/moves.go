@@ -343,6 +343,23 @@ func (s *Store) ReleaseClaimOp(runID, toolCallID string, from call.State, claime
 	return s.updateOp(CallKey(runID, toolCallID), h.update(Update{Set: map[string]any{"executed_at": released}}), call.ErrNotExecuting)
 }
 
+// ParkTask keeps the upstream task of the call claimed at claimedAt on its
+// record: the call stays executing (no move), and only that claim, with no
+// outcome stored, takes it.
+func (s *Store) ParkTask(ctx context.Context, runID, toolCallID, claimedAt string, t Task) error {
+	h, err := callAt(call.Executing)
+	if err != nil {
+		return err
+	}
+	h = h.and("executed_at = :claimed", map[string]any{":claimed": claimedAt})
+	op := "park task of " + runID + "/" + toolCallID
+	err = s.updateItem(ctx, op, CallKey(runID, toolCallID), h.update(Update{Set: map[string]any{"task": t}}), nil)
+	if errors.Is(err, ErrConditionFailed) {
+		return fmt.Errorf("store: %s: %w", op, call.ErrNotExecuting)
+	}
+	return err
+}
+
 // GrantOp is the op that puts the session grant g of a run, which an
 // approved_session settlement carries.
 func (s *Store) GrantOp(runID string, g Grant) (Op, error) {
