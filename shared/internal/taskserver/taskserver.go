@@ -42,8 +42,8 @@ type Server struct {
 type upTask struct {
 	status  string
 	session string // the MCP session that created it: only it finds the task
-	res    *mcp.CallToolResult
-	done   chan struct{}
+	res     *mcp.CallToolResult
+	done    chan struct{}
 }
 
 // Options shape a Server; a test sets a field to make it misbehave.
