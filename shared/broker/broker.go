@@ -32,8 +32,10 @@
 //     Nothing else is declared to the upstream (no roots, no sampling, no tasks), so it
 //     can ask for nothing else.
 //   - A tool the upstream must run as a task (2025-11-25 tasks, taskSupport required) is
-//     called as one and waited for within the caller's ctx (task.go); the task's id,
-//     status and pollInterval are held to bounds and never leave the session.
+//     called as one and waited for within the caller's ctx (task.go); a session told to
+//     defer leaves one still running pending, its MCP session open, for ResumeTask
+//     (resume.go). The task's id, status and pollInterval are held to bounds; the task and
+//     session ids leave the session only as a TaskHandle, never in an error.
 //   - Nothing retries behind the caller's back; the caller's ctx bounds every call, and
 //     DefaultHTTPTimeout bounds each HTTP request when ctx has no deadline.
 package broker
