@@ -66,6 +66,9 @@ func TestInteropServerEverything(t *testing.T) {
 	everythingEchoes(t, b, r.ID)
 	everythingWaitsForAPerson(t, b, elicitation.NewService(led, time.Now, nil), r.ID)
 	everythingRunsATask(t, b, r.ID)
+	// A broker whose calls time out after a second.
+	short := connection.NewBroker(connection.NewService(st, sealer, connection.Options{Egress: testenv.Loopback, CallTimeout: time.Second}), perm, nil)
+	everythingPollsATask(t, short, r.ID)
 }
 
 // everythingConnection creates the connection to server-everything at url
@@ -158,26 +161,29 @@ func everythingRunsATask(t *testing.T, b *connection.Broker, runID string) {
 	// tasks/result, on whose stream the server asks (a form), and the
 	// session answers cancel as for any form; the task goes on with its
 	// default interpretation.
-	// A broker whose calls time out after a second leaves the same task
-	// running: pending (task_running), then polled through fluidbox on the
-	// server's session (its task store finds a task by session) until the
-	// report comes.
-	short := connection.NewBroker(connection.NewService(st, sealer, connection.Options{Egress: testenv.Loopback, CallTimeout: time.Second}), perm, nil)
-	later := permission.Request{ToolCallID: "t3", ToolName: "mcp__everything__simulate-research-query", Input: json.RawMessage(`{"topic":"reefs"}`)}
-	ans, err = short.Call(ctx, r.ID, later, 0)
-	if err != nil || ans.Decision != vocab.Pending || ans.Source != "task_running" {
-		t.Fatalf("simulate-research-query on a short call = %+v, %v; want pending on the task", ans.Answer, err)
-	}
-	tctx, cancel := context.WithTimeout(ctx, 25*time.Second)
-	defer cancel()
-	ans, err = short.Call(tctx, r.ID, later, 8*time.Second)
-	if err != nil || ans.Decision != vocab.Allow || ans.Result == nil || ans.Result.IsError || !strings.Contains(string(ans.Result.Content), "Research Report: reefs") {
-		t.Fatalf("simulate-research-query polled = %+v (result %s), %v; want the task's report", ans.Answer, resultJSON(ans), err)
-	}
 	ambiguous := permission.Request{ToolCallID: "t2", ToolName: "mcp__everything__simulate-research-query", Input: json.RawMessage(`{"topic":"tides","ambiguous":true}`)}
 	ans, err = b.Call(ctx, runID, ambiguous, 0)
 	if err != nil || ans.Decision != vocab.Allow || ans.Result == nil || ans.Result.IsError || !strings.Contains(string(ans.Result.Content), "User cancelled - using default interpretation") {
 		t.Fatalf("ambiguous simulate-research-query = %+v (result %s), %v; want the report on the default interpretation", ans.Answer, resultJSON(ans), err)
+	}
+}
+
+// everythingPollsATask: a broker whose calls time out before the task
+// ends leaves it running: pending (task_running), then polled through
+// fluidbox on the server's session (its task store finds a task by
+// session) until the report comes.
+func everythingPollsATask(t *testing.T, short *connection.Broker, runID string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
+	defer cancel()
+	later := permission.Request{ToolCallID: "t3", ToolName: "mcp__everything__simulate-research-query", Input: json.RawMessage(`{"topic":"reefs"}`)}
+	ans, err := short.Call(ctx, runID, later, 0)
+	if err != nil || ans.Decision != vocab.Pending || ans.Source != "task_running" {
+		t.Fatalf("simulate-research-query on a short call = %+v, %v; want pending on the task", ans.Answer, err)
+	}
+	ans, err = short.Call(ctx, runID, later, 8*time.Second)
+	if err != nil || ans.Decision != vocab.Allow || ans.Result == nil || ans.Result.IsError || !strings.Contains(string(ans.Result.Content), "Research Report: reefs") {
+		t.Fatalf("simulate-research-query polled = %+v (result %s), %v; want the task's report", ans.Answer, resultJSON(ans), err)
 	}
 }
 
