@@ -10,23 +10,33 @@ import (
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/client"
+	"github.com/fluidbox/fluidbox/shared/elicitation"
 	"github.com/fluidbox/fluidbox/shared/render"
+	"github.com/fluidbox/fluidbox/shared/slackbot"
 	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // inputWidth is how much of an input the approvals table shows.
 const inputWidth = 60
 
-// approvals lists the caller's inbox, every page of it, with the total:
-// `fluidbox approvals [--json]`, or shows one whole: `fluidbox approvals
-// show ID`. Signed in as a member, the inbox is the calls on their own
-// personal connections; as an approver, admin or the operator, the shared
-// calls (and their own personal ones).
+// approvals lists the caller's inbox, every page of it, with the total,
+// and the links upstreams asked them to open (input requests) beside it:
+// `fluidbox approvals [--json]`; shows one whole: `fluidbox approvals show
+// ID` (an approval, apr_..., or an input request, inp_...); or answers an
+// input request: `fluidbox approvals done|decline ID`. Signed in as a
+// member, the inbox is the calls on their own personal connections; as an
+// approver, admin or the operator, the shared calls (and their own
+// personal ones).
 func approvals(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) > 0 && args[0] == "show" {
-		return showApproval(ctx, args[1:], getenv, stdout, stderr)
+	if len(args) > 0 {
+		switch args[0] {
+		case "show":
+			return showApproval(ctx, args[1:], getenv, stdout, stderr)
+		case elicitation.DecisionDone, elicitation.DecisionDecline:
+			return answerInput(ctx, args[0], args[1:], getenv, stdout, stderr)
+		}
 	}
-	fs := newFlagSet("approvals", stderr, "approvals [--json] [--url URL] [--token TOKEN] | approvals show ID")
+	fs := newFlagSet("approvals", stderr, "approvals [--json] [--url URL] [--token TOKEN] | approvals show ID | approvals done|decline INPUT_REQUEST_ID")
 	f := addAPIFlags(fs, getenv)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
@@ -43,17 +53,29 @@ func approvals(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return explain(err)
 	}
+	inputs, err := c.InputRequests(ctx)
+	if err != nil {
+		return explain(err)
+	}
 	if f.json {
 		if list == nil {
 			list = []client.Approval{}
 		}
-		return f.write(stdout, map[string]any{"approvals": list, "total": len(list)})
+		return f.write(stdout, map[string]any{"approvals": list, "total": len(list), "input_requests": inputs})
 	}
+	now := time.Now()
+	if err := printApprovals(stdout, list, now); err != nil {
+		return err
+	}
+	return printInputs(stdout, inputs, now)
+}
+
+// printApprovals is the approvals' table and total, or that there are none.
+func printApprovals(stdout io.Writer, list []client.Approval, now time.Time) error {
 	if len(list) == 0 {
 		_, err := fmt.Fprintln(stdout, "no pending approvals")
 		return err
 	}
-	now := time.Now()
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "APPROVAL\tRUN\tTOOL\tINPUT\tRULE\tLEFT")
 	cut := 0
@@ -75,9 +97,33 @@ func approvals(ctx context.Context, args []string, getenv func(string) string, s
 	if _, err := fmt.Fprintf(stdout, "%d pending\n", len(list)); err != nil {
 		return err
 	}
+	var err error
 	if cut > 0 {
 		_, err = fmt.Fprintf(stdout, "%d inputs cut at %d characters ([+N] says how many are hidden): `fluidbox approvals show ID` prints one whole, with what each decision allows\n", cut, inputWidth)
 	}
+	return err
+}
+
+// linkWidth is how much of a link the input requests' table shows.
+const linkWidth = 60
+
+// printInputs is the input requests' table, after the approvals', when
+// there are any: each link without its query (`approvals show` prints the
+// link to open whole).
+func printInputs(stdout io.Writer, inputs []client.InputRequest, now time.Time) error {
+	if len(inputs) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nINPUT REQUEST\tRUN\tSERVER\tTOOL\tLINK\tLEFT")
+	for _, r := range inputs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", clean(r.ID, 40), clean(r.SessionID, 40), clean(r.Server, 30), clean(r.ToolName, 40),
+			cellText(render.Clip(render.Line(r.Link), linkWidth, 1)), timeLeft(r.ExpiresAt, now))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(stdout, "%d links to open: `fluidbox approvals show ID` prints one's link whole; open it, finish there, then `fluidbox approvals done ID` (or `decline ID` to refuse the call)\n", len(inputs))
 	return err
 }
 
@@ -115,10 +161,21 @@ func showApproval(ctx context.Context, args []string, getenv func(string) string
 	}
 	if len(pos) != 1 {
 		fs.Usage()
-		return usagef("want exactly one approval id (apr_...), got %d arguments", len(pos))
+		return usagef("want exactly one approval id (apr_...) or input request id (inp_...), got %d arguments", len(pos))
 	}
 	c, err := f.client()
 	if err != nil {
+		return err
+	}
+	if strings.HasPrefix(pos[0], "inp_") {
+		r, err := c.InputRequest(ctx, pos[0])
+		if err != nil {
+			return explain(err)
+		}
+		if f.json {
+			return f.write(stdout, r)
+		}
+		_, err = io.WriteString(stdout, describeInput(r, time.Now()))
 		return err
 	}
 	a, err := c.Approval(ctx, pos[0])
@@ -130,6 +187,88 @@ func showApproval(ctx context.Context, args []string, getenv func(string) string
 	}
 	_, err = io.WriteString(stdout, describeApproval(a, time.Now()))
 	return err
+}
+
+// describeInput is `approvals show` of an input request as text: the link
+// to open whole (escaped, with its query: the upstream's page needs it),
+// said plainly not to be opened when it is no http or https link.
+func describeInput(r client.InputRequest, now time.Time) string {
+	var b strings.Builder
+	line := func(k, v string) { fmt.Fprintf(&b, "%-17s %s\n", k, v) }
+	line("input request", render.Line(r.ID))
+	line("run", render.Line(r.SessionID))
+	line("tool", render.Line(r.ToolName))
+	line("connection", render.Line(r.Server)+" ("+render.Line(r.ConnectionID)+")")
+	line("status", render.Line(r.Status))
+	line("requested", clock(r.RequestedAt))
+	pending := r.Status == string(elicitation.Pending)
+	if pending {
+		line("expires", clock(r.ExpiresAt)+" ("+timeLeft(r.ExpiresAt, now)+" left, then the call is refused)")
+	}
+	if r.DecidedBy != "" {
+		line("answered", render.Line(r.DecidedBy)+" at "+clock(r.DecidedAt))
+	}
+	link := r.URL
+	if link == "" {
+		link = r.Link
+	}
+	line("link", render.Line(link))
+	if _, ok := slackbot.Openable(link); !ok {
+		line("", "not an http or https link fluidbox offers to open: do not open it")
+	}
+	if pending {
+		id := render.Line(r.ID)
+		fmt.Fprintf(&b, "\nfluidbox approvals done %s\n  you opened the link and finished there; the call runs again\n", id)
+		fmt.Fprintf(&b, "fluidbox approvals decline %s\n  refuses the call; the agent is told so\n", id)
+	}
+	return b.String()
+}
+
+// answerInput answers one input request: `fluidbox approvals done|decline
+// ID`. It succeeds when the request ends as asked, whoever answered it;
+// otherwise it says what settled it first.
+func answerInput(ctx context.Context, decision string, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("approvals "+decision, stderr, "approvals "+decision+" INPUT_REQUEST_ID [--json] [--url URL] [--token TOKEN]")
+	f := addAPIFlags(fs, getenv)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || strings.TrimSpace(pos[0]) == "" {
+		fs.Usage()
+		return usagef("want exactly one input request id (inp_...), got %d arguments", len(pos))
+	}
+	c, err := f.client()
+	if err != nil {
+		return err
+	}
+	r, err := c.AnswerInput(ctx, pos[0], decision)
+	if err != nil {
+		return explain(err)
+	}
+	applied := r.Applied != nil && *r.Applied
+	want := elicitation.Completed
+	if decision == elicitation.DecisionDecline {
+		want = elicitation.Declined
+	}
+	if f.json {
+		if err := f.write(stdout, r); err != nil {
+			return err
+		}
+	} else if applied {
+		fmt.Fprintf(stdout, "%s %s: applied (run %s, %s)\n", clean(r.ID, 40), clean(r.Status, 20), clean(r.SessionID, 40), clean(r.Server, 30))
+	}
+	if applied || r.Status == string(want) {
+		if !applied && !f.json {
+			fmt.Fprintf(stdout, "%s was already %s (by %s at %s)\n", clean(r.ID, 40), clean(r.Status, 20), clean(r.DecidedBy, 60), clock(r.DecidedAt))
+		}
+		return nil
+	}
+	by := ""
+	if r.DecidedBy != "" {
+		by = fmt.Sprintf(" by %s at %s", clean(r.DecidedBy, 60), clock(r.DecidedAt))
+	}
+	return fmt.Errorf("not applied: %s was already %s%s", clean(r.ID, 40), clean(r.Status, 20), by)
 }
 
 // describeApproval is `approvals show` as text.

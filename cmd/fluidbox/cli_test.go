@@ -42,6 +42,7 @@ var tables atomic.Int64
 type stack struct {
 	url   string
 	admin *client.Client
+	led   *ledger.Ledger
 }
 
 // newStack starts minidyn, a fresh table and the API on 127.0.0.1; wrap,
@@ -62,7 +63,8 @@ func newStack(t testing.TB, wrap func(http.Handler) http.Handler) *stack {
 	if err := st.CreateTable(context.Background()); err != nil {
 		t.Fatalf("create table: %v", err)
 	}
-	var h http.Handler = api.New(api.Config{AdminToken: adminToken, Ledger: ledger.New(st, time.Now)})
+	led := ledger.New(st, time.Now)
+	var h http.Handler = api.New(api.Config{AdminToken: adminToken, Ledger: led})
 	if wrap != nil {
 		h = wrap(h)
 	}
@@ -72,7 +74,7 @@ func newStack(t testing.TB, wrap func(http.Handler) http.Handler) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &stack{url: srv.URL, admin: admin}
+	return &stack{url: srv.URL, admin: admin, led: led}
 }
 
 // newRun creates the test policy and a run with Claude Code's tools and

@@ -77,8 +77,8 @@ func init() {
 			run: func(ctx context.Context, args []string, e cmdEnv) error {
 				return dynamodb(ctx, args, e.stdout, e.stderr)
 			}},
-		{name: "approvals", synopsis: "[show ID] [--json]", summary: "list pending approvals, or show one whole",
-			environment: clientEnv, words: []string{"show", "--json", "--jq", "--url", "--token"},
+		{name: "approvals", synopsis: "[show ID | done ID | decline ID] [--json]", summary: "list pending approvals and links to open, show one whole, or answer a link",
+			environment: clientEnv, words: []string{"show", "done", "decline", "--json", "--jq", "--url", "--token"},
 			run: func(ctx context.Context, args []string, e cmdEnv) error {
 				return approvals(ctx, args, e.getenv, e.stdout, e.stderr)
 			}},

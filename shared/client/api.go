@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fluidbox/fluidbox/shared/policy/tree"
@@ -133,27 +134,90 @@ func (c *Client) Session(ctx context.Context, id string) (Session, error) {
 // next_cursor to the end, so nothing hides past the first page. A server
 // that hands back a cursor it gave before is an error, not a loop.
 func (c *Client) Approvals(ctx context.Context) ([]Approval, error) {
-	all := []Approval{}
+	return allPages[Approval](ctx, c, "/v1/approvals", "approvals")
+}
+
+// allPages reads every page of an inbox list at path (its items under
+// key), following next_cursor to the end; a cursor handed back twice is
+// an error, not a loop.
+func allPages[T any](ctx context.Context, c *Client, path, key string) ([]T, error) {
+	all := []T{}
 	seen := map[string]bool{}
 	q := url.Values{"limit": {strconv.Itoa(approvalsPage)}}
 	for {
-		var out struct {
-			Approvals  []Approval `json:"approvals"`
-			NextCursor string     `json:"next_cursor"`
-		}
-		if err := c.do(ctx, http.MethodGet, "/v1/approvals", q, nil, &out, requestTimeout); err != nil {
+		var out map[string]json.RawMessage
+		if err := c.do(ctx, http.MethodGet, path, q, nil, &out, requestTimeout); err != nil {
 			return nil, err
 		}
-		all = append(all, out.Approvals...)
-		if out.NextCursor == "" {
+		var items []T
+		var next string
+		if err := json.Unmarshal(out[key], &items); err != nil {
+			return nil, fmt.Errorf("client: GET %s: %s: %w", path, key, err)
+		}
+		if raw, ok := out["next_cursor"]; ok {
+			if err := json.Unmarshal(raw, &next); err != nil {
+				return nil, fmt.Errorf("client: GET %s: next_cursor: %w", path, err)
+			}
+		}
+		all = append(all, items...)
+		if next == "" {
 			return all, nil
 		}
-		if seen[out.NextCursor] {
-			return nil, fmt.Errorf("client: GET /v1/approvals repeated a cursor after %d approvals; the list does not end", len(all))
+		if seen[next] {
+			return nil, fmt.Errorf("client: GET %s repeated a cursor after %d %s; the list does not end", path, len(all), strings.ReplaceAll(key, "_", " "))
 		}
-		seen[out.NextCursor] = true
-		q.Set("cursor", out.NextCursor)
+		seen[next] = true
+		q.Set("cursor", next)
 	}
+}
+
+// InputRequest is an input request on the wire (docs/api.md, "Input
+// requests"): a brokered call waiting for a person to open a link its
+// upstream asked for. The server encodes this type. Link is the
+// upstream's URL without its query (what the ledger keeps), URL the same
+// with its query, as the person must open it; both are the upstream's
+// text. Server is the connection's name in fluidbox.
+type InputRequest struct {
+	ID           string `json:"id"`
+	SessionID    string `json:"session_id"`
+	ToolCallID   string `json:"tool_call_id"`
+	ToolName     string `json:"tool_name"`
+	ConnectionID string `json:"connection_id"`
+	Server       string `json:"server"`
+	Mode         string `json:"mode"`
+	Link         string `json:"link"`
+	URL          string `json:"url,omitempty"`
+	Status       string `json:"status"`
+	RequestedAt  string `json:"requested_at"`
+	ExpiresAt    string `json:"expires_at"`
+	DecidedBy    string `json:"decided_by,omitempty"`
+	DecidedAt    string `json:"decided_at,omitempty"`
+	// Applied is set on a decision's answer: whether this call settled it.
+	Applied *bool `json:"applied,omitempty"`
+}
+
+// InputRequests returns every pending input request the caller may
+// answer, oldest first, every page of GET /v1/input-requests.
+func (c *Client) InputRequests(ctx context.Context) ([]InputRequest, error) {
+	return allPages[InputRequest](ctx, c, "/v1/input-requests", "input_requests")
+}
+
+// InputRequest returns one input request.
+func (c *Client) InputRequest(ctx context.Context, id string) (InputRequest, error) {
+	var r InputRequest
+	err := c.do(ctx, http.MethodGet, "/v1/input-requests/"+pathID(id), nil, nil, &r, requestTimeout)
+	return r, err
+}
+
+// AnswerInput answers an input request, decision "done" or "decline", and
+// returns it as settled; Applied says whether this call settled it.
+func (c *Client) AnswerInput(ctx context.Context, id, decision string) (InputRequest, error) {
+	body := struct {
+		Decision string `json:"decision"`
+	}{decision}
+	var r InputRequest
+	err := c.do(ctx, http.MethodPost, "/v1/input-requests/"+pathID(id)+"/decision", nil, body, &r, requestTimeout)
+	return r, err
 }
 
 // approvalsPage is the page size Approvals asks for: the server's largest.

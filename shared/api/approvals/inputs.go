@@ -6,6 +6,7 @@ import (
 	"regexp"
 
 	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/client"
 	"github.com/fluidbox/fluidbox/shared/elicitation"
 	"github.com/fluidbox/fluidbox/shared/ids"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -16,31 +17,14 @@ import (
 // decided by the same people, but their own rows and their own decisions
 // (done, decline).
 
-// inputRequestOut is an input request on the wire. Link is the upstream's
-// URL reduced to scheme, host and path (shared/broker), URL the same with
-// its query, as the person must open it; both are the upstream's text, to
-// be shown as text and offered as a link only when http or https. Server
-// is the connection's own name, never one the upstream gave itself.
-type inputRequestOut struct {
-	ID           string `json:"id"`
-	SessionID    string `json:"session_id"`
-	ToolCallID   string `json:"tool_call_id"`
-	ToolName     string `json:"tool_name"`
-	ConnectionID string `json:"connection_id"`
-	Server       string `json:"server"`
-	Mode         string `json:"mode"`
-	Link         string `json:"link"`
-	URL          string `json:"url,omitempty"`
-	Status       string `json:"status"`
-	RequestedAt  string `json:"requested_at"`
-	ExpiresAt    string `json:"expires_at"`
-	DecidedBy    string `json:"decided_by,omitempty"`
-	DecidedAt    string `json:"decided_at,omitempty"`
-	Applied      *bool  `json:"applied,omitempty"`
-}
-
-func inputRequestOf(r store.InputRequest) inputRequestOut {
-	return inputRequestOut{ID: r.ID, SessionID: r.RunID, ToolCallID: r.ToolCallID, ToolName: r.ToolName, ConnectionID: r.ConnectionID,
+// inputRequestOf is an input request on the wire (client.InputRequest).
+// Link is the upstream's URL reduced to scheme, host and path
+// (shared/broker), URL the same with its query, as the person must open
+// it; both are the upstream's text, to be shown as text and offered as a
+// link only when http or https. Server is the connection's own name, never
+// one the upstream gave itself.
+func inputRequestOf(r store.InputRequest) client.InputRequest {
+	return client.InputRequest{ID: r.ID, SessionID: r.RunID, ToolCallID: r.ToolCallID, ToolName: r.ToolName, ConnectionID: r.ConnectionID,
 		Server: r.Server, Mode: r.Mode, Link: r.Link, URL: r.URL, Status: r.Status, RequestedAt: r.RequestedAt, ExpiresAt: r.ExpiresAt,
 		DecidedBy: r.DecidedBy, DecidedAt: r.DecidedAt}
 }
@@ -60,7 +44,7 @@ func (s *Server) listInputRequests(w http.ResponseWriter, r *http.Request, who a
 	if err != nil {
 		return err
 	}
-	out := make([]inputRequestOut, len(page.InputRequests))
+	out := make([]client.InputRequest, len(page.InputRequests))
 	for i, ir := range page.InputRequests {
 		out[i] = inputRequestOf(ir)
 	}
