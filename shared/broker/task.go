@@ -463,6 +463,14 @@ func (s *Session) callAsTask(ctx context.Context, name string, args map[string]a
 		}
 		return nil, &UpstreamError{Op: op, Msg: "invalid task", Err: ErrInvalidResponse}
 	}
+	// The call's deadline passing while the task exists, whether between
+	// polls or during one, leaves it pending for a session told to defer.
+	pending := func(err error) error {
+		if s.deferTasks && errors.Is(ctx.Err(), context.DeadlineExceeded) && s.leavePending(task) {
+			return &UpstreamError{Op: methodTasksGet, Msg: "the task still runs; poll it again", Err: ErrTaskPending}
+		}
+		return err
+	}
 	for polls := 0; !task.settled(); polls++ {
 		if polls == maxTaskPolls {
 			return nil, &UpstreamError{Op: methodTasksGet, Msg: "task still working after the most polls allowed", Err: ErrInvalidResponse}
@@ -471,15 +479,12 @@ func (s *Session) callAsTask(ctx context.Context, name string, args map[string]a
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			if s.deferTasks && errors.Is(ctx.Err(), context.DeadlineExceeded) && s.leavePending(task) {
-				return nil, &UpstreamError{Op: methodTasksGet, Msg: "the task still runs; poll it again", Err: ErrTaskPending}
-			}
-			return nil, ctx.Err()
+			return nil, pending(ctx.Err())
 		case <-t.C:
 		}
 		next, err := s.tasks.get(ctx, s.cs, task.id)
 		if err != nil {
-			return nil, err
+			return nil, pending(err)
 		}
 		task = next
 	}
@@ -488,5 +493,8 @@ func (s *Session) callAsTask(ctx context.Context, name string, args map[string]a
 	}
 	// completed, failed (the result says how) or input_required (the
 	// result's stream carries the request, answered like any).
-	return s.tasks.result(ctx, s.cs, task.id)
+	if res, err = s.tasks.result(ctx, s.cs, task.id); err != nil {
+		return nil, pending(err)
+	}
+	return res, nil
 }
