@@ -6,33 +6,16 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/fluidbox/fluidbox/shared/elicitation"
-	"github.com/fluidbox/fluidbox/shared/ids"
-	"github.com/fluidbox/fluidbox/shared/redact"
+	"github.com/fluidbox/fluidbox/shared/elicitation/elicitationtest"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
-// fileInput files a pending input request on run runID as the broker does
-// (elicitation.File, in one ledger append) and returns its id.
+// fileInput files a pending input request on run runID, as the broker
+// does, and returns its id.
 func (s *stack) fileInput(t *testing.T, runID, callID, server, url string) string {
 	t.Helper()
-	now := time.Now()
-	link, _, _ := strings.Cut(url, "?")
-	r := store.InputRequest{ID: ids.New("inp_"), RunID: runID, ToolCallID: callID, ToolName: "mcp__docs__connect",
-		ConnectionID: "con_docs", Server: server, Mode: "url", Link: link, URL: url,
-		RequestedAt: store.FormatTime(now), ExpiresAt: store.FormatTime(now.Add(elicitation.DefaultTTL))}
-	ops, ev, err := elicitation.NewService(s.led, time.Now, nil).File(&r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.led.Append(context.Background(), runID, func(store.Head) (store.Batch, error) {
-		return store.Batch{Events: []redact.Envelope{ev}, Ops: ops}, nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return r.ID
+	return elicitationtest.File(t, s.led, store.InputRequest{RunID: runID, ToolCallID: callID, Server: server, URL: url}).ID
 }
 
 // TestApprovalsListsInputRequests: `fluidbox approvals` lists the links to

@@ -18,9 +18,8 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/devstack"
 	"github.com/fluidbox/fluidbox/shared/elicitation"
-	"github.com/fluidbox/fluidbox/shared/ids"
+	"github.com/fluidbox/fluidbox/shared/elicitation/elicitationtest"
 	"github.com/fluidbox/fluidbox/shared/notify"
-	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/slackbot"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
@@ -33,25 +32,12 @@ const (
 	queryMark   = "st8-never-kept-elsewhere"
 )
 
-// fileInput files a pending input request on run runID as the broker
-// does (elicitation.File, in one ledger append), with url as the link to
-// open, and returns it.
+// fileInput files a pending input request on run runID, as the broker
+// does, with url as the link to open, and returns it.
 func (s *stack) fileInput(runID, callID, url string, personal bool, ttl time.Duration) store.InputRequest {
 	s.t.Helper()
-	now := time.Now()
-	r := store.InputRequest{ID: ids.New("inp_"), RunID: runID, ToolCallID: callID, ToolName: "mcp__docs__connect",
-		ConnectionID: "con_docs", Server: "docs\u202e", Mode: "url", Link: consentLink, URL: url, Personal: personal,
-		RequestedAt: store.FormatTime(now), ExpiresAt: store.FormatTime(now.Add(ttl))}
-	ops, ev, err := elicitation.NewService(s.led, time.Now, nil).File(&r)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	if _, err := s.led.Append(context.Background(), runID, func(store.Head) (store.Batch, error) {
-		return store.Batch{Events: []redact.Envelope{ev}, Ops: ops}, nil
-	}); err != nil {
-		s.t.Fatal(err)
-	}
-	return r
+	return elicitationtest.File(s.t, s.led, store.InputRequest{RunID: runID, ToolCallID: callID, Server: "docs\u202e", Link: consentLink, URL: url,
+		Personal: personal, ExpiresAt: store.FormatTime(time.Now().Add(ttl))})
 }
 
 // inputRow reads an input request's row as the table's stream carries it.
