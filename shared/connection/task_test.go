@@ -126,20 +126,25 @@ func TestBrokeredTaskOutlivesItsBound(t *testing.T) {
 // then two dozen retries polling one parked task at once record it once.
 func TestBrokeredTaskRacingRetries(t *testing.T) {
 	t.Parallel()
+	req := permission.Request{ToolCallID: "t1", ToolName: "mcp__team__research", Input: []byte(`{"topic":"tides"}`)}
+	t.Run("one task for a new call", func(t *testing.T) { racingNewCall(t, req) })
+	t.Run("one record of a parked task", func(t *testing.T) { racingPolls(t, req) })
+}
+
+// racingTimes is how many requests race in TestBrokeredTaskRacingRetries.
+const racingTimes = 24
+
+func racingNewCall(t *testing.T, req permission.Request) {
 	ctx := context.Background()
 	u := taskserver.New(t, taskserver.Options{Token: token, Support: map[string]string{"research": "required"}})
 	f, _ := newRunOn(t, u.URL)
-	req := permission.Request{ToolCallID: "t1", ToolName: "mcp__team__research", Input: []byte(`{"topic":"tides"}`)}
 	if ans, err := f.broker.Call(ctx, f.run.ID, permission.Request{ToolCallID: "t0", ToolName: req.ToolName, Input: req.Input}, 0); err != nil || ans.Decision != vocab.Allow {
 		t.Fatalf("warm-up call = %+v, %v", ans.Answer, err)
 	}
-	const n = 24
 	var wg sync.WaitGroup
 	var results, executed atomic.Int32
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for range racingTimes {
+		wg.Go(func() {
 			ans, err := f.broker.Call(ctx, f.run.ID, req, 0)
 			switch {
 			case err == nil && ans.Decision == vocab.Allow && ans.Result != nil && strings.Contains(string(ans.Result.Content), "report on tides"):
@@ -149,25 +154,26 @@ func TestBrokeredTaskRacingRetries(t *testing.T) {
 			case err == nil:
 				t.Errorf("Call = %+v (result %s)", ans.Answer, resultText(ans))
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if results.Load() != 1 || u.TaskCalls.Load() != 2 || brokeredEvents(t, f) != 2 {
 		t.Fatalf("%d results, %d already executed, %d tasks, %d tool.brokered; want 1 result, 2 tasks and 2 tool.brokered in all (with the warm-up)",
 			results.Load(), executed.Load(), u.TaskCalls.Load(), brokeredEvents(t, f))
 	}
+}
 
+func racingPolls(t *testing.T, req permission.Request) {
+	ctx := context.Background()
 	slow := taskserver.New(t, taskserver.Options{Token: token, Support: map[string]string{"research": "required"}, Work: 1500 * time.Millisecond})
 	g, _ := newRunOnOpts(t, slow.URL, `{"name":"p","default_verdict":"allow","rules":[]}`, connection.Options{CallTimeout: 500 * time.Millisecond})
 	if ans, err := g.broker.Call(ctx, g.run.ID, req, 0); err != nil || ans.Decision != vocab.Pending {
 		t.Fatalf("Call = %+v, %v; want pending", ans.Answer, err)
 	}
-	results.Store(0)
-	var pending atomic.Int32
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	var wg sync.WaitGroup
+	var results, pending atomic.Int32
+	for range racingTimes {
+		wg.Go(func() {
 			tctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			defer cancel()
 			ans, err := g.broker.Call(tctx, g.run.ID, req, 5*time.Second)
@@ -180,7 +186,7 @@ func TestBrokeredTaskRacingRetries(t *testing.T) {
 			default:
 				t.Errorf("poll = %+v (result %s), %v", ans.Answer, resultText(ans), err)
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	if results.Load() < 1 || brokeredEvents(t, g) != 1 || slow.TaskCalls.Load() != 1 {

@@ -35,8 +35,10 @@ type Server struct {
 	Gets      atomic.Int64 // tasks/get requests
 	TTL       atomic.Int64 // the last task's requested ttl
 
-	mu    sync.Mutex
-	tasks map[string]*upTask
+	o       Options
+	created atomic.Int64 // task ids handed out
+	mu      sync.Mutex
+	tasks   map[string]*upTask
 }
 
 type upTask struct {
@@ -88,6 +90,7 @@ type taskState struct {
 	CreatedAt    string `json:"createdAt"`
 }
 
+// New starts a task server on 127.0.0.1 for the test's life, shaped by o.
 func New(t testing.TB, o Options) *Server {
 	t.Helper()
 	if o.Work == 0 {
@@ -96,99 +99,132 @@ func New(t testing.TB, o Options) *Server {
 	if o.Result == "" {
 		o.Result = "report on tides"
 	}
-	u := &Server{tasks: map[string]*upTask{}}
+	u := &Server{tasks: map[string]*upTask{}, o: o}
 	stop := make(chan struct{})
 	server := mcp.NewServer(&mcp.Implementation{Name: "task-upstream", Version: "1"}, nil)
+	u.addTools(server, stop)
+	server.AddReceivingMiddleware(u.taskCalls)
+	if err := mcp.AddReceivingCustomMethod(server, "tasks/get", u.get); err != nil {
+		t.Fatal(err)
+	}
+	if err := mcp.AddReceivingCustomMethod(server, "tasks/result", u.result); err != nil {
+		t.Fatal(err)
+	}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{JSONResponse: true})
+	u.srv = httptest.NewServer(u.front(t, h))
+	u.URL = u.srv.URL
+	t.Cleanup(u.srv.Close)
+	t.Cleanup(func() { close(stop) })
+	return u
+}
+
+// addTools adds the slow tools, each of which works o.Work (or until stop
+// with o.Forever) and answers o.Result.
+func (u *Server) addTools(server *mcp.Server, stop chan struct{}) {
 	for _, name := range []string{"research", "maybe", "plain", "odd"} {
 		mcp.AddTool(server, &mcp.Tool{Name: name, Description: "Researches a topic slowly."},
 			func(ctx context.Context, _ *mcp.CallToolRequest, in struct {
 				Topic string `json:"topic"`
 			}) (*mcp.CallToolResult, any, error) {
-				if o.Forever {
+				if u.o.Forever {
 					<-stop
 				}
-				time.Sleep(o.Work)
-				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: o.Result}}}, nil, nil
+				time.Sleep(u.o.Work)
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: u.o.Result}}}, nil, nil
 			})
 	}
-	var n atomic.Int64
-	server.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
-		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
-			if method != "tools/call" {
-				return next(ctx, method, req)
-			}
-			u.Calls.Add(1)
-			name := req.(*mcp.CallToolRequest).Params.Name
-			if req.GetExtra().Header.Get("X-Test-Task") == "" {
-				if o.Support[name] == "required" {
-					return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Tool " + name + " requires task augmentation"}
-				}
-				return next(ctx, method, req)
-			}
-			u.TaskCalls.Add(1)
-			id := o.ID
-			if id == "" {
-				id = fmt.Sprintf("task-%d", n.Add(1))
-			}
-			task := &upTask{status: "working", session: req.GetSession().(*mcp.ServerSession).ID(), done: make(chan struct{})}
-			u.mu.Lock()
-			u.tasks[id] = task
-			u.mu.Unlock()
-			go func() {
-				res, err := next(context.WithoutCancel(ctx), method, req)
-				u.mu.Lock()
-				defer u.mu.Unlock()
-				task.status = "completed"
-				if r, ok := res.(*mcp.CallToolResult); ok && err == nil {
-					task.res = r
-				} else {
-					task.status = "failed"
-					task.res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "failed"}}}
-				}
-				close(task.done)
-			}()
-			return &createTaskResult{Task: u.wire(id, "working", o)}, nil
+}
+
+// taskCalls runs a task-augmented tools/call (front marks it) as a task:
+// the tool works in the background and the answer is a CreateTaskResult; a
+// plain call of a required tool is refused as the TypeScript SDK refuses
+// it.
+func (u *Server) taskCalls(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		if method != "tools/call" {
+			return next(ctx, method, req)
 		}
-	})
-	if err := mcp.AddReceivingCustomMethod(server, "tasks/get", func(_ context.Context, ss *mcp.ServerSession, p *taskIDParams) (*taskState, error) {
-		u.Gets.Add(1)
-		task := u.task(ss, p.TaskID)
-		if task == nil {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Task not found"}
+		u.Calls.Add(1)
+		name := req.(*mcp.CallToolRequest).Params.Name
+		if req.GetExtra().Header.Get("X-Test-Task") == "" {
+			if u.o.Support[name] == "required" {
+				return nil, &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: "Tool " + name + " requires task augmentation"}
+			}
+			return next(ctx, method, req)
 		}
+		u.TaskCalls.Add(1)
+		id := u.o.ID
+		if id == "" {
+			id = fmt.Sprintf("task-%d", u.created.Add(1))
+		}
+		task := &upTask{status: "working", session: req.GetSession().(*mcp.ServerSession).ID(), done: make(chan struct{})}
 		u.mu.Lock()
-		status := task.status
+		u.tasks[id] = task
 		u.mu.Unlock()
-		if o.Status != "" {
-			status = o.Status
-		}
-		return &taskState{TaskID: p.TaskID, Status: status, PollInterval: o.Poll, CreatedAt: "2026-12-07T00:00:00Z"}, nil
-	}); err != nil {
-		t.Fatal(err)
+		go u.work(task, func() (mcp.Result, error) { return next(context.WithoutCancel(ctx), method, req) })
+		return &createTaskResult{Task: u.wire(id, "working", u.o)}, nil
 	}
-	if err := mcp.AddReceivingCustomMethod(server, "tasks/result", func(ctx context.Context, ss *mcp.ServerSession, p *taskIDParams) (*mcp.CallToolResult, error) {
-		task := u.task(ss, p.TaskID)
-		if task == nil {
-			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Task not found"}
-		}
-		select {
-		case <-task.done:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		related := p.TaskID
-		if o.Related != "" {
-			related = o.Related
-		}
-		res := *task.res
-		res.Meta = mcp.Meta{"io.modelcontextprotocol/related-task": map[string]any{"taskId": related}}
-		return &res, nil
-	}); err != nil {
-		t.Fatal(err)
+}
+
+// work runs a task's tool and keeps its result.
+func (u *Server) work(task *upTask, run func() (mcp.Result, error)) {
+	res, err := run()
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	task.status = "completed"
+	if r, ok := res.(*mcp.CallToolResult); ok && err == nil {
+		task.res = r
+	} else {
+		task.status = "failed"
+		task.res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "failed"}}}
 	}
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{JSONResponse: true})
-	u.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer "+o.Token {
+	close(task.done)
+}
+
+// get answers tasks/get: the task's status (o.Status instead, when set).
+func (u *Server) get(_ context.Context, ss *mcp.ServerSession, p *taskIDParams) (*taskState, error) {
+	u.Gets.Add(1)
+	task := u.task(ss, p.TaskID)
+	if task == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Task not found"}
+	}
+	u.mu.Lock()
+	status := task.status
+	u.mu.Unlock()
+	if u.o.Status != "" {
+		status = u.o.Status
+	}
+	return &taskState{TaskID: p.TaskID, Status: status, PollInterval: u.o.Poll, CreatedAt: "2026-12-07T00:00:00Z"}, nil
+}
+
+// result answers tasks/result once the task is done, with its related-task
+// id (o.Related instead, when set).
+func (u *Server) result(ctx context.Context, ss *mcp.ServerSession, p *taskIDParams) (*mcp.CallToolResult, error) {
+	task := u.task(ss, p.TaskID)
+	if task == nil {
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "Task not found"}
+	}
+	select {
+	case <-task.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	related := p.TaskID
+	if u.o.Related != "" {
+		related = u.o.Related
+	}
+	res := *task.res
+	res.Meta = mcp.Meta{"io.modelcontextprotocol/related-task": map[string]any{"taskId": related}}
+	return &res, nil
+}
+
+// front is the HTTP layer before the SDK's handler: it requires the bearer
+// token, marks a task-augmented tools/call for taskCalls (and keeps its
+// ttl), and adds what the SDK's types cannot carry to the answers
+// (capabilities.tasks, each tool's execution).
+func (u *Server) front(t testing.TB, h http.Handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+u.o.Token {
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
 		}
@@ -217,24 +253,7 @@ func New(t testing.TB, o Options) *Server {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, r)
-		out := rec.Body.Bytes()
-		switch msg.Method {
-		case "initialize":
-			if !o.NoCapability {
-				out = edit(t, out, func(res map[string]any) {
-					res["capabilities"].(map[string]any)["tasks"] = map[string]any{"requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}}}
-				})
-			}
-		case "tools/list":
-			out = edit(t, out, func(res map[string]any) {
-				for _, tool := range res["tools"].([]any) {
-					tl := tool.(map[string]any)
-					if s := o.Support[tl["name"].(string)]; s != "" {
-						tl["execution"] = map[string]any{"taskSupport": s}
-					}
-				}
-			})
-		}
+		out := u.withTasks(t, msg.Method, rec.Body.Bytes())
 		for k, v := range rec.Header() {
 			if k != "Content-Length" {
 				w.Header()[k] = v
@@ -242,11 +261,30 @@ func New(t testing.TB, o Options) *Server {
 		}
 		w.WriteHeader(rec.Code)
 		_, _ = w.Write(out)
-	}))
-	u.URL = u.srv.URL
-	t.Cleanup(u.srv.Close)
-	t.Cleanup(func() { close(stop) })
-	return u
+	}
+}
+
+// withTasks adds the tasks capability to initialize's answer (unless
+// o.NoCapability) and each tool's taskSupport to tools/list's.
+func (u *Server) withTasks(t testing.TB, method string, out []byte) []byte {
+	switch method {
+	case "initialize":
+		if !u.o.NoCapability {
+			return edit(t, out, func(res map[string]any) {
+				res["capabilities"].(map[string]any)["tasks"] = map[string]any{"requests": map[string]any{"tools": map[string]any{"call": map[string]any{}}}}
+			})
+		}
+	case "tools/list":
+		return edit(t, out, func(res map[string]any) {
+			for _, tool := range res["tools"].([]any) {
+				tl := tool.(map[string]any)
+				if s := u.o.Support[tl["name"].(string)]; s != "" {
+					tl["execution"] = map[string]any{"taskSupport": s}
+				}
+			}
+		})
+	}
+	return out
 }
 
 // task is the task id of session ss, as the TypeScript SDK's task store
