@@ -72,14 +72,7 @@ func Settle(st *store.Store, a store.Approval, to vocab.ApprovalStatus, by auth.
 	after := a
 	after.Status, after.DecidedBy, after.DecidedAt, after.Reason = to, string(by), set.At, note
 	return func(h store.Head) (store.Batch, error) {
-		b := store.Batch{Events: []redact.Envelope{decided, decisionEvent}, Ops: ops, Head: store.HeadChange{Pending: -1}}
-		if h.Status != vocab.Ended {
-			b.Head.Status = vocab.Running
-			if h.PendingApprovals > 1 {
-				b.Head.Status = vocab.AwaitingApproval
-			}
-		}
-		return b, nil
+		return store.Batch{Events: []redact.Envelope{decided, decisionEvent}, Ops: ops, Head: store.HeadChange{Pending: -1, Status: store.WaitingStatus(h, -1, 0)}}, nil
 	}, after, nil
 }
 

@@ -133,7 +133,7 @@ func (b *Broker) park(ctx context.Context, runID string, req permission.Request,
 	now := b.svc.opts.Now()
 	r := store.InputRequest{ID: ids.New("inp_"), RunID: runID, ToolCallID: req.ToolCallID, ToolName: req.ToolName,
 		ConnectionID: bt.ConnectionID, Server: conn.Name, Mode: broker.InputURL, Link: link.Link, URL: link.URL, Personal: bt.Binding.Owner != "",
-		RequestedAt: store.FormatTime(now), ExpiresAt: store.FormatTime(now.Add(b.svc.opts.InputTTL))}
+		RequestedAt: store.FormatTime(now), ExpiresAt: store.FormatTime(now.Add(b.svc.opts.InputTTL)), Counted: true}
 	ops, ev, err := b.inputs.File(&r)
 	if err != nil {
 		return CallAnswer{}, fmt.Errorf("%w: %w", ErrNotRecorded, err)
@@ -147,7 +147,12 @@ func (b *Broker) park(ctx context.Context, runID string, req permission.Request,
 	rctx, cancel := recordContext(ctx)
 	defer cancel()
 	err = retry(rctx, func() error {
-		_, err := b.perm.Ledger().Append(rctx, runID, func(store.Head) (store.Batch, error) { return batch, nil })
+		_, err := b.perm.Ledger().Append(rctx, runID, func(h store.Head) (store.Batch, error) {
+			// The run waits for a person as it does for an approval.
+			filed := batch
+			filed.Head.Inputs, filed.Head.Status = 1, store.WaitingStatus(h, 0, 1)
+			return filed, nil
+		})
 		return err
 	})
 	if err != nil {

@@ -324,3 +324,41 @@ func TestInputRoundsBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestRunAwaitsAPerson: while a brokered call waits on an input request
+// the run is awaiting_approval, as it is for an approval, and runs again
+// once no request is left: answered (done, declined) or expired.
+func TestRunAwaitsAPerson(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	calls := map[string]*atomic.Int32{"deploy": {}, "nag": {}}
+	clock := &skewed{}
+	f, _ := newRunOnAt(t, consentServer(t, "2026-07-28", calls), `{"name":"p","default_verdict":"allow","rules":[]}`, clock.Now)
+	w := &personWait{t: t, ctx: ctx, rev: "2026-07-28", f: f, clock: clock, calls: calls, inputs: elicitation.NewService(f.led, clock.Now, nil)}
+	want := func(step string, status vocab.RunStatus, inputs int64) {
+		t.Helper()
+		h, err := f.st.GetHead(ctx, f.run.ID)
+		if err != nil || h.Status != status || h.PendingInputs != inputs {
+			t.Errorf("%s: run %s with %d input requests pending, %v; want %s with %d", step, h.Status, h.PendingInputs, err, status, inputs)
+		}
+	}
+	want("before", vocab.Running, 0)
+	first, second := w.pending("a1"), w.pending("a2")
+	w.pending("a2") // the retry waits on the same request: counted once
+	want("two waiting", vocab.AwaitingApproval, 2)
+	if _, ok, err := w.inputs.Decide(ctx, admin, first, elicitation.DecisionDone); err != nil || !ok {
+		t.Fatalf("Decide(done) = %t, %v", ok, err)
+	}
+	want("one answered", vocab.AwaitingApproval, 1)
+	if _, ok, err := w.inputs.Decide(ctx, admin, second, elicitation.DecisionDecline); err != nil || !ok {
+		t.Fatalf("Decide(decline) = %t, %v", ok, err)
+	}
+	want("both answered", vocab.Running, 0)
+	w.pending("a3")
+	want("a third waiting", vocab.AwaitingApproval, 1)
+	clock.Advance(elicitation.DefaultTTL)
+	if ans := w.deploy("a3"); ans.Decision != vocab.Deny || ans.Source != "input_expired" {
+		t.Fatalf("Call(a3) past its time = %+v, want deny input_expired", ans.Answer)
+	}
+	want("expired", vocab.Running, 0)
+}

@@ -302,8 +302,12 @@ func (s *Service) settle(ctx context.Context, r store.InputRequest, by auth.Subj
 	if err != nil {
 		return store.InputRequest{}, false, err
 	}
-	_, err = s.led.Append(ctx, r.RunID, func(store.Head) (store.Batch, error) {
-		return store.Batch{Events: []redact.Envelope{ev}, Ops: []store.Op{op}}, nil
+	_, err = s.led.Append(ctx, r.RunID, func(h store.Head) (store.Batch, error) {
+		b := store.Batch{Events: []redact.Envelope{ev}, Ops: []store.Op{op}}
+		if r.Counted {
+			b.Head.Inputs, b.Head.Status = -1, store.WaitingStatus(h, 0, -1)
+		}
+		return b, nil
 	})
 	if errors.Is(err, ErrSettled) {
 		cur, err := s.st.GetInputRequestByID(ctx, r.ID)

@@ -163,9 +163,7 @@ func Record(st *store.Store, h store.Head, c Asked, d gate.Decision, pin Pin, no
 		}
 		out.Batch.Events = append(out.Batch.Events, ev)
 		out.Batch.Head.Pending = 1
-		if h.Status != vocab.Ended {
-			out.Batch.Head.Status = vocab.AwaitingApproval
-		}
+		out.Batch.Head.Status = store.WaitingStatus(h, 1, 0)
 		out.Approval = a
 		ans.ApprovalID, rec.ApprovalID = a.ID, a.ID
 	} else {

@@ -51,8 +51,10 @@ type HeadChange struct {
 	MinAvailable *int64
 	// WantStatus, when set, conditions the write on the current status.
 	WantStatus vocab.RunStatus
-	// Pending is added to the run's count of pending approvals.
+	// Pending is added to the run's count of pending approvals, Inputs to
+	// its count of pending input requests.
 	Pending int64
+	Inputs  int64
 	// Tokens, when set, replaces the run's token hashes and records when:
 	// the one-time issue of a triggered run's tokens.
 	Tokens *TokenHashes
@@ -256,6 +258,10 @@ func headCounters(c HeadChange, vals map[string]types.AttributeValue) string {
 		adds = append(adds, "pending_approvals :p")
 		vals[":p"] = num(c.Pending)
 	}
+	if c.Inputs != 0 {
+		adds = append(adds, "pending_inputs :i")
+		vals[":i"] = num(c.Inputs)
+	}
 	if len(adds) == 0 {
 		return ""
 	}
@@ -275,6 +281,7 @@ func advanced(seen Head, c HeadChange, gen, next int64) Head {
 	h.BudgetSpent += c.Spent
 	h.BudgetAvailable -= c.Reserved + c.Spent
 	h.PendingApprovals += c.Pending
+	h.PendingInputs += c.Inputs
 	if t := c.Tokens; t != nil {
 		h.TokenHash, h.RunnerTokenHash, h.TokenIssuedAt = t.Session, t.Runner, t.IssuedAt
 	}

@@ -43,6 +43,10 @@ type InputRequest struct {
 	// Personal marks a call riding a personal connection: only the run's
 	// invoker may answer it, as for the call's approval.
 	Personal bool `dynamodbav:"personal,omitempty"`
+	// Counted marks a request filed with the run's count of pending input
+	// requests moved by one (those filed before the count existed were
+	// not): its settlement moves the count back.
+	Counted bool `dynamodbav:"counted,omitempty"`
 }
 
 // pendingInputRequest is an input request row while it is pending.

@@ -52,9 +52,12 @@ type Head struct {
 	BudgetReserved  int64 `dynamodbav:"budget_reserved"`
 	BudgetSpent     int64 `dynamodbav:"budget_spent"`
 	BudgetAvailable int64 `dynamodbav:"budget_available"`
-	// PendingApprovals counts the run's approvals still pending; the run is
-	// awaiting_approval while it is above zero.
+	// PendingApprovals counts the run's approvals still pending, and
+	// PendingInputs its brokered calls' input requests still pending (a
+	// link a person must open); the run is awaiting_approval while either
+	// is above zero (WaitingStatus).
 	PendingApprovals int64 `dynamodbav:"pending_approvals"`
+	PendingInputs    int64 `dynamodbav:"pending_inputs"`
 	// Workspace is the run's declared workspace ("" for none).
 	Workspace string `dynamodbav:"workspace,omitempty"`
 	// ShadowPolicyID, ShadowPolicyVersion and ShadowPolicyDigest name the
@@ -388,4 +391,18 @@ func (s *Store) get(ctx context.Context, pk, sk string, v any) error {
 		return fmt.Errorf("store: decode %s/%s: %w", pk, sk, err)
 	}
 	return nil
+}
+
+// WaitingStatus is the status of run h once its counts of pending
+// approvals and input requests move by approvals and inputs:
+// awaiting_approval while a person is waited for, running otherwise; ""
+// (no change) for a run that has ended.
+func WaitingStatus(h Head, approvals, inputs int64) vocab.RunStatus {
+	switch {
+	case h.Status == vocab.Ended:
+		return ""
+	case h.PendingApprovals+approvals > 0 || h.PendingInputs+inputs > 0:
+		return vocab.AwaitingApproval
+	}
+	return vocab.Running
 }

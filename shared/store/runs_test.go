@@ -523,3 +523,27 @@ func TestUnavailable(t *testing.T) {
 	err = st.UpdateItem(ctx, "test", store.CallKey("ses_1", "c"), store.Update{Set: map[string]any{"x": 1}}, nil)
 	wantErr(t, "update", err, store.ErrUnavailable)
 }
+
+// TestWaitingStatus: a run awaits a person while an approval or an input
+// request of its is pending, whichever settles first; an ended run keeps
+// its status.
+func TestWaitingStatus(t *testing.T) {
+	for _, tc := range []struct {
+		h                 store.Head
+		approvals, inputs int64
+		want              vocab.RunStatus
+	}{
+		{store.Head{Status: vocab.Running}, 1, 0, vocab.AwaitingApproval},
+		{store.Head{Status: vocab.Running}, 0, 1, vocab.AwaitingApproval},
+		{store.Head{Status: vocab.AwaitingApproval, PendingApprovals: 1}, -1, 0, vocab.Running},
+		{store.Head{Status: vocab.AwaitingApproval, PendingApprovals: 1, PendingInputs: 1}, -1, 0, vocab.AwaitingApproval},
+		{store.Head{Status: vocab.AwaitingApproval, PendingApprovals: 1, PendingInputs: 1}, 0, -1, vocab.AwaitingApproval},
+		{store.Head{Status: vocab.AwaitingApproval, PendingInputs: 2}, 0, -1, vocab.AwaitingApproval},
+		{store.Head{Status: vocab.AwaitingApproval, PendingInputs: 1}, 0, -1, vocab.Running},
+		{store.Head{Status: vocab.Ended, PendingInputs: 1}, 0, 1, ""},
+	} {
+		if got := store.WaitingStatus(tc.h, tc.approvals, tc.inputs); got != tc.want {
+			t.Errorf("WaitingStatus(%+v, %d, %d) = %q, want %q", tc.h, tc.approvals, tc.inputs, got, tc.want)
+		}
+	}
+}
