@@ -124,12 +124,7 @@ func (s *Store) record(ctx context.Context, seen Head, at string, b Batch) (Head
 		if !retryableCancel(tce) || attempt >= recordAttempts {
 			return Head{}, translate("record in "+seen.RunID, err)
 		}
-		onlyFence := len(reasons) > 0 && aws.ToString(reasons[0].Code) == "TransactionConflict"
-		for _, r := range reasons[min(1, len(reasons)):] {
-			if c := aws.ToString(r.Code); c != "" && c != "None" {
-				onlyFence = false
-			}
-		}
+		onlyFence, onlyConflict := conflictsOf(reasons)
 		// Another shard is as good as this one: no need to wait for the
 		// decision that holds it.
 		shard = (shard + 1 + rand.IntN(FenceShards-1)) % FenceShards
@@ -137,6 +132,13 @@ func (s *Store) record(ctx context.Context, seen Head, at string, b Batch) (Head
 			continue
 		}
 		wait := rand.N(window) + time.Millisecond
+		if onlyConflict {
+			// The decision's other items are its own (its events, its
+			// call record): what held one was a retry of the same call,
+			// which has committed or given up by now. Waiting longer
+			// would only add to the decision's time; throttling backs off.
+			wait = rand.N(conflictJitter) + time.Millisecond
+		}
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
 			return Head{}, translate("record in "+seen.RunID, err)
 		}
@@ -145,6 +147,32 @@ func (s *Store) record(ctx context.Context, seen Head, at string, b Batch) (Head
 		}
 		window = min(window*2, txBackoffMax)
 	}
+}
+
+// conflictJitter is the most a decision waits before it retries a
+// transaction cancelled only for TransactionConflict.
+const conflictJitter = 2 * time.Millisecond
+
+// conflictsOf reads a decision's cancellation: onlyFence when the fence
+// check (item 0) alone met a held item, onlyConflict when every item that
+// failed met one (no throttling, no condition).
+func conflictsOf(reasons []types.CancellationReason) (onlyFence, onlyConflict bool) {
+	onlyFence, onlyConflict = len(reasons) > 0, true
+	for i, r := range reasons {
+		switch aws.ToString(r.Code) {
+		case "", "None":
+			if i == 0 {
+				onlyFence = false
+			}
+		case "TransactionConflict":
+			if i > 0 {
+				onlyFence = false
+			}
+		default:
+			onlyFence, onlyConflict = false, false
+		}
+	}
+	return onlyFence, onlyConflict
 }
 
 // recordAttempts bounds a decision's attempts. A conflict on a fence
