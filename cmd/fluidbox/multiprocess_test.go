@@ -101,6 +101,18 @@ func (p *proc) cpu() time.Duration {
 	return time.Duration(u+s) * 10 * time.Millisecond
 }
 
+// errorsOf is what the dev process serving caller i logged at WARN or
+// ERROR (the cause of a 503, which the answer never says).
+func (c *cluster) errorsOf(i int) string {
+	var out []string
+	for _, line := range strings.Split(c.devs[i%len(c.devs)].out.String(), "\n") {
+		if strings.Contains(line, "level=ERROR") || strings.Contains(line, "level=WARN") {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
 // cpu is the processor time the dev processes and the table have used.
 func (c *cluster) cpu() (devs, db time.Duration) {
 	for _, d := range c.devs {
@@ -322,7 +334,7 @@ func TestMultiProcessUnderChaos(t *testing.T) {
 			want = "pending"
 		}
 		if a.status != 200 || a.body["decision"] != want {
-			t.Fatalf("call c%02d = %d %v, want 200 %s", i, a.status, a.body, want)
+			t.Fatalf("call c%02d = %d %v, want 200 %s; its process logged:\n%s", i, a.status, a.body, want, c.errorsOf(i))
 		}
 		if want == "pending" {
 			approvals[i] = a.body["approval_id"].(string)
