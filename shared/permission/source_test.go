@@ -22,18 +22,23 @@ import (
 // given author would.
 func pullRequestRun(t *testing.T, e *calltest.Env, policyID, repo, author string) string {
 	t.Helper()
+	return triggeredRun(t, e, policyID, "github", "trg_1", &store.GitHubTrigger{TriggerID: "trg_1", Event: "pull_request", Action: "synchronize", Repository: repo,
+		HeadRepository: repo, PullRequest: 7, HeadSHA: "0123456789abcdef0123456789abcdef01234567", Author: author})
+}
+
+// triggeredRun creates a run as trigger triggerID of type typ would, on
+// the GitHub event gh.
+func triggeredRun(t *testing.T, e *calltest.Env, policyID, typ, triggerID string, gh *store.GitHubTrigger) string {
+	t.Helper()
 	limit := 10.0
 	req := run.CreateRequest{PolicyID: policyID, Capabilities: []string{"claude-code"}}
 	req.Budget = &struct {
 		LimitUSD *float64 `json:"limit_usd"`
 	}{LimitUSD: &limit}
 	id := ids.New("ses_")
-	_, err := run.NewService(e.Led, e.Clock.Now).CreateForTrigger(context.Background(), req, run.Triggered{
-		RunID: id, Type: "github", Invoker: string(auth.Trigger("trg_1")), Tier: trust.Trusted,
-		GitHub: &store.GitHubTrigger{TriggerID: "trg_1", Event: "pull_request", Action: "synchronize", Repository: repo,
-			HeadRepository: repo, PullRequest: 7, HeadSHA: "0123456789abcdef0123456789abcdef01234567", Author: author},
-	})
-	if err != nil {
+	if _, err := run.NewService(e.Led, e.Clock.Now).CreateForTrigger(context.Background(), req, run.Triggered{
+		RunID: id, Type: typ, Invoker: string(auth.Trigger(triggerID)), Tier: trust.Trusted, GitHub: gh,
+	}); err != nil {
 		t.Fatal(err)
 	}
 	return id
@@ -122,19 +127,8 @@ func TestScheduledRunsHaveTheirOwnCap(t *testing.T) {
 	for i := range capped + 1 {
 		askPush(t, e, authorless, fmt.Sprintf("pr%d", i))
 	}
-	limit := 10.0
-	req := run.CreateRequest{PolicyID: pol, Capabilities: []string{"claude-code"}}
-	req.Budget = &struct {
-		LimitUSD *float64 `json:"limit_usd"`
-	}{LimitUSD: &limit}
-	scheduled := ids.New("ses_")
-	if _, err := run.NewService(e.Led, e.Clock.Now).CreateForTrigger(context.Background(), req, run.Triggered{
-		RunID: scheduled, Type: "schedule", Invoker: string(auth.Trigger("trg_nightly")), Tier: trust.Trusted,
-		GitHub: &store.GitHubTrigger{TriggerID: "trg_nightly", Event: "schedule", Repository: "acme/app", HeadRepository: "acme/app",
-			HeadSHA: "0123456789abcdef0123456789abcdef01234567", Ref: "main", ScheduledFor: "2026-12-07T03:00:00Z"},
-	}); err != nil {
-		t.Fatal(err)
-	}
+	scheduled := triggeredRun(t, e, pol, "schedule", "trg_nightly", &store.GitHubTrigger{TriggerID: "trg_nightly", Event: "schedule", Repository: "acme/app",
+		HeadRepository: "acme/app", HeadSHA: "0123456789abcdef0123456789abcdef01234567", Ref: "main", ScheduledFor: "2026-12-07T03:00:00Z"})
 	if a := askPush(t, e, scheduled, "nightly"); a.Decision != vocab.Pending {
 		t.Errorf("the scheduled run's ask with the authorless pull requests' cap full = %+v, want pending", a)
 	}
