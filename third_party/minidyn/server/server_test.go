@@ -1052,7 +1052,7 @@ func TestServerDescribeTableIncludesGSIStatus(t *testing.T) {
 
 func TestServerSetIndexActivationDelayReportsGSIStatusTransition(t *testing.T) {
 	srv := NewServer()
-	srv.SetIndexActivationDelay(5 * time.Millisecond)
+	srv.SetIndexActivationDelay(time.Second)
 	ts := httptest.NewServer(srv)
 	defer ts.Close()
 
@@ -1062,7 +1062,7 @@ func TestServerSetIndexActivationDelayReportsGSIStatusTransition(t *testing.T) {
 
 	require.Equal(t, ddbtypes.IndexStatusCreating, describeServerGlobalSecondaryIndexStatus(t, cli, "pokemons", "delayed-index"))
 
-	time.Sleep(10 * time.Millisecond)
+	time.Sleep(1200 * time.Millisecond)
 
 	require.Equal(t, ddbtypes.IndexStatusActive, describeServerGlobalSecondaryIndexStatus(t, cli, "pokemons", "delayed-index"))
 }
