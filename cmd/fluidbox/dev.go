@@ -111,11 +111,11 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
-	// Notifications: every committed approval transition, printed on
-	// stderr as `notification <type> <detail>` by the same conversion the
+	// Notifications: every committed approval and input request
+	// transition, printed on stderr as `notification <type> <detail>` by the same conversion the
 	// notify function applies to the table's stream.
 	notifier := notify.NewHandler(notify.NewPrinter(stderr), nil, log)
-	notifications := notifier.Observer()
+	notifications, inputNotifications := notifier.Observer(), notifier.InputObserver()
 	slackCfg, err := slackbot.FromConfig(cfg)
 	if err != nil {
 		return err
@@ -130,6 +130,11 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 		notifications = func(ctx context.Context, before, after store.Approval) {
 			printed(ctx, before, after)
 			posted(ctx, before, after)
+		}
+		printedInput, postedInput := inputNotifications, n.InputObserver()
+		inputNotifications = func(ctx context.Context, before, after store.InputRequest) {
+			printedInput(ctx, before, after)
+			postedInput(ctx, before, after)
 		}
 		printedHalt, postedHalt := halted, n.HaltObserver()
 		halted = func(ctx context.Context, h store.Halted) {
@@ -177,6 +182,8 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 		Sealer:     sealer,
 		Observer:   notifications,
 		Slack:      slackCfg,
+
+		InputObserver: inputNotifications,
 
 		GitHubWebhookSecret: cfg.GitHubWebhookSecret,
 		RunCreated:          runCreated,

@@ -42,6 +42,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/budget"
 	"github.com/fluidbox/fluidbox/shared/egress"
+	"github.com/fluidbox/fluidbox/shared/elicitation"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/slackbot"
@@ -64,6 +65,9 @@ type Config struct {
 	// Observer, when set, is told of every committed approval transition
 	// (the dev server prints them as notifications).
 	Observer approval.Observer
+	// InputObserver, when set, is told of every committed input request
+	// transition (the dev server prints and posts them).
+	InputObserver elicitation.Observer
 	// GitHubWebhookSecret verifies POST /v1/triggers/github deliveries.
 	// Empty: every delivery is refused.
 	GitHubWebhookSecret string
@@ -129,8 +133,8 @@ func build(cfg Config) (route.Config, []route.Group) {
 	return base, []route.Group{
 		control.New(control.Config{Config: base, SSEMaxDuration: cfg.SSEMaxDuration, Page: control.PageConfig(cfg.OIDC)}),
 		runner.New(runner.Config{Config: base, Scheduler: cfg.Scheduler, Observer: cfg.Observer, Prices: cfg.Prices, MaxPendingApprovals: cfg.MaxPendingApprovals}),
-		approvals.New(approvals.Config{Config: base, Observer: cfg.Observer, Slack: cfg.Slack, SlackAPI: cfg.SlackAPI}),
-		connections.New(connections.Config{Config: base, Sealer: cfg.Sealer, UpstreamToolsTTL: cfg.UpstreamToolsTTL, Scheduler: cfg.Scheduler, Observer: cfg.Observer, MaxPendingApprovals: cfg.MaxPendingApprovals, Egress: cfg.Egress, BaseURL: fixedURL(cfg.PublicURL)}),
+		approvals.New(approvals.Config{Config: base, Observer: cfg.Observer, InputObserver: cfg.InputObserver, Slack: cfg.Slack, SlackAPI: cfg.SlackAPI}),
+		connections.New(connections.Config{Config: base, Sealer: cfg.Sealer, UpstreamToolsTTL: cfg.UpstreamToolsTTL, Scheduler: cfg.Scheduler, Observer: cfg.Observer, InputObserver: cfg.InputObserver, MaxPendingApprovals: cfg.MaxPendingApprovals, Egress: cfg.Egress, BaseURL: fixedURL(cfg.PublicURL)}),
 		model.New(model.Config{Config: base, Sealer: cfg.Sealer, Prices: cfg.Prices, Client: cfg.ModelClient, Egress: cfg.Egress, Halted: cfg.Halted}),
 		triggers.New(triggers.Config{Config: base, GitHubWebhookSecret: cfg.GitHubWebhookSecret, RunCreated: cfg.RunCreated}),
 		workspaces.New(workspaces.Config{Config: base, Sealer: cfg.Sealer, Egress: cfg.Egress}),

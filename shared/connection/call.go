@@ -91,6 +91,10 @@ func NewBroker(svc *Service, perm *permission.Service, log *slog.Logger) *Broker
 	return &Broker{svc: svc, perm: perm, inputs: elicitation.NewService(perm.Ledger(), svc.opts.Now, log), log: log}
 }
 
+// ObserveInputs sets the observer of the input requests the broker files
+// and settles (a settlement when it finds one expired).
+func (b *Broker) ObserveInputs(o elicitation.Observer) { b.inputs.Observe(o) }
+
 // upstream is one call's view of the upstream: its credential and session,
 // opened lazily, and its current tools.
 type upstream struct {

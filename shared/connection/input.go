@@ -159,6 +159,7 @@ func (b *Broker) park(ctx context.Context, runID string, req permission.Request,
 		b.log.ErrorContext(ctx, "input request not filed; the call's claim stays", "run", runID, "call", req.ToolCallID, "err", err)
 		return CallAnswer{}, fmt.Errorf("%w: file input request: %w", ErrNotRecorded, err)
 	}
+	b.inputs.Filed(ctx, r)
 	b.log.InfoContext(ctx, "brokered call waits for a person", "run", runID, "call", req.ToolCallID, "input_request", r.ID, "connection", bt.ConnectionID)
 	return inputPending(r), nil
 }

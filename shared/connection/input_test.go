@@ -18,6 +18,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/connection"
 	"github.com/fluidbox/fluidbox/shared/elicitation"
 	"github.com/fluidbox/fluidbox/shared/permission"
+	"github.com/fluidbox/fluidbox/shared/store"
 	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
@@ -327,7 +328,9 @@ func TestInputRoundsBounded(t *testing.T) {
 
 // TestRunAwaitsAPerson: while a brokered call waits on an input request
 // the run is awaiting_approval, as it is for an approval, and runs again
-// once no request is left: answered (done, declined) or expired.
+// once no request is left: answered (done, declined) or expired. Each
+// committed transition, and only those, reaches the services' observers
+// (the dev server's notifications and Slack messages).
 func TestRunAwaitsAPerson(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -335,6 +338,15 @@ func TestRunAwaitsAPerson(t *testing.T) {
 	clock := &skewed{}
 	f, _ := newRunOnAt(t, consentServer(t, "2026-07-28", calls), `{"name":"p","default_verdict":"allow","rules":[]}`, clock.Now)
 	w := &personWait{t: t, ctx: ctx, rev: "2026-07-28", f: f, clock: clock, calls: calls, inputs: elicitation.NewService(f.led, clock.Now, nil)}
+	var mu sync.Mutex
+	var seen []string
+	observe := func(_ context.Context, before, after store.InputRequest) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, after.ToolCallID+":"+before.Status+">"+after.Status)
+	}
+	w.inputs.Observe(observe)
+	f.broker.ObserveInputs(observe)
 	want := func(step string, status vocab.RunStatus, inputs int64) {
 		t.Helper()
 		h, err := f.st.GetHead(ctx, f.run.ID)
@@ -361,4 +373,9 @@ func TestRunAwaitsAPerson(t *testing.T) {
 		t.Fatalf("Call(a3) past its time = %+v, want deny input_expired", ans.Answer)
 	}
 	want("expired", vocab.Running, 0)
+	mu.Lock()
+	defer mu.Unlock()
+	if got, wantSeen := strings.Join(seen, " "), "a1:>pending a2:>pending a1:pending>completed a2:pending>declined a3:>pending a3:pending>expired"; got != wantSeen {
+		t.Errorf("observed %s, want %s", got, wantSeen)
+	}
 }

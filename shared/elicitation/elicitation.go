@@ -125,10 +125,27 @@ var ExpiredBy = auth.System(auth.ExpiryRole)
 
 // Service files, reads and settles input requests.
 type Service struct {
-	led *ledger.Ledger
-	st  *store.Store
-	now func() time.Time
-	log *slog.Logger
+	led     *ledger.Ledger
+	st      *store.Store
+	now     func() time.Time
+	log     *slog.Logger
+	observe Observer
+}
+
+// Observer is told of every committed input request transition: before is
+// the zero InputRequest for a new one. The dev server turns these into
+// notifications and Slack messages; on AWS the table's stream does.
+type Observer func(ctx context.Context, before, after store.InputRequest)
+
+// Observe sets the observer of committed transitions.
+func (s *Service) Observe(o Observer) { s.observe = o }
+
+// Filed reports r, filed by the caller's committed append, to the
+// observer, if any.
+func (s *Service) Filed(ctx context.Context, r store.InputRequest) {
+	if s.observe != nil {
+		s.observe(ctx, store.InputRequest{}, r)
+	}
 }
 
 // NewService returns an input request service; log may be nil.
@@ -324,6 +341,9 @@ func (s *Service) settle(ctx context.Context, r store.InputRequest, by auth.Subj
 	}
 	after := r
 	after.Status, after.DecidedBy, after.DecidedAt = string(to), string(by), at
+	if s.observe != nil {
+		s.observe(ctx, r, after)
+	}
 	return after, true, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 
 	"github.com/fluidbox/fluidbox/shared/approval"
+	"github.com/fluidbox/fluidbox/shared/elicitation"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
@@ -195,6 +196,15 @@ func (h *Handler) RunCreated(ctx context.Context, head store.Head) {
 func (h *Handler) Halted(ctx context.Context, halt store.Halted) {
 	if err := h.pub.Publish(ctx, HaltEntries(halt)); err != nil {
 		h.log.ErrorContext(ctx, "notify", "run", halt.RunID, "err", err)
+	}
+}
+
+// InputObserver is Observer for input requests.
+func (h *Handler) InputObserver() elicitation.Observer {
+	return func(ctx context.Context, before, after store.InputRequest) {
+		if err := h.pub.Publish(ctx, InputEntries(before, after)); err != nil {
+			h.log.ErrorContext(ctx, "notify", "input_request", after.ID, "err", err)
+		}
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/slack-go/slack"
 
+	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/devstack"
 	"github.com/fluidbox/fluidbox/shared/elicitation"
 	"github.com/fluidbox/fluidbox/shared/elicitation/elicitationtest"
@@ -320,5 +321,30 @@ func (s *stack) setInvoker(runID, sub string) {
 	})
 	if err != nil {
 		s.t.Fatal(err)
+	}
+}
+
+// TestInputObserverPosts: in `fluidbox dev` (no table stream) the
+// elicitation service's observer feeds the Slack code: a filed request is
+// posted, its settlement updates the message, and a transition that is no
+// notification posts nothing.
+func TestInputObserverPosts(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, nil, nil)
+	runID, _ := s.run()
+	r := s.fileInput(runID, "c1", consentURL, false, elicitation.DefaultTTL)
+	observe := s.notifier.InputObserver()
+	observe(context.Background(), r, r)
+	observe(context.Background(), store.InputRequest{}, r)
+	waitFor(t, "the post", func() bool { posts, _, _, _ := s.slack.snapshot(); return len(posts) == 1 })
+	inputs := elicitation.NewService(s.led, time.Now, nil)
+	inputs.Observe(observe)
+	if _, ok, err := inputs.Decide(context.Background(), auth.Principal{Kind: auth.KindAdmin, Subject: "admin"}, r.ID, elicitation.DecisionDecline); err != nil || !ok {
+		t.Fatalf("Decide = %t, %v", ok, err)
+	}
+	waitFor(t, "the update", func() bool { _, updates, _, _ := s.slack.snapshot(); return len(updates) == 1 })
+	posts, updates, _, _ := s.slack.snapshot()
+	if len(posts) != 1 || !strings.Contains(blocksText(updates[0].Blocks), "Declined by admin") || strings.Contains(blocksText(updates[0].Blocks), queryMark) {
+		t.Errorf("posts %d; update reads:\n%s\nwant one post, then declined without the query", len(posts), blocksText(updates[0].Blocks))
 	}
 }

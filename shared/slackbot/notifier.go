@@ -12,6 +12,7 @@ import (
 	"github.com/slack-go/slack"
 
 	"github.com/fluidbox/fluidbox/shared/approval"
+	"github.com/fluidbox/fluidbox/shared/elicitation"
 	"github.com/fluidbox/fluidbox/shared/ids"
 	"github.com/fluidbox/fluidbox/shared/notify"
 	"github.com/fluidbox/fluidbox/shared/review"
@@ -325,23 +326,34 @@ func (n *Notifier) Observer() approval.Observer {
 		if len(notify.Entries(before, after)) == 0 {
 			return
 		}
-		go n.showRetrying(after.ID)
+		go n.showRetrying("approval", after.ID, n.Show)
 	}
 }
 
-func (n *Notifier) showRetrying(approvalID string) {
+// InputObserver is Observer for input requests.
+func (n *Notifier) InputObserver() elicitation.Observer {
+	return func(_ context.Context, before, after store.InputRequest) {
+		if len(notify.InputEntries(before, after)) == 0 {
+			return
+		}
+		go n.showRetrying("input request", after.ID, n.ShowInput)
+	}
+}
+
+// showRetrying shows the item of kind id, retried with Retry's pauses.
+func (n *Notifier) showRetrying(kind, id string, show func(context.Context, string) error) {
 	for attempt := 0; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		err := n.Show(ctx, approvalID)
+		err := show(ctx, id)
 		cancel()
 		if err == nil {
 			return
 		}
 		if attempt == len(n.Retry) {
-			n.log.Error("slackbot: giving up on a message", "approval", approvalID, "attempts", attempt+1, "err", err)
+			n.log.Error("slackbot: giving up on a message", "item", kind, "id", id, "attempts", attempt+1, "err", err)
 			return
 		}
-		n.log.Warn("slackbot: show approval failed; retrying", "approval", approvalID, "attempt", attempt+1, "err", err)
+		n.log.Warn("slackbot: show "+kind+" failed; retrying", "item", kind, "id", id, "attempt", attempt+1, "err", err)
 		time.Sleep(n.Retry[attempt])
 	}
 }

@@ -28,6 +28,9 @@ type Config struct {
 	// Observer, when set, is told of every committed approval transition
 	// (the dev server prints them as notifications).
 	Observer approval.Observer
+	// InputObserver, when set, is told of every committed input request
+	// transition.
+	InputObserver elicitation.Observer
 	// Slack, with a signing secret, serves Slack's interactions (approve
 	// and deny from a message); SlackAPI is the Slack client it calls (nil:
 	// one built from Slack).
@@ -60,6 +63,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.Observer != nil {
 		s.approvals.Observe(cfg.Observer)
+	}
+	if cfg.InputObserver != nil {
+		s.inputs.Observe(cfg.InputObserver)
 	}
 	// The interactions route takes no bearer: Slack signs each request,
 	// and slackbot.Interactions checks the signature before it reads or

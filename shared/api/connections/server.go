@@ -21,6 +21,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/connection"
 	"github.com/fluidbox/fluidbox/shared/egress"
+	"github.com/fluidbox/fluidbox/shared/elicitation"
 	"github.com/fluidbox/fluidbox/shared/permission"
 	"github.com/fluidbox/fluidbox/shared/seal"
 )
@@ -37,8 +38,10 @@ type Config struct {
 	// Scheduler arranges the expiry of approvals a brokered call files;
 	// nil is approval.Lazy.
 	Scheduler approval.Scheduler
-	// Observer, when set, is told of every committed approval transition.
-	Observer approval.Observer
+	// Observer, when set, is told of every committed approval transition,
+	// InputObserver of every input request transition.
+	Observer      approval.Observer
+	InputObserver elicitation.Observer
 	// MaxPendingApprovals is how many approvals one run may have waiting;
 	// 0 is gate.DefaultMaxPendingApprovals. Past it a require_approval is
 	// denied (source approval_limit).
@@ -78,12 +81,11 @@ func New(cfg Config) *Server {
 	conns := connection.NewService(cfg.Ledger.Store(), cfg.Sealer, connection.Options{
 		Now: cfg.Now, UpstreamToolsTTL: cfg.UpstreamToolsTTL, OAuthClient: cfg.OAuthClient, Logger: cfg.Logger, Egress: cfg.Egress,
 	})
-	return &Server{
-		cfg:    cfg,
-		conns:  conns,
-		broker: connection.NewBroker(conns, perm, cfg.Logger),
-		log:    cfg.Logger,
+	broker := connection.NewBroker(conns, perm, cfg.Logger)
+	if cfg.InputObserver != nil {
+		broker.ObserveInputs(cfg.InputObserver)
 	}
+	return &Server{cfg: cfg, conns: conns, broker: broker, log: cfg.Logger}
 }
 
 // The core's helpers, under the names the handlers use.
