@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"time"
 
@@ -10,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
 )
 
 // RetryConflicts is the SDK client option every DynamoDB client of
@@ -21,9 +24,38 @@ import (
 // rather than the SDK's 3, as AWS's SDKs long did for DynamoDB: its
 // throttling and conflicts are short-lived. A client's RetryMaxAttempts,
 // when set, still wins.
+//
+// It also reads again a read whose answer was cut short (a 200 whose body
+// ends early), which the SDK takes for a malformed answer and does not
+// retry: a read changes nothing, so asking again is safe. A write's
+// answer cut short is left to its caller: the write may have applied.
 func RetryConflicts(o *dynamodb.Options) {
 	std := retry.NewStandard(func(so *retry.StandardOptions) { so.MaxAttempts = sdkAttempts })
 	o.Retryer = retry.AddWithErrorCodes(std, "TransactionConflictException")
+	o.APIOptions = append(o.APIOptions, retryTruncatedReads)
+}
+
+// truncatedReadAttempts bounds how often a read whose answer was cut short
+// is asked.
+const truncatedReadAttempts = 3
+
+// retryTruncatedReads asks a read again, whole, when its answer's body
+// ended before its end.
+func retryTruncatedReads(stack *middleware.Stack) error {
+	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("FluidboxRetryTruncatedReads", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+		switch middleware.GetOperationName(ctx) {
+		case "GetItem", "Query", "Scan", "BatchGetItem", "DescribeTable":
+		default:
+			return next.HandleInitialize(ctx, in)
+		}
+		for attempt := 1; ; attempt++ {
+			out, md, err := next.HandleInitialize(ctx, in)
+			var de *smithy.DeserializationError
+			if err == nil || attempt == truncatedReadAttempts || !errors.As(err, &de) || !errors.Is(err, io.ErrUnexpectedEOF) || ctx.Err() != nil {
+				return out, md, err
+			}
+		}
+	}), middleware.After)
 }
 
 const sdkAttempts = 5
