@@ -239,10 +239,23 @@ func TestShadowCountsUnderConcurrency(t *testing.T) {
 }
 
 // TestShadowThatDoesNotCompile: a frozen shadow document that no longer
-// compiles leaves every answer to the enforced policy and records the
-// shadow as unavailable on each call.
+// compiles, or whose text is not what its digest was taken of (a stored
+// copy that lost a field), leaves every answer to the enforced policy and
+// records the shadow as unavailable on each call.
 func TestShadowThatDoesNotCompile(t *testing.T) {
 	t.Parallel()
+	for name, doc := range map[string]string{
+		"does not compile": `{"name":`,
+		"not its digest's": `{"name":"loose","default_verdict":"allow","rules":[]}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			shadowUnavailable(t, doc)
+		})
+	}
+}
+
+func shadowUnavailable(t *testing.T, doc string) {
 	e := calltest.NewShadowEnv(t, policyText, shadowText, false)
 	ctx := context.Background()
 	_, err := devstack.DynamoClient(e.DB.URL).UpdateItem(ctx, &dynamodb.UpdateItemInput{
@@ -253,7 +266,7 @@ func TestShadowThatDoesNotCompile(t *testing.T) {
 		UpdateExpression:          aws.String("SET #d = :d"),
 		ConditionExpression:       aws.String("attribute_exists(pk)"),
 		ExpressionAttributeNames:  map[string]string{"#d": "document"},
-		ExpressionAttributeValues: map[string]types.AttributeValue{":d": &types.AttributeValueMemberS{Value: `{"name":`}},
+		ExpressionAttributeValues: map[string]types.AttributeValue{":d": &types.AttributeValueMemberS{Value: doc}},
 	})
 	if err != nil {
 		t.Fatal(err)
