@@ -81,3 +81,10 @@ func DynamoClient(endpoint string, opts ...func(*dynamodb.Options)) *dynamodb.Cl
 // ParseChaos reads a chaos specification ("conflict=0.2,throttle=0.05";
 // see ddbchaos.ParseChaos) for Layer.SetChaos.
 func ParseChaos(s string) (ddbchaos.Chaos, error) { return ddbchaos.ParseChaos(s) }
+
+// DynamoStats are the counts of StartDynamoDB's validating layer, which a
+// GET of DynamoStatsPath on its URL answers as JSON.
+type DynamoStats = ddbchaos.Stats
+
+// DynamoStatsPath is where StartDynamoDB's server answers its counts.
+const DynamoStatsPath = ddbchaos.StatsPath

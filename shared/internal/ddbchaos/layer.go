@@ -80,6 +80,13 @@ type Stats struct {
 	Requests, Refused, Faulted, Conflicts int64
 }
 
+// StatsPath is where the layer answers a GET with its Stats as JSON, so
+// that a harness in another process can count the requests a table
+// serves without a counting proxy in the way (one adds a hop and its
+// processor time to every request it counts). DynamoDB's API is POST /
+// only, so the path meets no request of a client's.
+const StatsPath = "/ddbchaos/stats"
+
 // New returns a Layer in front of next, injecting faults as c says (the
 // zero Chaos injects none; validation is always on).
 func New(next http.Handler, c Chaos) *Layer {
@@ -115,6 +122,11 @@ const maxBody = 32 << 20
 
 // ServeHTTP validates a request, maybe fails it, and forwards the rest.
 func (l *Layer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && r.URL.Path == StatsPath {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(l.Stats())
+		return
+	}
 	if r.Method != http.MethodPost {
 		l.next.ServeHTTP(w, r)
 		return

@@ -2,8 +2,10 @@ package ddbchaos_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -422,5 +424,34 @@ func TestHeldItemRefusesSingleWrites(t *testing.T) {
 		default:
 			t.Fatalf("v = %q", v)
 		}
+	}
+}
+
+// TestStatsOverHTTP: a GET of StatsPath answers the layer's counts, so a
+// harness in another process counts the requests a table served.
+func TestStatsOverHTTP(t *testing.T) {
+	t.Parallel()
+	db, client, table := newTable(t)
+	ctx := context.Background()
+	for i := range 3 {
+		if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item("run", fmt.Sprintf("E#%d", i), nil)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item("", "E", nil)}); err == nil {
+		t.Fatal("an empty partition key was accepted")
+	}
+	resp, err := http.Get(db.URL + ddbchaos.StatsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got ddbchaos.Stats
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		t.Fatalf("decode %s: %v", ddbchaos.StatsPath, err)
+	}
+	want := db.Layer.Stats()
+	if got != want || got.Refused != 1 || got.Requests < 4 {
+		t.Errorf("GET %s = %+v, want %+v with 1 refused and at least 4 requests", ddbchaos.StatsPath, got, want)
 	}
 }
