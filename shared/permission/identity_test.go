@@ -1,11 +1,13 @@
 package permission
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"testing"
 
 	"github.com/fluidbox/fluidbox/shared/policy/tree"
+	"github.com/fluidbox/fluidbox/shared/redact"
 )
 
 // TestIdentityCoversEveryField: setting any field of Request changes the
@@ -92,4 +94,58 @@ func TestRequestHoldsNoCredential(t *testing.T) {
 	if _, err := checkRequest(Request{ToolCallID: "toolu_01ABC", ToolName: "Read", Input: json.RawMessage(`{"file_path":"a"}`)}); err != nil {
 		t.Errorf("an ordinary request: %v", err)
 	}
+}
+
+// FuzzIdentityUnchanged: the identity checkRequest computes is the one
+// computed before the input's canonical JSON was shared with its digest
+// (the whole request decoded, the decoded input set in, all encoded once
+// more), so a retry of a call recorded before that change is still the
+// same call; and the input digest is the digest of the decoded input.
+func FuzzIdentityUnchanged(f *testing.F) {
+	for _, in := range []string{
+		`{"file_path":"a"}`,
+		`{"command":"echo <b> & 'c' \u2028 \u00e9","n":1.50,"e":-0.0e+10,"big":123456789012345678901234567890}`,
+		`{"nested":{"z":[1,{"y":null,"x":true}],"a":"\ud83d\ude00"},"":""}`,
+		`{"html":"</script><script>","ctl":"\u0000\u001f\t"}`,
+		`{}`,
+	} {
+		f.Add(in, "/ws", "/ws/a")
+	}
+	f.Fuzz(func(t *testing.T, input, cwd, resolved string) {
+		req := Request{ToolCallID: "c", ToolName: "Write", Input: json.RawMessage(input), Cwd: cwd, ResolvedPaths: map[string]string{"file_path": resolved}}
+		cr, err := checkRequest(req)
+		if err != nil {
+			return
+		}
+		raw := []byte(input)
+		if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" {
+			raw = []byte("{}") // as checkRequest reads an absent input
+		}
+		decoded, err := decodeJSON(raw)
+		if err != nil {
+			t.Fatalf("checkRequest took an input decodeJSON refuses: %v", err)
+		}
+		req.Input = nil
+		b, err := json.Marshal(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		body, err := decodeJSON(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m = body.(map[string]any)
+		m["input"] = decoded
+		want, err := redact.DigestJSON(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cr.identity != want {
+			t.Errorf("identity of %q = %s, want %s as computed from the decoded input", input, cr.identity, want)
+		}
+		if wantDigest, _ := redact.DigestJSON(decoded); cr.digest != wantDigest {
+			t.Errorf("digest of %q = %s, want %s", input, cr.digest, wantDigest)
+		}
+	})
 }

@@ -398,15 +398,18 @@ func checkRequest(req Request) (checked, error) {
 	if _, ok := input.(map[string]any); !ok {
 		return checked{}, &InvalidError{"input: must be a JSON object"}
 	}
-	digest, err := redact.DigestJSON(input)
+	// The input's canonical JSON, encoded once: its digest, and the
+	// input's part of the identity (an input can be large: a file's
+	// content).
+	canonical, err := json.Marshal(input)
 	if err != nil {
 		return checked{}, &InvalidError{"input: cannot be digested"}
 	}
-	identity, err := identityOf(req, input)
+	identity, err := identityOf(req, canonical)
 	if err != nil {
 		return checked{}, &InvalidError{"request: cannot be digested"}
 	}
-	return checked{input: input, digest: digest, identity: identity}, nil
+	return checked{input: input, digest: redact.DigestBytes(canonical), identity: identity}, nil
 }
 
 func decodeJSON(b []byte) (any, error) {
@@ -419,13 +422,14 @@ func decodeJSON(b []byte) (any, error) {
 
 // identityOf is the digest that decides whether a repeated tool_call_id is
 // the same call: the canonical JSON of the whole request body, every field
-// of Request as it reads it, with the input as decoded. It covers what
+// of Request as it reads it, with the input as decoded and encoded again
+// (canonicalInput, which checkRequest also digests). It covers what
 // the gate reads by construction: a field added to Request (a path's kind,
 // a subagent's id) is in it without anyone remembering to add it, so a
 // retry that differs in anything the decision could have read (another
 // cwd, another resolved path: a symlink to .env) is refused as a conflict
 // instead of being answered with a decision made about another call.
-func identityOf(req Request, input any) (redact.Digest, error) {
+func identityOf(req Request, canonicalInput json.RawMessage) (redact.Digest, error) {
 	req.Input = nil
 	b, err := json.Marshal(req)
 	if err != nil {
@@ -439,7 +443,9 @@ func identityOf(req Request, input any) (redact.Digest, error) {
 	if !ok {
 		return redact.Digest{}, fmt.Errorf("permission: request encodes as %T", body)
 	}
-	m["input"] = input
+	// Encoded as it is: canonical already, so the whole is what encoding
+	// the decoded input here would give (FuzzIdentityUnchanged).
+	m["input"] = canonicalInput
 	return redact.DigestJSON(m)
 }
 
