@@ -295,6 +295,17 @@ func (s *Service) settle(ctx context.Context, a store.Approval, by auth.Subject,
 		return store.Approval{}, false, err
 	}
 	_, err = s.led.Append(ctx, a.RunID, build)
+	if refused, ok := errors.AsType[*RunRefusedError](err); ok {
+		// The run ended or ran out while the call waited: the approval is
+		// denied for it, and the decider's choice is not what applied.
+		if build, after, err = RefuseForRun(s.st, a, refused.Decision, s.now()); err != nil {
+			return store.Approval{}, false, err
+		}
+		if _, err = s.led.Append(ctx, a.RunID, build); err == nil {
+			s.Observed(ctx, a, after)
+			return after, false, nil
+		}
+	}
 	if errors.Is(err, call.ErrSettled) {
 		cur, err := s.st.GetApprovalByID(ctx, a.ID)
 		if err != nil {

@@ -9,10 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluidbox/fluidbox/shared/admission"
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/budget"
 	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/internal/calltest"
+	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
@@ -183,4 +186,74 @@ func TestSessionGrantAndRevoke(t *testing.T) {
 	if evs := e.Events(t); count(evs, "grant.revoked") != 1 || !slices.Contains(evs, "tool.decision") {
 		t.Errorf("events = %v", evs)
 	}
+}
+
+// TestApprovalOfARunThatAllowsNoMore: a call waits for a person, and its
+// run ends, or spends its budget, before anyone decides. Approving it then
+// must not allow the call: the approval is settled denied by the run's
+// state (not applied as the person chose), the waiting call is answered
+// with the gate's own denial, and the ledger says so. A denial still
+// applies as the person's.
+func TestApprovalOfARunThatAllowsNoMore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tt := range []struct {
+		name    string
+		close   func(t *testing.T, e *calltest.Env)
+		by      string
+		source  string
+		choices []vocab.Choice
+	}{
+		{"ended", func(t *testing.T, e *calltest.Env) {
+			if err := run.NewService(e.Led, e.Clock.Now).End(ctx, operator, e.RunID); err != nil {
+				t.Fatal(err)
+			}
+		}, "system:session", "session", []vocab.Choice{vocab.ChoiceApprovedOnce, vocab.ChoiceApprovedSession, vocab.ChoiceApproved}},
+		{"budget spent", func(t *testing.T, e *calltest.Env) {
+			// The whole $10 reserved by one model request.
+			adm := admission.New(e.Led, nil, e.Clock.Now)
+			if _, err := adm.AdmitProxied(ctx, e.RunID, admission.Proxied{Request: admission.Request{RequestID: "all", Model: "m", MaxOutputTokens: 10_000_000}, Price: budget.Price{OutputPerMTok: 1_000_000}}); err != nil {
+				t.Fatal(err)
+			}
+			if h, err := e.St.GetHead(ctx, e.RunID); err != nil || h.BudgetAvailable != 0 {
+				t.Fatalf("head after the reservation: available %d, %v; want 0", h.BudgetAvailable, err)
+			}
+		}, "system:budget", "budget", []vocab.Choice{vocab.ChoiceApprovedOnce}},
+	} {
+		for _, choice := range tt.choices {
+			t.Run(tt.name+"/"+string(choice), func(t *testing.T) {
+				t.Parallel()
+				e := calltest.NewEnv(t, policyText)
+				id := pending(t, e, "c1")
+				tt.close(t, e)
+				a, applied, err := e.Approvals.Decide(ctx, operator, id, choice)
+				if err != nil || applied || a.Status != vocab.ApprovalDenied || a.DecidedBy != tt.by {
+					t.Fatalf("approve = %s by %q, applied %v, %v; want denied by %s, not applied", a.Status, a.DecidedBy, applied, err, tt.by)
+				}
+				ans, err := e.Bash(t, "c1", "git push origin main", 0)
+				if err != nil || ans.Decision != vocab.Deny || ans.Source != tt.source {
+					t.Errorf("the waiting call = %+v, %v; want denied by %s", ans, err, tt.source)
+				}
+				if g, err := e.St.Grants(ctx, e.RunID); err != nil || len(g) != 0 {
+					t.Errorf("grants = %v, %v; want none", g, err)
+				}
+				evs := e.Events(t)
+				if count(evs, "approval.decided") != 1 || count(evs, "tool.decision") != 1 {
+					t.Errorf("events = %v, want one approval.decided and one tool.decision", evs)
+				}
+			})
+		}
+	}
+	t.Run("a denial is the person's", func(t *testing.T) {
+		t.Parallel()
+		e := calltest.NewEnv(t, policyText)
+		id := pending(t, e, "c1")
+		if err := run.NewService(e.Led, e.Clock.Now).End(ctx, operator, e.RunID); err != nil {
+			t.Fatal(err)
+		}
+		a, applied, err := e.Approvals.Decide(ctx, operator, id, vocab.ChoiceDenied)
+		if err != nil || !applied || a.Status != vocab.ApprovalDenied || a.DecidedBy != operator.Subject {
+			t.Errorf("deny = %s by %q, applied %v, %v; want denied by %s, applied", a.Status, a.DecidedBy, applied, err, operator.Subject)
+		}
+	})
 }

@@ -24,8 +24,12 @@ import (
 // note is the decider's own words ("" for none): kept on the approval and,
 // for a deny, given to the runner in the call's reason; free text from a
 // person never enters the ledger, so it is in neither event.
+//
+// An approval never allows a call of a run that allows no call any more:
+// when the run has ended or spent its budget by the time of the Append,
+// an approving build fails with a *RunRefusedError, and the caller settles
+// the approval with RefuseForRun instead.
 func Settle(st *store.Store, a store.Approval, to vocab.ApprovalStatus, by auth.Subject, note string, now time.Time) (func(store.Head) (store.Batch, error), store.Approval, error) {
-	set := store.Settlement{To: to, By: string(by), At: store.FormatTime(now), Note: note}
 	source, answer := "", "approved by "+string(by)
 	switch to {
 	case vocab.ApprovalDenied:
@@ -36,6 +40,33 @@ func Settle(st *store.Store, a store.Approval, to vocab.ApprovalStatus, by auth.
 	case vocab.ApprovalExpired:
 		source, answer = string(gate.SourceApprovalExpired), "nobody approved this call in time"
 	}
+	return settleAs(st, a, to, by, note, now, source, answer)
+}
+
+// RunRefusedError is an approving settlement's failure on a run that
+// allows no call any more: Decision is the gate's answer for every call of
+// it (gate.RunRefuses).
+type RunRefusedError struct{ Decision gate.Decision }
+
+func (e *RunRefusedError) Error() string {
+	return "approval: the run allows no call any more: " + e.Decision.Reason
+}
+
+// RefusedBy is who settles an approval denied because its run allows no
+// call any more, stage by stage: "system:session", "system:budget".
+func RefusedBy(d gate.Decision) auth.Subject { return auth.System(d.Stage) }
+
+// RefuseForRun is Settle of a pending approval as denied because its run
+// allows no call any more (d, from a *RunRefusedError): by RefusedBy(d),
+// the call answered with the gate's own source and reason, as a call asked
+// now would be.
+func RefuseForRun(st *store.Store, a store.Approval, d gate.Decision, now time.Time) (func(store.Head) (store.Batch, error), store.Approval, error) {
+	return settleAs(st, a, vocab.ApprovalDenied, RefusedBy(d), "", now, string(d.Source), d.Reason)
+}
+
+// settleAs is Settle with the call's answer (its source and reason) given.
+func settleAs(st *store.Store, a store.Approval, to vocab.ApprovalStatus, by auth.Subject, note string, now time.Time, source, answer string) (func(store.Head) (store.Batch, error), store.Approval, error) {
+	set := store.Settlement{To: to, By: string(by), At: store.FormatTime(now), Note: note}
 	row, err := st.SettleApprovalOp(a, set)
 	if err != nil {
 		return nil, store.Approval{}, err
@@ -72,6 +103,14 @@ func Settle(st *store.Store, a store.Approval, to vocab.ApprovalStatus, by auth.
 	after := a
 	after.Status, after.DecidedBy, after.DecidedAt, after.Reason = to, string(by), set.At, note
 	return func(h store.Head) (store.Batch, error) {
+		if to.Approved() {
+			// The head a settlement is written on is the run's latest (the
+			// Append is conditioned on it), so an end or a spent budget
+			// that came first is seen here.
+			if d, refused := gate.RunRefuses(&gate.Run{Ended: h.Status == vocab.Ended, AvailableMicros: h.BudgetAvailable}); refused {
+				return store.Batch{}, &RunRefusedError{Decision: d}
+			}
+		}
 		return store.Batch{Events: []redact.Envelope{decided, decisionEvent}, Ops: ops, Head: store.HeadChange{Pending: -1, Status: store.WaitingStatus(h, -1, 0)}}, nil
 	}, after, nil
 }

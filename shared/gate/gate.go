@@ -231,6 +231,27 @@ var stages = []stage{
 	{"approval", SourcePolicy, checkApproval},
 }
 
+// runStages is how many of the first stages read the run alone (session,
+// budget): what they deny, they deny for every call of the run.
+const runStages = 2
+
+// RunRefuses is what the gate's first stages answer for any call of run:
+// a denial and true when the run itself allows no call any more (it has
+// ended, or spent its budget), whatever the call. A decision made earlier
+// that would allow a call, a person's approval of a call that waited for
+// one, is held to it when it is settled: the run may have ended or run
+// out while the call waited.
+func RunRefuses(run *Run) (Decision, bool) {
+	c := &call{run: run}
+	for _, s := range stages[:runStages] {
+		if d, done := s.decide(c); done {
+			d.Stage = s.name
+			return settle(d), true
+		}
+	}
+	return Decision{}, false
+}
+
 // call is what the stages learn about one call as it moves down the gate.
 type call struct {
 	run *Run

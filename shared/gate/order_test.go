@@ -170,3 +170,37 @@ func TestQuote(t *testing.T) {
 		t.Errorf("quote(runes) = %s, want it to end with an ellipsis", got)
 	}
 }
+
+// TestRunRefuses: what RunRefuses answers for a run is what Decide answers
+// for every call of it (an ended run, one with no budget left, both, no
+// run at all), and it refuses nothing of a live run with money left: the
+// stages it runs read the run alone.
+func TestRunRefuses(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	calls := []Request{req(t, "Read", `{"file_path":"src/main.go"}`), req(t, "Bash", `{"command":"git push"}`), req(t, toolIssue, issueInput), req(t, "NoSuch", `{}`), {}}
+	ended, broke, both := f.run(), f.run(), f.run()
+	ended.Ended = true
+	broke.AvailableMicros = 0
+	both.Ended, both.AvailableMicros = true, -5
+	for _, tt := range []struct {
+		name  string
+		run   *Run
+		stage string
+	}{{"ended", ended, "session"}, {"no budget", broke, "budget"}, {"ended with no budget", both, "session"}, {"no run", nil, "session"}, {"live", f.run(), ""}} {
+		d, refused := RunRefuses(tt.run)
+		if refused != (tt.stage != "") || refused && (d.Stage != tt.stage || d.Outcome != policy.VerdictDeny || d.Reason == "") {
+			t.Errorf("%s: RunRefuses = %+v, %v; want a denial by %q", tt.name, d, refused, tt.stage)
+			continue
+		}
+		for _, r := range calls {
+			got := Decide(tt.run, r)
+			if refused && (got.Stage != d.Stage || got.Source != d.Source || got.Reason != d.Reason) {
+				t.Errorf("%s: Decide(%s) = %+v, want RunRefuses' %+v", tt.name, r.ToolName, got, d)
+			}
+			if !refused && (got.Stage == "session" || got.Stage == "budget") {
+				t.Errorf("%s: Decide(%s) denied at %s, which RunRefuses let through", tt.name, r.ToolName, got.Stage)
+			}
+		}
+	}
+}

@@ -42,7 +42,8 @@ func NewFixture(t *testing.T) Fixture {
 		t.Fatal(err)
 	}
 	err = st.CreateRun(context.Background(), store.NewRun{
-		Head:    store.Head{RunID: "ses_1", Status: vocab.Running, Invoker: "admin", TrustTier: "trusted", CreatedAt: store.FormatTime(T0)},
+		// A budget, as every run has (run creation requires one).
+		Head:    store.Head{RunID: "ses_1", Status: vocab.Running, Invoker: "admin", TrustTier: "trusted", CreatedAt: store.FormatTime(T0), BudgetLimit: 10_000_000, BudgetAvailable: 10_000_000},
 		Created: created,
 	})
 	if err != nil {
