@@ -196,6 +196,13 @@ func (b *Broker) Call(ctx context.Context, runID string, req permission.Request,
 		waited = waited || in.waited
 	}
 	if !c.claimed() {
+		// An allow recorded earlier does not outlive its run (a decision
+		// that claims in its own write is fenced instead).
+		if r, err := b.runRefuses(ctx, runID); err != nil {
+			return CallAnswer{}, err
+		} else if r != nil {
+			return b.refuse(ctx, runID, req, r.src, r.reason)
+		}
 		if r, err := b.recheck(ctx, c, waited); err != nil {
 			return CallAnswer{}, err
 		} else if r != nil {
@@ -357,6 +364,20 @@ func (b *Broker) recheck(ctx context.Context, c *brokeredCall, waited bool) (*re
 	if c.up.digest != c.bt.Binding.ToolSetDigest || c.up.tools[c.bt.UpstreamName] != c.bt.ToolDigest {
 		return &refusalOf{gate.SourceCapability,
 			fmt.Sprintf("the upstream's definition of tool %q changed since this run started; refresh the connection and start a new run", c.req.ToolName)}, nil
+	}
+	return nil, nil
+}
+
+// runRefuses reads the run as it is now: a run that has ended (an admin
+// ended it, the model proxy halted it) or spent its budget since a call
+// was allowed runs nothing more, as the gate answers a call asked now.
+func (b *Broker) runRefuses(ctx context.Context, runID string) (*refusalOf, error) {
+	h, err := b.svc.st.GetHead(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	if d, refused := gate.RunRefuses(&gate.Run{Ended: h.Status == vocab.Ended, AvailableMicros: h.BudgetAvailable}); refused {
+		return &refusalOf{d.Source, d.Reason}, nil
 	}
 	return nil, nil
 }

@@ -361,3 +361,33 @@ func TestDuplicatesRunOnce(t *testing.T) {
 		t.Errorf("%d upstream calls, %d results, %d tool.brokered; want 1, 1, 1", f.calls.Load(), results.Load(), f.brokeredEvents(t))
 	}
 }
+
+// TestAllowedCallDoesNotOutliveItsRun: a call allowed and recorded but not
+// yet run (here, no time was left to run it) does not run once its run
+// has ended: the next ask is denied as the gate denies any call of an
+// ended run, the upstream is never called, and the ledger records it.
+func TestAllowedCallDoesNotOutliveItsRun(t *testing.T) {
+	t.Parallel()
+	f := newBrokerFixture(t, &calltest.Conflicts{Attr: "brokered"}, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, err := f.call(ctx, "c1"); !errors.Is(err, connection.ErrNoTime) {
+		t.Fatalf("call = %v, want ErrNoTime", err)
+	}
+	if rec, _ := f.st.GetCall(context.Background(), f.runID, "c1"); rec.Decision != vocab.Allow || rec.ExecutedAt != "" {
+		t.Fatalf("record = %+v; want allowed, unclaimed", rec)
+	}
+	if err := run.NewService(ledger.New(f.st, time.Now), time.Now).End(context.Background(), admin, f.runID); err != nil {
+		t.Fatal(err)
+	}
+	ans, err := f.call(context.Background(), "c1")
+	if err != nil || ans.Decision != vocab.Deny || ans.Source != "session" || ans.Result != nil {
+		t.Errorf("after the run ended: %+v, %v; want denied by session", ans, err)
+	}
+	if n := f.calls.Load(); n != 0 {
+		t.Errorf("the upstream was called %d times for a run that had ended", n)
+	}
+	if rec, _ := f.st.GetCall(context.Background(), f.runID, "c1"); rec.ExecutedAt != "" {
+		t.Errorf("record = %+v; want unclaimed", rec)
+	}
+}
