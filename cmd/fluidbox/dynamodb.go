@@ -38,6 +38,7 @@ func dynamodb(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if !chaos.Zero() {
 		fmt.Fprintf(stdout, "  chaos: %s\n", chaos)
 	}
+	fmt.Fprintf(stdout, "  requests served so far: curl %s%s\n", db.URL, devstack.DynamoStatsPath)
 	fmt.Fprintf(stdout, "  AWS_ENDPOINT_URL_DYNAMODB=%s make run\npress Ctrl-C to stop\n", db.URL)
 	<-ctx.Done()
 	if st := db.Layer.Stats(); st.Requests > 0 {

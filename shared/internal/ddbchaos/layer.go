@@ -77,7 +77,10 @@ type Layer struct {
 // layer failed on purpose; Conflicts, the part of it that met an item a
 // transaction in flight held (Chaos.Hold).
 type Stats struct {
-	Requests, Refused, Faulted, Conflicts int64
+	Requests  int64 `json:"requests"`
+	Refused   int64 `json:"refused"`
+	Faulted   int64 `json:"faulted"`
+	Conflicts int64 `json:"conflicts"`
 }
 
 // StatsPath is where the layer answers a GET with its Stats as JSON, so
