@@ -126,16 +126,8 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 		// The Slack function's code, fed in-process by the same observer:
 		// it posts in the background and retries, never delaying a decision.
 		n := slackbot.NewNotifier(slackbot.NewClient(slackCfg), st, slackCfg.Channel, log, time.Now).WithUsers(slackCfg.Users)
-		printed, posted := notifications, n.Observer()
-		notifications = func(ctx context.Context, before, after store.Approval) {
-			printed(ctx, before, after)
-			posted(ctx, before, after)
-		}
-		printedInput, postedInput := inputNotifications, n.InputObserver()
-		inputNotifications = func(ctx context.Context, before, after store.InputRequest) {
-			printedInput(ctx, before, after)
-			postedInput(ctx, before, after)
-		}
+		notifications = bothTransitions(notifications, n.Observer())
+		inputNotifications = bothTransitions(inputNotifications, n.InputObserver())
 		printedHalt, postedHalt := halted, n.HaltObserver()
 		halted = func(ctx context.Context, h store.Halted) {
 			printedHalt(ctx, h)
@@ -343,4 +335,13 @@ func devSealer(ctx context.Context, cfg config.Config, log *slog.Logger) (seal.S
 	}
 	log.Info("sealing with a local key (FLUIDBOX_KMS_KEY_ID unset)", "key_file", path)
 	return sealer, nil
+}
+
+// bothTransitions is an observer of transitions (before, after) that tells
+// first, then second.
+func bothTransitions[T any](first, second func(ctx context.Context, before, after T)) func(ctx context.Context, before, after T) {
+	return func(ctx context.Context, before, after T) {
+		first(ctx, before, after)
+		second(ctx, before, after)
+	}
 }
