@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -108,13 +109,18 @@ func inputButtons(r store.InputRequest) []slack.BlockElement {
 	return append(buttons, done, decline)
 }
 
-// Openable reports whether raw may be offered as a link to click: an
-// absolute http or https URL with a host, no user info, at most
-// maxOpenURL bytes, and nothing a parser could read two ways (no
-// whitespace, controls or backslashes). Anything else is shown as text
-// only.
+// Openable reports whether raw may be offered as a link to click, and the
+// link as it is offered. The rule is the page's too (safeHref in
+// shared/web/static/app.js), held to one list of cases both are tested
+// against (testdata/openable.json): at most maxOpenURL bytes; no byte
+// below '!', no DEL, no backslash; "http://" or "https://" (any case)
+// then a host, with no user info; every '%' starting an escape (two hex
+// digits); a port, if any, of at most 65535; and a URL the language's own
+// parser reads. Each part closes a way two parsers read one text apart:
+// a browser drops tabs, turns a backslash into a slash and takes
+// "https:host" as a host. Anything else is shown as text only.
 func Openable(raw string) (string, bool) {
-	if raw == "" || len(raw) > maxOpenURL || strings.ContainsAny(raw, " \t\r\n\\") {
+	if raw == "" || len(raw) > maxOpenURL || strings.ContainsAny(raw, " \t\r\n\\") || !validEscapes(raw) {
 		return "", false
 	}
 	for _, c := range raw {
@@ -122,11 +128,37 @@ func Openable(raw string) (string, bool) {
 			return "", false
 		}
 	}
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.Opaque != "" {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok || !strings.EqualFold(scheme, "http") && !strings.EqualFold(scheme, "https") {
 		return "", false
 	}
+	if rest == "" || strings.IndexAny(rest, "/?#") == 0 {
+		return "", false // no host
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.User != nil || u.Opaque != "" {
+		return "", false
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n > 65535 {
+			return "", false
+		}
+	}
 	return u.String(), true
+}
+
+// validEscapes says every '%' in s starts a two-hex-digit escape.
+func validEscapes(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && (i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2])) {
+			return false
+		}
+	}
+	return true
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
 // ShowInput brings an input request's message in line with the request as

@@ -5,6 +5,9 @@ package web_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -146,5 +149,49 @@ func answerInCard(t *testing.T, step context.Context, card, button, notice strin
 	waitText(t, step, "#notice", notice)
 	if err := chromedp.Do(step, chromedp.WaitNotPresent(chromedp.CSS(card))); err != nil {
 		t.Fatalf("the card after %s: %v", button, err)
+	}
+}
+
+// TestBrowserOpensWhatSlackOpens: the page offers a link to click for
+// exactly the cases of shared/slackbot/testdata/openable.json that say
+// so, the file slackbot.Openable is held to: the page and Slack agree on
+// which text becomes a link.
+func TestBrowserOpensWhatSlackOpens(t *testing.T) {
+	b, err := os.ReadFile("../slackbot/testdata/openable.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cases []struct {
+		URL  string `json:"url"`
+		Open bool   `json:"open"`
+		Why  string `json:"why"`
+	}
+	if err := json.Unmarshal(b, &cases); err != nil {
+		t.Fatal(err)
+	}
+	s := newStack(t, false)
+	ses := s.newRun(t)
+	ids := make([]string, len(cases))
+	for i, c := range cases {
+		ids[i] = s.fileInput(t, ses, fmt.Sprintf("c%02d", i), "docs", c.URL)
+	}
+	ctx := browsertest.Start(t, phoneWidth, phoneHeight, true)
+	step, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	err = chromedp.Do(step,
+		chromedp.Navigate(s.url+"/"),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), adminToken),
+		chromedp.Click(chromedp.ID("token-save")),
+	)
+	if err != nil {
+		t.Fatalf("sign in: %v", err)
+	}
+	waitText(t, step, "#inputs-count", strconv.Itoa(len(cases)))
+	for i, c := range cases {
+		card := `li.input-request[data-input-request-id="` + ids[i] + `"]`
+		if got := eval[int](t, step, `document.querySelectorAll('`+card+` a.open-link').length`) == 1; got != c.Open {
+			t.Errorf("%.60q (%s): the page offers it as a link: %v, want %v", c.URL, c.Why, got, c.Open)
+		}
 	}
 }

@@ -553,16 +553,30 @@
     }
   }
 
-  // safeHref is url when it is an absolute http or https URL, else "".
+  // safeHref is url as a link to click, or "" when it may not be one. The
+  // rule is Slack's too (Openable in shared/slackbot), held to one list of
+  // cases both are tested against (shared/slackbot/testdata/openable.json):
+  // at most 2,048 bytes; no character below "!", no DEL, no backslash;
+  // "http://" or "https://" (any case) then a host, with no user info;
+  // every "%" starting an escape; a port of at most 65535; and a URL the
+  // browser's parser reads. A browser would drop tabs, read a backslash as
+  // a slash and "https:host" as a host: such text is never a link.
   function safeHref(url) {
-    if (typeof url !== "string" || url.length > 2048) return "";
+    if (typeof url !== "string" || url === "" || new TextEncoder().encode(url).length > 2048) return "";
+    for (let i = 0; i < url.length; i++) {
+      const c = url.charCodeAt(i);
+      if (c < 0x21 || c === 0x7f || c === 0x5c) return "";
+    }
+    if (/%(?![0-9A-Fa-f]{2})/.test(url)) return "";
+    const m = /^https?:\/\/([^\/?#]*)/i.exec(url);
+    if (!m || m[1] === "" || m[1].includes("@")) return "";
     let u;
     try {
       u = new URL(url);
     } catch (_) {
       return "";
     }
-    if ((u.protocol !== "https:" && u.protocol !== "http:") || u.username || u.password) return "";
+    if ((u.protocol !== "https:" && u.protocol !== "http:") || u.username || u.password || u.host === "") return "";
     return u.href;
   }
 
