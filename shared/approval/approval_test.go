@@ -210,13 +210,13 @@ func TestApprovalOfARunThatAllowsNoMore(t *testing.T) {
 			}
 		}, "system:session", "session", []vocab.Choice{vocab.ChoiceApprovedOnce, vocab.ChoiceApprovedSession, vocab.ChoiceApproved}},
 		{"budget spent", func(t *testing.T, e *calltest.Env) {
-			// The whole $10 reserved by one model request.
-			adm := admission.New(e.Led, nil, e.Clock.Now)
-			if _, err := adm.AdmitProxied(ctx, e.RunID, admission.Proxied{Request: admission.Request{RequestID: "all", Model: "m", MaxOutputTokens: 10_000_000}, Price: budget.Price{OutputPerMTok: 1_000_000}}); err != nil {
+			adm := reserveAll(t, e)
+			// The request settles without usage: charged its whole bound.
+			if _, err := adm.Settle(ctx, e.RunID, "all", admission.SettlementPessimistic, budget.Usage{}, false, nil); err != nil {
 				t.Fatal(err)
 			}
-			if h, err := e.St.GetHead(ctx, e.RunID); err != nil || h.BudgetAvailable != 0 {
-				t.Fatalf("head after the reservation: available %d, %v; want 0", h.BudgetAvailable, err)
+			if h, err := e.St.GetHead(ctx, e.RunID); err != nil || h.Unspent() != 0 {
+				t.Fatalf("head after the settlement: unspent %d, %v; want 0", h.Unspent(), err)
 			}
 		}, "system:budget", "budget", []vocab.Choice{vocab.ChoiceApprovedOnce}},
 	} {
@@ -244,6 +244,18 @@ func TestApprovalOfARunThatAllowsNoMore(t *testing.T) {
 			})
 		}
 	}
+	t.Run("a model request in flight holds the budget", func(t *testing.T) {
+		// Reserved is not spent: the request may cost far less than its
+		// bound, and the person's approval is not lost to it.
+		t.Parallel()
+		e := calltest.NewEnv(t, policyText)
+		id := pending(t, e, "c1")
+		reserveAll(t, e)
+		a, applied, err := e.Approvals.Decide(ctx, operator, id, vocab.ChoiceApprovedOnce)
+		if err != nil || !applied || a.Status != vocab.ApprovedOnce {
+			t.Errorf("approve = %s, applied %v, %v; want approved_once, applied", a.Status, applied, err)
+		}
+	})
 	t.Run("a denial is the person's", func(t *testing.T) {
 		t.Parallel()
 		e := calltest.NewEnv(t, policyText)
@@ -256,4 +268,18 @@ func TestApprovalOfARunThatAllowsNoMore(t *testing.T) {
 			t.Errorf("deny = %s by %q, applied %v, %v; want denied by %s, applied", a.Status, a.DecidedBy, applied, err, operator.Subject)
 		}
 	})
+}
+
+// reserveAll books a model request whose bound is the run's whole $10,
+// leaving nothing available while it is in flight.
+func reserveAll(t *testing.T, e *calltest.Env) *admission.Service {
+	t.Helper()
+	adm := admission.New(e.Led, nil, e.Clock.Now)
+	if _, err := adm.AdmitProxied(context.Background(), e.RunID, admission.Proxied{Request: admission.Request{RequestID: "all", Model: "m", MaxOutputTokens: 10_000_000}, Price: budget.Price{OutputPerMTok: 1_000_000}}); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := e.St.GetHead(context.Background(), e.RunID); err != nil || h.BudgetAvailable != 0 {
+		t.Fatalf("head after the reservation: available %d, %v; want 0", h.BudgetAvailable, err)
+	}
+	return adm
 }

@@ -26,7 +26,8 @@ import (
 // person never enters the ledger, so it is in neither event.
 //
 // An approval never allows a call of a run that allows no call any more:
-// when the run has ended or spent its budget by the time of the Append,
+// when the run has ended or spent its whole budget by the time of the
+// Append,
 // an approving build fails with a *RunRefusedError, and the caller settles
 // the approval with RefuseForRun instead.
 func Settle(st *store.Store, a store.Approval, to vocab.ApprovalStatus, by auth.Subject, note string, now time.Time) (func(store.Head) (store.Batch, error), store.Approval, error) {
@@ -106,8 +107,10 @@ func settleAs(st *store.Store, a store.Approval, to vocab.ApprovalStatus, by aut
 		if to.Approved() {
 			// The head a settlement is written on is the run's latest (the
 			// Append is conditioned on it), so an end or a spent budget
-			// that came first is seen here.
-			if d, refused := gate.RunRefuses(&gate.Run{Ended: h.Status == vocab.Ended, AvailableMicros: h.BudgetAvailable}); refused {
+			// that came first is seen here. Spent, not reserved: a model
+			// request in flight holds an upper bound of its cost, and a
+			// person's approval is not lost to it.
+			if d, refused := gate.RunRefuses(&gate.Run{Ended: h.Status == vocab.Ended, AvailableMicros: h.Unspent()}); refused {
 				return store.Batch{}, &RunRefusedError{Decision: d}
 			}
 		}

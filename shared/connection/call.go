@@ -369,14 +369,15 @@ func (b *Broker) recheck(ctx context.Context, c *brokeredCall, waited bool) (*re
 }
 
 // runRefuses reads the run as it is now: a run that has ended (an admin
-// ended it, the model proxy halted it) or spent its budget since a call
-// was allowed runs nothing more, as the gate answers a call asked now.
+// ended it, the model proxy halted it) or spent its whole budget since a
+// call was allowed runs nothing more, as the gate answers a call asked
+// now. Spent, not reserved, as for an approval (approval.Settle).
 func (b *Broker) runRefuses(ctx context.Context, runID string) (*refusalOf, error) {
 	h, err := b.svc.st.GetHead(ctx, runID)
 	if err != nil {
 		return nil, err
 	}
-	if d, refused := gate.RunRefuses(&gate.Run{Ended: h.Status == vocab.Ended, AvailableMicros: h.BudgetAvailable}); refused {
+	if d, refused := gate.RunRefuses(&gate.Run{Ended: h.Status == vocab.Ended, AvailableMicros: h.Unspent()}); refused {
 		return &refusalOf{d.Source, d.Reason}, nil
 	}
 	return nil, nil

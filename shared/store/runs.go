@@ -84,6 +84,12 @@ func (h Head) TokensPending() bool {
 	return h.Trigger != "" && h.Trigger != "manual" && h.TokenIssuedAt == ""
 }
 
+// Unspent is what the run has not spent of its budget: its limit less
+// what its settled model requests cost. Reservations of requests still in
+// flight are not counted, as they are in BudgetAvailable: they are upper
+// bounds, given back when the request settles.
+func (h Head) Unspent() int64 { return h.BudgetLimit - h.BudgetSpent }
+
 // Tool is a tool frozen into a run.
 type Tool struct {
 	Name         string `dynamodbav:"name"`
