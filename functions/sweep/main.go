@@ -1,5 +1,6 @@
 // Command sweep runs on an EventBridge schedule: it expires every overdue
-// pending approval, the backstop for expiry timers that were lost, and
+// pending approval, the backstop for expiry timers that were lost, denies
+// every pending approval of a run that ended or spent its budget, expires
 // every overdue pending input request (shared/elicitation), and
 // settles as spent every budget reservation left open past
 // FLUIDBOX_RESERVATION_SWEEP_AFTER_SECONDS. It holds DynamoDB permissions only.

@@ -26,6 +26,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/call"
+	"github.com/fluidbox/fluidbox/shared/gate"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/policy"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -261,6 +262,47 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 	return SweepOverdue(ctx, s.st.EachPendingApproval, s.overdue, func(ctx context.Context, a store.Approval) (bool, error) {
 		return s.Expire(ctx, a.ID)
 	}, ErrNotFound)
+}
+
+// SweepClosedRuns denies every pending approval of a run that allows no
+// call any more (it ended, or spent its whole budget: RunRefuses), as an
+// approval of it would be (RefuseForRun), so that no inbox or message
+// keeps offering a decision that can no longer allow anything. It reads
+// each run's head once and returns how many it settled; one settled
+// meanwhile is passed over.
+func (s *Service) SweepClosedRuns(ctx context.Context) (int, error) {
+	refusals := map[string]*gate.Decision{} // by run; nil: it allows calls
+	n := 0
+	err := s.st.EachPendingApproval(ctx, func(a store.Approval) error {
+		d, read := refusals[a.RunID]
+		if !read {
+			h, err := s.st.GetHead(ctx, a.RunID)
+			if err != nil {
+				return fmt.Errorf("approval: sweep: run of %s: %w", a.ID, err)
+			}
+			if dec, refused := RunRefuses(h); refused {
+				d = &dec
+			}
+			refusals[a.RunID] = d
+		}
+		if d == nil {
+			return nil
+		}
+		build, after, err := RefuseForRun(s.st, a, *d, s.now())
+		if err != nil {
+			return err
+		}
+		switch _, err = s.led.Append(ctx, a.RunID, build); {
+		case errors.Is(err, call.ErrSettled):
+			return nil
+		case err != nil:
+			return err
+		}
+		s.Observed(ctx, a, after)
+		n++
+		return nil
+	})
+	return n, err
 }
 
 // SweepOverdue visits every pending row (each), expires each overdue one

@@ -16,6 +16,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/internal/calltest"
 	"github.com/fluidbox/fluidbox/shared/run"
+	"github.com/fluidbox/fluidbox/shared/store"
 	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
@@ -282,4 +283,70 @@ func reserveAll(t *testing.T, e *calltest.Env) *admission.Service {
 		t.Fatalf("head after the reservation: available %d, %v; want 0", h.BudgetAvailable, err)
 	}
 	return adm
+}
+
+// TestSweepClosedRuns: the sweep denies every pending approval of a run
+// that ended or spent its budget, each by its run's state, and leaves a
+// live run's alone; a second sweep finds nothing.
+func TestSweepClosedRuns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := calltest.NewEnv(t, policyText)
+	live := pending(t, e, "live")
+	// Two more runs on the same table and clock.
+	other := func() (*calltest.Env, string) {
+		t.Helper()
+		pol := calltest.PutPolicy(t, e.St, policyText, e.Clock.Now())
+		limit := 10.0
+		req := run.CreateRequest{PolicyID: pol, Capabilities: []string{"claude-code"}}
+		req.Budget = &struct {
+			LimitUSD *float64 `json:"limit_usd"`
+		}{LimitUSD: &limit}
+		v, err := run.NewService(e.Led, e.Clock.Now).Create(ctx, operator, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := *e
+		o.RunID = v.ID
+		return &o, v.ID
+	}
+	ended, endedID := other()
+	endedApprovals := []string{pending(t, ended, "e1"), pending(t, ended, "e2")}
+	if err := run.NewService(e.Led, e.Clock.Now).End(ctx, operator, endedID); err != nil {
+		t.Fatal(err)
+	}
+	broke, _ := other()
+	brokeApproval := pending(t, broke, "b1")
+	adm := reserveAll(t, broke)
+	if _, err := adm.Settle(ctx, broke.RunID, "all", admission.SettlementPessimistic, budget.Usage{}, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	var observed atomic.Int32
+	e.Approvals.Observe(func(_ context.Context, before, after store.Approval) {
+		if before.Status == vocab.ApprovalPending && after.Status == vocab.ApprovalDenied {
+			observed.Add(1)
+		}
+	})
+
+	n, err := e.Approvals.SweepClosedRuns(ctx)
+	if err != nil || n != 3 {
+		t.Fatalf("sweep = %d, %v; want 3 denied", n, err)
+	}
+	for id, by := range map[string]string{endedApprovals[0]: "system:session", endedApprovals[1]: "system:session", brokeApproval: "system:budget", live: ""} {
+		a, err := e.Approvals.Get(ctx, id)
+		switch {
+		case err != nil:
+			t.Errorf("%s: %v", id, err)
+		case by == "" && a.Status != vocab.ApprovalPending:
+			t.Errorf("%s of the live run = %s, want pending", id, a.Status)
+		case by != "" && (a.Status != vocab.ApprovalDenied || a.DecidedBy != by):
+			t.Errorf("%s = %s by %q, want denied by %s", id, a.Status, a.DecidedBy, by)
+		}
+	}
+	if observed.Load() != 3 {
+		t.Errorf("observers told of %d denials, want 3", observed.Load())
+	}
+	if n, err := e.Approvals.SweepClosedRuns(ctx); err != nil || n != 0 {
+		t.Errorf("second sweep = %d, %v; want 0", n, err)
+	}
 }

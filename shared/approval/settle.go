@@ -44,6 +44,15 @@ func Settle(st *store.Store, a store.Approval, to vocab.ApprovalStatus, by auth.
 	return settleAs(st, a, to, by, note, now, source, answer)
 }
 
+// RunRefuses is the gate's answer for every call of the run at head h
+// when the run allows no call any more (gate.RunRefuses): it has ended, or
+// spent its whole budget. Spent, not reserved: a model request in flight
+// holds an upper bound of its cost, and what was approved or recorded
+// before is not lost to it.
+func RunRefuses(h store.Head) (gate.Decision, bool) {
+	return gate.RunRefuses(&gate.Run{Ended: h.Status == vocab.Ended, AvailableMicros: h.Unspent()})
+}
+
 // RunRefusedError is an approving settlement's failure on a run that
 // allows no call any more: Decision is the gate's answer for every call of
 // it (gate.RunRefuses).
@@ -107,10 +116,8 @@ func settleAs(st *store.Store, a store.Approval, to vocab.ApprovalStatus, by aut
 		if to.Approved() {
 			// The head a settlement is written on is the run's latest (the
 			// Append is conditioned on it), so an end or a spent budget
-			// that came first is seen here. Spent, not reserved: a model
-			// request in flight holds an upper bound of its cost, and a
-			// person's approval is not lost to it.
-			if d, refused := gate.RunRefuses(&gate.Run{Ended: h.Status == vocab.Ended, AvailableMicros: h.Unspent()}); refused {
+			// that came first is seen here.
+			if d, refused := RunRefuses(h); refused {
 				return store.Batch{}, &RunRefusedError{Decision: d}
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/broker"
 	"github.com/fluidbox/fluidbox/shared/call"
 	"github.com/fluidbox/fluidbox/shared/elicitation"
@@ -371,13 +372,13 @@ func (b *Broker) recheck(ctx context.Context, c *brokeredCall, waited bool) (*re
 // runRefuses reads the run as it is now: a run that has ended (an admin
 // ended it, the model proxy halted it) or spent its whole budget since a
 // call was allowed runs nothing more, as the gate answers a call asked
-// now. Spent, not reserved, as for an approval (approval.Settle).
+// now (approval.RunRefuses).
 func (b *Broker) runRefuses(ctx context.Context, runID string) (*refusalOf, error) {
 	h, err := b.svc.st.GetHead(ctx, runID)
 	if err != nil {
 		return nil, err
 	}
-	if d, refused := gate.RunRefuses(&gate.Run{Ended: h.Status == vocab.Ended, AvailableMicros: h.Unspent()}); refused {
+	if d, refused := approval.RunRefuses(h); refused {
 		return &refusalOf{d.Source, d.Reason}, nil
 	}
 	return nil, nil

@@ -33,6 +33,9 @@ type Result struct {
 // SweepResult is the sweep function's output.
 type SweepResult struct {
 	Expired int `json:"expired"`
+	// DeniedForRun counts approvals denied because their run allows no
+	// call any more (approval.Service.SweepClosedRuns).
+	DeniedForRun int `json:"denied_for_run"`
 }
 
 // ErrNotDue: the timer fired while the approval was still pending and not
@@ -87,13 +90,19 @@ func (h *Handler) Expire(ctx context.Context, t Task) (Result, error) {
 	return res, nil
 }
 
-// Sweep expires every overdue pending approval: the scheduled backstop for
-// timers that were never started or failed.
+// Sweep expires every overdue pending approval, the scheduled backstop
+// for timers that were never started or failed, then denies every pending
+// approval of a run that has ended or spent its budget.
 func (h *Handler) Sweep(ctx context.Context, _ events.EventBridgeEvent) (SweepResult, error) {
 	n, err := h.svc.Sweep(ctx)
 	if err != nil {
 		return SweepResult{Expired: n}, fmt.Errorf("expiry: sweep: %w", err)
 	}
-	h.log.InfoContext(ctx, "sweep", "expired", n)
-	return SweepResult{Expired: n}, nil
+	closed, err := h.svc.SweepClosedRuns(ctx)
+	res := SweepResult{Expired: n, DeniedForRun: closed}
+	if err != nil {
+		return res, fmt.Errorf("expiry: sweep closed runs: %w", err)
+	}
+	h.log.InfoContext(ctx, "sweep", "expired", n, "denied_for_run", closed)
+	return res, nil
 }

@@ -30,8 +30,9 @@ const rolesAdmin = "roles-test-admin-token-0123456789"
 // template.yaml gives them. The HTTP functions are checked by every
 // stack of shared/api's tests (roles.Serve); these run their handlers
 // here, as their main.go builds them, on a run the API made: the gate
-// files two approvals and admits a model request, then, a day later, the
-// expire task settles one approval, the sweep the other and the
+// files two approvals and admits a model request, and a second run ends
+// with a call waiting; the sweep denies that call's approval; a day later
+// the expire task settles one approval, the sweep the other and the
 // reservation, and the Slack function posts a message for each.
 func TestTaskFunctionsStayInTheirRoles(t *testing.T) {
 	t.Parallel()
@@ -74,6 +75,10 @@ func TestTaskFunctionsStayInTheirRoles(t *testing.T) {
 		approvals = append(approvals, a)
 	}
 	call(201, "POST", "/v1/sessions/"+id+"/admissions", tok, map[string]any{"request_id": "req-1", "model": "claude-haiku-4-5", "max_output_tokens": 100, "input_tokens_upper_bound": 100})
+	// A second run, ended with a call still waiting: the sweep denies it.
+	ended := call(201, "POST", "/v1/sessions", rolesAdmin, map[string]any{"policy_id": pol, "capabilities": []string{"claude-code"}, "budget": map[string]any{"limit_usd": 1}})
+	call(200, "POST", "/v1/sessions/"+ended["id"].(string)+"/permission", ended["token"].(string), map[string]any{"tool_call_id": "c1", "tool_name": "Bash", "input": map[string]any{"command": "ls"}})
+	call(200, "POST", "/v1/sessions/"+ended["id"].(string)+"/end", rolesAdmin, map[string]any{"reason": "exited", "exit_status": 0})
 
 	later := func() time.Time { return time.Now().Add(48 * time.Hour) }
 	log := slog.New(slog.DiscardHandler)
@@ -83,7 +88,10 @@ func TestTaskFunctionsStayInTheirRoles(t *testing.T) {
 		t.Errorf("expire = %+v, %v", res, err)
 	}
 	sweep := roles.As(ctx, "SweepFunction")
-	if n, err := tasks.Sweep(sweep, events.EventBridgeEvent{}); err != nil || n.Expired != 1 {
+	if n, err := expiry.NewHandler(approval.NewService(led, time.Now), log).Sweep(sweep, events.EventBridgeEvent{}); err != nil || n != (expiry.SweepResult{DeniedForRun: 1}) {
+		t.Errorf("sweep now = %+v, %v; want the ended run's approval denied", n, err)
+	}
+	if n, err := tasks.Sweep(sweep, events.EventBridgeEvent{}); err != nil || n != (expiry.SweepResult{Expired: 1}) {
 		t.Errorf("sweep = %+v, %v; want the other approval expired", n, err)
 	}
 	if n, err := admission.New(led, nil, later).SweepReservations(sweep, later()); err != nil || n != 1 {
