@@ -159,11 +159,7 @@ func TestRefusesWhatDynamoDBRefuses(t *testing.T) {
 // TestUpdateOverItemLimit: an update that grows an item past 400 KB is
 // refused and leaves the item as it was.
 func TestUpdateOverItemLimit(t *testing.T) {
-	db, _, table := newTable(t)
-	// The SDK's own retries, unlike newTable's single attempt: this test
-	// injects no fault, and the patched emulator drops a connection in
-	// about 2 of 100 runs (third_party/minidyn/PATCHES.md, open).
-	client := devstack.DynamoClient(db.URL)
+	_, client, table := newTable(t)
 	ctx := context.Background()
 	half := strings.Repeat("x", 250*1024)
 	if _, err := client.PutItem(ctx, &dynamodb.PutItemInput{TableName: aws.String(table), Item: item("a", "b", map[string]types.AttributeValue{"d1": s(half)})}); err != nil {
