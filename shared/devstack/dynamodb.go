@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"time"
@@ -17,8 +16,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/smithy-go/middleware"
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/truora/minidyn/server"
 
 	"github.com/fluidbox/fluidbox/shared/internal/ddbchaos"
@@ -71,54 +68,15 @@ func (d *DynamoDB) Close() error {
 // DynamoClient returns an SDK client for a local DynamoDB endpoint, with
 // static credentials and the retry policy of every fluidbox client
 // (store.RetryConflicts); opts apply after it. minidyn sends no CRC
-// header, so response checksum validation is off. Request bodies go out
-// without WriteTo (bodyWithoutWriteTo).
+// header, so response checksum validation is off.
 func DynamoClient(endpoint string, opts ...func(*dynamodb.Options)) *dynamodb.Client {
 	return dynamodb.New(dynamodb.Options{
 		Region:                          "us-east-1",
 		Credentials:                     credentials.NewStaticCredentialsProvider("local", "local", ""),
 		BaseEndpoint:                    aws.String(endpoint),
 		DisableValidateResponseChecksum: true,
-		APIOptions:                      []func(*middleware.Stack) error{bodyWithoutWriteTo},
 	}, append([]func(*dynamodb.Options){store.RetryConflicts}, opts...)...)
 }
-
-// bodyWithoutWriteTo hides the WriteTo method of a request's body, which
-// cut answers short on a fast server. The SDK hands net/http its stream in
-// a wrapper that reads as ended once closed, and closes it as soon as
-// RoundTrip returns. net/http's Transport, having written Content-Length
-// bytes, reads the body once more to see that nothing is left, through
-// WriteTo when the body has it. When the server has answered and the SDK
-// has closed the body before the writing goroutine gets there (a local
-// server on a busy machine answers in microseconds), that WriteTo returns
-// io.EOF, which io.Copy, unlike a Read's io.EOF, passes on as an error:
-// the Transport takes it for a failed write and closes the connection
-// under the answer being read, which the caller sees as a 200 whose body
-// fails with "use of closed network connection" (in 1 request of ~200
-// with 250 KB bodies, TestUpdateOverItemLimit's). Through Read, the same
-// closed body just ends.
-func bodyWithoutWriteTo(stack *middleware.Stack) error {
-	return stack.Build.Add(middleware.BuildMiddlewareFunc("DevstackBodyWithoutWriteTo", func(ctx context.Context, in middleware.BuildInput, next middleware.BuildHandler) (middleware.BuildOutput, middleware.Metadata, error) {
-		req, ok := in.Request.(*smithyhttp.Request)
-		if !ok {
-			return next.HandleBuild(ctx, in)
-		}
-		s, ok := req.GetStream().(io.ReadSeeker)
-		if _, writerTo := s.(io.WriterTo); !ok || !writerTo {
-			return next.HandleBuild(ctx, in)
-		}
-		out, err := req.SetStream(readSeeker{s})
-		if err != nil {
-			return middleware.BuildOutput{}, middleware.Metadata{}, err
-		}
-		in.Request = out
-		return next.HandleBuild(ctx, in)
-	}), middleware.After)
-}
-
-// readSeeker is a stream with Read and Seek (the retryer rewinds a body
-// with Seek) and nothing else.
-type readSeeker struct{ io.ReadSeeker }
 
 // ParseChaos reads a chaos specification ("conflict=0.2,throttle=0.05";
 // see ddbchaos.ParseChaos) for Layer.SetChaos.

@@ -25,9 +25,10 @@ import (
 // the request's body. The client must still read the whole answer. The
 // test holds the writing goroutine in its last write of a GetItem until
 // the SDK starts reading the answer, and gives it a moment to do whatever
-// it does with the closed body; without DynamoClient's body wrapper
-// (bodyWithoutWriteTo) the transport then closes the connection under the
-// answer, and the GetItem fails as TestUpdateOverItemLimit's requests did
+// it does with the closed body; without the body wrapper every fluidbox
+// client has (store.RetryConflicts, bodyWithoutWriteTo) the transport then
+// closes the connection under the answer, and the GetItem fails as
+// TestUpdateOverItemLimit's requests did
 // in 1 run of 100: a 200 whose body cannot be read, "use of closed network
 // connection". The answer, a 64 KB item, is larger than what the client
 // has read of it by then (its 4 KB buffer), so it reads from the socket.
