@@ -95,7 +95,8 @@ func (p *proc) cpu() time.Duration {
 }
 
 // errorsOf is what the dev process serving caller i logged at WARN or
-// ERROR (the cause of a 503, which the answer never says).
+// ERROR (the cause of a 503, which the answer never says), then whatever
+// the table's process printed (a panic serving a request would be there).
 func (c *cluster) errorsOf(i int) string {
 	var out []string
 	for _, line := range strings.Split(c.devs[i%len(c.devs)].out.String(), "\n") {
@@ -103,7 +104,7 @@ func (c *cluster) errorsOf(i int) string {
 			out = append(out, line)
 		}
 	}
-	return strings.Join(out, "\n")
+	return strings.Join(out, "\n") + "\nfluidbox dynamodb printed:\n" + c.db.out.String()
 }
 
 // cpu is the processor time the dev processes and the table have used.
