@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go/middleware"
 	"github.com/awslabs/aws-lambda-go-api-proxy/httpadapter"
 
 	"github.com/fluidbox/fluidbox/shared/config"
@@ -122,6 +123,9 @@ func AWSConfig(getenv func(string) string) (aws.Config, error) {
 		Region:        region,
 		Credentials:   aws.NewCredentialsCache(credentials.NewStaticCredentialsProvider(key, secret, getenv("AWS_SESSION_TOKEN"))),
 		ConfigSources: []any{serviceEndpoints(getenv)},
+		// Every client (KMS, Secrets Manager, Step Functions, ...) keeps
+		// from closing its own connection under an answer.
+		APIOptions: []func(*middleware.Stack) error{store.BodyWithoutWriteTo},
 	}, nil
 }
 

@@ -3,6 +3,7 @@ package function
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -10,6 +11,11 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
+	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/fluidbox/fluidbox/shared/store"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -65,5 +71,48 @@ func TestFlushedAfterTheAnswer(t *testing.T) {
 	Flushed(h, flush, slog.New(slog.DiscardHandler)).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
 	if rec.Code != http.StatusTeapot || len(order) != 2 || order[0] != "handler" || order[1] != "flush" {
 		t.Errorf("Flushed: status %d, order %v; want 418, handler then flush", rec.Code, order)
+	}
+}
+
+// TestClientsSendBodiesWithoutWriteTo: every client built from AWSConfig
+// (KMS here, DynamoDB with store.RetryConflicts on top, which adds the
+// same step again) hands net/http a request body without WriteTo, so it
+// never closes its own connection under an answer
+// (store.BodyWithoutWriteTo).
+func TestClientsSendBodiesWithoutWriteTo(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/x-amz-json-1.1")
+		_, _ = w.Write([]byte(`{}`))
+	}))
+	t.Cleanup(srv.Close)
+	cfg, err := AWSConfig(env(map[string]string{
+		"AWS_REGION": "eu-west-1", "AWS_ACCESS_KEY_ID": "AKID", "AWS_SECRET_ACCESS_KEY": "secret",
+		"AWS_ENDPOINT_URL_KMS": srv.URL, "AWS_ENDPOINT_URL_DYNAMODB": srv.URL,
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What reaches the transport, seen at the last step before it.
+	var sent []any
+	seen := func(stack *middleware.Stack) error {
+		return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("SeeBody", func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			sent = append(sent, in.Request.(*smithyhttp.Request).GetStream())
+			return next.HandleFinalize(ctx, in)
+		}), middleware.After)
+	}
+	ctx := context.Background()
+	_, _ = kms.NewFromConfig(cfg, func(o *kms.Options) { o.APIOptions = append(o.APIOptions, seen) }).ListKeys(ctx, &kms.ListKeysInput{})
+	_, _ = dynamodb.NewFromConfig(cfg, store.RetryConflicts, func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, seen)
+		o.RetryMaxAttempts = 1
+	}).ListTables(ctx, &dynamodb.ListTablesInput{})
+	if len(sent) != 2 {
+		t.Fatalf("saw %d requests, want 2", len(sent))
+	}
+	for i, body := range sent {
+		if _, ok := body.(io.WriterTo); ok || body == nil {
+			t.Errorf("request %d's body is a %T, with WriteTo", i, body)
+		}
 	}
 }

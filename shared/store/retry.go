@@ -31,11 +31,11 @@ import (
 // retry: a read changes nothing, so asking again is safe. A write's
 // answer cut short is left to its caller: the write may have applied.
 // And it keeps the client from cutting an answer short itself
-// (bodyWithoutWriteTo).
+// (BodyWithoutWriteTo).
 func RetryConflicts(o *dynamodb.Options) {
 	std := retry.NewStandard(func(so *retry.StandardOptions) { so.MaxAttempts = sdkAttempts })
 	o.Retryer = retry.AddWithErrorCodes(std, "TransactionConflictException")
-	o.APIOptions = append(o.APIOptions, retryTruncatedReads, bodyWithoutWriteTo)
+	o.APIOptions = append(o.APIOptions, retryTruncatedReads, BodyWithoutWriteTo)
 }
 
 // truncatedReadAttempts bounds how often a read whose answer was cut short
@@ -130,7 +130,7 @@ func (s *Store) transactWriteN(ctx context.Context, items []types.TransactWriteI
 	}
 }
 
-// bodyWithoutWriteTo hides the WriteTo method of a request's body, which
+// BodyWithoutWriteTo hides the WriteTo method of a request's body, which
 // cut answers short on a fast server. The SDK hands net/http its stream in
 // a wrapper that reads as ended once closed, and closes it as soon as
 // RoundTrip returns. net/http's Transport, having written Content-Length
@@ -148,8 +148,13 @@ func (s *Store) transactWriteN(ctx context.Context, items []types.TransactWriteI
 // and there the SDK would retry the request, so that a conditional write
 // that applied would fail its own condition on the retry.
 // devstack.TestAnswerBeforeTheWriteEnds holds the write to make it happen.
-func bodyWithoutWriteTo(stack *middleware.Stack) error {
-	return stack.Build.Add(middleware.BuildMiddlewareFunc("FluidboxBodyWithoutWriteTo", func(ctx context.Context, in middleware.BuildInput, next middleware.BuildHandler) (middleware.BuildOutput, middleware.Metadata, error) {
+// It is an API option for any AWS SDK client (the functions' aws.Config
+// carries it, shared/function), and adding it twice adds it once.
+func BodyWithoutWriteTo(stack *middleware.Stack) error {
+	if _, ok := stack.Build.Get(bodyWithoutWriteToID); ok {
+		return nil
+	}
+	return stack.Build.Add(middleware.BuildMiddlewareFunc(bodyWithoutWriteToID, func(ctx context.Context, in middleware.BuildInput, next middleware.BuildHandler) (middleware.BuildOutput, middleware.Metadata, error) {
 		req, ok := in.Request.(*smithyhttp.Request)
 		if !ok {
 			return next.HandleBuild(ctx, in)
@@ -166,6 +171,8 @@ func bodyWithoutWriteTo(stack *middleware.Stack) error {
 		return next.HandleBuild(ctx, in)
 	}), middleware.After)
 }
+
+const bodyWithoutWriteToID = "FluidboxBodyWithoutWriteTo"
 
 // readSeeker is a stream with Read and Seek (the retryer rewinds a body
 // with Seek) and nothing else.
