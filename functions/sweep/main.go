@@ -1,7 +1,8 @@
 // Command sweep runs on an EventBridge schedule: it expires every overdue
 // pending approval, the backstop for expiry timers that were lost, denies
 // every pending approval of a run that ended or spent its budget, expires
-// every overdue pending input request (shared/elicitation), and
+// every overdue pending input request (shared/elicitation) and declines
+// those of such a run, and
 // settles as spent every budget reservation left open past
 // FLUIDBOX_RESERVATION_SWEEP_AFTER_SECONDS. It holds DynamoDB permissions only.
 package main
@@ -60,16 +61,19 @@ func run(ctx context.Context, getenv func(string) string) error {
 			metrics.PendingApprovals(ctx, pending)
 		}
 		in, ierr := inputs.Sweep(ctx)
-		log.InfoContext(ctx, "sweep input requests", "expired", in)
-		return sweepResult{SweepResult: res, SettledReservations: n, ExpiredInputRequests: in}, errors.Join(err, rerr, ierr)
+		closed, cerr := inputs.SweepClosedRuns(ctx)
+		log.InfoContext(ctx, "sweep input requests", "expired", in, "declined_for_run", closed)
+		return sweepResult{SweepResult: res, SettledReservations: n, ExpiredInputRequests: in, DeclinedInputRequests: closed}, errors.Join(err, rerr, ierr, cerr)
 	}, lambda.WithContext(ctx))
 	return nil
 }
 
-// sweepResult is what one sweep did: approvals expired, reservations
-// settled, input requests expired.
+// sweepResult is what one sweep did: approvals expired or denied for
+// their run, reservations settled, input requests expired or declined for
+// their run.
 type sweepResult struct {
 	expiry.SweepResult
-	SettledReservations  int `json:"settled_reservations"`
-	ExpiredInputRequests int `json:"expired_input_requests"`
+	SettledReservations   int `json:"settled_reservations"`
+	ExpiredInputRequests  int `json:"expired_input_requests"`
+	DeclinedInputRequests int `json:"declined_input_requests"`
 }

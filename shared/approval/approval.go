@@ -267,40 +267,56 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 // SweepClosedRuns denies every pending approval of a run that allows no
 // call any more (it ended, or spent its whole budget: RunRefuses), as an
 // approval of it would be (RefuseForRun), so that no inbox or message
-// keeps offering a decision that can no longer allow anything. It reads
-// each run's head once and returns how many it settled; one settled
-// meanwhile is passed over.
+// keeps offering a decision that can no longer allow anything. It returns
+// how many it settled.
 func (s *Service) SweepClosedRuns(ctx context.Context) (int, error) {
+	return SweepClosed(ctx, s.st.EachPendingApproval, func(a store.Approval) string { return a.RunID }, s.st.GetHead,
+		func(ctx context.Context, a store.Approval, d gate.Decision) (bool, error) {
+			build, after, err := RefuseForRun(s.st, a, d, s.now())
+			if err != nil {
+				return false, err
+			}
+			switch _, err = s.led.Append(ctx, a.RunID, build); {
+			case errors.Is(err, call.ErrSettled):
+				return false, nil
+			case err != nil:
+				return false, err
+			}
+			s.Observed(ctx, a, after)
+			return true, nil
+		})
+}
+
+// SweepClosed visits every pending row (each) and refuses each one whose
+// run (runOf) allows no call any more (RunRefuses on its head, read once
+// a run); refuse reports whether it settled the row (one settled
+// meanwhile is not). It returns how many it settled. The approvals' sweep
+// and the input requests' (shared/elicitation) both run it.
+func SweepClosed[T any](ctx context.Context, each func(context.Context, func(T) error) error, runOf func(T) string,
+	head func(context.Context, string) (store.Head, error), refuse func(context.Context, T, gate.Decision) (bool, error)) (int, error) {
 	refusals := map[string]*gate.Decision{} // by run; nil: it allows calls
 	n := 0
-	err := s.st.EachPendingApproval(ctx, func(a store.Approval) error {
-		d, read := refusals[a.RunID]
+	err := each(ctx, func(v T) error {
+		run := runOf(v)
+		d, read := refusals[run]
 		if !read {
-			h, err := s.st.GetHead(ctx, a.RunID)
+			h, err := head(ctx, run)
 			if err != nil {
-				return fmt.Errorf("approval: sweep: run of %s: %w", a.ID, err)
+				return fmt.Errorf("approval: sweep: run %s: %w", run, err)
 			}
 			if dec, refused := RunRefuses(h); refused {
 				d = &dec
 			}
-			refusals[a.RunID] = d
+			refusals[run] = d
 		}
 		if d == nil {
 			return nil
 		}
-		build, after, err := RefuseForRun(s.st, a, *d, s.now())
-		if err != nil {
-			return err
+		settled, err := refuse(ctx, v, *d)
+		if settled {
+			n++
 		}
-		switch _, err = s.led.Append(ctx, a.RunID, build); {
-		case errors.Is(err, call.ErrSettled):
-			return nil
-		case err != nil:
-			return err
-		}
-		s.Observed(ctx, a, after)
-		n++
-		return nil
+		return err
 	})
 	return n, err
 }

@@ -197,7 +197,6 @@ func TestSessionGrantAndRevoke(t *testing.T) {
 // applies as the person's.
 func TestApprovalOfARunThatAllowsNoMore(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	for _, tt := range []struct {
 		name    string
 		close   func(t *testing.T, e *calltest.Env)
@@ -205,43 +204,13 @@ func TestApprovalOfARunThatAllowsNoMore(t *testing.T) {
 		source  string
 		choices []vocab.Choice
 	}{
-		{"ended", func(t *testing.T, e *calltest.Env) {
-			if err := run.NewService(e.Led, e.Clock.Now).End(ctx, operator, e.RunID); err != nil {
-				t.Fatal(err)
-			}
-		}, "system:session", "session", []vocab.Choice{vocab.ChoiceApprovedOnce, vocab.ChoiceApprovedSession, vocab.ChoiceApproved}},
-		{"budget spent", func(t *testing.T, e *calltest.Env) {
-			adm := reserveAll(t, e)
-			// The request settles without usage: charged its whole bound.
-			if _, err := adm.Settle(ctx, e.RunID, "all", admission.SettlementPessimistic, budget.Usage{}, false, nil); err != nil {
-				t.Fatal(err)
-			}
-			if h, err := e.St.GetHead(ctx, e.RunID); err != nil || h.Unspent() != 0 {
-				t.Fatalf("head after the settlement: unspent %d, %v; want 0", h.Unspent(), err)
-			}
-		}, "system:budget", "budget", []vocab.Choice{vocab.ChoiceApprovedOnce}},
+		{"ended", endRun, "system:session", "session", []vocab.Choice{vocab.ChoiceApprovedOnce, vocab.ChoiceApprovedSession, vocab.ChoiceApproved}},
+		{"budget spent", spendBudget, "system:budget", "budget", []vocab.Choice{vocab.ChoiceApprovedOnce}},
 	} {
 		for _, choice := range tt.choices {
 			t.Run(tt.name+"/"+string(choice), func(t *testing.T) {
 				t.Parallel()
-				e := calltest.NewEnv(t, policyText)
-				id := pending(t, e, "c1")
-				tt.close(t, e)
-				a, applied, err := e.Approvals.Decide(ctx, operator, id, choice)
-				if err != nil || applied || a.Status != vocab.ApprovalDenied || a.DecidedBy != tt.by {
-					t.Fatalf("approve = %s by %q, applied %v, %v; want denied by %s, not applied", a.Status, a.DecidedBy, applied, err, tt.by)
-				}
-				ans, err := e.Bash(t, "c1", "git push origin main", 0)
-				if err != nil || ans.Decision != vocab.Deny || ans.Source != tt.source {
-					t.Errorf("the waiting call = %+v, %v; want denied by %s", ans, err, tt.source)
-				}
-				if g, err := e.St.Grants(ctx, e.RunID); err != nil || len(g) != 0 {
-					t.Errorf("grants = %v, %v; want none", g, err)
-				}
-				evs := e.Events(t)
-				if count(evs, "approval.decided") != 1 || count(evs, "tool.decision") != 1 {
-					t.Errorf("events = %v, want one approval.decided and one tool.decision", evs)
-				}
+				approveOfClosedRun(t, tt.close, choice, tt.by, tt.source)
 			})
 		}
 	}
@@ -252,7 +221,7 @@ func TestApprovalOfARunThatAllowsNoMore(t *testing.T) {
 		e := calltest.NewEnv(t, policyText)
 		id := pending(t, e, "c1")
 		reserveAll(t, e)
-		a, applied, err := e.Approvals.Decide(ctx, operator, id, vocab.ChoiceApprovedOnce)
+		a, applied, err := e.Approvals.Decide(context.Background(), operator, id, vocab.ChoiceApprovedOnce)
 		if err != nil || !applied || a.Status != vocab.ApprovedOnce {
 			t.Errorf("approve = %s, applied %v, %v; want approved_once, applied", a.Status, applied, err)
 		}
@@ -261,14 +230,61 @@ func TestApprovalOfARunThatAllowsNoMore(t *testing.T) {
 		t.Parallel()
 		e := calltest.NewEnv(t, policyText)
 		id := pending(t, e, "c1")
-		if err := run.NewService(e.Led, e.Clock.Now).End(ctx, operator, e.RunID); err != nil {
-			t.Fatal(err)
-		}
-		a, applied, err := e.Approvals.Decide(ctx, operator, id, vocab.ChoiceDenied)
+		endRun(t, e)
+		a, applied, err := e.Approvals.Decide(context.Background(), operator, id, vocab.ChoiceDenied)
 		if err != nil || !applied || a.Status != vocab.ApprovalDenied || a.DecidedBy != operator.Subject {
 			t.Errorf("deny = %s by %q, applied %v, %v; want denied by %s, applied", a.Status, a.DecidedBy, applied, err, operator.Subject)
 		}
 	})
+}
+
+// approveOfClosedRun files a pending call, closes its run, approves it as
+// choice, and checks the approval was denied by by, the waiting call
+// answered with the gate's denial from source, no grant made, and one
+// settlement recorded.
+func approveOfClosedRun(t *testing.T, close func(*testing.T, *calltest.Env), choice vocab.Choice, by, source string) {
+	t.Helper()
+	ctx := context.Background()
+	e := calltest.NewEnv(t, policyText)
+	id := pending(t, e, "c1")
+	close(t, e)
+	a, applied, err := e.Approvals.Decide(ctx, operator, id, choice)
+	if err != nil || applied || a.Status != vocab.ApprovalDenied || a.DecidedBy != by {
+		t.Fatalf("approve = %s by %q, applied %v, %v; want denied by %s, not applied", a.Status, a.DecidedBy, applied, err, by)
+	}
+	ans, err := e.Bash(t, "c1", "git push origin main", 0)
+	if err != nil || ans.Decision != vocab.Deny || ans.Source != source {
+		t.Errorf("the waiting call = %+v, %v; want denied by %s", ans, err, source)
+	}
+	if g, err := e.St.Grants(ctx, e.RunID); err != nil || len(g) != 0 {
+		t.Errorf("grants = %v, %v; want none", g, err)
+	}
+	evs := e.Events(t)
+	if count(evs, "approval.decided") != 1 || count(evs, "tool.decision") != 1 {
+		t.Errorf("events = %v, want one approval.decided and one tool.decision", evs)
+	}
+}
+
+// endRun ends e's run as an admin.
+func endRun(t *testing.T, e *calltest.Env) {
+	t.Helper()
+	if err := run.NewService(e.Led, e.Clock.Now).End(context.Background(), operator, e.RunID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// spendBudget spends e's run's whole budget: one model request reserves
+// all of it and settles without usage, charged its whole bound.
+func spendBudget(t *testing.T, e *calltest.Env) {
+	t.Helper()
+	ctx := context.Background()
+	adm := reserveAll(t, e)
+	if _, err := adm.Settle(ctx, e.RunID, "all", admission.SettlementPessimistic, budget.Usage{}, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := e.St.GetHead(ctx, e.RunID); err != nil || h.Unspent() != 0 {
+		t.Fatalf("head after the settlement: unspent %d, %v; want 0", h.Unspent(), err)
+	}
 }
 
 // reserveAll books a model request whose bound is the run's whole $10,
@@ -294,7 +310,7 @@ func TestSweepClosedRuns(t *testing.T) {
 	e := calltest.NewEnv(t, policyText)
 	live := pending(t, e, "live")
 	// Two more runs on the same table and clock.
-	other := func() (*calltest.Env, string) {
+	other := func() *calltest.Env {
 		t.Helper()
 		pol := calltest.PutPolicy(t, e.St, policyText, e.Clock.Now())
 		limit := 10.0
@@ -308,19 +324,14 @@ func TestSweepClosedRuns(t *testing.T) {
 		}
 		o := *e
 		o.RunID = v.ID
-		return &o, v.ID
+		return &o
 	}
-	ended, endedID := other()
+	ended := other()
 	endedApprovals := []string{pending(t, ended, "e1"), pending(t, ended, "e2")}
-	if err := run.NewService(e.Led, e.Clock.Now).End(ctx, operator, endedID); err != nil {
-		t.Fatal(err)
-	}
-	broke, _ := other()
+	endRun(t, ended)
+	broke := other()
 	brokeApproval := pending(t, broke, "b1")
-	adm := reserveAll(t, broke)
-	if _, err := adm.Settle(ctx, broke.RunID, "all", admission.SettlementPessimistic, budget.Usage{}, false, nil); err != nil {
-		t.Fatal(err)
-	}
+	spendBudget(t, broke)
 	var observed atomic.Int32
 	e.Approvals.Observe(func(_ context.Context, before, after store.Approval) {
 		if before.Status == vocab.ApprovalPending && after.Status == vocab.ApprovalDenied {

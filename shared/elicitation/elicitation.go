@@ -42,6 +42,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/gate"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/redact"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -300,6 +301,21 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 	}, ErrNotFound)
 }
 
+// SweepClosedRuns declines every pending request of a run that allows no
+// call any more (it ended, or spent its whole budget), by the run's state
+// (approval.RefusedBy), as the approvals' sweep denies its approvals, and
+// returns how many it settled.
+func (s *Service) SweepClosedRuns(ctx context.Context) (int, error) {
+	return approval.SweepClosed(ctx, s.st.EachPendingInputRequest, func(r store.InputRequest) string { return r.RunID }, s.st.GetHead,
+		func(ctx context.Context, r store.InputRequest, d gate.Decision) (bool, error) {
+			_, applied, err := s.settle(ctx, r, approval.RefusedBy(d), Declined)
+			if errors.Is(err, ErrNotFound) {
+				return false, nil
+			}
+			return applied, err
+		})
+}
+
 // settle is the compare-and-swap, with input.settled in the same append.
 // It returns the request as settled and whether this call settled it.
 func (s *Service) settle(ctx context.Context, r store.InputRequest, by auth.Subject, to State) (store.InputRequest, bool, error) {
@@ -320,12 +336,25 @@ func (s *Service) settle(ctx context.Context, r store.InputRequest, by auth.Subj
 		return store.InputRequest{}, false, err
 	}
 	_, err = s.led.Append(ctx, r.RunID, func(h store.Head) (store.Batch, error) {
+		if to == Completed {
+			// Done resumes the call; a run that allows no call any more
+			// (it ended, or spent its budget) has none to resume.
+			if d, refused := approval.RunRefuses(h); refused {
+				return store.Batch{}, &approval.RunRefusedError{Decision: d}
+			}
+		}
 		b := store.Batch{Events: []redact.Envelope{ev}, Ops: []store.Op{op}}
 		if r.Counted {
 			b.Head.Inputs, b.Head.Status = -1, store.WaitingStatus(h, 0, -1)
 		}
 		return b, nil
 	})
+	if refused, ok := errors.AsType[*approval.RunRefusedError](err); ok {
+		// Declined for the run, as the sweep declines it; the person's
+		// answer is not what applied.
+		after, _, err := s.settle(ctx, r, approval.RefusedBy(refused.Decision), Declined)
+		return after, false, err
+	}
 	if errors.Is(err, ErrSettled) {
 		cur, err := s.st.GetInputRequestByID(ctx, r.ID)
 		if err != nil {

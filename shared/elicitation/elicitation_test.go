@@ -13,6 +13,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/ids"
 	"github.com/fluidbox/fluidbox/shared/internal/calltest"
 	"github.com/fluidbox/fluidbox/shared/redact"
+	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
@@ -216,5 +217,37 @@ func TestMachine(t *testing.T) {
 		if err := elicitation.Move(m.from, m.to, m.by); !errors.Is(err, elicitation.ErrIllegal) {
 			t.Errorf("Move(%s, %s, %s) = %v, want ErrIllegal", m.from, m.to, m.by, err)
 		}
+	}
+}
+
+// TestRequestOfAnEndedRun: once its run has ended, a request's "done" is
+// not applied (it would resume a call the run no longer allows): the
+// request is declined by the run's state; a decline is still the
+// person's; the sweep declines what is left, once.
+func TestRequestOfAnEndedRun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := calltest.NewEnv(t, policyText)
+	svc := elicitation.NewService(e.Led, e.Clock.Now, nil)
+	done, declined, swept := file(t, e, svc, "c1", false), file(t, e, svc, "c2", false), file(t, e, svc, "c3", false)
+	if err := run.NewService(e.Led, e.Clock.Now).End(ctx, operator, e.RunID); err != nil {
+		t.Fatal(err)
+	}
+	r, applied, err := svc.Decide(ctx, operator, done.ID, elicitation.DecisionDone)
+	if err != nil || applied || r.Status != string(elicitation.Declined) || r.DecidedBy != "system:session" {
+		t.Errorf("done after the end = %s by %q, applied %v, %v; want declined by system:session, not applied", r.Status, r.DecidedBy, applied, err)
+	}
+	r, applied, err = svc.Decide(ctx, operator, declined.ID, elicitation.DecisionDecline)
+	if err != nil || !applied || r.Status != string(elicitation.Declined) || r.DecidedBy != operator.Subject {
+		t.Errorf("decline after the end = %s by %q, applied %v, %v; want declined by admin", r.Status, r.DecidedBy, applied, err)
+	}
+	if n, err := svc.SweepClosedRuns(ctx); err != nil || n != 1 {
+		t.Fatalf("sweep = %d, %v; want the last request declined", n, err)
+	}
+	if r, err := e.St.GetInputRequestByID(ctx, swept.ID); err != nil || r.Status != string(elicitation.Declined) || r.DecidedBy != "system:session" {
+		t.Errorf("swept request = %s by %q, %v; want declined by system:session", r.Status, r.DecidedBy, err)
+	}
+	if n, err := svc.SweepClosedRuns(ctx); err != nil || n != 0 {
+		t.Errorf("second sweep = %d, %v; want 0", n, err)
 	}
 }

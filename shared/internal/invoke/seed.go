@@ -42,7 +42,9 @@ func seedApprovals(ctx context.Context, st *store.Store, now time.Time) error {
 	}
 	at := store.FormatTime(now)
 	err = st.CreateRun(ctx, store.NewRun{
-		Head:    store.Head{RunID: FixtureRun, Status: vocab.Running, Invoker: "admin", TrustTier: "trusted", CreatedAt: at, PolicyID: "pol_fixture", PolicyVersion: 1},
+		Head: store.Head{RunID: FixtureRun, Status: vocab.Running, Invoker: "admin", TrustTier: "trusted", CreatedAt: at, PolicyID: "pol_fixture", PolicyVersion: 1,
+			// A budget, as every run has (run creation requires one).
+			BudgetLimit: 1_000_000, BudgetAvailable: 1_000_000},
 		Policy:  store.PolicySnapshot{PolicyID: "pol_fixture", Version: 1, Digest: "sha256:fixture", Document: fixturePolicy},
 		Created: created,
 	})
