@@ -27,9 +27,8 @@ import (
 //
 // An approval never allows a call of a run that allows no call any more:
 // when the run has ended or spent its whole budget by the time of the
-// Append,
-// an approving build fails with a *RunRefusedError, and the caller settles
-// the approval with RefuseForRun instead.
+// Append, an approving build fails with a *RunRefusedError, and the
+// caller settles the approval with RefuseForRun instead.
 func Settle(st *store.Store, a store.Approval, to vocab.ApprovalStatus, by auth.Subject, note string, now time.Time) (func(store.Head) (store.Batch, error), store.Approval, error) {
 	source, answer := "", "approved by "+string(by)
 	switch to {
