@@ -28,6 +28,8 @@ import (
 	"github.com/fluidbox/fluidbox/shared/config"
 	"github.com/fluidbox/fluidbox/shared/devstack"
 	"github.com/fluidbox/fluidbox/shared/egress"
+	"github.com/fluidbox/fluidbox/shared/elicitation"
+	"github.com/fluidbox/fluidbox/shared/expiry"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/modelproxy"
 	"github.com/fluidbox/fluidbox/shared/notify"
@@ -139,6 +141,17 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	expirer.Observe(notifications)
 	timers := approval.NewTimers(expirer, log)
 	defer timers.Stop()
+	// The sweep function's backstop, every minute here: overdue approvals
+	// and input requests, those of runs that ended, stale reservations.
+	inputs := elicitation.NewService(led, time.Now, log)
+	inputs.Observe(inputNotifications)
+	sweeper := expiry.Sweeper{Approvals: expirer, Inputs: inputs, Reservations: admission.New(led, nil, time.Now),
+		ReservationsAfter: cfg.ReservationSweepAfter, Now: time.Now, Log: log}
+	go devstack.Ticks(ctx, devstack.Every(ctx, sweepTick, time.Now), func(ctx context.Context, _ time.Time) {
+		if _, err := sweeper.Sweep(ctx); err != nil {
+			log.WarnContext(ctx, "sweep: a round failed (the next tries again)", "err", err)
+		}
+	})
 	verifier, err := sso.Load(ctx, cfg)
 	if err != nil {
 		return err
@@ -229,6 +242,10 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 	return nil
 }
+
+// sweepTick is how often the dev server sweeps (the sweep function runs
+// every five minutes).
+const sweepTick = time.Minute
 
 // scheduleTick is how often the dev server looks for scheduled triggers
 // that are due: a cron's resolution is a minute.

@@ -9,7 +9,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"os"
 	"time"
@@ -39,41 +38,26 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
-	svc := approval.NewService(d.Ledger, time.Now)
-	log := d.Logger
-	h := expiry.NewHandler(svc, log)
 	// Budget reservations nobody reconciled in time are settled as spent in
 	// full (their stored price is used; the price table is not needed).
-	reservations := admission.New(d.Ledger, nil, time.Now)
+	sweeper := expiry.Sweeper{
+		Approvals: approval.NewService(d.Ledger, time.Now), Inputs: elicitation.NewService(d.Ledger, time.Now, d.Logger),
+		Reservations: admission.New(d.Ledger, nil, time.Now), ReservationsAfter: d.Config.ReservationSweepAfter,
+		Now: time.Now, Log: d.Logger,
+	}
 	// The approvals still pending after the sweep, a CloudWatch gauge
 	// every five minutes (PendingApprovals, an EMF line of the log).
 	metrics := telemetry.WithCloudWatch(nil, os.Stdout, getenv)
-	inputs := elicitation.NewService(d.Ledger, time.Now, log)
-	lambda.StartWithOptions(func(ctx context.Context, ev events.EventBridgeEvent) (sweepResult, error) {
-		res, err := h.Sweep(ctx, ev)
-		n, rerr := reservations.SweepReservations(ctx, time.Now().Add(-d.Config.ReservationSweepAfter))
-		log.InfoContext(ctx, "sweep reservations", "settled", n)
+	lambda.StartWithOptions(func(ctx context.Context, _ events.EventBridgeEvent) (expiry.Swept, error) {
+		swept, err := sweeper.Sweep(ctx)
 		var pending int64
 		if perr := d.Store.EachPendingApproval(ctx, func(store.Approval) error { pending++; return nil }); perr != nil {
 			// A gauge missing one point; the sweep's own work is done.
-			log.ErrorContext(ctx, "sweep: count pending approvals", "err", perr)
+			d.Logger.ErrorContext(ctx, "sweep: count pending approvals", "err", perr)
 		} else {
 			metrics.PendingApprovals(ctx, pending)
 		}
-		in, ierr := inputs.Sweep(ctx)
-		closed, cerr := inputs.SweepClosedRuns(ctx)
-		log.InfoContext(ctx, "sweep input requests", "expired", in, "declined_for_run", closed)
-		return sweepResult{SweepResult: res, SettledReservations: n, ExpiredInputRequests: in, DeclinedInputRequests: closed}, errors.Join(err, rerr, ierr, cerr)
+		return swept, err
 	}, lambda.WithContext(ctx))
 	return nil
-}
-
-// sweepResult is what one sweep did: approvals expired or denied for
-// their run, reservations settled, input requests expired or declined for
-// their run.
-type sweepResult struct {
-	expiry.SweepResult
-	SettledReservations   int `json:"settled_reservations"`
-	ExpiredInputRequests  int `json:"expired_input_requests"`
-	DeclinedInputRequests int `json:"declined_input_requests"`
 }

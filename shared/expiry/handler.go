@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/ids"
 	"github.com/fluidbox/fluidbox/shared/vocab"
@@ -30,26 +28,18 @@ type Result struct {
 	NotFound bool `json:"not_found,omitempty"`
 }
 
-// SweepResult is the sweep function's output.
-type SweepResult struct {
-	Expired int `json:"expired"`
-	// DeniedForRun counts approvals denied because their run allows no
-	// call any more (approval.Service.SweepClosedRuns).
-	DeniedForRun int `json:"denied_for_run"`
-}
-
 // ErrNotDue: the timer fired while the approval was still pending and not
 // yet past its time (the function's clock is behind the state machine's).
 // It is an error so that the state machine retries.
 var ErrNotDue = errors.New("expiry: approval is not yet due")
 
-// Handler runs the expire and sweep functions over the approval service.
+// Handler runs the expire function over the approval service.
 type Handler struct {
 	svc *approval.Service
 	log *slog.Logger
 }
 
-// NewHandler returns the handler of the expire and sweep functions.
+// NewHandler returns the handler of the expire function.
 func NewHandler(svc *approval.Service, log *slog.Logger) *Handler {
 	return &Handler{svc: svc, log: log}
 }
@@ -87,22 +77,5 @@ func (h *Handler) Expire(ctx context.Context, t Task) (Result, error) {
 	}
 	res.Status = a.Status
 	h.log.InfoContext(ctx, "expire: approval already settled", "approval", t.ApprovalID, "status", a.Status)
-	return res, nil
-}
-
-// Sweep expires every overdue pending approval, the scheduled backstop
-// for timers that were never started or failed, then denies every pending
-// approval of a run that has ended or spent its budget.
-func (h *Handler) Sweep(ctx context.Context, _ events.EventBridgeEvent) (SweepResult, error) {
-	n, err := h.svc.Sweep(ctx)
-	if err != nil {
-		return SweepResult{Expired: n}, fmt.Errorf("expiry: sweep: %w", err)
-	}
-	closed, err := h.svc.SweepClosedRuns(ctx)
-	res := SweepResult{Expired: n, DeniedForRun: closed}
-	if err != nil {
-		return res, fmt.Errorf("expiry: sweep closed runs: %w", err)
-	}
-	h.log.InfoContext(ctx, "sweep", "expired", n, "denied_for_run", closed)
 	return res, nil
 }

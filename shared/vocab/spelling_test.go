@@ -53,8 +53,6 @@ var otherWords = map[string]map[string]string{
 	"cmd/fluidbox/approvals.go": {"deny": "the CLI command's name"},
 	"cmd/fluidbox/main.go":      {"deny": "the CLI command's name"},
 	"cmd/fluidbox/cli.go":       {"expired": "the time left on an approval, as the CLI prints it"},
-	"shared/expiry/handler.go":  {"expired": "a log attribute's key (the sweep's count)"},
-	"functions/sweep/main.go":   {"expired": "a log attribute's key (the sweep's count)"},
 	"shared/store/sources.go":   {"pending": "the name of the trigger source counter's attribute"},
 }
 

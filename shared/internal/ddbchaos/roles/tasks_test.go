@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 	"github.com/slack-go/slack/slacktest"
 
 	"github.com/fluidbox/fluidbox/shared/admission"
 	"github.com/fluidbox/fluidbox/shared/api"
 	"github.com/fluidbox/fluidbox/shared/approval"
+	"github.com/fluidbox/fluidbox/shared/elicitation"
 	"github.com/fluidbox/fluidbox/shared/expiry"
 	"github.com/fluidbox/fluidbox/shared/internal/ddbchaos/roles"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
@@ -88,14 +88,15 @@ func TestTaskFunctionsStayInTheirRoles(t *testing.T) {
 		t.Errorf("expire = %+v, %v", res, err)
 	}
 	sweep := roles.As(ctx, "SweepFunction")
-	if n, err := expiry.NewHandler(approval.NewService(led, time.Now), log).Sweep(sweep, events.EventBridgeEvent{}); err != nil || n != (expiry.SweepResult{DeniedForRun: 1}) {
+	sweeper := func(now func() time.Time) expiry.Sweeper {
+		return expiry.Sweeper{Approvals: approval.NewService(led, now), Inputs: elicitation.NewService(led, now, log),
+			Reservations: admission.New(led, nil, now), ReservationsAfter: time.Hour, Now: now, Log: log}
+	}
+	if n, err := sweeper(time.Now).Sweep(sweep); err != nil || n != (expiry.Swept{DeniedApprovals: 1}) {
 		t.Errorf("sweep now = %+v, %v; want the ended run's approval denied", n, err)
 	}
-	if n, err := tasks.Sweep(sweep, events.EventBridgeEvent{}); err != nil || n != (expiry.SweepResult{Expired: 1}) {
-		t.Errorf("sweep = %+v, %v; want the other approval expired", n, err)
-	}
-	if n, err := admission.New(led, nil, later).SweepReservations(sweep, later()); err != nil || n != 1 {
-		t.Errorf("reservation sweep = %d, %v; want 1", n, err)
+	if n, err := sweeper(later).Sweep(sweep); err != nil || n != (expiry.Swept{ExpiredApprovals: 1, SettledReservations: 1}) {
+		t.Errorf("sweep a day later = %+v, %v; want the other approval expired and the reservation settled", n, err)
 	}
 
 	slack := slacktest.NewTestServer()
