@@ -18,10 +18,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aws/aws-lambda-go/events"
 
+	"github.com/fluidbox/fluidbox/shared/admission"
 	"github.com/fluidbox/fluidbox/shared/api"
 	"github.com/fluidbox/fluidbox/shared/approval"
+	"github.com/fluidbox/fluidbox/shared/elicitation"
 	"github.com/fluidbox/fluidbox/shared/expiry"
 	"github.com/fluidbox/fluidbox/shared/export"
 	"github.com/fluidbox/fluidbox/shared/internal/ddbchaos/roles"
@@ -283,8 +284,9 @@ func (c *canarySweep) refusedRequests() {
 // later.
 func (c *canarySweep) expireEdit() {
 	later := func() time.Time { return time.Now().Add(time.Hour) }
-	sweeper := expiry.NewHandler(approval.NewService(c.led, later), c.log)
-	if got, err := sweeper.Sweep(c.ctx, events.EventBridgeEvent{}); err != nil || got.Expired < 1 {
+	sweeper := expiry.Sweeper{Approvals: approval.NewService(c.led, later), Inputs: elicitation.NewService(c.led, later, c.log),
+		Reservations: admission.New(c.led, nil, later), ReservationsAfter: 2 * time.Hour, Now: later, Log: c.log}
+	if got, err := sweeper.Sweep(c.ctx); err != nil || got.ExpiredApprovals < 1 {
 		c.t.Fatalf("Sweep = %+v, %v; want the Edit's approval expired", got, err)
 	}
 }
