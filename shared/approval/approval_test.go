@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -197,64 +198,54 @@ func TestSessionGrantAndRevoke(t *testing.T) {
 // applies as the person's.
 func TestApprovalOfARunThatAllowsNoMore(t *testing.T) {
 	t.Parallel()
-	for _, tt := range []struct {
-		name    string
-		close   func(t *testing.T, e *calltest.Env)
-		by      string
-		source  string
-		choices []vocab.Choice
-	}{
-		{"ended", endRun, "system:session", "session", []vocab.Choice{vocab.ChoiceApprovedOnce, vocab.ChoiceApprovedSession, vocab.ChoiceApproved}},
-		{"budget spent", spendBudget, "system:budget", "budget", []vocab.Choice{vocab.ChoiceApprovedOnce}},
-	} {
-		for _, choice := range tt.choices {
-			t.Run(tt.name+"/"+string(choice), func(t *testing.T) {
-				t.Parallel()
-				approveOfClosedRun(t, tt.close, choice, tt.by, tt.source)
-			})
-		}
+	refused := func(close func(*testing.T, *calltest.Env), by, source string) closedCase {
+		return closedCase{close: close, status: vocab.ApprovalDenied, by: by, source: source}
 	}
-	t.Run("a model request in flight holds the budget", func(t *testing.T) {
+	cases := map[string]closedCase{
+		"ended/approved_once":    refused(endRun, "system:session", "session"),
+		"ended/approved_session": refused(endRun, "system:session", "session"),
+		"ended/approved":         refused(endRun, "system:session", "session"),
+		"budget spent/approved":  refused(spendBudget, "system:budget", "budget"),
 		// Reserved is not spent: the request may cost far less than its
 		// bound, and the person's approval is not lost to it.
-		t.Parallel()
-		e := calltest.NewEnv(t, policyText)
-		id := pending(t, e, "c1")
-		reserveAll(t, e)
-		a, applied, err := e.Approvals.Decide(context.Background(), operator, id, vocab.ChoiceApprovedOnce)
-		if err != nil || !applied || a.Status != vocab.ApprovedOnce {
-			t.Errorf("approve = %s, applied %v, %v; want approved_once, applied", a.Status, applied, err)
-		}
-	})
-	t.Run("a denial is the person's", func(t *testing.T) {
-		t.Parallel()
-		e := calltest.NewEnv(t, policyText)
-		id := pending(t, e, "c1")
-		endRun(t, e)
-		a, applied, err := e.Approvals.Decide(context.Background(), operator, id, vocab.ChoiceDenied)
-		if err != nil || !applied || a.Status != vocab.ApprovalDenied || a.DecidedBy != operator.Subject {
-			t.Errorf("deny = %s by %q, applied %v, %v; want denied by %s, applied", a.Status, a.DecidedBy, applied, err, operator.Subject)
-		}
-	})
+		"a model request in flight/approved_once": {close: func(t *testing.T, e *calltest.Env) { reserveAll(t, e) }, status: vocab.ApprovedOnce, by: operator.Subject},
+		"ended/denied": {close: endRun, status: vocab.ApprovalDenied, by: operator.Subject},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, choice, _ := strings.Cut(name, "/")
+			c.check(t, vocab.Choice(choice))
+		})
+	}
 }
 
-// approveOfClosedRun files a pending call, closes its run, approves it as
-// choice, and checks the approval was denied by by, the waiting call
-// answered with the gate's denial from source, no grant made, and one
-// settlement recorded.
-func approveOfClosedRun(t *testing.T, close func(*testing.T, *calltest.Env), choice vocab.Choice, by, source string) {
+// closedCase is a pending call whose run close changes before a person
+// decides it: the approval then stands at status, by by; source is the
+// source of the waiting call's denial when the decision was not the
+// person's ("" when it was).
+type closedCase struct {
+	close      func(*testing.T, *calltest.Env)
+	status     vocab.ApprovalStatus
+	by, source string
+}
+
+func (c closedCase) check(t *testing.T, choice vocab.Choice) {
 	t.Helper()
 	ctx := context.Background()
 	e := calltest.NewEnv(t, policyText)
 	id := pending(t, e, "c1")
-	close(t, e)
+	c.close(t, e)
 	a, applied, err := e.Approvals.Decide(ctx, operator, id, choice)
-	if err != nil || applied || a.Status != vocab.ApprovalDenied || a.DecidedBy != by {
-		t.Fatalf("approve = %s by %q, applied %v, %v; want denied by %s, not applied", a.Status, a.DecidedBy, applied, err, by)
+	if err != nil || applied != (c.source == "") || a.Status != c.status || a.DecidedBy != c.by {
+		t.Fatalf("%s = %s by %q, applied %v, %v; want %s by %s, applied %v", choice, a.Status, a.DecidedBy, applied, err, c.status, c.by, c.source == "")
+	}
+	if c.source == "" {
+		return
 	}
 	ans, err := e.Bash(t, "c1", "git push origin main", 0)
-	if err != nil || ans.Decision != vocab.Deny || ans.Source != source {
-		t.Errorf("the waiting call = %+v, %v; want denied by %s", ans, err, source)
+	if err != nil || ans.Decision != vocab.Deny || ans.Source != c.source {
+		t.Errorf("the waiting call = %+v, %v; want denied by %s", ans, err, c.source)
 	}
 	if g, err := e.St.Grants(ctx, e.RunID); err != nil || len(g) != 0 {
 		t.Errorf("grants = %v, %v; want none", g, err)
