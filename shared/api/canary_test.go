@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/fluidbox/fluidbox/shared/admission"
 	"github.com/fluidbox/fluidbox/shared/api"
 	"github.com/fluidbox/fluidbox/shared/approval"

@@ -17,15 +17,10 @@ import (
 	"github.com/fluidbox/fluidbox/shared/ids"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
-	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // AWSLauncher names the AWS launcher in run.launched and in a run's launch.
 const AWSLauncher = "aws"
-
-// EndedBy is who session.ended names when the AWS launcher ends a run
-// whose task failed or timed out.
-const EndedBy = "fluidbox:launcher"
 
 // TaskGraceSeconds is how much longer than its agent's timeout the state
 // machine lets a runner's task run: Fargate provisioning and the image
@@ -182,20 +177,14 @@ func (s *Steps) Finish(ctx context.Context, in Input) (FinishOutput, error) {
 		s.Log.InfoContext(ctx, "launcher: run launched elsewhere; left alone", "run", in.SessionID, "launcher", l.Launcher)
 		return FinishOutput{}, nil
 	}
-	h, err := s.Store.GetHead(ctx, in.SessionID)
-	if err != nil {
-		return FinishOutput{}, fmt.Errorf("launcher: read run %s: %w", in.SessionID, err)
-	}
-	if h.Status == vocab.Ended {
-		// The runner ended it (or someone did): nothing to add.
-		return FinishOutput{}, nil
-	}
 	reason := run.EndFailed
 	if in.Error == "States.Timeout" {
 		reason = run.EndTimeout
 	}
-	if err := s.Runs.EndWithResult(ctx, auth.Principal{Subject: EndedBy}, in.SessionID, run.Result{Reason: reason, ExitStatus: -1}); err != nil {
-		return FinishOutput{}, fmt.Errorf("launcher: end run %s: %w", in.SessionID, err)
+	ended, err := EndIfOpen(ctx, s.Runs, s.Store, in.SessionID, reason)
+	if err != nil || !ended {
+		// The runner ended it (or someone did): nothing to add.
+		return FinishOutput{}, err
 	}
 	s.Log.InfoContext(ctx, "launcher: finished", "run", in.SessionID, "task_error", in.Error, "reason_if_open", reason)
 	return FinishOutput{Reason: reason}, nil

@@ -22,6 +22,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
 // Launcher starts the runner of a run a trigger created.
@@ -78,4 +79,27 @@ func Prepare(ctx context.Context, runs *run.Service, st *store.Store, h store.He
 		return Launch{}, false, err
 	}
 	return Launch{RunID: h.RunID, Prompt: t.Prompt, TimeoutSeconds: timeout, Credential: cred}, true, nil
+}
+
+// EndedBy is who session.ended names when a launcher ends a run its runner
+// left open.
+const EndedBy = "fluidbox:launcher"
+
+// EndIfOpen is what a launcher does once a run's runner is gone, however
+// it went: it ends the run with reason (exit status -1, by EndedBy) unless
+// it has ended, and reports whether it ended it. A runner that finished
+// its work ended the run itself; one that died (killed, out of memory,
+// never started) left it open, and nothing else would end it.
+func EndIfOpen(ctx context.Context, runs *run.Service, st *store.Store, runID string, reason run.EndReason) (bool, error) {
+	h, err := st.GetHead(ctx, runID)
+	if err != nil {
+		return false, fmt.Errorf("launcher: read run %s: %w", runID, err)
+	}
+	if h.Status == vocab.Ended {
+		return false, nil
+	}
+	if err := runs.EndWithResult(ctx, auth.Principal{Subject: EndedBy}, runID, run.Result{Reason: reason, ExitStatus: -1}); err != nil {
+		return false, fmt.Errorf("launcher: end run %s: %w", runID, err)
+	}
+	return true, nil
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/runner"
@@ -115,9 +116,21 @@ func (l *Local) Launch(ctx context.Context, h store.Head) error {
 		ln.Close()
 		logf.Close()
 		l.Log.Info("runner finished", "run", h.RunID, "err", err, "log", logPath)
+		// A runner that died left its run open: end it, as the AWS
+		// launcher's Finish does. Its own request may be long gone.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endTimeout)
+		defer cancel()
+		if ended, err := EndIfOpen(ctx, l.Runs, l.Store, h.RunID, run.EndFailed); err != nil {
+			l.Log.Error("launcher: could not end the run its runner left open", "run", h.RunID, "err", err)
+		} else if ended {
+			l.Log.Warn("launcher: the runner left its run open; ended it as failed", "run", h.RunID, "log", logPath)
+		}
 	}()
 	return nil
 }
+
+// endTimeout bounds ending a run its runner left open.
+const endTimeout = 10 * time.Second
 
 // Wait waits for every runner started so far.
 func (l *Local) Wait() { l.wg.Wait() }

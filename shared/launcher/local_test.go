@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -99,5 +100,31 @@ func TestLocalLauncher(t *testing.T) {
 	// A second notice of the same run launches nothing.
 	if err := l.Launch(context.Background(), h); err != nil {
 		t.Errorf("second Launch = %v, want nil (launched already)", err)
+	}
+}
+
+// TestLocalRunnerThatDies: a runner that exits without ending its run
+// (here it is not even a runner) leaves the run open; the launcher ends it
+// as failed, by fluidbox:launcher, as the AWS launcher's Finish does.
+func TestLocalRunnerThatDies(t *testing.T) {
+	runnertest.NeedRoot(t)
+	t.Parallel()
+	p := runnertest.New(t, runnertest.DenyAll, map[string]any{"prompt": "anything", "timeout_seconds": 120})
+	dir := runnertest.Sandbox(t)
+	l := &launcher.Local{
+		Runs: p.Runs, Store: p.Store, API: p.Addr, Dir: filepath.Join(dir, "runs"), User: "nobody", Out: io.Discard,
+		Fluidbox: "/bin/false", Claude: "/bin/false", Log: slog.New(slog.DiscardHandler),
+	}
+	h := p.Deliver(map[string]githubtest.File{"README.md": {Content: "hi\n"}})
+	if err := l.Launch(context.Background(), h); err != nil {
+		t.Fatalf("Launch: %v", err)
+	}
+	l.Wait()
+	types, data := p.EventTypes(h.RunID)
+	if want := []string{"session.created", "run.launched", "session.ended"}; !cmp.Equal(types, want) {
+		t.Fatalf("ledger = %v, want %v", types, want)
+	}
+	if data["session.ended"]["reason"] != string(run.EndFailed) || data["session.ended"]["ended_by"] != launcher.EndedBy {
+		t.Errorf("session.ended = %v, want failed by %s", data["session.ended"], launcher.EndedBy)
 	}
 }
