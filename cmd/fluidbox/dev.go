@@ -29,7 +29,6 @@ import (
 	"github.com/fluidbox/fluidbox/shared/devstack"
 	"github.com/fluidbox/fluidbox/shared/egress"
 	"github.com/fluidbox/fluidbox/shared/elicitation"
-	"github.com/fluidbox/fluidbox/shared/expiry"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/modelproxy"
 	"github.com/fluidbox/fluidbox/shared/notify"
@@ -38,6 +37,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/slackbot"
 	"github.com/fluidbox/fluidbox/shared/sso"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/sweep"
 	"github.com/fluidbox/fluidbox/shared/telemetry/otlp"
 )
 
@@ -145,7 +145,7 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	// and input requests, those of runs that ended, stale reservations.
 	inputs := elicitation.NewService(led, time.Now, log)
 	inputs.Observe(inputNotifications)
-	sweeper := expiry.Sweeper{Approvals: expirer, Inputs: inputs, Reservations: admission.New(led, nil, time.Now),
+	sweeper := sweep.Sweeper{Approvals: expirer, Inputs: inputs, Reservations: admission.New(led, nil, time.Now),
 		ReservationsAfter: cfg.ReservationSweepAfter, Now: time.Now, Log: log}
 	go devstack.Ticks(ctx, devstack.Every(ctx, sweepTick, time.Now), func(ctx context.Context, _ time.Time) {
 		if _, err := sweeper.Sweep(ctx); err != nil {

@@ -20,9 +20,9 @@ import (
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/config"
 	"github.com/fluidbox/fluidbox/shared/elicitation"
-	"github.com/fluidbox/fluidbox/shared/expiry"
 	"github.com/fluidbox/fluidbox/shared/function"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/sweep"
 	"github.com/fluidbox/fluidbox/shared/telemetry"
 )
 
@@ -40,7 +40,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	}
 	// Budget reservations nobody reconciled in time are settled as spent in
 	// full (their stored price is used; the price table is not needed).
-	sweeper := expiry.Sweeper{
+	sweeper := sweep.Sweeper{
 		Approvals: approval.NewService(d.Ledger, time.Now), Inputs: elicitation.NewService(d.Ledger, time.Now, d.Logger),
 		Reservations: admission.New(d.Ledger, nil, time.Now), ReservationsAfter: d.Config.ReservationSweepAfter,
 		Now: time.Now, Log: d.Logger,
@@ -48,7 +48,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	// The approvals still pending after the sweep, a CloudWatch gauge
 	// every five minutes (PendingApprovals, an EMF line of the log).
 	metrics := telemetry.WithCloudWatch(nil, os.Stdout, getenv)
-	lambda.StartWithOptions(func(ctx context.Context, _ events.EventBridgeEvent) (expiry.Swept, error) {
+	lambda.StartWithOptions(func(ctx context.Context, _ events.EventBridgeEvent) (sweep.Swept, error) {
 		swept, err := sweeper.Sweep(ctx)
 		var pending int64
 		if perr := d.Store.EachPendingApproval(ctx, func(store.Approval) error { pending++; return nil }); perr != nil {

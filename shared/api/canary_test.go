@@ -22,7 +22,6 @@ import (
 	"github.com/fluidbox/fluidbox/shared/api"
 	"github.com/fluidbox/fluidbox/shared/approval"
 	"github.com/fluidbox/fluidbox/shared/elicitation"
-	"github.com/fluidbox/fluidbox/shared/expiry"
 	"github.com/fluidbox/fluidbox/shared/export"
 	"github.com/fluidbox/fluidbox/shared/internal/ddbchaos/roles"
 	"github.com/fluidbox/fluidbox/shared/internal/otlpreceiver"
@@ -30,6 +29,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/notify"
+	"github.com/fluidbox/fluidbox/shared/sweep"
 	"github.com/fluidbox/fluidbox/shared/telemetry"
 	"github.com/fluidbox/fluidbox/shared/telemetry/otlp"
 )
@@ -283,7 +283,7 @@ func (c *canarySweep) refusedRequests() {
 // later.
 func (c *canarySweep) expireEdit() {
 	later := func() time.Time { return time.Now().Add(time.Hour) }
-	sweeper := expiry.Sweeper{Approvals: approval.NewService(c.led, later), Inputs: elicitation.NewService(c.led, later, c.log),
+	sweeper := sweep.Sweeper{Approvals: approval.NewService(c.led, later), Inputs: elicitation.NewService(c.led, later, c.log),
 		Reservations: admission.New(c.led, nil, later), ReservationsAfter: 2 * time.Hour, Now: later, Log: c.log}
 	if got, err := sweeper.Sweep(c.ctx); err != nil || got.ExpiredApprovals < 1 {
 		c.t.Fatalf("Sweep = %+v, %v; want the Edit's approval expired", got, err)

@@ -1,7 +1,7 @@
 // Package expiry is the AWS side of "expiry is deny" (docs/architecture.md,
 // "Approvals"): StepFunctions starts one execution of the approval-expiry
-// state machine per approval, Handler is what the expire function runs,
-// and Sweeper what the sweep function (and `fluidbox dev`) runs.
+// state machine per approval, and Handler is what the expire function
+// runs.
 //
 // Guarantees:
 //   - Scheduling twice is harmless. The execution is named after the

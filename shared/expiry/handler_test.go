@@ -13,10 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fluidbox/fluidbox/shared/admission"
 	"github.com/fluidbox/fluidbox/shared/api"
 	"github.com/fluidbox/fluidbox/shared/approval"
-	"github.com/fluidbox/fluidbox/shared/elicitation"
 	"github.com/fluidbox/fluidbox/shared/expiry"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
@@ -40,12 +38,11 @@ func (c *clock) add(d time.Duration) {
 }
 
 type env struct {
-	t       *testing.T
-	url     string
-	clock   *clock
-	h       *expiry.Handler
-	sweeper expiry.Sweeper
-	svc     *approval.Service
+	t     *testing.T
+	url   string
+	clock *clock
+	h     *expiry.Handler
+	svc   *approval.Service
 }
 
 // newEnv is the API on minidyn, to create approvals the way the gate does,
@@ -58,10 +55,7 @@ func newEnv(t *testing.T) *env {
 	srv := httptest.NewServer(api.New(api.Config{AdminToken: adminToken, Ledger: led, Now: c.now}))
 	t.Cleanup(srv.Close)
 	svc := approval.NewService(led, c.now)
-	log := slog.New(slog.DiscardHandler)
-	sweeper := expiry.Sweeper{Approvals: svc, Inputs: elicitation.NewService(led, c.now, log), Reservations: admission.New(led, nil, c.now),
-		ReservationsAfter: time.Hour, Now: c.now, Log: log}
-	return &env{t: t, url: srv.URL, clock: c, svc: svc, sweeper: sweeper, h: expiry.NewHandler(svc, log)}
+	return &env{t: t, url: srv.URL, clock: c, svc: svc, h: expiry.NewHandler(svc, slog.New(slog.DiscardHandler))}
 }
 
 func (e *env) post(path string, body string, token string) map[string]any {
@@ -139,33 +133,6 @@ func TestExpireSampleEvents(t *testing.T) {
 	}
 	if _, err := e.h.Expire(context.Background(), expiry.Task{ApprovalID: "RUN#x"}); err == nil {
 		t.Fatal("Expire of a malformed id = nil error")
-	}
-}
-
-// TestSweep: one sweep expires the overdue approval and leaves the young
-// one; a second finds nothing. (The other parts have their own tests:
-// approval's TestSweepClosedRuns, elicitation's, admission's, and the
-// roles test runs them all under the sweep function's IAM.)
-func TestSweep(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t)
-	ctx := context.Background()
-	old := e.pending("c1")
-	e.clock.add(30 * time.Second)
-	young := e.pending("c2")
-	e.clock.add(31 * time.Second) // old is overdue, young is not
-
-	got, err := e.sweeper.Sweep(ctx)
-	if err != nil || got != (expiry.Swept{ExpiredApprovals: 1}) {
-		t.Fatalf("Sweep = %+v, %v, want 1 expired", got, err)
-	}
-	for id, want := range map[string]vocab.ApprovalStatus{old: vocab.ApprovalExpired, young: vocab.ApprovalPending} {
-		if a, err := e.svc.Get(ctx, id); err != nil || a.Status != want {
-			t.Errorf("approval %s = %q, %v; want %q", id, a.Status, err, want)
-		}
-	}
-	if got, err := e.sweeper.Sweep(ctx); err != nil || got != (expiry.Swept{}) {
-		t.Fatalf("second Sweep = %+v, %v, want nothing", got, err)
 	}
 }
 

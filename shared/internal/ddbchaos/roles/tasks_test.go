@@ -21,6 +21,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/slackbot"
+	"github.com/fluidbox/fluidbox/shared/sweep"
 )
 
 const rolesAdmin = "roles-test-admin-token-0123456789"
@@ -87,15 +88,15 @@ func TestTaskFunctionsStayInTheirRoles(t *testing.T) {
 	if err != nil || !res.Expired {
 		t.Errorf("expire = %+v, %v", res, err)
 	}
-	sweep := roles.As(ctx, "SweepFunction")
-	sweeper := func(now func() time.Time) expiry.Sweeper {
-		return expiry.Sweeper{Approvals: approval.NewService(led, now), Inputs: elicitation.NewService(led, now, log),
+	asSweep := roles.As(ctx, "SweepFunction")
+	sweeper := func(now func() time.Time) sweep.Sweeper {
+		return sweep.Sweeper{Approvals: approval.NewService(led, now), Inputs: elicitation.NewService(led, now, log),
 			Reservations: admission.New(led, nil, now), ReservationsAfter: time.Hour, Now: now, Log: log}
 	}
-	if n, err := sweeper(time.Now).Sweep(sweep); err != nil || n != (expiry.Swept{DeniedApprovals: 1}) {
+	if n, err := sweeper(time.Now).Sweep(asSweep); err != nil || n != (sweep.Swept{DeniedApprovals: 1}) {
 		t.Errorf("sweep now = %+v, %v; want the ended run's approval denied", n, err)
 	}
-	if n, err := sweeper(later).Sweep(sweep); err != nil || n != (expiry.Swept{ExpiredApprovals: 1, SettledReservations: 1}) {
+	if n, err := sweeper(later).Sweep(asSweep); err != nil || n != (sweep.Swept{ExpiredApprovals: 1, SettledReservations: 1}) {
 		t.Errorf("sweep a day later = %+v, %v; want the other approval expired and the reservation settled", n, err)
 	}
 

@@ -1,4 +1,6 @@
-package expiry
+// Package sweep is the scheduled backstop: what no timer or read settled,
+// the sweep settles (Sweeper).
+package sweep
 
 import (
 	"context"
