@@ -338,6 +338,7 @@ func devSealer(ctx context.Context, cfg config.Config, log *slog.Logger) (seal.S
 		if err != nil {
 			return nil, fmt.Errorf("dev sealer: aws config: %w", err)
 		}
+		awsCfg.APIOptions = append(awsCfg.APIOptions, store.BodyWithoutWriteTo)
 		log.Info("sealing with KMS", "key", cfg.KMSKeyID)
 		return seal.NewKMS(kms.NewFromConfig(awsCfg), cfg.KMSKeyID), nil
 	}

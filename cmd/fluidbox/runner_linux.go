@@ -19,10 +19,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/credentials/endpointcreds"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/launcher"
 	"github.com/fluidbox/fluidbox/shared/runner"
+	"github.com/fluidbox/fluidbox/shared/store"
 )
 
 const runnerEnv = `  FLUIDBOX_URL                 the control plane (--url overrides it)
@@ -178,6 +180,7 @@ func launchSecrets(getenv func(string) string) (*secretsmanager.Client, error) {
 		Region:       region,
 		Credentials:  aws.NewCredentialsCache(creds),
 		BaseEndpoint: endpointOf(getenv("AWS_ENDPOINT_URL_SECRETS_MANAGER")),
+		APIOptions:   []func(*middleware.Stack) error{store.BodyWithoutWriteTo},
 	}), nil
 }
 

@@ -18,6 +18,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/smithy-go/middleware"
+
+	"github.com/fluidbox/fluidbox/shared/store"
 )
 
 // Call is one request the server answered.
@@ -67,6 +70,7 @@ func (s *Server) Client(key string) *secretsmanager.Client {
 			return aws.Credentials{AccessKeyID: key, SecretAccessKey: "test"}, nil
 		}),
 		RetryMaxAttempts: 1,
+		APIOptions:       []func(*middleware.Stack) error{store.BodyWithoutWriteTo},
 	})
 }
 

@@ -14,12 +14,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/kms"
+	"github.com/aws/smithy-go/middleware"
 	lkmsconfig "github.com/nsmithuk/local-kms/src/config"
 	"github.com/nsmithuk/local-kms/src/data"
 	"github.com/nsmithuk/local-kms/src/handler"
 	"github.com/sirupsen/logrus"
 
 	"github.com/fluidbox/fluidbox/shared/seal"
+	"github.com/fluidbox/fluidbox/shared/store"
 )
 
 // localKMS is the database of the process's in-process local-kms, set up
@@ -106,5 +108,6 @@ func KMSClient(url string) *kms.Client {
 		BaseEndpoint:     aws.String(url),
 		RetryMaxAttempts: 1,
 		HTTPClient:       &http.Client{Timeout: 2 * time.Second},
+		APIOptions:       []func(*middleware.Stack) error{store.BodyWithoutWriteTo},
 	})
 }
