@@ -1,18 +1,14 @@
 package api_test
 
 import (
-	"context"
 	"fmt"
-	"maps"
 	"net/http/httptest"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/smithy-go/middleware"
 	"github.com/truora/minidyn/server"
 
 	"github.com/fluidbox/fluidbox/shared/api"
@@ -309,22 +305,8 @@ func TestStoreDownAnswers503(t *testing.T) {
 // decision costs exactly one TransactWriteItems and nothing else.
 func TestOneTransactionPerDecision(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	calls := map[string]int{}
-	var counting atomic.Bool
-	count := func(o *dynamodb.Options) {
-		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
-			return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("count", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-				if counting.Load() {
-					mu.Lock()
-					calls[middleware.GetOperationName(ctx)]++
-					mu.Unlock()
-				}
-				return next.HandleInitialize(ctx, in)
-			}), middleware.Before)
-		})
-	}
-	st, db := roleStore(t, count)
+	var requests testenv.Requests
+	st, db := roleStore(t, requests.Option)
 	testenv.Calm(t, db) // it counts transactions: a retried one counts twice
 	// Numbering is not the decision's work: it is left to readers here
 	// (the stream on AWS), so what is counted is what a decision costs.
@@ -338,14 +320,14 @@ func TestOneTransactionPerDecision(t *testing.T) {
 	s := &stack{t: t, url: srv.URL, st: st, db: db}
 	id, tok := s.gateRun(s.policy(gatePolicy), runOpts{budget: 1})
 	s.ask(id, tok, "warm", "Bash", bash("git status"))
-	counting.Store(true)
+	requests.Take()
 	const n = 10
 	for i := range n {
 		if r := s.ask(id, tok, fmt.Sprintf("c%d", i), "Bash", bash("git diff")); r.body["decision"] != "allow" {
 			t.Fatalf("ask = %s", r.raw)
 		}
 	}
-	counting.Store(false)
+	calls := requests.Take()
 	// One transaction per decision; the other write is shared/ratelimit's
 	// reservation of the run's requests, ten at a time of the default 600
 	// a minute (the warm-up took the first ten). A decision answered at
@@ -364,19 +346,8 @@ func TestOneTransactionPerDecision(t *testing.T) {
 // One of each is the rate limit's counter (shared/ratelimit).
 func TestRequestsPerDecision(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	calls := map[string]int{}
-	count := func(o *dynamodb.Options) {
-		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
-			return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("count", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-				mu.Lock()
-				calls[middleware.GetOperationName(ctx)]++
-				mu.Unlock()
-				return next.HandleInitialize(ctx, in)
-			}), middleware.Before)
-		})
-	}
-	st, db := roleStore(t, count)
+	var requests testenv.Requests
+	st, db := roleStore(t, requests.Option)
 	testenv.Calm(t, db) // it counts requests: a retried one counts twice
 	clock := testenv.MinuteStart()
 	instance := func() *stack {
@@ -390,15 +361,11 @@ func TestRequestsPerDecision(t *testing.T) {
 	a.ask(id, tok, "warm", "Bash", bash("git status"))
 	cost := func(want string, ask func(s *stack) response, s *stack) map[string]int {
 		t.Helper()
-		mu.Lock()
-		clear(calls)
-		mu.Unlock()
+		requests.Take()
 		if r := ask(s); r.body["decision"] != want {
 			t.Fatalf("answer = %s, want %s", r.raw, want)
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		return maps.Clone(calls)
+		return requests.Take()
 	}
 	// The run's request count is reserved a chunk at a time (ratelimit:
 	// ten of the default 600 a minute), so only an instance's first

@@ -3,15 +3,10 @@ package connection_test
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/smithy-go/middleware"
 
 	"github.com/fluidbox/fluidbox/shared/connection"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
@@ -28,33 +23,18 @@ import (
 // not the call's (readers and the stream do it), so it is left out.
 func TestRequestsPerBrokeredCall(t *testing.T) {
 	t.Parallel()
-	var mu sync.Mutex
-	calls := map[string]int{}
-	count := func(o *dynamodb.Options) {
-		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
-			return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("count", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-				mu.Lock()
-				calls[middleware.GetOperationName(ctx)]++
-				mu.Unlock()
-				return next.HandleInitialize(ctx, in)
-			}), middleware.Before)
-		})
-	}
-	st, db := testenv.StoreOn(t, count)
+	var requests testenv.Requests
+	st, db := testenv.StoreOn(t, requests.Option)
 	testenv.Calm(t, db) // it counts requests: a retried one counts twice
 	f := newBrokerFixtureOn(t, st, connection.Options{}, `{"name":"p","default_verdict":"allow","rules":[]}`, ledger.SequenceOnlyWhenRead)
 	if _, err := f.call(context.Background(), "warm"); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	clear(calls)
-	mu.Unlock()
+	requests.Take()
 	if ans, err := f.call(context.Background(), "c1"); err != nil || ans.Result == nil {
 		t.Fatalf("call = %+v, %v", ans, err)
 	}
-	mu.Lock()
-	got := maps.Clone(calls)
-	mu.Unlock()
+	got := requests.Take()
 	if want := map[string]int{"GetItem": 3, "TransactWriteItems": 2}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("DynamoDB requests of a brokered call = %v, want %v", got, want)
 	}

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"reflect"
-	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/feature/dynamodb/attributevalue"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/smithy-go/middleware"
 
 	"github.com/fluidbox/fluidbox/shared/devstack"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
@@ -23,26 +21,10 @@ import (
 // counted by operation.
 func countingStore(t *testing.T) (*store.Store, *devstack.DynamoDB, func() map[string]int) {
 	t.Helper()
-	var mu sync.Mutex
-	calls := map[string]int{}
-	st, db := testenv.StoreOn(t, func(o *dynamodb.Options) {
-		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
-			return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("count", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-				mu.Lock()
-				calls[middleware.GetOperationName(ctx)]++
-				mu.Unlock()
-				return next.HandleInitialize(ctx, in)
-			}), middleware.Before)
-		})
-	})
+	var requests testenv.Requests
+	st, db := testenv.StoreOn(t, requests.Option)
 	testenv.Calm(t, db) // it counts requests
-	return st, db, func() map[string]int {
-		mu.Lock()
-		defer mu.Unlock()
-		out := calls
-		calls = map[string]int{}
-		return out
-	}
+	return st, db, requests.Take
 }
 
 // TestRunStateInOneRead: a run's head and everything it froze come back
