@@ -148,19 +148,26 @@ func deniedThroughAPI(t *testing.T) {
 	if err != nil || got.Applied == nil || !*got.Applied {
 		t.Fatalf("POST /v1/approvals/%s/decision denied = %+v, %v", apr.ID, got, err)
 	}
-	res := finish(t, done)
+	s.checkRefused(t, r, finish(t, done), dir, "approved.txt", "approval")
+}
+
+// checkRefused: the held call (toolu_waiting) was refused by source: the
+// CLI counts it denied, its tool result is fluidbox's denial, file does
+// not exist (the command did not run), and the ledger says so.
+func (s *stack) checkRefused(t *testing.T, r run, res cliResult, dir, file, source string) {
+	t.Helper()
 	if _, ok := res.denied()["toolu_waiting"]; !ok {
 		t.Errorf("permission_denials = %+v, want toolu_waiting", res.PermissionDenials)
 	}
-	if tr := s.ToolResult(t, "toolu_waiting"); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied (approval") {
-		t.Errorf("tool_result = %+v, want is_error with fluidbox's approval denial", tr)
+	if tr := s.ToolResult(t, "toolu_waiting"); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied ("+source) {
+		t.Errorf("tool_result = %+v, want is_error with fluidbox's %s denial", tr, source)
 	}
-	if exists(dir, "approved.txt") {
-		t.Error("approved.txt exists: the denied command ran")
+	if exists(dir, file) {
+		t.Errorf("%s exists: the refused command ran", file)
 	}
 	v := s.Ledger(t, r)
-	if d := v.Decisions["toolu_waiting"]; d.Decision != vocab.Deny || d.Source != "approval" {
-		t.Errorf("tool.decision = %+v, want deny by approval", d)
+	if d := v.Decisions["toolu_waiting"]; d.Decision != vocab.Deny || d.Source != source {
+		t.Errorf("tool.decision = %+v, want deny by %s", d, source)
 	}
 	s.CheckModelTraffic(t, r, v)
 }
@@ -169,25 +176,11 @@ func deniedThroughAPI(t *testing.T) {
 func unansweredExpires(t *testing.T) {
 	t.Parallel()
 	s, r, dir, done := startWaiting(t, "touch unanswered.txt")
-	res := finish(t, done)
-	if _, ok := res.denied()["toolu_waiting"]; !ok {
-		t.Errorf("permission_denials = %+v, want toolu_waiting", res.PermissionDenials)
-	}
-	if tr := s.ToolResult(t, "toolu_waiting"); !tr.IsError || !strings.Contains(tr.Content, "fluidbox denied (approval_expired") {
-		t.Errorf("tool_result = %+v, want is_error with approval_expired", tr)
-	}
-	if exists(dir, "unanswered.txt") {
-		t.Error("unanswered.txt exists: the expired command ran")
-	}
-	v := s.Ledger(t, r)
-	if d := v.Decisions["toolu_waiting"]; d.Decision != vocab.Deny || d.Source != "approval_expired" {
-		t.Errorf("tool.decision = %+v, want deny by approval_expired", d)
-	}
+	s.checkRefused(t, r, finish(t, done), dir, "unanswered.txt", "approval_expired")
 	apprs, err := s.Admin.SessionApprovals(context.Background(), r.ID)
 	if err != nil || len(apprs) != 1 || apprs[0].Status != vocab.ApprovalExpired {
 		t.Errorf("run's approvals = %+v, %v; want one, expired", apprs, err)
 	}
-	s.CheckModelTraffic(t, r, v)
 }
 
 type cliDone chan struct {
