@@ -155,20 +155,16 @@ func cellText(c render.Clipped) string {
 func showApproval(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("approvals show", stderr, "approvals show ID [--json] [--url URL] [--token TOKEN]")
 	f := addAPIFlags(fs, getenv)
-	pos, err := parseArgs(fs, args)
+	id, err := parseOneArg(fs, args, "approval id (apr_...) or input request id (inp_...)")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return usagef("want exactly one approval id (apr_...) or input request id (inp_...), got %d arguments", len(pos))
 	}
 	c, err := f.client()
 	if err != nil {
 		return err
 	}
-	if strings.HasPrefix(pos[0], "inp_") {
-		r, err := c.InputRequest(ctx, pos[0])
+	if strings.HasPrefix(id, "inp_") {
+		r, err := c.InputRequest(ctx, id)
 		if err != nil {
 			return explain(err)
 		}
@@ -178,7 +174,7 @@ func showApproval(ctx context.Context, args []string, getenv func(string) string
 		_, err = io.WriteString(stdout, describeInput(r, time.Now()))
 		return err
 	}
-	a, err := c.Approval(ctx, pos[0])
+	a, err := c.Approval(ctx, id)
 	if err != nil {
 		return explain(err)
 	}
@@ -230,19 +226,15 @@ func describeInput(r client.InputRequest, now time.Time) string {
 func answerInput(ctx context.Context, decision string, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("approvals "+decision, stderr, "approvals "+decision+" INPUT_REQUEST_ID [--json] [--url URL] [--token TOKEN]")
 	f := addAPIFlags(fs, getenv)
-	pos, err := parseArgs(fs, args)
+	id, err := parseOneArg(fs, args, "input request id (inp_...)")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 || strings.TrimSpace(pos[0]) == "" {
-		fs.Usage()
-		return usagef("want exactly one input request id (inp_...), got %d arguments", len(pos))
 	}
 	c, err := f.client()
 	if err != nil {
 		return err
 	}
-	r, err := c.AnswerInput(ctx, pos[0], decision)
+	r, err := c.AnswerInput(ctx, id, decision)
 	if err != nil {
 		return explain(err)
 	}
@@ -375,20 +367,16 @@ func denyApproval(ctx context.Context, args []string, getenv func(string) string
 func decide(ctx context.Context, fs *flag.FlagSet, args []string, getenv func(string) string, stdout io.Writer, decision func() vocab.Choice) error {
 	f := addAPIFlags(fs, getenv)
 	reason := fs.String("reason", "", "a note kept with the decision")
-	pos, err := parseArgs(fs, args)
+	id, err := parseOneArg(fs, args, "approval id (apr_...)")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 || strings.TrimSpace(pos[0]) == "" {
-		fs.Usage()
-		return usagef("want exactly one approval id (apr_...), got %d arguments", len(pos))
 	}
 	c, err := f.client()
 	if err != nil {
 		return err
 	}
 	want := decision()
-	a, err := c.Decide(ctx, pos[0], want, *reason)
+	a, err := c.Decide(ctx, id, want, *reason)
 	if err != nil {
 		return explain(err)
 	}

@@ -132,6 +132,20 @@ func explain(err error) error {
 	return err
 }
 
+// parseOneArg is parseArgs for a command that takes exactly one argument,
+// what (an id, say): anything else prints the usage and is a usage error.
+func parseOneArg(fs *flag.FlagSet, args []string, what string) (string, error) {
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return "", err
+	}
+	if len(pos) != 1 || strings.TrimSpace(pos[0]) == "" {
+		fs.Usage()
+		return "", usagef("want exactly one %s, got %d arguments", what, len(pos))
+	}
+	return pos[0], nil
+}
+
 // parseArgs parses flags that may come before, between or after the
 // positional arguments (`approve apr_1 --session`), and returns the
 // positional ones. A flag the set does not know, or a value it refuses, is

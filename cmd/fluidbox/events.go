@@ -22,15 +22,10 @@ func events(ctx context.Context, args []string, getenv func(string) string, stdo
 	f := addAPIFlags(fs, getenv)
 	follow := fs.Bool("follow", false, "keep streaming new events (server-sent events; resumes exactly after a dropped connection)")
 	after := fs.Int64("after", 0, "show only events with a seq above this")
-	pos, err := parseArgs(fs, args)
+	run, err := parseOneArg(fs, args, "run id (ses_...)")
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 || strings.TrimSpace(pos[0]) == "" {
-		fs.Usage()
-		return usagef("want exactly one run id (ses_...), got %d arguments", len(pos))
-	}
-	run := pos[0]
 	c, err := f.client()
 	if err != nil {
 		return err
