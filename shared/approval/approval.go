@@ -255,52 +255,74 @@ func (s *Service) Expire(ctx context.Context, id string) (bool, error) {
 	return applied, err
 }
 
-// Sweep expires every overdue pending approval, paging through all of
-// them, and returns how many it expired: the backstop when a timer was
-// lost.
-func (s *Service) Sweep(ctx context.Context) (int, error) {
-	return SweepOverdue(ctx, s.st.EachPendingApproval, s.overdue, func(ctx context.Context, a store.Approval) (bool, error) {
-		return s.Expire(ctx, a.ID)
-	}, ErrNotFound)
+// Sweep settles, in one walk of the pending approvals, what no timer or
+// read will: an overdue one is expired (the backstop when a timer was
+// lost), and one of a run that allows no call any more (it ended, or
+// spent its whole budget: RunRefuses) is denied for it, as an approval of
+// it would be (RefuseForRun), so that no inbox or message keeps offering
+// a decision that can no longer allow anything.
+func (s *Service) Sweep(ctx context.Context) (Swept, error) {
+	return Pending[store.Approval]{
+		Each:    s.st.EachPendingApproval,
+		Overdue: s.overdue,
+		Expire:  func(ctx context.Context, a store.Approval) (bool, error) { return s.Expire(ctx, a.ID) },
+		RunOf:   func(a store.Approval) string { return a.RunID },
+		Head:    s.st.GetHead,
+		Refuse:  s.refuseForRun,
+		Gone:    ErrNotFound,
+	}.Sweep(ctx)
 }
 
-// SweepClosedRuns denies every pending approval of a run that allows no
-// call any more (it ended, or spent its whole budget: RunRefuses), as an
-// approval of it would be (RefuseForRun), so that no inbox or message
-// keeps offering a decision that can no longer allow anything. It returns
-// how many it settled.
-func (s *Service) SweepClosedRuns(ctx context.Context) (int, error) {
-	return SweepClosed(ctx, s.st.EachPendingApproval, func(a store.Approval) string { return a.RunID }, s.st.GetHead,
-		func(ctx context.Context, a store.Approval, d gate.Decision) (bool, error) {
-			build, after, err := RefuseForRun(s.st, a, d, s.now())
-			if err != nil {
-				return false, err
-			}
-			switch _, err = s.led.Append(ctx, a.RunID, build); {
-			case errors.Is(err, call.ErrSettled):
-				return false, nil
-			case err != nil:
-				return false, err
-			}
-			s.Observed(ctx, a, after)
-			return true, nil
-		})
+// refuseForRun settles pending approval a as denied by d, its run's
+// refusal, and reports whether this call settled it.
+func (s *Service) refuseForRun(ctx context.Context, a store.Approval, d gate.Decision) (bool, error) {
+	build, after, err := RefuseForRun(s.st, a, d, s.now())
+	if err != nil {
+		return false, err
+	}
+	switch _, err = s.led.Append(ctx, a.RunID, build); {
+	case errors.Is(err, call.ErrSettled):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	s.Observed(ctx, a, after)
+	return true, nil
 }
 
-// SweepClosed visits every pending row (each) and refuses each one whose
-// run (runOf) allows no call any more (RunRefuses on its head, read once
-// a run); refuse reports whether it settled the row (one settled
-// meanwhile is not). It returns how many it settled. The approvals' sweep
-// and the input requests' (shared/elicitation) both run it.
-func SweepClosed[T any](ctx context.Context, each func(context.Context, func(T) error) error, runOf func(T) string,
-	head func(context.Context, string) (store.Head, error), refuse func(context.Context, T, gate.Decision) (bool, error)) (int, error) {
+// Swept is what a sweep of pending rows settled, and how many it left
+// pending.
+type Swept struct{ Expired, Refused, Left int }
+
+// Pending is a sweep of pending rows, the approvals' and the input
+// requests' (shared/elicitation): Each visits them; an Overdue one is
+// expired (Expire), else one whose run (RunOf, its Head read once a run)
+// allows no call any more (RunRefuses) is refused (Refuse). Expire and
+// Refuse report whether they settled the row; one settled meanwhile is
+// not, and their error Gone (the row is gone since it was listed) is
+// passed over.
+type Pending[T any] struct {
+	Each    func(context.Context, func(T) error) error
+	Overdue func(T) bool
+	Expire  func(context.Context, T) (bool, error)
+	RunOf   func(T) string
+	Head    func(context.Context, string) (store.Head, error)
+	Refuse  func(context.Context, T, gate.Decision) (bool, error)
+	Gone    error
+}
+
+// Sweep walks the pending rows once and says what it did.
+func (p Pending[T]) Sweep(ctx context.Context) (Swept, error) {
+	var out Swept
 	refusals := map[string]*gate.Decision{} // by run; nil: it allows calls
-	n := 0
-	err := each(ctx, func(v T) error {
-		run := runOf(v)
+	err := p.Each(ctx, func(v T) error {
+		if p.Overdue(v) {
+			return p.count(&out.Expired, func() (bool, error) { return p.Expire(ctx, v) })
+		}
+		run := p.RunOf(v)
 		d, read := refusals[run]
 		if !read {
-			h, err := head(ctx, run)
+			h, err := p.Head(ctx, run)
 			if err != nil {
 				return fmt.Errorf("approval: sweep: run %s: %w", run, err)
 			}
@@ -310,39 +332,24 @@ func SweepClosed[T any](ctx context.Context, each func(context.Context, func(T) 
 			refusals[run] = d
 		}
 		if d == nil {
+			out.Left++
 			return nil
 		}
-		settled, err := refuse(ctx, v, *d)
-		if settled {
-			n++
-		}
-		return err
+		return p.count(&out.Refused, func() (bool, error) { return p.Refuse(ctx, v, *d) })
 	})
-	return n, err
+	return out, err
 }
 
-// SweepOverdue visits every pending row (each), expires each overdue one
-// (expire reports whether this call expired it; one gone since it was
-// listed, expire's error gone, is passed over) and returns how many it
-// expired. The approvals' sweep and the input requests' (shared/
-// elicitation) both run it.
-func SweepOverdue[T any](ctx context.Context, each func(context.Context, func(T) error) error, overdue func(T) bool,
-	expire func(context.Context, T) (bool, error), gone error) (int, error) {
-	n := 0
-	err := each(ctx, func(v T) error {
-		if !overdue(v) {
-			return nil
-		}
-		applied, err := expire(ctx, v)
-		if err != nil && !errors.Is(err, gone) {
-			return err
-		}
-		if applied {
-			n++
-		}
-		return nil
-	})
-	return n, err
+// count runs a settlement and counts it in n if it settled the row.
+func (p Pending[T]) count(n *int, settle func() (bool, error)) error {
+	settled, err := settle()
+	if err != nil && !errors.Is(err, p.Gone) {
+		return err
+	}
+	if settled {
+		*n++
+	}
+	return nil
 }
 
 // settle is the compare-and-swap (Settle). It returns the approval as

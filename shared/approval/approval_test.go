@@ -330,9 +330,9 @@ func TestSweepClosedRuns(t *testing.T) {
 		}
 	})
 
-	n, err := e.Approvals.SweepClosedRuns(ctx)
-	if err != nil || n != 3 {
-		t.Fatalf("sweep = %d, %v; want 3 denied", n, err)
+	sw, err := e.Approvals.Sweep(ctx)
+	if err != nil || sw != (approval.Swept{Refused: 3, Left: 1}) {
+		t.Fatalf("sweep = %+v, %v; want 3 denied, the live run's left", sw, err)
 	}
 	for id, by := range map[string]string{endedApprovals[0]: "system:session", endedApprovals[1]: "system:session", brokeApproval: "system:budget", live: ""} {
 		a, err := e.Approvals.Get(ctx, id)
@@ -348,7 +348,7 @@ func TestSweepClosedRuns(t *testing.T) {
 	if observed.Load() != 3 {
 		t.Errorf("observers told of %d denials, want 3", observed.Load())
 	}
-	if n, err := e.Approvals.SweepClosedRuns(ctx); err != nil || n != 0 {
-		t.Errorf("second sweep = %d, %v; want 0", n, err)
+	if sw, err := e.Approvals.Sweep(ctx); err != nil || sw != (approval.Swept{Left: 1}) {
+		t.Errorf("second sweep = %+v, %v; want nothing settled", sw, err)
 	}
 }

@@ -293,27 +293,24 @@ func (s *Service) Expire(ctx context.Context, id string) (bool, error) {
 	return applied, err
 }
 
-// Sweep expires every overdue pending request and returns how many it
-// expired: the backstop for requests nobody reads again.
-func (s *Service) Sweep(ctx context.Context) (int, error) {
-	return approval.SweepOverdue(ctx, s.st.EachPendingInputRequest, s.Overdue, func(ctx context.Context, r store.InputRequest) (bool, error) {
-		return s.Expire(ctx, r.ID)
-	}, ErrNotFound)
-}
-
-// SweepClosedRuns declines every pending request of a run that allows no
-// call any more (it ended, or spent its whole budget), by the run's state
-// (approval.RefusedBy), as the approvals' sweep denies its approvals, and
-// returns how many it settled.
-func (s *Service) SweepClosedRuns(ctx context.Context) (int, error) {
-	return approval.SweepClosed(ctx, s.st.EachPendingInputRequest, func(r store.InputRequest) string { return r.RunID }, s.st.GetHead,
-		func(ctx context.Context, r store.InputRequest, d gate.Decision) (bool, error) {
+// Sweep settles, in one walk of the pending requests, what no read will:
+// an overdue one is expired, and one of a run that allows no call any
+// more (it ended, or spent its whole budget) is declined by the run's
+// state (approval.RefusedBy), as the approvals' sweep denies its
+// approvals.
+func (s *Service) Sweep(ctx context.Context) (approval.Swept, error) {
+	return approval.Pending[store.InputRequest]{
+		Each:    s.st.EachPendingInputRequest,
+		Overdue: s.Overdue,
+		Expire:  func(ctx context.Context, r store.InputRequest) (bool, error) { return s.Expire(ctx, r.ID) },
+		RunOf:   func(r store.InputRequest) string { return r.RunID },
+		Head:    s.st.GetHead,
+		Refuse: func(ctx context.Context, r store.InputRequest, d gate.Decision) (bool, error) {
 			_, applied, err := s.settle(ctx, r, approval.RefusedBy(d), Declined)
-			if errors.Is(err, ErrNotFound) {
-				return false, nil
-			}
 			return applied, err
-		})
+		},
+		Gone: ErrNotFound,
+	}.Sweep(ctx)
 }
 
 // settle is the compare-and-swap, with input.settled in the same append.

@@ -92,8 +92,8 @@ func TestRacingAnswers(t *testing.T) {
 			ok, err := svc.Expire(ctx, r.ID)
 			return ok, "", err
 		default:
-			n, err := svc.Sweep(ctx)
-			return n > 0, "", err
+			sw, err := svc.Sweep(ctx)
+			return sw.Expired > 0, "", err
 		}
 	})
 	if won != 1 {
@@ -126,8 +126,8 @@ func TestRacingAnswers(t *testing.T) {
 			ok, err := svc.Expire(ctx, late.ID)
 			return ok, "", err
 		default:
-			n, err := svc.Sweep(ctx)
-			return n > 0, "", err
+			sw, err := svc.Sweep(ctx)
+			return sw.Expired > 0, "", err
 		}
 	})
 	// A decision that finds it overdue expires it without saying so, so
@@ -241,13 +241,13 @@ func TestRequestOfAnEndedRun(t *testing.T) {
 	if err != nil || !applied || r.Status != string(elicitation.Declined) || r.DecidedBy != operator.Subject {
 		t.Errorf("decline after the end = %s by %q, applied %v, %v; want declined by admin", r.Status, r.DecidedBy, applied, err)
 	}
-	if n, err := svc.SweepClosedRuns(ctx); err != nil || n != 1 {
-		t.Fatalf("sweep = %d, %v; want the last request declined", n, err)
+	if sw, err := svc.Sweep(ctx); err != nil || sw.Refused != 1 {
+		t.Fatalf("sweep = %+v, %v; want the last request declined", sw, err)
 	}
 	if r, err := e.St.GetInputRequestByID(ctx, swept.ID); err != nil || r.Status != string(elicitation.Declined) || r.DecidedBy != "system:session" {
 		t.Errorf("swept request = %s by %q, %v; want declined by system:session", r.Status, r.DecidedBy, err)
 	}
-	if n, err := svc.SweepClosedRuns(ctx); err != nil || n != 0 {
-		t.Errorf("second sweep = %d, %v; want 0", n, err)
+	if sw, err := svc.Sweep(ctx); err != nil || sw.Refused != 0 {
+		t.Errorf("second sweep = %+v, %v; want none declined", sw, err)
 	}
 }

@@ -281,8 +281,8 @@ func TestInputRequestPersonal(t *testing.T) {
 	latePending := s.inputRow(late)
 	s.stream(late, nil, latePending)
 	time.Sleep(300 * time.Millisecond)
-	if n, err := svc.Sweep(context.Background()); err != nil || n != 1 {
-		t.Fatalf("sweep = %d, %v; want 1 expired", n, err)
+	if sw, err := svc.Sweep(context.Background()); err != nil || sw.Expired != 1 {
+		t.Fatalf("sweep = %+v, %v; want 1 expired", sw, err)
 	}
 	s.stream(late, latePending, s.inputRow(late))
 	_, updates, _, _ := s.slack.snapshot()

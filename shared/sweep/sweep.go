@@ -30,9 +30,11 @@ type Sweeper struct {
 // Swept is what one sweep settled.
 type Swept struct {
 	// ExpiredApprovals were overdue; DeniedApprovals belonged to a run
-	// that allows no call any more (it ended, or spent its budget).
+	// that allows no call any more (it ended, or spent its budget);
+	// PendingApprovals are still waiting for a person after the sweep.
 	ExpiredApprovals int `json:"expired"`
 	DeniedApprovals  int `json:"denied_for_run"`
+	PendingApprovals int `json:"pending_approvals"`
 	// SettledReservations were open past ReservationsAfter.
 	SettledReservations int `json:"settled_reservations"`
 	// ExpiredInputRequests were overdue; DeclinedInputRequests belonged
@@ -46,25 +48,19 @@ type Swept struct {
 // spent every reservation left open too long. Each part runs whatever
 // another's error; the errors are joined.
 func (s Sweeper) Sweep(ctx context.Context) (Swept, error) {
-	var out Swept
-	var errs []error
-	part := func(n *int, sweep func(context.Context) (int, error)) {
-		var err error
-		*n, err = sweep(ctx)
-		errs = append(errs, err)
+	approvals, aerr := s.Approvals.Sweep(ctx)
+	reservations, rerr := s.Reservations.SweepReservations(ctx, s.Now().Add(-s.ReservationsAfter))
+	inputs, ierr := s.Inputs.Sweep(ctx)
+	out := Swept{
+		ExpiredApprovals: approvals.Expired, DeniedApprovals: approvals.Refused, PendingApprovals: approvals.Left,
+		SettledReservations:  reservations,
+		ExpiredInputRequests: inputs.Expired, DeclinedInputRequests: inputs.Refused,
 	}
-	part(&out.ExpiredApprovals, s.Approvals.Sweep)
-	part(&out.DeniedApprovals, s.Approvals.SweepClosedRuns)
-	part(&out.SettledReservations, func(ctx context.Context) (int, error) {
-		return s.Reservations.SweepReservations(ctx, s.Now().Add(-s.ReservationsAfter))
-	})
-	part(&out.ExpiredInputRequests, s.Inputs.Sweep)
-	part(&out.DeclinedInputRequests, s.Inputs.SweepClosedRuns)
 	level := slog.LevelInfo
-	if out == (Swept{}) {
+	if out == (Swept{PendingApprovals: out.PendingApprovals}) {
 		level = slog.LevelDebug // a quiet round: nothing to say every minute in dev
 	}
-	s.Log.Log(ctx, level, "sweep", "expired_approvals", out.ExpiredApprovals, "denied_approvals", out.DeniedApprovals,
+	s.Log.Log(ctx, level, "sweep", "expired_approvals", out.ExpiredApprovals, "denied_approvals", out.DeniedApprovals, "pending_approvals", out.PendingApprovals,
 		"settled_reservations", out.SettledReservations, "expired_input_requests", out.ExpiredInputRequests, "declined_input_requests", out.DeclinedInputRequests)
-	return out, errors.Join(errs...)
+	return out, errors.Join(aerr, rerr, ierr)
 }

@@ -100,7 +100,7 @@ func TestSampleEvents(t *testing.T) {
 		"events/approvals/list-grants.json":                 {status: 200},
 		"events/expire/overdue.json":                        {result: `{"approval_id":"apr_fixtureoverdue","expired":true,"status":"expired"}`},
 		"events/expire/unknown.json":                        {result: `{"approval_id":"apr_nosuchapproval","expired":false,"not_found":true}`},
-		"events/sweep/scheduled.json":                       {result: `{"declined_input_requests":0,"denied_for_run":0,"expired":1,"expired_input_requests":0,"settled_reservations":0}`},
+		"events/sweep/scheduled.json":                       {result: `{"declined_input_requests":0,"denied_for_run":0,"expired":1,"expired_input_requests":0,"pending_approvals":1,"settled_reservations":0}`},
 		"events/notify/insert-pending.json":                 {result: `{"batchItemFailures":[]}`, published: 1},
 		"events/notify/modify-approved-once.json":           {result: `{"batchItemFailures":[]}`, published: 1},
 		"events/notify/modify-expired.json":                 {result: `{"batchItemFailures":[]}`, published: 1},

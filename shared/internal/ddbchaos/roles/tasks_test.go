@@ -93,7 +93,7 @@ func TestTaskFunctionsStayInTheirRoles(t *testing.T) {
 		return sweep.Sweeper{Approvals: approval.NewService(led, now), Inputs: elicitation.NewService(led, now, log),
 			Reservations: admission.New(led, nil, now), ReservationsAfter: time.Hour, Now: now, Log: log}
 	}
-	if n, err := sweeper(time.Now).Sweep(asSweep); err != nil || n != (sweep.Swept{DeniedApprovals: 1}) {
+	if n, err := sweeper(time.Now).Sweep(asSweep); err != nil || n != (sweep.Swept{DeniedApprovals: 1, PendingApprovals: 1}) {
 		t.Errorf("sweep now = %+v, %v; want the ended run's approval denied", n, err)
 	}
 	if n, err := sweeper(later).Sweep(asSweep); err != nil || n != (sweep.Swept{ExpiredApprovals: 1, SettledReservations: 1}) {
