@@ -7,16 +7,21 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/fluidbox/fluidbox/shared/githubapp"
 )
 
 // The AWS launcher's resources (template.yaml, "The AWS launcher"), each
 // created only with Launcher aws.
-const launchStateMachine = "LaunchStateMachine"
+const (
+	launchStateMachine = "LaunchStateMachine"
+	launchFunction     = "LaunchFunction"
+)
 
 var launcherResources = map[string]string{
 	"LaunchRule":           "AWS::Events::Rule",
 	"LaunchRuleRole":       "AWS::IAM::Role",
-	"LaunchFunction":       "AWS::Serverless::Function",
+	launchFunction:         "AWS::Serverless::Function",
 	launchStateMachine:     "AWS::Serverless::StateMachine",
 	"RunnerCluster":        "AWS::ECS::Cluster",
 	"RunnerLogGroup":       "AWS::Logs::LogGroup",
@@ -163,15 +168,20 @@ func equalMaps(a, b map[string]string) bool {
 // nothing else (no logs: the execution role ships them; no table, no KMS);
 // the execution role pulls the one repository and writes the one log
 // group; the launch function creates and deletes launch secrets (never
-// reads them) and does a launch's and an end's table work, which the
-// runner tests run under this role (roles.Enforce).
+// reads them), does a launch's, an end's and a report's table work, which
+// the runner tests run under this role (roles.Enforce), and opens the
+// GitHub App's key alone, in its role and in the key's policy.
 func TestLauncherRolesLeastPrivilege(t *testing.T) {
 	t.Parallel()
 	l := mustLoad(t)
 	roles := resources(l.doc, "AWS::IAM::Role")
 	checkTrust(t, "RunnerTaskRole", roles["RunnerTaskRole"], "ecs-tasks.amazonaws.com")
 	checkTrust(t, "RunnerExecutionRole", roles["RunnerExecutionRole"], "ecs-tasks.amazonaws.com")
-	const tx = `{"ForAnyValue:StringEquals":{"dynamodb:EnclosingOperation":["TransactWriteItems"]}}`
+	const (
+		tx             = `{"ForAnyValue:StringEquals":{"dynamodb:EnclosingOperation":["TransactWriteItems"]}}`
+		credentialKeys = "SUB:arn:${AWS::Partition}:kms:${AWS::Region}:${AWS::AccountId}:key/*"
+		openGitHubApp  = `{"ForAnyValue:StringEquals":{"kms:ResourceAliases":"SUB:alias/${AWS::StackName}-credentials"},"StringEquals":{"kms:EncryptionContext:fluidbox:connection":"github-app"}}`
+	)
 	for id, want := range map[string]map[string]string{
 		"RunnerTaskRole": {
 			"secretsmanager:GetSecretValue " + launchSecrets: "null",
@@ -190,11 +200,17 @@ func TestLauncherRolesLeastPrivilege(t *testing.T) {
 			t.Errorf("%s grants\n%v\nwant\n%v", id, got, want)
 		}
 	}
-	fn := resources(l.doc, "AWS::Serverless::Function")["LaunchFunction"]
-	sts, errs := functionStatements("LaunchFunction", fn)
+	fn := resources(l.doc, "AWS::Serverless::Function")[launchFunction]
+	sts, errs := functionStatements(launchFunction, fn)
 	for _, err := range errs {
 		t.Error(err)
 	}
+	for _, st := range sts {
+		if slices.Contains(asStrings(st.fields["Action"]), "kms:Decrypt") && !opensGitHubAppOnly(launchFunction, st) {
+			t.Errorf("%s: kms:Decrypt without %s = %q", st.where, gitHubAppContext, githubapp.SealID)
+		}
+	}
+	checkKeyOpensGitHubAppOnly(t, l, launchFunction)
 	want := map[string]string{
 		"dynamodb:GetItem GETATT:Table.Arn":            "null",
 		"dynamodb:UpdateItem GETATT:Table.Arn":         "null",
@@ -202,9 +218,10 @@ func TestLauncherRolesLeastPrivilege(t *testing.T) {
 		"dynamodb:ConditionCheckItem GETATT:Table.Arn": tx,
 		"secretsmanager:CreateSecret " + launchSecrets: "null",
 		"secretsmanager:DeleteSecret " + launchSecrets: "null",
+		"kms:Decrypt " + credentialKeys:                openGitHubApp,
 	}
 	if got := grants(t, sts); !equalMaps(got, want) {
-		t.Errorf("LaunchFunction grants\n%v\nwant\n%v", got, want)
+		t.Errorf("%s grants\n%v\nwant\n%v", launchFunction, got, want)
 	}
 	if v := dig(props(fn), "Environment", "Variables", "FLUIDBOX_LAUNCH_SECRET_PREFIX"); v != "SUB:${AWS::StackName}/launch/" {
 		t.Errorf("LaunchFunction FLUIDBOX_LAUNCH_SECRET_PREFIX = %v, want the path the roles are scoped to", v)

@@ -197,17 +197,20 @@ var forbidden = map[string][]string{
 	"sweep":     slices.Concat(credentialCode, []string{"github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api"}),
 	"notify":    slices.Concat(credentialCode, []string{"github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api"}),
 	"slack":     slices.Concat(credentialCode, []string{"github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api"}),
-	// The launch steps issue and end, nothing else: no key, no HTTP API.
-	"launch": slices.Concat(credentialCode, []string{"github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api"}),
-	"export": slices.Concat(credentialCode, []string{"github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api"}),
-	// The schedule function opens the GitHub App's key (KMS, the App's
-	// token minting) and nothing that speaks MCP or OAuth, verifies people
-	// or proxies the model.
-	"schedule": {
-		"github.com/modelcontextprotocol/", "github.com/fluidbox/fluidbox/shared/broker", "github.com/fluidbox/fluidbox/shared/connection",
-		"github.com/fluidbox/fluidbox/shared/oauth", "github.com/fluidbox/fluidbox/shared/modelproxy",
-		"github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api/connections", "github.com/fluidbox/fluidbox/shared/api/model",
-	},
+	// The launch steps issue, end and report: the GitHub App's key for the
+	// report (as the schedule function), no other credential, no HTTP API.
+	"launch":   slices.Concat(gitHubAppOnly, []string{"github.com/fluidbox/fluidbox/shared/api"}),
+	"export":   slices.Concat(credentialCode, []string{"github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api"}),
+	"schedule": gitHubAppOnly,
+}
+
+// gitHubAppOnly is forbidden to a function that opens the GitHub App's key
+// (KMS, the App's token minting) and nothing that speaks MCP or OAuth,
+// verifies people or proxies the model.
+var gitHubAppOnly = []string{
+	"github.com/modelcontextprotocol/", "github.com/fluidbox/fluidbox/shared/broker", "github.com/fluidbox/fluidbox/shared/connection",
+	"github.com/fluidbox/fluidbox/shared/oauth", "github.com/fluidbox/fluidbox/shared/modelproxy",
+	"github.com/coreos/go-oidc/", "github.com/fluidbox/fluidbox/shared/api/connections", "github.com/fluidbox/fluidbox/shared/api/model",
 }
 
 // credentialCode is what seals, opens or spends a credential, the

@@ -16,11 +16,16 @@ const scheduleFunction = "ScheduleFunction"
 // sealed for the GitHub App (seal.Context{ConnectionID: githubapp.SealID}).
 const gitHubAppContext = "kms:EncryptionContext:fluidbox:connection"
 
+// gitHubAppOpeners are the functions that may open the GitHub App's key
+// and no other sealed value: the schedule function reads a branch's head,
+// the launch function reports a run whose runner died.
+var gitHubAppOpeners = []string{scheduleFunction, launchFunction}
+
 // opensGitHubAppOnly says whether st, a statement of function id, may
-// decrypt only what was sealed for the GitHub App: the schedule function's
-// one exception to "Decrypt only in the broker".
+// decrypt only what was sealed for the GitHub App: the one exception to
+// "Decrypt only in the broker", for gitHubAppOpeners.
 func opensGitHubAppOnly(id string, st statement) bool {
-	if id != scheduleFunction {
+	if !slices.Contains(gitHubAppOpeners, id) {
 		return false
 	}
 	cond, _ := st.fields["Condition"].(map[string]any)
@@ -78,8 +83,14 @@ func TestScheduleLeastPrivilege(t *testing.T) {
 		}
 	}
 
-	// The key's policy: the schedule role's Decrypt carries the same
-	// condition, so the key itself refuses it any other sealed value.
+	checkKeyOpensGitHubAppOnly(t, l, scheduleFunction)
+}
+
+// checkKeyOpensGitHubAppOnly: the key's policy grants function id's role
+// kms:Decrypt under the same condition as its own policy, so the key
+// itself refuses it any other sealed value.
+func checkKeyOpensGitHubAppOnly(t *testing.T, l *loaded, id string) {
+	t.Helper()
 	key := resources(l.doc, "AWS::KMS::Key")["CredentialKey"]
 	policy, err := statementsOf("CredentialKey.KeyPolicy", props(key)["KeyPolicy"])
 	if err != nil {
@@ -88,15 +99,15 @@ func TestScheduleLeastPrivilege(t *testing.T) {
 	found := false
 	for _, st := range policy {
 		principal, _ := st.fields["Principal"].(map[string]any)
-		if !strings.Contains(strings.Join(asStrings(principal["AWS"]), ","), scheduleFunction+"Role") {
+		if !strings.Contains(strings.Join(asStrings(principal["AWS"]), ","), id+"Role") {
 			continue
 		}
 		found = true
-		if !slices.Equal(asStrings(st.fields["Action"]), []string{"kms:Decrypt"}) || !opensGitHubAppOnly(scheduleFunction, st) {
-			t.Errorf("%s: the schedule role may %v, want kms:Decrypt under %s = %q only", st.where, st.fields["Action"], gitHubAppContext, githubapp.SealID)
+		if !slices.Equal(asStrings(st.fields["Action"]), []string{"kms:Decrypt"}) || !opensGitHubAppOnly(id, st) {
+			t.Errorf("%s: %s's role may %v, want kms:Decrypt under %s = %q only", st.where, id, st.fields["Action"], gitHubAppContext, githubapp.SealID)
 		}
 	}
 	if !found {
-		t.Errorf("CredentialKey's policy grants the schedule role nothing; it cannot read a branch's head")
+		t.Errorf("CredentialKey's policy grants %s's role nothing; it cannot open the GitHub App's key", id)
 	}
 }

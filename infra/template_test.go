@@ -444,7 +444,7 @@ func checkStatement(t *testing.T, st statement, mayDecrypt bool) {
 			t.Errorf("%s: wildcard action %q; name each action", st.where, a)
 		}
 		if la == "kms:decrypt" && !mayDecrypt {
-			t.Errorf("%s: kms:Decrypt outside %s (and %s, for the GitHub App's key only)", st.where, brokerFunction, scheduleFunction)
+			t.Errorf("%s: kms:Decrypt outside %s (and %v, for the GitHub App's key only)", st.where, brokerFunction, gitHubAppOpeners)
 		}
 		if la == "dynamodb:transactwriteitems" || la == "dynamodb:transactgetitems" {
 			t.Errorf("%s: %q is not an IAM action; transactions are authorised per item (PutItem, UpdateItem, ConditionCheckItem, ...)", st.where, a)

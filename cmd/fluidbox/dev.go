@@ -29,9 +29,11 @@ import (
 	"github.com/fluidbox/fluidbox/shared/devstack"
 	"github.com/fluidbox/fluidbox/shared/egress"
 	"github.com/fluidbox/fluidbox/shared/elicitation"
+	"github.com/fluidbox/fluidbox/shared/githubapp"
 	"github.com/fluidbox/fluidbox/shared/ledger"
 	"github.com/fluidbox/fluidbox/shared/modelproxy"
 	"github.com/fluidbox/fluidbox/shared/notify"
+	"github.com/fluidbox/fluidbox/shared/report"
 	"github.com/fluidbox/fluidbox/shared/schedule/firing"
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/slackbot"
@@ -159,7 +161,8 @@ func dev(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if verifier != nil {
 		log.Info("SSO required: OIDC bearers are verified; the admin token still works for the operator", "issuer", cfg.OIDCIssuer)
 	}
-	launch, waitRunners, err := devLauncher(*launcherName, *claudeCLI, ln.Addr().String(), led, stdout, log)
+	reports := report.New(led, githubapp.New(st, sealer, egress.New(cfg.ConnectionAllowCIDRs), time.Now), time.Now)
+	launch, waitRunners, err := devLauncher(*launcherName, *claudeCLI, ln.Addr().String(), led, reports, stdout, log)
 	if err != nil {
 		return err
 	}

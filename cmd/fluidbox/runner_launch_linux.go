@@ -10,14 +10,16 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/launcher"
 	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/report"
 	runsvc "github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
 // devLauncher is `fluidbox dev --launcher`: none (runs wait for a runner
 // started by hand) or local (a runner per triggered run, as root, in a
-// loopback-only network namespace; its log's path is printed).
-func devLauncher(name, claude, apiAddr string, led *ledger.Ledger, stdout io.Writer, log *slog.Logger) (launcher.Launcher, func(), error) {
+// loopback-only network namespace; its log's path is printed; a run its
+// runner left is ended and reported through reports).
+func devLauncher(name, claude, apiAddr string, led *ledger.Ledger, reports *report.Service, stdout io.Writer, log *slog.Logger) (launcher.Launcher, func(), error) {
 	switch name {
 	case "", "none":
 		return launcher.None{}, func() {}, nil
@@ -33,7 +35,7 @@ func devLauncher(name, claude, apiAddr string, led *ledger.Ledger, stdout io.Wri
 		return nil, nil, err
 	}
 	l := &launcher.Local{
-		Runs: runsvc.NewService(led, time.Now), Store: led.Store(), Fluidbox: self, Claude: claude, API: apiAddr,
+		Runs: runsvc.NewService(led, time.Now), Store: led.Store(), Reports: reports, Fluidbox: self, Claude: claude, API: apiAddr,
 		Dir: filepath.Join(os.TempDir(), "fluidbox-runs"), User: "nobody", Out: stdout, Log: log,
 	}
 	return l, l.Stop, nil

@@ -10,12 +10,13 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/launcher"
 	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/report"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
 
 // devLauncher: the local launcher needs Linux namespaces; elsewhere only
 // none.
-func devLauncher(name, _, _ string, _ *ledger.Ledger, _ io.Writer, _ *slog.Logger) (launcher.Launcher, func(), error) {
+func devLauncher(name, _, _ string, _ *ledger.Ledger, _ *report.Service, _ io.Writer, _ *slog.Logger) (launcher.Launcher, func(), error) {
 	if name == "" || name == "none" {
 		return launcher.None{}, func() {}, nil
 	}

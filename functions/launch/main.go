@@ -3,8 +3,10 @@
 // triggered run's ECS task: "start" issues the run's launch credential and
 // stores it as a secret the runner's task reads and deletes; "finish"
 // deletes the secret and ends the run with the reason when the task
-// failed, timed out or left it open. It holds the table's permissions of
-// a launch and an end, and creates and deletes secrets under
+// failed, timed out or left it open, then asks for the run's report (the
+// pull request hears of a run whose runner died). It holds the table's
+// permissions of a launch, an end and a report, opens the GitHub App's key
+// and no other sealed value, and creates and deletes secrets under
 // FLUIDBOX_LAUNCH_SECRET_PREFIX, nothing else.
 package main
 
@@ -16,12 +18,17 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/service/kms"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/fluidbox/fluidbox/shared/config"
+	"github.com/fluidbox/fluidbox/shared/egress"
 	"github.com/fluidbox/fluidbox/shared/function"
+	"github.com/fluidbox/fluidbox/shared/githubapp"
 	"github.com/fluidbox/fluidbox/shared/launcher"
+	"github.com/fluidbox/fluidbox/shared/report"
 	"github.com/fluidbox/fluidbox/shared/run"
+	"github.com/fluidbox/fluidbox/shared/seal"
 )
 
 func main() {
@@ -46,12 +53,16 @@ func build(ctx context.Context, getenv func(string) string) (*launcher.Steps, er
 	if prefix == "" {
 		return nil, errors.New("FLUIDBOX_LAUNCH_SECRET_PREFIX is not set (the template's <stack>/launch/)")
 	}
-	d, err := function.Load(ctx, getenv, config.Task)
+	// The table and the key service, as the broker needs them: a report
+	// opens the GitHub App's key.
+	d, err := function.Load(ctx, getenv, config.Broker)
 	if err != nil {
 		return nil, err
 	}
+	sealer := seal.NewKMS(kms.NewFromConfig(d.AWS), d.Config.KMSKeyID)
+	apps := githubapp.New(d.Store, sealer, egress.New(d.Config.ConnectionAllowCIDRs), time.Now)
 	return &launcher.Steps{
-		Runs: run.NewService(d.Ledger, time.Now), Store: d.Store,
+		Runs: run.NewService(d.Ledger, time.Now), Store: d.Store, Reports: report.New(d.Ledger, apps, time.Now),
 		Secrets: secretsmanager.NewFromConfig(d.AWS), Prefix: prefix, Log: d.Logger,
 	}, nil
 }

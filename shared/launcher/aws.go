@@ -15,6 +15,7 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/auth"
 	"github.com/fluidbox/fluidbox/shared/ids"
+	"github.com/fluidbox/fluidbox/shared/report"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
 )
@@ -40,8 +41,10 @@ const TaskGraceSeconds = 600
 // runner reads it with its task identity and deletes it at once
 // (docs/architecture.md, "Launchers").
 type Steps struct {
-	Runs    *run.Service
-	Store   *store.Store
+	Runs  *run.Service
+	Store *store.Store
+	// Reports asks for a run's report once its task is done.
+	Reports *report.Service
 	Secrets *secretsmanager.Client
 	// Prefix starts every launch secret's name: "<stack>/launch/", the
 	// path the task role may read and delete under.
@@ -77,6 +80,9 @@ type FinishOutput struct {
 	// Reason is the end reason Finish gave the run, which was still open
 	// ("" when it had ended, or was another execution's).
 	Reason run.EndReason `json:"reason,omitempty"`
+	// Reported is the kind of report Finish posted (check_run, comment),
+	// "" when it posted none: the runner had, or there was none to post.
+	Reported string `json:"reported,omitempty"`
 }
 
 // secretDoc is a launch secret's value.
@@ -159,7 +165,10 @@ func (s *Steps) Start(ctx context.Context, in Input) (StartOutput, error) {
 // execution's or was never launched, ends it unless it has ended: with
 // reason timeout after States.Timeout, failed otherwise (the task failed,
 // or stopped with the run open: the runner never reached it, or died).
-// A run another launcher or execution launched is left alone.
+// Then it asks for the run's report (ReportIfDue), so the pull request
+// hears of a run whose runner died; a failure to post is an error, which
+// the state machine retries. A run another launcher or execution launched
+// is left alone.
 func (s *Steps) Finish(ctx context.Context, in Input) (FinishOutput, error) {
 	if err := checkInput(in.SessionID, in.Execution); err != nil {
 		return FinishOutput{}, err
@@ -182,12 +191,18 @@ func (s *Steps) Finish(ctx context.Context, in Input) (FinishOutput, error) {
 		reason = run.EndTimeout
 	}
 	ended, err := EndIfOpen(ctx, s.Runs, s.Store, in.SessionID, reason)
-	if err != nil || !ended {
-		// The runner ended it (or someone did): nothing to add.
+	if err != nil {
 		return FinishOutput{}, err
 	}
-	s.Log.InfoContext(ctx, "launcher: finished", "run", in.SessionID, "task_error", in.Error, "reason_if_open", reason)
-	return FinishOutput{Reason: reason}, nil
+	var out FinishOutput
+	if ended {
+		out.Reason = reason
+	}
+	if out.Reported, err = ReportIfDue(ctx, s.Reports, in.SessionID, s.Log); err != nil {
+		return out, err
+	}
+	s.Log.InfoContext(ctx, "launcher: finished", "run", in.SessionID, "task_error", in.Error, "ended", out.Reason, "reported", out.Reported)
+	return out, nil
 }
 
 // deleteSecret deletes a launch secret at once (no recovery window: it

@@ -26,6 +26,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/internal/smtest"
 	"github.com/fluidbox/fluidbox/shared/launcher"
 	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/report"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
 	"github.com/fluidbox/fluidbox/shared/vocab"
@@ -44,7 +45,8 @@ const (
 // role of template.yaml (roles.Enforce, in runnertest.New).
 func awsSteps(p *runnertest.Plane, sm *smtest.Server) *launcher.Steps {
 	led := ledger.New(p.Store, time.Now, ledger.SequenceOnlyWhenRead)
-	return &launcher.Steps{Runs: run.NewService(led, time.Now), Store: p.Store, Secrets: sm.Client(launchRole), Prefix: prefix, Log: slog.New(slog.DiscardHandler)}
+	return &launcher.Steps{Runs: run.NewService(led, time.Now), Store: p.Store, Reports: report.New(led, p.Apps, time.Now),
+		Secrets: sm.Client(launchRole), Prefix: prefix, Log: slog.New(slog.DiscardHandler)}
 }
 
 func asLaunch() context.Context { return roles.As(context.Background(), "LaunchFunction") }
@@ -112,14 +114,16 @@ func TestAWSLaunchSecret(t *testing.T) {
 	}
 
 	// The runner died holding the tokens: the task stopped, the run open.
+	// Finish ends it and tells the pull request, which nobody else would.
 	fin, err := steps.Handle(asLaunch(), launcher.Input{Step: "finish", SessionID: h.RunID, Execution: "exec-1"})
-	if err != nil || fin.(launcher.FinishOutput).Reason != run.EndFailed {
-		t.Fatalf("finish = %+v, %v; want failed", fin, err)
+	if want := (launcher.FinishOutput{Reason: run.EndFailed, Reported: report.CheckRun}); err != nil || fin != want {
+		t.Fatalf("finish = %+v, %v; want %+v", fin, err, want)
 	}
 	types, data := p.EventTypes(h.RunID)
-	if want := []string{"session.created", "run.launched", "session.token_issued", "run.launch_refused", "session.ended"}; !cmp.Equal(types, want) {
+	if want := []string{"session.created", "run.launched", "session.token_issued", "run.launch_refused", "session.ended", "run.reported"}; !cmp.Equal(types, want) {
 		t.Errorf("ledger = %v, want %v", types, want)
 	}
+	checkFailureReported(t, p, h.RunID, "failed")
 	if data["run.launched"]["launcher"] != "aws" || data["run.launched"]["by"] != "exec-1" ||
 		data["session.ended"]["reason"] != "failed" || data["session.ended"]["ended_by"] != launcher.EndedBy {
 		t.Errorf("run.launched %v, session.ended %v", data["run.launched"], data["session.ended"])
@@ -144,6 +148,7 @@ func TestAWSLaunchFailures(t *testing.T) {
 	if fin, err := steps.Finish(asLaunch(), launcher.Input{SessionID: h.RunID, Execution: "exec-t", Error: "States.Timeout"}); err != nil || fin.Reason != run.EndTimeout {
 		t.Fatalf("finish after States.Timeout = %+v, %v; want timeout", fin, err)
 	}
+	checkFailureReported(t, p, h.RunID, "timeout")
 	if names := sm.Names(); len(names) != 0 {
 		t.Errorf("secrets left after finish: %v", names)
 	}
@@ -168,6 +173,7 @@ func TestAWSLaunchFailures(t *testing.T) {
 	if head, err := p.Store.GetHead(context.Background(), h2.RunID); err != nil || head.Status != vocab.Ended {
 		t.Errorf("run after a failed start: %+v, %v; want ended", head.Status, err)
 	}
+	checkFailureReported(t, p, h2.RunID, "failed")
 	if _, ok := sm.Value(stale); ok {
 		t.Error("finish left the execution's secret")
 	}
@@ -177,6 +183,58 @@ func TestAWSLaunchFailures(t *testing.T) {
 		if _, err := steps.Handle(asLaunch(), in); err == nil {
 			t.Errorf("step %+v accepted", in)
 		}
+	}
+}
+
+// TestAWSFinishRetriesTheReport: GitHub fails the report of a run whose
+// runner died; Finish, having ended the run, fails, so the state machine
+// retries it; the retry, finding the run ended, posts the report; a third
+// Finish (a duplicate delivery) posts nothing more.
+func TestAWSFinishRetriesTheReport(t *testing.T) {
+	t.Parallel()
+	p := runnertest.New(t, runnertest.DenyAll, map[string]any{"prompt": "review", "timeout_seconds": 60})
+	steps := awsSteps(p, smtest.New(t))
+	h := p.Deliver(map[string]githubtest.File{"a": {Content: "1\n"}})
+	if out, err := steps.Start(asLaunch(), launcher.Input{SessionID: h.RunID, Execution: "exec-r"}); err != nil || !out.Launched {
+		t.Fatalf("start = %+v, %v", out, err)
+	}
+	in := launcher.Input{SessionID: h.RunID, Execution: "exec-r", Error: "States.TaskFailed"}
+	p.GitHub.FailPosts(1)
+	if fin, err := steps.Finish(asLaunch(), in); err == nil {
+		t.Fatalf("finish while GitHub fails = %+v, nil; want an error, so the state machine retries", fin)
+	}
+	if types, _ := p.EventTypes(h.RunID); !cmp.Equal(types, []string{"session.created", "run.launched", "session.ended"}) {
+		t.Errorf("ledger after the failed report = %v, want the run ended and not reported", types)
+	}
+	if fin, err := steps.Finish(asLaunch(), in); err != nil || fin != (launcher.FinishOutput{Reported: report.CheckRun}) {
+		t.Fatalf("retried finish = %+v, %v; want the report posted and nothing ended", fin, err)
+	}
+	checkFailureReported(t, p, h.RunID, "failed")
+	if fin, err := steps.Finish(asLaunch(), in); err != nil || fin != (launcher.FinishOutput{}) {
+		t.Fatalf("third finish = %+v, %v; want nothing done", fin, err)
+	}
+	if posts := p.GitHub.Posts(); len(posts) != 1 {
+		t.Errorf("posts = %d, want 1", len(posts))
+	}
+}
+
+// checkFailureReported: the pull request holds one check run of run id,
+// concluded failure, whose summary gives reason and exit status -1.
+func checkFailureReported(t *testing.T, p *runnertest.Plane, id, reason string) {
+	t.Helper()
+	var mine []githubtest.Post
+	for _, post := range p.GitHub.Posts() {
+		if post.Body["external_id"] == id {
+			mine = append(mine, post)
+		}
+	}
+	if len(mine) != 1 {
+		t.Fatalf("check runs of %s = %+v, want 1", id, mine)
+	}
+	output, _ := mine[0].Body["output"].(map[string]any)
+	summary, _ := output["summary"].(string)
+	if mine[0].Kind != report.CheckRun || mine[0].Body["conclusion"] != "failure" || !strings.Contains(summary, reason+", exit status -1") {
+		t.Errorf("report of %s = %s, conclusion %v, summary %q; want a check run, failure, %s", id, mine[0].Kind, mine[0].Body["conclusion"], summary, reason)
 	}
 }
 

@@ -18,8 +18,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/githubapp"
+	"github.com/fluidbox/fluidbox/shared/report"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
 	"github.com/fluidbox/fluidbox/shared/vocab"
@@ -102,4 +105,32 @@ func EndIfOpen(ctx context.Context, runs *run.Service, st *store.Store, runID st
 		return false, fmt.Errorf("launcher: end run %s: %w", runID, err)
 	}
 	return true, nil
+}
+
+// ReportIfDue is what a launcher does after EndIfOpen: it asks for the
+// run's report, as its runner does once it has ended the run. A runner
+// that died never asked; one whose report failed (GitHub unavailable) has
+// it tried again. It returns the kind posted, "" when nothing was: the run
+// reported already (its runner did), it has no pull request or commit to
+// report on, its trigger asks for none, or the GitHub App is gone from the
+// deployment or the repository (logged to log: no retry would post it).
+// Any other failure is an error, worth retrying.
+//
+// The runner's own report and this one are not taken in turn: were the
+// runner's request still being served when its process was gone (a task
+// stopped mid-request), both could post; one records run.reported.
+func ReportIfDue(ctx context.Context, reports *report.Service, runID string, log *slog.Logger) (string, error) {
+	out, err := reports.Report(ctx, runID)
+	switch {
+	case errors.Is(err, report.ErrReported), errors.Is(err, report.ErrNoPullRequest):
+		return "", nil
+	case errors.Is(err, githubapp.ErrNoApp), errors.Is(err, githubapp.ErrNotInstalled):
+		log.WarnContext(ctx, "launcher: the run's report cannot be posted", "run", runID, "err", err)
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("launcher: report run %s: %w", runID, err)
+	case out.Kind == report.None:
+		return "", nil
+	}
+	return out.Kind, nil
 }

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fluidbox/fluidbox/shared/report"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/runner"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -31,6 +32,8 @@ import (
 type Local struct {
 	Runs  *run.Service
 	Store *store.Store
+	// Reports asks for a run's report once its runner is gone.
+	Reports *report.Service
 	// Fluidbox is this binary; Claude the Claude Code CLI the agent runs.
 	Fluidbox, Claude string
 	// API is the control plane's listen address (127.0.0.1:port).
@@ -116,21 +119,36 @@ func (l *Local) Launch(ctx context.Context, h store.Head) error {
 		ln.Close()
 		logf.Close()
 		l.Log.Info("runner finished", "run", h.RunID, "err", err, "log", logPath)
-		// A runner that died left its run open: end it, as the AWS
-		// launcher's Finish does. Its own request may be long gone.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endTimeout)
-		defer cancel()
-		if ended, err := EndIfOpen(ctx, l.Runs, l.Store, h.RunID, run.EndFailed); err != nil {
-			l.Log.Error("launcher: could not end the run its runner left open", "run", h.RunID, "err", err)
-		} else if ended {
-			l.Log.Warn("launcher: the runner left its run open; ended it as failed", "run", h.RunID, "log", logPath)
-		}
+		l.finish(context.WithoutCancel(ctx), h.RunID, logPath)
 	}()
 	return nil
 }
 
-// endTimeout bounds ending a run its runner left open.
-const endTimeout = 10 * time.Second
+// finish does what the AWS launcher's Finish does once a runner is gone:
+// a runner that died left its run open, so it ends it, and then asks for
+// the run's report, which such a runner never did. Its own request may be
+// long gone.
+func (l *Local) finish(ctx context.Context, runID, logPath string) {
+	ctx, cancel := context.WithTimeout(ctx, finishTimeout)
+	defer cancel()
+	ended, err := EndIfOpen(ctx, l.Runs, l.Store, runID, run.EndFailed)
+	if err != nil {
+		l.Log.Error("launcher: could not end the run its runner left open", "run", runID, "err", err)
+		return
+	}
+	if ended {
+		l.Log.Warn("launcher: the runner left its run open; ended it as failed", "run", runID, "log", logPath)
+	}
+	kind, err := ReportIfDue(ctx, l.Reports, runID, l.Log)
+	if err != nil {
+		l.Log.Error("launcher: could not report the run", "run", runID, "err", err)
+	} else if kind != "" {
+		l.Log.Info("launcher: reported the run its runner did not", "run", runID, "kind", kind)
+	}
+}
+
+// finishTimeout bounds ending and reporting a run once its runner is gone.
+const finishTimeout = 30 * time.Second
 
 // Wait waits for every runner started so far.
 func (l *Local) Wait() { l.wg.Wait() }

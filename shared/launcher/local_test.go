@@ -38,7 +38,7 @@ func TestLocalLauncher(t *testing.T) {
 	_, hostSettingsBefore := os.Stat("/etc/claude-code/managed-settings.json")
 	var out bytes.Buffer
 	l := &launcher.Local{
-		Runs: p.Runs, Store: p.Store, API: p.Addr, Dir: filepath.Join(dir, "runs"), User: "nobody", Out: &out,
+		Runs: p.Runs, Store: p.Store, Reports: p.Reports, API: p.Addr, Dir: filepath.Join(dir, "runs"), User: "nobody", Out: &out,
 		Fluidbox: runnertest.Build(t, dir, "fluidbox", "github.com/fluidbox/fluidbox/cmd/fluidbox"),
 		Claude:   runnertest.Build(t, dir, "claude", "github.com/fluidbox/fluidbox/shared/runner/testdata/agent"),
 		Log:      slog.New(slog.DiscardHandler),
@@ -97,6 +97,9 @@ func TestLocalLauncher(t *testing.T) {
 	if data["run.launched"]["launcher"] != "local" || data["session.ended"]["reason"] != string(run.EndExited) {
 		t.Errorf("run.launched %v, session.ended %v", data["run.launched"], data["session.ended"])
 	}
+	if posts := p.GitHub.Posts(); len(posts) != 1 {
+		t.Errorf("pull request posts = %+v, want the runner's one report (the launcher's finds it reported)", posts)
+	}
 	// A second notice of the same run launches nothing.
 	if err := l.Launch(context.Background(), h); err != nil {
 		t.Errorf("second Launch = %v, want nil (launched already)", err)
@@ -105,14 +108,15 @@ func TestLocalLauncher(t *testing.T) {
 
 // TestLocalRunnerThatDies: a runner that exits without ending its run
 // (here it is not even a runner) leaves the run open; the launcher ends it
-// as failed, by fluidbox:launcher, as the AWS launcher's Finish does.
+// as failed, by fluidbox:launcher, and reports it to the pull request, as
+// the AWS launcher's Finish does.
 func TestLocalRunnerThatDies(t *testing.T) {
 	runnertest.NeedRoot(t)
 	t.Parallel()
 	p := runnertest.New(t, runnertest.DenyAll, map[string]any{"prompt": "anything", "timeout_seconds": 120})
 	dir := runnertest.Sandbox(t)
 	l := &launcher.Local{
-		Runs: p.Runs, Store: p.Store, API: p.Addr, Dir: filepath.Join(dir, "runs"), User: "nobody", Out: io.Discard,
+		Runs: p.Runs, Store: p.Store, Reports: p.Reports, API: p.Addr, Dir: filepath.Join(dir, "runs"), User: "nobody", Out: io.Discard,
 		Fluidbox: "/bin/false", Claude: "/bin/false", Log: slog.New(slog.DiscardHandler),
 	}
 	h := p.Deliver(map[string]githubtest.File{"README.md": {Content: "hi\n"}})
@@ -121,10 +125,11 @@ func TestLocalRunnerThatDies(t *testing.T) {
 	}
 	l.Wait()
 	types, data := p.EventTypes(h.RunID)
-	if want := []string{"session.created", "run.launched", "session.ended"}; !cmp.Equal(types, want) {
+	if want := []string{"session.created", "run.launched", "session.ended", "run.reported"}; !cmp.Equal(types, want) {
 		t.Fatalf("ledger = %v, want %v", types, want)
 	}
 	if data["session.ended"]["reason"] != string(run.EndFailed) || data["session.ended"]["ended_by"] != launcher.EndedBy {
 		t.Errorf("session.ended = %v, want failed by %s", data["session.ended"], launcher.EndedBy)
 	}
+	checkFailureReported(t, p, h.RunID, "failed")
 }

@@ -58,6 +58,7 @@ type Server struct {
 	mint  map[string]Grant // token -> grant
 	fetch []string         // repositories fetched, in order
 	posts []Post
+	fail  int // posts still to answer 502
 }
 
 // Post is a check run or a comment a token posted.
@@ -73,6 +74,14 @@ func (s *Server) Posts() []Post {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.posts)
+}
+
+// FailPosts makes the next n posts fail with 502 Bad Gateway, as GitHub
+// does when it is having a bad day.
+func (s *Server) FailPosts(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fail = n
 }
 
 // post accepts a POST from a token minted for the repository with perm:
@@ -96,6 +105,11 @@ func (s *Server) post(perm, kind string) http.HandlerFunc {
 		g, minted := s.mint[tok]
 		if !minted || !slices.Contains(g.Repositories, repo) || g.Permissions[perm] != "write" {
 			http.Error(w, `{"message":"Resource not accessible by integration"}`, http.StatusForbidden)
+			return
+		}
+		if s.fail > 0 {
+			s.fail--
+			http.Error(w, `{"message":"Server Error"}`, http.StatusBadGateway)
 			return
 		}
 		s.posts = append(s.posts, Post{Kind: kind, Repository: repo, Number: r.PathValue("number"), Body: body})

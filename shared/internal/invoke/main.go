@@ -119,6 +119,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer bus.Close()
 	secrets := smtest.Start()
 	defer secrets.Close()
+	noKMS := startNoKMS()
+	defer noKMS.Close()
 
 	e, err := rie.Start(ctx, emulator, bootstrap, []string{
 		"FLUIDBOX_TABLE=" + table,
@@ -129,6 +131,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		"FLUIDBOX_EVENT_BUS=" + EventBus,
 		"AWS_ENDPOINT_URL_SECRETS_MANAGER=" + secrets.URL,
 		"FLUIDBOX_LAUNCH_SECRET_PREFIX=fluidbox-invoke/launch/",
+		"AWS_ENDPOINT_URL_KMS=" + noKMS.URL, "FLUIDBOX_KMS_KEY_ID=alias/fluidbox-invoke",
 		"AWS_ACCESS_KEY_ID=local", "AWS_SECRET_ACCESS_KEY=local",
 	})
 	if err != nil {

@@ -107,6 +107,15 @@ func startEventBridge(w io.Writer) *httptest.Server {
 	}))
 }
 
+// startNoKMS stands in for KMS, which the sample events never need (the
+// harness seals nothing): every call is refused, so a function that asks
+// fails here rather than calling AWS.
+func startNoKMS() *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
+		http.Error(rw, `{"__type":"KMSInternalException","message":"no KMS in the invoke harness"}`, http.StatusServiceUnavailable)
+	}))
+}
+
 // seedGateRun creates a run on the fixture policy pol_example with Claude
 // Code's tools, the way POST /v1/sessions does. Its id and token are not
 // known in advance, so event files name them ${FIXTURE_SESSION_ID} and

@@ -21,10 +21,12 @@ import (
 
 	"github.com/fluidbox/fluidbox/shared/api"
 	"github.com/fluidbox/fluidbox/shared/auth"
+	"github.com/fluidbox/fluidbox/shared/githubapp"
 	"github.com/fluidbox/fluidbox/shared/internal/ddbchaos/roles"
 	"github.com/fluidbox/fluidbox/shared/internal/githubtest"
 	"github.com/fluidbox/fluidbox/shared/internal/testenv"
 	"github.com/fluidbox/fluidbox/shared/ledger"
+	"github.com/fluidbox/fluidbox/shared/report"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/seal"
 	"github.com/fluidbox/fluidbox/shared/store"
@@ -47,7 +49,10 @@ type Plane struct {
 	URL, Addr string
 	Store     *store.Store
 	Runs      *run.Service
-	GitHub    *githubtest.Server
+	// Apps is its GitHub App; Reports reports its runs with it.
+	Apps    *githubapp.Apps
+	Reports *report.Service
+	GitHub  *githubtest.Server
 }
 
 // DenyAll is a policy that denies every call.
@@ -67,7 +72,9 @@ func New(t *testing.T, policy string, trigger map[string]any) *Plane {
 	srv := httptest.NewServer(roles.Serve(api.New(api.Config{AdminToken: AdminToken, Ledger: led, Logger: slog.New(slog.DiscardHandler),
 		GitHubWebhookSecret: WebhookSecret, Sealer: sealer, Egress: testenv.Loopback})))
 	t.Cleanup(srv.Close)
-	p := &Plane{t: t, URL: srv.URL, Addr: strings.TrimPrefix(srv.URL, "http://"), Store: st, Runs: run.NewService(led, time.Now), GitHub: githubtest.New(t)}
+	apps := githubapp.New(st, sealer, testenv.Loopback, time.Now)
+	p := &Plane{t: t, URL: srv.URL, Addr: strings.TrimPrefix(srv.URL, "http://"), Store: st, Runs: run.NewService(led, time.Now),
+		Apps: apps, Reports: report.New(led, apps, time.Now), GitHub: githubtest.New(t)}
 	p.Must(200, "PUT", "/v1/github-app", map[string]any{"app_id": githubtest.AppID, "private_key": string(p.GitHub.PrivateKey), "api_url": p.GitHub.API, "git_url": p.GitHub.Git})
 	pol := p.Must(201, "POST", "/v1/policies", json.RawMessage(policy))["id"]
 	body := map[string]any{"repository": Repository, "policy_id": pol, "capabilities": []string{"claude-code"}, "budget": map[string]any{"limit_usd": 1}}

@@ -77,7 +77,7 @@ func TestPullRequestReviewed(t *testing.T) {
 	dir := runnertest.Sandbox(t)
 	var out bytes.Buffer
 	l := &launcher.Local{
-		Runs: p.Runs, Store: p.Store, API: p.Addr, Dir: filepath.Join(dir, "runs"), User: "nobody", Out: &out,
+		Runs: p.Runs, Store: p.Store, Reports: p.Reports, API: p.Addr, Dir: filepath.Join(dir, "runs"), User: "nobody", Out: &out,
 		Fluidbox: runnertest.Build(t, dir, "fluidbox", "github.com/fluidbox/fluidbox/cmd/fluidbox"),
 		Claude:   bin, Log: slog.New(slog.DiscardHandler),
 	}
@@ -166,7 +166,7 @@ func TestAgentCannotReadRunnerSecrets(t *testing.T) {
 	dir := runnertest.Sandbox(t)
 	var out bytes.Buffer
 	l := &launcher.Local{
-		Runs: p.Runs, Store: p.Store, API: p.Addr, Dir: filepath.Join(dir, "runs"), User: "nobody", Out: &out,
+		Runs: p.Runs, Store: p.Store, Reports: p.Reports, API: p.Addr, Dir: filepath.Join(dir, "runs"), User: "nobody", Out: &out,
 		Fluidbox: runnertest.Build(t, dir, "fluidbox", "github.com/fluidbox/fluidbox/cmd/fluidbox"),
 		Claude:   bin, Log: slog.New(slog.DiscardHandler),
 	}
