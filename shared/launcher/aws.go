@@ -201,7 +201,7 @@ func (s *Steps) Finish(ctx context.Context, in Input) (FinishOutput, error) {
 	if out.Reported, err = ReportIfDue(ctx, s.Reports, in.SessionID, s.Log); err != nil {
 		return out, err
 	}
-	s.Log.InfoContext(ctx, "launcher: finished", "run", in.SessionID, "task_error", in.Error, "ended", out.Reason, "reported", out.Reported)
+	s.Log.InfoContext(ctx, "launcher: finished", "run", in.SessionID, "task_error", in.Error, "end_reason", out.Reason, "report", out.Reported)
 	return out, nil
 }
 
