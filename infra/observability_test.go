@@ -110,9 +110,11 @@ func TestDashboard(t *testing.T) {
 
 // TestCloudWatchMetricsWired: every function gets the stack's metrics
 // namespace, the halted-runs alarm reads the metric the model proxy writes
-// there (telemetry.MetricRunsHalted) and fires on one halt, and the
-// dashboard shows decisions, denials by source, pending approvals, spend
-// and halts from that namespace.
+// there (telemetry.MetricRunsHalted) and fires on one halt, the launcher's
+// alarm likewise on one run the launch function ended
+// (telemetry.MetricLauncherEnded), and the dashboard shows decisions,
+// denials by source, pending approvals, spend, halts and those runs from
+// that namespace.
 func TestCloudWatchMetricsWired(t *testing.T) {
 	t.Parallel()
 	l := mustLoad(t)
@@ -120,10 +122,12 @@ func TestCloudWatchMetricsWired(t *testing.T) {
 	if got := dig(l.doc, "Globals", "Function", "Environment", "Variables", "FLUIDBOX_METRICS_NAMESPACE"); got != "SUB:"+ns {
 		t.Errorf("Globals' FLUIDBOX_METRICS_NAMESPACE = %v, want !Sub %s", got, ns)
 	}
-	a := props(resources(l.doc, "AWS::CloudWatch::Alarm")["HaltedRunsAlarm"])
-	if a["Namespace"] != "SUB:"+ns || a["MetricName"] != telemetry.MetricRunsHalted || a["Statistic"] != "Sum" ||
-		a["ComparisonOperator"] != "GreaterThanThreshold" || asString(a["Threshold"]) != "0" || a["Dimensions"] != nil {
-		t.Errorf("HaltedRunsAlarm = %v, want the Sum of %s in %s, without dimensions, over 0", a, telemetry.MetricRunsHalted, ns)
+	for id, metric := range map[string]string{"HaltedRunsAlarm": telemetry.MetricRunsHalted, "LauncherEndedRunsAlarm": telemetry.MetricLauncherEnded} {
+		a := props(resources(l.doc, "AWS::CloudWatch::Alarm")[id])
+		if a["Namespace"] != "SUB:"+ns || a["MetricName"] != metric || a["Statistic"] != "Sum" ||
+			a["ComparisonOperator"] != "GreaterThanThreshold" || asString(a["Threshold"]) != "0" || a["Dimensions"] != nil {
+			t.Errorf("%s = %v, want the Sum of %s in %s, without dimensions, over 0", id, a, metric, ns)
+		}
 	}
 	body, _ := props(resources(l.doc, "AWS::CloudWatch::Dashboard")["Dashboard"])["DashboardBody"].(string)
 	for _, want := range []string{
@@ -133,6 +137,7 @@ func TestCloudWatchMetricsWired(t *testing.T) {
 		`"` + telemetry.MetricBudgetSpent + `"`,
 		`"` + telemetry.MetricBudgetReserved + `"`,
 		`{` + ns + `,Reason} MetricName=\"` + telemetry.MetricRunsHalted + `\"`,
+		`{` + ns + `,Reason} MetricName=\"` + telemetry.MetricLauncherEnded + `\"`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the dashboard does not show %s", want)

@@ -29,6 +29,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/report"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/seal"
+	"github.com/fluidbox/fluidbox/shared/telemetry"
 )
 
 func main() {
@@ -64,5 +65,6 @@ func build(ctx context.Context, getenv func(string) string) (*launcher.Steps, er
 	return &launcher.Steps{
 		Runs: run.NewService(d.Ledger, time.Now), Store: d.Store, Reports: report.New(d.Ledger, apps, time.Now),
 		Secrets: secretsmanager.NewFromConfig(d.AWS), Prefix: prefix, Log: d.Logger,
+		Metrics: telemetry.WithCloudWatch(nil, os.Stdout, getenv),
 	}, nil
 }

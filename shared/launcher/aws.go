@@ -18,6 +18,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/report"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/telemetry"
 )
 
 // AWSLauncher names the AWS launcher in run.launched and in a run's launch.
@@ -50,6 +51,9 @@ type Steps struct {
 	// path the task role may read and delete under.
 	Prefix string
 	Log    *slog.Logger
+	// Metrics counts the runs Finish ends (RunsEndedByLauncher); nil is
+	// off.
+	Metrics *telemetry.Telemetry
 }
 
 // Input is a step's input, from the state machine: the step ("start" or
@@ -197,6 +201,7 @@ func (s *Steps) Finish(ctx context.Context, in Input) (FinishOutput, error) {
 	var out FinishOutput
 	if ended {
 		out.Reason = reason
+		s.Metrics.RunEndedByLauncher(ctx, string(reason))
 	}
 	if out.Reported, err = ReportIfDue(ctx, s.Reports, in.SessionID, s.Log); err != nil {
 		return out, err

@@ -3,6 +3,7 @@
 package launcher_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,6 +30,7 @@ import (
 	"github.com/fluidbox/fluidbox/shared/report"
 	"github.com/fluidbox/fluidbox/shared/run"
 	"github.com/fluidbox/fluidbox/shared/store"
+	"github.com/fluidbox/fluidbox/shared/telemetry"
 	"github.com/fluidbox/fluidbox/shared/vocab"
 )
 
@@ -189,11 +191,14 @@ func TestAWSLaunchFailures(t *testing.T) {
 // TestAWSFinishRetriesTheReport: GitHub fails the report of a run whose
 // runner died; Finish, having ended the run, fails, so the state machine
 // retries it; the retry, finding the run ended, posts the report; a third
-// Finish (a duplicate delivery) posts nothing more.
+// Finish (a duplicate delivery) posts nothing more. The run is counted
+// once in RunsEndedByLauncher, the metric LauncherEndedRunsAlarm reads.
 func TestAWSFinishRetriesTheReport(t *testing.T) {
 	t.Parallel()
 	p := runnertest.New(t, runnertest.DenyAll, map[string]any{"prompt": "review", "timeout_seconds": 60})
 	steps := awsSteps(p, smtest.New(t))
+	var metrics bytes.Buffer
+	steps.Metrics = telemetry.WithCloudWatch(nil, &metrics, func(string) string { return "" })
 	h := p.Deliver(map[string]githubtest.File{"a": {Content: "1\n"}})
 	if out, err := steps.Start(asLaunch(), launcher.Input{SessionID: h.RunID, Execution: "exec-r"}); err != nil || !out.Launched {
 		t.Fatalf("start = %+v, %v", out, err)
@@ -215,6 +220,10 @@ func TestAWSFinishRetriesTheReport(t *testing.T) {
 	}
 	if posts := p.GitHub.Posts(); len(posts) != 1 {
 		t.Errorf("posts = %d, want 1", len(posts))
+	}
+	if lines := strings.Split(strings.TrimSpace(metrics.String()), "\n"); len(lines) != 1 ||
+		!strings.Contains(lines[0], `"`+telemetry.MetricLauncherEnded+`"`) || !strings.Contains(lines[0], `"Reason":"failed"`) {
+		t.Errorf("metrics written:\n%s\nwant one %s line, reason failed", metrics.String(), telemetry.MetricLauncherEnded)
 	}
 }
 

@@ -25,6 +25,7 @@ const (
 	MetricBudgetReserved   = "BudgetReservedMicroUSD"
 	MetricBudgetSpent      = "BudgetSpentMicroUSD"
 	MetricPendingApprovals = "PendingApprovals"
+	MetricLauncherEnded    = "RunsEndedByLauncher"
 )
 
 // CloudWatch dimension names.
@@ -127,4 +128,14 @@ func (t *Telemetry) PendingApprovals(_ context.Context, n int64) {
 		return
 	}
 	t.emf.put(MetricPendingApprovals, "Count", n, nil, [][]string{{}})
+}
+
+// RunEndedByLauncher counts a run the AWS launcher's Finish ended because
+// its runner had not (it never started, died, or outlived its timeout), as
+// a CloudWatch metric; reason is the end reason (failed, timeout).
+func (t *Telemetry) RunEndedByLauncher(_ context.Context, reason string) {
+	if t == nil {
+		return
+	}
+	t.emf.put(MetricLauncherEnded, "Count", 1, map[string]string{DimReason: reason}, [][]string{{}, {DimReason}})
 }

@@ -63,7 +63,8 @@ func parseEMF(t *testing.T, out, namespace string) []emfLine {
 }
 
 // TestCloudWatchMetrics: decisions (by decision and source), halts (by
-// reason, and in all), budget and pending approvals each write one valid
+// reason, and in all), budget, pending approvals and runs the launcher
+// ended (by reason, and in all) each write one valid
 // EMF line; a dimension value that is not a known word's shape (an id,
 // text, a long string) is written as "other", never as given.
 func TestCloudWatchMetrics(t *testing.T) {
@@ -77,9 +78,10 @@ func TestCloudWatchMetrics(t *testing.T) {
 	tel.BudgetReserved(ctx, 1500)
 	tel.BudgetSpent(ctx, 1200)
 	tel.PendingApprovals(ctx, 3)
+	tel.RunEndedByLauncher(ctx, "timeout")
 	lines := parseEMF(t, buf.String(), Namespace)
-	if len(lines) != 6 {
-		t.Fatalf("%d lines, want 6:\n%s", len(lines), buf.String())
+	if len(lines) != 7 {
+		t.Fatalf("%d lines, want 7:\n%s", len(lines), buf.String())
 	}
 	want := []map[string]any{
 		{MetricDecisions: 1.0, DimDecision: "deny", DimSource: "policy"},
@@ -88,6 +90,7 @@ func TestCloudWatchMetrics(t *testing.T) {
 		{MetricBudgetReserved: 1500.0},
 		{MetricBudgetSpent: 1200.0},
 		{MetricPendingApprovals: 3.0},
+		{MetricLauncherEnded: 1.0, DimReason: "timeout"},
 	}
 	for i, w := range want {
 		got := lines[i].fields

@@ -65,6 +65,7 @@ func TestNilIsOff(t *testing.T) {
 	tel.ModelRequested(ctx, now, ModelRequest{Run: "r", Status: 200})
 	tel.ApprovalSettled(ctx, ApprovalWait{RequestedAt: now, SettledAt: now})
 	tel.RunHalted(ctx, "unasked")
+	tel.RunEndedByLauncher(ctx, "failed")
 	tel.BudgetReserved(ctx, 1)
 	tel.BudgetSpent(ctx, 1)
 	c, end := tel.StartRequest(ctx, "GET /healthz")
