@@ -54,13 +54,18 @@ type bashFileFinding struct {
 }
 
 // bashNarrowing is what the line's searches must leave out, and the first
-// rule and glob a search reaches, for a reason that names them.
+// rule a search reaches and the first deny rule, for reasons that name
+// them.
 type bashNarrowing struct {
-	ex   []bash.Exclusion
-	rule *rule
-	glob string
-	// operand names the first search that reaches the rule, by position.
-	operand string
+	ex          []bash.Exclusion
+	first, deny treeReach
+}
+
+// treeReach is a rule a search reaches through its tree: the glob reached,
+// and the search by position (operandName).
+type treeReach struct {
+	rule          *rule
+	glob, operand string
 }
 
 // bashFiles judges the line's operands by the file rules: the first deny,
@@ -173,8 +178,11 @@ func (j *bashJudge) tree(op bash.Operand, r *rule, text string, env *Env) {
 // narrowBy adds the rule's exclusions to those the line's searches need.
 func (j *bashJudge) narrowBy(op bash.Operand, r *rule, g string, tails []bash.Exclusion) {
 	if j.narrow == nil {
-		j.narrow = &bashNarrowing{rule: r, glob: g, operand: operandName(op)}
+		j.narrow = &bashNarrowing{first: treeReach{rule: r, glob: g, operand: operandName(op)}}
 		j.seenEx = map[string]bool{}
+	}
+	if r.verdict == VerdictDeny && j.narrow.deny.rule == nil {
+		j.narrow.deny = treeReach{rule: r, glob: g, operand: operandName(op)}
 	}
 	for _, t := range tails {
 		if !j.seenEx[t.Tail] {

@@ -212,14 +212,25 @@ func (p *Policy) EvaluateIn(env Env, toolName string, input any) Result {
 // which either decides or passes to the next: the Bash line's paths by
 // the file rules, an opaque line, a narrowed search, the rules that
 // matched, the fallbacks for protected writes and narrowed lines under a
-// default allow, and the default verdict.
+// default allow, and the default verdict. A Bash line it asks about is
+// then checked once more (bashAsked): an approval never passes a deny,
+// nor a grant what the file rules ask about.
 func (p *Policy) EvaluateCall(env Env, pc *Call) Result {
 	e := evaluation{p: p, c: call{Call: pc, env: env}, isBash: pc.tool == bashTool}
 	if e.isBash {
 		e.opaque, e.opaqueWhy = e.c.opaque()
 	}
-	for _, idx := range p.rulesFor(pc.tool) {
-		if res, done := e.read(p.rules[idx]); done {
+	res := e.settle()
+	if e.isBash && res.Verdict == VerdictRequireApproval {
+		return e.bashAsked(res)
+	}
+	return res
+}
+
+// settle reads the rules and settles the answer (see EvaluateCall).
+func (e *evaluation) settle() Result {
+	for _, idx := range e.p.rulesFor(e.c.tool) {
+		if res, done := e.read(e.p.rules[idx]); done {
 			return res
 		}
 	}
@@ -269,6 +280,9 @@ type evaluation struct {
 	sawAllow bool
 	// narrowEx is what the Bash line's searches must leave out.
 	narrowEx *bashNarrowing
+	// fileAsk is a file rule's require_approval of a Bash line that a
+	// Bash rule asks about too.
+	fileAsk *bashFileFinding
 }
 
 // read takes one rule of the tool into account; done when a deny
@@ -420,6 +434,7 @@ func (e *evaluation) bashFileRules() (Result, bool) {
 	if deny != nil {
 		return Result{Verdict: VerdictDeny, RuleID: deny.rule.id, Reason: fmt.Sprintf("denied by rule %q (a rule of %s): %s", deny.rule.id, deny.rule.tool.pattern, deny.reason)}, true
 	}
+	e.narrowEx = ex
 	if ask != nil && e.ra == nil {
 		res := e.p.approval(&e.c, ask.rule)
 		res.Reason = fmt.Sprintf("rule %q (a rule of %s) requires approval: %s", ask.rule.id, ask.rule.tool.pattern, ask.reason)
@@ -428,8 +443,54 @@ func (e *evaluation) bashFileRules() (Result, bool) {
 		e.c.Call.noGrant.Store(true)
 		return res, true
 	}
-	e.narrowEx = ex
+	e.fileAsk = ask
 	return Result{}, false
+}
+
+// bashAsked settles a Bash line the policy asks about. An approval never
+// passes a deny, and a line asked about is not rewritten, so a line whose
+// searches reach what a deny rule matches (which an allow would have
+// narrowed) is denied. A session grant names a program, not the files it
+// reaches: a line the file rules ask about too, whose searches reach what
+// they ask about, or that may write a path programs obey is asked about
+// once, under no key, and no grant answers it (AnswerGrants).
+func (e *evaluation) bashAsked(res Result) Result {
+	n := e.narrowEx
+	if n != nil && n.deny.rule != nil {
+		d := n.deny
+		return Result{Verdict: VerdictDeny, RuleID: d.rule.id, Reason: fmt.Sprintf("denied by rule %q (a rule of %s): %s reads the tree under its path, which may hold paths it matches (%q), and a line that requires approval is not narrowed, since no approval passes a deny: name the paths to search, or leave those paths out with the search's own exclusion", d.rule.id, d.rule.tool.pattern, d.operand, d.glob)}
+	}
+	var why string
+	switch {
+	case e.fileAsk != nil:
+		r := e.fileAsk.rule
+		why = fmt.Sprintf("rule %q (a rule of %s) requires approval too: %s", r.id, r.tool.pattern, e.fileAsk.reason)
+		res.OnAutonomous = stricterFallback(res.OnAutonomous, e.p.approval(&e.c, r).OnAutonomous)
+	case n != nil:
+		f := n.first
+		why = fmt.Sprintf("%s reads the tree under its path, which may hold paths rule %q (a rule of %s) asks about (%q)", f.operand, f.rule.id, f.rule.tool.pattern, f.glob)
+		res.OnAutonomous = stricterFallback(res.OnAutonomous, e.p.approval(&e.c, f.rule).OnAutonomous)
+	default:
+		why = e.c.bashProtectedWrite()
+	}
+	if why == "" {
+		return res
+	}
+	e.c.Call.noGrant.Store(true)
+	if res.ScopeKey != "" {
+		res.ScopeKey, res.Scope = "", ScopeOnce
+		res.Reason += "; " + why + ", so it can be approved only once (no session grant covers such a line)"
+	}
+	return res
+}
+
+// stricterFallback is what an autonomous run does with a call two rules
+// ask about: allow only when both fall back to allow.
+func stricterFallback(a, b Verdict) Verdict {
+	if a == VerdictAllow {
+		return b
+	}
+	return a
 }
 
 // opaqueLine gives an opaque line the bash.opaque verdict where Bash has
@@ -559,7 +620,8 @@ func (p *Policy) narrowedBash(c *call, n *bashNarrowing, by string) Result {
 		if res.Verdict != "" {
 			why = "the rewritten line is not allowed (" + res.Reason + ")"
 		}
-		return Result{Verdict: VerdictDeny, RuleID: n.rule.id, Reason: fmt.Sprintf("denied by rule %q (a rule of %s): %s reads the tree under its path, which may hold paths it matches (%q; the file rules deny %s there), and it is not narrowed because %s", n.rule.id, n.rule.tool.pattern, n.operand, n.glob, strings.Join(tails, ", "), why)}
+		f := n.first
+		return Result{Verdict: VerdictDeny, RuleID: f.rule.id, Reason: fmt.Sprintf("denied by rule %q (a rule of %s): %s reads the tree under its path, which may hold paths it matches (%q; the file rules deny %s there), and it is not narrowed because %s", f.rule.id, f.rule.tool.pattern, f.operand, f.glob, strings.Join(tails, ", "), why)}
 	}
 	res.UpdatedInput = in
 	res.Reason = by + "; narrowed: its searches leave out " + strings.Join(tails, ", ") + ", which the file rules deny"

@@ -64,8 +64,11 @@ type GrantAnswer struct {
 // gives it the scope key K, read strictly, the way an allow rule is read:
 //   - Bash: the line must be strict (parsed, not opaque, only simple
 //     commands joined by lists and pipes), and every simple command must
-//     start with the words of a granted rule's matched prefix, or be
-//     allowed on its own by an allow rule. Rules without a command_prefix
+//     start with the words of a granted rule's matched prefix, followed by
+//     words an allow rule with "options": "any" accepts, or be allowed on
+//     its own by an allow rule. A line the file rules ask about (or that
+//     must be narrowed to stay clear of them), or that may write a path
+//     programs obey, no grant answers (EvaluateCall marks it). Rules without a command_prefix
 //     and the default verdict give no scope key: "rm a.txt" approved for
 //     the session must not cover "rm -rf /srv/app".
 //   - File tools: every path of the call, given and resolved, must be
@@ -242,11 +245,15 @@ func (p *Policy) grantsCover(c *call, a *bash.Analysis, rules []*rule) bool {
 }
 
 // partCovered: simple command i starts with the matched prefix of one of
-// the rules, or an allow rule allows it on its own.
+// the rules, followed by words an allow rule with "options": "any" would
+// accept (no option that changes what a project runner runs, no pattern
+// that could expand to an option), or an allow rule allows it on its own.
 func (p *Policy) partCovered(c *call, a *bash.Analysis, i int, rules []*rule) bool {
 	for _, r := range rules {
-		if pf := askPrefix(a, r); pf != nil && a.PartHasPrefix(i, pf) {
-			return true
+		if pf := askPrefix(a, r); pf != nil {
+			if ok, _ := a.PartAllowed(i, pf, true); ok {
+				return true
+			}
 		}
 	}
 	for _, idx := range p.rulesFor(bashTool) {

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/fluidbox/fluidbox/shared/policy/bash"
@@ -255,4 +256,166 @@ func FuzzAnswerGrants(f *testing.F) {
 			held = append(held, k)
 		}
 	})
+}
+
+// reachPolicy has Bash rules that ask for the session about programs that
+// read and write files, beside file rules that ask every time, and (with
+// deny) one that denies.
+func reachPolicy(t *testing.T, deny bool) *Policy {
+	t.Helper()
+	rules := `{"id":"files","tool":"Bash","match":{"command_prefix":["cat","rg","grep","cp","tee","sed","ln","mkdir","touch","npm test","git push"]},"verdict":"require_approval","scope":"session"},
+	  {"id":"env","tool":"Read","match":{"path":["**/.env"]},"verdict":"require_approval","scope":"once"},
+	  {"id":"secrets","tool":"Write","match":{"path":["secrets/**"]},"verdict":"require_approval","scope":"once"}`
+	if deny {
+		rules += `,{"id":"keys","tool":"Read","match":{"path":["**/*.pem"]},"verdict":"deny"}`
+	}
+	return mustParse(t, `{"name":"reach","default_verdict":"require_approval","approval":{"scope":"session"},"rules":[`+rules+`]}`)
+}
+
+// A session grant on a Bash prefix is a human's yes to that program, not
+// to every file it may reach: a line that the file rules ask about (or
+// that must be narrowed to stay clear of them, or that writes a path
+// programs obey) is asked about once, and no grant answers it, even with
+// every key held; one a search of which reaches what a deny rule matches
+// is denied, since an approval never passes a deny. Words after a granted
+// prefix are read as an allow rule with "options": "any" reads them.
+func TestGrantsDoNotReachPastTheFileRules(t *testing.T) {
+	t.Parallel()
+	var held []GrantKey
+	for _, k := range []string{"cat", "rg", "grep", "cp", "tee", "sed", "ln", "mkdir", "touch", "npm test", "git push"} {
+		held = append(held, GrantKey{RuleID: "files", ScopeKey: "Bash:" + k})
+	}
+	all := NewGrants(held...)
+	env := Env{Workspace: "/ws", Cwd: "/ws"}
+	tests := []struct {
+		cmd     string
+		deny    bool    // the policy with the deny rule
+		want    Verdict // require_approval: asked once, no key, no grant
+		covered bool
+	}{
+		{cmd: "cat README.md", covered: true},
+		{cmd: "git push --force origin main", covered: true},
+		{cmd: "npm test -- --watch", covered: true},
+		{cmd: "cat .env", want: VerdictRequireApproval},
+		{cmd: "cat ~/.env", want: VerdictRequireApproval},
+		{cmd: "cat < .env", want: VerdictRequireApproval},
+		{cmd: "cp a secrets/k", want: VerdictRequireApproval},
+		{cmd: "rg KEY .", want: VerdictRequireApproval},
+		{cmd: "grep -rn KEY src", want: VerdictRequireApproval},
+		{cmd: "rg KEY .", deny: true, want: VerdictDeny},
+		{cmd: "grep -rn KEY .", deny: true, want: VerdictDeny},
+		{cmd: "cp evil .git/hooks/pre-commit", want: VerdictRequireApproval},
+		{cmd: "tee .bashrc", want: VerdictRequireApproval},
+		{cmd: "sed -i s/a/b/ .claude/settings.json", want: VerdictRequireApproval},
+		{cmd: "ln -s /etc/passwd .git/config", want: VerdictRequireApproval},
+		{cmd: "mkdir -p .git/hooks", want: VerdictRequireApproval},
+		{cmd: "touch .envrc", want: VerdictRequireApproval},
+		{cmd: "cat a && cp x .gitattributes", want: VerdictRequireApproval},
+		// The default verdict asks (no Bash rule matches): once, as ever,
+		// but never past a deny.
+		{cmd: "git grep KEY", want: VerdictRequireApproval},
+		{cmd: "git grep KEY", deny: true, want: VerdictDeny},
+		{cmd: "rg KEY . .env", deny: true, want: VerdictDeny},
+		{cmd: "git diff; head .env", deny: true, want: VerdictDeny},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s deny=%v", tt.cmd, tt.deny), func(t *testing.T) {
+			t.Parallel()
+			p := reachPolicy(t, tt.deny)
+			pc := NewCall("Bash", bashInput(tt.cmd))
+			res := p.EvaluateCall(env, pc)
+			ans := p.AnswerGrants(env, pc, res, all)
+			if tt.covered {
+				if res.Verdict != VerdictRequireApproval || !ans.Covered {
+					t.Fatalf("%q = %s by %q, covered %v; want asked and covered by a grant", tt.cmd, res.Verdict, res.RuleID, ans.Covered)
+				}
+				return
+			}
+			if res.Verdict != tt.want {
+				t.Fatalf("%q = %s by %q (%s), want %s", tt.cmd, res.Verdict, res.RuleID, res.Reason, tt.want)
+			}
+			if ans.Covered || ans.Grantable {
+				t.Errorf("%q answered by grants: %+v", tt.cmd, ans)
+			}
+			if res.Verdict == VerdictRequireApproval && (res.ScopeKey != "" || res.Scope != ScopeOnce) {
+				t.Errorf("%q asks under key %q, scope %q; want no key, scope once", tt.cmd, res.ScopeKey, res.Scope)
+			}
+		})
+	}
+}
+
+// A grant's words after the prefix are read as an allow rule with
+// "options": "any" reads them: no option that changes what a project
+// runner runs, no pattern that could expand to an option.
+func TestGrantReadsWordsAsAnyOptions(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, `{"name":"o","default_verdict":"require_approval","approval":{"scope":"session"},"rules":[
+	  {"id":"run","tool":"Bash","match":{"command_prefix":["npm test","make","go test","git push"]},"verdict":"require_approval","scope":"session"}]}`)
+	all := NewGrants(GrantKey{"run", "Bash:npm test"}, GrantKey{"run", "Bash:make"}, GrantKey{"run", "Bash:go test"}, GrantKey{"run", "Bash:git push"})
+	for cmd, want := range map[string]bool{
+		"npm test":                          true,
+		"make build":                        true,
+		"go test ./...":                     true,
+		"git push origin main":              true,
+		"npm test --script-shell=/tmp/x.sh": false,
+		"npm test --prefix=/tmp/other":      false,
+		"make -C /tmp/other":                false,
+		"make --eval=x":                     false,
+		"go test -exec=/tmp/x ./...":        false,
+		"git push origin *":                 false,
+	} {
+		pc := NewCall("Bash", bashInput(cmd))
+		res := p.EvaluateCall(Env{}, pc)
+		if got := p.AnswerGrants(Env{}, pc, res, all).Covered; got != want {
+			t.Errorf("%q covered by the grants = %v, want %v (%s)", cmd, got, want, res.Reason)
+		}
+	}
+}
+
+// A grant of one file tool answers no other tool the same rule asks about.
+func TestGrantIsOfOneFileTool(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, `{"name":"f","default_verdict":"deny","rules":[
+	  {"id":"w","tool":"{Write,Edit,MultiEdit,NotebookEdit}","match":{"path":["docs/**"]},"verdict":"require_approval","scope":"session"},
+	  {"id":"r","tool":"{Read,Grep,Glob}","match":{"path":["docs/**"]},"verdict":"require_approval","scope":"session"}]}`)
+	env := Env{Workspace: "/ws", Cwd: "/ws"}
+	inputs := map[string]map[string]any{
+		"Write": {"file_path": "docs/a.md", "content": "x"}, "Edit": {"file_path": "docs/a.md", "old_string": "a", "new_string": "b"},
+		"MultiEdit": {"file_path": "docs/a.md", "edits": []any{}}, "NotebookEdit": {"notebook_path": "docs/a.ipynb", "new_source": "x"},
+		"Read": {"file_path": "docs/a.md"}, "Grep": {"pattern": "x", "path": "docs/a"}, "Glob": {"pattern": "*.md", "path": "docs/a"},
+	}
+	for granted := range inputs {
+		rule := "w"
+		if granted == "Read" || granted == "Grep" || granted == "Glob" {
+			rule = "r"
+		}
+		held := NewGrants(GrantKey{rule, granted + ":docs/**"})
+		for tool, in := range inputs {
+			pc := NewCall(tool, in)
+			res := p.EvaluateCall(env, pc)
+			if got := p.AnswerGrants(env, pc, res, held).Covered; got != (tool == granted) {
+				t.Errorf("grant of %s answers %s = %v (%s %q)", granted, tool, got, res.Verdict, res.ScopeKey)
+			}
+		}
+	}
+}
+
+// An autonomous run rewrites a line that a Bash rule and a file rule both
+// ask about (of a path it names, or of the tree it searches) to allow only when both rules fall back to allow.
+func TestAutonomyOfALineTwoRulesAsk(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ bash, file, want Verdict }{
+		{VerdictAllow, VerdictAllow, VerdictAllow},
+		{VerdictAllow, VerdictDeny, VerdictDeny},
+		{VerdictDeny, VerdictAllow, VerdictDeny},
+	} {
+		p := mustParse(t, fmt.Sprintf(`{"name":"a","default_verdict":"deny","rules":[
+		  {"id":"cat","tool":"Bash","match":{"command_prefix":["cat","rg"]},"verdict":"require_approval","on_autonomous":%q},
+		  {"id":"env","tool":"Read","match":{"path":["**/.env"]},"verdict":"require_approval","on_autonomous":%q}]}`, tt.bash, tt.file))
+		for cmd, want := range map[string]Verdict{"cat .env": tt.want, "rg KEY .": tt.want, "cat README": tt.bash} {
+			if got := p.EvaluateIn(Env{Workspace: "/ws"}, "Bash", bashInput(cmd)); got.Verdict != VerdictRequireApproval || got.OnAutonomous != want {
+				t.Errorf("%q with fallbacks %s (Bash) and %s (Read) = %s, autonomous %s; want require_approval, autonomous %s", cmd, tt.bash, tt.file, got.Verdict, got.OnAutonomous, want)
+			}
+		}
+	}
 }

@@ -111,15 +111,6 @@ func (a *Analysis) Parts() int {
 	return len(a.strict)
 }
 
-// PartHasPrefix reports whether simple command i of a strict line starts
-// with the literal words of p. A pattern word never matches a prefix word.
-func (a *Analysis) PartHasPrefix(i int, p *Prefix) bool {
-	if i < 0 || i >= a.Parts() {
-		return false
-	}
-	return a.strict[i].prefixOf(p)
-}
-
 // PartAllowed reports whether simple command i of a strict line is covered
 // by an allow prefix: it starts with the prefix's words and every word
 // after them is read-only by the catalogue, or, with anyOptions, is

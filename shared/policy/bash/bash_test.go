@@ -136,11 +136,11 @@ func TestGlobWordsNeverCoverPrefix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := Analyze("ls -l*"); a.PartHasPrefix(0, p) {
-		t.Errorf("Analyze(%q).PartHasPrefix(%q) = true, want false", "ls -l*", "ls -la")
+	if a := Analyze("ls -l*"); a.strict[0].prefixOf(p) {
+		t.Errorf("Analyze(%q) has prefix %q, want not", "ls -l*", "ls -la")
 	}
-	if a := Analyze("ls -la *.go"); !a.PartHasPrefix(0, p) {
-		t.Errorf("Analyze(%q).PartHasPrefix(%q) = false, want true", "ls -la *.go", "ls -la")
+	if a := Analyze("ls -la *.go"); !a.strict[0].prefixOf(p) {
+		t.Errorf("Analyze(%q) has not prefix %q, want it", "ls -la *.go", "ls -la")
 	}
 }
 
