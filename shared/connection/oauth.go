@@ -72,8 +72,8 @@ func (r OAuthRequest) LogValue() slog.Value {
 
 // Bounds of an OAuth credential request.
 const (
-	maxClientID     = 512
-	maxClientSecret = 2048
+	maxClientID     = oauth.MaxClientID
+	maxClientSecret = oauth.MaxClientSecret
 	maxIssuer       = 512
 	// The operator's scopes are held to the bounds of those an upstream
 	// may ask for (in its challenge, or at discovery).

@@ -23,8 +23,12 @@
 //     bodies, so they are never wrapped into the returned error's text.
 //   - Discovery fails closed: no protected resource metadata whose resource
 //     matches the server, no authorization server metadata with PKCE S256,
-//     an insecure endpoint, or discovered scopes that are not a bounded list
-//     of RFC 6749 scope tokens, and there is no flow.
+//     an issuer that is not an issuer identifier, an insecure endpoint, one
+//     with a fragment or whose query holds a parameter fluidbox sends, or
+//     discovered scopes that are not a bounded list of RFC 6749 scope
+//     tokens, and there is no flow.
+//   - What a provider chooses and fluidbox keeps is bounded: a registered
+//     client's id, secret and authentication method, and a refresh token.
 //   - Every token request (the code exchange and each refresh) carries the
 //     resource the tokens are for.
 //   - Mix-up (RFC 9700 section 4.4): a client of one authorization server
@@ -148,12 +152,13 @@ func Discover(ctx context.Context, hc *http.Client, serverURL string, scopes []s
 	if !slices.Contains(asm.CodeChallengeMethodsSupported, "S256") {
 		return fail("the authorization server does not support PKCE S256")
 	}
-	for _, e := range []string{asm.AuthorizationEndpoint, asm.TokenEndpoint} {
-		if !secureURL(e) {
-			return fail("an authorization server endpoint is not HTTPS (or loopback)")
-		}
+	if !IssuerOK(asm.Issuer) {
+		return fail("the authorization server's issuer is not an issuer identifier (RFC 8414 section 2)")
 	}
-	if asm.RegistrationEndpoint != "" && !secureURL(asm.RegistrationEndpoint) {
+	if !endpointOK(asm.AuthorizationEndpoint, authorizationParams) || !endpointOK(asm.TokenEndpoint, tokenParams) {
+		return fail("an authorization server endpoint is not HTTPS (or loopback), has a fragment, or its query holds a parameter fluidbox sends")
+	}
+	if asm.RegistrationEndpoint != "" && !endpointOK(asm.RegistrationEndpoint, nil) {
 		asm.RegistrationEndpoint = ""
 	}
 	d := Discovery{
@@ -375,10 +380,47 @@ func secureURL(raw string) bool {
 
 // IssuerOK: raw can be an authorization server's issuer identifier (RFC
 // 8414 section 2): https (http to loopback), no credentials, query or
-// fragment.
+// fragment (not even an empty one).
 func IssuerOK(raw string) bool {
 	u, err := url.Parse(raw)
-	return err == nil && secureURL(raw) && u.RawQuery == "" && !u.ForceQuery && u.Fragment == ""
+	return err == nil && secureURL(raw) && u.RawQuery == "" && !u.ForceQuery && !strings.Contains(raw, "#")
+}
+
+// The parameters fluidbox puts in an authorization request (RFC 6749
+// 4.1.1, RFC 7636, RFC 8707, OpenID's prompt), and those that would
+// replace them (a request object, RFC 9101) or change how the response
+// comes back (response_mode); and those of its token requests.
+var (
+	authorizationParams = []string{
+		"response_type", "client_id", "redirect_uri", "scope", "state", "code_challenge", "code_challenge_method",
+		"resource", "prompt", "request", "request_uri", "response_mode",
+	}
+	tokenParams = []string{
+		"grant_type", "code", "redirect_uri", "code_verifier", "refresh_token", "client_id", "client_secret",
+		"client_assertion", "client_assertion_type", "resource", "scope",
+	}
+)
+
+// endpointOK: raw can be an authorization server endpoint fluidbox sends
+// requests to: https (http to loopback), no credentials, no fragment (RFC
+// 6749 3.1 and 3.2), and a query, if any, that parses and holds none of
+// the parameters fluidbox adds (which copy a server reads would be its
+// guess).
+func endpointOK(raw string, ours []string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || !secureURL(raw) || strings.Contains(raw, "#") {
+		return false
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return false
+	}
+	for k := range q {
+		if slices.Contains(ours, k) {
+			return false
+		}
+	}
+	return true
 }
 
 // Client is a registered OAuth client.
@@ -396,6 +438,30 @@ type Client struct {
 	// issuer's own (Site.RedirectURIFor) for a client of one authorization
 	// server, the document's for fluidbox's client ID metadata document.
 	RedirectURI string
+}
+
+// Bounds of what a provider chooses and fluidbox keeps on the connection
+// (read on every call) and sends back: a registered client's id and secret
+// (the operator's are held to the same), and a refresh token.
+const (
+	MaxClientID     = 512
+	MaxClientSecret = 2048
+	MaxRefreshToken = 8192
+)
+
+// vschars: s is at most max of RFC 6749's VSCHAR (%x20-7E), what a
+// client_id, a client_secret and a refresh token are made of (RFC 6749
+// appendix A).
+func vschars(s string, max int) bool {
+	if len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // redacted keeps a Client's secret out of fmt and logs.
@@ -530,8 +596,17 @@ func Register(ctx context.Context, hc *http.Client, d Discovery, site Site, pre 
 		return Client{}, e
 	}
 	method := resp.TokenEndpointAuthMethod
-	if method == "" {
+	switch method {
+	case "":
 		method = "client_secret_basic" // RFC 7591's default
+	case "client_secret_basic", "client_secret_post", "none":
+	default:
+		return Client{}, &Error{Op: "register", Msg: "the authorization server registered a token endpoint authentication method fluidbox does not use", Err: ErrRegistration}
+	}
+	if !vschars(resp.ClientID, MaxClientID) || !vschars(resp.ClientSecret, MaxClientSecret) {
+		// Kept on the connection and presented in URLs and headers: held
+		// to the bounds of the operator's.
+		return Client{}, &Error{Op: "register", Msg: fmt.Sprintf("the authorization server registered a client_id or client_secret that is not at most %d (%d) visible ASCII characters", MaxClientID, MaxClientSecret), Err: ErrRegistration}
 	}
 	if resp.ClientID == site.MetadataURL {
 		// A registration endpoint answering with fluidbox's own document
@@ -621,7 +696,7 @@ func Refresh(ctx context.Context, hc *http.Client, d Discovery, c Client, refres
 		return nil, &Error{Op: "refresh", Msg: "there is no refresh token", Err: ErrGrant}
 	}
 	rc := noRedirects(hc)
-	rc.Transport = &resourceTransport{base: transportOf(hc), tokenURL: d.TokenURL, resource: d.Resource}
+	rc.Transport = &resourceTransport{base: transportOf(hc), resource: d.Resource}
 	ctx = context.WithValue(ctx, oauth2.HTTPClient, rc)
 	// An expired token makes the source refresh at once.
 	tok, err := config(d, c, "").TokenSource(ctx, &oauth2.Token{RefreshToken: refreshToken}).Token()
@@ -642,6 +717,11 @@ func checked(op string, tok *oauth2.Token) (*oauth2.Token, error) {
 	}
 	if t := tok.Type(); !strings.EqualFold(t, "bearer") {
 		return nil, &Error{Op: op, Msg: "the token is not a bearer token", Err: ErrToken}
+	}
+	if !vschars(tok.RefreshToken, MaxRefreshToken) {
+		// Sealed on the connection, read on every call, sent back at each
+		// refresh.
+		return nil, &Error{Op: op, Msg: fmt.Sprintf("the refresh token is not at most %d visible ASCII characters", MaxRefreshToken), Err: ErrToken}
 	}
 	return tok, nil
 }

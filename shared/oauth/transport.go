@@ -69,16 +69,19 @@ func readLimited(r io.Reader, n int64) ([]byte, error) {
 // maxTokenForm bounds the token request body the transport rewrites.
 const maxTokenForm = 64 << 10
 
-// resourceTransport adds resource=<resource> to form posts to the token
-// endpoint that lack it: oauth2's refresh takes no extra parameters.
+// resourceTransport adds resource=<resource> to the form posts it carries
+// that lack it: oauth2's refresh takes no extra parameters. It carries
+// only a refresh's token request, so it does not pick that request out by
+// its URL (the metadata's spelling of the endpoint, HTTPS:// say, is not
+// the URL the request goes to, and a comparison would let it through
+// without the resource).
 type resourceTransport struct {
 	base     http.RoundTripper
-	tokenURL string
 	resource string
 }
 
 func (t *resourceTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method != http.MethodPost || req.URL.String() != t.tokenURL || req.Body == nil ||
+	if req.Method != http.MethodPost || req.Body == nil ||
 		!strings.HasPrefix(req.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
 		return t.base.RoundTrip(req)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -27,8 +28,16 @@ type Rogue struct {
 // RogueOptions is what the attacker's metadata and registration say.
 type RogueOptions struct {
 	// AuthorizationEndpoint is the endpoint its metadata names ("" is its
-	// own /authorize, which answers 404).
+	// own /authorize, which answers 404; one starting with "/" is a path
+	// of its own).
 	AuthorizationEndpoint string
+	// TokenEndpoint is the token endpoint its metadata names ("" is its
+	// own /token; one starting with "/" is a path of its own).
+	TokenEndpoint string
+	// IssuerSuffix is added to its URL to make the issuer its metadata
+	// names (and Issuer): a query or a fragment, which an issuer
+	// identifier may not have (RFC 8414 section 2).
+	IssuerSuffix string
 	// ClientID is what its registration endpoint answers with (a client
 	// id of the honest provider's, which the attacker read off an
 	// authorization URL); "" means no registration endpoint.
@@ -59,17 +68,22 @@ func NewRogue(t testing.TB, o RogueOptions) *Rogue {
 	mux := http.NewServeMux()
 	r.srv = httptest.NewServer(mux)
 	t.Cleanup(r.srv.Close)
-	r.Issuer = r.srv.URL
+	r.Issuer = r.srv.URL + o.IssuerSuffix
 	methods := o.ChallengeMethods
 	if methods == nil {
 		methods = []string{"S256"}
 	}
-	authz := o.AuthorizationEndpoint
-	if authz == "" {
-		authz = r.Issuer + "/authorize"
+	own := func(endpoint, def string) string {
+		switch {
+		case endpoint == "":
+			return r.srv.URL + def
+		case strings.HasPrefix(endpoint, "/"):
+			return r.srv.URL + endpoint
+		}
+		return endpoint
 	}
 	meta := map[string]any{
-		"issuer": r.Issuer, "authorization_endpoint": authz, "token_endpoint": r.Issuer + "/token",
+		"issuer": r.Issuer, "authorization_endpoint": own(o.AuthorizationEndpoint, "/authorize"), "token_endpoint": own(o.TokenEndpoint, "/token"),
 		"response_types_supported": []string{"code"}, "code_challenge_methods_supported": methods,
 		"token_endpoint_auth_methods_supported":          []string{"none", "client_secret_post"},
 		"authorization_response_iss_parameter_supported": o.IssParameter,
@@ -79,7 +93,7 @@ func NewRogue(t testing.TB, o RogueOptions) *Rogue {
 		meta["scopes_supported"] = o.Scopes
 	}
 	if o.ClientID != "" {
-		meta["registration_endpoint"] = r.Issuer + "/register"
+		meta["registration_endpoint"] = r.srv.URL + "/register"
 	}
 	mux.HandleFunc("GET /authorize", func(w http.ResponseWriter, req *http.Request) {
 		if o.ForwardTo == "" {
