@@ -62,17 +62,32 @@ type brokerStack struct {
 
 func newBrokerStack(t *testing.T, sealer seal.Sealer, ttl time.Duration) *brokerStack {
 	t.Helper()
+	return newBrokerStackUnder(t, sealer, ttl, "")
+}
+
+// newBrokerStackUnder is newBrokerStack with the API served under the
+// path prefix (as API Gateway serves it under its stage, "/api"): its URL
+// and public URL (FLUIDBOX_PUBLIC_URL) end in prefix.
+func newBrokerStackUnder(t *testing.T, sealer seal.Sealer, ttl time.Duration, prefix string) *brokerStack {
+	t.Helper()
 	st, db := roleStore(t)
 	led := ledger.New(st, time.Now, ledger.SequenceOnlyWhenRead) // as newStack
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv := httptest.NewServer(roles.Serve(api.New(api.Config{AdminToken: adminToken, Ledger: led, Logger: log, Sealer: sealer, UpstreamToolsTTL: ttl, Egress: testenv.Loopback})))
+	var public string
+	h := http.NewServeMux()
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
+	if prefix != "" {
+		public = srv.URL + prefix
+	}
+	a := roles.Serve(api.New(api.Config{AdminToken: adminToken, Ledger: led, Logger: log, Sealer: sealer, UpstreamToolsTTL: ttl, Egress: testenv.Loopback, PublicURL: public}))
+	h.Handle("/", http.StripPrefix(prefix, a))
 	jar, err := cookiejar.New(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &brokerStack{stack: &stack{t: t, url: srv.URL, st: st, db: db, led: led}, logs: logs, responses: &syncBuffer{}, jar: jar}
+	return &brokerStack{stack: &stack{t: t, url: srv.URL + prefix, st: st, db: db, led: led}, logs: logs, responses: &syncBuffer{}, jar: jar}
 }
 
 // call is do, keeping every response body for the canary check.

@@ -417,6 +417,28 @@ func TestOAuthCallbackFromAnotherBrowser(t *testing.T) {
 	}
 }
 
+// TestOAuthUnderABasePath: an API served under a path (API Gateway's
+// stage, "/api") sets the authorization's nonce cookie for the callback
+// under that path, so the member's browser brings it back and the
+// authorization completes; a cookie scoped to /v1/oauth/callback would
+// never be sent to /api/v1/oauth/callback/{issuer}.
+func TestOAuthUnderABasePath(t *testing.T) {
+	t.Parallel()
+	s := newBrokerStackUnder(t, localSealer(t), 0, "/api")
+	p := oauthtest.NewProvider(t, s.url+"/v1/oauth/callback")
+	up := oauthtest.NewServer(t, p)
+	con := s.want(201, "POST", "/v1/connections", adminToken, map[string]any{
+		"name": "linear", "url": up.URL, "kind": "shared", "credential": oauthCred(p),
+	})["id"].(string)
+	back := s.authorizeAs(p, con, adminToken, p.User1())
+	if code, page := s.browse(back.String()); code != 200 || !strings.Contains(page, "Connected") {
+		t.Fatalf("callback under /api = %d %q, want 200", code, page)
+	}
+	if got := s.want(200, "GET", "/v1/connections/"+con, adminToken, nil); got["status"] != "active" {
+		t.Fatalf("after the callback: %v", got)
+	}
+}
+
 // TestOAuthCallbackWithoutRefreshToken: a provider that gives no refresh
 // token (an OpenID provider not sent prompt=consent, the connection's
 // consent_prompt off) completes, and the page says the access token is

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"html/template"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -123,11 +124,23 @@ func htmlHeaders(w http.ResponseWriter) {
 	h.Set("Content-Security-Policy", "default-src 'none'")
 }
 
+// cookiePath is the path of site's callback, which the nonce cookie is
+// scoped to: under the API's base path (API Gateway's stage), which a
+// browser's URL has and the handler's path does not.
+func cookiePath(site oauth.Site) string {
+	u, err := url.Parse(site.RedirectURI)
+	if err != nil || u.Path == "" {
+		return CallbackPath
+	}
+	return u.Path
+}
+
 // oauthStart is GET /v1/oauth/start?key=: the authorize redirect. The
 // first browser to open it gets the authorization's nonce in a cookie
 // (HttpOnly, SameSite=Lax so that the provider's redirect back brings it,
-// scoped to the callback's path) and is sent on to the authorization
-// server; the key is spent, so nobody else's browser can get the nonce.
+// scoped to the callback's path under the API's base URL) and is sent on
+// to the authorization server; the key is spent, so nobody else's browser
+// can get the nonce.
 //
 // A browser that says the navigation came from another site (Fetch
 // Metadata: Sec-Fetch-Site cross-site or same-site) is refused, the key left
@@ -156,7 +169,7 @@ func (s *Server) oauthStart(w http.ResponseWriter, r *http.Request) {
 	}
 	site := s.site(r)
 	http.SetCookie(w, &http.Cookie{
-		Name: st.Cookie, Value: st.Nonce, Path: CallbackPath, Expires: st.Expires,
+		Name: st.Cookie, Value: st.Nonce, Path: cookiePath(site), Expires: st.Expires,
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: strings.HasPrefix(site.RedirectURI, "https://"),
 	})
 	w.Header().Set("Location", st.URL)
@@ -201,7 +214,7 @@ func (s *Server) oauthCallback(w http.ResponseWriter, r *http.Request) {
 	})
 	if nonce != "" {
 		// Spent either way: the state is consumed.
-		http.SetCookie(w, &http.Cookie{Name: connection.CookieName(state), Path: CallbackPath, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteLaxMode})
+		http.SetCookie(w, &http.Cookie{Name: connection.CookieName(state), Path: cookiePath(s.site(r)), MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteLaxMode})
 	}
 	if err != nil {
 		status, p := s.callbackFailure(r, err)
