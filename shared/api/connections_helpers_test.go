@@ -62,13 +62,15 @@ type brokerStack struct {
 
 func newBrokerStack(t *testing.T, sealer seal.Sealer, ttl time.Duration) *brokerStack {
 	t.Helper()
-	return newBrokerStackUnder(t, sealer, ttl, "")
+	return newBrokerStackUnder(t, sealer, ttl, "", false)
 }
 
 // newBrokerStackUnder is newBrokerStack with the API served under the
 // path prefix (as API Gateway serves it under its stage, "/api"): its URL
-// and public URL (FLUIDBOX_PUBLIC_URL) end in prefix.
-func newBrokerStackUnder(t *testing.T, sealer seal.Sealer, ttl time.Duration, prefix string) *brokerStack {
+// and public URL (FLUIDBOX_PUBLIC_URL) end in prefix. With https, the
+// public URL is https:// (what a browser would reach through a TLS
+// front), while the test server itself answers http.
+func newBrokerStackUnder(t *testing.T, sealer seal.Sealer, ttl time.Duration, prefix string, https bool) *brokerStack {
 	t.Helper()
 	st, db := roleStore(t)
 	led := ledger.New(st, time.Now, ledger.SequenceOnlyWhenRead) // as newStack
@@ -78,8 +80,11 @@ func newBrokerStackUnder(t *testing.T, sealer seal.Sealer, ttl time.Duration, pr
 	h := http.NewServeMux()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	if prefix != "" {
+	if prefix != "" || https {
 		public = srv.URL + prefix
+	}
+	if https {
+		public = "https://" + strings.TrimPrefix(public, "http://")
 	}
 	a := roles.Serve(api.New(api.Config{AdminToken: adminToken, Ledger: led, Logger: log, Sealer: sealer, UpstreamToolsTTL: ttl, Egress: testenv.Loopback, PublicURL: public}))
 	h.Handle("/", http.StripPrefix(prefix, a))

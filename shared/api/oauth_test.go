@@ -424,7 +424,7 @@ func TestOAuthCallbackFromAnotherBrowser(t *testing.T) {
 // never be sent to /api/v1/oauth/callback/{issuer}.
 func TestOAuthUnderABasePath(t *testing.T) {
 	t.Parallel()
-	s := newBrokerStackUnder(t, localSealer(t), 0, "/api")
+	s := newBrokerStackUnder(t, localSealer(t), 0, "/api", false)
 	p := oauthtest.NewProvider(t, s.url+"/v1/oauth/callback")
 	up := oauthtest.NewServer(t, p)
 	con := s.want(201, "POST", "/v1/connections", adminToken, map[string]any{
@@ -436,6 +436,72 @@ func TestOAuthUnderABasePath(t *testing.T) {
 	}
 	if got := s.want(200, "GET", "/v1/connections/"+con, adminToken, nil); got["status"] != "active" {
 		t.Fatalf("after the callback: %v", got)
+	}
+}
+
+// TestOAuthNonceCookieCannotBeTossed: over HTTPS the authorization's nonce
+// is a __Host- cookie (Secure, Path=/, no Domain), which a browser lets no
+// other host set: a page on a sibling subdomain that plants a cookie of the
+// plain name, holding the nonce of an authorization it started (for its
+// own connection), in the member's browser, and then sends the member to
+// that authorization's provider URL, gets a refused callback and no code
+// redeemed; the member's own authorization completes.
+func TestOAuthNonceCookieCannotBeTossed(t *testing.T) {
+	t.Parallel()
+	s := newBrokerStackUnder(t, localSealer(t), 0, "", true)
+	public := "https://" + strings.TrimPrefix(s.url, "http://")
+	plain := func(raw string) string { return "http://" + strings.TrimPrefix(raw, "https://") }
+	p := oauthtest.NewProvider(t, public+"/v1/oauth/callback")
+	up := oauthtest.NewServer(t, p)
+	con := s.want(201, "POST", "/v1/connections", adminToken, map[string]any{
+		"name": "linear", "url": up.URL, "kind": "shared", "credential": oauthCred(p),
+	})["id"].(string)
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	// start opens an authorization URL and returns the nonce cookie it set
+	// and the provider's answer after the member signed in.
+	start := func() (*http.Cookie, *url.URL) {
+		au := s.want(200, "POST", "/v1/connections/"+con+"/authorize", adminToken, nil)["authorization_url"].(string)
+		resp, err := hc.Get(plain(au))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		cookies := resp.Cookies()
+		if resp.StatusCode != http.StatusFound || len(cookies) != 1 {
+			t.Fatalf("authorize redirect = %d, cookies %v", resp.StatusCode, cookies)
+		}
+		c := cookies[0]
+		if !strings.HasPrefix(c.Name, "__Host-fbx_oauth_") || c.Path != "/" || !c.Secure || !c.HttpOnly || c.Domain != "" {
+			t.Fatalf("nonce cookie over HTTPS = %+v, want a __Host- cookie", c)
+		}
+		loc, _ := resp.Location()
+		back, err := p.Login(context.Background(), loc.String(), p.User1())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c, back
+	}
+	callback := func(back *url.URL, c *http.Cookie) int {
+		req, _ := http.NewRequest(http.MethodGet, plain(back.String()), nil)
+		req.AddCookie(c)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	c, back := start()
+	tossed := &http.Cookie{Name: strings.TrimPrefix(c.Name, "__Host-"), Value: c.Value}
+	if code := callback(back, tossed); code != http.StatusBadRequest {
+		t.Errorf("callback with the nonce in a cookie of the plain name = %d, want 400", code)
+	}
+	if p.Codes() != 0 {
+		t.Errorf("%d codes redeemed for a planted nonce", p.Codes())
+	}
+	c, back = start()
+	if code := callback(back, &http.Cookie{Name: c.Name, Value: c.Value}); code != http.StatusOK {
+		t.Fatalf("callback with the __Host- cookie = %d, want 200", code)
 	}
 }
 

@@ -124,23 +124,34 @@ func htmlHeaders(w http.ResponseWriter) {
 	h.Set("Content-Security-Policy", "default-src 'none'")
 }
 
-// cookiePath is the path of site's callback, which the nonce cookie is
-// scoped to: under the API's base path (API Gateway's stage), which a
+// nonceCookie is the cookie, named after name (connection.CookieName),
+// that holds an authorization's nonce in the browser of site's member.
+// Over HTTPS it is a __Host- cookie (Secure, Path=/, no Domain), which a
+// browser lets no other host set or overwrite: a page on a sibling
+// subdomain (same site, so neither SameSite nor Fetch Metadata tells it
+// apart) cannot plant its own authorization's nonce for the member's
+// browser to bring to the callback. Over http (fluidbox dev, on loopback)
+// the prefix is not allowed, and the cookie is scoped to the callback's
+// path under the API's base path (API Gateway's stage), which the
 // browser's URL has and the handler's path does not.
-func cookiePath(site oauth.Site) string {
+func nonceCookie(site oauth.Site, name string) *http.Cookie {
+	c := &http.Cookie{Name: name, Path: CallbackPath, HttpOnly: true, SameSite: http.SameSiteLaxMode}
 	u, err := url.Parse(site.RedirectURI)
-	if err != nil || u.Path == "" {
-		return CallbackPath
+	switch {
+	case err != nil:
+	case u.Scheme == "https":
+		c.Name, c.Path, c.Secure = "__Host-"+name, "/", true
+	case u.Path != "":
+		c.Path = u.Path
 	}
-	return u.Path
+	return c
 }
 
 // oauthStart is GET /v1/oauth/start?key=: the authorize redirect. The
 // first browser to open it gets the authorization's nonce in a cookie
-// (HttpOnly, SameSite=Lax so that the provider's redirect back brings it,
-// scoped to the callback's path under the API's base URL) and is sent on
-// to the authorization server; the key is spent, so nobody else's browser
-// can get the nonce.
+// (nonceCookie: HttpOnly, SameSite=Lax so that the provider's redirect back
+// brings it) and is sent on to the authorization server; the key is spent,
+// so nobody else's browser can get the nonce.
 //
 // A browser that says the navigation came from another site (Fetch
 // Metadata: Sec-Fetch-Site cross-site or same-site) is refused, the key left
@@ -167,11 +178,9 @@ func (s *Server) oauthStart(w http.ResponseWriter, r *http.Request) {
 		s.page(w, status, p)
 		return
 	}
-	site := s.site(r)
-	http.SetCookie(w, &http.Cookie{
-		Name: st.Cookie, Value: st.Nonce, Path: cookiePath(site), Expires: st.Expires,
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: strings.HasPrefix(site.RedirectURI, "https://"),
-	})
+	c := nonceCookie(s.site(r), st.Cookie)
+	c.Value, c.Expires = st.Nonce, st.Expires
+	http.SetCookie(w, c)
 	w.Header().Set("Location", st.URL)
 	w.WriteHeader(http.StatusFound)
 }
@@ -205,8 +214,9 @@ func (s *Server) oauthCallback(w http.ResponseWriter, r *http.Request) {
 		redirect += "/" + key
 	}
 	state := q.Get("state")
+	cookie := nonceCookie(s.site(r), connection.CookieName(state))
 	var nonce string
-	if c, err := r.Cookie(connection.CookieName(state)); err == nil {
+	if c, err := r.Cookie(cookie.Name); err == nil {
 		nonce = c.Value
 	}
 	a, err := s.conns.Callback(r.Context(), connection.CallbackQuery{
@@ -214,7 +224,8 @@ func (s *Server) oauthCallback(w http.ResponseWriter, r *http.Request) {
 	})
 	if nonce != "" {
 		// Spent either way: the state is consumed.
-		http.SetCookie(w, &http.Cookie{Name: connection.CookieName(state), Path: cookiePath(s.site(r)), MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteLaxMode})
+		cookie.MaxAge = -1
+		http.SetCookie(w, cookie)
 	}
 	if err != nil {
 		status, p := s.callbackFailure(r, err)

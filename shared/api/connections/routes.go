@@ -66,7 +66,7 @@ func (s *Server) Routes() []route.Route {
 		// asks for, then sends the browser to the authorization server.
 		{Pattern: "GET /v1/oauth/start", Access: route.Public, Function: route.Broker, Via: route.APIGateway,
 			Handler: route.Raw(http.HandlerFunc(s.oauthStart)),
-			Doc:     doc("oauthStart", "connections", "The authorize redirect, opened once: it sets the authorization's browser-bound nonce (an HttpOnly, SameSite=Lax cookie for /v1/oauth/callback) and redirects to the authorization server. The callback is taken only from the browser holding it. A navigation another site started (Sec-Fetch-Site cross-site or same-site) is refused, the key left unspent.")},
+			Doc:     doc("oauthStart", "connections", "The authorize redirect, opened once: it sets the authorization's browser-bound nonce (an HttpOnly, SameSite=Lax cookie; over HTTPS a __Host- cookie, which no sibling subdomain can set) and redirects to the authorization server. The callback is taken only from the browser holding it. A navigation another site started (Sec-Fetch-Site cross-site or same-site) is refused, the key left unspent.")},
 		// fluidbox's client ID metadata document: its URL is the client_id an
 		// authorization server that takes those is given; it fetches it.
 		{Pattern: "GET /v1/oauth/client-metadata.json", Access: route.Public, Function: route.Broker, Via: route.APIGateway,
