@@ -203,12 +203,17 @@ func (p *Policy) answerKeyed(c *call, a *bash.Analysis, first *rule, res Result,
 }
 
 // ask is the require_approval rule r files: the policy's own answer res
-// when r is the rule that reported it (first), else r's.
+// when r is the rule that reported it (first), else r's, whose fallback in
+// an autonomous run is allow only when res's is too: asking under another
+// rule so that a human's grant makes progress must not let a run without
+// a human do more than the policy's answer lets it.
 func (p *Policy) ask(c *call, r, first *rule, res Result) Result {
 	if r == first {
 		return res
 	}
-	return p.approval(c, r)
+	out := p.approval(c, r)
+	out.OnAutonomous = stricterFallback(res.OnAutonomous, out.OnAutonomous)
+	return out
 }
 
 // scopeOf is a require_approval rule's default approval scope.

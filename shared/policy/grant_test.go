@@ -419,3 +419,28 @@ func TestAutonomyOfALineTwoRulesAsk(t *testing.T) {
 		}
 	}
 }
+
+// When the approval is filed under another asking rule than the one the
+// policy reported (a scope-once rule whose grant is missing), an
+// autonomous run falls back to allow only when both rules do.
+func TestAskUnderAnotherRuleKeepsTheFallback(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ push, force, want Verdict }{
+		{VerdictDeny, VerdictAllow, VerdictDeny},
+		{VerdictAllow, VerdictDeny, VerdictDeny},
+		{VerdictAllow, VerdictAllow, VerdictAllow},
+	} {
+		p := mustParse(t, fmt.Sprintf(`{"name":"a","default_verdict":"deny","rules":[
+		  {"id":"push","tool":"Bash","match":{"command_prefix":["git push"]},"verdict":"require_approval","scope":"session","on_autonomous":%q},
+		  {"id":"force","tool":"Bash","match":{"command_prefix":["git push --force"]},"verdict":"require_approval","scope":"once","on_autonomous":%q}]}`, tt.push, tt.force))
+		pc := NewCall("Bash", bashInput("git push --force origin main"))
+		res := p.EvaluateCall(Env{}, pc)
+		// An autonomous run holds no grant; a supervised one may.
+		for _, held := range []Grants{{}, NewGrants(GrantKey{"push", "Bash:git push"})} {
+			ans := p.AnswerGrants(Env{}, pc, res, held)
+			if ans.Covered || ans.Ask.RuleID != "force" || ans.Ask.OnAutonomous != tt.want {
+				t.Errorf("fallbacks push %s, force %s: asks under %q, autonomous %s (covered %v); want force, %s", tt.push, tt.force, ans.Ask.RuleID, ans.Ask.OnAutonomous, ans.Covered, tt.want)
+			}
+		}
+	}
+}
