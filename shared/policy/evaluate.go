@@ -452,8 +452,10 @@ func (e *evaluation) bashFileRules() (Result, bool) {
 // searches reach what a deny rule matches (which an allow would have
 // narrowed) is denied. A session grant names a program, not the files it
 // reaches: a line the file rules ask about too, whose searches reach what
-// they ask about, or that may write a path programs obey is asked about
-// once, under no key, and no grant answers it (AnswerGrants).
+// they ask about, or that may write a path programs obey (git's checkouts,
+// merges and patches included: the names are in the repository, not on
+// the line) is asked about once, under no key, and no grant answers it
+// (AnswerGrants).
 func (e *evaluation) bashAsked(res Result) Result {
 	n := e.narrowEx
 	if n != nil && n.deny.rule != nil {
@@ -472,6 +474,11 @@ func (e *evaluation) bashAsked(res Result) Result {
 		res.OnAutonomous = stricterFallback(res.OnAutonomous, e.p.approval(&e.c, f.rule).OnAutonomous)
 	default:
 		why = e.c.bashProtectedWrite()
+	}
+	if a := e.c.bash(); why == "" && a != nil {
+		if why = a.GitTreeWrite(); why != "" {
+			why += ", which may be a file a program obeys"
+		}
 	}
 	if why == "" {
 		return res

@@ -263,7 +263,7 @@ func FuzzAnswerGrants(f *testing.F) {
 // deny) one that denies.
 func reachPolicy(t *testing.T, deny bool) *Policy {
 	t.Helper()
-	rules := `{"id":"files","tool":"Bash","match":{"command_prefix":["cat","rg","grep","cp","tee","sed","ln","mkdir","touch","npm test","git push"]},"verdict":"require_approval","scope":"session"},
+	rules := `{"id":"files","tool":"Bash","match":{"command_prefix":["cat","rg","grep","cp","tee","sed","ln","mkdir","touch","npm test","git push","git apply","git checkout","git stash"]},"verdict":"require_approval","scope":"session"},
 	  {"id":"env","tool":"Read","match":{"path":["**/.env"]},"verdict":"require_approval","scope":"once"},
 	  {"id":"secrets","tool":"Write","match":{"path":["secrets/**"]},"verdict":"require_approval","scope":"once"}`
 	if deny {
@@ -282,7 +282,7 @@ func reachPolicy(t *testing.T, deny bool) *Policy {
 func TestGrantsDoNotReachPastTheFileRules(t *testing.T) {
 	t.Parallel()
 	var held []GrantKey
-	for _, k := range []string{"cat", "rg", "grep", "cp", "tee", "sed", "ln", "mkdir", "touch", "npm test", "git push"} {
+	for _, k := range []string{"cat", "rg", "grep", "cp", "tee", "sed", "ln", "mkdir", "touch", "npm test", "git push", "git apply", "git checkout", "git stash"} {
 		held = append(held, GrantKey{RuleID: "files", ScopeKey: "Bash:" + k})
 	}
 	all := NewGrants(held...)
@@ -311,6 +311,9 @@ func TestGrantsDoNotReachPastTheFileRules(t *testing.T) {
 		{cmd: "mkdir -p .git/hooks", want: VerdictRequireApproval},
 		{cmd: "touch .envrc", want: VerdictRequireApproval},
 		{cmd: "cat a && cp x .gitattributes", want: VerdictRequireApproval},
+		{cmd: "git apply fix.diff", want: VerdictRequireApproval},
+		{cmd: "git checkout other", want: VerdictRequireApproval},
+		{cmd: "git stash pop", want: VerdictRequireApproval},
 		// The default verdict asks (no Bash rule matches): once, as ever,
 		// but never past a deny.
 		{cmd: "git grep KEY", want: VerdictRequireApproval},

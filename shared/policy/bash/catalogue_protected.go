@@ -1,6 +1,9 @@
 package bash
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // Files that programs obey. The read-only catalogue says which words of git
 // diff, rg or jq cannot write or run anything, but each of those programs
@@ -146,6 +149,94 @@ var treeWriters = map[string]func(words []word) bool{
 	"rsync":      remoteOperand, // a remote tree's names are not on the line
 	"scp":        remoteOperand,
 	"unsquashfs": func([]word) bool { return true },
+	"curl": func(w []word) bool {
+		return hasShort(w, 'J') || hasShort(w, 'K') || hasAnyWord(w, "--remote-header-name", "--config")
+	},
+	"wget": func(w []word) bool {
+		for _, c := range []byte("rmxpi") {
+			if hasShort(w, c) {
+				return true
+			}
+		}
+		return hasAnyWord(w, "--recursive", "--mirror", "--force-directories", "--page-requisites", "--input-file", "--content-disposition", "--trust-server-names")
+	},
+}
+
+// GitTreeWrite says why the line may write, through git, files whose
+// names are in the repository, not on the line ("" when it does not): git
+// writes the working tree from a patch, another revision or another
+// repository, and a commit made with git's plumbing may hold a
+// .claude/settings.json that no word of a later checkout shows. A session
+// grant never covers such a line; allow rules and a default allow are not
+// changed by it (git pull and git reset --hard stay what they were).
+func (a *Analysis) GitTreeWrite() string {
+	for _, c := range a.loose {
+		if len(c.words) > 0 && !c.words[0].dynamic && c.words[0].text == "git" && gitWritesTree(c.words) {
+			sub := "git"
+			if !c.words[1].dynamic {
+				sub += " " + c.words[1].text
+			}
+			return fmt.Sprintf("`%s` writes files named in the repository, not on the line", sub)
+		}
+	}
+	return ""
+}
+
+// gitWritesTree: the forms of git that leave the working tree alone are
+// not such writes; a subcommand known only at run time is.
+func gitWritesTree(w []word) bool {
+	if len(w) < 2 {
+		return false
+	}
+	if w[1].dynamic {
+		return true
+	}
+	next := func(reads ...string) bool {
+		if len(w) < 3 {
+			return false
+		}
+		for _, r := range reads {
+			if !w[2].dynamic && w[2].text == r {
+				return false
+			}
+		}
+		return true
+	}
+	switch w[1].text {
+	case "apply":
+		return hasAnyWord(w, "--apply") || !hasAnyWord(w, "--check", "--stat", "--numstat", "--summary")
+	case "checkout":
+		return !newBranchOnly(w, "-b", "-B")
+	case "switch":
+		return !newBranchOnly(w, "-c", "-C")
+	case "reset":
+		return hasAnyWord(w, "--hard", "--merge", "--keep")
+	case "stash":
+		return len(w) == 2 || next("list", "show")
+	case "worktree":
+		return next("list")
+	case "submodule":
+		return next("status", "summary")
+	case "bisect":
+		return next("log", "visualize", "view")
+	case "am", "merge", "pull", "rebase", "cherry-pick", "revert", "restore", "read-tree", "checkout-index", "clone", "init", "sparse-checkout":
+		return true
+	}
+	return false
+}
+
+// newBranchOnly: git checkout -b NAME (or switch -c NAME) with no start
+// point, which makes a branch at HEAD and leaves the tree as it is.
+func newBranchOnly(w []word, flags ...string) bool {
+	if len(w) != 4 || w[2].dynamic || w[3].dynamic || strings.HasPrefix(w[3].text, "-") {
+		return false
+	}
+	for _, f := range flags {
+		if w[2].text == f {
+			return true
+		}
+	}
+	return false
 }
 
 func remoteOperand(words []word) bool {

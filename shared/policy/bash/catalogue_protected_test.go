@@ -52,6 +52,10 @@ func TestWrites(t *testing.T) {
 		{"git config core.pager less", nil, true},
 		{"npm config set script-shell x", nil, true},
 		{"rsync -a host:dir/ .", nil, true},
+		{"wget -r https://example.com/", nil, true},
+		{"wget --mirror https://example.com/", nil, true},
+		{"curl -OJ https://example.com/x", nil, true},
+		{"curl --remote-header-name -O https://example.com/x", nil, true},
 	}
 	for _, tt := range tests {
 		targets, unseen := Analyze(tt.line).Writes()
@@ -75,9 +79,54 @@ func TestWrites(t *testing.T) {
 		}
 	}
 	// Listing an archive or reading a setting writes nothing unseen.
-	for _, line := range []string{"tar tf a.tar", "unzip -l a.zip", "npm config get registry", "rsync -a src/ dst/"} {
+	for _, line := range []string{"tar tf a.tar", "unzip -l a.zip", "npm config get registry", "rsync -a src/ dst/",
+		"curl -O https://example.com/x", "wget https://example.com/x"} {
 		if _, unseen := Analyze(line).Writes(); unseen != "" {
 			t.Errorf("Writes(%q) unseen = %q, want none", line, unseen)
+		}
+	}
+}
+
+// GitTreeWrite: git writes the working tree from a patch, another
+// revision or another repository, so the names it writes are not on the
+// line; the forms that leave the tree alone do not.
+func TestGitTreeWrite(t *testing.T) {
+	t.Parallel()
+	for _, line := range []string{
+		"git apply p.diff",
+		"git -C sub am p.mbox",
+		"git checkout other",
+		"git checkout -b feature origin/x",
+		"git switch other",
+		"git merge other",
+		"git pull",
+		"git rebase main",
+		"git cherry-pick abc",
+		"git revert abc",
+		"git reset --hard abc",
+		"git reset --keep abc",
+		"git restore --source=abc .",
+		"git stash pop",
+		"git stash",
+		"git read-tree -u -m abc",
+		"git checkout-index -a",
+		"git worktree add ../w",
+		"git clone https://example.com/r.git",
+		"git init --template=t",
+		"git submodule update --init",
+		"git sparse-checkout set a",
+		"git bisect start",
+		"git $SUB x",
+	} {
+		if Analyze(line).GitTreeWrite() == "" {
+			t.Errorf("GitTreeWrite(%q) = \"\", want a write", line)
+		}
+	}
+	for _, line := range []string{"git apply --check p.diff", "git apply --stat p.diff", "git checkout -b feature", "git switch -c feature",
+		"git reset HEAD~1", "git reset --soft HEAD~1", "git stash list", "git stash show -p", "git worktree list", "git submodule status",
+		"git add .", "git commit -m x", "git push", "git fetch", "git status", "git diff", "cat checkout"} {
+		if why := Analyze(line).GitTreeWrite(); why != "" {
+			t.Errorf("GitTreeWrite(%q) = %q, want none", line, why)
 		}
 	}
 }
