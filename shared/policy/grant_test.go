@@ -353,8 +353,8 @@ func TestGrantsDoNotReachPastTheFileRules(t *testing.T) {
 func TestGrantReadsWordsAsAnyOptions(t *testing.T) {
 	t.Parallel()
 	p := mustParse(t, `{"name":"o","default_verdict":"require_approval","approval":{"scope":"session"},"rules":[
-	  {"id":"run","tool":"Bash","match":{"command_prefix":["npm test","make","go test","git push"]},"verdict":"require_approval","scope":"session"}]}`)
-	all := NewGrants(GrantKey{"run", "Bash:npm test"}, GrantKey{"run", "Bash:make"}, GrantKey{"run", "Bash:go test"}, GrantKey{"run", "Bash:git push"})
+	  {"id":"run","tool":"Bash","match":{"command_prefix":["npm test","make","go test","git push","rg","git"]},"verdict":"require_approval","scope":"session"}]}`)
+	all := NewGrants(GrantKey{"run", "Bash:npm test"}, GrantKey{"run", "Bash:make"}, GrantKey{"run", "Bash:go test"}, GrantKey{"run", "Bash:git push"}, GrantKey{"run", "Bash:rg"}, GrantKey{"run", "Bash:git"})
 	for cmd, want := range map[string]bool{
 		"npm test":                          true,
 		"make build":                        true,
@@ -366,6 +366,17 @@ func TestGrantReadsWordsAsAnyOptions(t *testing.T) {
 		"make --eval=x":                     false,
 		"go test -exec=/tmp/x ./...":        false,
 		"git push origin *":                 false,
+		"rg -n KEY src":                     true,
+		"rg --pre-glob='*.pdf' KEY src":     true,
+		"git send-email x.patch":            true,
+		// Options whose value is a program the command runs.
+		"rg --pre=./x KEY src":                false,
+		"rg --pre ./x KEY src":                false,
+		"git send-email --to-cmd=./x x.patch": false,
+		"git send-email --sendmail-cmd ./x p": false,
+		"git send-email --smtp-server=./x p":  false,
+		"git send-email --cc-cmd=./x p":       false,
+		"git send-email --header-cmd=./x p":   false,
 	} {
 		pc := NewCall("Bash", bashInput(cmd))
 		res := p.EvaluateCall(Env{}, pc)

@@ -586,6 +586,7 @@ var commandOptions = map[string]commandOpts{
 	"tar":     {short: "IF", long: []string{"--to-command", "--use-compress-program", "--checkpoint-action", "--info-script", "--new-volume-script", "--rsh-command", "--rmt-command"}},
 	"rsync":   {short: "e", long: []string{"--rsh", "--rsync-path"}},
 	"sort":    {long: []string{"--compress-program"}},
+	"rg":      {long: []string{"--pre"}},
 	"zip":     {long: []string{"--unzip-command"}, words: []string{"-TT"}},
 	"tcpdump": {short: "z"},
 	"wget":    {long: []string{"--use-askpass"}},
@@ -1662,6 +1663,15 @@ var gitRunOptions = []string{
 	"--template",
 }
 
+// gitRunLong are long options with the same effect, per subcommand
+// (send-email runs --to-cmd, and an --smtp-server that is a path), and
+// gitOwnOptions the options of theirs that are not abbreviations of them
+// (send-email --cc is its own option, not --cc-cmd).
+var (
+	gitRunLong    = map[string][]string{"send-email": {"--to-cmd", "--cc-cmd", "--header-cmd", "--sendmail-cmd", "--smtp-server"}}
+	gitOwnOptions = map[string]bool{"--cc": true}
+)
+
 // gitRunShort are short options with the same effect, per subcommand.
 var gitRunShort = map[string]string{
 	"clone": "u", "ls-remote": "u", "archive": "", "grep": "O", "difftool": "xt", "mergetool": "t",
@@ -1739,6 +1749,13 @@ func (n *normalizer) gitOption(sub string, a word, depth int) bool {
 			continue // read by gitRuns: its command is visible
 		}
 		if _, _, ok := gitLong(a.text, opt); ok {
+			n.opaque(fmt.Sprintf("git %s %s runs a program", sub, opt))
+			return false
+		}
+	}
+	for _, opt := range gitRunLong[sub] {
+		name, _, _ := strings.Cut(a.text, "=")
+		if _, _, ok := gitLong(a.text, opt); ok && !gitOwnOptions[name] {
 			n.opaque(fmt.Sprintf("git %s %s runs a program", sub, opt))
 			return false
 		}
