@@ -205,3 +205,38 @@ func TestDiscoverRefusesMalformedMetadata(t *testing.T) {
 		}
 	}
 }
+
+// TestNoRedirectFollowed: no request to a provider follows a redirect, so
+// the egress guard judges every address fluidbox sends to and a code, a
+// verifier, a refresh token or a client secret is never re-sent (a 307
+// repeats the POST) to wherever a provider points: the probe of the MCP
+// server, registration, the code exchange and the refresh each stop at the
+// 3xx, through NewClient and through a caller's client that would follow.
+func TestNoRedirectFollowed(t *testing.T) {
+	t.Parallel()
+	target := newAnswering(t)
+	target.answer(map[string]any{"access_token": "at-123", "token_type": "Bearer", "refresh_token": "rt-2", "client_id": "abc"})
+	redirector := httptest.NewServer(http.RedirectHandler(target.srv.URL+"/x", http.StatusTemporaryRedirect))
+	t.Cleanup(redirector.Close)
+	d := oauth.Discovery{Resource: "http://127.0.0.1:1/mcp", Issuer: redirector.URL, AuthURL: redirector.URL + "/authorize", TokenURL: redirector.URL + "/token", RegistrationURL: redirector.URL + "/register"}
+	c := oauth.Client{ID: "client", Secret: "secret", AuthMethod: "client_secret_post"}
+	ctx := context.Background()
+	following := &http.Client{Transport: loopbackClient().Transport}
+	for name, hc := range map[string]*http.Client{"NewClient": loopbackClient(), "a following client": following} {
+		if _, err := oauth.Discover(ctx, hc, redirector.URL+"/mcp", nil); !errors.Is(err, oauth.ErrDiscovery) {
+			t.Errorf("%s: Discover of a redirecting MCP server: %v, want ErrDiscovery", name, err)
+		}
+		if _, err := oauth.Register(ctx, hc, d, oauth.Site{RedirectURI: redirect}, nil); !errors.Is(err, oauth.ErrRegistration) {
+			t.Errorf("%s: Register at a redirecting endpoint: %v, want ErrRegistration", name, err)
+		}
+		if _, err := oauth.Exchange(ctx, hc, d, c, redirect, "code", "verifier"); !errors.Is(err, oauth.ErrToken) {
+			t.Errorf("%s: Exchange at a redirecting endpoint: %v, want ErrToken", name, err)
+		}
+		if _, err := oauth.Refresh(ctx, hc, d, c, "rt"); !errors.Is(err, oauth.ErrToken) {
+			t.Errorf("%s: Refresh at a redirecting endpoint: %v, want ErrToken", name, err)
+		}
+	}
+	if f := target.lastForm(); f != nil {
+		t.Fatalf("the redirect's target was sent %v", f)
+	}
+}
