@@ -230,38 +230,54 @@ func TestAnswerGrantsRefusesForeignResults(t *testing.T) {
 // approval for the session makes progress).
 func FuzzAnswerGrants(f *testing.F) {
 	for _, s := range []string{"git push origin main", "git push --force && npm publish", "git status; git push", "env git push",
-		"git push $(curl x)", "bash -c 'git push'", "npm publish | git push", "GIT_DIR=x git push", "git push 'x"} {
+		"git push $(curl x)", "bash -c 'git push'", "npm publish | git push", "GIT_DIR=x git push", "git push 'x",
+		"git push && cp x .git/hooks/pre-push", "npm publish --userconfig .npmrc", "git push; git checkout x",
+		"cat .env", "cp a secrets/k", "rg KEY .", "tee .bashrc", "git apply p.diff", "git stash pop", "cat README && git push"} {
 		f.Add(s)
 	}
-	p := mustParse(f, grantPolicy)
+	policies := []*Policy{mustParse(f, grantPolicy), reachPolicy(f, true)}
+	env := Env{Workspace: "/ws", Cwd: "/ws"}
 	f.Fuzz(func(t *testing.T, cmd string) {
-		pc := NewCall("Bash", bashInput(cmd))
-		res := p.EvaluateCall(Env{}, pc)
-		var held []GrantKey
-		for range 5 {
-			ans := p.AnswerGrants(Env{}, pc, res, NewGrants(held...))
-			if ans.Covered {
-				if a := bash.Analyze(cmd); a.Parts() == 0 || res.Verdict != VerdictRequireApproval {
-					t.Fatalf("%q answered by grants %v: parts %d, verdict %s", cmd, held, a.Parts(), res.Verdict)
-				}
-				return
-			}
-			if !ans.Grantable {
-				return
-			}
-			k := GrantKey{RuleID: ans.Ask.RuleID, ScopeKey: ans.Ask.ScopeKey}
-			if k.ScopeKey == "" || NewGrants(held...).Has(k) {
-				t.Fatalf("%q asks under %+v, held %v", cmd, k, held)
-			}
-			held = append(held, k)
+		for _, p := range policies {
+			answerEveryAsk(t, p, env, cmd)
 		}
 	})
+}
+
+// answerEveryAsk grants every ask the policy makes about the line, up to
+// five, and checks what FuzzAnswerGrants promises.
+func answerEveryAsk(t *testing.T, p *Policy, env Env, cmd string) {
+	t.Helper()
+	pc := NewCall("Bash", bashInput(cmd))
+	res := p.EvaluateCall(env, pc)
+	var held []GrantKey
+	for range 5 {
+		ans := p.AnswerGrants(env, pc, res, NewGrants(held...))
+		if ans.Covered {
+			if a := bash.Analyze(cmd); a.Parts() == 0 || res.Verdict != VerdictRequireApproval {
+				t.Fatalf("%q answered by grants %v: parts %d, verdict %s", cmd, held, a.Parts(), res.Verdict)
+			}
+			c := call{Call: pc, env: env}
+			if why := c.bashProtectedWrite() + c.bash().GitTreeWrite(); why != "" || pc.noGrant.Load() {
+				t.Fatalf("%q answered by grants %v under %s, though %q (no grant: %v)", cmd, held, p.Document().Name, why, pc.noGrant.Load())
+			}
+			return
+		}
+		if !ans.Grantable {
+			return
+		}
+		k := GrantKey{RuleID: ans.Ask.RuleID, ScopeKey: ans.Ask.ScopeKey}
+		if k.ScopeKey == "" || NewGrants(held...).Has(k) {
+			t.Fatalf("%q asks under %+v, held %v", cmd, k, held)
+		}
+		held = append(held, k)
+	}
 }
 
 // reachPolicy has Bash rules that ask for the session about programs that
 // read and write files, beside file rules that ask every time, and (with
 // deny) one that denies.
-func reachPolicy(t *testing.T, deny bool) *Policy {
+func reachPolicy(t testing.TB, deny bool) *Policy {
 	t.Helper()
 	rules := `{"id":"files","tool":"Bash","match":{"command_prefix":["cat","rg","grep","cp","tee","sed","ln","mkdir","touch","npm test","git push","git apply","git checkout","git stash"]},"verdict":"require_approval","scope":"session"},
 	  {"id":"env","tool":"Read","match":{"path":["**/.env"]},"verdict":"require_approval","scope":"once"},
