@@ -474,3 +474,24 @@ func TestAskUnderAnotherRuleKeepsTheFallback(t *testing.T) {
 		}
 	}
 }
+
+// The rule that reports an ask may give no key (a rule without a prefix)
+// while another asking rule's grant would cover the line: the line that
+// writes a path programs obey is still answered by no grant.
+func TestNoGrantWhenTheReportedRuleHasNoKey(t *testing.T) {
+	t.Parallel()
+	p := mustParse(t, `{"name":"k","default_verdict":"deny","rules":[
+	  {"id":"described","tool":"Bash","match":{"input":{"/description":["*"]}},"verdict":"require_approval","scope":"session"},
+	  {"id":"cp","tool":"Bash","match":{"command_prefix":["cp"]},"verdict":"require_approval","scope":"session"}]}`)
+	held := NewGrants(GrantKey{"cp", "Bash:cp"})
+	for cmd, want := range map[string]bool{"cp a b": true, "cp x .git/hooks/pre-commit": false, "cp x .claude/settings.json": false} {
+		pc := NewCall("Bash", map[string]any{"command": cmd, "description": "copy"})
+		res := p.EvaluateCall(Env{Workspace: "/ws"}, pc)
+		if res.RuleID != "described" || res.ScopeKey != "" {
+			t.Fatalf("%q = %s by %q under %q, want asked by the rule without a key", cmd, res.Verdict, res.RuleID, res.ScopeKey)
+		}
+		if got := p.AnswerGrants(Env{Workspace: "/ws"}, pc, res, held).Covered; got != want {
+			t.Errorf("%q covered = %v, want %v", cmd, got, want)
+		}
+	}
+}
