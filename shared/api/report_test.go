@@ -2,13 +2,16 @@ package api_test
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/fluidbox/fluidbox/shared/internal/githubtest"
 	"github.com/fluidbox/fluidbox/shared/redact"
+	"github.com/fluidbox/fluidbox/shared/report"
 )
 
 // TestRunReported: once a run has ended, its stored final message goes
@@ -101,5 +104,50 @@ func checkGrantsNarrow(t *testing.T, s *workspaceStack) {
 		if len(perms) != 1 || len(g.Repositories) != 1 {
 			t.Errorf("a token was minted for %v with %v, want one repository and one permission", g.Repositories, perms)
 		}
+	}
+}
+
+// TestReportFindsItsEarlierCheckRun: a check run this App posted for the
+// run before (a report whose record was lost after the post) is taken as
+// the report, found past the first page of the commit's check runs, and
+// nothing is posted again; one of another App with the run's id as its
+// external_id is not the report (anybody's App or workflow can name a
+// check run fluidbox), so a run with only such a one posts its own.
+func TestReportFindsItsEarlierCheckRun(t *testing.T) {
+	t.Parallel()
+	s := newWorkspaceStack(t)
+	s.setApp()
+	const repo = "Codertocat/Hello-World"
+	s.trigger(repo, nil)
+	s.gh.Install(repo, 31)
+	sha := strings.Repeat("e", 40)
+	run, _ := s.pullRequestRun("same_repo.opened.json", "ec26c3e57ca3a959ca5aad62de7213c562f8c821", sha, "d-rep-once")
+	s.must(200, "POST", "/v1/sessions/"+run+"/end", adminToken, map[string]any{"reason": "exited", "exit_status": 0})
+
+	s.gh.PlantCheckRun(repo, sha, report.CheckName, run, 999)
+	for i := range 120 {
+		s.gh.PlantCheckRun(repo, sha, report.CheckName, fmt.Sprintf("ses_other%d", i), githubtest.AppID)
+	}
+	s.gh.PlantCheckRun(repo, sha, report.CheckName, run, githubtest.AppID)
+	const earlier = 8000 + 1 + 120 // the planted check runs' ids count from 8000
+	if got := s.must(200, "POST", "/v1/sessions/"+run+"/report", adminToken, nil); got["kind"] != report.CheckRun || got["id"] != float64(earlier) {
+		t.Fatalf("report = %v, want the earlier check run %d", got, earlier)
+	}
+	if posts := s.gh.Posts(); len(posts) != 0 {
+		t.Fatalf("posted %+v, want nothing: the run had reported", posts)
+	}
+	events := s.must(200, "GET", "/v1/sessions/"+run+"/events", adminToken, nil)["events"].([]any)
+	if last := events[len(events)-1].(map[string]any); last["type"] != "run.reported" || last["data"].(map[string]any)["id"] != float64(earlier) {
+		t.Errorf("last event = %v, want run.reported of check run %d", last, earlier)
+	}
+
+	// Only another App's check run names the next run: it reports.
+	sha2 := strings.Repeat("f", 40)
+	run2, _ := s.pullRequestRun("same_repo.opened.json", "ec26c3e57ca3a959ca5aad62de7213c562f8c821", sha2, "d-rep-twice")
+	s.must(200, "POST", "/v1/sessions/"+run2+"/end", adminToken, map[string]any{"reason": "exited", "exit_status": 0})
+	s.gh.PlantCheckRun(repo, sha2, report.CheckName, run2, 999)
+	s.must(200, "POST", "/v1/sessions/"+run2+"/report", adminToken, nil)
+	if posts := s.gh.Posts(); len(posts) != 1 || posts[0].Body["external_id"] != run2 {
+		t.Errorf("posted %+v, want run %s's own check run", posts, run2)
 	}
 }

@@ -247,6 +247,9 @@ type Installation struct {
 	Token  Token
 	GitURL string
 	Client *github.Client
+	// AppID is the App's id: what GitHub names as the author of what the
+	// installation posts.
+	AppID int64
 }
 
 // Installation mints a token of the App's installation on repo ("owner/
@@ -302,7 +305,7 @@ func (a *Apps) Installation(ctx context.Context, repo string, perm Permission) (
 	if err != nil {
 		return Installation{}, fmt.Errorf("githubapp: client: %w", err)
 	}
-	return Installation{Token: Token{s: tok}, GitURL: app.GitURL, Client: client}, nil
+	return Installation{Token: Token{s: tok}, GitURL: app.GitURL, Client: client, AppID: app.AppID}, nil
 }
 
 // statusOf names a GitHub response's status for an error, never its body.

@@ -12,7 +12,8 @@
 // followed by a zero-width joiner, and '&', '<' and '>' become entities,
 // so no HTML and no mention reaches GitHub. A run reports once (a REPORT
 // item written with the ledger's run.reported, which holds ids and the
-// posted body's digest, never the text).
+// posted body's digest, never the text); a check run posted before its
+// record was lost is found by its external_id and not posted again.
 package report
 
 import (
@@ -143,12 +144,20 @@ func (s *Service) reportKind(ctx context.Context, id string) (store.Head, string
 	return h, kind, nil
 }
 
-// postCheckRun posts the result as a completed check run on the commit.
+// postCheckRun posts the result as a completed check run on the commit,
+// once: a check run this App posted for the run before (its external_id is
+// the run's id) whose record was lost (a crash, a failed write after the
+// post) is taken as the report rather than posted again.
 func (s *Service) postCheckRun(ctx context.Context, id string, gh *store.GitHubTrigger, res store.Result, body string) (Reported, error) {
 	owner, name, _ := strings.Cut(gh.Repository, "/")
 	inst, err := s.apps.Installation(ctx, gh.Repository, githubapp.WriteChecks)
 	if err != nil {
 		return Reported{}, err
+	}
+	if earlier, err := postedCheckRun(ctx, inst, owner, name, gh.HeadSHA, id); err != nil {
+		return Reported{}, fmt.Errorf("%w: list the commit's check runs", githubapp.ErrUnavailable)
+	} else if earlier != 0 {
+		return Reported{Kind: CheckRun, ID: earlier}, nil
 	}
 	conclusion := "success"
 	if res.Reason != string(run.EndExited) || res.ExitStatus != 0 {
@@ -164,6 +173,36 @@ func (s *Service) postCheckRun(ctx context.Context, id string, gh *store.GitHubT
 		return Reported{}, fmt.Errorf("%w: create the check run", githubapp.ErrUnavailable)
 	}
 	return Reported{Kind: CheckRun, ID: cr.GetID()}, nil
+}
+
+// maxCheckRunPages bounds the search for an earlier post, at 100 check
+// runs a page: past it (a commit with over a thousand fluidbox check
+// runs), the report is posted, a duplicate at worst.
+const maxCheckRunPages = 10
+
+// postedCheckRun is the id of the check run named CheckName that inst's
+// App posted on commit sha for run id, 0 if there is none. Only the App's
+// own count: another App or a workflow may name a check run anything and
+// give it any external_id.
+func postedCheckRun(ctx context.Context, inst githubapp.Installation, owner, name, sha, id string) (int64, error) {
+	opts := &github.ListCheckRunsOptions{CheckName: github.Ptr(CheckName), Filter: github.Ptr("all"), AppID: github.Ptr(inst.AppID),
+		ListOptions: github.ListOptions{PerPage: 100}}
+	for range maxCheckRunPages {
+		page, resp, err := inst.Client.Checks.ListCheckRunsForRef(ctx, owner, name, sha, opts)
+		if err != nil {
+			return 0, err
+		}
+		for _, cr := range page.CheckRuns {
+			if cr.GetExternalID() == id && cr.GetApp().GetID() == inst.AppID {
+				return cr.GetID(), nil
+			}
+		}
+		if resp.NextPage == 0 {
+			break
+		}
+		opts.Page = resp.NextPage
+	}
+	return 0, nil
 }
 
 // postComment posts the result as a comment on the pull request.

@@ -59,6 +59,8 @@ type Server struct {
 	fetch []string         // repositories fetched, in order
 	posts []Post
 	fail  int // posts still to answer 502
+	// planted are check runs not posted through the stand-in.
+	planted []plantedRun
 }
 
 // Post is a check run or a comment a token posted.
@@ -89,20 +91,14 @@ func (s *Server) FailPosts(n int) {
 func (s *Server) post(perm, kind string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		repo := r.PathValue("owner") + "/" + r.PathValue("repo")
-		// GitHub takes "token X" (what ghinstallation sends) and "Bearer X".
-		auth := r.Header.Get("Authorization")
-		tok, ok := strings.CutPrefix(auth, "token ")
-		if !ok {
-			tok, _ = strings.CutPrefix(auth, "Bearer ")
-		}
 		var body map[string]any
 		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
 			http.Error(w, `{"message":"Problems parsing JSON"}`, http.StatusBadRequest)
 			return
 		}
+		g, minted := s.grantOf(r)
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		g, minted := s.mint[tok]
 		if !minted || !slices.Contains(g.Repositories, repo) || g.Permissions[perm] != "write" {
 			http.Error(w, `{"message":"Resource not accessible by integration"}`, http.StatusForbidden)
 			return
@@ -115,6 +111,90 @@ func (s *Server) post(perm, kind string) http.HandlerFunc {
 		s.posts = append(s.posts, Post{Kind: kind, Repository: repo, Number: r.PathValue("number"), Body: body})
 		writeJSON(w, http.StatusCreated, map[string]any{"id": 9000 + len(s.posts)})
 	}
+}
+
+// checkRun is a check run as GET .../check-runs lists it.
+type checkRun struct {
+	ID         int64          `json:"id"`
+	Name       string         `json:"name"`
+	HeadSHA    string         `json:"head_sha"`
+	ExternalID string         `json:"external_id"`
+	App        map[string]any `json:"app"`
+}
+
+// PlantCheckRun adds a check run on repo's commit sha that the stand-in
+// did not take from fluidbox: by App appID (AppID for this App's own),
+// named name, with externalID. It is not among Posts.
+func (s *Server) PlantCheckRun(repo, sha, name, externalID string, appID int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.planted = append(s.planted, plantedRun{repo: repo, run: checkRun{ID: int64(8000 + len(s.planted)), Name: name, HeadSHA: sha, ExternalID: externalID, App: map[string]any{"id": appID}}})
+}
+
+type plantedRun struct {
+	repo string
+	run  checkRun
+}
+
+// checkRuns answers GET /repos/{owner}/{repo}/commits/{ref}/check-runs to
+// a token of the repository with checks (read or write): the check runs on
+// that commit, planted and posted, filtered by check_name and app_id, a
+// page of per_page (default 30) at a time with GitHub's Link header.
+func (s *Server) checkRuns(w http.ResponseWriter, r *http.Request) {
+	repo := r.PathValue("owner") + "/" + r.PathValue("repo")
+	g, minted := s.grantOf(r)
+	if !minted || !slices.Contains(g.Repositories, repo) || (g.Permissions["checks"] != "read" && g.Permissions["checks"] != "write") {
+		http.Error(w, `{"message":"Resource not accessible by integration"}`, http.StatusForbidden)
+		return
+	}
+	q := r.URL.Query()
+	s.mu.Lock()
+	var all []checkRun
+	for _, p := range s.planted {
+		if p.repo == repo && p.run.HeadSHA == r.PathValue("ref") {
+			all = append(all, p.run)
+		}
+	}
+	for i, p := range s.posts {
+		if p.Kind == "check_run" && p.Repository == repo && p.Body["head_sha"] == r.PathValue("ref") {
+			name, _ := p.Body["name"].(string)
+			ext, _ := p.Body["external_id"].(string)
+			all = append(all, checkRun{ID: int64(9001 + i), Name: name, HeadSHA: r.PathValue("ref"), ExternalID: ext, App: map[string]any{"id": AppID}})
+		}
+	}
+	s.mu.Unlock()
+	all = slices.DeleteFunc(all, func(c checkRun) bool {
+		return q.Has("check_name") && c.Name != q.Get("check_name") || q.Has("app_id") && fmt.Sprint(c.App["id"]) != q.Get("app_id")
+	})
+	per, page := 30, 1
+	if n, err := strconv.Atoi(q.Get("per_page")); err == nil && n > 0 && n <= 100 {
+		per = n
+	}
+	if n, err := strconv.Atoi(q.Get("page")); err == nil && n > 0 {
+		page = n
+	}
+	from, to := min((page-1)*per, len(all)), min(page*per, len(all))
+	if to < len(all) {
+		next := *r.URL
+		q.Set("page", strconv.Itoa(page+1))
+		next.RawQuery = q.Encode()
+		w.Header().Set("Link", fmt.Sprintf(`<http://%s%s>; rel="next"`, r.Host, next.RequestURI()))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"total_count": len(all), "check_runs": all[from:to]})
+}
+
+// grantOf is the grant of the request's installation token. GitHub takes
+// "token X" (what ghinstallation sends) and "Bearer X".
+func (s *Server) grantOf(r *http.Request) (Grant, bool) {
+	auth := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(auth, "token ")
+	if !ok {
+		tok, _ = strings.CutPrefix(auth, "Bearer ")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g, minted := s.mint[tok]
+	return g, minted
 }
 
 // New starts the stand-in; it stops when the test ends.
@@ -130,6 +210,7 @@ func New(t *testing.T) *Server {
 	api.HandleFunc("GET /repos/{owner}/{repo}/installation", s.installation)
 	api.HandleFunc("POST /app/installations/{id}/access_tokens", s.accessToken)
 	api.HandleFunc("POST /repos/{owner}/{repo}/check-runs", s.post("checks", "check_run"))
+	api.HandleFunc("GET /repos/{owner}/{repo}/commits/{ref}/check-runs", s.checkRuns)
 	api.HandleFunc("POST /repos/{owner}/{repo}/issues/{number}/comments", s.post("pull_requests", "comment"))
 	api.HandleFunc("GET /repos/{owner}/{repo}", s.repository)
 	api.HandleFunc("GET /repos/{owner}/{repo}/branches/{branch...}", s.branch)
@@ -152,14 +233,7 @@ func serve(t *testing.T, h http.Handler) string {
 // GitHub answers a repository a token cannot see).
 func (s *Server) reader(w http.ResponseWriter, r *http.Request) string {
 	repo := r.PathValue("owner") + "/" + r.PathValue("repo")
-	auth := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(auth, "token ")
-	if !ok {
-		tok, _ = strings.CutPrefix(auth, "Bearer ")
-	}
-	s.mu.Lock()
-	g, minted := s.mint[tok]
-	s.mu.Unlock()
+	g, minted := s.grantOf(r)
 	if !minted || !slices.Contains(g.Repositories, repo) || (g.Permissions["contents"] != "read" && g.Permissions["contents"] != "write") {
 		http.Error(w, `{"message":"Not Found"}`, http.StatusNotFound)
 		return ""
