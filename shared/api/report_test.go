@@ -107,13 +107,14 @@ func checkGrantsNarrow(t *testing.T, s *workspaceStack) {
 	}
 }
 
-// TestReportFindsItsEarlierCheckRun: a check run this App posted for the
-// run before (a report whose record was lost after the post) is taken as
-// the report, found past the first page of the commit's check runs, and
+// TestReportFindsItsEarlierPost: a check run this App posted for the run
+// before (a report whose record was lost after the post) is taken as the
+// report, found past the first page of the commit's check runs, and
 // nothing is posted again; one of another App with the run's id as its
 // external_id is not the report (anybody's App or workflow can name a
-// check run fluidbox), so a run with only such a one posts its own.
-func TestReportFindsItsEarlierCheckRun(t *testing.T) {
+// check run fluidbox), so a run with only such a one posts its own. A
+// comment report does the same with the App's bot's comments.
+func TestReportFindsItsEarlierPost(t *testing.T) {
 	t.Parallel()
 	s := newWorkspaceStack(t)
 	s.setApp()
@@ -149,5 +150,41 @@ func TestReportFindsItsEarlierCheckRun(t *testing.T) {
 	s.must(200, "POST", "/v1/sessions/"+run2+"/report", adminToken, nil)
 	if posts := s.gh.Posts(); len(posts) != 1 || posts[0].Body["external_id"] != run2 {
 		t.Errorf("posted %+v, want run %s's own check run", posts, run2)
+	}
+	checkCommentFoundAgain(t, s)
+}
+
+// checkCommentFoundAgain: a fork's run reporting as a comment finds the
+// App's bot's earlier comment for it past the first page, and neither a
+// person's nor another App's comment with the same header counts.
+func checkCommentFoundAgain(t *testing.T, s *workspaceStack) {
+	t.Helper()
+	const fork, pr = "KaTeX/KaTeX", 2388
+	s.trigger(fork, map[string]any{"report": "comment"})
+	s.gh.Install(fork, 32)
+	deliver := func(sha, delivery string) string {
+		body := bytes.ReplaceAll(payload(t, "fork.opened.json"), []byte("3ae9c36f8a03c1bd7e352bc683f72943dc92422e"), []byte(sha))
+		run := s.deliver(signed(delivery, body)).body["session_id"].(string)
+		s.must(200, "POST", "/v1/sessions/"+run+"/end", adminToken, map[string]any{"reason": "exited", "exit_status": 0})
+		return run
+	}
+	run := deliver(strings.Repeat("a", 40), "d-rep-comment")
+	header := "**fluidbox run `" + run + "`**: exited, exit status 0."
+	s.gh.PlantComment(fork, pr, "mallory", header)
+	s.gh.PlantComment(fork, pr, "other-app[bot]", header)
+	for i := range 120 {
+		s.gh.PlantComment(fork, pr, githubtest.AppSlug+"[bot]", fmt.Sprintf("**fluidbox run `ses_other%d`**: exited", i))
+	}
+	s.gh.PlantComment(fork, pr, githubtest.AppSlug+"[bot]", header)
+	const earlier = 7000 + 2 + 120 // the planted comments' ids count from 7000
+	before := len(s.gh.Posts())
+	if got := s.must(200, "POST", "/v1/sessions/"+run+"/report", adminToken, nil); got["kind"] != report.Comment || got["id"] != float64(earlier) {
+		t.Fatalf("comment report = %v, want the earlier comment %d", got, earlier)
+	}
+	run2 := deliver(strings.Repeat("b", 40), "d-rep-comment-2")
+	s.gh.PlantComment(fork, pr, "mallory", "**fluidbox run `"+run2+"`**: exited, exit status 0.")
+	s.must(200, "POST", "/v1/sessions/"+run2+"/report", adminToken, nil)
+	if posts := s.gh.Posts()[before:]; len(posts) != 1 || posts[0].Kind != report.Comment || !strings.Contains(posts[0].Body["body"].(string), run2) {
+		t.Errorf("posted %+v, want only run %s's own comment", posts, run2)
 	}
 }

@@ -247,9 +247,11 @@ type Installation struct {
 	Token  Token
 	GitURL string
 	Client *github.Client
-	// AppID is the App's id: what GitHub names as the author of what the
-	// installation posts.
-	AppID int64
+	// AppID and AppSlug name the App: GitHub names it as the author of
+	// the check runs the installation posts, and its bot user
+	// (AppSlug + "[bot]") as the author of its comments.
+	AppID   int64
+	AppSlug string
 }
 
 // Installation mints a token of the App's installation on repo ("owner/
@@ -305,7 +307,7 @@ func (a *Apps) Installation(ctx context.Context, repo string, perm Permission) (
 	if err != nil {
 		return Installation{}, fmt.Errorf("githubapp: client: %w", err)
 	}
-	return Installation{Token: Token{s: tok}, GitURL: app.GitURL, Client: client, AppID: app.AppID}, nil
+	return Installation{Token: Token{s: tok}, GitURL: app.GitURL, Client: client, AppID: app.AppID, AppSlug: inst.GetAppSlug()}, nil
 }
 
 // statusOf names a GitHub response's status for an error, never its body.

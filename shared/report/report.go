@@ -12,8 +12,9 @@
 // followed by a zero-width joiner, and '&', '<' and '>' become entities,
 // so no HTML and no mention reaches GitHub. A run reports once (a REPORT
 // item written with the ledger's run.reported, which holds ids and the
-// posted body's digest, never the text); a check run posted before its
-// record was lost is found by its external_id and not posted again.
+// posted body's digest, never the text); a post whose record was lost is
+// found again (a check run by its external_id, a comment by its header,
+// the App's own only) and not posted twice.
 package report
 
 import (
@@ -101,7 +102,7 @@ func (s *Service) Report(ctx context.Context, id string) (Reported, error) {
 	case CheckRun:
 		out, err = s.postCheckRun(ctx, id, h.GitHub, res, body)
 	case Comment:
-		out, err = s.postComment(ctx, h.GitHub, body)
+		out, err = s.postComment(ctx, id, h.GitHub, body)
 	default:
 		return Reported{}, fmt.Errorf("report: trigger's report %q is not one this version knows", kind)
 	}
@@ -175,38 +176,73 @@ func (s *Service) postCheckRun(ctx context.Context, id string, gh *store.GitHubT
 	return Reported{Kind: CheckRun, ID: cr.GetID()}, nil
 }
 
-// maxCheckRunPages bounds the search for an earlier post, at 100 check
-// runs a page: past it (a commit with over a thousand fluidbox check
-// runs), the report is posted, a duplicate at worst.
-const maxCheckRunPages = 10
+// maxPostPages bounds the search for an earlier post, at 100 items a
+// page: past it (a commit with over a thousand fluidbox check runs, a pull
+// request with over a thousand comments), the report is posted, a
+// duplicate at worst.
+const maxPostPages = 10
+
+// searchPages reads pages until one holds a match: page(n) answers page
+// n's match (0 for none) and the next page's number (0 after the last).
+func searchPages(page func(n int) (match int64, next int, err error)) (int64, error) {
+	n := 0
+	for range maxPostPages {
+		match, next, err := page(n)
+		if err != nil || match != 0 || next == 0 {
+			return match, err
+		}
+		n = next
+	}
+	return 0, nil
+}
 
 // postedCheckRun is the id of the check run named CheckName that inst's
 // App posted on commit sha for run id, 0 if there is none. Only the App's
 // own count: another App or a workflow may name a check run anything and
 // give it any external_id.
 func postedCheckRun(ctx context.Context, inst githubapp.Installation, owner, name, sha, id string) (int64, error) {
-	opts := &github.ListCheckRunsOptions{CheckName: github.Ptr(CheckName), Filter: github.Ptr("all"), AppID: github.Ptr(inst.AppID),
-		ListOptions: github.ListOptions{PerPage: 100}}
-	for range maxCheckRunPages {
-		page, resp, err := inst.Client.Checks.ListCheckRunsForRef(ctx, owner, name, sha, opts)
+	return searchPages(func(n int) (int64, int, error) {
+		res, resp, err := inst.Client.Checks.ListCheckRunsForRef(ctx, owner, name, sha, &github.ListCheckRunsOptions{
+			CheckName: github.Ptr(CheckName), Filter: github.Ptr("all"), AppID: github.Ptr(inst.AppID),
+			ListOptions: github.ListOptions{PerPage: 100, Page: n}})
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		for _, cr := range page.CheckRuns {
+		for _, cr := range res.CheckRuns {
 			if cr.GetExternalID() == id && cr.GetApp().GetID() == inst.AppID {
-				return cr.GetID(), nil
+				return cr.GetID(), 0, nil
 			}
 		}
-		if resp.NextPage == 0 {
-			break
-		}
-		opts.Page = resp.NextPage
-	}
-	return 0, nil
+		return 0, resp.NextPage, nil
+	})
 }
 
-// postComment posts the result as a comment on the pull request.
-func (s *Service) postComment(ctx context.Context, gh *store.GitHubTrigger, body string) (Reported, error) {
+// postedComment is the id of the comment the App's bot user wrote on pull
+// request number for run id (Body's header names the run), 0 if there is
+// none. Anybody may write that header; only the App's bot counts.
+func postedComment(ctx context.Context, inst githubapp.Installation, owner, name string, number int, id string) (int64, error) {
+	if inst.AppSlug == "" {
+		return 0, errors.New("report: the installation names no App slug")
+	}
+	bot, header := inst.AppSlug+"[bot]", bodyHeader(id)
+	return searchPages(func(n int) (int64, int, error) {
+		cs, resp, err := inst.Client.Issues.ListComments(ctx, owner, name, number, &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100, Page: n}})
+		if err != nil {
+			return 0, 0, err
+		}
+		for _, c := range cs {
+			if c.GetUser().GetLogin() == bot && c.GetUser().GetType() == "Bot" && strings.HasPrefix(c.GetBody(), header) {
+				return c.GetID(), 0, nil
+			}
+		}
+		return 0, resp.NextPage, nil
+	})
+}
+
+// postComment posts the result as a comment on the pull request, once,
+// as postCheckRun does: a comment the App's bot wrote for the run before
+// is taken as the report.
+func (s *Service) postComment(ctx context.Context, id string, gh *store.GitHubTrigger, body string) (Reported, error) {
 	if gh.PullRequest == 0 {
 		return Reported{}, ErrNoPullRequest
 	}
@@ -214,6 +250,11 @@ func (s *Service) postComment(ctx context.Context, gh *store.GitHubTrigger, body
 	inst, err := s.apps.Installation(ctx, gh.Repository, githubapp.WritePullRequests)
 	if err != nil {
 		return Reported{}, err
+	}
+	if earlier, err := postedComment(ctx, inst, owner, name, gh.PullRequest, id); err != nil {
+		return Reported{}, fmt.Errorf("%w: list the pull request's comments", githubapp.ErrUnavailable)
+	} else if earlier != 0 {
+		return Reported{Kind: Comment, ID: earlier}, nil
 	}
 	c, _, err := inst.Client.Issues.CreateComment(ctx, owner, name, gh.PullRequest, &github.IssueComment{Body: github.Ptr(body)})
 	if err != nil {
@@ -243,10 +284,14 @@ func (s *Service) record(ctx context.Context, id string, gh *store.GitHubTrigger
 	return out, err
 }
 
+// bodyHeader starts every report of run id: how a posted comment is known
+// again.
+func bodyHeader(id string) string { return "**fluidbox run `" + id + "`**" }
+
 // Body is the posted text of a run's result: a fixed header fluidbox
 // writes, then the agent's final message, bounded and neutralised.
 func Body(id string, res store.Result) string {
-	head := fmt.Sprintf("**fluidbox run `%s`**: %s, exit status %d.\n\n", id, res.Reason, res.ExitStatus)
+	head := fmt.Sprintf("%s: %s, exit status %d.\n\n", bodyHeader(id), res.Reason, res.ExitStatus)
 	msg := Neutralise(res.FinalMessage)
 	if msg == "" {
 		return head + "_The agent left no final message._"

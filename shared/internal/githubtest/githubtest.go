@@ -34,8 +34,12 @@ import (
 	"github.com/golang-jwt/jwt/v4"
 )
 
-// AppID is the stand-in App's id.
-const AppID = 4242
+// AppID is the stand-in App's id; AppSlug its slug, whose bot user
+// (AppSlug + "[bot]") writes what the App posts.
+const (
+	AppID   = 4242
+	AppSlug = "fluidbox-test"
+)
 
 // Grant is what a minted installation token may do.
 type Grant struct {
@@ -59,8 +63,9 @@ type Server struct {
 	fetch []string         // repositories fetched, in order
 	posts []Post
 	fail  int // posts still to answer 502
-	// planted are check runs not posted through the stand-in.
-	planted []plantedRun
+	// planted and plantedComments were not posted through the stand-in.
+	planted         []plantedRun
+	plantedComments []plantedComment
 }
 
 // Post is a check run or a comment a token posted.
@@ -136,10 +141,94 @@ type plantedRun struct {
 	run  checkRun
 }
 
+// comment is an issue comment as GET .../comments lists it.
+type comment struct {
+	ID   int64          `json:"id"`
+	Body string         `json:"body"`
+	User map[string]any `json:"user"`
+}
+
+type plantedComment struct {
+	repo, number string
+	c            comment
+}
+
+// PlantComment adds a comment on pull request number of repo that the
+// stand-in did not take from fluidbox, by user login (of type Bot when it
+// ends in "[bot]"). It is not among Posts.
+func (s *Server) PlantComment(repo string, number int, login, body string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.plantedComments = append(s.plantedComments, plantedComment{repo: repo, number: strconv.Itoa(number),
+		c: comment{ID: int64(7000 + len(s.plantedComments)), Body: body, User: user(login)}})
+}
+
+func user(login string) map[string]any {
+	typ := "User"
+	if strings.HasSuffix(login, "[bot]") {
+		typ = "Bot"
+	}
+	return map[string]any{"login": login, "type": typ}
+}
+
+// comments answers GET /repos/{owner}/{repo}/issues/{number}/comments to a
+// token of the repository with pull_requests (read or write): the planted
+// and posted comments, paged as checkRuns pages.
+func (s *Server) comments(w http.ResponseWriter, r *http.Request) {
+	repo, number := r.PathValue("owner")+"/"+r.PathValue("repo"), r.PathValue("number")
+	g, minted := s.grantOf(r)
+	if !minted || !slices.Contains(g.Repositories, repo) || (g.Permissions["pull_requests"] != "read" && g.Permissions["pull_requests"] != "write") {
+		http.Error(w, `{"message":"Resource not accessible by integration"}`, http.StatusForbidden)
+		return
+	}
+	s.mu.Lock()
+	var all []comment
+	for _, p := range s.plantedComments {
+		if p.repo == repo && p.number == number {
+			all = append(all, p.c)
+		}
+	}
+	for i, p := range s.posts {
+		if p.Kind == "comment" && p.Repository == repo && p.Number == number {
+			body, _ := p.Body["body"].(string)
+			all = append(all, comment{ID: int64(9001 + i), Body: body, User: user(AppSlug + "[bot]")})
+		}
+	}
+	s.mu.Unlock()
+	writePage(w, r, all)
+}
+
+// writePage answers one page of all, of per_page (default 30) items,
+// with GitHub's Link header naming the next page: a bare array, or, when
+// wrap names a key, the items under it beside total_count (as GitHub
+// wraps check runs).
+func writePage[T any](w http.ResponseWriter, r *http.Request, all []T, wrap ...string) {
+	q := r.URL.Query()
+	per, page := 30, 1
+	if n, err := strconv.Atoi(q.Get("per_page")); err == nil && n > 0 && n <= 100 {
+		per = n
+	}
+	if n, err := strconv.Atoi(q.Get("page")); err == nil && n > 0 {
+		page = n
+	}
+	from, to := min((page-1)*per, len(all)), min(page*per, len(all))
+	if to < len(all) {
+		next := *r.URL
+		q.Set("page", strconv.Itoa(page+1))
+		next.RawQuery = q.Encode()
+		w.Header().Set("Link", fmt.Sprintf(`<http://%s%s>; rel="next"`, r.Host, next.RequestURI()))
+	}
+	if len(wrap) == 0 {
+		writeJSON(w, http.StatusOK, all[from:to])
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"total_count": len(all), wrap[0]: all[from:to]})
+}
+
 // checkRuns answers GET /repos/{owner}/{repo}/commits/{ref}/check-runs to
 // a token of the repository with checks (read or write): the check runs on
 // that commit, planted and posted, filtered by check_name and app_id, a
-// page of per_page (default 30) at a time with GitHub's Link header.
+// page at a time (writePage).
 func (s *Server) checkRuns(w http.ResponseWriter, r *http.Request) {
 	repo := r.PathValue("owner") + "/" + r.PathValue("repo")
 	g, minted := s.grantOf(r)
@@ -166,21 +255,7 @@ func (s *Server) checkRuns(w http.ResponseWriter, r *http.Request) {
 	all = slices.DeleteFunc(all, func(c checkRun) bool {
 		return q.Has("check_name") && c.Name != q.Get("check_name") || q.Has("app_id") && fmt.Sprint(c.App["id"]) != q.Get("app_id")
 	})
-	per, page := 30, 1
-	if n, err := strconv.Atoi(q.Get("per_page")); err == nil && n > 0 && n <= 100 {
-		per = n
-	}
-	if n, err := strconv.Atoi(q.Get("page")); err == nil && n > 0 {
-		page = n
-	}
-	from, to := min((page-1)*per, len(all)), min(page*per, len(all))
-	if to < len(all) {
-		next := *r.URL
-		q.Set("page", strconv.Itoa(page+1))
-		next.RawQuery = q.Encode()
-		w.Header().Set("Link", fmt.Sprintf(`<http://%s%s>; rel="next"`, r.Host, next.RequestURI()))
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"total_count": len(all), "check_runs": all[from:to]})
+	writePage(w, r, all, "check_runs")
 }
 
 // grantOf is the grant of the request's installation token. GitHub takes
@@ -211,6 +286,7 @@ func New(t *testing.T) *Server {
 	api.HandleFunc("POST /app/installations/{id}/access_tokens", s.accessToken)
 	api.HandleFunc("POST /repos/{owner}/{repo}/check-runs", s.post("checks", "check_run"))
 	api.HandleFunc("GET /repos/{owner}/{repo}/commits/{ref}/check-runs", s.checkRuns)
+	api.HandleFunc("GET /repos/{owner}/{repo}/issues/{number}/comments", s.comments)
 	api.HandleFunc("POST /repos/{owner}/{repo}/issues/{number}/comments", s.post("pull_requests", "comment"))
 	api.HandleFunc("GET /repos/{owner}/{repo}", s.repository)
 	api.HandleFunc("GET /repos/{owner}/{repo}/branches/{branch...}", s.branch)
@@ -405,7 +481,7 @@ func (s *Server) installation(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"message":"Not Found"}`, http.StatusNotFound)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "app_id": AppID})
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "app_id": AppID, "app_slug": AppSlug})
 }
 
 func (s *Server) accessToken(w http.ResponseWriter, r *http.Request) {
