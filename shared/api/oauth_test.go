@@ -384,16 +384,8 @@ func TestOAuthCallbackFromAnotherBrowser(t *testing.T) {
 	}
 	req, _ := http.NewRequest(http.MethodGet, au, nil)
 	req.Header.Set("Sec-Fetch-Site", "none") // typed or pasted
-	resp, err := hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	cookies := resp.Cookies()
-	if resp.StatusCode != http.StatusFound || len(cookies) != 1 {
-		t.Fatalf("authorize redirect = %d, cookies %v", resp.StatusCode, cookies)
-	}
-	if c := cookies[0]; !c.HttpOnly || c.SameSite != http.SameSiteLaxMode || c.Path != "/v1/oauth/callback" || c.Value == "" {
+	resp, c := openAuthorization(t, hc, req)
+	if !c.HttpOnly || c.SameSite != http.SameSiteLaxMode || c.Path != "/v1/oauth/callback" || c.Value == "" {
 		t.Fatalf("nonce cookie %+v", c)
 	}
 	if code, _ := s.browseIn(nil, au); code != 400 {
@@ -461,16 +453,8 @@ func TestOAuthNonceCookieCannotBeTossed(t *testing.T) {
 	// and the provider's answer after the member signed in.
 	start := func() (*http.Cookie, *url.URL) {
 		au := s.want(200, "POST", "/v1/connections/"+con+"/authorize", adminToken, nil)["authorization_url"].(string)
-		resp, err := hc.Get(plain(au))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		cookies := resp.Cookies()
-		if resp.StatusCode != http.StatusFound || len(cookies) != 1 {
-			t.Fatalf("authorize redirect = %d, cookies %v", resp.StatusCode, cookies)
-		}
-		c := cookies[0]
+		req, _ := http.NewRequest(http.MethodGet, plain(au), nil)
+		resp, c := openAuthorization(t, hc, req)
 		if !strings.HasPrefix(c.Name, "__Host-fbx_oauth_") || c.Path != "/" || !c.Secure || !c.HttpOnly || c.Domain != "" {
 			t.Fatalf("nonce cookie over HTTPS = %+v, want a __Host- cookie", c)
 		}
@@ -524,4 +508,21 @@ func TestOAuthCallbackWithoutRefreshToken(t *testing.T) {
 	if code != 200 || !strings.Contains(page, "no refresh token") || !strings.Contains(page, "until it expires") {
 		t.Fatalf("callback = %d %q", code, page)
 	}
+}
+
+// openAuthorization sends req, an authorization URL's GET, through hc
+// (which follows no redirect) and fails unless it answers the redirect to
+// the provider with one cookie, the nonce: the answer and that cookie.
+func openAuthorization(t *testing.T, hc *http.Client, req *http.Request) (*http.Response, *http.Cookie) {
+	t.Helper()
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cookies := resp.Cookies()
+	if resp.StatusCode != http.StatusFound || len(cookies) != 1 {
+		t.Fatalf("authorize redirect = %d, cookies %v", resp.StatusCode, cookies)
+	}
+	return resp, cookies[0]
 }
