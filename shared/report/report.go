@@ -219,10 +219,13 @@ func postedCheckRun(ctx context.Context, inst githubapp.Installation, owner, nam
 
 // postedComment is the id of the comment the App's bot user wrote on pull
 // request number for run id (Body's header names the run), 0 if there is
-// none. Anybody may write that header; only the App's bot counts.
+// none. Anybody may write that header; only the App's bot counts. An
+// installation that names no App slug (GitHub always does) gives no bot
+// to look for: 0, and the report is posted, a duplicate at worst, rather
+// than never.
 func postedComment(ctx context.Context, inst githubapp.Installation, owner, name string, number int, id string) (int64, error) {
 	if inst.AppSlug == "" {
-		return 0, errors.New("report: the installation names no App slug")
+		return 0, nil
 	}
 	bot, header := inst.AppSlug+"[bot]", bodyHeader(id)
 	return searchPages(func(n int) (int64, int, error) {
