@@ -112,7 +112,7 @@ func TestDashboard(t *testing.T) {
 // namespace, the halted-runs alarm reads the metric the model proxy writes
 // there (telemetry.MetricRunsHalted) and fires on one halt, the launcher's
 // alarm likewise on one run the launch function ended
-// (telemetry.MetricLauncherEnded), and the dashboard shows decisions,
+// (telemetry.MetricRunsEndedByLauncher), and the dashboard shows decisions,
 // denials by source, pending approvals, spend, halts and those runs from
 // that namespace.
 func TestCloudWatchMetricsWired(t *testing.T) {
@@ -122,7 +122,7 @@ func TestCloudWatchMetricsWired(t *testing.T) {
 	if got := dig(l.doc, "Globals", "Function", "Environment", "Variables", "FLUIDBOX_METRICS_NAMESPACE"); got != "SUB:"+ns {
 		t.Errorf("Globals' FLUIDBOX_METRICS_NAMESPACE = %v, want !Sub %s", got, ns)
 	}
-	for id, metric := range map[string]string{"HaltedRunsAlarm": telemetry.MetricRunsHalted, "LauncherEndedRunsAlarm": telemetry.MetricLauncherEnded} {
+	for id, metric := range map[string]string{"HaltedRunsAlarm": telemetry.MetricRunsHalted, "LauncherEndedRunsAlarm": telemetry.MetricRunsEndedByLauncher} {
 		a := props(resources(l.doc, "AWS::CloudWatch::Alarm")[id])
 		if a["Namespace"] != "SUB:"+ns || a["MetricName"] != metric || a["Statistic"] != "Sum" ||
 			a["ComparisonOperator"] != "GreaterThanThreshold" || asString(a["Threshold"]) != "0" || a["Dimensions"] != nil {
@@ -137,7 +137,7 @@ func TestCloudWatchMetricsWired(t *testing.T) {
 		`"` + telemetry.MetricBudgetSpent + `"`,
 		`"` + telemetry.MetricBudgetReserved + `"`,
 		`{` + ns + `,Reason} MetricName=\"` + telemetry.MetricRunsHalted + `\"`,
-		`{` + ns + `,Reason} MetricName=\"` + telemetry.MetricLauncherEnded + `\"`,
+		`{` + ns + `,Reason} MetricName=\"` + telemetry.MetricRunsEndedByLauncher + `\"`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the dashboard does not show %s", want)

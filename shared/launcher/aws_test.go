@@ -222,8 +222,8 @@ func TestAWSFinishRetriesTheReport(t *testing.T) {
 		t.Errorf("posts = %d, want 1", len(posts))
 	}
 	if lines := strings.Split(strings.TrimSpace(metrics.String()), "\n"); len(lines) != 1 ||
-		!strings.Contains(lines[0], `"`+telemetry.MetricLauncherEnded+`"`) || !strings.Contains(lines[0], `"Reason":"failed"`) {
-		t.Errorf("metrics written:\n%s\nwant one %s line, reason failed", metrics.String(), telemetry.MetricLauncherEnded)
+		!strings.Contains(lines[0], `"`+telemetry.MetricRunsEndedByLauncher+`"`) || !strings.Contains(lines[0], `"Reason":"failed"`) {
+		t.Errorf("metrics written:\n%s\nwant one %s line, reason failed", metrics.String(), telemetry.MetricRunsEndedByLauncher)
 	}
 }
 

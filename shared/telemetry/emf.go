@@ -20,12 +20,12 @@ const Namespace = "fluidbox"
 // CloudWatch metric names. Alarms and the dashboard name them: never
 // rename one.
 const (
-	MetricDecisions        = "Decisions"
-	MetricRunsHalted       = "RunsHalted"
-	MetricBudgetReserved   = "BudgetReservedMicroUSD"
-	MetricBudgetSpent      = "BudgetSpentMicroUSD"
-	MetricPendingApprovals = "PendingApprovals"
-	MetricLauncherEnded    = "RunsEndedByLauncher"
+	MetricDecisions           = "Decisions"
+	MetricRunsHalted          = "RunsHalted"
+	MetricBudgetReserved      = "BudgetReservedMicroUSD"
+	MetricBudgetSpent         = "BudgetSpentMicroUSD"
+	MetricPendingApprovals    = "PendingApprovals"
+	MetricRunsEndedByLauncher = "RunsEndedByLauncher"
 )
 
 // CloudWatch dimension names.
@@ -137,5 +137,5 @@ func (t *Telemetry) RunEndedByLauncher(_ context.Context, reason string) {
 	if t == nil {
 		return
 	}
-	t.emf.put(MetricLauncherEnded, "Count", 1, map[string]string{DimReason: reason}, [][]string{{}, {DimReason}})
+	t.emf.put(MetricRunsEndedByLauncher, "Count", 1, map[string]string{DimReason: reason}, [][]string{{}, {DimReason}})
 }

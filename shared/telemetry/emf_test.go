@@ -90,7 +90,7 @@ func TestCloudWatchMetrics(t *testing.T) {
 		{MetricBudgetReserved: 1500.0},
 		{MetricBudgetSpent: 1200.0},
 		{MetricPendingApprovals: 3.0},
-		{MetricLauncherEnded: 1.0, DimReason: "timeout"},
+		{MetricRunsEndedByLauncher: 1.0, DimReason: "timeout"},
 	}
 	for i, w := range want {
 		got := lines[i].fields
