@@ -227,6 +227,27 @@ func TestAWSFinishRetriesTheReport(t *testing.T) {
 	}
 }
 
+// TestAWSFinishWithoutTheApp: the App was removed from the repository
+// while the run ran; Finish ends the run and succeeds without a report (no
+// retry would post it), where a GitHub that fails is retried.
+func TestAWSFinishWithoutTheApp(t *testing.T) {
+	t.Parallel()
+	p := runnertest.New(t, runnertest.DenyAll, map[string]any{"prompt": "review", "timeout_seconds": 60})
+	steps := awsSteps(p, smtest.New(t))
+	h := p.Deliver(map[string]githubtest.File{"a": {Content: "1\n"}})
+	if out, err := steps.Start(asLaunch(), launcher.Input{SessionID: h.RunID, Execution: "exec-u"}); err != nil || !out.Launched {
+		t.Fatalf("start = %+v, %v", out, err)
+	}
+	p.GitHub.Uninstall(runnertest.Repository)
+	fin, err := steps.Finish(asLaunch(), launcher.Input{SessionID: h.RunID, Execution: "exec-u", Error: "States.TaskFailed"})
+	if err != nil || fin != (launcher.FinishOutput{Reason: run.EndFailed}) {
+		t.Fatalf("finish without the App = %+v, %v; want the run ended, nothing reported, no error", fin, err)
+	}
+	if posts := p.GitHub.Posts(); len(posts) != 0 {
+		t.Errorf("posts = %+v, want none", posts)
+	}
+}
+
 // checkFailureReported: the pull request holds one check run of run id,
 // concluded failure, whose summary gives reason and exit status -1.
 func checkFailureReported(t *testing.T, p *runnertest.Plane, id, reason string) {

@@ -363,6 +363,13 @@ func (s *Server) Install(repo string, id int64) {
 	s.inst[repo] = id
 }
 
+// Uninstall removes the App from repo, as its owner may at any time.
+func (s *Server) Uninstall(repo string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.inst, repo)
+}
+
 // Grants returns every token minted so far.
 func (s *Server) Grants() []Grant {
 	s.mu.Lock()
